@@ -1,0 +1,291 @@
+"""The ``switchboard`` command line (typer + rich).
+
+Every command exits 0 on success, 1 when a run itself failed, and 2 on bad input or configuration with a
+one-line ``error: …`` on stderr; nothing is stored when the input is rejected.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from graph.errors import ConfigError, InputError, SwitchboardError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(help="switchboard: a LangGraph support desk whose handoffs between agents are safe.\n\n"
+                       "The model chooses; code decides what is legal.", no_args_is_help=True, add_completion=False)
+console = Console()
+err = Console(stderr=True)
+
+DbOpt = typer.Option(None, "--db", help="Checkpoint database (SQLite file). Default: $SWITCHBOARD_HOME/switchboard.db (./.switchboard).")
+ModelOpt = typer.Option(None, "--model", help="'offline' (default, embedded) or 'openai:<model>'. Env: SWITCHBOARD_MODEL.")
+
+
+def _settings(model: str | None = None, db: Path | None = None, **kw):
+    from graph.settings import Settings
+
+    return Settings.from_env(model=model, db=db, **kw)
+
+
+def _graph(settings, checkpointer=None, **kw):
+    from checkpoints import open_checkpointer
+    from graph.builder import build_graph
+
+    return build_graph(checkpointer=checkpointer if checkpointer is not None else open_checkpointer(settings.db),
+                       settings=settings, **kw)
+
+
+def _print_turn(r) -> None:
+    who = r.agent or "?"
+    if r.status == "awaiting_approval":
+        console.print(f"[yellow]⏸ paused[/] waiting for approval: {json.dumps(r.pending, default=str)}")
+    else:
+        style = {"fallback": "red", "clarify": "yellow"}.get(r.status, "green")
+        console.print(f"[bold {style}]{who}[/]: {r.text}")
+    if r.path_str:
+        console.print(f"[dim]path: {r.path_str}[/]")
+
+
+@app.command()
+def chat(
+    message: Optional[str] = typer.Argument(None, help="The user's message. Omit for an interactive session."),
+    thread: str = typer.Option(None, "--thread", "-t", help="Thread id (one conversation). Default: a new thread."),
+    db: Optional[Path] = DbOpt,
+    model: Optional[str] = ModelOpt,
+    user: str = typer.Option("c_ada", "--user", help="Customer id of the run context (identity is never taken from the model)."),
+    tenant: str = typer.Option("t_demo", "--tenant", help="Tenant id of the run context."),
+) -> None:
+    """Send one message on a thread (or chat interactively) and print the answer and the handoff path."""
+    from graph.context import RunContext
+    from graph.conversation import Conversation
+
+    settings = _settings(model, db)
+    conv = Conversation(thread, graph=_graph(settings), context=RunContext(user_id=user, tenant_id=tenant))
+    console.print(f"[dim]thread {conv.thread_id}[/]")
+    if message is not None:
+        _print_turn(conv.send(message))
+        return
+    console.print("[dim]Type a message; an empty line or Ctrl-D ends.[/]")
+    while True:
+        try:
+            text = console.input("[bold]you[/]: ")
+        except (EOFError, KeyboardInterrupt):
+            break
+        if not text.strip():
+            break
+        try:
+            _print_turn(conv.send(text))
+        except InputError as exc:
+            err.print(f"error: {exc}")
+
+
+@app.command()
+def draw(
+    format: str = typer.Option("mermaid", "--format", "-f", help="mermaid | ascii | png"),
+    thread: Optional[str] = typer.Option(None, "--thread", "-t", help="Highlight this thread's run path with hop numbers."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write to this file (required for png)."),
+    db: Optional[Path] = DbOpt,
+) -> None:
+    """Draw the agent graph: every agent node and exactly the edges of the policy edge table."""
+    from graph import drawing
+    from graph.inspect import graph_spec, run_path
+
+    spec = graph_spec()
+    path = ()
+    if thread:
+        path = run_path(_checkpointer(db), thread)
+    fmt = format.lower()
+    if fmt == "mermaid":
+        text = drawing.render_mermaid(spec, path)
+    elif fmt == "ascii":
+        text = drawing.render_ascii(spec, path)
+    elif fmt == "png":
+        if out is None:
+            raise InputError("--format png needs --out FILE.png")
+        try:
+            drawing.render_png(spec, out, path, title=f"switchboard — thread {thread}" if thread else "switchboard")
+        except ValueError as exc:
+            raise InputError(str(exc)) from exc
+        console.print(f"wrote {out}")
+        return
+    else:
+        raise InputError(f"unknown format {format!r}; use mermaid, ascii or png")
+    if out:
+        out.write_text(text + "\n")
+        console.print(f"wrote {out}")
+    else:
+        print(text)
+
+
+def _checkpointer(db: Path | None):
+    from checkpoints import open_checkpointer
+
+    settings = _settings(None, db)
+    if not Path(settings.db).exists():
+        raise InputError(f"no checkpoint database at {settings.db} (run 'switchboard chat' first or pass --db)")
+    return open_checkpointer(settings.db)
+
+
+@app.command()
+def threads(db: Optional[Path] = DbOpt) -> None:
+    """List the stored threads: turns, active agent, last status."""
+    from graph.inspect import thread_summaries
+
+    rows = thread_summaries(_checkpointer(db))
+    table = Table("thread", "turns", "active agent", "last status", "handoffs")
+    for r in rows:
+        table.add_row(r["thread_id"], str(r["turns"]), str(r["active_agent"] or "-"), r["status"], str(r["handoffs"]))
+    console.print(table if rows else "no threads yet")
+
+
+@app.command()
+def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[Path] = DbOpt) -> None:
+    """Show one thread turn by turn: the user's message, the answering agent and the handoff path."""
+    from graph.inspect import thread_turns
+
+    turns = thread_turns(_checkpointer(db), thread)
+    if not turns:
+        raise InputError(f"unknown thread {thread!r}")
+    table = Table("turn", "user", "answered by", "path", "answer", show_lines=True)
+    for t in turns:
+        table.add_row(str(t["turn"]), t["user"], t["agent"] or "-", t["path"], t["answer"])
+    console.print(table)
+
+
+@app.command()
+def route(
+    csv_path: Path = typer.Argument(..., metavar="CSV", help="CSV with columns text,category (e.g. BANKING77 test.csv)."),
+    labels: Path = typer.Option(..., "--labels", help="JSON mapping agents to categories: {\"agents\": {agent: [category, …]}}."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N rows."),
+    model: Optional[str] = ModelOpt,
+    router_path: Optional[Path] = typer.Option(None, "--router", help="A router file from train-router (default: trained if present, else shipped)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the figures as JSON to this file."),
+) -> None:
+    """Run every query of CSV through the compiled graph (a fresh thread each) and report agent-level accuracy,
+    a confusion table, handoffs per query and p50/p95 seconds per query.
+
+    Runs use an in-memory checkpointer and a scratch business database, so evaluation writes no records."""
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph.context import RunContext
+    from graph.state import ensure_ids
+    from nodes.router import load_label_map, read_labelled_csv
+    from nodes.store import open_store
+
+    texts, cats = read_labelled_csv(csv_path)
+    label_map = load_label_map(labels)
+    unknown = sorted({c for c in cats if c not in label_map})
+    if unknown:
+        raise InputError(f"{len(unknown)} categories of {csv_path} are not in {labels}: {', '.join(unknown[:5])}")
+    if limit is not None:
+        if limit < 1:
+            raise InputError("--limit must be >= 1")
+        texts, cats = texts[:limit], cats[:limit]
+    scratch = Path(tempfile.mkdtemp(prefix="switchboard-route-"))
+    settings = _settings(model, scratch / "unused.db", business_db=scratch / "business.db", router_path=router_path)
+    graph = _graph(settings, checkpointer=InMemorySaver(), store=open_store(scratch / "business.db"))
+    truth = [label_map[c] for c in cats]
+    answered, routed, hops, secs = [], [], [], []
+    with Progress(TextColumn("routing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+                  console=err, transient=False, disable=not err.is_terminal and os.environ.get("CI") is None) as bar:
+        job = bar.add_task("route", total=len(texts))
+        for i, text in enumerate(texts):
+            t0 = time.perf_counter()
+            cfg = {"configurable": {"thread_id": f"route-{i}"}}
+            try:
+                values = graph.invoke({"messages": ensure_ids([HumanMessage(content=text)])}, cfg, context=RunContext())
+            except Exception as exc:  # noqa: BLE001 - a failed run is counted and reported, not hidden
+                values = {"outcome": {"agent": f"error:{type(exc).__name__}"}}
+            secs.append(time.perf_counter() - t0)
+            path = [h for h in values.get("handoff_path") or [] if h.get("kind") == "handoff"]
+            answered.append((values.get("outcome") or {}).get("agent") or "none")
+            routed.append(path[0]["to_agent"] if path else "none")
+            hops.append(len(path))
+            bar.advance(job)
+    n = len(texts)
+    acc = sum(a == t for a, t in zip(answered, truth)) / n
+    acc_routed = sum(a == t for a, t in zip(routed, truth)) / n
+    agents = sorted(set(truth))
+    cols = agents + sorted(set(answered) - set(agents))
+    conf = Counter(zip(truth, answered))
+    table = Table(title="confusion (rows: expected agent, columns: answering agent)")
+    table.add_column("expected")
+    for c in cols:
+        table.add_column(c, justify="right")
+    table.add_column("recall", justify="right")
+    for t in agents:
+        total = sum(conf[(t, c)] for c in cols)
+        table.add_row(t, *[str(conf[(t, c)]) for c in cols], f"{conf[(t, t)] / total:.3f}" if total else "-")
+    console.print(table)
+    p50 = statistics.median(secs)
+    p95 = statistics.quantiles(secs, n=20)[-1] if n >= 2 else secs[0]
+    figures = {"queries": n, "accuracy_answering_agent": round(acc, 4), "accuracy_first_handoff": round(acc_routed, 4),
+               "handoffs_per_query": round(sum(hops) / n, 3), "p50_s": round(p50, 4), "p95_s": round(p95, 4),
+               "router": str(graph.deps.router.source), "model": settings.model}
+    console.print(f"queries: {n}   agent accuracy (answering agent): [bold]{acc:.4f}[/]   "
+                  f"(triage's first handoff: {acc_routed:.4f})")
+    console.print(f"handoffs per query: {figures['handoffs_per_query']}   p50 {p50:.4f} s   p95 {p95:.4f} s per query   "
+                  f"router: {figures['router']}")
+    if json_out:
+        json_out.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+@app.command("train-router")
+def train_router(
+    csv_path: Path = typer.Argument(..., metavar="CSV", help="Labelled CSV with columns text,category."),
+    labels: Path = typer.Option(..., "--labels", help="JSON mapping agents to categories (agent_map.json shape)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to store the router. Default: $SWITCHBOARD_HOME/router-trained.pkl, used by later runs."),
+) -> None:
+    """Fit the offline router on a user's labelled data and store it for later runs (the shipped default stays available:
+    delete the file or pass --router to route)."""
+    from nodes.router import IntentRouter, load_label_map, read_labelled_csv, trained_router_path
+
+    texts, cats = read_labelled_csv(csv_path)
+    label_map = load_label_map(labels)
+    target = out or trained_router_path()
+    with console.status(f"fitting on {len(texts)} examples…"):
+        t0 = time.perf_counter()
+        router = IntentRouter().fit(texts, cats, label_to_agent=label_map)
+        router.source = str(csv_path)
+        router.save(target)
+    console.print(f"trained on {len(texts)} examples, {len(set(cats))} categories, "
+                  f"{len(set(label_map[c] for c in cats))} agents in {time.perf_counter() - t0:.1f} s -> {target}")
+
+
+def main() -> None:
+    """Entry point of the ``switchboard`` script: one-line errors and exit codes (2 = bad input/config)."""
+    try:
+        app(standalone_mode=False)
+    except SwitchboardError as exc:
+        err.print(f"error: {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("aborted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Exit):
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Thread and history inspection over a checkpointer (for the CLI and scripts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+
+from graph.drawing import GraphSpec, PathStep
+from policies.edges import DEFAULT_EDGE_TABLE, END, ENTRY_NODE, START, EdgeTable
+
+__all__ = ["graph_spec", "run_path", "thread_values", "thread_summaries", "thread_turns"]
+
+_KINDS = {START: "entry", END: "terminal", ENTRY_NODE: "entry", "fallback": "terminal",
+          "human_approval": "approval", "refund_execute": "side_effect", "risk": "agent"}
+
+
+def graph_spec(table: EdgeTable = DEFAULT_EDGE_TABLE) -> GraphSpec:
+    """The drawable graph: every node and exactly the edges of ``table`` (no others)."""
+    nodes = table.nodes()
+    return GraphSpec(nodes=nodes, edges=tuple(sorted(table.edges())),
+                     kinds={n: _KINDS.get(n, "agent") for n in nodes})
+
+
+def thread_values(saver: Any, thread_id: str) -> dict:
+    """The latest state values stored for ``thread_id`` ({} when the thread is unknown)."""
+    from langgraph.graph import StateGraph
+
+    from graph.state import SupportState
+
+    # A minimal graph with the same state schema reads the checkpoint without building models or stores.
+    g = StateGraph(SupportState)
+    g.add_node("noop", lambda s: {})
+    g.set_entry_point("noop")
+    snap = g.compile(checkpointer=saver).get_state({"configurable": {"thread_id": thread_id}})
+    return dict(snap.values or {})
+
+
+def run_path(saver: Any, thread_id: str) -> list[PathStep]:
+    """The thread's hops in order as PathSteps (hop numbers 1..n over the whole thread, entry hops included)."""
+    values = thread_values(saver, thread_id)
+    if not values:
+        from graph.errors import InputError
+
+        raise InputError(f"unknown thread {thread_id!r}")
+    steps = []
+    for i, h in enumerate(values.get("handoff_path") or [], start=1):
+        steps.append(PathStep(hop=i, source=h["from_agent"], target=h["to_agent"], kind=h.get("kind", "handoff")))
+    return steps
+
+
+def thread_summaries(saver: Any) -> list[dict]:
+    """One dict per thread: thread_id, turns, active_agent, status (of the last turn), handoffs."""
+    from checkpoints import thread_ids
+
+    out = []
+    for tid in thread_ids(saver):
+        v = thread_values(saver, tid)
+        out.append({"thread_id": tid, "turns": int(v.get("turn") or 0), "active_agent": v.get("active_agent"),
+                    "status": (v.get("outcome") or {}).get("status", "awaiting_approval" if v.get("pending_approval") else "-"),
+                    "handoffs": int(v.get("handoff_count") or 0)})
+    return out
+
+
+def thread_turns(saver: Any, thread_id: str) -> list[dict]:
+    """The thread turn by turn: ``{turn, user, agent, answer, path}`` (path like ``triage → billing → refunds``)."""
+    v = thread_values(saver, thread_id)
+    if not v:
+        return []
+    msgs = v.get("messages") or []
+    turns: list[dict] = []
+    for m in msgs:
+        if isinstance(m, HumanMessage):
+            turns.append({"turn": len(turns) + 1, "user": str(m.content), "agent": None, "answer": ""})
+        elif isinstance(m, AIMessage) and not m.tool_calls and turns and m.content:
+            turns[-1]["agent"], turns[-1]["answer"] = m.name, str(m.content)
+    for t in turns:
+        hops = [h for h in v.get("handoff_path") or [] if h.get("turn") == t["turn"]]
+        names = [h["to_agent"] for h in hops]
+        t["path"] = " → ".join(names)
+    return turns

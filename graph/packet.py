@@ -1,0 +1,95 @@
+"""The HandoffPacket: the contract handed over with control (DESIGN.md, "HandoffPacket").
+
+Minimal but sufficient: references instead of bulk data, never credentials.  Stored in graph state as a
+plain JSON dict (``HandoffPacket.model_dump(mode="json")``) so checkpoints need no custom serializer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["SCHEMA_VERSION", "Fact", "Constraints", "HandoffPacket", "HandoffRecord", "render_packet"]
+
+#: Version of the packet schema; bump on any incompatible field change.
+SCHEMA_VERSION = 1
+
+
+class Fact(BaseModel):
+    """One known fact with its provenance: what the user said is not what the system verified."""
+
+    model_config = ConfigDict(frozen=True)
+    key: str = Field(description="snake_case name, e.g. transaction_id, amount, merchant")
+    value: str = Field(description="the value as text (amounts as '4.50 GBP')")
+    source: Literal["user_said", "system_verified"] = Field(description="who vouches for the value")
+
+
+class Constraints(BaseModel):
+    """Actions the receiving agent may or must not take."""
+
+    model_config = ConfigDict(frozen=True)
+    allowed_actions: tuple[str, ...] = ()
+    forbidden_actions: tuple[str, ...] = ()
+
+
+class HandoffPacket(BaseModel):
+    """Everything the receiving agent needs, built by code on every accepted handoff."""
+
+    model_config = ConfigDict(frozen=True)
+    task_id: str
+    session_id: str = Field(description="the thread_id of the conversation")
+    handoff_id: str = Field(default_factory=lambda: f"h_{uuid.uuid4().hex[:12]}")
+    trace_id: str
+    schema_version: int = SCHEMA_VERSION
+    from_agent: str
+    to_agent: str
+    reason: str = Field(description="why control moves, in the handing agent's words")
+    objective: str = Field(description="what the receiving agent must achieve (the user's request)")
+    business_context: dict[str, str] = Field(default_factory=dict, description="customer/tenant references, no bulk data")
+    known_facts: tuple[Fact, ...] = ()
+    evidence_refs: tuple[str, ...] = Field(default=(), description="ids of records that back the facts (tx_…, rf_…)")
+    risk_flags: tuple[str, ...] = ()
+    open_questions: tuple[str, ...] = ()
+    constraints: Constraints = Constraints()
+    deadline: str | None = Field(default=None, description="ISO-8601 UTC time by which the task should be answered")
+
+    @staticmethod
+    def deadline_in(hours: float) -> str:
+        """ISO-8601 UTC timestamp ``hours`` from now (the support desk's answer-time target)."""
+        return (datetime.now(timezone.utc) + timedelta(hours=hours)).isoformat(timespec="seconds")
+
+    def fact(self, key: str) -> str | None:
+        """Value of the first fact named ``key``, system-verified preferred."""
+        best = sorted((f for f in self.known_facts if f.key == key), key=lambda f: f.source != "system_verified")
+        return best[0].value if best else None
+
+
+class HandoffRecord(BaseModel):
+    """One hop of the handoff path (kept in state, in order)."""
+
+    model_config = ConfigDict(frozen=True)
+    hop: int = Field(description="1-based hop number within the thread")
+    turn: int
+    from_agent: str
+    to_agent: str
+    kind: Literal["handoff", "fallback", "entry", "agent_as_tool"] = "handoff"
+    reason: str = ""
+    handoff_id: str | None = None
+
+
+def render_packet(packet: dict) -> str:
+    """The packet as the short text block a receiving model reads (history mode ``packet_only``)."""
+    lines = [f"Handoff from {packet.get('from_agent')} to {packet.get('to_agent')}.",
+             f"Objective: {packet.get('objective')}", f"Reason: {packet.get('reason')}"]
+    facts = packet.get("known_facts") or []
+    if facts:
+        lines.append("Known facts: " + "; ".join(f"{f['key']}={f['value']} ({f['source']})" for f in facts))
+    if packet.get("open_questions"):
+        lines.append("Open questions: " + "; ".join(packet["open_questions"]))
+    c = packet.get("constraints") or {}
+    if c.get("forbidden_actions"):
+        lines.append("Do not: " + ", ".join(c["forbidden_actions"]))
+    return "\n".join(lines)

@@ -1,0 +1,113 @@
+"""The typed shared state of the support desk (DESIGN.md, State).
+
+Every key has a reducer, so that two branches of one superstep (the supervisor's parallel experts)
+may write it without ``InvalidUpdateError``.  Values are plain JSON-able data (dicts, lists, str, int) so
+checkpoints need no custom serializer; typed views are built with :mod:`graph.packet` models.
+
+The transcript uses LangGraph's ``DeltaChannel`` (beta in LangGraph 1.2): a checkpoint stores only the
+new messages of its step instead of the whole list, which keeps a thread's storage linear in its number
+of turns instead of quadratic (DESIGN.md, "Storage growth").
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from langchain_core.messages import AnyMessage, BaseMessage
+from langgraph.channels import DeltaChannel
+from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
+
+__all__ = ["SupportState", "last_value", "max_int", "union_ordered", "append_all", "messages_reducer", "ensure_ids",
+           "TaskState", "Outcome"]
+
+
+def last_value(_old: Any, new: Any) -> Any:
+    """Reducer: the newest write wins (writes of one superstep are applied in task order)."""
+    return new
+
+
+def max_int(old: int | None, new: int | None) -> int:
+    """Reducer: the larger of two counters (``state_version``, ``turn``): monotone under parallel writes."""
+    return max(int(old or 0), int(new or 0))
+
+
+def union_ordered(old: list | None, new: Sequence | None) -> list:
+    """Reducer: ordered set union, first-seen order (``visited_agents``)."""
+    out = list(old or [])
+    for x in new or []:
+        if x not in out:
+            out.append(x)
+    return out
+
+
+def append_all(old: list | None, new: Sequence | None) -> list:
+    """Reducer: concatenation (``handoff_path``, ``expert_results``)."""
+    return [*(old or []), *(new or [])]
+
+
+def ensure_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """Give every message a stable id before it is written, so replaying the stored writes through
+    ``add_messages`` is deterministic (DeltaChannel requires a deterministic reducer)."""
+    for m in messages:
+        if not m.id:
+            m.id = f"m_{uuid.uuid4().hex}"
+    return list(messages)
+
+
+def messages_reducer(state: list, writes: Sequence[Any]) -> list:
+    """DeltaChannel reducer: fold ``add_messages`` over a batch of writes (batching-invariant by construction)."""
+    for w in writes:
+        state = add_messages(state, w)
+    return state
+
+
+class TaskState(TypedDict, total=False):
+    """The thread's task as kept in graph state (the business store holds the versioned record).
+
+    Keys: ``task_id``, ``status`` (open|awaiting_approval|completed|cancelled|needs_human),
+    ``current_owner`` (agent name), ``owner_version`` (int, +1 on every change of owner).
+    """
+
+    task_id: str
+    status: str
+    current_owner: str
+    owner_version: int
+
+
+class Outcome(TypedDict, total=False):
+    """What the last turn produced: ``agent`` that answered, ``text``, ``status``
+    (answered|fallback|awaiting_approval|clarify), ``turn``."""
+
+    agent: str
+    text: str
+    status: str
+    turn: int
+
+
+class SupportState(TypedDict, total=False):
+    """Graph state. See DESIGN.md for the meaning of each key."""
+
+    messages: Annotated[list[AnyMessage], DeltaChannel(messages_reducer)]
+    active_agent: Annotated[str | None, last_value]
+    visited_agents: Annotated[list[str], union_ordered]
+    handoff_path: Annotated[list[dict], append_all]
+    handoff_count: Annotated[int, max_int]
+    state_version: Annotated[int, max_int]
+    handoff: Annotated[dict | None, last_value]
+    task: Annotated[TaskState | None, last_value]
+    pending_approval: Annotated[dict | None, last_value]
+    # per-thread bookkeeping
+    turn: Annotated[int, max_int]
+    identity: Annotated[dict | None, last_value]
+    outcome: Annotated[Outcome | None, last_value]
+    model_calls: Annotated[int, max_int]
+    # per-turn bookkeeping (reset by the entry node)
+    turn_hops: Annotated[int, last_value]
+    seen_fingerprints: Annotated[list[str], last_value]
+    tool_attempts: Annotated[int, last_value]
+    entry_reason: Annotated[str | None, last_value]
+    # agent-as-tool results of the supervisor's experts (parallel writes)
+    expert_results: Annotated[list[dict], append_all]

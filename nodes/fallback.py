@@ -1,0 +1,51 @@
+"""The fallback agent: a controlled, deterministic end when the automated desk cannot finish.
+
+It answers with the facts so far and the open questions from the packet that brought control here,
+and marks the task ``needs_human``. It calls no model, so it cannot fail the way the model did.
+"""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage
+from langgraph.graph import END
+from langgraph.types import Command
+
+from graph.state import ensure_ids
+
+__all__ = ["fallback_node", "fallback_text"]
+
+
+def fallback_text(packet: dict | None) -> str:
+    """The customer-facing fallback answer for ``packet`` (a HandoffPacket dict or None)."""
+    packet = packet or {}
+    reason = packet.get("reason") or "the request could not be completed automatically"
+    parts = ["I'm sorry, I couldn't complete this automatically, so I've passed it to a member of our team.",
+             f"(Reason: {reason}.)"]
+    facts = [f for f in packet.get("known_facts") or [] if f.get("source") == "system_verified"]
+    facts += [f for f in packet.get("known_facts") or [] if f.get("source") != "system_verified"]
+    if facts:
+        parts.append("What we know so far: " + "; ".join(
+            f"{f['key'].replace('_', ' ')}: {f['value']}" + (" (you told us)" if f.get("source") == "user_said" else "")
+            for f in facts) + ".")
+    questions = list(packet.get("open_questions") or [])
+    if questions:
+        parts.append("Still open: " + " ".join(questions))
+    parts.append("You don't need to repeat anything; a colleague will continue this conversation.")
+    return " ".join(parts)
+
+
+def fallback_node(state: dict) -> Command:
+    """Answer with the facts so far and the open questions; mark the task ``needs_human``; end the turn."""
+    packet = state.get("handoff") if (state.get("handoff") or {}).get("to_agent") == "fallback" else None
+    text = fallback_text(packet)
+    task = dict(state.get("task") or {})
+    if task:
+        task.update(status="needs_human", current_owner="fallback",
+                    owner_version=int(task.get("owner_version") or 0) + 1)
+    turn = int(state.get("turn") or 0)
+    return Command(goto=END, update={
+        "messages": ensure_ids([AIMessage(content=text, name="fallback")]),
+        "active_agent": "fallback",
+        "task": task or None,
+        "outcome": {"agent": "fallback", "text": text, "status": "fallback", "turn": turn},
+    })

@@ -1,0 +1,132 @@
+"""The embedded offline chat model: a real LangChain ``BaseChatModel`` that needs no key and no network.
+
+It follows the same code path as any LLM: the agent node binds tools with ``bind_tools`` and invokes it
+with a system prompt and the shaped history; it returns an ``AIMessage`` with real ``tool_calls`` or text.
+Decisions come from the project's trained text classifier (``nodes.router``) and the per-agent playbook
+(``nodes.playbook``): triage hands off to the router's agent; a specialist calls the business tool its
+playbook names, hands off when the request belongs to another agent, and answers from tool results with
+templates.  It only ever calls tools that were bound to it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import ConfigDict, Field
+
+from nodes import playbook
+from nodes.prompts import agent_from_prompt
+
+__all__ = ["OfflineChatModel", "wants_refund", "MISROUTE_CONFIDENCE"]
+
+#: A specialist hands a fresh request on when the router gives another agent at least this probability.
+MISROUTE_CONFIDENCE = 0.6
+#: Below this, triage asks for clarification instead of guessing.
+CLARIFY_BELOW = 0.25
+
+_REFUND_RE = re.compile(r"\b(refund|money back|reimburs\w*|get (it|that|this) back|pay (me )?back|reverse the)", re.I)
+_FACT_LINE = re.compile(r"(\w+)=([^;()]+?) \((user_said|system_verified)\)")
+
+
+def wants_refund(text: str) -> bool:
+    """Does the customer ask for money back? (keyword rule of the offline model)"""
+    return bool(_REFUND_RE.search(text or ""))
+
+
+def _call(name: str, args: dict) -> dict:
+    return {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:16]}", "type": "tool_call"}
+
+
+class OfflineChatModel(BaseChatModel):
+    """Offline stand-in for an LLM. ``router`` is an ``IntentRouter``; None loads ``nodes.router.load_router()``."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    router: Any = Field(default=None, exclude=True)
+    model_name: str = "offline"
+
+    @property
+    def _llm_type(self) -> str:
+        return "switchboard-offline"
+
+    def _router(self):
+        if self.router is None:
+            from nodes.router import load_router
+
+            self.router = load_router()
+        return self.router
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any):
+        """Bind tools (LangChain tools, pydantic models or OpenAI dicts) like any chat model."""
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    # ------------------------------------------------------------------ decisions
+    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, tools=None, **kwargs) -> ChatResult:
+        names = {t["function"]["name"] for t in tools or []}
+        system = "\n".join(str(m.content) for m in messages if isinstance(m, SystemMessage))
+        agent = agent_from_prompt(system) or "triage"
+        msg = self._decide(agent, messages, names, system)
+        msg.response_metadata["model_name"] = self.model_name
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+    def _decide(self, agent: str, messages: list[BaseMessage], names: set[str], system: str) -> AIMessage:
+        last_human = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+        user_text = str(messages[last_human].content) if last_human is not None else ""
+        # tool results in the current turn (after the last user message)
+        turn = messages[last_human + 1 :] if last_human is not None else []
+        results: list[tuple[str, dict]] = []
+        for m in turn:
+            if isinstance(m, ToolMessage):
+                try:
+                    payload = json.loads(m.content) if isinstance(m.content, str) else m.content
+                except (TypeError, ValueError):
+                    payload = {"text": m.content}
+                results.append((m.name or "", payload if isinstance(payload, dict) else {"value": payload}))
+        refused = [r for r in results if str(r[1].get("text", "")).startswith(("Refused", "Not executed"))]
+        # only business-tool results feed facts and answers; handoff acknowledgements do not
+        results = [r for r in results if not r[0].startswith("transfer_to_")]
+        from_specialist = bool(re.search(r"^Handoff from (?!triage\b)\w+ to", system, re.M))
+        facts = dict(playbook.extract_facts(user_text))
+        for key, value, _src in _FACT_LINE.findall(system):
+            facts.setdefault(key, value.strip())
+        for name, res in results:
+            facts.update(playbook.facts_from_tool_result(name, res))
+
+        if agent == "triage":
+            route = self._router().route(user_text)
+            target = route.agent if route.agent != "other" else "clarify"
+            if route.confidence < CLARIFY_BELOW:
+                target = "clarify"
+            tool = f"transfer_to_{target}"
+            if tool in names and not refused:
+                return AIMessage(content="", tool_calls=[_call(tool, {"reason": f"{route.intent or target} (router {route.confidence:.2f})"})])
+            return AIMessage(content="Could you tell me a bit more about what you need help with?")
+        if agent == "clarify":
+            return AIMessage(content="I'm not sure I understood. Is this about a card, a payment or charge, a refund, "
+                                     "a transfer, your account, or our fees and limits?")
+
+        done = [n for n, _ in results]
+        # A fresh request that plainly belongs to another agent: hand it on before doing anything.
+        # Not when a colleague handed it here on purpose (its packet says why).
+        if not results and not refused and not from_specialist:
+            route = self._router().route(user_text)
+            tool = f"transfer_to_{route.agent}"
+            if (route.agent not in (agent, "other") and route.confidence >= MISROUTE_CONFIDENCE and tool in names
+                    and not (agent == "billing" and route.agent == "refunds")):
+                return AIMessage(content="", tool_calls=[_call(tool, {"reason": f"request is about {route.intent or route.agent}"})])
+        plan = playbook.plan_tool_call(agent, user_text, facts, done)
+        if plan is not None and plan.name in names and plan.name not in done:
+            return AIMessage(content="", tool_calls=[_call(plan.name, dict(plan.args))])
+        if agent == "billing" and wants_refund(user_text) and "transfer_to_refunds" in names and not refused:
+            args: dict[str, Any] = {"reason": "customer wants the money back for the charge identified by billing"}
+            if facts.get("transaction_id"):
+                args["facts"] = {k: v for k, v in facts.items() if k in ("transaction_id", "amount", "merchant")}
+            return AIMessage(content="", tool_calls=[_call("transfer_to_refunds", args)])
+        return AIMessage(content=playbook.compose_answer(agent, user_text, results))

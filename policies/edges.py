@@ -1,0 +1,143 @@
+"""The edge table: which agent may hand control to which, as a small state machine.
+
+This table is the single source of truth for legal control flow (DESIGN.md, control-flow rule 1).
+The graph builder generates every node's declared destinations from it, and ``switchboard draw``
+renders exactly these edges, so the picture, the compiled graph and the policy cannot drift apart.
+
+Node names are plain strings.  Two pseudo-nodes frame the machine: ``__start__`` (the entry of a
+turn) and ``__end__`` (the turn is done).  Terminal states of a turn are: done (``__end__``), fallback
+(``fallback`` then ``__end__``) and awaiting approval (``human_approval`` paused by an interrupt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = [
+    "START",
+    "END",
+    "ENTRY_NODE",
+    "TRIAGE",
+    "FALLBACK",
+    "CLARIFY",
+    "SPECIALISTS",
+    "AGENTS",
+    "HANDOFF_EDGES",
+    "EdgeTable",
+    "DEFAULT_EDGE_TABLE",
+    "is_legal_handoff",
+    "handoff_targets",
+    "longest_legal_path",
+]
+
+START = "__start__"
+END = "__end__"
+ENTRY_NODE = "entry"
+TRIAGE = "triage"
+FALLBACK = "fallback"
+CLARIFY = "clarify"
+
+#: Specialists: agents that own a topic and answer the user.
+SPECIALISTS: tuple[str, ...] = ("billing", "refunds", "cards", "transfers", "account", "policy")
+
+#: Every conversational agent node (the model speaks in these).
+AGENTS: tuple[str, ...] = (TRIAGE, *SPECIALISTS, CLARIFY)
+
+#: Handoff edges: source agent -> agents it may hand control to with a ``transfer_to_<agent>`` tool.
+#: Rationale per edge (support-desk practice): billing finds a wrong charge and the customer wants the
+#: money back -> refunds; refunds needs the charge explained -> billing; a card problem behind a charge
+#: -> cards; account identity questions -> account; general rule questions -> policy.
+HANDOFF_EDGES: Mapping[str, frozenset[str]] = {
+    TRIAGE: frozenset({*SPECIALISTS, CLARIFY}),
+    "billing": frozenset({"refunds", "cards", "transfers", "policy"}),
+    "refunds": frozenset({"billing", "policy"}),
+    "cards": frozenset({"billing", "account", "policy"}),
+    "transfers": frozenset({"billing", "account", "policy"}),
+    "account": frozenset({"cards", "policy"}),
+    "policy": frozenset({"billing", "cards", "transfers", "account"}),
+    CLARIFY: frozenset(),
+}
+
+
+@dataclass(frozen=True)
+class EdgeTable:
+    """The full state machine of one turn.
+
+    Attributes:
+        handoffs: source agent -> legal handoff targets (model-requested, policy-approved).
+        entry: nodes a turn may start at (chosen by ``policies.entry.choose_entry``).
+        extra: fixed structural edges that are not handoffs (entry wiring, fallback, side-effect nodes).
+        terminal: nodes that may end the turn (edge to ``__end__``).
+    """
+
+    handoffs: Mapping[str, frozenset[str]]
+    entry: frozenset[str]
+    extra: frozenset[tuple[str, str]]
+    terminal: frozenset[str]
+
+    def destinations(self, node: str) -> tuple[str, ...]:
+        """All nodes ``node`` may route to (sorted), including ``fallback`` and ``__end__`` where legal."""
+        out = set(self.handoffs.get(node, ()))
+        out |= {t for s, t in self.extra if s == node}
+        if node in self.terminal:
+            out.add(END)
+        return tuple(sorted(out))
+
+    def edges(self) -> frozenset[tuple[str, str]]:
+        """Every edge of the machine as (source, target) pairs, pseudo-nodes included."""
+        out: set[tuple[str, str]] = {(START, ENTRY_NODE)}
+        out |= {(ENTRY_NODE, t) for t in self.entry}
+        for s, ts in self.handoffs.items():
+            out |= {(s, t) for t in ts}
+        out |= set(self.extra)
+        out |= {(n, END) for n in self.terminal}
+        return frozenset(out)
+
+    def nodes(self) -> tuple[str, ...]:
+        """Every node that appears in an edge, pseudo-nodes included, sorted with start first and end last."""
+        names = {n for e in self.edges() for n in e} - {START, END}
+        return (START, *sorted(names), END)
+
+
+def _default_table() -> EdgeTable:
+    agents_and_clarify = set(AGENTS)
+    extra = {(a, FALLBACK) for a in agents_and_clarify}
+    return EdgeTable(
+        handoffs=HANDOFF_EDGES,
+        # A turn starts at triage, at the stored active specialist when the topic continues, or at
+        # fallback when that agent is unavailable (rule 6).
+        entry=frozenset({TRIAGE, *SPECIALISTS, FALLBACK}),
+        extra=frozenset(extra),
+        terminal=frozenset({*SPECIALISTS, CLARIFY, TRIAGE, FALLBACK}),
+    )
+
+
+DEFAULT_EDGE_TABLE: EdgeTable = _default_table()
+
+
+def handoff_targets(source: str, table: EdgeTable = DEFAULT_EDGE_TABLE) -> tuple[str, ...]:
+    """Legal handoff targets of ``source`` (sorted); empty for unknown agents."""
+    return tuple(sorted(table.handoffs.get(source, ())))
+
+
+def is_legal_handoff(source: str, target: str, table: EdgeTable = DEFAULT_EDGE_TABLE) -> bool:
+    """True when ``source -> target`` is a handoff edge of ``table``. A handoff to oneself is never legal."""
+    return source != target and target in table.handoffs.get(source, frozenset())
+
+
+def longest_legal_path(table: EdgeTable = DEFAULT_EDGE_TABLE, start: str = TRIAGE) -> int:
+    """Number of handoffs on the longest simple path (no agent twice) of handoff edges from ``start``.
+
+    Used to derive the default hop budget: a legitimate turn never needs more handoffs than this.
+    Exhaustive DFS; the table has < 10 agents so the search is tiny.
+    """
+
+    def dfs(node: str, seen: frozenset[str]) -> int:
+        best = 0
+        for nxt in table.handoffs.get(node, ()):
+            if nxt not in seen:
+                best = max(best, 1 + dfs(nxt, seen | {nxt}))
+        return best
+
+    return dfs(start, frozenset({start}))

@@ -1,0 +1,226 @@
+"""Handoff guards and the arbitration of the tool calls in one model message.
+
+Pure functions over plain data (DESIGN.md: ``policies/`` receives plain data and returns decisions).
+The graph calls :func:`arbitrate` with every tool call of one assistant message and turns the result
+into exactly one ToolMessage per tool-call id (control-flow rule 2) plus, at most, one ``Command(goto=…)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from policies.edges import DEFAULT_EDGE_TABLE, EdgeTable, is_legal_handoff
+
+__all__ = [
+    "HANDOFF_TOOL_PREFIX",
+    "handoff_tool_name",
+    "handoff_target_of",
+    "ToolCallView",
+    "CallOutcome",
+    "Arbitration",
+    "GuardResult",
+    "check_guards",
+    "arbitrate",
+    "REFUND_QUESTION",
+]
+
+HANDOFF_TOOL_PREFIX = "transfer_to_"
+#: The open question a packet to ``refunds`` carries when no transaction reference is known yet.
+REFUND_QUESTION = "Which transaction should be refunded?"
+
+
+def handoff_tool_name(agent: str) -> str:
+    """``"billing"`` -> ``"transfer_to_billing"`` (the convention of langgraph-swarm's handoff tools)."""
+    return f"{HANDOFF_TOOL_PREFIX}{agent}"
+
+
+def handoff_target_of(tool_name: str) -> str | None:
+    """The target agent of a handoff tool name, or None when ``tool_name`` is not a handoff tool."""
+    if tool_name.startswith(HANDOFF_TOOL_PREFIX):
+        return tool_name[len(HANDOFF_TOOL_PREFIX) :] or None
+    return None
+
+
+@dataclass(frozen=True)
+class ToolCallView:
+    """One tool call of an assistant message, as plain data.
+
+    Attributes:
+        id: the tool_call id (every id gets exactly one ToolMessage).
+        name: the tool name the model wrote (may be unknown).
+        args: parsed arguments (empty when invalid).
+        valid: False when the model's arguments were not parseable JSON (an ``invalid_tool_call``).
+        error: the parse error for invalid calls.
+    """
+
+    id: str
+    name: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+    valid: bool = True
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """What happens to one tool call.
+
+    ``action`` is ``handoff`` (the winning handoff), ``execute`` (run the business tool),
+    ``refused`` (illegal, failed guard, unknown tool, bad arguments) or ``skipped`` (legal, but not run
+    because something else won).  ``message`` is the text of the ToolMessage that answers the call.
+    """
+
+    call_id: str
+    name: str
+    action: Literal["handoff", "execute", "refused", "skipped"]
+    message: str
+    target: str | None = None
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Arbitration:
+    """The decision over one assistant message: one outcome per tool call, in the calls' order."""
+
+    outcomes: tuple[CallOutcome, ...]
+
+    @property
+    def winner(self) -> CallOutcome | None:
+        """The accepted handoff, if any (at most one per message)."""
+        return next((o for o in self.outcomes if o.action == "handoff"), None)
+
+    @property
+    def to_execute(self) -> tuple[CallOutcome, ...]:
+        """Business tool calls to run, in order (empty when a handoff won)."""
+        return tuple(o for o in self.outcomes if o.action == "execute")
+
+    @property
+    def refused_handoffs(self) -> tuple[CallOutcome, ...]:
+        """Handoff calls that were refused (illegal edge or failed guard)."""
+        return tuple(o for o in self.outcomes if o.action == "refused" and o.target is not None)
+
+
+@dataclass(frozen=True)
+class GuardResult:
+    """Outcome of the handoff guards: ``ok`` or the names of the missing/violated preconditions."""
+
+    ok: bool
+    missing: tuple[str, ...] = ()
+    reason: str = ""
+
+
+def check_guards(
+    source: str,
+    target: str,
+    packet: Mapping[str, Any],
+    task: Mapping[str, Any] | None,
+) -> GuardResult:
+    """Preconditions of a handoff on the packet and on the task (issue 3, item 2).
+
+    Args:
+        source: the agent handing off.
+        target: the requested target.
+        packet: the HandoffPacket that would travel with control, as a dict (``known_facts`` is a list of
+            ``{"key", "value", "source"}``; ``open_questions`` a list of str).
+        task: the task record (``status``, ``current_owner``) or None before a task exists.
+
+    Rules:
+        * ``refunds`` needs a ``transaction_id`` fact, or an open question asking for it.
+        * ``human_approval`` needs an ``amount`` fact.
+        * the task must not be ``completed`` or ``cancelled``, and must be owned by ``source`` (or
+          unowned): a former owner may not move a task it no longer holds.
+    """
+    facts = {f.get("key"): f.get("value") for f in packet.get("known_facts", ()) if isinstance(f, Mapping)}
+    questions = [q.lower() for q in packet.get("open_questions", ())]
+    missing: list[str] = []
+    if target == "refunds":
+        if not facts.get("transaction_id") and not any("transaction" in q for q in questions):
+            missing.append("transaction_id")
+    if target == "human_approval" and not facts.get("amount"):
+        missing.append("amount")
+    if missing:
+        return GuardResult(False, tuple(missing), f"missing {', '.join(missing)}")
+    if task:
+        status = task.get("status")
+        if status in ("completed", "cancelled"):
+            return GuardResult(False, ("task.status",), f"the task is already {status}")
+        owner = task.get("current_owner")
+        if owner and owner != source:
+            return GuardResult(False, ("task.current_owner",), f"the task is owned by {owner}, not {source}")
+    return GuardResult(True)
+
+
+def arbitrate(
+    source: str,
+    calls: Sequence[ToolCallView],
+    business_tools: frozenset[str] | set[str],
+    packet_for: Any,
+    task: Mapping[str, Any] | None,
+    table: EdgeTable = DEFAULT_EDGE_TABLE,
+) -> Arbitration:
+    """Decide every tool call of one assistant message (control-flow rules 1 and 2).
+
+    Args:
+        source: the agent whose model wrote the message.
+        calls: the message's tool calls in order, invalid ones included.
+        business_tools: names of the business tools bound to ``source``.
+        packet_for: ``callable(target, call) -> dict`` building the packet that would travel with a
+            handoff (used by the guards).
+        task: the task record or None.
+        table: the edge table.
+
+    Returns:
+        One :class:`CallOutcome` per call.  Deterministic rule for several handoffs in one message: the
+        first legal handoff (edge legal and guards passed) in the model's order wins; later handoffs are
+        ``skipped`` with a ToolMessage naming the winner.  When a handoff wins, business calls of the same
+        message are ``skipped`` (control moved; nothing runs on the source's behalf afterwards).
+    """
+    pre: list[CallOutcome] = []
+    winner: str | None = None
+    for call in calls:
+        target = handoff_target_of(call.name)
+        if not call.valid:
+            pre.append(CallOutcome(call.id, call.name, "refused",
+                                   f"Refused: the arguments of {call.name} were not valid JSON ({call.error or 'unparseable'}).",
+                                   target=target))
+            continue
+        if target is not None:
+            if target == source:
+                pre.append(CallOutcome(call.id, call.name, "refused",
+                                       f"Refused: {source} already holds control; a handoff to oneself is not allowed.",
+                                       target=target))
+                continue
+            if not is_legal_handoff(source, target, table):
+                allowed = ", ".join(sorted(table.handoffs.get(source, ()))) or "none"
+                pre.append(CallOutcome(call.id, call.name, "refused",
+                                       f"Refused: {source} may not hand off to {target} (allowed: {allowed}). Continue with the user yourself.",
+                                       target=target))
+                continue
+            if winner is not None:
+                pre.append(CallOutcome(call.id, call.name, "skipped",
+                                       f"Not executed: only one handoff per message; transfer_to_{winner} was accepted first.",
+                                       target=target))
+                continue
+            guard = check_guards(source, target, packet_for(target, call), task)
+            if not guard.ok:
+                pre.append(CallOutcome(call.id, call.name, "refused",
+                                       f"Refused: handoff to {target} needs {', '.join(guard.missing)} ({guard.reason}). Ask the user for it.",
+                                       target=target, missing=guard.missing))
+                continue
+            winner = target
+            pre.append(CallOutcome(call.id, call.name, "handoff", f"Transferred to {target}.", target=target))
+            continue
+        if call.name not in business_tools:
+            pre.append(CallOutcome(call.id, call.name, "refused",
+                                   f"Refused: unknown tool {call.name!r} for {source}."))
+            continue
+        pre.append(CallOutcome(call.id, call.name, "execute", ""))
+    if winner is not None:
+        pre = [
+            CallOutcome(o.call_id, o.name, "skipped",
+                        f"Not executed: control moved to {winner} in the same message.")
+            if o.action == "execute" else o
+            for o in pre
+        ]
+    return Arbitration(tuple(pre))

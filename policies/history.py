@@ -1,0 +1,95 @@
+"""History shaping: what the next agent's model sees (issue 3, item 6).
+
+The checkpointed conversation always keeps every message; these functions only choose the slice
+passed to a model call.  Every mode returns a *valid* transcript: an assistant message with tool calls
+is never separated from the ToolMessages that answer it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+__all__ = ["HistoryMode", "HistoryPolicy", "DEFAULT_HISTORY", "policy_for_edge", "shape_history"]
+
+HistoryMode = Literal["full", "last_k", "packet_only", "no_tool_calls"]
+
+
+@dataclass(frozen=True)
+class HistoryPolicy:
+    """``mode`` and, for ``last_k``, ``k`` = number of most recent user turns kept (each with what followed)."""
+
+    mode: HistoryMode = "last_k"
+    k: int = 3
+
+
+#: Per-edge defaults: triage passes the recent user turns (it adds nothing but routing); a specialist
+#: passes its packet plus the last user turn, since its own tool traffic is noise for the next agent;
+#: an agent re-entered on a new turn sees its recent conversation without raw tool traffic.
+DEFAULT_HISTORY: Mapping[tuple[str, str] | str, HistoryPolicy] = {
+    "triage": HistoryPolicy("last_k", 3),
+    "*": HistoryPolicy("packet_only", 1),
+    "entry": HistoryPolicy("no_tool_calls", 0),
+}
+
+
+def policy_for_edge(source: str | None, target: str,
+                    table: Mapping[tuple[str, str] | str, HistoryPolicy] = DEFAULT_HISTORY) -> HistoryPolicy:
+    """The history policy of ``source -> target``: exact edge first, then the source's default, then ``"*"``.
+    ``source`` None (or ``"entry"``) means the turn started at ``target``."""
+    key = source or "entry"
+    return table.get((key, target)) or table.get(key) or table.get("*") or HistoryPolicy()
+
+
+def _user_turn_starts(messages: Sequence[BaseMessage]) -> list[int]:
+    return [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+
+
+def _drop_tool_traffic(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    out: list[BaseMessage] = []
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            continue
+        if isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls):
+            if m.content:
+                out.append(AIMessage(content=m.content, name=m.name, id=m.id))
+            continue
+        out.append(m)
+    return out
+
+
+def shape_history(messages: Sequence[BaseMessage], policy: HistoryPolicy,
+                  packet_summary: str | None = None) -> list[BaseMessage]:
+    """Return the messages the receiving model sees.
+
+    Args:
+        messages: the full checkpointed transcript (system prompts are never stored there).
+        policy: the mode to apply.
+        packet_summary: the HandoffPacket rendered as text; prepended as a SystemMessage in every mode
+            but ``full`` when given.
+
+    Modes:
+        ``full``: everything. ``last_k``: the last ``k`` user turns and everything after each.
+        ``packet_only``: the packet plus the last user message only. ``no_tool_calls``: all turns with
+        tool calls and ToolMessages removed (assistant text kept).
+    """
+    msgs = list(messages)
+    if policy.mode == "full":
+        shaped = msgs
+    elif policy.mode == "last_k":
+        starts = _user_turn_starts(msgs)
+        cut = starts[-policy.k] if policy.k > 0 and len(starts) >= policy.k else (starts[0] if starts else 0)
+        shaped = msgs[cut:]
+    elif policy.mode == "packet_only":
+        starts = _user_turn_starts(msgs)
+        shaped = [msgs[starts[-1]]] if starts else []
+    elif policy.mode == "no_tool_calls":
+        shaped = _drop_tool_traffic(msgs)
+    else:  # pragma: no cover - Literal guards this
+        raise ValueError(f"unknown history mode {policy.mode!r}")
+    if packet_summary and policy.mode != "full":
+        shaped = [SystemMessage(content=packet_summary), *shaped]
+    return shaped
