@@ -132,6 +132,38 @@ def build_packet(*, source: str, target: str, reason: str, objective: str, messa
     return packet.model_dump(mode="json")
 
 
+def _known_call_ids(messages: list[BaseMessage]) -> set[str]:
+    ids: set[str] = set()
+    for m in messages:
+        if isinstance(m, AIMessage):
+            ids.update(tc.get("id") or "" for tc in m.tool_calls)
+            ids.update(tc.get("id") or "" for tc in m.invalid_tool_calls)
+    return ids
+
+
+def _unique_call_ids(ai: AIMessage, known: set[str]) -> AIMessage:
+    """Give fresh ids to tool calls whose id is missing or already used in the transcript (a model that repeats
+    ids would otherwise make the transcript invalid for strict backends)."""
+    seen = set(known)
+    changed = False
+    calls, invalid = [], []
+    for tc in ai.tool_calls:
+        if not tc.get("id") or tc["id"] in seen:
+            tc = {**tc, "id": f"call_{uuid.uuid4().hex[:16]}"}
+            changed = True
+        seen.add(tc["id"])
+        calls.append(tc)
+    for tc in ai.invalid_tool_calls:
+        if not tc.get("id") or tc["id"] in seen:
+            tc = {**tc, "id": f"call_{uuid.uuid4().hex[:16]}"}
+            changed = True
+        seen.add(tc["id"])
+        invalid.append(tc)
+    if not changed:
+        return ai
+    return ai.model_copy(update={"tool_calls": calls, "invalid_tool_calls": invalid})
+
+
 def _views(ai: AIMessage) -> list[ToolCallView]:
     out = [ToolCallView(id=tc["id"] or f"call_{uuid.uuid4().hex[:12]}", name=tc["name"], args=tc.get("args") or {})
            for tc in ai.tool_calls]
@@ -226,6 +258,7 @@ class _Visit:
             self.model_calls += 1
             if not isinstance(ai, AIMessage):
                 ai = AIMessage(content=str(getattr(ai, "content", ai)))
+            ai = _unique_call_ids(ai, _known_call_ids(self.messages + self.new))
             ai.name = self.agent
             self.new.append(ai)
             calls = _views(ai)

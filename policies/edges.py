@@ -79,6 +79,8 @@ class EdgeTable:
     def destinations(self, node: str) -> tuple[str, ...]:
         """All nodes ``node`` may route to (sorted), including ``fallback`` and ``__end__`` where legal."""
         out = set(self.handoffs.get(node, ()))
+        if node == ENTRY_NODE:
+            out |= set(self.entry)
         out |= {t for s, t in self.extra if s == node}
         if node in self.terminal:
             out.add(END)

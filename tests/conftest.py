@@ -1,0 +1,80 @@
+"""Shared fixtures: an isolated SWITCHBOARD_HOME per test, a keyword router, graph factories."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data" / "banking77"
+
+
+@dataclass(frozen=True)
+class KwRoute:
+    agent: str
+    confidence: float
+    intent: str | None = None
+    scores: dict = field(default_factory=dict)
+
+
+class KeywordRouter:
+    """A deterministic router for graph tests: first keyword found wins."""
+
+    source = "keywords"
+    RULES = (("refund", "refunds"), ("money back", "refunds"), ("twice", "billing"), ("charge", "billing"),
+             ("fee", "billing"), ("card", "cards"), ("pin", "cards"), ("transfer", "transfers"), ("send money", "transfers"),
+             ("address", "account"), ("passcode", "account"), ("limit", "policy"), ("countries", "policy"))
+
+    def route(self, text: str) -> KwRoute:
+        t = text.lower()
+        for kw, agent in self.RULES:
+            if kw in t:
+                return KwRoute(agent, 0.9, kw)
+        return KwRoute("other", 0.9, None)
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path, monkeypatch):
+    """Every test gets its own SWITCHBOARD_HOME (databases, cached router) and no model env vars."""
+    monkeypatch.setenv("SWITCHBOARD_HOME", str(tmp_path / "home"))
+    for var in ("SWITCHBOARD_MODEL", "SWITCHBOARD_DB", "SWITCHBOARD_MAX_HOPS"):
+        monkeypatch.delenv(var, raising=False)
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def kw_router():
+    return KeywordRouter()
+
+
+@pytest.fixture
+def store(tmp_path):
+    from nodes.store import open_store
+
+    return open_store(tmp_path / "business.db")
+
+
+@pytest.fixture
+def make_graph(kw_router, store):
+    """``make_graph(model, checkpointer=None, **settings)`` -> compiled graph with the keyword router."""
+    from graph import build_graph
+    from graph.settings import Settings
+
+    def _make(model=None, checkpointer=None, router=None, **settings):
+        from nodes.offline_model import OfflineChatModel
+
+        r = router or kw_router
+        return build_graph(model=model or OfflineChatModel(router=r), checkpointer=checkpointer or InMemorySaver(),
+                           settings=Settings.from_env(**settings), router=r, store=store)
+
+    return _make
+
+
+def banking77() -> Path:
+    """The BANKING77 folder; fails (never skips) when it is missing."""
+    if not (SHARED_DATA / "test.csv").exists():
+        pytest.fail(f"BANKING77 data missing at {SHARED_DATA}; tests that read ../shared/data must not be skipped")
+    return SHARED_DATA

@@ -1,0 +1,24 @@
+"""The demo story with the real offline model and shipped router: triage -> billing -> refunds."""
+
+from __future__ import annotations
+
+from graph.conversation import Conversation
+
+
+def test_double_charge_story_offline(tmp_path):
+    from checkpoints import open_checkpointer
+    from graph import build_graph
+    from graph.settings import Settings
+
+    settings = Settings.from_env(db=tmp_path / "cp.db", business_db=tmp_path / "biz.db")
+    g = build_graph(checkpointer=open_checkpointer(settings.db), settings=settings)
+    conv = Conversation("demo", graph=g)
+    r = conv.send("Hi, I was charged twice for my coffee this morning and I'd like the money back for the extra one.")
+    hops = [h["to_agent"] for h in r.handoff_path]
+    assert hops == ["triage", "billing", "refunds"], r.path_str
+    assert r.agent == "refunds"
+    assert "tx_1008" in r.text  # the refund answer names the duplicate transaction
+    packet = conv.state["handoff"]
+    facts = {f["key"]: f for f in packet["known_facts"]}
+    assert facts["transaction_id"]["value"] == "tx_1008"
+    assert facts["transaction_id"]["source"] == "system_verified"

@@ -1,0 +1,144 @@
+"""Graph-level scenarios: legal handoffs, refused handoffs, transcript validity, next-turn entry."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+
+from graph.conversation import Conversation
+from nodes import scripted_models as sm
+from policies.edges import HANDOFF_EDGES
+from tests.transcript import transcript_errors
+
+LEGAL = sorted((s, t) for s, ts in HANDOFF_EDGES.items() for t in ts)
+
+
+def _route_to(source):
+    return lambda user: source
+
+
+@pytest.mark.parametrize("source,target", LEGAL)
+def test_each_legal_handoff_is_accepted(make_graph, source, target):
+    """Triage routes to ``source``; ``source`` hands off to ``target``; ``target`` answers."""
+
+    def policy(agent, user, names, i, msgs):
+        if agent == "triage" and source != "triage":
+            return AIMessage(content="", tool_calls=[sm.tool_call(f"transfer_to_{source}", reason="route")])
+        if agent == source:
+            return AIMessage(content="", tool_calls=[sm.tool_call(f"transfer_to_{target}", reason="yours",
+                                                                 facts={"transaction_id": "tx_1008"})])
+        return AIMessage(content=f"{agent} answers")
+
+    g = make_graph(sm.ScriptedChatModel(policy=policy))
+    r = Conversation("t", graph=g).send("help me please")
+    assert r.agent == target and r.status in ("answered", "clarify")
+    hops = [(h["from_agent"], h["to_agent"]) for h in r.handoff_path if h["kind"] == "handoff"]
+    assert hops[-1] == (source, target)
+    values = g.get_state({"configurable": {"thread_id": "t"}}).values
+    assert values["active_agent"] == target
+    assert values["handoff"]["from_agent"] == source and values["handoff"]["to_agent"] == target
+    assert transcript_errors(values["messages"]) == []
+
+
+def test_illegal_handoff_refused_with_toolmessage_and_no_other_change(make_graph):
+    """refunds -> account is not an edge: refused with a ToolMessage, the agent keeps control and answers."""
+
+    def policy(agent, user, names, i, msgs):
+        if agent == "triage":
+            return AIMessage(content="", tool_calls=[sm.tool_call("transfer_to_refunds", reason="route")])
+        if not any(isinstance(m, ToolMessage) and m.content.startswith("Refused") for m in msgs):
+            return AIMessage(content="", tool_calls=[sm.tool_call("transfer_to_account", reason="try")])
+        return AIMessage(content="refunds keeps it")
+
+    g = make_graph(sm.ScriptedChatModel(policy=policy))
+    cfg = {"configurable": {"thread_id": "t"}}
+    r = Conversation("t", graph=g).send("refund please")
+    values = g.get_state(cfg).values
+    refused = [m for m in values["messages"] if isinstance(m, ToolMessage) and m.name == "transfer_to_account"]
+    assert len(refused) == 1 and "may not hand off to account" in refused[0].content
+    assert r.agent == "refunds" and values["active_agent"] == "refunds"
+    assert "account" not in values["visited_agents"]
+    assert [h["to_agent"] for h in values["handoff_path"] if h["kind"] == "handoff"] == ["refunds"]
+    assert values["handoff"]["to_agent"] == "refunds"  # the packet did not change
+    assert values["state_version"] == 0
+    assert transcript_errors(values["messages"]) == []
+
+
+def test_transcript_valid_with_parallel_and_invalid_calls(make_graph):
+    """Two handoffs + a tool + a malformed call in one message: every tool_call id answered exactly once."""
+
+    def policy(agent, user, names, i, msgs):
+        if agent == "triage":
+            return AIMessage(content="", tool_calls=[sm.tool_call("transfer_to_billing", reason="route")])
+        if agent == "billing":
+            return AIMessage(content="", tool_calls=[
+                sm.tool_call("find_duplicate_charges"),
+                sm.tool_call("transfer_to_refunds", reason="refund", facts={"transaction_id": "tx_1008"}),
+                sm.tool_call("transfer_to_cards", reason="card")],
+                invalid_tool_calls=[{"name": "transfer_to_policy", "args": "{oops", "id": "bad1", "error": "bad json",
+                                     "type": "invalid_tool_call"}])
+        return AIMessage(content=f"{agent} answers")
+
+    g = make_graph(sm.ScriptedChatModel(policy=policy))
+    r = Conversation("t", graph=g).send("charged twice")
+    msgs = g.get_state({"configurable": {"thread_id": "t"}}).values["messages"]
+    assert transcript_errors(msgs) == []
+    tool_msgs = {m.name: m.content for m in msgs if isinstance(m, ToolMessage)}
+    assert tool_msgs["transfer_to_refunds"].startswith("Transferred")
+    assert "only one handoff per message" in tool_msgs["transfer_to_cards"]
+    assert "control moved to refunds" in tool_msgs["find_duplicate_charges"]
+    assert "not valid JSON" in tool_msgs["transfer_to_policy"]
+    assert r.agent == "refunds"
+
+
+def test_transcript_checker_catches_unanswered_call():
+    bad = [AIMessage(content="", tool_calls=[sm.tool_call("x")])]
+    assert transcript_errors(bad)
+
+
+def test_next_turn_continues_at_active_agent(make_graph):
+    g = make_graph()
+    conv = Conversation("t", graph=g)
+    first = conv.send("Where is my refund?")
+    assert first.agent == "refunds"
+    second = conv.send("and the other refund?")
+    assert second.agent == "refunds"
+    assert [h["to_agent"] for h in second.handoff_path] == ["refunds"]  # entry went straight to refunds
+    assert conv.state["entry_reason"].startswith("topic continues")
+
+
+def test_change_of_topic_goes_through_triage(make_graph):
+    g = make_graph()
+    conv = Conversation("t", graph=g)
+    assert conv.send("Where is my refund?").agent == "refunds"
+    r = conv.send("my card was stolen")
+    assert r.agent == "cards"
+    assert [h["to_agent"] for h in r.handoff_path] == ["triage", "cards"]
+    assert conv.state["entry_reason"].startswith("topic changed")
+
+
+def test_identity_change_goes_through_triage(make_graph):
+    from graph.context import RunContext
+
+    g = make_graph()
+    Conversation("t", graph=g).send("Where is my refund?")
+    r = Conversation("t", graph=g, context=RunContext(user_id="c_bob")).send("and the other refund?")
+    assert [h["to_agent"] for h in r.handoff_path][0] == "triage"
+
+
+def test_model_failure_ends_in_fallback_not_exception(make_graph):
+    g = make_graph(sm.raises(ConnectionError("server unreachable")))
+    r = Conversation("t", graph=g).send("charged twice")
+    assert r.status == "fallback" and r.agent == "fallback"
+    assert "ConnectionError" in r.text
+    assert Conversation("t", graph=g).state["task"]["status"] == "needs_human"
+
+
+def test_empty_message_is_refused_and_stores_nothing(make_graph):
+    from graph.errors import InputError
+
+    g = make_graph()
+    conv = Conversation("t", graph=g)
+    with pytest.raises(InputError):
+        conv.send("   ")
+    assert conv.state == {}
