@@ -1,0 +1,511 @@
+"""The offline specialists' playbook: which business tool an offline agent calls next and how it words
+its answer. Only the ``offline`` model uses this; a real LLM chooses tools and words answers itself.
+
+Flow for one specialist turn (driven by the graph / offline chat model)::
+
+    facts = extract_facts(user_text) | handoff_facts          # what is known before any tool
+    done, results = [], []
+    while (plan := plan_tool_call(agent, user_text, facts, done)) is not None:
+        result = run_tool(plan.name, plan.args, store, ctx)    # nodes.tools.run_tool
+        done.append(plan.name); results.append((plan.name, result))
+        facts |= facts_from_tool_result(plan.name, result)     # so the next plan can use them
+    answer = compose_answer(agent, user_text, results)
+
+Facts are ``dict[str, str]`` with these keys (all optional): ``transaction_id``, ``transaction_ids``
+(comma-separated when the user named several), ``original_transaction_id``, ``refund_id``,
+``refund_status``, ``transfer_id``, ``transfer_status``, ``card_last4`` (user-said), ``card_id``
+(system-verified), ``card_status``, ``merchant``, ``amount`` ("4.50 GBP"), ``amount_minor`` ("450"),
+``currency`` ("GBP"), ``refund_eligible`` ("yes"/"no"), ``policy_topic``.
+
+The keyword rules are this module's own (no dataset text); they cover the demo story and the common
+shapes of each agent's requests, not every phrasing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from nodes.store import money, money_plain, parse_iso
+from nodes.tools import TOOLS, match_policy_topic
+
+__all__ = [
+    "ToolCallPlan",
+    "plan_tool_call",
+    "compose_answer",
+    "extract_facts",
+    "facts_from_tool_result",
+    "FACT_KEYS",
+]
+
+FACT_KEYS = frozenset({
+    "transaction_id", "transaction_ids", "original_transaction_id", "refund_id", "refund_status",
+    "transfer_id", "transfer_status", "card_last4", "card_id", "card_status", "merchant", "amount",
+    "amount_minor", "currency", "refund_eligible", "policy_topic",
+})
+
+
+@dataclass(frozen=True)
+class ToolCallPlan:
+    """The next business tool call of an offline agent: ``name`` (a key of ``nodes.tools.TOOLS``) and
+    ``args`` (the model-visible arguments, valid for that tool's schema)."""
+
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------------
+# Fact extraction
+# --------------------------------------------------------------------------------------------------
+
+_TX_RE = re.compile(r"\btx_[A-Za-z0-9_]+\b")
+_RF_RE = re.compile(r"\brf_[A-Za-z0-9_]+\b")
+_TR_RE = re.compile(r"\btr_[A-Za-z0-9_]+\b")
+_LAST4_RE = re.compile(
+    r"(?:card|ending(?:\s+in|\s+with)?|ends\s+(?:in|with)|last\s+(?:four|4)(?:\s+digits)?(?:\s+(?:are|is))?)"
+    r"\D{0,12}?(\d{4})\b", re.IGNORECASE)
+_SYMBOL_CCY = {"£": "GBP", "€": "EUR", "$": "USD"}
+_AMOUNT_SYMBOL_RE = re.compile(r"([£€$])\s?(\d{1,7}(?:[.,]\d{1,2})?)")
+_AMOUNT_CODE_RE = re.compile(
+    r"\b(\d{1,7}(?:[.,]\d{1,2})?)\s?(GBP|EUR|USD|CHF|PLN|SEK|NOK|DKK|JPY|pounds?|euros?|dollars?)\b",
+    re.IGNORECASE)
+_WORD_CCY = {"pound": "GBP", "pounds": "GBP", "euro": "EUR", "euros": "EUR", "dollar": "USD",
+             "dollars": "USD"}
+
+
+def _amount_facts(major: str, currency: str) -> dict[str, str]:
+    major = major.replace(",", ".")
+    whole, _, frac = major.partition(".")
+    if currency == "JPY":
+        minor = int(whole)
+        text = str(minor)
+    else:
+        minor = int(whole) * 100 + int((frac + "00")[:2])
+        text = f"{minor // 100}.{minor % 100:02d}"
+    return {"amount": f"{text} {currency}", "amount_minor": str(minor), "currency": currency}
+
+
+def extract_facts(user_text: str) -> dict[str, str]:
+    """User-said facts in ``user_text``: the first transaction id (``tx_…``; all of them, comma-joined,
+    under ``transaction_ids`` when there are several), refund id (``rf_…``), transfer id (``tr_…``),
+    card last four digits (only next to words like "card", "ending", "last four" so years and amounts
+    are not mistaken), and the first amount with a currency ("£4.50", "4.50 GBP", "12 euros") as
+    ``amount`` "4.50 GBP", ``amount_minor`` "450", ``currency`` "GBP"."""
+    facts: dict[str, str] = {}
+    txs = list(dict.fromkeys(_TX_RE.findall(user_text)))
+    if txs:
+        facts["transaction_id"] = txs[0]
+        if len(txs) > 1:
+            facts["transaction_ids"] = ",".join(txs)
+    if m := _RF_RE.search(user_text):
+        facts["refund_id"] = m.group(0)
+    if m := _TR_RE.search(user_text):
+        facts["transfer_id"] = m.group(0)
+    if m := _LAST4_RE.search(user_text):
+        facts["card_last4"] = m.group(1)
+    sym = _AMOUNT_SYMBOL_RE.search(user_text)
+    code = _AMOUNT_CODE_RE.search(user_text)
+    if sym and (not code or sym.start() <= code.start()):
+        facts.update(_amount_facts(sym.group(2), _SYMBOL_CCY[sym.group(1)]))
+    elif code:
+        unit = code.group(2)
+        ccy = _WORD_CCY.get(unit.lower(), unit.upper())
+        facts.update(_amount_facts(code.group(1), ccy))
+    return facts
+
+
+def facts_from_tool_result(tool_name: str, result: dict[str, Any]) -> dict[str, str]:
+    """System-verified facts from one tool result, for the next plan step and for a handoff packet.
+
+    find_duplicate_charges -> the latest pair's ``transaction_id`` (the duplicate),
+    ``original_transaction_id``, ``merchant``, ``amount``/``amount_minor``/``currency``;
+    request_refund / refund_status (single) -> ``refund_id``, ``refund_status``, ``transaction_id``;
+    check_refund_eligibility -> ``transaction_id``, ``refund_eligible``; explain_transaction ->
+    ``transaction_id``, ``merchant``, amount keys; card_status -> ``card_id`` of the active physical
+    card (else the first active card); freeze_card -> ``card_id``, ``card_status``; transfer_status ->
+    ``transfer_id``, ``transfer_status``; lookup_policy -> ``policy_topic``. A refusal (``ok`` False)
+    or an unknown tool gives {}."""
+    if not isinstance(result, dict) or not result.get("ok"):
+        return {}
+
+    def amount(d: dict[str, Any]) -> dict[str, str]:
+        return {"amount": money_plain(d["amount_minor"], d["currency"]),
+                "amount_minor": str(d["amount_minor"]), "currency": d["currency"]}
+
+    if tool_name == "find_duplicate_charges":
+        pairs = result.get("duplicates") or []
+        if not pairs:
+            return {}
+        pair = pairs[-1]
+        dup, orig = pair["duplicate"], pair["original"]
+        facts = {"transaction_id": dup["id"], "original_transaction_id": orig["id"],
+                 "merchant": dup["merchant"], **amount(dup)}
+        if pair.get("existing_refund"):
+            facts["refund_id"] = pair["existing_refund"]["id"]
+            facts["refund_status"] = pair["existing_refund"]["status"]
+        return facts
+    if tool_name == "request_refund":
+        rf = result["refund"]
+        return {"refund_id": rf["id"], "refund_status": rf["status"],
+                "transaction_id": rf["transaction_id"], "merchant": result["transaction"]["merchant"],
+                **amount(rf)}
+    if tool_name == "refund_status":
+        refunds = result.get("refunds") or []
+        if len(refunds) != 1:
+            return {}
+        rf = refunds[0]
+        return {"refund_id": rf["id"], "refund_status": rf["status"],
+                "transaction_id": rf["transaction_id"]}
+    if tool_name == "check_refund_eligibility":
+        tx = result["transaction"]
+        return {"transaction_id": tx["id"], "refund_eligible": "yes" if result["eligible"] else "no",
+                "merchant": tx["merchant"], **amount(tx)}
+    if tool_name == "explain_transaction":
+        tx = result["transaction"]
+        return {"transaction_id": tx["id"], "merchant": tx["merchant"], **amount(tx)}
+    if tool_name == "card_status":
+        active = [c for c in result.get("cards", []) if c["status"] == "active"]
+        physical = [c for c in active if c["kind"] == "physical"]
+        chosen = (physical or active or [None])[0]
+        return {"card_id": chosen["id"]} if chosen else {}
+    if tool_name == "freeze_card":
+        return {"card_id": result["card_id"], "card_status": result["status"]}
+    if tool_name == "transfer_status":
+        tr = result["transfer"]
+        return {"transfer_id": tr["id"], "transfer_status": tr["status"]}
+    if tool_name == "lookup_policy":
+        return {"policy_topic": result["topic"]}
+    return {}
+
+
+# --------------------------------------------------------------------------------------------------
+# Planning
+# --------------------------------------------------------------------------------------------------
+
+
+def _has(text: str, *patterns: str) -> bool:
+    return any(re.search(p, text) for p in patterns)
+
+
+_DUPLICATE = (r"\btwice\b", r"\bdouble[ -]?(?:charged|charge|billed|payment)", r"\bduplicat",
+              r"\btwo (?:identical |same )?(?:charges|payments|transactions)\b", r"\bsame (?:charge|payment)",
+              r"\bcharged (?:me )?two times\b", r"\bcharged (?:me )?again\b")
+_MONEY_BACK = (r"\brefund(?!able)", r"\bmoney back\b", r"\breimburs", r"\bget (?:it|this|that|them) back\b",
+               r"\breturn (?:my|the) money\b", r"\bpay (?:me )?back\b", r"\bcompensat")
+_REFUND_WHERE = (r"\bwhere(?:'s| is)\b", r"\bstatus\b", r"\bnot (?:showing|arrived|received|there)\b",
+                 r"\bhaven'?t (?:got|received|seen)\b", r"\bstill (?:waiting|not|no)\b",
+                 r"\bwhen will\b", r"\bhas(?:n'?t| not)\b.*\b(?:arrived|come|appeared)",
+                 r"\bhow long\b", r"\bany news\b", r"\bupdate on\b")
+_ELIGIBILITY = (r"\brefundable\b", r"\beligib", r"\b(?:can|could) (?:it|this|that|tx_\w+) be refunded\b")
+_CARD_FREEZE = (r"\blost\b", r"\bstolen\b", r"\bmissing\b", r"\bcompromis", r"\bfraud", r"\bfreeze\b",
+                r"\bblock (?:it|my|the)\b", r"\bcan'?t find (?:my|the) card\b",
+                r"\bsomeone (?:has|took|used)")
+_FEES = (r"\bfees?\b", r"\bcharged? (?:me )?(?:for|a)\b", r"\bcommission\b", r"\bextra charge",
+         r"\bwhy (?:was|am|did) i (?:charged|pay)")
+_EXPLAIN = (r"\bwhat is\b", r"\bwhat'?s\b", r"\bexplain\b", r"\bdon'?t recogni[sz]e\b", r"\bpending\b",
+            r"\bdeclined\b", r"\brevert", r"\bwhy\b", r"\bunknown\b", r"\bstrange\b")
+
+
+def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
+                   done_tools: list[str]) -> ToolCallPlan | None:
+    """The next tool the offline ``agent`` should call for ``user_text`` given ``facts`` (user-said and
+    system-verified, see the module doc) and the tools already called this turn, or None when it has
+    enough to answer. Never returns a tool in ``done_tools`` and never a tool of another agent; agents
+    without business tools (triage, clarify, fallback, ...) always get None.
+
+    Rules (keyword based, lower-cased text):
+    billing: "twice/duplicate/double charge" -> find_duplicate_charges; a transaction id with
+    "what/why/pending/declined/don't recognise" (or just an id) -> explain_transaction; fee words ->
+    explain_fees; otherwise list_recent_transactions. One tool, then answer.
+    refunds: "where/status/not showing" or a known refund id -> refund_status; a money-back request with
+    a known transaction id -> request_refund (reason "duplicate charge" when the text says so), but
+    "refundable/eligible" -> check_refund_eligibility; a known
+    transaction id otherwise -> check_refund_eligibility; nothing known -> refund_status (to show the
+    open refunds and ask which transaction).
+    cards: lost/stolen/freeze words -> card_status, then freeze_card(card_last4 or the verified card_id);
+    otherwise card_status.
+    transfers: a transfer id -> transfer_status, else list_transfers.
+    account: account_profile. policy: lookup_policy(best matching topic, or the text itself).
+    """
+    text = user_text.lower()
+    done = set(done_tools)
+
+    def plan(name: str, **args: Any) -> ToolCallPlan | None:
+        if name in done or TOOLS[name].agent != agent:
+            return None
+        return ToolCallPlan(name, args)
+
+    if agent == "billing":
+        if done:
+            return None
+        tx_id = facts.get("transaction_id")
+        if _has(text, *_DUPLICATE):
+            return plan("find_duplicate_charges")
+        if tx_id and (_has(text, *_EXPLAIN) or not _has(text, *_FEES)):
+            return plan("explain_transaction", transaction_id=tx_id)
+        if _has(text, *_FEES):
+            return plan("explain_fees")
+        return plan("list_recent_transactions", limit=5)
+
+    if agent == "refunds":
+        if done & {"request_refund", "refund_status", "check_refund_eligibility"}:
+            # One refund tool settles the turn, except: eligibility said yes and the user wants money back.
+            if ("check_refund_eligibility" in done and facts.get("refund_eligible") == "yes"
+                    and _has(text, *_MONEY_BACK) and facts.get("transaction_id")):
+                return plan("request_refund", transaction_id=facts["transaction_id"],
+                            reason=_refund_reason(text))
+            return None
+        tx_id = facts.get("transaction_id")
+        wants_status = _has(text, *_REFUND_WHERE) and not _has(text, *_DUPLICATE)
+        if facts.get("refund_id") and (wants_status or not tx_id):
+            return plan("refund_status", refund_id=facts["refund_id"])
+        if wants_status:
+            return plan("refund_status")
+        if tx_id and _has(text, *_ELIGIBILITY):
+            return plan("check_refund_eligibility", transaction_id=tx_id)
+        if tx_id and (_has(text, *_MONEY_BACK) or _has(text, *_DUPLICATE)):
+            return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
+        if tx_id:
+            return plan("check_refund_eligibility", transaction_id=tx_id)
+        return plan("refund_status")
+
+    if agent == "cards":
+        wants_freeze = _has(text, *_CARD_FREEZE)
+        if "card_status" not in done:
+            return plan("card_status")
+        if wants_freeze and "freeze_card" not in done:
+            target = facts.get("card_last4") or facts.get("card_id")
+            if target:
+                return plan("freeze_card", card_id=target)
+        return None
+
+    if agent == "transfers":
+        if done:
+            return None
+        if facts.get("transfer_id"):
+            return plan("transfer_status", transfer_id=facts["transfer_id"])
+        return plan("list_transfers")
+
+    if agent == "account":
+        return plan("account_profile")
+
+    if agent == "policy":
+        topic = match_policy_topic(user_text) or user_text.strip()[:200] or "fees"
+        return plan("lookup_policy", topic=topic)
+
+    return None
+
+
+def _refund_reason(text: str) -> str:
+    if _has(text, *_DUPLICATE):
+        return "duplicate charge"
+    if _has(text, r"\bnot (?:received|delivered|arrived)\b", r"\bnever (?:got|received|arrived)\b"):
+        return "goods or service not received"
+    if _has(text, r"\breturn(?:ed)?\b"):
+        return "item returned"
+    return "customer request"
+
+
+# --------------------------------------------------------------------------------------------------
+# Answers
+# --------------------------------------------------------------------------------------------------
+
+_REFUND_STATUS_TEXT = {
+    "requested": "requested and waiting for review; nothing has been paid yet",
+    "approved": "approved and about to be paid",
+    "rejected": "rejected",
+    "executed": "paid back to your account",
+    "cancelled": "cancelled",
+}
+
+
+def _when(iso_text: str) -> str:
+    try:
+        dt: datetime = parse_iso(iso_text)
+    except (TypeError, ValueError):
+        return iso_text
+    return f"{dt.day} {dt.strftime('%b')} at {dt.strftime('%H:%M')}"
+
+
+def _day(iso_text: str) -> str:
+    try:
+        dt = parse_iso(iso_text)
+    except (TypeError, ValueError):
+        return iso_text
+    return f"{dt.day} {dt.strftime('%b')}"
+
+
+def _amt(d: dict[str, Any]) -> str:
+    return money(d["amount_minor"], d["currency"])
+
+
+def _tx_line(tx: dict[str, Any]) -> str:
+    status = "" if tx["status"] == "posted" else f" ({tx['status']})"
+    return f"{tx['id']}: {tx['merchant']} {_amt(tx)} on {_day(tx['created_at'])}{status}"
+
+
+def _render(tool: str, result: dict[str, Any], user_text: str) -> str:
+    text = user_text.lower()
+    if not result.get("ok"):
+        err = result.get("error", "that request could not be completed")
+        if tool == "request_refund":
+            return f"I couldn't open a refund: {err}."
+        if tool == "freeze_card":
+            return f"I couldn't freeze the card: {err}."
+        if tool == "lookup_policy":
+            return ("I don't have a published policy on that. I can answer questions about fees, limits, "
+                    "currencies, countries, age, top-ups, exchange rates, verification, ATMs, refunds and "
+                    "transfer times.")
+        return f"I couldn't do that: {err}."
+
+    if tool == "find_duplicate_charges":
+        pairs = result.get("duplicates") or []
+        if not pairs:
+            return ("I checked your recent card payments and found no duplicate charges: no two posted "
+                    "payments to the same merchant for the same amount within 24 hours.")
+        parts = []
+        for p in pairs:
+            o, d = p["original"], p["duplicate"]
+            line = (f"{d['merchant']} charged you {_amt(d)} twice on {_day(d['created_at'])}: "
+                    f"{o['id']} at {_when(o['created_at'])[-5:]} and {d['id']} at "
+                    f"{_when(d['created_at'])[-5:]}. {d['id']} is the duplicate.")
+            if p.get("existing_refund"):
+                rf = p["existing_refund"]
+                line += f" Refund {rf['id']} for it is already {rf['status']}."
+            parts.append(line)
+        head = ("I found a duplicate charge. " if len(pairs) == 1
+                else f"I found {len(pairs)} duplicate charges. ")
+        tail = "" if all(p.get("existing_refund") for p in pairs) else \
+            " The duplicate can be refunded; our refunds team handles that."
+        return head + " ".join(parts) + tail
+
+    if tool == "list_recent_transactions":
+        txs = result.get("transactions") or []
+        if not txs:
+            return "There are no transactions on your account yet."
+        return "Your latest transactions: " + "; ".join(_tx_line(t) for t in txs) + "."
+
+    if tool == "explain_transaction":
+        tx = result["transaction"]
+        card = f" on the card ending {result['card_last4']}" if result.get("card_last4") else ""
+        return (f"{tx['id']} is {tx['merchant']}, {_amt(tx)}{card} on {_day(tx['created_at'])}, "
+                f"status {tx['status']}. {result['explanation']}")
+
+    if tool == "explain_fees":
+        fees = result.get("fees_charged") or []
+        charged = ("Fees on your account: " + "; ".join(_tx_line(t) for t in fees) + ". ") if fees \
+            else "You have not been charged any fees recently. "
+        return charged + "Our fee schedule: " + result["schedule"]
+
+    if tool == "request_refund":
+        rf, tx = result["refund"], result["transaction"]
+        what = "duplicate " if ("duplicate" in rf.get("reason", "") or _has(text, *_DUPLICATE)) else ""
+        again = "already " if result.get("replayed") else ""
+        return (f"I've {again}opened refund {rf['id']} for {money_plain(rf['amount_minor'], rf['currency'])} "
+                f"for the {what}{tx['merchant']} charge ({tx['id']}). Its status is {rf['status']}: nothing "
+                "has been paid yet; once it is approved the money goes back to your account, usually "
+                "within 5 business days.")
+
+    if tool == "refund_status":
+        refunds = result.get("refunds") or []
+        if not refunds:
+            return "You have no refunds on your account."
+        lines = []
+        for rf in refunds:
+            merchant = f"{rf['merchant']}, " if rf.get("merchant") else ""
+            lines.append(f"refund {rf['id']} for {_amt(rf)} ({merchant}{rf['transaction_id']}) is "
+                         f"{_REFUND_STATUS_TEXT.get(rf['status'], rf['status'])} "
+                         f"(opened {_day(rf['created_at'])})")
+        body = "; ".join(lines)
+        return body[0].upper() + body[1:] + "."
+
+    if tool == "check_refund_eligibility":
+        tx = result["transaction"]
+        if result["eligible"]:
+            return (f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) can be refunded. Shall I open a refund "
+                    "request for it?")
+        return f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) can't be refunded: {result['reason']}."
+
+    if tool == "card_status":
+        cards = result.get("cards") or []
+        if not cards:
+            return "You have no cards on your account."
+        return "Your cards: " + "; ".join(
+            f"{c['kind']} card ending {c['last4']} is {c['status']}" for c in cards) + "."
+
+    if tool == "freeze_card":
+        if result.get("already_frozen"):
+            return (f"Your {result['kind']} card ending {result['last4']} was already frozen; "
+                    "it cannot be used.")
+        return (f"I've frozen your {result['kind']} card ending {result['last4']}, so nobody can pay "
+                "with it. If you find it you can unfreeze it in the app; if it was stolen, order a "
+                "replacement there and check your recent transactions.")
+
+    if tool == "list_transfers":
+        trs = result.get("transfers") or []
+        if not trs:
+            return "You have no transfers."
+        return "Your transfers: " + "; ".join(
+            f"{t['id']} to {t['beneficiary']} for {_amt(t)} on {_day(t['created_at'])} is {t['status']}"
+            for t in trs) + "."
+
+    if tool == "transfer_status":
+        t = result["transfer"]
+        return (f"Transfer {t['id']} to {t['beneficiary']} for {_amt(t)} (sent {_day(t['created_at'])}) "
+                f"is {t['status']}. {result.get('explanation', '')}").strip()
+
+    if tool == "account_profile":
+        c = result["customer"]
+        verified = "verified" if c.get("identity_verified") else "not verified yet"
+        return (f"Your account: {c['name']}, email {c['email']}, {c.get('plan') or 'standard'} plan, "
+                f"identity {verified}, {result.get('active_cards', 0)} active card(s). You can edit "
+                "your personal details in the app under Profile.")
+
+    if tool == "lookup_policy":
+        return f"{result['title']}: {result['text']}"
+
+    return ""
+
+
+_NO_TOOL_ANSWERS = {
+    "billing": "I can look into charges on your account. Which transaction is it about (its id, such as "
+               "tx_1234, or the merchant and amount)?",
+    "refunds": "Which transaction would you like refunded? Please give its id (such as tx_1234) or the "
+               "merchant and amount.",
+    "cards": "I can help with your cards. Is it about a lost or stolen card, a card that doesn't work, "
+             "or a new card?",
+    "transfers": "Which transfer is it about? Its id (such as tr_1234) or the recipient and amount helps.",
+    "account": "I can help with your account details and identity verification. What would you like to do?",
+    "policy": "What would you like to know? I can answer questions about fees, limits, currencies, "
+              "countries, top-ups, exchange rates and verification.",
+}
+
+
+def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dict[str, Any]]]) -> str:
+    """A concise customer-facing answer for ``agent`` from this turn's ``(tool_name, result)`` pairs,
+    naming concrete things from the results (transaction id, merchant, amount, refund id and status).
+
+    Each result is rendered by a per-tool template in order (card_status is left out when freeze_card
+    follows, since the freeze says what matters); with no results the agent asks for what it needs.
+    Refunds: after request_refund the answer names the refund, the amount as "4.50 GBP", the merchant
+    and the transaction id, and says nothing is paid yet. When the refunds agent only listed refunds,
+    it also asks which transaction to refund."""
+    text = user_text.lower()
+    names = [name for name, _ in tool_results]
+    parts: list[str] = []
+    for name, result in tool_results:
+        if name == "card_status" and "freeze_card" in names and result.get("ok"):
+            continue
+        rendered = _render(name, result, user_text)
+        if rendered:
+            parts.append(rendered)
+    if not parts:
+        return _NO_TOOL_ANSWERS.get(agent, "How can I help?")
+    if agent == "refunds" and names == ["refund_status"] and _has(text, *_MONEY_BACK) \
+            and not _has(text, *_REFUND_WHERE):
+        parts.append("Which transaction would you like refunded? Please give its id (such as tx_1234).")
+    if agent == "cards" and names == ["card_status"] and _has(text, *_CARD_FREEZE):
+        parts.append("Tell me which card (its last four digits) and I'll freeze it right away.")
+    return " ".join(parts)

@@ -1,0 +1,587 @@
+"""The specialists' business tools: what each agent may read or do in the business database.
+
+A tool is a :class:`ToolSpec`: a name, a description for the model, a pydantic schema of the
+**model-visible** arguments only, the agent that owns it, whether it has a side effect, and a function
+``fn(store, ctx, **args) -> dict``. Identity (customer, tenant, thread, task) comes from the run
+context as a :class:`ToolContext`, never from model-written arguments: the schemas forbid extra fields,
+so a model that adds ``customer_id`` gets a :class:`ToolArgumentError` (DESIGN.md, control-flow rule 4).
+
+The graph executes tools itself through :func:`run_tool`; :func:`as_langchain_tool` gives LangChain a
+schema to ``bind_tools`` with, nothing more.
+
+Result convention: every tool returns a JSON-serialisable ``dict`` with ``"ok": True`` and its data,
+or ``{"ok": False, "error": "<one line>"}`` for a business refusal (not the customer's transaction, not
+eligible, ...). Money in results: ``amount_minor`` (int, minor units) + ``currency`` (ISO 4217) +
+``amount`` (display string such as "£4.50").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from nodes.store import (
+    DUPLICATE_WINDOW_HOURS,
+    REFUND_WINDOW_DAYS,
+    BusinessRuleError,
+    BusinessStore,
+    Card,
+    Refund,
+    Transaction,
+    Transfer,
+    money,
+)
+
+__all__ = [
+    "ToolContext",
+    "ToolSpec",
+    "ToolArgumentError",
+    "TOOLS",
+    "AGENTS_WITH_TOOLS",
+    "POLICY_KB",
+    "POLICY_SOURCE",
+    "PolicyEntry",
+    "match_policy_topic",
+    "tools_for",
+    "as_langchain_tool",
+    "langchain_tools_for",
+    "run_tool",
+    "refund_idempotency_key",
+    "freeze_idempotency_key",
+]
+
+
+class ToolArgumentError(ValueError):
+    """The model asked for an unknown tool, a tool of another agent, or passed arguments that do not
+    validate against the tool's schema. One-line message, suitable for a ToolMessage back to the model."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Who the tool acts for, supplied by the graph from the run context (never from the model).
+
+    customer_id: the authenticated customer; tenant_id: their tenant; thread_id: the conversation
+    (LangGraph thread); task_id: the support task (used in idempotency keys; None -> thread_id is used).
+    """
+
+    customer_id: str
+    tenant_id: str
+    thread_id: str
+    task_id: str | None = None
+
+    @property
+    def task_key(self) -> str:
+        """The task id for idempotency keys (``task_id``, or ``thread_id`` when there is no task)."""
+        return self.task_id or self.thread_id
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One business tool.
+
+    name: unique tool name (what the model calls); description: for the model; args_schema: pydantic
+    model of the model-visible arguments (extra fields forbidden); agent: the specialist that owns it;
+    side_effect: True when it changes business state; fn: ``fn(store, ctx, **args) -> dict``."""
+
+    name: str
+    description: str
+    args_schema: type[BaseModel]
+    agent: str
+    side_effect: bool
+    fn: Callable[..., dict[str, Any]]
+
+
+# --------------------------------------------------------------------------------------------------
+# Argument schemas (model-visible arguments only)
+# --------------------------------------------------------------------------------------------------
+
+_TX_ID = r"^tx_[A-Za-z0-9_]{1,40}$"
+_RF_ID = r"^rf_[A-Za-z0-9_]{1,40}$"
+_TR_ID = r"^tr_[A-Za-z0-9_]{1,40}$"
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class NoArgs(_Args):
+    """No arguments."""
+
+
+class ListRecentTransactionsArgs(_Args):
+    limit: int = Field(5, ge=1, le=20, description="How many of the newest transactions (1-20).")
+
+
+class TransactionIdArgs(_Args):
+    transaction_id: str = Field(..., pattern=_TX_ID, description="A transaction id such as tx_1008.")
+
+
+class RefundStatusArgs(_Args):
+    refund_id: str | None = Field(
+        None, pattern=_RF_ID,
+        description="A refund id such as rf_5001; omit to list all of the customer's refunds.")
+
+
+class RequestRefundArgs(_Args):
+    transaction_id: str = Field(..., pattern=_TX_ID, description="The transaction to refund, e.g. tx_1008.")
+    reason: str = Field(..., min_length=1, max_length=200,
+                        description="Short reason in the customer's terms, e.g. 'duplicate charge'.")
+
+
+class FreezeCardArgs(_Args):
+    card_id: str = Field(..., min_length=1, max_length=40,
+                         description="The card id from card_status, or the card's last four digits.")
+
+
+class TransferStatusArgs(_Args):
+    transfer_id: str = Field(..., pattern=_TR_ID, description="A transfer id such as tr_3002.")
+
+
+class LookupPolicyArgs(_Args):
+    topic: str = Field(..., min_length=1, max_length=200,
+                       description="Topic or question, e.g. 'fees', 'age limit', 'exchange rates'.")
+
+
+# --------------------------------------------------------------------------------------------------
+# Result shaping
+# --------------------------------------------------------------------------------------------------
+
+
+def _tx_view(tx: Transaction) -> dict[str, Any]:
+    return {**tx.to_dict(), "amount": money(tx.amount_minor, tx.currency)}
+
+
+def _refund_view(rf: Refund, store: BusinessStore | None = None) -> dict[str, Any]:
+    view = {**rf.to_dict(), "amount": money(rf.amount_minor, rf.currency)}
+    view.pop("idempotency_key", None)
+    if store is not None:
+        tx = store.get_transaction(rf.customer_id, rf.transaction_id)
+        if tx is not None:
+            view["merchant"] = tx.merchant
+    return view
+
+
+def _card_view(card: Card) -> dict[str, Any]:
+    return card.to_dict()
+
+
+def _transfer_view(tr: Transfer) -> dict[str, Any]:
+    return {**tr.to_dict(), "amount": money(tr.amount_minor, tr.currency)}
+
+
+def _refused(error: str) -> dict[str, Any]:
+    return {"ok": False, "error": error}
+
+
+# --------------------------------------------------------------------------------------------------
+# The policy knowledge base (source: this module; a fictional demo bank, numbers are illustrative)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    """One knowledge-base entry: ``key`` (topic id), ``title``, ``text`` (customer-facing), and
+    ``keywords`` used by :func:`match_policy_topic`."""
+
+    key: str
+    title: str
+    text: str
+    keywords: tuple[str, ...]
+
+
+POLICY_SOURCE = "Switchboard demo bank policy handbook v1 (fictional; nodes/tools.py)"
+
+POLICY_KB: dict[str, PolicyEntry] = {e.key: e for e in [
+    PolicyEntry(
+        "fees", "Fees",
+        "Standard plan: card payments in the account currency are free; foreign-currency card payments "
+        "carry a 0.5% exchange fee on weekdays and 1% at weekends; each ATM withdrawal costs a flat "
+        "£1.50; UK transfers are free, international transfers cost £0.50; topping up with a UK debit "
+        "card or by bank transfer is free, with a credit card or non-UK card it costs 0.5%; a "
+        "replacement physical card costs £5.",
+        ("fee", "fees", "charge", "charged", "cost", "commission", "price", "pricing", "free")),
+    PolicyEntry(
+        "limits", "Limits",
+        "Daily limits: card payments £5,000; ATM withdrawals £500; outgoing transfers £25,000; top-ups "
+        "£10,000 per day and a maximum balance of £50,000. Up to 5 disposable virtual cards can be "
+        "created per day.",
+        ("limit", "limits", "maximum", "max", "how much", "cap", "disposable")),
+    PolicyEntry(
+        "countries", "Supported countries",
+        "Accounts can be opened by residents of the UK, the EEA and Switzerland. The card works "
+        "worldwide wherever Mastercard is accepted.",
+        ("country", "countries", "live", "resident", "abroad", "europe", "eea", "where")),
+    PolicyEntry(
+        "currencies", "Supported currencies",
+        "You can hold and exchange GBP, EUR, USD, CHF, PLN, SEK, NOK, DKK, CZK, HUF, RON and JPY. "
+        "Card payments in other currencies are converted at the time of payment.",
+        ("currency", "currencies", "hold", "fiat", "usd", "eur", "dollar", "euro")),
+    PolicyEntry(
+        "age", "Age limit",
+        "You must be 18 or older to open an account.",
+        ("age", "old", "years", "minimum age", "18", "teen", "child", "kid")),
+    PolicyEntry(
+        "top_up", "Top-up methods",
+        "Top up with a debit or credit card, Apple Pay or Google Pay, or by bank transfer to your "
+        "account details. Cash and cheques are not accepted. Card top-ups arrive instantly, bank "
+        "transfers usually within a few hours.",
+        ("top up", "top-up", "topup", "add money", "cash", "cheque", "deposit", "fund")),
+    PolicyEntry(
+        "exchange_rates", "Exchange rates",
+        "Exchanges use the interbank rate, updated in real time on weekdays. At weekends a 1% markup "
+        "applies because markets are closed. The rate you get is shown before you confirm an exchange "
+        "in the app.",
+        ("exchange", "rate", "rates", "convert", "conversion", "fx")),
+    PolicyEntry(
+        "verification", "Identity verification",
+        "We verify identity because anti-money-laundering law requires it. You need a photo ID and a "
+        "selfie; most checks finish within minutes, some take up to 2 business days. For large "
+        "deposits we may also ask where the money comes from (source of funds).",
+        ("verify", "verification", "identity", "id", "kyc", "passport", "selfie", "source of funds")),
+    PolicyEntry(
+        "atm", "ATMs",
+        "The card works at ATMs showing the Mastercard logo worldwide; you need your PIN. Some ATM "
+        "operators add their own fee, which the ATM shows before you confirm.",
+        ("atm", "cash machine", "withdraw", "withdrawal", "cashpoint")),
+    PolicyEntry(
+        "card_network", "Card network",
+        "Our physical and virtual cards are Mastercard debit cards.",
+        ("visa", "mastercard", "network", "scheme")),
+    PolicyEntry(
+        "refunds", "Refunds",
+        f"You can ask us to refund a posted card payment or fee up to {REFUND_WINDOW_DAYS} days after "
+        "it was made. A refund starts as requested, is reviewed, and once approved is paid back to "
+        "your account, usually within 5 business days. Merchant refunds take 5-10 business days to "
+        "appear.",
+        ("refund", "refunds", "money back", "reimburse", "return")),
+    PolicyEntry(
+        "transfer_times", "Transfer times",
+        "UK transfers (Faster Payments) usually arrive within minutes; SEPA transfers within 1 "
+        "business day; international SWIFT transfers in 1-5 business days.",
+        ("transfer", "transfers", "arrive", "how long", "sepa", "swift", "send money")),
+]}
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def match_policy_topic(text: str) -> str | None:
+    """The :data:`POLICY_KB` key that best matches ``text`` (an exact key or title wins; otherwise the
+    most keyword hits, single words matched as words and phrases as substrings), or None if nothing
+    matches."""
+    lowered = text.strip().lower()
+    norm = lowered.replace(" ", "_").replace("-", "_")
+    for key, entry in POLICY_KB.items():
+        if norm == key or lowered == entry.title.lower():
+            return key
+    words = _words(lowered)
+    best, best_score = None, 0
+    for key, entry in POLICY_KB.items():
+        score = 0
+        for kw in entry.keywords:
+            if " " in kw or "-" in kw:
+                score += 2 if kw in lowered else 0
+            elif kw in words:
+                score += 1
+        if score > best_score:
+            best, best_score = key, score
+    return best
+
+
+# --------------------------------------------------------------------------------------------------
+# Tool functions: fn(store, ctx, **args) -> dict
+# --------------------------------------------------------------------------------------------------
+
+_TX_EXPLANATIONS = {
+    ("card_payment", "pending"): "The merchant has authorised this payment but not settled it yet; the "
+                                 "money is on hold. Most pending payments settle within 7 days; if the "
+                                 "merchant never settles, the hold drops off automatically.",
+    ("card_payment", "declined"): "This payment was declined, so no money left your account. Common "
+                                  "causes are a blocked or frozen card, insufficient balance, or a "
+                                  "currency or merchant the card cannot be used for.",
+    ("card_payment", "reverted"): "The merchant cancelled this payment after authorising it; the money "
+                                  "is back in your account.",
+    ("card_payment", "posted"): "A completed card payment to this merchant.",
+    ("atm", "posted"): "A cash withdrawal at an ATM.",
+    ("atm", "pending"): "A cash withdrawal the ATM operator has not confirmed yet.",
+    ("fee", "posted"): "A fee charged under your plan's fee schedule.",
+    ("transfer_out", "posted"): "An outgoing bank transfer.",
+    ("transfer_in", "posted"): "Money received into your account.",
+    ("top_up", "posted"): "A top-up of your account.",
+}
+
+
+def _list_recent_transactions(store: BusinessStore, ctx: ToolContext, limit: int = 5) -> dict[str, Any]:
+    txs = store.list_transactions(ctx.customer_id, limit=limit)
+    return {"ok": True, "transactions": [_tx_view(t) for t in txs], "count": len(txs)}
+
+
+def _find_duplicate_charges(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
+    pairs = []
+    for original, duplicate in store.find_duplicate_charges(ctx.customer_id):
+        refunds = [r for r in store.refunds_for_transaction(ctx.customer_id, duplicate.id)
+                   if r.status in ("requested", "approved", "executed")]
+        pairs.append({
+            "original": _tx_view(original),
+            "duplicate": _tx_view(duplicate),
+            "existing_refund": _refund_view(refunds[0]) if refunds else None,
+        })
+    return {"ok": True, "duplicates": pairs, "count": len(pairs),
+            "rule": f"same merchant, amount, currency and card, posted within {DUPLICATE_WINDOW_HOURS} h"}
+
+
+def _explain_transaction(store: BusinessStore, ctx: ToolContext, transaction_id: str) -> dict[str, Any]:
+    tx = store.get_transaction(ctx.customer_id, transaction_id)
+    if tx is None:
+        return _refused(f"no transaction {transaction_id} on this account")
+    explanation = _TX_EXPLANATIONS.get((tx.kind, tx.status), f"A {tx.kind.replace('_', ' ')} "
+                                                             f"that is {tx.status}.")
+    if tx.kind == "fee" and tx.reference:
+        explanation += f" It belongs to {tx.reference}."
+    card = store.get_card(ctx.customer_id, tx.card_id) if tx.card_id else None
+    return {"ok": True, "transaction": _tx_view(tx), "explanation": explanation,
+            "card_last4": card.last4 if card else None}
+
+
+def _explain_fees(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
+    fees = store.list_transactions(ctx.customer_id, limit=20, kind="fee")
+    entry = POLICY_KB["fees"]
+    return {"ok": True, "fees_charged": [_tx_view(t) for t in fees], "count": len(fees),
+            "schedule": entry.text, "source": POLICY_SOURCE}
+
+
+def _refund_status(store: BusinessStore, ctx: ToolContext, refund_id: str | None = None) -> dict[str, Any]:
+    if refund_id is not None:
+        rf = store.get_refund(ctx.customer_id, refund_id)
+        if rf is None:
+            return _refused(f"no refund {refund_id} on this account")
+        refunds = [rf]
+    else:
+        refunds = store.list_refunds(ctx.customer_id)
+    return {"ok": True, "refunds": [_refund_view(r, store) for r in refunds], "count": len(refunds)}
+
+
+def _check_refund_eligibility(store: BusinessStore, ctx: ToolContext,
+                              transaction_id: str) -> dict[str, Any]:
+    tx = store.get_transaction(ctx.customer_id, transaction_id)
+    if tx is None:
+        return _refused(f"no transaction {transaction_id} on this account")
+    eligible, reason = store.refund_eligibility(ctx.customer_id, transaction_id)
+    recent = store.refunds_in_last_days(ctx.customer_id, 30)
+    return {"ok": True, "eligible": eligible, "reason": reason, "transaction": _tx_view(tx),
+            "refunds_last_30_days": len(recent)}
+
+
+def refund_idempotency_key(ctx: ToolContext, transaction_id: str) -> str:
+    """``refund:{task}:{transaction_id}`` with task = ``ctx.task_id`` or ``ctx.thread_id``."""
+    return f"refund:{ctx.task_key}:{transaction_id}"
+
+
+def freeze_idempotency_key(ctx: ToolContext, card_id: str) -> str:
+    """``freeze:{task}:{card_id}`` with task = ``ctx.task_id`` or ``ctx.thread_id``."""
+    return f"freeze:{ctx.task_key}:{card_id}"
+
+
+def _request_refund(store: BusinessStore, ctx: ToolContext, transaction_id: str,
+                    reason: str) -> dict[str, Any]:
+    tx = store.get_transaction(ctx.customer_id, transaction_id)
+    if tx is None:
+        return _refused(f"no transaction {transaction_id} on this account")
+    key = refund_idempotency_key(ctx, transaction_id)
+    replayed = store.find_refund_by_key(key) is not None
+    refund = store.request_refund(ctx.customer_id, transaction_id, tx.amount_minor, tx.currency,
+                                  reason, key)
+    return {"ok": True, "refund": _refund_view(refund, store), "transaction": _tx_view(tx),
+            "replayed": replayed,
+            "note": "The refund is requested, not paid: it is paid after review/approval."}
+
+
+def _card_status(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
+    cards = store.list_cards(ctx.customer_id)
+    return {"ok": True, "cards": [_card_view(c) for c in cards], "count": len(cards)}
+
+
+def _freeze_card(store: BusinessStore, ctx: ToolContext, card_id: str) -> dict[str, Any]:
+    cards = store.list_cards(ctx.customer_id)
+    if re.fullmatch(r"\d{4}", card_id):
+        matches = [c for c in cards if c.last4 == card_id]
+        if len(matches) != 1:
+            return _refused(f"no single card ending {card_id} on this account")
+        card = matches[0]
+    else:
+        card = next((c for c in cards if c.id == card_id), None)
+        if card is None:
+            return _refused(f"no card {card_id} on this account")
+    result = store.freeze_card(ctx.customer_id, card.id, freeze_idempotency_key(ctx, card.id))
+    return {"ok": True, **result}
+
+
+def _list_transfers(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
+    transfers = store.list_transfers(ctx.customer_id)
+    return {"ok": True, "transfers": [_transfer_view(t) for t in transfers], "count": len(transfers)}
+
+
+_TRANSFER_EXPLANATIONS = {
+    "pending": "It has been sent for processing and not yet confirmed by the receiving bank; UK "
+               "transfers usually complete within minutes, international ones within 1-5 business days.",
+    "completed": "It has left your account and been delivered to the recipient's bank.",
+    "failed": "It did not go through and the money was returned to your account.",
+    "cancelled": "It was cancelled before it was sent; no money left your account.",
+}
+
+
+def _transfer_status(store: BusinessStore, ctx: ToolContext, transfer_id: str) -> dict[str, Any]:
+    tr = store.get_transfer(ctx.customer_id, transfer_id)
+    if tr is None:
+        return _refused(f"no transfer {transfer_id} on this account")
+    return {"ok": True, "transfer": _transfer_view(tr),
+            "explanation": _TRANSFER_EXPLANATIONS.get(tr.status, "")}
+
+
+def _mask_email(email: str) -> str:
+    local, _, domain = email.partition("@")
+    return f"{local[:1]}***@{domain}" if domain else "***"
+
+
+def _account_profile(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
+    customer = store.get_customer(ctx.customer_id, ctx.tenant_id)
+    if customer is None:
+        return _refused("no account found for this customer")
+    cards = store.list_cards(ctx.customer_id)
+    return {"ok": True, "customer": {
+        "id": customer.id, "name": customer.name, "email": _mask_email(customer.email),
+        "plan": customer.flags.get("plan"), "identity_verified": customer.flags.get("identity_verified"),
+        "country": customer.flags.get("country"),
+    }, "active_cards": sum(1 for c in cards if c.status == "active")}
+
+
+def _lookup_policy(store: BusinessStore, ctx: ToolContext, topic: str) -> dict[str, Any]:
+    key = match_policy_topic(topic)
+    if key is None:
+        return {"ok": False, "error": f"no policy entry matches {topic!r}",
+                "topics": sorted(POLICY_KB)}
+    entry = POLICY_KB[key]
+    return {"ok": True, "topic": entry.key, "title": entry.title, "text": entry.text,
+            "source": POLICY_SOURCE}
+
+
+# --------------------------------------------------------------------------------------------------
+# Registry
+# --------------------------------------------------------------------------------------------------
+
+TOOLS: dict[str, ToolSpec] = {s.name: s for s in [
+    ToolSpec("list_recent_transactions",
+             "List the customer's newest transactions (id, merchant, amount, status, time).",
+             ListRecentTransactionsArgs, "billing", False, _list_recent_transactions),
+    ToolSpec("find_duplicate_charges",
+             "Find card payments charged twice (same merchant, amount and card within 24 hours); "
+             "returns (original, duplicate) pairs and any refund already open for the duplicate.",
+             NoArgs, "billing", False, _find_duplicate_charges),
+    ToolSpec("explain_transaction",
+             "Explain one of the customer's transactions: what it is and why it is pending, declined, "
+             "reverted or charged.",
+             TransactionIdArgs, "billing", False, _explain_transaction),
+    ToolSpec("explain_fees",
+             "List fees charged to the customer and the fee schedule.",
+             NoArgs, "billing", False, _explain_fees),
+    ToolSpec("refund_status",
+             "Status of one refund (by id) or of all the customer's refunds.",
+             RefundStatusArgs, "refunds", False, _refund_status),
+    ToolSpec("check_refund_eligibility",
+             "Check whether one of the customer's transactions can be refunded, and why not.",
+             TransactionIdArgs, "refunds", False, _check_refund_eligibility),
+    ToolSpec("request_refund",
+             "Open a refund request for the full amount of one of the customer's transactions. Creates "
+             "a REQUESTED refund that is paid only after review; it does not pay anything now.",
+             RequestRefundArgs, "refunds", True, _request_refund),
+    ToolSpec("card_status",
+             "List the customer's cards with last four digits, kind and status.",
+             NoArgs, "cards", False, _card_status),
+    ToolSpec("freeze_card",
+             "Freeze one of the customer's cards (by card id or last four digits) so it cannot be used.",
+             FreezeCardArgs, "cards", True, _freeze_card),
+    ToolSpec("list_transfers",
+             "List the customer's outgoing transfers with status.",
+             NoArgs, "transfers", False, _list_transfers),
+    ToolSpec("transfer_status",
+             "Status and explanation of one of the customer's transfers.",
+             TransferStatusArgs, "transfers", False, _transfer_status),
+    ToolSpec("account_profile",
+             "The customer's profile: name, masked email, plan, identity verification, country.",
+             NoArgs, "account", False, _account_profile),
+    ToolSpec("lookup_policy",
+             "Look up the bank's published policy on a topic: " + ", ".join(sorted(POLICY_KB)) + ".",
+             LookupPolicyArgs, "policy", False, _lookup_policy),
+]}
+
+#: The agents that own at least one business tool.
+AGENTS_WITH_TOOLS: tuple[str, ...] = tuple(dict.fromkeys(s.agent for s in TOOLS.values()))
+
+
+def tools_for(agent: str) -> list[ToolSpec]:
+    """The tools owned by ``agent``, in registry order ([] for agents without business tools, such as
+    triage or fallback)."""
+    return [s for s in TOOLS.values() if s.agent == agent]
+
+
+def _not_executable(**_: Any) -> Any:
+    raise RuntimeError("switchboard tools are executed by the graph through nodes.tools.run_tool")
+
+
+def as_langchain_tool(spec: ToolSpec) -> Any:
+    """A ``langchain_core.tools.StructuredTool`` carrying the spec's name, description and args schema,
+    for ``model.bind_tools([...])``. Calling it raises RuntimeError: the graph runs tools via
+    :func:`run_tool` with the run context."""
+    from langchain_core.tools import StructuredTool
+
+    return StructuredTool.from_function(func=_not_executable, name=spec.name,
+                                        description=spec.description, args_schema=spec.args_schema,
+                                        infer_schema=False)
+
+
+def langchain_tools_for(agent: str) -> list[Any]:
+    """``[as_langchain_tool(s) for s in tools_for(agent)]``."""
+    return [as_langchain_tool(s) for s in tools_for(agent)]
+
+
+def _validation_reason(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        msg = err.get("msg", "invalid")
+        if err.get("type") == "extra_forbidden":
+            msg = "unexpected argument (identity comes from the session, not from arguments)"
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts)
+
+
+def run_tool(name: str, args: dict[str, Any] | None, store: BusinessStore, ctx: ToolContext, *,
+             agent: str | None = None) -> dict[str, Any]:
+    """Validate ``args`` against the tool's schema and run it for ``ctx``.
+
+    Returns the tool's JSON-serialisable dict; business refusals (including a
+    :class:`~nodes.store.BusinessRuleError` raised by the store) come back as
+    ``{"ok": False, "error": "..."}``. Raises :class:`ToolArgumentError` (one line) for an unknown
+    tool, a tool not owned by ``agent`` (when given), or arguments that fail validation (including any
+    extra argument such as a model-written ``customer_id``). ``StaleVersionError`` / ``OwnershipError``
+    from the store propagate: the caller re-reads and decides again."""
+    spec = TOOLS.get(name)
+    if spec is None:
+        raise ToolArgumentError(f"unknown tool {name!r}")
+    if agent is not None and spec.agent != agent:
+        raise ToolArgumentError(f"tool {name!r} belongs to the {spec.agent} agent, not {agent}")
+    if args is not None and not isinstance(args, dict):
+        raise ToolArgumentError(f"arguments for {name} must be an object, got {type(args).__name__}")
+    try:
+        parsed = spec.args_schema.model_validate(args or {})
+    except ValidationError as exc:
+        raise ToolArgumentError(f"bad arguments for {name}: {_validation_reason(exc)}") from None
+    try:
+        return spec.fn(store, ctx, **parsed.model_dump())
+    except BusinessRuleError as exc:
+        return _refused(str(exc))
