@@ -47,7 +47,7 @@ class LazyRouter:
 
 
 def make_deps(model: BaseChatModel | None = None, settings: Settings | None = None, store: Any = None,
-              router: Any = None, table: EdgeTable = DEFAULT_EDGE_TABLE) -> Deps:
+              router: Any = None, table: EdgeTable = DEFAULT_EDGE_TABLE, history: Any = None) -> Deps:
     """Resolve defaults: settings from the environment, the router (trained if present, else shipped default),
     the model named by ``settings.model``, the business store at ``settings.business_db``."""
     settings = settings or Settings.from_env()
@@ -60,12 +60,15 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
         from nodes.store import open_store
 
         store = open_store(Path(settings.business_db))
-    return Deps(model=model, store=store, router=router, settings=settings, table=table)
+    deps = Deps(model=model, store=store, router=router, settings=settings, table=table)
+    if history is not None:
+        deps.history = dict(history)
+    return deps
 
 
 def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpointSaver | None = None,
                 settings: Settings | None = None, *, store: Any = None, router: Any = None,
-                deps: Deps | None = None) -> CompiledStateGraph:
+                history: Any = None, deps: Deps | None = None) -> CompiledStateGraph:
     """Build and compile the support-desk graph.
 
     Args:
@@ -74,14 +77,15 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
         settings: budgets and paths; default ``Settings.from_env()``.
         store: the business store (``nodes.store.BusinessStore``); default opens ``settings.business_db``.
         router: the intent router for triage and next-turn entry; default ``nodes.router.load_router()``.
-        deps: pre-resolved dependencies (overrides the four above).
+        history: per-edge history policies (``policies.history.DEFAULT_HISTORY`` shape) replacing the defaults.
+        deps: pre-resolved dependencies (overrides the five above).
 
     Returns:
         A ``CompiledStateGraph`` over :class:`graph.state.SupportState` with ``context_schema=RunContext``.
         Drive it with LangGraph's own ``invoke``/``stream``/``get_state``, ``{"configurable": {"thread_id": …}}``
         and ``context=RunContext(...)``.  Every node's destinations come from the edge table.
     """
-    deps = deps or make_deps(model, settings, store, router)
+    deps = deps or make_deps(model, settings, store, router, history=history)
     table = deps.table
     g = StateGraph(SupportState, context_schema=RunContext)
     g.add_node(ENTRY_NODE, make_entry_node(deps), destinations=table.destinations(ENTRY_NODE))
@@ -92,6 +96,7 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
     g.add_node("human_approval", make_human_approval_node(deps), destinations=table.destinations("human_approval"))
     g.add_node("refund_execute", make_refund_execute_node(deps), destinations=table.destinations("refund_execute"))
     g.add_edge(START, ENTRY_NODE)
-    compiled = g.compile(checkpointer=checkpointer, name="switchboard")
+    compiled = g.compile(checkpointer=checkpointer, name="switchboard").with_config(
+        recursion_limit=deps.settings.recursion_limit)
     compiled.deps = deps  # type: ignore[attr-defined]  # for the convenience layer and the CLI
     return compiled
