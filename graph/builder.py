@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +27,15 @@ __all__ = ["build_graph", "make_deps", "LazyRouter"]
 
 class LazyRouter:
     """Loads ``nodes.router.load_router(path)`` on first use, so commands that never route (pending, resume,
-    draw) do not pay for fitting or loading the classifier."""
+    draw) do not pay for fitting or loading the classifier, and memoises the last ``cache_size`` texts: one turn
+    routes the same message up to three times (entry, triage, the specialist's misroute check)."""
 
-    def __init__(self, path: Path | None = None):
+    def __init__(self, path: Path | None = None, router: Any = None, cache_size: int = 256):
         self._path = path
-        self._router: Any = None
+        self._router: Any = router
+        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._size = cache_size
+        self._lock = threading.Lock()
 
     def _get(self) -> Any:
         if self._router is None:
@@ -39,8 +45,18 @@ class LazyRouter:
         return self._router
 
     def route(self, text: str) -> Any:
-        """Delegate to the loaded router's ``route``."""
-        return self._get().route(text)
+        """The loaded router's ``route(text)``, memoised (routes are deterministic for a fitted router)."""
+        with self._lock:
+            hit = self._cache.get(text)
+            if hit is not None:
+                self._cache.move_to_end(text)
+                return hit
+        result = self._get().route(text)
+        with self._lock:
+            self._cache[text] = result
+            if len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+        return result
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._get(), name)
