@@ -20,7 +20,7 @@ from langgraph.channels import DeltaChannel
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-__all__ = ["SupportState", "last_value", "max_int", "union_ordered", "append_all", "messages_reducer", "ensure_ids",
+__all__ = ["SupportState", "last_value", "max_int", "union_ordered", "append_all", "append_batch", "messages_reducer", "ensure_ids",
            "TaskState", "Outcome"]
 
 
@@ -55,6 +55,15 @@ def ensure_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         if not m.id:
             m.id = f"m_{uuid.uuid4().hex}"
     return list(messages)
+
+
+def append_batch(state: list, writes: Sequence[Any]) -> list:
+    """DeltaChannel reducer for append-only lists (``handoff_path``, ``expert_results``): concatenation of every
+    write in order (batching-invariant by construction), so a checkpoint stores only its step's new items."""
+    out = list(state or [])
+    for w in writes:
+        out.extend(w or [])
+    return out
 
 
 def messages_reducer(state: list, writes: Sequence[Any]) -> list:
@@ -93,7 +102,7 @@ class SupportState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], DeltaChannel(messages_reducer)]
     active_agent: Annotated[str | None, last_value]
     visited_agents: Annotated[list[str], union_ordered]
-    handoff_path: Annotated[list[dict], append_all]
+    handoff_path: Annotated[list[dict], DeltaChannel(append_batch)]
     handoff_count: Annotated[int, max_int]
     state_version: Annotated[int, max_int]
     handoff: Annotated[dict | None, last_value]
@@ -110,4 +119,4 @@ class SupportState(TypedDict, total=False):
     tool_attempts: Annotated[int, last_value]
     entry_reason: Annotated[str | None, last_value]
     # agent-as-tool results of the supervisor's experts (parallel writes)
-    expert_results: Annotated[list[dict], append_all]
+    expert_results: Annotated[list[dict], DeltaChannel(append_batch)]

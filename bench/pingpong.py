@@ -1,0 +1,79 @@
+"""Ping-pong benchmark (issue 3): model calls until termination, switchboard vs a langgraph-swarm graph.
+
+The same scripted model drives both: triage (switchboard only) routes to billing, then billing and refunds
+hand the conversation to each other forever. switchboard stops it by fingerprint/bounce-back detection and
+answers from fallback; the swarm graph, which has no such guard, runs until LangGraph's recursion limit.
+Run: ``python bench/pingpong.py`` (part of ``make bench``).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def switchboard_calls() -> dict:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph import build_graph
+    from graph.conversation import Conversation
+    from graph.settings import Settings
+    from nodes.scripted_models import KeywordRouter, ping_pong
+    from nodes.store import open_store
+
+    model = ping_pong("billing", "refunds")
+    home = Path(tempfile.mkdtemp())
+    g = build_graph(model=model, checkpointer=InMemorySaver(), router=KeywordRouter(),
+                    store=open_store(home / "b.db"), settings=Settings.from_env(db=home / "c.db"))
+    t0 = time.perf_counter()
+    r = Conversation("pp", graph=g).send("I was charged twice for my coffee")
+    return {"model_calls": model.calls, "status": r.status, "exception": None,
+            "seconds": round(time.perf_counter() - t0, 3), "reason": r.text.split("(Reason: ")[-1].split(")")[0]}
+
+
+def swarm_calls(recursion_limit: int = 25) -> dict:
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph_swarm import create_handoff_tool, create_swarm
+
+    from nodes.scripted_models import ScriptedChatModel, tool_call
+
+    def policy(agent, user, names, i, msgs):
+        other = "refunds" if agent == "billing" else "billing"
+        return AIMessage(content="", tool_calls=[tool_call(f"transfer_to_{other}")])
+
+    model = ScriptedChatModel(policy=policy)
+    billing = create_agent(model, tools=[create_handoff_tool(agent_name="refunds")],
+                           system_prompt="You are the billing agent.", name="billing")
+    refunds = create_agent(model, tools=[create_handoff_tool(agent_name="billing")],
+                           system_prompt="You are the refunds agent.", name="refunds")
+    app = create_swarm([billing, refunds], default_active_agent="billing").compile(checkpointer=InMemorySaver())
+    t0 = time.perf_counter()
+    exc = None
+    try:
+        app.invoke({"messages": [HumanMessage("I was charged twice for my coffee")]},
+                   {"configurable": {"thread_id": "pp"}, "recursion_limit": recursion_limit})
+    except Exception as e:  # noqa: BLE001 - the point of the benchmark
+        exc = type(e).__name__
+    return {"model_calls": model.calls, "status": "exception" if exc else "returned", "exception": exc,
+            "seconds": round(time.perf_counter() - t0, 3), "recursion_limit": recursion_limit}
+
+
+def main() -> int:
+    sb = switchboard_calls()
+    sw = swarm_calls()
+    print("ping-pong (billing <-> refunds forever), same scripted model")
+    print(f"  switchboard     : {sb['model_calls']} model calls, ends in {sb['status']} ({sb['reason']}), {sb['seconds']} s")
+    print(f"  langgraph-swarm : {sw['model_calls']} model calls, ends with {sw['exception'] or sw['status']} "
+          f"at recursion_limit={sw['recursion_limit']}, {sw['seconds']} s")
+    return 0 if sb["status"] == "fallback" and sb["model_calls"] <= 4 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
