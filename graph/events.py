@@ -18,10 +18,12 @@ Every new event is also written to LangGraph's custom stream (``stream_mode="cus
 ``"event": kind``, so ``switchboard chat --stream`` shows each agent and handoff as it happens.
 
 **Resume does not duplicate events.**  LangGraph re-runs an interrupted node from its first line on resume.
-A node event's key is ``sha256(thread_id, task namespace, n, kind)`` where the task namespace
-(``node:task_id``) is stable across the pause and ``n`` counts the events of this node execution; the
-re-run therefore reproduces the keys of the events it already wrote, and the store ignores them
-(``INSERT … ON CONFLICT DO NOTHING``).  The stored copy keeps its first timestamp and run_id.
+The key of a node's work event (agent_started and every ``emit``) is ``sha256(thread_id, task namespace, n,
+kind)``: the task namespace (``node:task_id``) is stable across the pause and ``n`` counts the node's work
+events in this execution, so a deterministic re-run reproduces the keys of the events it already wrote and
+the store ignores them (``INSERT … ON CONFLICT DO NOTHING``; the stored copy keeps its first timestamp and
+run_id).  ``interrupt``, ``resumed`` and ``agent_finished`` describe one execution and are keyed by
+``(task namespace, run_id, kind)``: every pause, every resume and the final end are recorded once each.
 
 Storage: a table ``events`` in the checkpoint database by default (SQLite file, same file as the
 checkpoints), ``memory`` for tests, or ``postgresql://…`` through psycopg (DB-API; not exercised by the
@@ -420,13 +422,21 @@ def _stream(event: Event) -> None:
         pass
 
 
+#: Events that describe one execution of a node (not its work): keyed per run, so that each pause, resume and
+#: end of a node re-run is recorded, while the work it reproduces is not.
+_PER_EXECUTION = frozenset({"interrupt", "resumed", "agent_finished"})
+
+
 def _emit_in(scope: _Scope, kind: str, fields: dict) -> Event | None:
-    n = scope.n
-    scope.n += 1
+    if kind in _PER_EXECUTION:
+        key = _key(scope.thread_id, scope.ns, scope.run.run_id if scope.run else uuid.uuid4().hex, kind)
+    else:
+        key = _key(scope.thread_id, scope.ns, scope.n, kind)
+        scope.n += 1
     defaults = {"thread_id": scope.thread_id, "turn": scope.turn, "task_id": scope.task_id, "agent": scope.node,
                 "state_version": scope.state_version, "run_id": scope.run.run_id if scope.run else None,
                 "task_ns": scope.ns}
-    ev = scope.log.record(kind, key=_key(scope.thread_id, scope.ns, n, kind), **(defaults | fields))
+    ev = scope.log.record(kind, key=key, **(defaults | fields))
     if ev is not None:
         _stream(ev)
     return ev

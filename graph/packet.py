@@ -75,7 +75,7 @@ class HandoffRecord(BaseModel):
     turn: int
     from_agent: str
     to_agent: str
-    kind: Literal["handoff", "fallback", "entry", "agent_as_tool"] = "handoff"
+    kind: Literal["handoff", "fallback", "entry", "agent_as_tool", "flow"] = "handoff"
     reason: str = ""
     handoff_id: str | None = None
 

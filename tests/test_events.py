@@ -199,6 +199,8 @@ class S(TypedDict, total=False):
 def _mini_graph(log, checkpointer):
     def ask(state):
         answer = interrupt({"question": "approve?"})
+        while answer not in ("yes", "no"):  # a malformed answer pauses again (as human_approval does)
+            answer = interrupt({"question": "approve? (yes/no)", "last_error": f"bad answer {answer!r}"})
         events.emit("tool_called", tool="after_resume", answer=answer)
         return Command(goto=END, update={"x": 1})
 
@@ -231,6 +233,21 @@ def test_interrupt_and_resume_are_recorded_once():
     assert evts[6].detail["decision"] == "yes" and evts[5].detail["decision"] == "yes"
     assert evts[7].detail["answer"] == "yes"
     assert len({e.run_id for e in evts}) == 2
+
+
+def test_a_second_pause_in_the_same_node_is_recorded_and_nothing_is_duplicated():
+    log = open_event_log("memory")
+    g = _mini_graph(log, InMemorySaver())
+    cfg = {"configurable": {"thread_id": "ir2"}}
+    g.invoke({"x": 0, "turn": 1}, cfg)
+    g.invoke(Command(resume="maybe"), cfg)
+    g.invoke(Command(resume="yes"), cfg)
+    node = [(e.kind, e.status) for e in log.events("ir2") if e.agent == "ask"]
+    assert node == [("agent_started", None), ("interrupt", None), ("agent_finished", "interrupted"),
+                    ("resumed", None), ("interrupt", None), ("agent_finished", "interrupted"),
+                    ("resumed", None), ("tool_called", None), ("agent_finished", "next")]
+    assert [e.status for e in log.events("ir2", kinds=["run_completed"])] == ["paused", "paused", "done"]
+    assert [e.detail["decision"] for e in log.events("ir2", kinds=["resumed"])] == ["maybe", "yes"]
 
 
 def test_resume_in_a_new_process_does_not_duplicate(tmp_path):
