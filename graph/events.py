@@ -550,11 +550,10 @@ def instrument(name: str, fn: Callable, log: EventLog | None) -> Callable:
         token = _SCOPE.set(scope)
         try:
             if not quiet:
-                packet = s.get("handoff") or {}
-                via_handoff = packet.get("to_agent") == name and int(s.get("turn_hops") or 0) > 0
+                path = s.get("handoff_path") or []
+                came = path[-1] if path and path[-1].get("to_agent") == name else {}
                 _emit_in(scope, "agent_started", {
-                    "from_agent": packet.get("from_agent") if via_handoff else "entry",
-                    "reason": packet.get("reason") if via_handoff else s.get("entry_reason"),
+                    "from_agent": came.get("from_agent"), "reason": came.get("reason"), "via": came.get("kind"),
                     "fingerprint": fingerprint(name, _last_user_text(s.get("messages") or []),
                                                int(s.get("state_version") or 0), int(s.get("tool_attempts") or 0)),
                 })

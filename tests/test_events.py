@@ -220,7 +220,7 @@ def test_interrupt_and_resume_are_recorded_once():
     cfg = {"configurable": {"thread_id": "ir"}}
     g.invoke({"x": 0, "turn": 1}, cfg)
     first = seq(log.events("ir"))
-    assert first == [("run_started", None, None, None, None), ("agent_started", "ask", "entry", None, None),
+    assert first == [("run_started", None, None, None, None), ("agent_started", "ask", None, None, None),
                      ("interrupt", "ask", None, None, None), ("agent_finished", "ask", None, None, "interrupted"),
                      ("run_completed", None, None, None, "paused")]
     assert log.events("ir", kinds=["interrupt"])[0].detail["payload"] == {"question": "approve?"}
@@ -265,6 +265,68 @@ def test_a_failing_node_records_agent_error_and_run_failed():
     g = _mini_graph(log, InMemorySaver())
     with pytest.raises(RuntimeError):
         g.invoke({"x": -1}, {"configurable": {"thread_id": "f"}})
-    assert seq(log.events("f")) == [("run_started", None, None, None, None), ("agent_started", "boom", "entry", None, None),
+    assert seq(log.events("f")) == [("run_started", None, None, None, None), ("agent_started", "boom", None, None, None),
                                     ("agent_finished", "boom", None, None, "error"), ("run_failed", None, None, None, "error")]
     assert "kaput" in log.events("f")[-1].reason
+
+
+# ---------------------------------------------------------------- the approval flow (issue 4) end to end
+APPROVAL_PAUSE = [
+    ("run_started", None, None, None, None),
+    ("agent_started", "triage", "entry", None, None),
+    ("model_called", "triage", None, None, None),
+    ("handoff_requested", "triage", "triage", "refunds", None),
+    ("handoff_accepted", "triage", "triage", "refunds", None),
+    ("agent_finished", "triage", None, "refunds", "handoff"),
+    ("agent_started", "refunds", "triage", None, None),
+    ("model_called", "refunds", None, None, None),
+    ("tool_called", "refunds", None, None, None),
+    ("tool_finished", "refunds", None, None, "ok"),
+    ("agent_finished", "refunds", None, "risk", "next"),
+    ("agent_started", "risk", "refunds", None, None),
+    ("agent_finished", "risk", None, "human_approval", "next"),
+    ("agent_started", "human_approval", "risk", None, None),
+    ("interrupt", "human_approval", None, None, None),
+    ("agent_finished", "human_approval", None, None, "interrupted"),
+    ("run_completed", None, None, "refunds", "paused"),
+]
+APPROVAL_RESUME = [
+    ("run_started", None, None, None, None),
+    ("resumed", "human_approval", None, None, None),
+    ("agent_finished", "human_approval", None, "refund_execute", "next"),
+    ("agent_started", "refund_execute", "human_approval", None, None),
+    ("tool_called", "refund_execute", None, None, None),
+    ("tool_finished", "refund_execute", None, None, "ok"),
+    ("agent_finished", "refund_execute", None, "refunds", "handoff"),
+    ("agent_started", "refunds", "refund_execute", None, None),
+    ("model_called", "refunds", None, None, None),
+    ("agent_finished", "refunds", None, "__end__", "answered"),
+    ("run_completed", None, None, "refunds", "answered"),
+]
+
+
+def test_approval_pause_and_resume_exact_event_sequence(isolated_home):
+    from graph.context import RunContext
+    from tests.test_approval import BIG, _setup
+
+    g, store = _setup(isolated_home)
+    r = Conversation("ta", graph=g).send(BIG)
+    assert r.status == "awaiting_approval"
+    log = g.deps.events
+    assert seq(log.events("ta")) == APPROVAL_PAUSE
+    intr = log.events("ta", kinds=["interrupt"])[0]
+    assert intr.detail["payload"]["kind"] == "refund_approval" and intr.detail["payload"]["amount_minor"] == 2380
+    assert [e.detail["tool"] for e in log.events("ta", kinds=["tool_called"])] == ["request_refund"]
+
+    decision = {"decision": "approve", "approver": "ann", "note": "receipt checked", "decision_id": "dc_fixed"}
+    r2 = Conversation("ta", graph=g, context=RunContext(roles=("approver",))).resume(decision)
+    assert r2.agent == "refunds" and "paid back" in r2.text
+    evts = log.events("ta")
+    assert seq(evts) == APPROVAL_PAUSE + APPROVAL_RESUME  # the re-run of human_approval added no duplicate
+    resumed = log.events("ta", kinds=["resumed"])[0]
+    assert resumed.detail["decision"] == decision
+    assert [e.detail["tool"] for e in log.events("ta", kinds=["tool_finished"])] == ["request_refund", "execute_refund"]
+    # business-state versions: the refund request (+1), then the payment (+1)
+    assert [e.state_version for e in log.events("ta", kinds=["tool_finished"])][0] == 1
+    assert evts[-1].state_version == 2
+    assert len({e.run_id for e in evts}) == 2 and {e.turn for e in evts if e.agent} == {1}
