@@ -199,7 +199,9 @@ class Conversation:
             self.graph.invoke(Command(resume={"decision": d.decision, "approver": d.approver, "note": d.note,
                                               "decision_id": d.id}), self.config, context=self.context)
             return self.result()
-        if snap.next:
+        outcome = snap.values.get("outcome") or {}
+        finished = not snap.next and outcome and outcome.get("turn") == snap.values.get("turn")
+        if not finished:  # stopped between nodes, or before the first node ran: continue from the checkpoint
             self.graph.invoke(None, self.config, context=self.context)
             return self.result()
         return None

@@ -216,7 +216,7 @@ class _Visit:
                               task=self.task, trace_id=self.ctx.request_id, table=self.deps.table)
         record = HandoffRecord(hop=int(self.state.get("handoff_count") or 0) + 1, turn=int(self.state.get("turn") or 0),
                                from_agent=self.agent, to_agent=FALLBACK, kind="fallback", reason=reason,
-                               handoff_id=packet["handoff_id"]).model_dump()
+                               handoff_id=packet["handoff_id"], packet=packet).model_dump()
         update = self._base_update() | {"handoff": packet, "handoff_path": [record], "visited_agents": [FALLBACK]}
         return Command(goto=FALLBACK, update=update)
 
@@ -383,7 +383,8 @@ class _Visit:
     def _handoff(self, target: str, packet: dict) -> Command:
         hop = int(self.state.get("handoff_count") or 0) + 1
         record = HandoffRecord(hop=hop, turn=int(self.state.get("turn") or 0), from_agent=self.agent, to_agent=target,
-                               kind="handoff", reason=packet["reason"], handoff_id=packet["handoff_id"]).model_dump()
+                               kind="handoff", reason=packet["reason"], handoff_id=packet["handoff_id"],
+                               packet=packet).model_dump()
         task = dict(self.task)
         if task:
             task["current_owner"] = target

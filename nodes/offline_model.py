@@ -29,6 +29,8 @@ __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUT
 
 #: A specialist hands a fresh request on when the router gives another agent at least this probability.
 MISROUTE_CONFIDENCE = 0.6
+#: Triage sends a refund request to billing first when billing scores at least this and no transaction is known.
+BILLING_FIRST_SCORE = 0.25
 #: Below this, triage asks for clarification instead of guessing.
 CLARIFY_BELOW = 0.25
 
@@ -122,6 +124,13 @@ class OfflineChatModel(BaseChatModel):
             target = route.agent if route.agent != "other" else "clarify"
             if route.confidence < CLARIFY_BELOW:
                 target = "clarify"
+            # A refund of a charge nobody has identified yet starts at billing, which finds the charge and
+            # hands over with the verified transaction (refunds would otherwise have to ask for it).
+            if (target == "refunds" and "transaction_id" not in facts
+                    and (getattr(route, "scores", None) or {}).get("billing", 0.0) >= BILLING_FIRST_SCORE):
+                target = "billing"
+                return AIMessage(content="", tool_calls=[_call("transfer_to_billing", {
+                    "reason": "identify the charge the customer wants refunded"})])
             tool = f"transfer_to_{target}"
             if tool in names and not refused:
                 return AIMessage(content="", tool_calls=[_call(tool, {"reason": f"{route.intent or target} (router {route.confidence:.2f})"})])
