@@ -164,6 +164,18 @@ class _Run:
     resuming: bool = False
     interrupted: bool = False
     failed: bool = False
+    pending: list = field(default_factory=list)  # run-level records deferred off the event loop (async runs)
+
+
+def _on_event_loop() -> bool:
+    """True on a thread running an asyncio loop (``ainvoke``/``astream``, ``langgraph dev``): no blocking I/O there."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 class _RunCallbacks(BaseCallbackHandler):
@@ -190,8 +202,20 @@ class _RunCallbacks(BaseCallbackHandler):
         detail = {"input": "resume" if resuming else ("command" if isinstance(inputs, Command) else "message")}
         if resuming:
             detail["decision"] = _jsonable(inputs.resume)
-        self.log.record("run_started", key=_key(run.run_id, "run_started"), run_id=run.run_id,
-                        thread_id=thread_id, detail=detail)
+        self._write(run, "run_started", dict(key=_key(run.run_id, "run_started"), run_id=run.run_id,
+                                             thread_id=thread_id, detail=detail))
+
+    def _write(self, run: _Run, kind: str, fields: dict) -> None:
+        """Record now, or — on an event loop, where a database write would block it — later and in order:
+        run_started is written just before the run's first node event, the end events by the writer thread."""
+        fields = {"ts": _now(), **fields}
+        if not _on_event_loop():
+            self.log._flush(run)
+            self.log.record(kind, **fields)
+        elif kind == "run_started":
+            run.pending.append((kind, fields))
+        else:
+            self.log._background(lambda: (self.log._flush(run), self.log.record(kind, **fields)))
 
     def on_chain_end(self, outputs, *, run_id, parent_run_id=None, **kw):
         run = self.log._end_run(str(run_id))
@@ -200,18 +224,17 @@ class _RunCallbacks(BaseCallbackHandler):
         out = outputs if isinstance(outputs, dict) else {}
         outcome = out.get("outcome") or {}
         status = "paused" if run.interrupted else (outcome.get("status") or "done")
-        self.log.record("run_completed", key=_key(run.run_id, "run_completed"), run_id=run.run_id,
-                        thread_id=run.thread_id, turn=out.get("turn"), agent=None,
-                        to_agent=outcome.get("agent") if not run.interrupted else out.get("active_agent"),
-                        status=status, state_version=out.get("state_version"),
-                        task_id=(out.get("task") or {}).get("task_id"))
+        self._write(run, "run_completed", dict(
+            key=_key(run.run_id, "run_completed"), run_id=run.run_id, thread_id=run.thread_id, turn=out.get("turn"),
+            to_agent=outcome.get("agent") if not run.interrupted else out.get("active_agent"), status=status,
+            state_version=out.get("state_version"), task_id=(out.get("task") or {}).get("task_id")))
 
     def on_chain_error(self, error, *, run_id, parent_run_id=None, **kw):
         run = self.log._end_run(str(run_id))
         if run is None:
             return
-        self.log.record("run_failed", key=_key(run.run_id, "run_failed"), run_id=run.run_id, thread_id=run.thread_id,
-                        status="error", reason=f"{type(error).__name__}: {str(error)[:300]}")
+        self._write(run, "run_failed", dict(key=_key(run.run_id, "run_failed"), run_id=run.run_id, thread_id=run.thread_id,
+                                            status="error", reason=f"{type(error).__name__}: {str(error)[:300]}"))
 
 
 class EventLog:
@@ -232,6 +255,7 @@ class EventLog:
         self._by_thread: dict[str, _Run] = {}  # thread_id -> its running root run
         self._ph = "?" if dialect == "sqlite" else "%s"
         self.handler = _RunCallbacks(self)
+        self._writer: Any = None  # a one-thread executor for writes that must not run on an event loop
         with self._lock:
             if dialect == "sqlite":
                 self.conn.executescript(_SQLITE_SCHEMA)
@@ -255,6 +279,29 @@ class EventLog:
                 del self._by_thread[run.thread_id]
             return run
 
+    def _flush(self, run: _Run | None) -> None:
+        """Write the run-level records deferred for ``run`` (see ``_RunCallbacks._write``)."""
+        if run is None or not run.pending:
+            return
+        with self._lock:
+            pending, run.pending = run.pending, []
+            for kind, fields in pending:
+                self.record(kind, **fields)
+
+    def _background(self, fn: Callable[[], Any]) -> None:
+        with self._lock:
+            if self._writer is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="switchboard-events")
+            self._writer.submit(fn)
+
+    def drain(self) -> None:
+        """Wait until every write handed to the background writer is stored (reads call this first)."""
+        writer = self._writer
+        if writer is not None and not _on_event_loop():
+            writer.submit(lambda: None).result()
+
     def current_run(self, thread_id: str) -> _Run | None:
         """The root run in progress on ``thread_id`` (None when the graph runs without :meth:`attach`)."""
         with self._lock:
@@ -265,10 +312,11 @@ class EventLog:
         return compiled.with_config(callbacks=[self.handler])
 
     # ------------------------------------------------------------ writing
-    def record(self, kind: str, *, key: str | None = None, detail: dict | None = None, **fields: Any) -> Event | None:
+    def record(self, kind: str, *, key: str | None = None, detail: dict | None = None, ts: str | None = None,
+               **fields: Any) -> Event | None:
         """Store one event; return it, or None when an event with the same key is already stored.
 
-        Unknown keyword fields go into ``detail``.  Raises ValueError for an unknown ``kind``.
+        ``ts`` defaults to now.  Unknown keyword fields go into ``detail``.  Raises ValueError for an unknown ``kind``.
         """
         if kind not in EVENT_KINDS:
             raise ValueError(f"unknown event kind {kind!r}")
@@ -281,7 +329,7 @@ class EventLog:
                 cols[k] = v
             elif v is not None:
                 det[k] = _jsonable(v)
-        row = {"event_key": key or _key(uuid.uuid4().hex), "ts": _now(), "kind": kind,
+        row = {"event_key": key or _key(uuid.uuid4().hex), "ts": ts or _now(), "kind": kind,
                **{c: cols.get(c) for c in _KNOWN}, "detail": json.dumps(det, default=str)}
         names = ", ".join(_COLUMNS)
         marks = ", ".join([self._ph] * len(_COLUMNS))
@@ -303,6 +351,7 @@ class EventLog:
     def events(self, thread_id: str | None = None, *, since: str | None = None, kinds: Iterable[str] | None = None,
                run_id: str | None = None, task_ns: str | None = None) -> list[Event]:
         """Stored events in insertion order, filtered by thread, ISO timestamp lower bound, kinds, run, task."""
+        self.drain()
         where, args = [], []
         for col, val in (("thread_id", thread_id), ("run_id", run_id), ("task_ns", task_ns)):
             if val is not None:
@@ -428,6 +477,7 @@ _PER_EXECUTION = frozenset({"interrupt", "resumed", "agent_finished"})
 
 
 def _emit_in(scope: _Scope, kind: str, fields: dict) -> Event | None:
+    scope.log._flush(scope.run)
     if kind in _PER_EXECUTION:
         key = _key(scope.thread_id, scope.ns, scope.run.run_id if scope.run else uuid.uuid4().hex, kind)
     else:

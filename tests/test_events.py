@@ -330,3 +330,16 @@ def test_approval_pause_and_resume_exact_event_sequence(isolated_home):
     assert [e.state_version for e in log.events("ta", kinds=["tool_finished"])][0] == 1
     assert evts[-1].state_version == 2
     assert len({e.run_id for e in evts}) == 2 and {e.turn for e in evts if e.agent} == {1}
+
+
+def test_async_runs_record_the_same_sequence_without_blocking_the_loop(make_graph):
+    """ainvoke (as `langgraph dev` runs the graph): run-level events are written off the event loop, in order."""
+    import asyncio
+
+    g = make_graph(two_hop_model())
+
+    async def main():
+        await g.ainvoke({"messages": ensure_ids([HumanMessage("charged twice")])}, {"configurable": {"thread_id": "as"}})
+
+    asyncio.run(main())
+    assert seq(g.deps.events.events("as")) == TWO_HANDOFFS
