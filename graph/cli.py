@@ -309,6 +309,7 @@ def resume(
     approver: str = typer.Option(..., "--approver", help="Name of the person deciding (recorded with the decision)."),
     note: str = typer.Option("", "--note", help="Why (recorded with the decision)."),
     db: Optional[Path] = DbOpt,
+    stream: bool = typer.Option(False, "--stream", "-s", help="Show each agent and step as the resumed run proceeds."),
 ) -> None:
     """Resume a thread paused for approval with a decision. Refused (exit 2, thread unchanged) when the thread is
     unknown, nothing is pending, the decision is malformed, or it was already decided."""
@@ -317,7 +318,8 @@ def resume(
     if approve == reject:
         raise InputError("give exactly one of --approve or --reject")
     graph = _approval_graph(db)
-    conv = Conversation(thread, graph=graph, context=_thread_context(graph, thread, ("approver",)))
+    conv = Conversation(thread, graph=graph, context=_thread_context(graph, thread, ("approver",)),
+                        on_event=_print_live_event if stream else None)
     r = conv.resume({"decision": "approve" if approve else "reject", "approver": approver, "note": note})
     _print_turn(r)
 

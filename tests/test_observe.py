@@ -168,3 +168,31 @@ def test_describe_covers_every_kind():
     for kind in EVENT_KINDS:
         assert describe(ev(kind, from_agent="a", to_agent="b", reason="r", detail={"tool": "t", "type": "fingerprint"}))
     assert describe({"event": "handoff_accepted", "from_agent": "a", "to_agent": "b", "detail": {"hop": 2}}).startswith("HANDOFF a → b")
+
+
+def test_resume_stream_and_draw_png_of_the_thread_path(desk, tmp_path):
+    """chat (pauses for approval) -> resume --stream -> draw --format png --thread T --out: a PNG of the run path."""
+    from tests.test_approval import BIG
+
+    runner = CliRunner()
+    paused = runner.invoke(app, ["chat", BIG, "--thread", "T", "--stream"])
+    assert paused.exit_code == 0 and "paused for a human" in paused.output, paused.output
+    resumed = runner.invoke(app, ["resume", "T", "--approve", "--approver", "ann", "--stream"])
+    assert resumed.exit_code == 0, resumed.output
+    assert "resumed with approve by ann" in resumed.output and "tool execute_refund: ok" in resumed.output
+    out = tmp_path / "T.png"
+    res = runner.invoke(app, ["draw", "--format", "png", "--thread", "T", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert width >= 1200 and height >= 800
+    plain = tmp_path / "plain.png"
+    assert runner.invoke(app, ["draw", "--format", "png", "--out", str(plain)]).exit_code == 0
+    assert plain.read_bytes() != data  # the thread's path is drawn on top of the plain graph
+    hops = runner.invoke(app, ["draw", "--format", "ascii", "--thread", "T"]).output
+    for hop in ("triage -> refunds", "refunds -> risk", "risk -> human_approval", "human_approval -> refund_execute",
+                "refund_execute -> refunds"):
+        assert hop in hops
+    missing = runner.invoke(app, ["draw", "--format", "png", "--thread", "nope", "--out", str(tmp_path / "x.png")])
+    assert missing.exit_code != 0 and isinstance(missing.exception, InputError)
