@@ -8,7 +8,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import START, StateGraph
+from langgraph.graph import START
 from langgraph.graph.state import CompiledStateGraph
 
 from graph.context import RunContext

@@ -19,7 +19,7 @@ from graph.settings import Settings
 from nodes import scripted_models as sm
 from nodes.offline_model import OfflineChatModel
 from tests.conftest import KeywordRouter
-from tests.test_events import TWO_HANDOFFS, seq, two_hop_model
+from tests.test_events import TWO_HANDOFFS, two_hop_model
 
 
 @pytest.fixture
