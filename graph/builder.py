@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import START, StateGraph
+from langgraph.graph import START
 from langgraph.graph.state import CompiledStateGraph
 
 from graph.context import RunContext
+from graph.events import EventLog, InstrumentedStateGraph, event_log_for, open_event_log
 from graph.settings import Settings
 from graph.state import SupportState
 from nodes.agent import Deps, make_agent_node
@@ -84,7 +86,8 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
 
 def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpointSaver | None = None,
                 settings: Settings | None = None, *, store: Any = None, router: Any = None,
-                history: Any = None, deps: Deps | None = None) -> CompiledStateGraph:
+                history: Any = None, deps: Deps | None = None,
+                events: EventLog | str | Path | bool | None = None) -> CompiledStateGraph:
     """Build and compile the support-desk graph.
 
     Args:
@@ -95,6 +98,9 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
         router: the intent router for triage and next-turn entry; default ``nodes.router.load_router()``.
         history: per-edge history policies (``policies.history.DEFAULT_HISTORY`` shape) replacing the defaults.
         deps: pre-resolved dependencies (overrides the five above).
+        events: the handoff event log (``graph.events``): an EventLog, a target for ``open_event_log``
+            (path, ``"memory"``, ``postgresql://…``), False for none; default (None) = ``deps.events`` or a
+            table ``events`` beside the checkpoints (same SQLite file; in memory for other savers).
 
     Returns:
         A ``CompiledStateGraph`` over :class:`graph.state.SupportState` with ``context_schema=RunContext``.
@@ -102,8 +108,9 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
         and ``context=RunContext(...)``.  Every node's destinations come from the edge table.
     """
     deps = deps or make_deps(model, settings, store, router, history=history)
+    deps = replace(deps, events=_resolve_events(events, deps.events, checkpointer))
     table = deps.table
-    g = StateGraph(SupportState, context_schema=RunContext)
+    g = InstrumentedStateGraph(deps.events, SupportState, context_schema=RunContext)
     g.add_node(ENTRY_NODE, make_entry_node(deps), destinations=table.destinations(ENTRY_NODE))
     for agent in AGENTS:
         g.add_node(agent, make_agent_node(agent, deps), destinations=table.destinations(agent))
@@ -114,5 +121,17 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
     g.add_edge(START, ENTRY_NODE)
     compiled = g.compile(checkpointer=checkpointer, name="switchboard").with_config(
         recursion_limit=deps.settings.recursion_limit)
+    if deps.events is not None:
+        compiled = deps.events.attach(compiled)  # run_started / run_completed / run_failed
     compiled.deps = deps  # type: ignore[attr-defined]  # for the convenience layer and the CLI
     return compiled
+
+
+def _resolve_events(events: Any, current: EventLog | None, checkpointer: Any) -> EventLog | None:
+    if events is False:
+        return None
+    if isinstance(events, EventLog):
+        return events
+    if events is not None and events is not True:
+        return open_event_log(events)
+    return current if current is not None else event_log_for(checkpointer)

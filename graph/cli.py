@@ -59,6 +59,25 @@ def _print_turn(r) -> None:
         console.print(f"[dim]path: {r.path_str}[/]")
 
 
+_LIVE_STYLE = {"agent_started": "bold cyan", "handoff_accepted": "bold magenta", "handoff_refused": "red",
+               "loop_detected": "bold red", "interrupt": "yellow", "resumed": "yellow", "tool_called": "blue",
+               "tool_finished": "blue"}
+_LIVE_KINDS = frozenset(_LIVE_STYLE) | {"handoff_requested", "agent_finished"}
+
+
+def _print_live_event(ev: dict) -> None:
+    """One line per live event of ``chat --stream`` (model calls are left out unless they failed)."""
+    from graph.observe import describe
+
+    kind = ev.get("event")
+    if kind not in _LIVE_KINDS and not (kind == "model_called" and ev.get("status")):
+        return
+    if kind == "agent_finished" and ev.get("status") not in ("error", "timeout", "fallback"):
+        return
+    style = _LIVE_STYLE.get(kind, "dim")
+    console.print(f"  [{style}]{ev.get('agent') or '':>15} │ {describe(ev)}[/]", highlight=False)
+
+
 @app.command()
 def chat(
     message: Optional[str] = typer.Argument(None, help="The user's message. Omit for an interactive session."),
@@ -67,13 +86,15 @@ def chat(
     model: Optional[str] = ModelOpt,
     user: str = typer.Option("c_ada", "--user", help="Customer id of the run context (identity is never taken from the model)."),
     tenant: str = typer.Option("t_demo", "--tenant", help="Tenant id of the run context."),
+    stream: bool = typer.Option(False, "--stream", "-s", help="Show which agent is working and each handoff as it happens."),
 ) -> None:
     """Send one message on a thread (or chat interactively) and print the answer and the handoff path."""
     from graph.context import RunContext
     from graph.conversation import Conversation
 
     settings = _settings(model, db)
-    conv = Conversation(thread, graph=_graph(settings), context=RunContext(user_id=user, tenant_id=tenant))
+    conv = Conversation(thread, graph=_graph(settings), context=RunContext(user_id=user, tenant_id=tenant),
+                        on_event=_print_live_event if stream else None)
     console.print(f"[dim]thread {conv.thread_id}[/]")
     if message is not None:
         _print_turn(conv.send(message))
@@ -165,6 +186,85 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[P
     console.print(table)
 
 
+def _event_log(db: Path | None):
+    from graph.events import open_event_log
+
+    settings = _settings(None, db)
+    if not str(settings.db).startswith(("postgres://", "postgresql://")) and not Path(settings.db).exists():
+        raise InputError(f"no database at {settings.db} (run 'switchboard chat' first or pass --db)")
+    return open_event_log(settings.db)
+
+
+@app.command()
+def trace(
+    thread: str = typer.Argument(..., help="Thread id."),
+    db: Optional[Path] = DbOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the events as a JSON list instead of a table."),
+) -> None:
+    """Every recorded event of one thread, in order: runs, agents, model and tool calls, handoffs, loops, pauses."""
+    from graph.observe import describe, turns_of
+
+    evts = _event_log(db).events(thread)
+    if not evts:
+        raise InputError(f"no events for thread {thread!r}")
+    if as_json:
+        print(json.dumps([e.as_dict() for e in evts], indent=2, default=str))
+        return
+    table = Table("#", "time (UTC)", "turn", "event", "agent", "what", title=f"thread {thread}", show_lines=False)
+    styles = {"handoff_accepted": "magenta", "handoff_refused": "red", "loop_detected": "bold red", "run_failed": "bold red",
+              "interrupt": "yellow", "resumed": "yellow", "run_started": "dim", "run_completed": "green"}
+    for i, (e, turn) in enumerate(zip(evts, turns_of(evts)), start=1):
+        table.add_row(str(i), e.ts[11:23], str(turn or ""), e.kind, e.agent or "", describe(e), style=styles.get(e.kind))
+    console.print(table)
+
+
+@app.command()
+def stats(
+    since: Optional[str] = typer.Option(None, "--since", help="Only events since a duration ago (30m, 2h, 7d) or an ISO date/time."),
+    db: Optional[Path] = DbOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """Handoff and run metrics over the event log (definitions in the README and in the table)."""
+    from graph.observe import METRIC_DEFINITIONS, compute_stats, parse_since
+
+    bound = parse_since(since)
+    st = compute_stats(_event_log(db).events(since=bound), since=bound)
+    if as_json:
+        print(json.dumps(st.as_dict(), indent=2))
+        return
+    if st.runs == 0:
+        console.print("no runs recorded" + (f" since {bound}" if bound else ""))
+        return
+
+    def pct(x):
+        return "-" if x is None else f"{x:.1%}"
+
+    console.print(f"[bold]{st.runs}[/] runs ({st.runs_completed} completed, {st.runs_failed} failed) on {st.threads} threads, "
+                  f"{st.tasks} tasks, {st.model_calls} model calls" + (f" since {bound}" if bound else ""))
+    table = Table("metric", "value", "counts", "definition", title="handoffs and runs")
+    rows = [
+        ("handoff success rate", pct(st.handoff_success_rate), f"{st.handoffs_accepted}/{st.handoffs_requested}"),
+        ("average hops per task", "-" if st.avg_hops_per_task is None else f"{st.avg_hops_per_task:.3f}", f"{st.handoffs_accepted}/{st.tasks}"),
+        ("bounce-back rate", pct(st.bounce_back_rate), f"{st.bounce_backs}/{st.handoffs_requested}"),
+        ("loop-trigger rate", pct(st.loop_trigger_rate), f"{st.loop_runs}/{st.runs}"),
+        ("human-takeover ratio", pct(st.human_takeover_ratio), f"{st.human_takeovers}/{st.runs_finished}"),
+        ("approval-pause ratio", pct(st.approval_pause_ratio), f"{st.approval_pauses}/{st.runs}"),
+        ("duplicate side effects blocked", str(st.duplicate_side_effects_blocked), ""),
+        ("repeated-question rate", pct(st.repeated_question_rate), f"{st.repeated_questions}/{st.questions}"),
+    ]
+    keys = ["handoff_success_rate", "avg_hops_per_task", "bounce_back_rate", "loop_trigger_rate", "human_takeover_ratio",
+            "approval_pause_ratio", "duplicate_side_effects_blocked", "repeated_question_rate"]
+    for (name, value, counts), key in zip(rows, keys):
+        table.add_row(name, value, counts, METRIC_DEFINITIONS[key])
+    console.print(table)
+    per = Table("agent", "visits", "errors", "error rate", "timeouts", "timeout rate", title="per agent")
+    for agent, a in st.per_agent.items():
+        per.add_row(agent, str(a.visits), str(a.errors), pct(a.error_rate), str(a.timeouts), pct(a.timeout_rate))
+    console.print(per)
+    if st.input_tokens is not None:
+        console.print(f"tokens: {st.input_tokens} in, {st.output_tokens} out")
+
+
 def _approval_graph(db: Path | None, model: str | None = None):
     settings = _settings(model, db)
     if not Path(settings.db).exists():
@@ -209,6 +309,7 @@ def resume(
     approver: str = typer.Option(..., "--approver", help="Name of the person deciding (recorded with the decision)."),
     note: str = typer.Option("", "--note", help="Why (recorded with the decision)."),
     db: Optional[Path] = DbOpt,
+    stream: bool = typer.Option(False, "--stream", "-s", help="Show each agent and step as the resumed run proceeds."),
 ) -> None:
     """Resume a thread paused for approval with a decision. Refused (exit 2, thread unchanged) when the thread is
     unknown, nothing is pending, the decision is malformed, or it was already decided."""
@@ -217,7 +318,8 @@ def resume(
     if approve == reject:
         raise InputError("give exactly one of --approve or --reject")
     graph = _approval_graph(db)
-    conv = Conversation(thread, graph=graph, context=_thread_context(graph, thread, ("approver",)))
+    conv = Conversation(thread, graph=graph, context=_thread_context(graph, thread, ("approver",)),
+                        on_event=_print_live_event if stream else None)
     r = conv.resume({"decision": "approve" if approve else "reject", "approver": approver, "note": note})
     _print_turn(r)
 
@@ -252,11 +354,14 @@ def route(
     model: Optional[str] = ModelOpt,
     router_path: Optional[Path] = typer.Option(None, "--router", help="A router file from train-router (default: trained if present, else shipped)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the figures as JSON to this file."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Keep the runs' checkpoints and events in this database (then "
+                                      "'switchboard stats --db' reads them). Default: in memory, nothing kept."),
 ) -> None:
     """Run every query of CSV through the compiled graph (a fresh thread each) and report agent-level accuracy,
     a confusion table, handoffs per query and p50/p95 seconds per query.
 
-    Runs use an in-memory checkpointer and a scratch business database, so evaluation writes no records."""
+    Runs use a scratch business database and, unless --db is given, an in-memory checkpointer and event log, so
+    evaluation writes no records."""
     from langchain_core.messages import HumanMessage
     from langgraph.checkpoint.memory import InMemorySaver
 
@@ -276,7 +381,14 @@ def route(
         texts, cats = texts[:limit], cats[:limit]
     scratch = Path(tempfile.mkdtemp(prefix="switchboard-route-"))
     settings = _settings(model, scratch / "unused.db", business_db=scratch / "business.db", router_path=router_path)
-    graph = _graph(settings, checkpointer=InMemorySaver(), store=open_store(scratch / "business.db"))
+    if db is not None:
+        from checkpoints import open_checkpointer
+
+        saver = open_checkpointer(db)
+    else:
+        saver = InMemorySaver()
+    graph = _graph(settings, checkpointer=saver, store=open_store(scratch / "business.db"))
+    batch = time.strftime("%Y%m%d%H%M%S")
     truth = [label_map[c] for c in cats]
     answered, routed, hops, secs = [], [], [], []
     with Progress(TextColumn("routing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
@@ -284,7 +396,7 @@ def route(
         job = bar.add_task("route", total=len(texts))
         for i, text in enumerate(texts):
             t0 = time.perf_counter()
-            cfg = {"configurable": {"thread_id": f"route-{i}"}}
+            cfg = {"configurable": {"thread_id": f"route-{batch}-{i}" if db is not None else f"route-{i}"}}
             try:
                 values = graph.invoke({"messages": ensure_ids([HumanMessage(content=text)])}, cfg, context=RunContext())
             except Exception as exc:  # noqa: BLE001 - a failed run is counted and reported, not hidden

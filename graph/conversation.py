@@ -7,6 +7,7 @@ it only packages a turn's outcome as a typed :class:`TurnResult`.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,10 +74,13 @@ class Conversation:
         graph: a compiled graph; default ``build_graph`` with a SQLite checkpointer at ``db``
             (``settings.db`` when ``db`` is None; ``"memory"`` for an in-memory saver).
         context: the run context (identity); default ``RunContext()`` (the demo customer).
+        on_event: called with each new event dict (``{"event": kind, "agent": …, …}``, see ``graph.events``) while a
+            turn runs, for live display (``switchboard chat --stream``); None = plain ``invoke``.
     """
 
     def __init__(self, thread_id: str | None = None, *, graph: Any = None, context: RunContext | None = None,
-                 db: str | Path | None = None, settings: Settings | None = None, model: Any = None):
+                 db: str | Path | None = None, settings: Settings | None = None, model: Any = None,
+                 on_event: Callable[[dict], None] | None = None):
         self.thread_id = thread_id or f"thread_{uuid.uuid4().hex[:10]}"
         if graph is None:
             from checkpoints import open_checkpointer
@@ -85,6 +89,16 @@ class Conversation:
             graph = build_graph(model=model, checkpointer=open_checkpointer(db or settings.db), settings=settings)
         self.graph = graph
         self.context = context or RunContext()
+        self.on_event = on_event
+
+    def _run(self, graph_input: Any) -> None:
+        """Run the graph on ``graph_input``; with ``on_event``, stream and forward the custom (event) chunks."""
+        if self.on_event is None:
+            self.graph.invoke(graph_input, self.config, context=self.context)
+            return
+        for chunk in self.graph.stream(graph_input, self.config, context=self.context, stream_mode="custom"):
+            if isinstance(chunk, dict) and "event" in chunk:
+                self.on_event(chunk)
 
     @property
     def config(self) -> dict:
@@ -118,7 +132,7 @@ class Conversation:
             raise InputError(f"thread {self.thread_id} is waiting for an approval decision; "
                              "say 'cancel my refund' to withdraw it, or wait for the decision")
         msg = ensure_ids([HumanMessage(content=text.strip())])
-        self.graph.invoke({"messages": msg}, self.config, context=self.context)
+        self._run({"messages": msg})
         return self.result()
 
     def resume(self, decision: Any) -> TurnResult:
@@ -157,7 +171,7 @@ class Conversation:
                                                  refund_id=request.get("refund_id"))
             if not won:
                 raise InputError(f"already decided: {earlier.decision} by {earlier.approver} at {earlier.decided_at}")
-        self.graph.invoke(Command(resume=d.model_dump()), self.config, context=self.context)
+        self._run(Command(resume=d.model_dump()))
         return self.result()
 
     def recover(self) -> TurnResult | None:

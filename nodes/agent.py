@@ -27,6 +27,7 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from graph import events
 from graph.context import RunContext
 from graph.packet import Constraints, Fact, HandoffPacket, HandoffRecord, render_packet
 from graph.settings import Settings
@@ -57,6 +58,7 @@ class Deps:
     history: Mapping = field(default_factory=lambda: dict(DEFAULT_HISTORY))
     available: frozenset[str] = frozenset(SPECIALISTS)
     sleep: Callable[[float], None] = time.sleep
+    events: Any = None  # graph.events.EventLog (set by build_graph; None = no event log)
     #: last good result of each read-only tool call, per (user, tool, args): the alternative path when a
     #: tool keeps failing (shared by the nodes of one compiled graph, in this process only)
     read_cache: dict = field(default_factory=dict)
@@ -293,12 +295,17 @@ class _Visit:
         shaped = shape_history(self.messages, policy, render_packet(packet_in) if packet_in else None)
         system = SystemMessage(content=system_prompt(self.agent))
         for _ in range(self.deps.settings.max_tool_rounds):
+            t0 = time.perf_counter()
             try:
                 ai = self.bound.invoke([system, *shaped, *self.new])
             except Exception as exc:  # the model's client already retried transient errors
                 self.model_calls += 1
+                self._emit_model_failure(exc, len(shaped) + len(self.new), time.perf_counter() - t0)
                 return self._to_fallback(f"the model failed ({type(exc).__name__}: {str(exc)[:200]})")
             self.model_calls += 1
+            events.emit("model_called", model=_model_name(ai, self.deps.model), history_items=len(shaped) + len(self.new),
+                        latency_ms=round((time.perf_counter() - t0) * 1000, 2), tool_calls=len(getattr(ai, "tool_calls", None) or []),
+                        **events.usage_of(ai))
             if not isinstance(ai, AIMessage):
                 ai = AIMessage(content=str(getattr(ai, "content", ai)))
             ai = _unique_call_ids(ai, _known_call_ids(self.messages + self.new))
@@ -322,6 +329,7 @@ class _Visit:
 
             arb = arbitrate(self.agent, calls, frozenset(self.business), packet_for, self.task or None, self.deps.table)
             winner = arb.winner
+            self._emit_requests(arb, calls)
             if winner is not None:
                 action = f"handoff:{winner.target}"
             else:
@@ -329,14 +337,17 @@ class _Visit:
             fp = fingerprint(self.agent, self.user_text, self.version, self.attempts)
             verdict = check_loop(self.seen, fp, action)
             if verdict.loop:
+                self._emit_guard("fingerprint", verdict.reason, winner, fp)
                 return self._to_fallback(f"loop detected: {verdict.reason}", calls)
             self.seen.append(f"{fp}|{action}")
             if winner is not None:
                 reason = str(next(c.args.get("reason", "") for c in calls if c.id == winner.call_id))
                 if is_bounce_back(self.state.get("handoff_path") or [], self.agent, winner.target, reason,
                                   int(self.state.get("turn") or 0)):
+                    self._emit_guard("bounce_back", f"{winner.target} handed this to {self.agent} for the same reason", winner, fp)
                     return self._to_fallback(f"bounce-back detected: {winner.target} handed this to {self.agent} for the same reason", calls)
                 if hop_budget_exceeded(int(self.state.get("turn_hops") or 0), self.deps.settings.max_hops):
+                    self._emit_guard("hop_budget", f"hop budget of {self.deps.settings.max_hops} handoffs per turn reached", winner, fp)
                     return self._to_fallback(f"hop budget of {self.deps.settings.max_hops} handoffs per turn reached", calls)
                 for o in arb.outcomes:
                     self.new.append(self._tool_message(o.call_id, o.name, o.message))
@@ -346,13 +357,18 @@ class _Visit:
             for o in arb.outcomes:
                 if o.action == "execute":
                     call = next(c for c in calls if c.id == o.call_id)
+                    events.emit("tool_called", tool=o.name, call_id=o.call_id, side_effect=self.business[o.name].side_effect)
                     try:
                         result = self._run_business_tool(o.name, call.args)
                     except ToolUnavailable as exc:
+                        events.emit("tool_finished", tool=o.name, call_id=o.call_id, status="error",
+                                    reason=str(exc), state_version=self.version)
                         self.new.append(self._tool_message(o.call_id, o.name, {"ok": False, "error": str(exc)}))
                         rest = [c for c in calls if c.id not in {m.tool_call_id for m in self.new
                                                                   if isinstance(m, ToolMessage)}]
                         return self._to_fallback(f"the {o.name} service is unavailable ({exc})", rest)
+                    events.emit("tool_finished", tool=o.name, call_id=o.call_id, status=_tool_status(result),
+                                reason=result.get("error"), state_version=self.version)
                     self.new.append(self._tool_message(o.call_id, o.name, result))
                     refund_id = needs_risk_check(o.name, result, assessed)
                     if refund_id and risk_check is None:
@@ -361,7 +377,31 @@ class _Visit:
                     self.new.append(self._tool_message(o.call_id, o.name, o.message))
             if risk_check is not None:
                 return self._to_risk(*risk_check)
+        events.emit("loop_detected", type="tool_rounds", reason=f"{self.deps.settings.max_tool_rounds} model calls without answering")
         return self._to_fallback(f"{self.agent} used its {self.deps.settings.max_tool_rounds} model calls without answering")
+
+    # -------------------------------------------------------------- events (graph.events)
+    def _emit_model_failure(self, exc: Exception, history_items: int, secs: float) -> None:
+        timeout = isinstance(exc, TimeoutError) or "timeout" in type(exc).__name__.lower()
+        reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+        events.emit("model_called", model=_model_name(None, self.deps.model), history_items=history_items,
+                    status="timeout" if timeout else "error", reason=reason, latency_ms=round(secs * 1000, 2))
+        events.note(status="timeout" if timeout else "error", error=reason)
+
+    def _emit_requests(self, arb: Any, calls: list[ToolCallView]) -> None:
+        """handoff_requested for every transfer_to_* call; handoff_refused for those arbitration refused/skipped."""
+        for o, c in zip(arb.outcomes, calls):
+            if o.target is None:
+                continue
+            events.emit("handoff_requested", from_agent=self.agent, to_agent=o.target, reason=str((c.args or {}).get("reason") or ""))
+            if o.action in ("refused", "skipped"):
+                events.emit("handoff_refused", from_agent=self.agent, to_agent=o.target, reason=o.message, status=o.action)
+
+    def _emit_guard(self, kind: str, reason: str, winner: Any, fp: str) -> None:
+        """loop_detected (type ``kind``) and, when a handoff had won arbitration, its refusal."""
+        events.emit("loop_detected", type=kind, reason=reason, fingerprint=fp)
+        if winner is not None:
+            events.emit("handoff_refused", from_agent=self.agent, to_agent=winner.target, reason=reason, status=kind)
 
     def _to_risk(self, refund_id: str, result: dict) -> Command:
         """A refund was requested: money may leave the bank only through risk -> (approval ->) execution."""
@@ -398,6 +438,10 @@ class _Visit:
         if task:
             task["current_owner"] = target
             task["owner_version"] = int(task.get("owner_version") or 0) + 1
+        forwarded = shape_history(self.messages + self.new, policy_for_edge(self.agent, target, self.deps.history),
+                                  render_packet(packet))
+        events.emit("handoff_accepted", from_agent=self.agent, to_agent=target, reason=packet["reason"], hop=hop,
+                    handoff_id=packet["handoff_id"], history_items=len(forwarded), state_version=self.version)
         update = self._base_update() | {
             "active_agent": target,
             "visited_agents": [target],
@@ -408,6 +452,20 @@ class _Visit:
             "task": task or None,
         }
         return Command(goto=target, update=update)
+
+
+def _model_name(ai: Any, model: Any) -> str:
+    meta = getattr(ai, "response_metadata", None) or {}
+    return str(meta.get("model_name") or getattr(model, "model_name", None) or getattr(model, "model", None)
+               or type(model).__name__)
+
+
+def _tool_status(result: Mapping[str, Any]) -> str:
+    if result.get("replayed"):
+        return "replayed"  # a duplicate side effect blocked by its idempotency key
+    if result.get("unavailable"):
+        return "unavailable"
+    return "ok" if result.get("ok", True) else "error"
 
 
 def make_agent_node(agent: str, deps: Deps) -> Callable[[dict, Runtime[RunContext]], Command]:

@@ -23,6 +23,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
+from graph import events
 from graph.approval import ApprovalRequest, parse_decision
 from graph.context import RunContext
 from graph.errors import InputError
@@ -217,7 +218,10 @@ def make_refund_execute_node(deps: Deps):
             if task is None or task.status == "cancelled":
                 pa["stage"] = "cancelled"
                 return _back_to_refunds(state, "refund_execute", pa, "the task was cancelled; nothing was paid")
+            events.emit("tool_called", tool="execute_refund", refund_id=pa["refund_id"], side_effect=True)
             result = store.execute_refund(pa["refund_id"], execution_key(pa["task_id"], pa.get("handoff_id")))
+            events.emit("tool_finished", tool="execute_refund", refund_id=pa["refund_id"],
+                        status="replayed" if result.get("replayed") else "ok")
 
             def close() -> None:
                 t = store.get_task(pa["task_id"])

@@ -1,0 +1,227 @@
+"""Reading the event log: run metrics (``switchboard stats``), one-line event descriptions (``trace``,
+``chat --stream``) and time bounds (``--since``).  Pure functions over :class:`graph.events.Event` lists.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from graph.errors import InputError
+from graph.events import Event
+
+__all__ = ["Stats", "AgentStats", "compute_stats", "parse_since", "describe", "METRIC_DEFINITIONS"]
+
+#: What each metric of :class:`Stats` counts (shown by ``switchboard stats`` and in the README).
+METRIC_DEFINITIONS: Mapping[str, str] = {
+    "handoff_success_rate": "handoffs accepted / handoffs requested by a model (transfer_to_* calls)",
+    "avg_hops_per_task": "handoffs accepted / tasks (a task starts when a turn opens a new topic)",
+    "bounce_back_rate": "bounce-backs caught (A→B→A for the same reason) / handoffs requested",
+    "loop_trigger_rate": "runs in which a loop guard fired (repeated fingerprint, hop budget, tool-round budget) / runs",
+    "human_takeover_ratio": "finished runs that ended in fallback (handed to a person) / finished runs",
+    "approval_pause_ratio": "runs that paused for a human approval / runs",
+    "duplicate_side_effects_blocked": "side-effect calls answered from their idempotency key instead of running again",
+    "repeated_question_rate": "answers asking the user a question already asked earlier in the same thread / answers asking a question",
+    "error_rate": "per agent: visits ending in an error (model or node failure) / visits",
+    "timeout_rate": "per agent: visits ending in a model timeout / visits",
+}
+
+
+@dataclass(frozen=True)
+class AgentStats:
+    """Per-agent counts: ``visits`` (agent_started), ``errors`` and ``timeouts`` (agent_finished status), rates."""
+
+    visits: int
+    errors: int
+    timeouts: int
+    error_rate: float | None
+    timeout_rate: float | None
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Metrics over a set of events (see :data:`METRIC_DEFINITIONS`); rates are None when the denominator is 0."""
+
+    since: str | None
+    runs: int
+    runs_completed: int
+    runs_finished: int
+    runs_failed: int
+    threads: int
+    tasks: int
+    handoffs_requested: int
+    handoffs_accepted: int
+    handoffs_refused: int
+    handoff_success_rate: float | None
+    avg_hops_per_task: float | None
+    bounce_backs: int
+    bounce_back_rate: float | None
+    loop_runs: int
+    loop_trigger_rate: float | None
+    human_takeovers: int
+    human_takeover_ratio: float | None
+    approval_pauses: int
+    approval_pause_ratio: float | None
+    duplicate_side_effects_blocked: int
+    questions: int
+    repeated_questions: int
+    repeated_question_rate: float | None
+    model_calls: int
+    input_tokens: int | None
+    output_tokens: int | None
+    per_agent: dict[str, AgentStats] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        """JSON-able dict."""
+        return asdict(self)
+
+
+def _rate(num: int, den: int) -> float | None:
+    return round(num / den, 4) if den else None
+
+
+def compute_stats(events: Iterable[Event], since: str | None = None) -> Stats:
+    """Compute every metric over ``events`` (any order; typically ``EventLog.events(since=…)``)."""
+    evts = list(events)
+    by_kind: dict[str, list[Event]] = defaultdict(list)
+    for e in evts:
+        by_kind[e.kind].append(e)
+    runs = {e.run_id for e in by_kind["run_started"]}
+    completed = by_kind["run_completed"]
+    finished = [e for e in completed if e.status != "paused"]
+    loops = by_kind["loop_detected"]
+    bounce = [e for e in loops if e.detail.get("type") == "bounce_back"]
+    loop_runs = {e.run_id for e in loops if e.detail.get("type") != "bounce_back"}
+    tasks = {e.task_id for e in by_kind["agent_started"] if e.task_id}
+    requested, accepted = len(by_kind["handoff_requested"]), len(by_kind["handoff_accepted"])
+    takeovers = [e for e in finished if e.status == "fallback"]
+    pauses = {e.run_id for e in by_kind["interrupt"]}
+    replayed = [e for e in by_kind["tool_finished"] if e.status == "replayed"]
+    # repeated questions: the same question fingerprint asked twice in one thread
+    asked: dict[str, set[str]] = defaultdict(set)
+    questions = repeated = 0
+    for e in sorted(by_kind["agent_finished"], key=lambda e: (e.id or 0, e.ts)):
+        q = e.detail.get("question")
+        if not q:
+            continue
+        questions += 1
+        if q in asked[e.thread_id or ""]:
+            repeated += 1
+        asked[e.thread_id or ""].add(q)
+    visits = Counter(e.agent for e in by_kind["agent_started"] if e.agent)
+    errors = Counter(e.agent for e in by_kind["agent_finished"] if e.status == "error")
+    timeouts = Counter(e.agent for e in by_kind["agent_finished"] if e.status == "timeout")
+    per_agent = {a: AgentStats(visits[a], errors[a], timeouts[a], _rate(errors[a], visits[a]), _rate(timeouts[a], visits[a]))
+                 for a in sorted(visits)}
+    calls = by_kind["model_called"]
+    tin = [e.input_tokens for e in calls if e.input_tokens is not None]
+    tout = [e.output_tokens for e in calls if e.output_tokens is not None]
+    return Stats(
+        since=since, runs=len(runs), runs_completed=len(completed), runs_finished=len(finished), runs_failed=len(by_kind["run_failed"]),
+        threads=len({e.thread_id for e in evts if e.thread_id}), tasks=len(tasks),
+        handoffs_requested=requested, handoffs_accepted=accepted, handoffs_refused=len(by_kind["handoff_refused"]),
+        handoff_success_rate=_rate(accepted, requested), avg_hops_per_task=_rate(accepted, len(tasks)),
+        bounce_backs=len(bounce), bounce_back_rate=_rate(len(bounce), requested),
+        loop_runs=len(loop_runs), loop_trigger_rate=_rate(len(loop_runs), len(runs)),
+        human_takeovers=len(takeovers), human_takeover_ratio=_rate(len(takeovers), len(finished)),
+        approval_pauses=len(pauses), approval_pause_ratio=_rate(len(pauses), len(runs)),
+        duplicate_side_effects_blocked=len(replayed),
+        questions=questions, repeated_questions=repeated, repeated_question_rate=_rate(repeated, questions),
+        model_calls=len(calls), input_tokens=sum(tin) if tin else None, output_tokens=sum(tout) if tout else None,
+        per_agent=per_agent,
+    )
+
+
+_REL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(text: str | None, now: datetime | None = None) -> str | None:
+    """``--since`` as an ISO-8601 UTC lower bound: a duration back from now (``30m``, ``2h``, ``7d``, ``1w``) or an
+    ISO date/time (``2025-01-31``, ``2025-01-31T08:00``, naive = UTC). Raises InputError otherwise."""
+    if text is None or not text.strip():
+        return None
+    now = now or datetime.now(timezone.utc)
+    m = _REL.match(text)
+    if m:
+        return (now - timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})).isoformat(timespec="microseconds")
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InputError(f"--since {text!r}: use a duration like 30m, 2h, 7d or an ISO date like 2025-01-31") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _get(ev: Event | Mapping[str, Any], key: str) -> Any:
+    if isinstance(ev, Mapping):
+        if key == "kind":
+            return ev.get("event") or ev.get("kind")
+        return ev.get(key)
+    return getattr(ev, key)
+
+
+def describe(ev: Event | Mapping[str, Any]) -> str:
+    """One human line for an event (an Event or a streamed event dict), without the time and agent columns."""
+    kind = _get(ev, "kind")
+    d = _get(ev, "detail") or {}
+    src, dst, why, status = _get(ev, "from_agent"), _get(ev, "to_agent"), _get(ev, "reason"), _get(ev, "status")
+    why_s = f": {why}" if why else ""
+    if kind == "run_started":
+        dec = d.get("decision")
+        if d.get("input") == "resume":
+            what = f"{dec.get('decision')} by {dec.get('approver')}" if isinstance(dec, dict) else str(dec)
+            return f"run started (resume: {what})"
+        return "run started"
+    if kind == "run_completed":
+        if status == "paused":
+            return "run completed: paused, waiting for a human"
+        return f"run completed: {status}" + (f" by {dst}" if dst else "")
+    if kind == "run_failed":
+        return f"run FAILED{why_s}"
+    if kind == "agent_started":
+        return f"started (from {src}{why_s})" if src else "started"
+    if kind == "agent_finished":
+        return f"finished: {status}" + (f" → {dst}" if dst and dst != "__end__" else "") + (f" ({why})" if why else "")
+    if kind == "model_called":
+        tokens = _get(ev, "total_tokens")
+        parts = [f"model {_get(ev, 'model')}", f"{_get(ev, 'history_items')} messages in"]
+        if tokens is not None:
+            parts.append(f"{_get(ev, 'input_tokens')}+{_get(ev, 'output_tokens')} tokens")
+        if status:
+            parts.append(f"{status}: {why}")
+        return ", ".join(parts)
+    if kind == "tool_called":
+        return f"tool {d.get('tool')}" + (" (side effect)" if d.get("side_effect") else "")
+    if kind == "tool_finished":
+        return f"tool {d.get('tool')}: {status}" + (f" ({why})" if why else "")
+    if kind == "handoff_requested":
+        return f"asks to hand off {src} → {dst}{why_s}"
+    if kind == "handoff_accepted":
+        return f"HANDOFF {src} → {dst} (hop {d.get('hop')}, {_get(ev, 'history_items')} history items forwarded){why_s}"
+    if kind == "handoff_refused":
+        return f"handoff {src} → {dst} refused{why_s}"
+    if kind == "loop_detected":
+        return f"loop guard ({d.get('type')}){why_s}"
+    if kind == "interrupt":
+        payload = d.get("payload") or {}
+        what = payload.get("kind") if isinstance(payload, dict) else None
+        return "paused for a human" + (f" ({what}, {payload.get('amount')})" if what else "")
+    if kind == "resumed":
+        dec = d.get("decision") or {}
+        return "resumed" + (f" with {dec.get('decision')} by {dec.get('approver')}" if isinstance(dec, dict) else f" with {dec}")
+    return str(kind)
+
+
+def turns_of(events: Sequence[Event]) -> list[int | None]:
+    """The turn of each event, filling run-level events from their run's node events (for display)."""
+    by_run: dict[str | None, int | None] = {}
+    for e in events:
+        if e.turn is not None and e.run_id not in by_run:
+            by_run[e.run_id] = e.turn
+    return [e.turn if e.turn is not None else by_run.get(e.run_id) for e in events]

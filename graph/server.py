@@ -1,0 +1,36 @@
+"""The graph as LangGraph's server loads it (``langgraph.json`` -> ``langgraph dev`` / LangGraph Studio).
+
+``langgraph dev`` (``pip install "langgraph-cli[inmem]"``, part of the dev extras) imports this module and serves
+``graph`` (built by :func:`make_graph` at import, off the server's event loop, which forbids blocking file I/O);
+the server supplies persistence (its own checkpointer), so the graph is compiled without one.
+Events still go to the event log in ``$SWITCHBOARD_HOME/switchboard.db`` (table ``events``), so
+``switchboard trace THREAD`` works for threads run from Studio too.
+
+Nothing here sends data anywhere.  LangSmith tracing happens only when the environment asks for it
+(``LANGSMITH_TRACING=true`` and ``LANGSMITH_API_KEY``): LangChain then attaches its tracer to every run
+by itself, with no code change here.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from langgraph.graph.state import CompiledStateGraph
+
+__all__ = ["make_graph", "graph"]
+
+
+@functools.lru_cache(maxsize=1)
+def make_graph() -> CompiledStateGraph:
+    """The compiled support-desk graph without a checkpointer (settings from the environment, see
+    ``graph.settings.Settings.from_env``), built once per server process."""
+    from graph.builder import build_graph
+    from graph.events import open_event_log
+    from graph.settings import Settings
+
+    settings = Settings.from_env()
+    return build_graph(checkpointer=None, settings=settings, events=open_event_log(settings.db))
+
+
+#: What ``langgraph.json`` points at.
+graph = make_graph()
