@@ -16,7 +16,7 @@ from graph.state import SupportState
 from nodes.agent import Deps, make_agent_node
 from nodes.entry import make_entry_node
 from nodes.fallback import fallback_node
-from nodes.models import make_model
+from nodes.models import is_openai_model, make_model
 from policies.edges import AGENTS, DEFAULT_EDGE_TABLE, ENTRY_NODE, FALLBACK, EdgeTable
 
 __all__ = ["build_graph", "make_deps"]
@@ -25,7 +25,8 @@ __all__ = ["build_graph", "make_deps"]
 def make_deps(model: BaseChatModel | None = None, settings: Settings | None = None, store: Any = None,
               router: Any = None, table: EdgeTable = DEFAULT_EDGE_TABLE) -> Deps:
     """Resolve defaults: settings from the environment, the router (trained if present, else shipped default),
-    the model named by ``settings.model``, the business store at ``settings.business_db``."""
+    the model named by ``settings.model``, the business store at ``settings.business_db``; triage routes with a
+    structured RouteDecision when ``settings.routing`` is ``structured``, or ``auto`` with a langchain-openai model."""
     settings = settings or Settings.from_env()
     if router is None:
         from nodes.router import load_router
@@ -38,7 +39,8 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
         from nodes.store import open_store
 
         store = open_store(Path(settings.business_db))
-    return Deps(model=model, store=store, router=router, settings=settings, table=table)
+    structured = settings.routing == "structured" or (settings.routing == "auto" and is_openai_model(model))
+    return Deps(model=model, store=store, router=router, settings=settings, table=table, structured_routing=structured)
 
 
 def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpointSaver | None = None,
