@@ -14,12 +14,36 @@ from graph.context import RunContext
 from graph.settings import Settings
 from graph.state import SupportState
 from nodes.agent import Deps, make_agent_node
+from nodes.approval_flow import make_human_approval_node, make_refund_execute_node, make_risk_node
 from nodes.entry import make_entry_node
 from nodes.fallback import fallback_node
 from nodes.models import is_openai_model, make_model
 from policies.edges import AGENTS, DEFAULT_EDGE_TABLE, ENTRY_NODE, FALLBACK, EdgeTable
 
-__all__ = ["build_graph", "make_deps"]
+__all__ = ["build_graph", "make_deps", "LazyRouter"]
+
+
+class LazyRouter:
+    """Loads ``nodes.router.load_router(path)`` on first use, so commands that never route (pending, resume,
+    draw) do not pay for fitting or loading the classifier."""
+
+    def __init__(self, path: Path | None = None):
+        self._path = path
+        self._router: Any = None
+
+    def _get(self) -> Any:
+        if self._router is None:
+            from nodes.router import load_router
+
+            self._router = load_router(self._path)
+        return self._router
+
+    def route(self, text: str) -> Any:
+        """Delegate to the loaded router's ``route``."""
+        return self._get().route(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get(), name)
 
 
 def make_deps(model: BaseChatModel | None = None, settings: Settings | None = None, store: Any = None,
@@ -29,9 +53,7 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
     structured RouteDecision when ``settings.routing`` is ``structured``, or ``auto`` with a langchain-openai model."""
     settings = settings or Settings.from_env()
     if router is None:
-        from nodes.router import load_router
-
-        router = load_router(settings.router_path)
+        router = LazyRouter(settings.router_path)
     if model is None:
         model = make_model(settings.model, timeout_s=settings.model_timeout_s,
                            max_retries=settings.model_retries, router=router)
@@ -68,6 +90,9 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
     for agent in AGENTS:
         g.add_node(agent, make_agent_node(agent, deps), destinations=table.destinations(agent))
     g.add_node(FALLBACK, fallback_node, destinations=table.destinations(FALLBACK))
+    g.add_node("risk", make_risk_node(deps), destinations=table.destinations("risk"))
+    g.add_node("human_approval", make_human_approval_node(deps), destinations=table.destinations("human_approval"))
+    g.add_node("refund_execute", make_refund_execute_node(deps), destinations=table.destinations("refund_execute"))
     g.add_edge(START, ENTRY_NODE)
     compiled = g.compile(checkpointer=checkpointer, name="switchboard")
     compiled.deps = deps  # type: ignore[attr-defined]  # for the convenience layer and the CLI

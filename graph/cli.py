@@ -195,6 +195,85 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[P
     console.print(table)
 
 
+def _approval_graph(db: Path | None, model: str | None = None):
+    settings = _settings(model, db)
+    if not Path(settings.db).exists():
+        raise InputError(f"no checkpoint database at {settings.db} (pass --db)")
+    return _graph(settings)
+
+
+def _thread_context(graph, thread: str, roles: tuple[str, ...]):
+    from graph.context import RunContext
+
+    values = graph.get_state({"configurable": {"thread_id": thread}}).values
+    if not values:
+        raise InputError(f"unknown thread {thread!r}")
+    ident = values.get("identity") or {}
+    return RunContext(user_id=ident.get("user_id", "c_ada"), tenant_id=ident.get("tenant_id", "t_demo"), roles=roles)
+
+
+@app.command()
+def pending(db: Optional[Path] = DbOpt) -> None:
+    """List threads paused for a human approval and what each waits for."""
+    from checkpoints import thread_ids
+    from graph.conversation import Conversation
+
+    graph = _approval_graph(db)
+    table = Table("thread", "task", "customer", "amount", "refund", "transaction", "risk flags", "requested at")
+    n = 0
+    for tid in thread_ids(graph.checkpointer):
+        req = Conversation(tid, graph=graph).pending()
+        if isinstance(req, dict):
+            n += 1
+            table.add_row(tid, req.get("task_id", ""), req.get("customer_id", ""), req.get("amount", ""),
+                          req.get("refund_id", ""), req.get("transaction_id", ""), "; ".join(req.get("risk_flags") or []),
+                          req.get("requested_at", ""))
+    console.print(table if n else "nothing is waiting for approval")
+
+
+@app.command()
+def resume(
+    thread: str = typer.Argument(..., help="The paused thread."),
+    approve: bool = typer.Option(False, "--approve", help="Approve the pending refund."),
+    reject: bool = typer.Option(False, "--reject", help="Reject the pending refund."),
+    approver: str = typer.Option(..., "--approver", help="Name of the person deciding (recorded with the decision)."),
+    note: str = typer.Option("", "--note", help="Why (recorded with the decision)."),
+    db: Optional[Path] = DbOpt,
+) -> None:
+    """Resume a thread paused for approval with a decision. Refused (exit 2, thread unchanged) when the thread is
+    unknown, nothing is pending, the decision is malformed, or it was already decided."""
+    from graph.conversation import Conversation
+
+    if approve == reject:
+        raise InputError("give exactly one of --approve or --reject")
+    graph = _approval_graph(db)
+    conv = Conversation(thread, graph=graph, context=_thread_context(graph, thread, ("approver",)))
+    r = conv.resume({"decision": "approve" if approve else "reject", "approver": approver, "note": note})
+    _print_turn(r)
+
+
+@app.command()
+def recover(
+    thread: Optional[str] = typer.Argument(None, help="One thread; default: every stored thread."),
+    db: Optional[Path] = DbOpt,
+) -> None:
+    """Finish runs a crashed process left behind: replay an approval already claimed in the business store, or
+    continue a run stopped between nodes. Cleanly pending approvals stay pending."""
+    from checkpoints import thread_ids
+    from graph.conversation import Conversation
+
+    graph = _approval_graph(db)
+    targets = [thread] if thread else thread_ids(graph.checkpointer)
+    done = 0
+    for tid in targets:
+        conv = Conversation(tid, graph=graph, context=_thread_context(graph, tid, ("customer", "approver")))
+        r = conv.recover()
+        if r is not None:
+            done += 1
+            console.print(f"{tid}: recovered -> {r.status} ({r.agent})")
+    console.print(f"recovered {done} of {len(targets)} thread(s)")
+
+
 @app.command()
 def route(
     csv_path: Path = typer.Argument(..., metavar="CSV", help="CSV with columns text,category (e.g. BANKING77 test.csv)."),

@@ -114,17 +114,86 @@ class Conversation:
         if len(text) > MAX_MESSAGE_CHARS:
             raise InputError(f"the message is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
         if self.pending() is not None:
-            raise InputError(f"thread {self.thread_id} is waiting for an approval decision; resume it first")
+            from policies.approval import is_cancellation
+
+            if is_cancellation(text):  # the customer withdraws the request while it waits for a human
+                return self.resume({"decision": "cancel", "approver": "customer", "note": text.strip()})
+            raise InputError(f"thread {self.thread_id} is waiting for an approval decision; "
+                             "say 'cancel my refund' to withdraw it, or wait for the decision")
         msg = ensure_ids([HumanMessage(content=text.strip())])
         self.graph.invoke({"messages": msg}, self.config, context=self.context)
         return self.result()
 
     def resume(self, decision: Any) -> TurnResult:
-        """Resume a paused thread with ``decision`` (the interrupt's answer). Raises InputError when nothing is pending."""
-        if self.pending() is None:
+        """Resume a paused approval with ``decision`` (an ApprovalDecision or its dict).
+
+        The decision is validated and authorized first, then claimed at most once in the business store
+        (``decide_approval``), and only then is the graph resumed; a losing or invalid resume changes nothing.
+
+        Raises:
+            InputError: unknown thread, nothing pending, malformed decision, not authorized, or
+                "already decided" (another resume won, or the task was cancelled).
+        """
+        from graph.approval import parse_decision
+        from policies.authz import authorize_approval
+
+        if not self.state:
+            raise InputError(f"unknown thread {self.thread_id!r}")
+        request = self.pending()
+        if request is None:
+            earlier = (self.state.get("pending_approval") or {}).get("decision")
+            if earlier:
+                raise InputError(f"already decided: {earlier.get('decision')} by {earlier.get('approver')} "
+                                 f"at {earlier.get('decided_at')}; thread {self.thread_id} has nothing pending")
             raise InputError(f"thread {self.thread_id} has nothing pending")
-        self.graph.invoke(Command(resume=decision), self.config, context=self.context)
+        d = parse_decision(decision)
+        if d.decision == "cancel":
+            if not ({"customer", "approver"} & set(self.context.roles)):
+                raise InputError("only the customer or an approver may cancel")
+        else:
+            verdict = authorize_approval(self.context.roles, d.approver)
+            if not verdict.allowed:
+                raise InputError(f"not authorized: {verdict.reason}")
+        store = getattr(getattr(self.graph, "deps", None), "store", None)
+        if store is not None and isinstance(request, dict) and request.get("task_id"):
+            earlier, won = store.decide_approval(request["task_id"], d.decision_id, d.approver, d.decision, d.note,
+                                                 refund_id=request.get("refund_id"))
+            if not won:
+                raise InputError(f"already decided: {earlier.decision} by {earlier.approver} at {earlier.decided_at}")
+        self.graph.invoke(Command(resume=d.model_dump()), self.config, context=self.context)
         return self.result()
+
+    def recover(self) -> TurnResult | None:
+        """Finish work a crashed process left behind on this thread; returns the turn's result, or None when
+        there was nothing to do.
+
+        * paused at ``human_approval`` while the business store already holds a decision for its task (the
+          deciding process died after claiming it): resume with that same decision (same ``decision_id``,
+          so the claim and the payment replay idempotently);
+        * stopped between nodes without an interrupt (killed mid-run): continue from the last checkpoint.
+        """
+        snap = self.graph.get_state(self.config)
+        if not snap.values:
+            raise InputError(f"unknown thread {self.thread_id!r}")
+        request = self.pending()
+        store = getattr(getattr(self.graph, "deps", None), "store", None)
+        if request is not None:
+            if store is None or not isinstance(request, dict) or not request.get("task_id"):
+                return None
+            decisions = store.list_decisions(request["task_id"])
+            human = [d for d in decisions if not d.id.startswith("auto:")]
+            if not human:
+                return None  # cleanly pending: waits for a person
+            d = human[0]
+            self.graph.invoke(Command(resume={"decision": d.decision, "approver": d.approver, "note": d.note,
+                                              "decision_id": d.id}), self.config, context=self.context)
+            return self.result()
+        outcome = snap.values.get("outcome") or {}
+        finished = not snap.next and outcome and outcome.get("turn") == snap.values.get("turn")
+        if not finished:  # stopped between nodes, or before the first node ran: continue from the checkpoint
+            self.graph.invoke(None, self.config, context=self.context)
+            return self.result()
+        return None
 
     def result(self) -> TurnResult:
         """The last turn's :class:`TurnResult` read from the checkpoint."""

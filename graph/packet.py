@@ -75,9 +75,10 @@ class HandoffRecord(BaseModel):
     turn: int
     from_agent: str
     to_agent: str
-    kind: Literal["handoff", "fallback", "entry", "agent_as_tool"] = "handoff"
+    kind: Literal["handoff", "fallback", "entry", "agent_as_tool", "flow"] = "handoff"
     reason: str = ""
     handoff_id: str | None = None
+    packet: dict | None = Field(default=None, description="the HandoffPacket that travelled with this hop (handoffs and fallback)")
 
 
 def render_packet(packet: dict) -> str:

@@ -35,8 +35,9 @@ from nodes.handoff_tools import ROUTE_TOOL, HandoffArgs, RouteDecision, handoff_
 from nodes.models import describe_model_error
 from nodes.prompts import system_prompt
 from nodes.tools import ToolArgumentError, ToolContext, as_langchain_tool, run_tool, tools_for
+from policies.approval import needs_risk_check
 from policies.authz import authorize_tool
-from policies.edges import DEFAULT_EDGE_TABLE, FALLBACK, SPECIALISTS, TRIAGE, EdgeTable, handoff_targets
+from policies.edges import DEFAULT_EDGE_TABLE, FALLBACK, FLOW_NODES, SPECIALISTS, TRIAGE, EdgeTable, handoff_targets
 from policies.handoff import REFUND_QUESTION, ToolCallView, arbitrate, handoff_target_of, handoff_tool_name
 from policies.history import DEFAULT_HISTORY, policy_for_edge, shape_history
 from policies.loops import check_loop, fingerprint, hop_budget_exceeded, is_bounce_back
@@ -253,7 +254,8 @@ class _Visit:
 
     def _packet_in(self) -> dict | None:
         p = self.state.get("handoff")
-        if p and p.get("to_agent") == self.agent and int(self.state.get("turn_hops") or 0) > 0:
+        if p and p.get("to_agent") == self.agent and (int(self.state.get("turn_hops") or 0) > 0
+                                                       or p.get("from_agent") in FLOW_NODES):
             return p
         return None
 
@@ -269,7 +271,7 @@ class _Visit:
                               task=self.task, trace_id=self.ctx.request_id, table=self.deps.table)
         record = HandoffRecord(hop=int(self.state.get("handoff_count") or 0) + 1, turn=int(self.state.get("turn") or 0),
                                from_agent=self.agent, to_agent=FALLBACK, kind="fallback", reason=reason,
-                               handoff_id=packet["handoff_id"]).model_dump()
+                               handoff_id=packet["handoff_id"], packet=packet).model_dump()
         update = self._base_update() | {"handoff": packet, "handoff_path": [record], "visited_agents": [FALLBACK]}
         return Command(goto=FALLBACK, update=update)
 
@@ -366,13 +368,34 @@ class _Visit:
                 for o in arb.outcomes:
                     self.new.append(self._tool_message(o.call_id, o.name, o.message))
                 return self._handoff(winner.target, packets[winner.call_id])
+            risk_check: tuple[str, dict] | None = None
+            assessed = {str((self.state.get("pending_approval") or {}).get("refund_id"))}
             for o in arb.outcomes:
                 if o.action == "execute":
                     call = next(c for c in calls if c.id == o.call_id)
-                    self.new.append(self._tool_message(o.call_id, o.name, self._run_business_tool(o.name, call.args)))
+                    result = self._run_business_tool(o.name, call.args)
+                    self.new.append(self._tool_message(o.call_id, o.name, result))
+                    refund_id = needs_risk_check(o.name, result, assessed)
+                    if refund_id and risk_check is None:
+                        risk_check = (refund_id, result)
                 else:
                     self.new.append(self._tool_message(o.call_id, o.name, o.message))
+            if risk_check is not None:
+                return self._to_risk(*risk_check)
         return self._to_fallback(f"{self.agent} used its {self.deps.settings.max_tool_rounds} model calls without answering")
+
+    def _to_risk(self, refund_id: str, result: dict) -> Command:
+        """A refund was requested: money may leave the bank only through risk -> (approval ->) execution."""
+        refund = result.get("refund") or {}
+        packet_in = self.state.get("handoff") or {}
+        pa = {"refund_id": refund_id, "task_id": self.task.get("task_id", ""),
+              "handoff_id": packet_in.get("handoff_id"), "transaction_id": refund.get("transaction_id"),
+              "amount": refund.get("amount"), "stage": "risk"}
+        record = HandoffRecord(hop=int(self.state.get("handoff_count") or 0), turn=int(self.state.get("turn") or 0),
+                               from_agent=self.agent, to_agent="risk", kind="flow",
+                               reason=f"refund {refund_id} requested").model_dump()
+        return Command(goto="risk", update=self._base_update() | {"pending_approval": pa, "handoff_path": [record],
+                                                                   "task": self.task or None})
 
     def _answer(self, text: str) -> Command:
         turn = int(self.state.get("turn") or 0)
@@ -390,7 +413,8 @@ class _Visit:
     def _handoff(self, target: str, packet: dict) -> Command:
         hop = int(self.state.get("handoff_count") or 0) + 1
         record = HandoffRecord(hop=hop, turn=int(self.state.get("turn") or 0), from_agent=self.agent, to_agent=target,
-                               kind="handoff", reason=packet["reason"], handoff_id=packet["handoff_id"]).model_dump()
+                               kind="handoff", reason=packet["reason"], handoff_id=packet["handoff_id"],
+                               packet=packet).model_dump()
         task = dict(self.task)
         if task:
             task["current_owner"] = target

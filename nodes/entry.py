@@ -54,6 +54,7 @@ def make_entry_node(deps: Deps):
             "handoff_path": [record],
             "task": task,
             "outcome": None,
+            "handoff": None,  # a packet belongs to its turn; earlier ones stay in handoff_path
         })
 
     return entry

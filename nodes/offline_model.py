@@ -25,10 +25,12 @@ from pydantic import ConfigDict, Field
 from nodes import playbook
 from nodes.prompts import agent_from_prompt
 
-__all__ = ["OfflineChatModel", "wants_refund", "MISROUTE_CONFIDENCE"]
+__all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE"]
 
 #: A specialist hands a fresh request on when the router gives another agent at least this probability.
 MISROUTE_CONFIDENCE = 0.6
+#: Triage sends a refund request to billing first when billing scores at least this and no transaction is known.
+BILLING_FIRST_SCORE = 0.25
 #: Below this, triage asks for clarification instead of guessing.
 CLARIFY_BELOW = 0.25
 
@@ -39,6 +41,24 @@ _FACT_LINE = re.compile(r"(\w+)=([^;()]+?) \((user_said|system_verified)\)")
 def wants_refund(text: str) -> bool:
     """Does the customer ask for money back? (keyword rule of the offline model)"""
     return bool(_REFUND_RE.search(text or ""))
+
+
+def approval_outcome_text(facts: dict[str, str]) -> str:
+    """The refunds agent's answer after the approval flow, from the packet's system-verified facts."""
+    rid, tx, amount = facts.get("refund_id", "your refund"), facts.get("transaction_id"), facts.get("amount", "")
+    what = f"refund {rid} of {amount}" + (f" for transaction {tx}" if tx else "")
+    status = facts.get("refund_status", "")
+    who = facts.get("decided_by")
+    if status == "executed":
+        return f"Good news: {what} has been approved and paid back to your account. You'll see it as a credit shortly."
+    if status == "rejected":
+        why = facts.get("decision_note")
+        return f"I'm sorry, {what} was not approved" + (f" ({why})" if why else "") + ". Nothing was paid; you can reply if you'd like us to look again."
+    if status == "cancelled":
+        return f"As you asked, {what} is cancelled. Nothing was paid."
+    if status == "already_decided":
+        return f"{what[0].upper() + what[1:]} had already been decided" + (f" by {who}" if who else "") + "; nothing more was done."
+    return f"Your {what} is being reviewed."
 
 
 def _call(name: str, args: dict) -> dict:
@@ -104,6 +124,13 @@ class OfflineChatModel(BaseChatModel):
             target = route.agent if route.agent != "other" else "clarify"
             if route.confidence < CLARIFY_BELOW:
                 target = "clarify"
+            # A refund of a charge nobody has identified yet starts at billing, which finds the charge and
+            # hands over with the verified transaction (refunds would otherwise have to ask for it).
+            if (target == "refunds" and "transaction_id" not in facts
+                    and (getattr(route, "scores", None) or {}).get("billing", 0.0) >= BILLING_FIRST_SCORE):
+                target = "billing"
+                return AIMessage(content="", tool_calls=[_call("transfer_to_billing", {
+                    "reason": "identify the charge the customer wants refunded"})])
             tool = f"transfer_to_{target}"
             if tool in names and not refused:
                 return AIMessage(content="", tool_calls=[_call(tool, {"reason": f"{route.intent or target} (router {route.confidence:.2f})"})])
@@ -112,6 +139,9 @@ class OfflineChatModel(BaseChatModel):
             return AIMessage(content="I'm not sure I understood. Is this about a card, a payment or charge, a refund, "
                                      "a transfer, your account, or our fees and limits?")
 
+        flow = re.search(r"^Handoff from (risk|human_approval|refund_execute) to", system, re.M)
+        if flow and not results:
+            return AIMessage(content=approval_outcome_text(facts))
         done = [n for n, _ in results]
         # A fresh request that plainly belongs to another agent: hand it on before doing anything.
         # Not when a colleague handed it here on purpose (its packet says why).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -20,7 +21,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from nodes.prompts import agent_from_prompt
 
-__all__ = ["ScriptedChatModel", "tool_call", "ping_pong", "always_illegal", "self_handoff",
+__all__ = ["KeywordRouter", "KwRoute", "ScriptedChatModel", "tool_call", "ping_pong", "always_illegal", "self_handoff",
            "handoff_plus_tool", "two_handoffs", "answer_only", "raises"]
 
 Policy = Callable[[str, str, set, int, list], AIMessage]
@@ -159,3 +160,30 @@ def raises(exc: Exception) -> ScriptedChatModel:
         raise exc
 
     return ScriptedChatModel(policy=policy)
+
+
+@dataclass(frozen=True)
+class KwRoute:
+    """A routing decision of :class:`KeywordRouter` (same fields as ``nodes.router.Route``)."""
+
+    agent: str
+    confidence: float
+    intent: str | None = None
+    scores: dict = field(default_factory=dict)
+
+
+class KeywordRouter:
+    """A deterministic router for tests and benchmarks: the first keyword found in the text wins (confidence 0.9);
+    no keyword -> "other"."""
+
+    source = "keywords"
+    RULES = (("refund", "refunds"), ("money back", "refunds"), ("twice", "billing"), ("charge", "billing"),
+             ("fee", "billing"), ("card", "cards"), ("pin", "cards"), ("transfer", "transfers"), ("send money", "transfers"),
+             ("address", "account"), ("passcode", "account"), ("limit", "policy"), ("countries", "policy"))
+
+    def route(self, text: str) -> KwRoute:
+        t = text.lower()
+        for kw, agent in self.RULES:
+            if kw in t:
+                return KwRoute(agent, 0.9, kw)
+        return KwRoute("other", 0.9, None)

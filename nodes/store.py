@@ -134,7 +134,7 @@ REFUND_WINDOW_DAYS = 120
 DUPLICATE_WINDOW_HOURS = 24
 TRANSFER_STATUSES = frozenset({"pending", "completed", "failed", "cancelled"})
 TASK_STATUSES = frozenset({"open", "awaiting_approval", "completed", "cancelled", "needs_human"})
-DECISIONS = frozenset({"approve", "reject"})
+DECISIONS = frozenset({"approve", "reject", "cancel"})
 
 DEMO_TENANT = "t_demo"
 DEMO_CUSTOMER = "c_ada"
@@ -1042,6 +1042,49 @@ class BusinessStore:
                          (did, task_id, approver, decision, note, iso(self.now())))
             row = conn.execute("SELECT * FROM decisions WHERE id=?", (did,)).fetchone()
         return _decision(row)
+
+    def decide_approval(self, task_id: str, decision_id: str, approver: str, decision: str,
+                        note: str = "", refund_id: str | None = None) -> tuple[Decision, bool]:
+        """Decide a task that waits for approval, atomically and at most once.
+
+        In one ``BEGIN IMMEDIATE`` transaction: if a decision with ``decision_id`` exists, return it with
+        ``won=True`` (an idempotent replay: LangGraph re-runs an interrupted node from its first line). Else,
+        if the task is ``awaiting_approval``, compare-and-swap its status (approve -> ``open`` until the
+        refund is paid, reject -> ``completed``, cancel -> ``cancelled``), move ``refund_id`` (if given)
+        to approved/rejected/cancelled, record the decision, and return ``(decision, True)``. Otherwise the
+        task was already decided or cancelled: return ``(the earlier decision, False)`` and change nothing.
+
+        Raises ``ValueError`` (unknown decision), :class:`NotFoundError` (no such task, or no earlier decision
+        although the task is not awaiting approval)."""
+        if decision not in DECISIONS:
+            raise ValueError(f"unknown decision {decision!r}; expected one of {sorted(DECISIONS)}")
+        with self._write() as conn:
+            row = conn.execute("SELECT * FROM decisions WHERE id=?", (decision_id,)).fetchone()
+            if row is not None:
+                return _decision(row), True
+            trow = conn.execute("SELECT * FROM tasks WHERE id=?", (task_id,)).fetchone()
+            if trow is None:
+                raise NotFoundError(f"no task {task_id}")
+            task = _task(trow)
+            if task.status != "awaiting_approval":
+                prev = conn.execute("SELECT * FROM decisions WHERE task_id=? ORDER BY decided_at, rowid LIMIT 1",
+                                    (task_id,)).fetchone()
+                if prev is None:
+                    raise NotFoundError(f"task {task_id} is {task.status} and has no decision")
+                return _decision(prev), False
+            new_status = {"approve": "open", "reject": "completed", "cancel": "cancelled"}[decision]
+            cur = conn.execute("UPDATE tasks SET status=?, version=version+1, updated_at=? WHERE id=? AND version=?",
+                               (new_status, iso(self.now()), task_id, task.version))
+            if cur.rowcount != 1:  # pragma: no cover - excluded by the immediate transaction
+                raise StaleVersionError(f"task {task_id} changed concurrently")
+            if refund_id:
+                refund_status = {"approve": "approved", "reject": "rejected", "cancel": "cancelled"}[decision]
+                conn.execute("UPDATE refunds SET status=?, version=version+1 WHERE id=? AND status='requested'",
+                             (refund_status, refund_id))
+            conn.execute("INSERT INTO decisions(id, task_id, approver, decision, note, decided_at) VALUES (?,?,?,?,?,?)",
+                         (decision_id, task_id, approver, decision, note, iso(self.now())))
+            row = conn.execute("SELECT * FROM decisions WHERE id=?", (decision_id,)).fetchone()
+        return _decision(row), True
 
 
 # --------------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ renders exactly these edges, so the picture, the compiled graph and the policy c
 
 Node names are plain strings.  Two pseudo-nodes frame the machine: ``__start__`` (the entry of a
 turn) and ``__end__`` (the turn is done).  Terminal states of a turn are: done (``__end__``), fallback
-(``fallback`` then ``__end__``) and awaiting approval (``human_approval`` paused by an interrupt).
+(``fallback`` then ``__end__``) and awaiting approval (``human_approval`` paused by an interrupt; it has no
+edge to ``__end__``: the turn ends only after a decision).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ __all__ = [
     "SPECIALISTS",
     "AGENTS",
     "HANDOFF_EDGES",
+    "APPROVAL_FLOW_EDGES",
+    "FLOW_NODES",
     "EdgeTable",
     "DEFAULT_EDGE_TABLE",
     "is_legal_handoff",
@@ -102,9 +105,21 @@ class EdgeTable:
         return (START, *sorted(names), END)
 
 
+#: The refund approval flow (issue 4): refunds -> risk -> (human_approval ->) refund_execute -> refunds.
+#: These are structural edges taken by code after a refund was requested, never model-callable handoffs.
+APPROVAL_FLOW_EDGES: frozenset[tuple[str, str]] = frozenset({
+    ("refunds", "risk"),
+    ("risk", "refund_execute"), ("risk", "human_approval"), ("risk", "refunds"), ("risk", FALLBACK),
+    ("human_approval", "refund_execute"), ("human_approval", "refunds"), ("human_approval", FALLBACK),
+    ("refund_execute", "refunds"), ("refund_execute", FALLBACK),
+})
+#: Nodes of the approval flow (deterministic code, no model).
+FLOW_NODES: tuple[str, ...] = ("risk", "human_approval", "refund_execute")
+
+
 def _default_table() -> EdgeTable:
     agents_and_clarify = set(AGENTS)
-    extra = {(a, FALLBACK) for a in agents_and_clarify}
+    extra = {(a, FALLBACK) for a in agents_and_clarify} | set(APPROVAL_FLOW_EDGES)
     return EdgeTable(
         handoffs=HANDOFF_EDGES,
         # A turn starts at triage, at the stored active specialist when the topic continues, or at

@@ -2,38 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from nodes.scripted_models import KeywordRouter, KwRoute  # noqa: F401  (re-exported for tests)
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data" / "banking77"
-
-
-@dataclass(frozen=True)
-class KwRoute:
-    agent: str
-    confidence: float
-    intent: str | None = None
-    scores: dict = field(default_factory=dict)
-
-
-class KeywordRouter:
-    """A deterministic router for graph tests: first keyword found wins."""
-
-    source = "keywords"
-    RULES = (("refund", "refunds"), ("money back", "refunds"), ("twice", "billing"), ("charge", "billing"),
-             ("fee", "billing"), ("card", "cards"), ("pin", "cards"), ("transfer", "transfers"), ("send money", "transfers"),
-             ("address", "account"), ("passcode", "account"), ("limit", "policy"), ("countries", "policy"))
-
-    def route(self, text: str) -> KwRoute:
-        t = text.lower()
-        for kw, agent in self.RULES:
-            if kw in t:
-                return KwRoute(agent, 0.9, kw)
-        return KwRoute("other", 0.9, None)
 
 
 @pytest.fixture(autouse=True)

@@ -151,7 +151,9 @@ def test_triage_billing_refunds_over_http_from_env_config(stub, env_graph):
 
     assert (r.agent, r.status, r.model_error) == ("refunds", "answered", None)
     assert "tx_1008" in r.text
-    assert [h["to_agent"] for h in r.handoff_path] == ["triage", "billing", "refunds"]
+    assert [h["to_agent"] for h in r.handoff_path if h["kind"] != "flow"] == ["triage", "billing", "refunds"]
+    # the refund request went through the approval flow (auto-approved) and control came back to refunds
+    assert [h["to_agent"] for h in r.handoff_path if h["kind"] == "flow"] == ["risk", "refund_execute", "refunds"]
     assert script.seen == ["triage", "billing", "billing", "refunds", "refunds"]
     # triage decided with one forced structured call whose target enum is the edge table's row
     triage_req = srv.requests[0]
@@ -167,7 +169,8 @@ def test_triage_billing_refunds_over_http_from_env_config(stub, env_graph):
     assert "merchant=Blue Bottle Coffee (user_said)" in srv.requests[1]["messages"][0]["content"]
     assert "transaction_id=tx_1008 (system_verified)" in srv.requests[3]["messages"][0]["content"]
     values = g.get_state(CFG).values
-    assert values["state_version"] == 1  # the refund was requested once
+    assert values["state_version"] == 2  # the refund was requested once and paid once
+    assert values["pending_approval"]["stage"] == "executed" and values["pending_approval"]["transaction_id"] == "tx_1008"
     assert transcript_errors(values["messages"]) == []
 
     # a follow-up turn continues at refunds; the stored transcript sent back is still valid

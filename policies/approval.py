@@ -1,0 +1,32 @@
+"""Approval-flow rules: which tool results need a risk check, and what counts as a cancellation."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["RISK_CHECKED_TOOLS", "needs_risk_check", "is_cancellation"]
+
+#: Tools whose successful result starts the risk -> approval -> execution path (money leaves the bank).
+RISK_CHECKED_TOOLS = frozenset({"request_refund"})
+
+_CANCEL_RE = re.compile(r"\b(cancel|stop|withdraw|call off|don'?t (want|need) (the|my|a|that)? ?refund|never ?mind)\b", re.I)
+
+
+def needs_risk_check(tool: str, result: Mapping[str, Any], already_assessed: set[str]) -> str | None:
+    """The refund id to assess when ``tool`` just created or replayed a requested refund that has not been
+    assessed in this task, else None."""
+    if tool not in RISK_CHECKED_TOOLS or not result.get("ok", True):
+        return None
+    refund = result.get("refund") if isinstance(result.get("refund"), Mapping) else result
+    rid = refund.get("refund_id") or refund.get("id")
+    status = refund.get("status")
+    if not rid or status not in (None, "requested") or rid in already_assessed:
+        return None
+    return str(rid)
+
+
+def is_cancellation(text: str) -> bool:
+    """Does the customer ask to cancel (e.g. "cancel my refund", "never mind, stop it")?"""
+    return bool(_CANCEL_RE.search(text or ""))
