@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +27,15 @@ __all__ = ["build_graph", "make_deps", "LazyRouter"]
 
 class LazyRouter:
     """Loads ``nodes.router.load_router(path)`` on first use, so commands that never route (pending, resume,
-    draw) do not pay for fitting or loading the classifier."""
+    draw) do not pay for fitting or loading the classifier, and memoises the last ``cache_size`` texts: one turn
+    routes the same message up to three times (entry, triage, the specialist's misroute check)."""
 
-    def __init__(self, path: Path | None = None):
+    def __init__(self, path: Path | None = None, router: Any = None, cache_size: int = 256):
         self._path = path
-        self._router: Any = None
+        self._router: Any = router
+        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._size = cache_size
+        self._lock = threading.Lock()
 
     def _get(self) -> Any:
         if self._router is None:
@@ -39,15 +45,25 @@ class LazyRouter:
         return self._router
 
     def route(self, text: str) -> Any:
-        """Delegate to the loaded router's ``route``."""
-        return self._get().route(text)
+        """The loaded router's ``route(text)``, memoised (routes are deterministic for a fitted router)."""
+        with self._lock:
+            hit = self._cache.get(text)
+            if hit is not None:
+                self._cache.move_to_end(text)
+                return hit
+        result = self._get().route(text)
+        with self._lock:
+            self._cache[text] = result
+            if len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+        return result
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._get(), name)
 
 
 def make_deps(model: BaseChatModel | None = None, settings: Settings | None = None, store: Any = None,
-              router: Any = None, table: EdgeTable = DEFAULT_EDGE_TABLE) -> Deps:
+              router: Any = None, table: EdgeTable = DEFAULT_EDGE_TABLE, history: Any = None) -> Deps:
     """Resolve defaults: settings from the environment, the router (trained if present, else shipped default),
     the model named by ``settings.model``, the business store at ``settings.business_db``; triage routes with a
     structured RouteDecision when ``settings.routing`` is ``structured``, or ``auto`` with a langchain-openai model."""
@@ -62,12 +78,15 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
 
         store = open_store(Path(settings.business_db))
     structured = settings.routing == "structured" or (settings.routing == "auto" and is_openai_model(model))
-    return Deps(model=model, store=store, router=router, settings=settings, table=table, structured_routing=structured)
+    deps = Deps(model=model, store=store, router=router, settings=settings, table=table, structured_routing=structured)
+    if history is not None:
+        deps.history = dict(history)
+    return deps
 
 
 def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpointSaver | None = None,
                 settings: Settings | None = None, *, store: Any = None, router: Any = None,
-                deps: Deps | None = None) -> CompiledStateGraph:
+                history: Any = None, deps: Deps | None = None) -> CompiledStateGraph:
     """Build and compile the support-desk graph.
 
     Args:
@@ -76,14 +95,15 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
         settings: budgets and paths; default ``Settings.from_env()``.
         store: the business store (``nodes.store.BusinessStore``); default opens ``settings.business_db``.
         router: the intent router for triage and next-turn entry; default ``nodes.router.load_router()``.
-        deps: pre-resolved dependencies (overrides the four above).
+        history: per-edge history policies (``policies.history.DEFAULT_HISTORY`` shape) replacing the defaults.
+        deps: pre-resolved dependencies (overrides the five above).
 
     Returns:
         A ``CompiledStateGraph`` over :class:`graph.state.SupportState` with ``context_schema=RunContext``.
         Drive it with LangGraph's own ``invoke``/``stream``/``get_state``, ``{"configurable": {"thread_id": …}}``
         and ``context=RunContext(...)``.  Every node's destinations come from the edge table.
     """
-    deps = deps or make_deps(model, settings, store, router)
+    deps = deps or make_deps(model, settings, store, router, history=history)
     table = deps.table
     g = StateGraph(SupportState, context_schema=RunContext)
     g.add_node(ENTRY_NODE, make_entry_node(deps), destinations=table.destinations(ENTRY_NODE))
@@ -94,6 +114,7 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
     g.add_node("human_approval", make_human_approval_node(deps), destinations=table.destinations("human_approval"))
     g.add_node("refund_execute", make_refund_execute_node(deps), destinations=table.destinations("refund_execute"))
     g.add_edge(START, ENTRY_NODE)
-    compiled = g.compile(checkpointer=checkpointer, name="switchboard")
+    compiled = g.compile(checkpointer=checkpointer, name="switchboard").with_config(
+        recursion_limit=deps.settings.recursion_limit)
     compiled.deps = deps  # type: ignore[attr-defined]  # for the convenience layer and the CLI
     return compiled

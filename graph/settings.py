@@ -30,6 +30,7 @@ class Settings:
         max_tool_rounds: model calls one agent may make in one visit before fallback.
         tool_retries: attempts per failing business tool call (exponential backoff from ``tool_backoff_s``).
         tool_backoff_s: first backoff, seconds.
+        tool_timeout_s: a business tool call slower than this (seconds) counts as a failed attempt.
         model_timeout_s / model_retries: for the OpenAI-compatible client: seconds per request attempt, and retries
             after the first attempt (429, 5xx, timeouts, connection errors; the ``openai`` client's backoff).
         routing: how triage decides: ``"structured"`` (one ``route_to_agent`` call carrying a RouteDecision),
@@ -45,9 +46,17 @@ class Settings:
     max_tool_rounds: int = 4
     tool_retries: int = 3
     tool_backoff_s: float = 0.05
+    tool_timeout_s: float = 5.0
     model_timeout_s: float = 30.0
     model_retries: int = 2
     routing: str = "auto"
+
+    @property
+    def recursion_limit(self) -> int:
+        """LangGraph superstep limit for one turn, derived so the policies always stop a run first: entry,
+        ``max_hops`` + 1 agent visits, fallback, the 4 steps of the approval flow, a supervisor fan-out and merge,
+        doubled for margin. A GraphRecursionError therefore means a bug, never a misbehaving model."""
+        return 2 * (self.max_hops + 10)
 
     @classmethod
     def from_env(cls, **overrides) -> "Settings":
@@ -80,8 +89,10 @@ class Settings:
             env["routing"] = os.environ["SWITCHBOARD_ROUTING"].strip().lower()
         env.update({k: v for k, v in overrides.items() if v is not None})
         s = replace(s, **env)
-        if s.max_hops < 1:
-            raise ConfigError(f"max_hops must be >= 1, got {s.max_hops}")
+        if not 1 <= s.max_hops <= 100:
+            raise ConfigError(f"max_hops must be between 1 and 100, got {s.max_hops}")
+        if s.max_tool_rounds < 1 or s.tool_retries < 1:
+            raise ConfigError("max_tool_rounds and tool_retries must be >= 1")
         if not s.model_timeout_s > 0:
             raise ConfigError(f"the model timeout must be > 0 seconds, got {s.model_timeout_s}")
         if s.model_retries < 0:

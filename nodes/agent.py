@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +44,8 @@ from policies.handoff import REFUND_QUESTION, ToolCallView, arbitrate, handoff_t
 from policies.history import DEFAULT_HISTORY, policy_for_edge, shape_history
 from policies.loops import check_loop, fingerprint, hop_budget_exceeded, is_bounce_back
 
-__all__ = ["Deps", "make_agent_node", "last_user_text", "collect_facts", "thread_id_of", "build_packet", "usage_of"]
+__all__ = ["Deps", "ToolUnavailable", "make_agent_node", "last_user_text", "collect_facts", "thread_id_of", "build_packet",
+           "usage_of"]
 
 
 @dataclass
@@ -57,8 +60,27 @@ class Deps:
     history: Mapping = field(default_factory=lambda: dict(DEFAULT_HISTORY))
     available: frozenset[str] = frozenset(SPECIALISTS)
     sleep: Callable[[float], None] = time.sleep
+    #: last good result of each read-only tool call, per (user, tool, args): the alternative path when a
+    #: tool keeps failing (shared by the nodes of one compiled graph, in this process only)
+    read_cache: dict = field(default_factory=dict)
     #: triage routes with the structured ``route_to_agent`` tool (a RouteDecision) instead of ``transfer_to_*``
     structured_routing: bool = False
+
+
+class ToolUnavailable(Exception):
+    """A business tool kept failing (retries and the cached alternative exhausted): the visit goes to fallback."""
+
+
+def _call_with_timeout(fn: Callable[..., dict], timeout_s: float, *args: Any) -> dict:
+    """Run ``fn(*args)`` and wait at most ``timeout_s`` seconds (TimeoutError after; the call itself may
+    finish in the background, which is why only read-only or idempotent tools run here)."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(fn, *args).result(timeout=timeout_s)
+    except FutureTimeout as exc:
+        raise TimeoutError(f"no answer within {timeout_s:g} s") from exc
+    finally:
+        pool.shutdown(wait=False)
 
 
 def usage_of(ai: BaseMessage) -> dict[str, int]:
@@ -124,12 +146,22 @@ def collect_facts(messages: list[BaseMessage], model_facts: Mapping[str, str] | 
 def build_packet(*, source: str, target: str, reason: str, objective: str, messages: list[BaseMessage],
                  ctx: RunContext, thread_id: str, task: Mapping[str, Any] | None, trace_id: str,
                  model_facts: Mapping[str, str] | None = None, extra_questions: tuple[str, ...] = (),
-                 table: EdgeTable = DEFAULT_EDGE_TABLE) -> dict:
-    """Build the HandoffPacket (as a JSON dict) that travels with control from ``source`` to ``target``."""
+                 carried: Mapping[str, Any] | None = None, table: EdgeTable = DEFAULT_EDGE_TABLE) -> dict:
+    """Build the HandoffPacket (as a JSON dict) that travels with control from ``source`` to ``target``.
+
+    Facts: those found in this transcript (:func:`collect_facts`), plus those of ``carried`` (the packet that
+    brought control to ``source``) that were not found again, with their original source; its open questions
+    are carried too."""
     facts = collect_facts(messages, model_facts)
     keys = {f.key for f in facts}
-    questions = list(extra_questions)
-    if target == "refunds" and "transaction_id" not in keys:
+    for f in (carried or {}).get("known_facts") or ():
+        if f.get("key") not in keys:
+            facts.append(Fact(key=f["key"], value=str(f["value"]), source=f.get("source", "user_said")))
+            keys.add(f["key"])
+    questions = list(extra_questions) + [q for q in (carried or {}).get("open_questions") or () if q not in extra_questions]
+    if "transaction_id" in keys:
+        questions = [q for q in questions if q != REFUND_QUESTION]
+    if target == "refunds" and "transaction_id" not in keys and REFUND_QUESTION not in questions:
         questions.append(REFUND_QUESTION)
     refs = tuple(sorted({f.value for f in facts if f.source == "system_verified" and f.key.endswith("_id")}))
     allowed = tuple(t.name for t in tools_for(target)) if target in SPECIALISTS else ()
@@ -268,7 +300,8 @@ class _Visit:
             self.new.append(self._tool_message(c.id, c.name, f"Not executed: {reason}. The conversation goes to fallback."))
         packet = build_packet(source=self.agent, target=FALLBACK, reason=reason, objective=self.user_text,
                               messages=self.messages + self.new, ctx=self.ctx, thread_id=self.thread_id,
-                              task=self.task, trace_id=self.ctx.request_id, table=self.deps.table)
+                              task=self.task, trace_id=self.ctx.request_id, carried=self._packet_in(),
+                              table=self.deps.table)
         record = HandoffRecord(hop=int(self.state.get("handoff_count") or 0) + 1, turn=int(self.state.get("turn") or 0),
                                from_agent=self.agent, to_agent=FALLBACK, kind="fallback", reason=reason,
                                handoff_id=packet["handoff_id"], packet=packet).model_dump()
@@ -282,24 +315,33 @@ class _Visit:
             return {"ok": False, "error": f"Refused: {authz.reason}"}
         tctx = ToolContext(customer_id=self.ctx.user_id, tenant_id=self.ctx.tenant_id,
                            thread_id=self.thread_id, task_id=self.task.get("task_id", ""))
-        retries = max(1, self.deps.settings.tool_retries)
+        settings = self.deps.settings
+        retries = max(1, settings.tool_retries)
+        cache_key = (self.ctx.user_id, name, json.dumps(dict(args), sort_keys=True, default=str))
         last_error: Exception | None = None
         for attempt in range(retries):
             try:
-                result = run_tool(name, dict(args), self.deps.store, tctx)
+                result = _call_with_timeout(run_tool, settings.tool_timeout_s, name, dict(args), self.deps.store, tctx)
             except ToolArgumentError as exc:
                 return {"ok": False, "error": f"Refused: {exc}"}
-            except Exception as exc:  # infrastructure failure: bounded retry with exponential backoff
+            except Exception as exc:  # infrastructure failure or timeout: bounded retry with exponential backoff
                 self.attempts += 1  # every failed attempt changes the fingerprint: a retry is not a loop
                 last_error = exc
                 if attempt + 1 < retries:
-                    self.deps.sleep(self.deps.settings.tool_backoff_s * (2 ** attempt))
+                    self.deps.sleep(settings.tool_backoff_s * (2 ** attempt))
                 continue
             if spec.side_effect and result.get("ok", True) and not result.get("replayed"):
                 self.version += 1  # a business-state change
+            if not spec.side_effect and result.get("ok", True):
+                self.deps.read_cache[cache_key] = (time.time(), result)
             return result
-        return {"ok": False, "unavailable": True,
-                "error": f"{name} failed after {retries} attempts ({type(last_error).__name__}: {last_error})"}
+        error = f"{name} failed after {retries} attempts ({type(last_error).__name__}: {last_error})"
+        cached = None if spec.side_effect else self.deps.read_cache.get(cache_key)
+        if cached is not None:  # the alternative path: the last good read, marked stale
+            at, result = cached
+            return {"stale": True, "cached_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)),
+                    "note": f"live lookup failed; showing the last known result ({error})", **result}
+        raise ToolUnavailable(error)
 
     # -------------------------------------------------------------- the visit
     def run(self) -> Command:
@@ -312,7 +354,8 @@ class _Visit:
         lead = 0
         while lead < len(shaped) and isinstance(shaped[lead], SystemMessage):
             lead += 1
-        system = SystemMessage(content="\n".join([system_prompt(self.agent, self.agent == TRIAGE and self.deps.structured_routing), *(str(m.content) for m in shaped[:lead])]))
+        prompt = system_prompt(self.agent, self.agent == TRIAGE and self.deps.structured_routing)
+        system = SystemMessage(content="\n".join([prompt, *(str(m.content) for m in shaped[:lead])]))
         shaped = shaped[lead:]
         for _ in range(self.deps.settings.max_tool_rounds):
             try:
@@ -343,7 +386,7 @@ class _Visit:
                                  messages=self.messages + self.new, ctx=self.ctx, thread_id=self.thread_id,
                                  task=self.task, trace_id=self.ctx.request_id,
                                  model_facts=args.get("facts") if isinstance(args.get("facts"), dict) else None,
-                                 table=self.deps.table)
+                                 carried=packet_in, table=self.deps.table)
                 packets[call.id] = p
                 return p
 
@@ -373,7 +416,13 @@ class _Visit:
             for o in arb.outcomes:
                 if o.action == "execute":
                     call = next(c for c in calls if c.id == o.call_id)
-                    result = self._run_business_tool(o.name, call.args)
+                    try:
+                        result = self._run_business_tool(o.name, call.args)
+                    except ToolUnavailable as exc:
+                        self.new.append(self._tool_message(o.call_id, o.name, {"ok": False, "error": str(exc)}))
+                        rest = [c for c in calls if c.id not in {m.tool_call_id for m in self.new
+                                                                  if isinstance(m, ToolMessage)}]
+                        return self._to_fallback(f"the {o.name} service is unavailable ({exc})", rest)
                     self.new.append(self._tool_message(o.call_id, o.name, result))
                     refund_id = needs_risk_check(o.name, result, assessed)
                     if refund_id and risk_check is None:

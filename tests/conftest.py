@@ -42,12 +42,12 @@ def make_graph(kw_router, store):
     from graph import build_graph
     from graph.settings import Settings
 
-    def _make(model=None, checkpointer=None, router=None, **settings):
+    def _make(model=None, checkpointer=None, router=None, history=None, **settings):
         from nodes.offline_model import OfflineChatModel
 
         r = router or kw_router
         return build_graph(model=model or OfflineChatModel(router=r), checkpointer=checkpointer or InMemorySaver(),
-                           settings=Settings.from_env(**settings), router=r, store=store)
+                           settings=Settings.from_env(**settings), router=r, store=store, history=history)
 
     return _make
 
