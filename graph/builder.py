@@ -21,7 +21,7 @@ from nodes.agent import Deps, make_agent_node
 from nodes.approval_flow import make_human_approval_node, make_refund_execute_node, make_risk_node
 from nodes.entry import make_entry_node
 from nodes.fallback import fallback_node
-from nodes.models import make_model
+from nodes.models import is_openai_model, make_model
 from policies.edges import AGENTS, DEFAULT_EDGE_TABLE, ENTRY_NODE, FALLBACK, EdgeTable
 
 __all__ = ["build_graph", "make_deps", "LazyRouter"]
@@ -67,7 +67,8 @@ class LazyRouter:
 def make_deps(model: BaseChatModel | None = None, settings: Settings | None = None, store: Any = None,
               router: Any = None, table: EdgeTable = DEFAULT_EDGE_TABLE, history: Any = None) -> Deps:
     """Resolve defaults: settings from the environment, the router (trained if present, else shipped default),
-    the model named by ``settings.model``, the business store at ``settings.business_db``."""
+    the model named by ``settings.model``, the business store at ``settings.business_db``; triage routes with a
+    structured RouteDecision when ``settings.routing`` is ``structured``, or ``auto`` with a langchain-openai model."""
     settings = settings or Settings.from_env()
     if router is None:
         router = LazyRouter(settings.router_path)
@@ -78,7 +79,8 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
         from nodes.store import open_store
 
         store = open_store(Path(settings.business_db))
-    deps = Deps(model=model, store=store, router=router, settings=settings, table=table)
+    structured = settings.routing == "structured" or (settings.routing == "auto" and is_openai_model(model))
+    deps = Deps(model=model, store=store, router=router, settings=settings, table=table, structured_routing=structured)
     if history is not None:
         deps.history = dict(history)
     return deps

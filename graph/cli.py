@@ -32,6 +32,8 @@ err = Console(stderr=True)
 
 DbOpt = typer.Option(None, "--db", help="Checkpoint database (SQLite file). Default: $SWITCHBOARD_HOME/switchboard.db (./.switchboard).")
 ModelOpt = typer.Option(None, "--model", help="'offline' (default, embedded) or 'openai:<model>'. Env: SWITCHBOARD_MODEL.")
+TimeoutOpt = typer.Option(None, "--timeout", help="Seconds per model request attempt (openai models; default 30). Env: SWITCHBOARD_MODEL_TIMEOUT.")
+RetriesOpt = typer.Option(None, "--retries", help="Model request retries on 429/5xx/timeouts/connection errors (default 2). Env: SWITCHBOARD_MODEL_RETRIES.")
 
 
 def _settings(model: str | None = None, db: Path | None = None, **kw):
@@ -42,10 +44,19 @@ def _settings(model: str | None = None, db: Path | None = None, **kw):
 
 def _graph(settings, checkpointer=None, **kw):
     from checkpoints import open_checkpointer
-    from graph.builder import build_graph
+    from graph.builder import build_graph, make_deps
 
+    deps = make_deps(settings=settings, **kw)  # configuration errors (model, key, URL) before any file is created
     return build_graph(checkpointer=checkpointer if checkpointer is not None else open_checkpointer(settings.db),
-                       settings=settings, **kw)
+                       deps=deps)
+
+
+def _report_model_error(r) -> bool:
+    """Print a failed model call of turn ``r`` as one ``error: …`` line on stderr. Returns True when there was one."""
+    if not getattr(r, "model_error", None):
+        return False
+    err.print(f"error: model call failed: {r.model_error.get('message')}", highlight=False, soft_wrap=True)
+    return True
 
 
 def _print_turn(r) -> None:
@@ -87,19 +98,30 @@ def chat(
     user: str = typer.Option("c_ada", "--user", help="Customer id of the run context (identity is never taken from the model)."),
     tenant: str = typer.Option("t_demo", "--tenant", help="Tenant id of the run context."),
     stream: bool = typer.Option(False, "--stream", "-s", help="Show which agent is working and each handoff as it happens."),
+    timeout: Optional[float] = TimeoutOpt,
+    retries: Optional[int] = RetriesOpt,
 ) -> None:
-    """Send one message on a thread (or chat interactively) and print the answer and the handoff path."""
+    """Send one message on a thread (or chat interactively) and print the answer and the handoff path.
+
+    When a model call fails after its retries (server unreachable, timeout, 429/5xx, bad key), the turn still ends
+    with the fallback answer (stored on the thread), the cause is printed as one ``error: …`` line on stderr and the
+    exit code is 1. An interactive session stops at once when the server is unreachable or refuses the key."""
     from graph.context import RunContext
     from graph.conversation import Conversation
+    from nodes.models import FATAL_MODEL_ERRORS
 
-    settings = _settings(model, db)
+    settings = _settings(model, db, model_timeout_s=timeout, model_retries=retries)
     conv = Conversation(thread, graph=_graph(settings), context=RunContext(user_id=user, tenant_id=tenant),
                         on_event=_print_live_event if stream else None)
     console.print(f"[dim]thread {conv.thread_id}[/]")
     if message is not None:
-        _print_turn(conv.send(message))
+        r = conv.send(message)
+        _print_turn(r)
+        if _report_model_error(r):
+            raise typer.Exit(1)
         return
     console.print("[dim]Type a message; an empty line or Ctrl-D ends.[/]")
+    failed = False
     while True:
         try:
             text = console.input("[bold]you[/]: ")
@@ -108,9 +130,17 @@ def chat(
         if not text.strip():
             break
         try:
-            _print_turn(conv.send(text))
+            r = conv.send(text)
         except InputError as exc:
             err.print(f"error: {exc}")
+            continue
+        _print_turn(r)
+        if _report_model_error(r):
+            failed = True
+            if r.model_error.get("kind") in FATAL_MODEL_ERRORS:
+                break
+    if failed:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -356,6 +386,8 @@ def route(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the figures as JSON to this file."),
     db: Optional[Path] = typer.Option(None, "--db", help="Keep the runs' checkpoints and events in this database (then "
                                       "'switchboard stats --db' reads them). Default: in memory, nothing kept."),
+    timeout: Optional[float] = TimeoutOpt,
+    retries: Optional[int] = RetriesOpt,
 ) -> None:
     """Run every query of CSV through the compiled graph (a fresh thread each) and report agent-level accuracy,
     a confusion table, handoffs per query and p50/p95 seconds per query.
@@ -380,7 +412,8 @@ def route(
             raise InputError("--limit must be >= 1")
         texts, cats = texts[:limit], cats[:limit]
     scratch = Path(tempfile.mkdtemp(prefix="switchboard-route-"))
-    settings = _settings(model, scratch / "unused.db", business_db=scratch / "business.db", router_path=router_path)
+    settings = _settings(model, scratch / "unused.db", business_db=scratch / "business.db", router_path=router_path,
+                         model_timeout_s=timeout, model_retries=retries)
     if db is not None:
         from checkpoints import open_checkpointer
 
@@ -460,22 +493,22 @@ def train_router(
 def main() -> None:
     """Entry point of the ``switchboard`` script: one-line errors and exit codes (2 = bad input/config)."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # a command's typer.Exit(n) comes back as n in this mode
     except SwitchboardError as exc:
         err.print(f"error: {exc}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         err.print("aborted")
         sys.exit(130)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
+    except Exception as exc:  # click usage errors (typer >= 0.2x vendors click as typer._click: no `import click`)
+        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
+            exc.show()  # ClickException: usage error, bad parameter, no such option
             sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Exit):
+        if type(exc).__name__ == "Exit" and isinstance(getattr(exc, "exit_code", None), int):
             sys.exit(exc.exit_code)
         raise
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

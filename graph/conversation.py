@@ -40,6 +40,8 @@ class TurnResult:
         handoff_path: this turn's hops as dicts ``{hop, turn, from_agent, to_agent, kind, reason, handoff_id}``,
             the entry hop (``kind="entry"``) first.
         pending: the interrupt payload when the run paused (e.g. an ApprovalRequest dict), else None.
+        model_error: when a model call of this turn failed after the client's retries (the turn then ended in
+            fallback): ``{turn, agent, kind, message, status, error_type}`` (see ``nodes.models.ModelError``), else None.
     """
 
     thread_id: str
@@ -49,6 +51,7 @@ class TurnResult:
     status: str
     handoff_path: list[dict] = field(default_factory=list)
     pending: Any = None
+    model_error: dict | None = None
 
     @property
     def path_str(self) -> str:
@@ -215,5 +218,7 @@ class Conversation:
         outcome = values.get("outcome") or {}
         if pending is not None:
             return TurnResult(self.thread_id, turn, "", values.get("active_agent"), "awaiting_approval", path, pending)
+        error = values.get("model_error")
+        error = error if isinstance(error, dict) and error.get("turn") == turn else None
         return TurnResult(self.thread_id, turn, outcome.get("text", ""), outcome.get("agent"),
-                          outcome.get("status", "answered"), path, None)
+                          outcome.get("status", "answered"), path, None, error)

@@ -31,7 +31,11 @@ class Settings:
         tool_retries: attempts per failing business tool call (exponential backoff from ``tool_backoff_s``).
         tool_backoff_s: first backoff, seconds.
         tool_timeout_s: a business tool call slower than this (seconds) counts as a failed attempt.
-        model_timeout_s / model_retries: for the OpenAI-compatible client.
+        model_timeout_s / model_retries: for the OpenAI-compatible client: seconds per request attempt, and retries
+            after the first attempt (429, 5xx, timeouts, connection errors; the ``openai`` client's backoff).
+        routing: how triage decides: ``"structured"`` (one ``route_to_agent`` call carrying a RouteDecision),
+            ``"tools"`` (``transfer_to_<agent>`` calls, as the offline model does) or ``"auto"`` (structured for
+            langchain-openai models, tools otherwise).
     """
 
     model: str = "offline"
@@ -45,6 +49,7 @@ class Settings:
     tool_timeout_s: float = 5.0
     model_timeout_s: float = 30.0
     model_retries: int = 2
+    routing: str = "auto"
 
     @property
     def recursion_limit(self) -> int:
@@ -55,8 +60,10 @@ class Settings:
 
     @classmethod
     def from_env(cls, **overrides) -> "Settings":
-        """Settings from ``SWITCHBOARD_MODEL``, ``SWITCHBOARD_DB``, ``SWITCHBOARD_MAX_HOPS`` then ``overrides``
-        (None values ignored). Raises ConfigError on a non-integer budget."""
+        """Settings from ``SWITCHBOARD_MODEL``, ``SWITCHBOARD_DB``, ``SWITCHBOARD_MAX_HOPS``,
+        ``SWITCHBOARD_MODEL_TIMEOUT`` (seconds), ``SWITCHBOARD_MODEL_RETRIES``, ``SWITCHBOARD_ROUTING`` then
+        ``overrides`` (None values ignored). Raises ConfigError on a non-integer budget, a timeout <= 0, negative
+        retries or an unknown routing mode."""
         s = cls()
         env: dict = {}
         if os.environ.get("SWITCHBOARD_MODEL"):
@@ -68,10 +75,28 @@ class Settings:
                 env["max_hops"] = int(os.environ["SWITCHBOARD_MAX_HOPS"])
             except ValueError as exc:
                 raise ConfigError(f"SWITCHBOARD_MAX_HOPS must be an integer, got {os.environ['SWITCHBOARD_MAX_HOPS']!r}") from exc
+        if os.environ.get("SWITCHBOARD_MODEL_TIMEOUT"):
+            try:
+                env["model_timeout_s"] = float(os.environ["SWITCHBOARD_MODEL_TIMEOUT"])
+            except ValueError as exc:
+                raise ConfigError(f"SWITCHBOARD_MODEL_TIMEOUT must be a number of seconds, got {os.environ['SWITCHBOARD_MODEL_TIMEOUT']!r}") from exc
+        if os.environ.get("SWITCHBOARD_MODEL_RETRIES"):
+            try:
+                env["model_retries"] = int(os.environ["SWITCHBOARD_MODEL_RETRIES"])
+            except ValueError as exc:
+                raise ConfigError(f"SWITCHBOARD_MODEL_RETRIES must be an integer, got {os.environ['SWITCHBOARD_MODEL_RETRIES']!r}") from exc
+        if os.environ.get("SWITCHBOARD_ROUTING"):
+            env["routing"] = os.environ["SWITCHBOARD_ROUTING"].strip().lower()
         env.update({k: v for k, v in overrides.items() if v is not None})
         s = replace(s, **env)
         if not 1 <= s.max_hops <= 100:
             raise ConfigError(f"max_hops must be between 1 and 100, got {s.max_hops}")
         if s.max_tool_rounds < 1 or s.tool_retries < 1:
             raise ConfigError("max_tool_rounds and tool_retries must be >= 1")
+        if not s.model_timeout_s > 0:
+            raise ConfigError(f"the model timeout must be > 0 seconds, got {s.model_timeout_s}")
+        if s.model_retries < 0:
+            raise ConfigError(f"model retries must be >= 0, got {s.model_retries}")
+        if s.routing not in ("auto", "structured", "tools"):
+            raise ConfigError(f"routing must be auto, structured or tools, got {s.routing!r}")
         return s

@@ -20,8 +20,8 @@ from langgraph.channels import DeltaChannel
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-__all__ = ["SupportState", "last_value", "max_int", "union_ordered", "append_all", "append_batch", "messages_reducer", "ensure_ids",
-           "TaskState", "Outcome"]
+__all__ = ["SupportState", "last_value", "max_int", "union_ordered", "append_all", "append_batch", "messages_reducer",
+           "ensure_ids", "TaskState", "Outcome", "USAGE_KEYS", "add_usage"]
 
 
 def last_value(_old: Any, new: Any) -> Any:
@@ -46,6 +46,17 @@ def union_ordered(old: list | None, new: Sequence | None) -> list:
 def append_all(old: list | None, new: Sequence | None) -> list:
     """Reducer: concatenation (``handoff_path``, ``expert_results``)."""
     return [*(old or []), *(new or [])]
+
+
+#: Keys of the ``usage`` totals: tokens as reported by the model provider (``AIMessage.usage_metadata``), and
+#: ``calls`` = model responses received (a response without usage metadata counts as a call with 0 tokens).
+USAGE_KEYS: tuple[str, ...] = ("input_tokens", "output_tokens", "total_tokens", "calls")
+
+
+def add_usage(old: dict | None, new: dict | None) -> dict:
+    """Reducer: key-wise sum of usage counters (``usage``): each write is the delta of one agent visit, so parallel
+    writes add up. Unknown keys are ignored; missing keys count as 0."""
+    return {k: int((old or {}).get(k) or 0) + int((new or {}).get(k) or 0) for k in USAGE_KEYS}
 
 
 def ensure_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -113,6 +124,10 @@ class SupportState(TypedDict, total=False):
     identity: Annotated[dict | None, last_value]
     outcome: Annotated[Outcome | None, last_value]
     model_calls: Annotated[int, max_int]
+    # token usage of the thread's model calls, summed (USAGE_KEYS); each AIMessage keeps its own usage_metadata
+    usage: Annotated[dict, add_usage]
+    # the last model call that failed after retries: {turn, agent, kind, message, status, error_type} (or None)
+    model_error: Annotated[dict | None, last_value]
     # per-turn bookkeeping (reset by the entry node)
     turn_hops: Annotated[int, last_value]
     seen_fingerprints: Annotated[list[str], last_value]

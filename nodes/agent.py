@@ -22,6 +22,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from pydantic import ValidationError
 from langgraph.config import get_config
 from langgraph.graph import END
 from langgraph.runtime import Runtime
@@ -31,19 +32,21 @@ from graph import events
 from graph.context import RunContext
 from graph.packet import Constraints, Fact, HandoffPacket, HandoffRecord, render_packet
 from graph.settings import Settings
-from graph.state import ensure_ids
+from graph.state import add_usage, ensure_ids
 from nodes import playbook
-from nodes.handoff_tools import handoff_tool
+from nodes.handoff_tools import ROUTE_TOOL, HandoffArgs, RouteDecision, handoff_tool, route_tool
+from nodes.models import describe_model_error
 from nodes.prompts import system_prompt
 from nodes.tools import ToolArgumentError, ToolContext, as_langchain_tool, run_tool, tools_for
 from policies.approval import needs_risk_check
 from policies.authz import authorize_tool
-from policies.edges import DEFAULT_EDGE_TABLE, FALLBACK, FLOW_NODES, SPECIALISTS, EdgeTable, handoff_targets
-from policies.handoff import REFUND_QUESTION, ToolCallView, arbitrate
+from policies.edges import DEFAULT_EDGE_TABLE, FALLBACK, FLOW_NODES, SPECIALISTS, TRIAGE, EdgeTable, handoff_targets
+from policies.handoff import REFUND_QUESTION, ToolCallView, arbitrate, handoff_target_of, handoff_tool_name
 from policies.history import DEFAULT_HISTORY, policy_for_edge, shape_history
 from policies.loops import check_loop, fingerprint, hop_budget_exceeded, is_bounce_back
 
-__all__ = ["Deps", "ToolUnavailable", "make_agent_node", "last_user_text", "collect_facts", "thread_id_of", "build_packet"]
+__all__ = ["Deps", "ToolUnavailable", "make_agent_node", "last_user_text", "collect_facts", "thread_id_of", "build_packet",
+           "usage_of"]
 
 
 @dataclass
@@ -62,6 +65,8 @@ class Deps:
     #: last good result of each read-only tool call, per (user, tool, args): the alternative path when a
     #: tool keeps failing (shared by the nodes of one compiled graph, in this process only)
     read_cache: dict = field(default_factory=dict)
+    #: triage routes with the structured ``route_to_agent`` tool (a RouteDecision) instead of ``transfer_to_*``
+    structured_routing: bool = False
 
 
 class ToolUnavailable(Exception):
@@ -78,6 +83,21 @@ def _call_with_timeout(fn: Callable[..., dict], timeout_s: float, *args: Any) ->
         raise TimeoutError(f"no answer within {timeout_s:g} s") from exc
     finally:
         pool.shutdown(wait=False)
+
+
+def usage_of(ai: BaseMessage) -> dict[str, int]:
+    """Token usage of one model response, from ``AIMessage.usage_metadata`` (filled by ChatOpenAI from the
+    response's ``usage`` object; None for the offline and scripted models).
+
+    Returns:
+        ``{"input_tokens", "output_tokens", "total_tokens", "calls": 1}`` (ints, tokens as counted by the provider;
+        zeros when the response carried no usage). Summed per thread in state key ``usage``
+        (:func:`graph.state.add_usage`).
+    """
+    meta = getattr(ai, "usage_metadata", None) or {}
+    inp, out = int(meta.get("input_tokens") or 0), int(meta.get("output_tokens") or 0)
+    return {"input_tokens": inp, "output_tokens": out, "total_tokens": int(meta.get("total_tokens") or inp + out),
+            "calls": 1}
 
 
 def thread_id_of() -> str:
@@ -198,9 +218,39 @@ def _unique_call_ids(ai: AIMessage, known: set[str]) -> AIMessage:
     return ai.model_copy(update={"tool_calls": calls, "invalid_tool_calls": invalid})
 
 
+def _schema_error(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())) or 'arguments'}: {e.get('msg', 'invalid')}"
+                     for e in exc.errors())[:300]
+
+
+def _call_view(tc: Mapping[str, Any]) -> ToolCallView:
+    """One valid-JSON tool call as a view. A handoff's arguments must pass :class:`HandoffArgs`; a ``route_to_agent``
+    call must pass :class:`RouteDecision` and becomes the equivalent ``transfer_to_<target>`` call (same id), so the
+    edge table and the guards decide it like any handoff. Failing either schema gives an invalid view (refused)."""
+    call_id = tc.get("id") or f"call_{uuid.uuid4().hex[:12]}"
+    name, args = tc.get("name") or "", tc.get("args") or {}
+    if name == ROUTE_TOOL:
+        try:
+            decision = RouteDecision.model_validate(args)
+        except ValidationError as exc:
+            return ToolCallView(id=call_id, name=name, args=args, valid=False, error=_schema_error(exc), problem="schema")
+        return ToolCallView(id=call_id, name=handoff_tool_name(decision.target), args=decision.handoff_args())
+    if handoff_target_of(name) is not None:
+        try:
+            HandoffArgs.model_validate(args)
+        except ValidationError as exc:
+            return ToolCallView(id=call_id, name=name, args=args, valid=False, error=_schema_error(exc), problem="schema")
+    return ToolCallView(id=call_id, name=name, args=args)
+
+
 def _views(ai: AIMessage) -> list[ToolCallView]:
-    out = [ToolCallView(id=tc["id"] or f"call_{uuid.uuid4().hex[:12]}", name=tc["name"], args=tc.get("args") or {})
-           for tc in ai.tool_calls]
+    if (ai.response_metadata or {}).get("finish_reason") == "length":
+        # cut at the token limit: streamed arguments may have been "repaired" from partial JSON; trust none of them
+        out = [ToolCallView(id=tc.get("id") or f"call_{uuid.uuid4().hex[:12]}", name=tc.get("name") or "", valid=False,
+                            error="the response was cut off at the token limit (finish_reason=length)")
+               for tc in ai.tool_calls]
+    else:
+        out = [_call_view(tc) for tc in ai.tool_calls]
     out += [ToolCallView(id=tc.get("id") or f"call_{uuid.uuid4().hex[:12]}", name=tc.get("name") or "",
                          valid=False, error=tc.get("error") or "invalid JSON")
             for tc in ai.invalid_tool_calls]
@@ -222,11 +272,19 @@ class _Visit:
         self.model_calls = int(state.get("model_calls") or 0)
         self.task = dict(state.get("task") or {})
         self.user_text = last_user_text(self.messages)
+        self.usage: dict[str, int] = {}
+        self.model_error: dict | None = None
+        self.call_names: dict[str, str] = {}  # tool_call id -> the name the model called (route_to_agent stays so)
 
     # -------------------------------------------------------------- helpers
     def _base_update(self) -> dict:
-        return {"messages": ensure_ids(self.new), "tool_attempts": self.attempts, "seen_fingerprints": self.seen,
-                "state_version": self.version, "model_calls": self.model_calls}
+        update = {"messages": ensure_ids(self.new), "tool_attempts": self.attempts, "seen_fingerprints": self.seen,
+                  "state_version": self.version, "model_calls": self.model_calls}
+        if self.usage:
+            update["usage"] = self.usage  # this visit's delta; the reducer sums
+        if self.model_error is not None:
+            update["model_error"] = self.model_error
+        return update
 
     def _packet_in(self) -> dict | None:
         p = self.state.get("handoff")
@@ -237,7 +295,7 @@ class _Visit:
 
     def _tool_message(self, call_id: str, name: str, content: str | dict) -> ToolMessage:
         text = content if isinstance(content, str) else json.dumps(content, default=str)
-        return ToolMessage(content=text, tool_call_id=call_id, name=name)
+        return ToolMessage(content=text, tool_call_id=call_id, name=self.call_names.get(call_id, name))
 
     def _to_fallback(self, reason: str, pending_calls: list[ToolCallView] = ()) -> Command:
         for c in pending_calls:
@@ -293,7 +351,14 @@ class _Visit:
         source = packet_in.get("from_agent") if packet_in else None
         policy = policy_for_edge(source, self.agent, self.deps.history)
         shaped = shape_history(self.messages, policy, render_packet(packet_in) if packet_in else None)
-        system = SystemMessage(content=system_prompt(self.agent))
+        # One system message first: the prompt and the packet summary merged (strict chat templates of local
+        # OpenAI-compatible servers accept a single leading system message only).
+        lead = 0
+        while lead < len(shaped) and isinstance(shaped[lead], SystemMessage):
+            lead += 1
+        prompt = system_prompt(self.agent, self.agent == TRIAGE and self.deps.structured_routing)
+        system = SystemMessage(content="\n".join([prompt, *(str(m.content) for m in shaped[:lead])]))
+        shaped = shaped[lead:]
         for _ in range(self.deps.settings.max_tool_rounds):
             t0 = time.perf_counter()
             try:
@@ -301,6 +366,9 @@ class _Visit:
             except Exception as exc:  # the model's client already retried transient errors
                 self.model_calls += 1
                 self._emit_model_failure(exc, len(shaped) + len(self.new), time.perf_counter() - t0)
+                timeout = getattr(self.deps.model, "request_timeout", None)
+                err = describe_model_error(exc, timeout_s=timeout if isinstance(timeout, (int, float)) else None)
+                self.model_error = {"turn": int(self.state.get("turn") or 0), "agent": self.agent, **err.as_dict()}
                 return self._to_fallback(f"the model failed ({type(exc).__name__}: {str(exc)[:200]})")
             self.model_calls += 1
             events.emit("model_called", model=_model_name(ai, self.deps.model), history_items=len(shaped) + len(self.new),
@@ -308,9 +376,11 @@ class _Visit:
                         **events.usage_of(ai))
             if not isinstance(ai, AIMessage):
                 ai = AIMessage(content=str(getattr(ai, "content", ai)))
+            self.usage = add_usage(self.usage, usage_of(ai))
             ai = _unique_call_ids(ai, _known_call_ids(self.messages + self.new))
             ai.name = self.agent
             self.new.append(ai)
+            self.call_names.update({tc["id"]: tc["name"] for tc in ai.tool_calls if tc["name"] == ROUTE_TOOL})
             calls = _views(ai)
             if not calls:
                 return self._answer(str(ai.content))
@@ -476,8 +546,12 @@ def make_agent_node(agent: str, deps: Deps) -> Callable[[dict, Runtime[RunContex
     """
     specs = tools_for(agent) if agent in SPECIALISTS else []
     business = {s.name: s for s in specs}
-    lc_tools = [as_langchain_tool(s) for s in specs] + [handoff_tool(t) for t in handoff_targets(agent, deps.table)]
-    bound = deps.model.bind_tools(lc_tools) if lc_tools else deps.model
+    if agent == TRIAGE and deps.structured_routing:
+        # triage decides with one structured RouteDecision (forced tool call); the policies still check it
+        bound = deps.model.bind_tools([route_tool(handoff_targets(agent, deps.table))], tool_choice=ROUTE_TOOL)
+    else:
+        lc_tools = [as_langchain_tool(s) for s in specs] + [handoff_tool(t) for t in handoff_targets(agent, deps.table)]
+        bound = deps.model.bind_tools(lc_tools) if lc_tools else deps.model
 
     def node(state: dict, runtime: Runtime[RunContext]) -> Command:
         ctx = runtime.context if isinstance(runtime.context, RunContext) else RunContext()

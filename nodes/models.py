@@ -1,14 +1,18 @@
-"""Model selection: one code path for every model (DESIGN.md, Models)."""
+"""Model selection: one code path for every model (DESIGN.md, Models), and one-line descriptions of model failures."""
 
 from __future__ import annotations
 
+import importlib
 import os
+from dataclasses import asdict, dataclass
+from typing import Literal
+from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseChatModel
 
 from graph.errors import ConfigError
 
-__all__ = ["make_model"]
+__all__ = ["make_model", "is_openai_model", "ModelError", "describe_model_error", "FATAL_MODEL_ERRORS"]
 
 
 def make_model(spec: str = "offline", *, timeout_s: float = 30.0, max_retries: int = 2, router=None) -> BaseChatModel:
@@ -17,12 +21,15 @@ def make_model(spec: str = "offline", *, timeout_s: float = 30.0, max_retries: i
     Args:
         spec: ``"offline"`` (embedded, no key, no network) or ``"openai:<model>"`` (langchain-openai; honours
             ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` for any OpenAI-compatible server).
-        timeout_s: request timeout in seconds (OpenAI path).
-        max_retries: client retries on 429/5xx/connection errors, with the client's exponential backoff.
+        timeout_s: request timeout in seconds (OpenAI path), per attempt.
+        max_retries: client retries on 408/409/429/5xx, timeouts and connection errors, with the ``openai``
+            client's exponential backoff (0.5 s * 2**n with jitter, capped at 8 s, or the server's
+            ``Retry-After`` when 0 < it <= 120 s; see ``openai/_base_client.py``). 0 = one attempt only.
         router: optional IntentRouter for the offline model.
 
     Raises:
-        ConfigError: unknown spec, empty model name, or ``OPENAI_API_KEY`` missing.
+        ConfigError: unknown spec, empty model name, ``OPENAI_API_KEY`` missing, ``OPENAI_BASE_URL`` not an
+            http(s) URL, a non-positive timeout or negative retries.
     """
     spec = (spec or "offline").strip()
     if spec == "offline":
@@ -35,10 +42,148 @@ def make_model(spec: str = "offline", *, timeout_s: float = 30.0, max_retries: i
             raise ConfigError("--model openai:<name> needs a model name, e.g. openai:gpt-4o-mini")
         if not os.environ.get("OPENAI_API_KEY"):
             raise ConfigError("OPENAI_API_KEY is not set; export it (any value for a local server that ignores keys)")
+        if not timeout_s or timeout_s <= 0:
+            raise ConfigError(f"the model timeout must be > 0 seconds, got {timeout_s}")
+        if max_retries < 0:
+            raise ConfigError(f"model retries must be >= 0, got {max_retries}")
         from langchain_openai import ChatOpenAI
 
-        kwargs = {"model": name, "timeout": timeout_s, "max_retries": max_retries, "temperature": 0}
-        if os.environ.get("OPENAI_BASE_URL"):
-            kwargs["base_url"] = os.environ["OPENAI_BASE_URL"]
+        # disable_streaming="tool_calling": calls with tools never stream, even under graph.stream(stream_mode=
+        # "messages"). Streamed tool-call arguments are parsed as *partial* JSON, so a truncated call would be
+        # silently "repaired" into a valid-looking one; unstreamed, it arrives as an invalid_tool_call and is refused.
+        kwargs = {"model": name, "timeout": timeout_s, "max_retries": max_retries, "temperature": 0,
+                  "disable_streaming": "tool_calling"}
+        base_url = os.environ.get("OPENAI_BASE_URL", "").strip()
+        if base_url:
+            parts = urlsplit(base_url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ConfigError(f"OPENAI_BASE_URL must be an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r}")
+            kwargs["base_url"] = base_url
         return ChatOpenAI(**kwargs)
     raise ConfigError(f"unknown model {spec!r}; use 'offline' or 'openai:<model>'")
+
+
+def is_openai_model(model: object) -> bool:
+    """True when ``model`` is a langchain-openai chat model (``ChatOpenAI`` / ``AzureChatOpenAI``), possibly
+    wrapped by ``.bind(...)``; such models route triage with a structured :class:`nodes.handoff_tools.RouteDecision`."""
+    inner = getattr(model, "bound", model)
+    try:
+        from langchain_openai.chat_models.base import BaseChatOpenAI
+    except ImportError:  # pragma: no cover - langchain-openai is a dependency
+        return False
+    return isinstance(inner, BaseChatOpenAI)
+
+
+ModelErrorKind = Literal["connection", "timeout", "auth", "not_found", "rate_limit", "server", "bad_request", "other"]
+
+#: Kinds after which every further call fails the same way (the CLI stops an interactive session on them).
+FATAL_MODEL_ERRORS: frozenset[str] = frozenset({"connection", "auth", "not_found"})
+
+
+@dataclass(frozen=True)
+class ModelError:
+    """A model call that failed after the client's retries, as plain data (stored in state as ``model_error``).
+
+    Attributes:
+        kind: connection | timeout | auth | not_found | rate_limit | server | bad_request | other.
+        message: one line for the operator (no newlines, at most ~240 characters), e.g.
+            ``"cannot reach the model server at http://127.0.0.1:8000 (connection refused); check OPENAI_BASE_URL
+            and that the server is running"``.
+        status: the HTTP status when the server answered, else None.
+        error_type: the exception's class name (e.g. ``APIConnectionError``).
+    """
+
+    kind: str
+    message: str
+    status: int | None = None
+    error_type: str = ""
+
+    def as_dict(self) -> dict:
+        """JSON-able dict of the fields."""
+        return asdict(self)
+
+
+def _server_of(exc: BaseException) -> str:
+    req = getattr(exc, "request", None)
+    url = getattr(req, "url", None)
+    if url is None:
+        resp = getattr(exc, "response", None)
+        url = getattr(getattr(resp, "request", None), "url", None)
+    if url is None:
+        return os.environ.get("OPENAI_BASE_URL") or "the model server"
+    try:
+        return f"{url.scheme}://{url.netloc.decode() if isinstance(url.netloc, bytes) else url.netloc}"
+    except AttributeError:
+        return str(url)
+
+
+def _root_cause(exc: BaseException) -> str:
+    seen = exc
+    while seen.__cause__ is not None or seen.__context__ is not None:
+        seen = seen.__cause__ or seen.__context__
+    text = str(seen).strip() or type(seen).__name__
+    low = text.lower()
+    if "refused" in low:
+        return "connection refused"
+    if "name or service not known" in low or "nodename nor servname" in low or "getaddrinfo" in low:
+        return "unknown host"
+    return text.splitlines()[0][:120]
+
+
+def _one_line(text: str, limit: int = 240) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _classes(module: str, *names: str) -> tuple[type, ...]:
+    """The named exception classes of ``module`` that exist in the installed version (none if it is missing)."""
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:  # pragma: no cover - both modules are dependencies
+        return ()
+    return tuple(c for c in (getattr(mod, n, None) for n in names) if isinstance(c, type))
+
+
+def describe_model_error(exc: BaseException, *, timeout_s: float | None = None) -> ModelError:
+    """Classify a failed model call and phrase it on one line (who must do what).
+
+    Args:
+        exc: the exception raised by ``model.invoke`` after the client's own retries.
+        timeout_s: the configured timeout, quoted in the timeout message when given.
+
+    Returns:
+        A :class:`ModelError`. Never raises. Classification: timeouts first (``openai.APITimeoutError`` subclasses
+        ``APIConnectionError``), then connection failures, then the HTTP status of ``openai.APIStatusError`` (401/403
+        auth, 404, 429, >=500, other 4xx); exceptions of other providers by LangChain's provider-agnostic
+        ``langchain_core.exceptions.Model*Error`` classes (when the installed version has them) or builtin
+        ``TimeoutError`` / ``ConnectionError``.
+    """
+    name = type(exc).__name__
+    lc = "langchain_core.exceptions"
+    server = _server_of(exc)
+    if isinstance(exc, _classes("openai", "APITimeoutError") + _classes(lc, "ModelTimeoutError") + (TimeoutError,)):
+        within = f" within {timeout_s:g} s" if timeout_s else ""
+        return ModelError("timeout", _one_line(f"the model server at {server} did not answer{within} (timeout);"
+                                               " raise --timeout or check the server"), None, name)
+    if isinstance(exc, _classes("openai", "APIConnectionError") + _classes(lc, "ModelConnectionError") + (ConnectionError,)):
+        return ModelError("connection", _one_line(f"cannot reach the model server at {server} ({_root_cause(exc)});"
+                                                  " check OPENAI_BASE_URL and that the server is running"), None, name)
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    detail = _one_line(getattr(exc, "message", None) or str(exc), 120)
+    if status in (401, 403) or isinstance(exc, _classes(lc, "ModelAuthenticationError", "ModelPermissionDeniedError")):
+        return ModelError("auth", _one_line(f"the model server at {server} refused the API key (HTTP {status or '401'});"
+                                            " check OPENAI_API_KEY"), status, name)
+    if status == 404 or isinstance(exc, _classes(lc, "ModelNotFoundError")):
+        return ModelError("not_found", _one_line(f"the model server at {server} answered HTTP 404 ({detail}); check the"
+                                                 " model name and OPENAI_BASE_URL (it usually ends in /v1)"), status, name)
+    if status == 429 or isinstance(exc, _classes(lc, "ModelRateLimitError")):
+        return ModelError("rate_limit", _one_line(f"the model server at {server} is rate-limiting (HTTP 429) and the"
+                                                  " retries were used up; try again later or raise --retries"), status, name)
+    if (status is not None and status >= 500) or isinstance(exc, _classes(lc, "ModelAPIError")):
+        return ModelError("server", _one_line(f"the model server at {server} failed (HTTP {status or '5xx'}: {detail})"
+                                              " and the retries were used up"), status, name)
+    if status is not None or isinstance(exc, _classes(lc, "ModelInvalidRequestError")):
+        return ModelError("bad_request", _one_line(f"the model server at {server} rejected the request"
+                                                   f" (HTTP {status or '400'}: {detail})"), status, name)
+    return ModelError("other", _one_line(f"the model call failed ({name}: {exc})"), None, name)

@@ -22,8 +22,19 @@ DESCRIPTIONS: dict[str, str] = {
 _AGENT_RE = re.compile(r"^You are the (\w+) agent", re.M)
 
 
-def system_prompt(agent: str) -> str:
-    """The system prompt of ``agent`` (str). The first line is ``You are the <agent> agent …``."""
+def system_prompt(agent: str, structured_routing: bool = False) -> str:
+    """The system prompt of ``agent`` (str). The first line is ``You are the <agent> agent …``.
+
+    ``structured_routing``: triage decides with the ``route_to_agent`` tool (a RouteDecision) instead of the
+    ``transfer_to_*`` tools; the prompt says so."""
+    if structured_routing:
+        return (
+            f"You are the {agent} agent of a bank's customer-support desk. You own: {DESCRIPTIONS.get(agent, agent)}.\n"
+            "Decide with the route_to_agent tool: target = the one agent that owns the request (clarify when it is"
+            " unclear), confidence between 0 and 1, a one-sentence reason, and in extracted the facts the customer"
+            " stated (e.g. merchant, amount, date, transaction_id), as text. Never invent facts. If a result says"
+            " 'Refused', route again differently."
+        )
     return (
         f"You are the {agent} agent of a bank's customer-support desk. You own: {DESCRIPTIONS.get(agent, agent)}.\n"
         "Use your tools to look things up before answering; never invent transactions, amounts or ids.\n"

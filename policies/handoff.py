@@ -51,8 +51,10 @@ class ToolCallView:
         id: the tool_call id (every id gets exactly one ToolMessage).
         name: the tool name the model wrote (may be unknown).
         args: parsed arguments (empty when invalid).
-        valid: False when the model's arguments were not parseable JSON (an ``invalid_tool_call``).
-        error: the parse error for invalid calls.
+        valid: False when the model's arguments were not parseable JSON (an ``invalid_tool_call``) or, with
+            ``problem="schema"``, parsed but failed the tool's argument schema (e.g. a handoff without ``reason``).
+        error: the parse or validation error for invalid calls.
+        problem: why an invalid call is invalid: ``"json"`` (unparseable) or ``"schema"`` (wrong arguments).
     """
 
     id: str
@@ -60,6 +62,7 @@ class ToolCallView:
     args: Mapping[str, Any] = field(default_factory=dict)
     valid: bool = True
     error: str | None = None
+    problem: Literal["json", "schema"] = "json"
 
 
 @dataclass(frozen=True)
@@ -181,9 +184,12 @@ def arbitrate(
     for call in calls:
         target = handoff_target_of(call.name)
         if not call.valid:
-            pre.append(CallOutcome(call.id, call.name, "refused",
-                                   f"Refused: the arguments of {call.name} were not valid JSON ({call.error or 'unparseable'}).",
-                                   target=target))
+            if call.problem == "schema":
+                text = (f"Refused: the arguments of {call.name} do not match its schema ({call.error or 'invalid'}). "
+                        "Nothing was done; call it again with valid arguments or continue yourself.")
+            else:
+                text = f"Refused: the arguments of {call.name} were not valid JSON ({call.error or 'unparseable'})."
+            pre.append(CallOutcome(call.id, call.name, "refused", text, target=target))
             continue
         if target is not None:
             if target == source:

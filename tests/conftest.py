@@ -15,9 +15,11 @@ SHARED_DATA = REPO.parent / "shared" / "data" / "banking77"
 
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path, monkeypatch):
-    """Every test gets its own SWITCHBOARD_HOME (databases, cached router) and no model env vars."""
+    """Every test gets its own SWITCHBOARD_HOME (databases, cached router) and no model env vars (so no test can
+    reach a real model server by accident)."""
     monkeypatch.setenv("SWITCHBOARD_HOME", str(tmp_path / "home"))
-    for var in ("SWITCHBOARD_MODEL", "SWITCHBOARD_DB", "SWITCHBOARD_MAX_HOPS"):
+    for var in ("SWITCHBOARD_MODEL", "SWITCHBOARD_DB", "SWITCHBOARD_MAX_HOPS", "SWITCHBOARD_MODEL_TIMEOUT",
+                "SWITCHBOARD_MODEL_RETRIES", "SWITCHBOARD_ROUTING", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     return tmp_path / "home"
 

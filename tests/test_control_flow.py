@@ -176,10 +176,13 @@ def test_history_shaping_receiving_model_input(make_graph, mode, k):
     assert conv.send("hello, first question about fees").agent == "billing"  # an earlier turn
     conv.send("I was charged twice, refund it")
     seen = [msgs for agent, msgs in model.log if agent == "refunds"][-1]
-    body = [m for m in seen if not (isinstance(m, SystemMessage) and m.content.startswith("You are"))]
+    # one system message, first (strict chat templates accept no other): the prompt with the packet merged into it
+    system = [m for m in seen if isinstance(m, SystemMessage)]
+    assert len(system) == 1 and seen[0] is system[0] and system[0].content.startswith("You are")
+    body = seen[1:]
     humans = [m.content for m in body if isinstance(m, HumanMessage)]
     tools = [m for m in body if isinstance(m, ToolMessage)]
-    packet = [m for m in body if isinstance(m, SystemMessage)]
+    packet = [system[0]] if "\nHandoff from billing to refunds." in system[0].content else []
     if mode == "full":
         assert len(humans) == 2 and tools and not packet
     elif mode == "last_k":
