@@ -15,9 +15,11 @@ from graph.settings import Settings
 from graph.state import SupportState
 from nodes.agent import Deps, make_agent_node
 from nodes.entry import make_entry_node
+from nodes.expert import make_expert_node
 from nodes.fallback import fallback_node
 from nodes.models import make_model
-from policies.edges import AGENTS, DEFAULT_EDGE_TABLE, ENTRY_NODE, FALLBACK, EdgeTable
+from nodes.supervisor import make_merge_node, make_supervisor_node
+from policies.edges import AGENTS, DEFAULT_EDGE_TABLE, ENTRY_NODE, EXPERT_NODE, FALLBACK, MERGE_NODE, SUPERVISOR, EdgeTable
 
 __all__ = ["build_graph", "make_deps"]
 
@@ -66,6 +68,11 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
     for agent in AGENTS:
         g.add_node(agent, make_agent_node(agent, deps), destinations=table.destinations(agent))
     g.add_node(FALLBACK, fallback_node, destinations=table.destinations(FALLBACK))
+    # supervisor mode: plan + fan-out (Send to the expert worker), parallel experts, explicit merge
+    g.add_node(SUPERVISOR, make_supervisor_node(deps), destinations=table.destinations(SUPERVISOR))
+    g.add_node(EXPERT_NODE, make_expert_node(deps))
+    g.add_node(MERGE_NODE, make_merge_node(deps), destinations=table.destinations(MERGE_NODE))
+    g.add_edge(EXPERT_NODE, MERGE_NODE)
     g.add_edge(START, ENTRY_NODE)
     compiled = g.compile(checkpointer=checkpointer, name="switchboard")
     compiled.deps = deps  # type: ignore[attr-defined]  # for the convenience layer and the CLI

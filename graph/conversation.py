@@ -37,8 +37,10 @@ class TurnResult:
         agent: the agent that produced ``text`` (or holds control while paused).
         status: answered | clarify | fallback | awaiting_approval.
         handoff_path: this turn's hops as dicts ``{hop, turn, from_agent, to_agent, kind, reason, handoff_id}``,
-            the entry hop (``kind="entry"``) first.
+            the entry hop (``kind="entry"``) first; experts the supervisor consulted appear with
+            ``kind="agent_as_tool"`` (control did not move to them).
         pending: the interrupt payload when the run paused (e.g. an ApprovalRequest dict), else None.
+        answer: the typed ``graph.agent_as_tool.SupervisorAnswer`` when the supervisor answered, else None.
     """
 
     thread_id: str
@@ -48,15 +50,18 @@ class TurnResult:
     status: str
     handoff_path: list[dict] = field(default_factory=list)
     pending: Any = None
+    answer: Any = None
 
     @property
     def path_str(self) -> str:
-        """``"entry → triage → billing → refunds"`` for this turn."""
-        hops = [h for h in self.handoff_path]
+        """``"entry → triage → billing → refunds"`` for this turn; experts consulted as tools are listed apart:
+        ``"entry → triage → supervisor (consulted: billing, refunds)"``."""
+        hops = [h for h in self.handoff_path if h.get("kind") != "agent_as_tool"]
         if not hops:
             return ""
         names = [hops[0]["from_agent"]] + [h["to_agent"] for h in hops]
-        return " → ".join(names)
+        consulted = [h["to_agent"] for h in self.handoff_path if h.get("kind") == "agent_as_tool"]
+        return " → ".join(names) + (f" (consulted: {', '.join(consulted)})" if consulted else "")
 
 
 class Conversation:
@@ -132,5 +137,10 @@ class Conversation:
         outcome = values.get("outcome") or {}
         if pending is not None:
             return TurnResult(self.thread_id, turn, "", values.get("active_agent"), "awaiting_approval", path, pending)
+        answer = None
+        if outcome.get("answer"):
+            from graph.agent_as_tool import SupervisorAnswer
+
+            answer = SupervisorAnswer.model_validate(outcome["answer"])
         return TurnResult(self.thread_id, turn, outcome.get("text", ""), outcome.get("agent"),
-                          outcome.get("status", "answered"), path, None)
+                          outcome.get("status", "answered"), path, None, answer)

@@ -76,6 +76,7 @@ def thread_turns(saver: Any, thread_id: str) -> list[dict]:
             turns[-1]["agent"], turns[-1]["answer"] = m.name, str(m.content)
     for t in turns:
         hops = [h for h in v.get("handoff_path") or [] if h.get("turn") == t["turn"]]
-        names = [h["to_agent"] for h in hops]
-        t["path"] = " → ".join(names)
+        names = [h["to_agent"] for h in hops if h.get("kind") != "agent_as_tool"]
+        consulted = [h["to_agent"] for h in hops if h.get("kind") == "agent_as_tool"]
+        t["path"] = " → ".join(names) + (f" (consulted: {', '.join(consulted)})" if consulted else "")
     return turns

@@ -31,6 +31,13 @@ class Settings:
         tool_retries: attempts per failing business tool call (exponential backoff from ``tool_backoff_s``).
         tool_backoff_s: first backoff, seconds.
         model_timeout_s / model_retries: for the OpenAI-compatible client.
+        multi_handoff: several handoffs in one model message: ``"first"`` (the first legal one wins, the
+            others are answered "not executed") or ``"supervisor"`` (from triage: the set becomes a supervisor
+            fan-out). See ``policies.handoff.arbitrate``.
+        max_experts: sub-tasks one supervisor fan-out may run in parallel.
+        expert_timeout_s: wall-clock seconds one expert consulted as a tool may take; then it counts as failed.
+        on_expert_failure: ``"continue"`` (answer with the gap stated) or ``"fail"`` (the whole request goes to
+            fallback) when an expert raises or times out. See ``policies.merge``.
     """
 
     model: str = "offline"
@@ -43,6 +50,10 @@ class Settings:
     tool_backoff_s: float = 0.05
     model_timeout_s: float = 30.0
     model_retries: int = 2
+    multi_handoff: str = "first"
+    max_experts: int = 3
+    expert_timeout_s: float = 30.0
+    on_expert_failure: str = "continue"
 
     @classmethod
     def from_env(cls, **overrides) -> "Settings":
@@ -63,4 +74,10 @@ class Settings:
         s = replace(s, **env)
         if s.max_hops < 1:
             raise ConfigError(f"max_hops must be >= 1, got {s.max_hops}")
+        if s.multi_handoff not in ("first", "supervisor"):
+            raise ConfigError(f"multi_handoff must be 'first' or 'supervisor', got {s.multi_handoff!r}")
+        if s.on_expert_failure not in ("continue", "fail"):
+            raise ConfigError(f"on_expert_failure must be 'continue' or 'fail', got {s.on_expert_failure!r}")
+        if s.max_experts < 1 or s.expert_timeout_s <= 0:
+            raise ConfigError(f"max_experts must be >= 1 and expert_timeout_s > 0, got {s.max_experts} and {s.expert_timeout_s}")
         return s
