@@ -37,6 +37,11 @@ def test_supervisor_edges():
     ("my card is blocked and can you also check my refund", ["my card is blocked", "can you also check my refund"]),
     ("   ", []),
     ("?! ...", []),
+    # fragments of fewer than MIN_SEGMENT_WORDS words join their neighbour
+    ("There is a fee on my account. Why?", ["There is a fee on my account. Why?"]),
+    ("Hi. I lost my card. Thanks!", ["Hi. I lost my card. Thanks!"]),
+    ("Thanks. When will the money be back on my account?", ["Thanks. When will the money be back on my account?"]),
+    ("Hi! Why?", ["Hi! Why?"]),
 ])
 def test_split_requests(text, parts):
     assert compound.split_requests(text) == parts
@@ -57,9 +62,11 @@ def test_detect_compound_needs_two_experts_above_threshold():
     assert not weak.compound
     other = compound.detect_compound([{"billing": 0.9}, {"other": 0.99}, {"clarify": 0.99}])
     assert not other.compound
-    # two intents in one segment's scores also count (more than one intent above the threshold)
-    one_seg = compound.detect_compound([{"cards": 0.45, "billing": 0.45, "policy": 0.1}])
-    assert one_seg.compound and one_seg.experts == ("billing", "cards")  # tie broken by name
+    # one segment is one intent: two close experts for the same segment are ambiguity, not two requests
+    one_seg = compound.detect_compound([{"refunds": 0.46, "billing": 0.45, "policy": 0.09}], threshold=0.4)
+    assert not one_seg.compound and one_seg.experts == ("refunds",)
+    tie = compound.detect_compound([{"cards": 0.45, "billing": 0.45}, {"refunds": 0.9}], threshold=0.4)
+    assert tie.compound and tie.segment_experts == (("billing",), ("refunds",))  # tie broken by name
     with pytest.raises(ValueError):
         compound.detect_compound([{"billing": 1.0}], threshold=0)
     with pytest.raises(ValueError):
