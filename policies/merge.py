@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = ["FIELD_RULES", "SOURCE_RANK", "MergeRules", "MergedFact", "Conflict", "Gap", "AnswerPart",
@@ -139,7 +139,7 @@ class MergeOutcome:
     gaps: tuple[Gap, ...] = ()
     open_questions: tuple[str, ...] = ()
     evidence_refs: tuple[str, ...] = ()
-    proposed_actions: tuple[Mapping[str, Any], ...] = field(default=())
+    proposed_actions: tuple[Mapping[str, Any], ...] = ()
     ignored: tuple[str, ...] = ()
 
     @property
@@ -165,13 +165,13 @@ def merge_expert_results(
         results: dicts shaped like ``graph.agent_as_tool.ExpertResult.model_dump()``: ``task_id``, ``expert``,
             ``status`` (ok | failed | timeout), ``answer``, ``facts`` (list of ``{key, value, source}``),
             ``open_questions``, ``evidence_refs``, ``proposed_actions`` (list of dicts with ``tool``, ``args``),
-            ``error``.  Order does not matter (parallel branches finish in any order); the first result per
-            task id counts.
+            ``error``.  Their order does not matter (parallel branches finish in any order).  The graph sends
+            one task per expert, so one result per task id; should several arrive, the first one counts.
         rules: the merge rules.
 
     Returns:
-        A :class:`MergeOutcome` (see the module docstring for every rule).  Deterministic: the output depends
-        on the plan order, never on the order in which results arrived.
+        A :class:`MergeOutcome` (see the module docstring for every rule).  Deterministic: with one result per
+        task, the output depends on the plan order, never on the order in which results arrived.
     """
     by_task: dict[str, Mapping[str, Any]] = {}
     planned = {str(t["task_id"]): t for t in tasks}
@@ -229,7 +229,8 @@ def merge_expert_results(
         values = tuple(dict.fromkeys([*said, *verified[k]]))
         conflicts.append(Conflict(k, None, values, verified[k][0][1], "system_verified over user_said"))
 
-    # rule 2: must-agree keys, per subject
+    # rule 2: must-agree keys, per subject.  After rule 1 the values left for a key are all of one rank (all
+    # verified, or all said, when nobody verified the key), so two distinct values are an unresolved conflict.
     groups: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
     for expert, subj, k, v, src in kept:
         if k in rules.must_agree and subj is not None:
@@ -239,17 +240,11 @@ def merge_expert_results(
         distinct = list(dict.fromkeys(v for _, v, _ in vals))
         if len(distinct) < 2:
             continue
-        best = min(_rank(src) for _, _, src in vals)
-        winners = list(dict.fromkeys(v for _, v, src in vals if _rank(src) == best))
         values = tuple(dict.fromkeys(vals))
-        if len(winners) == 1:
-            conflicts.append(Conflict(k, subj, values, winners[0], f"must agree: {SOURCE_RANK[best] if best < len(SOURCE_RANK) else 'unknown'} wins"))
-            drop |= {(subj, k, v) for v in distinct if v != winners[0]}
-        else:
-            said = ", ".join(f"{e} says {v}" for e, v, _ in values)
-            conflicts.append(Conflict(k, subj, values, None, "must agree: unresolved",
-                                      f"Our checks disagree on the {k.replace('_', ' ')} of {subj} ({said}); can you confirm it?"))
-            drop |= {(subj, k, v) for v in distinct}
+        said = ", ".join(f"{e} says {v}" for e, v, _ in values)
+        conflicts.append(Conflict(k, subj, values, None, "must agree: unresolved",
+                                  f"Our checks disagree on the {k.replace('_', ' ')} of {subj} ({said}); can you confirm it?"))
+        drop |= {(subj, k, v) for v in distinct}
 
     merged: dict[tuple[str, str], dict[str, Any]] = {}
     for expert, subj, k, v, src in kept:

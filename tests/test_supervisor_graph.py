@@ -10,11 +10,12 @@ import pytest
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graph.agent_as_tool import ExpertResult, ExpertTask, SupervisorAnswer
+from graph.agent_as_tool import ExpertTask, SupervisorAnswer
 from graph.conversation import Conversation
 from graph.state import SupportState
 from nodes import scripted_models as sm
 from nodes.expert import EXPERT_NOTE, run_expert
+from nodes.supervisor import expert_results_of
 from policies.edges import DEFAULT_EDGE_TABLE, EXPERT_NODE, EXPERTS, SUPERVISOR
 from tests.transcript import transcript_errors
 
@@ -92,7 +93,7 @@ def test_compound_request_runs_billing_and_refunds_in_one_superstep_and_answers_
     assert kinds == [("entry", "triage"), ("handoff", SUPERVISOR), ("agent_as_tool", "billing"), ("agent_as_tool", "refunds")]
     assert r.path_str == "entry → triage → supervisor (consulted: billing, refunds)"
     assert values["handoff_count"] == 1 and "billing" not in values["visited_agents"]
-    results = [ExpertResult.model_validate(x) for x in values["expert_results"]]
+    results = expert_results_of(values, ans.plan_id)
     assert {x.expert for x in results} == {"billing", "refunds"} and all(x.status == "ok" for x in results)
 
 

@@ -130,6 +130,7 @@ def test_must_agree_unresolved_conflict_asserts_nothing_and_asks():
     assert not [f for f in out.facts if f.key == "amount"]
     (c,) = out.conflicts
     assert c.resolved_to is None and c.subject == "tx_1008" and "unresolved" in c.rule
+    assert set(c.values) == {("billing", "4.50 GBP", V), ("refunds", "4.60 GBP", V)}
     assert c.question in out.open_questions and "4.50 GBP" in c.question and "4.60 GBP" in c.question
     # a key that need not agree is kept side by side
     rules = merge.MergeRules(must_agree=frozenset())
@@ -163,11 +164,15 @@ def test_proposed_actions_union():
 
 
 def test_merge_is_order_independent_over_permutations():
+    tasks = [*TASKS, _task("c", "cards")]
     results = [_result("a", "billing", facts=[("amount", "1.00 GBP", U), ("transaction_id", "tx_1", V)]),
                _result("b", "refunds", facts=[("amount", "2.00 GBP", V), ("transaction_id", "tx_1", V)]),
-               _result("a", "billing", answer="late duplicate")]
-    outs = {merge.merge_expert_results(TASKS, list(p)) for p in itertools.permutations(results[:2])}
+               _result("c", "cards", status="timeout", error="slow")]
+    outs = {merge.merge_expert_results(tasks, list(p)) for p in itertools.permutations(results)}
     assert len(outs) == 1
+    (out,) = outs
+    assert out.status == "partial" and [f.value for f in out.facts if f.key == "amount"] == ["2.00 GBP"]
+
 
 
 # ---------------------------------------------------------------- consult planning and expert calls
