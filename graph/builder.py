@@ -20,9 +20,11 @@ from graph.state import SupportState
 from nodes.agent import Deps, make_agent_node
 from nodes.approval_flow import make_human_approval_node, make_refund_execute_node, make_risk_node
 from nodes.entry import make_entry_node
+from nodes.expert import make_expert_node
 from nodes.fallback import fallback_node
 from nodes.models import is_openai_model, make_model
-from policies.edges import AGENTS, DEFAULT_EDGE_TABLE, ENTRY_NODE, FALLBACK, EdgeTable
+from nodes.supervisor import make_merge_node, make_supervisor_node
+from policies.edges import AGENTS, DEFAULT_EDGE_TABLE, ENTRY_NODE, EXPERT_NODE, FALLBACK, MERGE_NODE, SUPERVISOR, EdgeTable
 
 __all__ = ["build_graph", "make_deps", "LazyRouter"]
 
@@ -120,6 +122,11 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
     g.add_node("risk", make_risk_node(deps), destinations=table.destinations("risk"))
     g.add_node("human_approval", make_human_approval_node(deps), destinations=table.destinations("human_approval"))
     g.add_node("refund_execute", make_refund_execute_node(deps), destinations=table.destinations("refund_execute"))
+    # supervisor mode: plan + fan-out (Send to the expert worker), parallel experts, explicit merge
+    g.add_node(SUPERVISOR, make_supervisor_node(deps), destinations=table.destinations(SUPERVISOR))
+    g.add_node(EXPERT_NODE, make_expert_node(deps))
+    g.add_node(MERGE_NODE, make_merge_node(deps), destinations=table.destinations(MERGE_NODE))
+    g.add_edge(EXPERT_NODE, MERGE_NODE)
     g.add_edge(START, ENTRY_NODE)
     compiled = g.compile(checkpointer=checkpointer, name="switchboard").with_config(
         recursion_limit=deps.settings.recursion_limit)

@@ -38,10 +38,12 @@ class TurnResult:
         agent: the agent that produced ``text`` (or holds control while paused).
         status: answered | clarify | fallback | awaiting_approval.
         handoff_path: this turn's hops as dicts ``{hop, turn, from_agent, to_agent, kind, reason, handoff_id}``,
-            the entry hop (``kind="entry"``) first.
+            the entry hop (``kind="entry"``) first; experts the supervisor consulted appear with
+            ``kind="agent_as_tool"`` (control did not move to them).
         pending: the interrupt payload when the run paused (e.g. an ApprovalRequest dict), else None.
         model_error: when a model call of this turn failed after the client's retries (the turn then ended in
             fallback): ``{turn, agent, kind, message, status, error_type}`` (see ``nodes.models.ModelError``), else None.
+        answer: the typed ``graph.agent_as_tool.SupervisorAnswer`` when the supervisor answered, else None.
     """
 
     thread_id: str
@@ -52,15 +54,18 @@ class TurnResult:
     handoff_path: list[dict] = field(default_factory=list)
     pending: Any = None
     model_error: dict | None = None
+    answer: Any = None
 
     @property
     def path_str(self) -> str:
-        """``"entry → triage → billing → refunds"`` for this turn."""
-        hops = [h for h in self.handoff_path]
+        """``"entry → triage → billing → refunds"`` for this turn; experts consulted as tools are listed apart:
+        ``"entry → triage → supervisor (consulted: billing, refunds)"``."""
+        hops = [h for h in self.handoff_path if h.get("kind") != "agent_as_tool"]
         if not hops:
             return ""
         names = [hops[0]["from_agent"]] + [h["to_agent"] for h in hops]
-        return " → ".join(names)
+        consulted = [h["to_agent"] for h in self.handoff_path if h.get("kind") == "agent_as_tool"]
+        return " → ".join(names) + (f" (consulted: {', '.join(consulted)})" if consulted else "")
 
 
 class Conversation:
@@ -220,5 +225,10 @@ class Conversation:
             return TurnResult(self.thread_id, turn, "", values.get("active_agent"), "awaiting_approval", path, pending)
         error = values.get("model_error")
         error = error if isinstance(error, dict) and error.get("turn") == turn else None
+        answer = None
+        if outcome.get("answer"):
+            from graph.agent_as_tool import SupervisorAnswer
+
+            answer = SupervisorAnswer.model_validate(outcome["answer"])
         return TurnResult(self.thread_id, turn, outcome.get("text", ""), outcome.get("agent"),
-                          outcome.get("status", "answered"), path, None, error)
+                          outcome.get("status", "answered"), path, None, model_error=error, answer=answer)

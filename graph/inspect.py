@@ -7,7 +7,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 
 from graph.drawing import GraphSpec, PathStep
-from policies.edges import DEFAULT_EDGE_TABLE, END, ENTRY_NODE, START, EdgeTable
+from policies.edges import DEFAULT_EDGE_TABLE, END, ENTRY_NODE, EXPERT_NODE, START, EdgeTable
 
 __all__ = ["graph_spec", "run_path", "thread_values", "thread_summaries", "thread_turns"]
 
@@ -37,7 +37,8 @@ def thread_values(saver: Any, thread_id: str) -> dict:
 
 
 def run_path(saver: Any, thread_id: str) -> list[PathStep]:
-    """The thread's hops in order as PathSteps (hop numbers 1..n over the whole thread, entry hops included)."""
+    """The thread's hops in order as PathSteps (hop numbers 1..n over the whole thread, entry hops included).
+    An expert consulted as a tool is drawn on the graph's edge ``supervisor -> expert`` (kind ``agent_as_tool``)."""
     values = thread_values(saver, thread_id)
     if not values:
         from graph.errors import InputError
@@ -45,7 +46,8 @@ def run_path(saver: Any, thread_id: str) -> list[PathStep]:
         raise InputError(f"unknown thread {thread_id!r}")
     steps = []
     for i, h in enumerate(values.get("handoff_path") or [], start=1):
-        steps.append(PathStep(hop=i, source=h["from_agent"], target=h["to_agent"], kind=h.get("kind", "handoff")))
+        target = EXPERT_NODE if h.get("kind") == "agent_as_tool" else h["to_agent"]
+        steps.append(PathStep(hop=i, source=h["from_agent"], target=target, kind=h.get("kind", "handoff")))
     return steps
 
 
@@ -76,6 +78,7 @@ def thread_turns(saver: Any, thread_id: str) -> list[dict]:
             turns[-1]["agent"], turns[-1]["answer"] = m.name, str(m.content)
     for t in turns:
         hops = [h for h in v.get("handoff_path") or [] if h.get("turn") == t["turn"]]
-        names = [h["to_agent"] for h in hops]
-        t["path"] = " → ".join(names)
+        names = [h["to_agent"] for h in hops if h.get("kind") != "agent_as_tool"]
+        consulted = [h["to_agent"] for h in hops if h.get("kind") == "agent_as_tool"]
+        t["path"] = " → ".join(names) + (f" (consulted: {', '.join(consulted)})" if consulted else "")
     return turns

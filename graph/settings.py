@@ -36,6 +36,13 @@ class Settings:
         routing: how triage decides: ``"structured"`` (one ``route_to_agent`` call carrying a RouteDecision),
             ``"tools"`` (``transfer_to_<agent>`` calls, as the offline model does) or ``"auto"`` (structured for
             langchain-openai models, tools otherwise).
+        multi_handoff: several handoffs in one model message: ``"first"`` (the first legal one wins, the
+            others are answered "not executed") or ``"supervisor"`` (from triage: the set becomes a supervisor
+            fan-out). See ``policies.handoff.arbitrate``.
+        max_experts: sub-tasks one supervisor fan-out may run in parallel.
+        expert_timeout_s: wall-clock seconds one expert consulted as a tool may take; then it counts as failed.
+        on_expert_failure: ``"continue"`` (answer with the gap stated) or ``"fail"`` (the whole request goes to
+            fallback) when an expert raises or times out. See ``policies.merge``.
     """
 
     model: str = "offline"
@@ -50,6 +57,10 @@ class Settings:
     model_timeout_s: float = 30.0
     model_retries: int = 2
     routing: str = "auto"
+    multi_handoff: str = "first"
+    max_experts: int = 3
+    expert_timeout_s: float = 30.0
+    on_expert_failure: str = "continue"
 
     @property
     def recursion_limit(self) -> int:
@@ -99,4 +110,10 @@ class Settings:
             raise ConfigError(f"model retries must be >= 0, got {s.model_retries}")
         if s.routing not in ("auto", "structured", "tools"):
             raise ConfigError(f"routing must be auto, structured or tools, got {s.routing!r}")
+        if s.multi_handoff not in ("first", "supervisor"):
+            raise ConfigError(f"multi_handoff must be 'first' or 'supervisor', got {s.multi_handoff!r}")
+        if s.on_expert_failure not in ("continue", "fail"):
+            raise ConfigError(f"on_expert_failure must be 'continue' or 'fail', got {s.on_expert_failure!r}")
+        if s.max_experts < 1 or s.expert_timeout_s <= 0:
+            raise ConfigError(f"max_experts must be >= 1 and expert_timeout_s > 0, got {s.max_experts} and {s.expert_timeout_s}")
         return s

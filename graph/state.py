@@ -99,12 +99,14 @@ class TaskState(TypedDict, total=False):
 
 class Outcome(TypedDict, total=False):
     """What the last turn produced: ``agent`` that answered, ``text``, ``status``
-    (answered|fallback|awaiting_approval|clarify), ``turn``."""
+    (answered|fallback|awaiting_approval|clarify), ``turn``; ``answer``: the typed SupervisorAnswer
+    (``graph.agent_as_tool``, as JSON) when the supervisor answered."""
 
     agent: str
     text: str
     status: str
     turn: int
+    answer: dict
 
 
 class SupportState(TypedDict, total=False):
@@ -135,3 +137,5 @@ class SupportState(TypedDict, total=False):
     entry_reason: Annotated[str | None, last_value]
     # agent-as-tool results of the supervisor's experts (parallel writes)
     expert_results: Annotated[list[dict], DeltaChannel(append_batch)]
+    # the supervisor's fan-out of the current turn (graph.agent_as_tool.SupervisorPlan as JSON)
+    supervisor_plan: Annotated[dict | None, last_value]

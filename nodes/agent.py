@@ -29,6 +29,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from graph import events
+from graph.agent_as_tool import ExpertTask, SupervisorPlan
 from graph.context import RunContext
 from graph.packet import Constraints, Fact, HandoffPacket, HandoffRecord, render_packet
 from graph.settings import Settings
@@ -40,8 +41,10 @@ from nodes.prompts import system_prompt
 from nodes.tools import ToolArgumentError, ToolContext, as_langchain_tool, run_tool, tools_for
 from policies.approval import needs_risk_check
 from policies.authz import authorize_tool
-from policies.edges import DEFAULT_EDGE_TABLE, FALLBACK, FLOW_NODES, SPECIALISTS, TRIAGE, EdgeTable, handoff_targets
-from policies.handoff import REFUND_QUESTION, ToolCallView, arbitrate, handoff_target_of, handoff_tool_name
+from policies.edges import (DEFAULT_EDGE_TABLE, FALLBACK, FLOW_NODES, SPECIALISTS, SUPERVISOR, TRIAGE, EdgeTable,
+                            handoff_targets)
+from policies.handoff import (REFUND_QUESTION, CallOutcome, ToolCallView, arbitrate, handoff_target_of,
+                              handoff_tool_name)
 from policies.history import DEFAULT_HISTORY, policy_for_edge, shape_history
 from policies.loops import check_loop, fingerprint, hop_budget_exceeded, is_bounce_back
 
@@ -397,9 +400,12 @@ class _Visit:
                 packets[call.id] = p
                 return p
 
-            arb = arbitrate(self.agent, calls, frozenset(self.business), packet_for, self.task or None, self.deps.table)
+            arb = arbitrate(self.agent, calls, frozenset(self.business), packet_for, self.task or None, self.deps.table,
+                            multi_handoff=self.deps.settings.multi_handoff)
             winner = arb.winner
             self._emit_requests(arb, calls)
+            if arb.fanout:  # several handoffs became one supervisor fan-out (Settings.multi_handoff="supervisor")
+                winner = CallOutcome(arb.fanout[0].call_id, arb.fanout[0].name, "handoff", "", target=SUPERVISOR)
             if winner is not None:
                 action = f"handoff:{winner.target}"
             else:
@@ -421,7 +427,7 @@ class _Visit:
                     return self._to_fallback(f"hop budget of {self.deps.settings.max_hops} handoffs per turn reached", calls)
                 for o in arb.outcomes:
                     self.new.append(self._tool_message(o.call_id, o.name, o.message))
-                return self._handoff(winner.target, packets[winner.call_id])
+                return self._handoff(winner.target, packets[winner.call_id], self._fanout_request(arb.fanout, calls))
             risk_check: tuple[str, dict] | None = None
             assessed = {str((self.state.get("pending_approval") or {}).get("refund_id"))}
             for o in arb.outcomes:
@@ -499,7 +505,20 @@ class _Visit:
         }
         return Command(goto=END, update=update)
 
-    def _handoff(self, target: str, packet: dict) -> Command:
+    def _fanout_request(self, fanout: tuple[CallOutcome, ...], calls: list[ToolCallView]) -> dict:
+        """The ``supervisor_plan`` a multi-handoff fan-out hands to the supervisor (status ``requested``), or {}."""
+        if not fanout:
+            return {}
+        turn = int(self.state.get("turn") or 0)
+        plan_id = f"p_{uuid.uuid4().hex[:12]}"
+        args = {c.id: c.args or {} for c in calls}
+        tasks = tuple(ExpertTask(task_id=o.call_id, plan_id=plan_id, expert=str(o.target), turn=turn, request=self.user_text,
+                                 objective=str(args.get(o.call_id, {}).get("objective") or self.user_text))
+                      for o in fanout)
+        plan = SupervisorPlan(plan_id=plan_id, turn=turn, status="requested", source="multi_handoff", tasks=tasks)
+        return {"supervisor_plan": plan.model_dump(mode="json")}
+
+    def _handoff(self, target: str, packet: dict, extra: Mapping[str, Any] | None = None) -> Command:
         hop = int(self.state.get("handoff_count") or 0) + 1
         record = HandoffRecord(hop=hop, turn=int(self.state.get("turn") or 0), from_agent=self.agent, to_agent=target,
                                kind="handoff", reason=packet["reason"], handoff_id=packet["handoff_id"],
@@ -520,6 +539,7 @@ class _Visit:
             "handoff": packet,
             "turn_hops": int(self.state.get("turn_hops") or 0) + 1,
             "task": task or None,
+            **(extra or {}),
         }
         return Command(goto=target, update=update)
 

@@ -6,6 +6,11 @@ Decisions come from the project's trained text classifier (``nodes.router``) and
 (``nodes.playbook``): triage hands off to the router's agent; a specialist calls the business tool its
 playbook names, hands off when the request belongs to another agent, and answers from tool results with
 templates.  It only ever calls tools that were bound to it.
+
+Supervisor mode: triage hands a compound request (``policies.compound``: more than one expert intent above
+the threshold, read from the router's per-agent scores of each request segment) to the supervisor; the
+supervisor consults one expert per intent with the segments as objectives; an expert is a specialist without
+transfer tools, so it looks things up and answers its sub-task.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pydantic import ConfigDict, Field
 
 from nodes import playbook
 from nodes.prompts import agent_from_prompt
+from policies.compound import COMPOUND_THRESHOLD, CompoundDecision, detect_compound, split_requests
 
 __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE"]
 
@@ -71,6 +77,7 @@ class OfflineChatModel(BaseChatModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
     router: Any = Field(default=None, exclude=True)
     model_name: str = "offline"
+    compound_threshold: float = COMPOUND_THRESHOLD
 
     @property
     def _llm_type(self) -> str:
@@ -82,6 +89,16 @@ class OfflineChatModel(BaseChatModel):
 
             self.router = load_router()
         return self.router
+
+    def compound(self, text: str) -> tuple[CompoundDecision, list[str]]:
+        """Compound detection on ``text``: the request segments and the decision of ``policies.compound`` over the
+        router's per-agent scores of each segment (a router without ``scores`` counts as ``{agent: confidence}``)."""
+        segments = split_requests(text) or [text]
+        scores = []
+        for seg in segments:
+            r = self._router().route(seg)
+            scores.append(dict(r.scores) if getattr(r, "scores", None) else {r.agent: r.confidence})
+        return detect_compound(scores, self.compound_threshold), segments
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any):
         """Bind tools (LangChain tools, pydantic models or OpenAI dicts) like any chat model."""
@@ -119,6 +136,12 @@ class OfflineChatModel(BaseChatModel):
         for name, res in results:
             facts.update(playbook.facts_from_tool_result(name, res))
 
+        if agent == "triage" and "transfer_to_supervisor" in names and not refused:
+            decision, _segments = self.compound(user_text)
+            if decision.compound:
+                return AIMessage(content="", tool_calls=[_call("transfer_to_supervisor", {"reason": decision.reason})])
+        if agent == "supervisor":
+            return self._supervise(user_text, names, bool(results or refused))
         if agent == "triage":
             route = self._router().route(user_text)
             target = route.agent if route.agent != "other" else "clarify"
@@ -160,3 +183,17 @@ class OfflineChatModel(BaseChatModel):
                 args["facts"] = {k: v for k, v in facts.items() if k in ("transaction_id", "amount", "merchant")}
             return AIMessage(content="", tool_calls=[_call("transfer_to_refunds", args)])
         return AIMessage(content=playbook.compose_answer(agent, user_text, results))
+
+    def _supervise(self, user_text: str, names: set[str], answered: bool) -> AIMessage:
+        """The supervisor: one ``consult_<expert>`` call per intent (objective = that intent's segments)."""
+        if not answered and any(n.startswith("consult_") for n in names):
+            decision, segments = self.compound(user_text)
+            objectives = decision.objectives(segments)
+            if not objectives:
+                route = self._router().route(user_text)
+                objectives = {route.agent: user_text}
+            calls = [_call(f"consult_{e}", {"objective": obj}) for e, obj in objectives.items() if f"consult_{e}" in names]
+            if calls:
+                return AIMessage(content="", tool_calls=calls)
+        return AIMessage(content="I'm not sure which of our teams can answer this. Is it about a card, a payment or "
+                                 "charge, a refund, a transfer, your account, or our fees and limits?")

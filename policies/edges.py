@@ -22,11 +22,16 @@ __all__ = [
     "TRIAGE",
     "FALLBACK",
     "CLARIFY",
+    "SUPERVISOR",
+    "EXPERT_NODE",
+    "MERGE_NODE",
     "SPECIALISTS",
+    "EXPERTS",
     "AGENTS",
     "HANDOFF_EDGES",
     "APPROVAL_FLOW_EDGES",
     "FLOW_NODES",
+    "SUPERVISION_EDGES",
     "EdgeTable",
     "DEFAULT_EDGE_TABLE",
     "is_legal_handoff",
@@ -40,9 +45,18 @@ ENTRY_NODE = "entry"
 TRIAGE = "triage"
 FALLBACK = "fallback"
 CLARIFY = "clarify"
+#: Supervisor mode (agent as tool, DESIGN.md "The two relations between agents"): the ``supervisor`` agent
+#: consults experts as tools in the ``expert`` worker node (fanned out with ``Send``, one task per expert)
+#: and merges their results in ``supervisor_merge``.  The supervisor keeps control; experts never hold it.
+SUPERVISOR = "supervisor"
+EXPERT_NODE = "expert"
+MERGE_NODE = "supervisor_merge"
 
 #: Specialists: agents that own a topic and answer the user.
 SPECIALISTS: tuple[str, ...] = ("billing", "refunds", "cards", "transfers", "account", "policy")
+
+#: Agents the supervisor may consult as tools (their "as tool" form runs in the ``expert`` node).
+EXPERTS: tuple[str, ...] = SPECIALISTS
 
 #: Every conversational agent node (the model speaks in these).
 AGENTS: tuple[str, ...] = (TRIAGE, *SPECIALISTS, CLARIFY)
@@ -50,9 +64,10 @@ AGENTS: tuple[str, ...] = (TRIAGE, *SPECIALISTS, CLARIFY)
 #: Handoff edges: source agent -> agents it may hand control to with a ``transfer_to_<agent>`` tool.
 #: Rationale per edge (support-desk practice): billing finds a wrong charge and the customer wants the
 #: money back -> refunds; refunds needs the charge explained -> billing; a card problem behind a charge
-#: -> cards; account identity questions -> account; general rule questions -> policy.
+#: -> cards; account identity questions -> account; general rule questions -> policy.  Triage hands a
+#: compound request (several independent intents) to the supervisor, which never hands control on.
 HANDOFF_EDGES: Mapping[str, frozenset[str]] = {
-    TRIAGE: frozenset({*SPECIALISTS, CLARIFY}),
+    TRIAGE: frozenset({*SPECIALISTS, CLARIFY, SUPERVISOR}),
     "billing": frozenset({"refunds", "cards", "transfers", "policy"}),
     "refunds": frozenset({"billing", "policy"}),
     "cards": frozenset({"billing", "account", "policy"}),
@@ -60,7 +75,14 @@ HANDOFF_EDGES: Mapping[str, frozenset[str]] = {
     "account": frozenset({"cards", "policy"}),
     "policy": frozenset({"billing", "cards", "transfers", "account"}),
     CLARIFY: frozenset(),
+    SUPERVISOR: frozenset(),
 }
+
+#: Structural edges of supervisor mode: the fan-out (``Send`` targets are edges too), the worker's fixed
+#: edge to the merge node, and the controlled exits to fallback.
+SUPERVISION_EDGES: frozenset[tuple[str, str]] = frozenset({
+    (SUPERVISOR, EXPERT_NODE), (EXPERT_NODE, MERGE_NODE), (SUPERVISOR, FALLBACK), (MERGE_NODE, FALLBACK),
+})
 
 
 @dataclass(frozen=True)
@@ -119,14 +141,14 @@ FLOW_NODES: tuple[str, ...] = ("risk", "human_approval", "refund_execute")
 
 def _default_table() -> EdgeTable:
     agents_and_clarify = set(AGENTS)
-    extra = {(a, FALLBACK) for a in agents_and_clarify} | set(APPROVAL_FLOW_EDGES)
+    extra = {(a, FALLBACK) for a in agents_and_clarify} | set(APPROVAL_FLOW_EDGES) | set(SUPERVISION_EDGES)
     return EdgeTable(
         handoffs=HANDOFF_EDGES,
         # A turn starts at triage, at the stored active specialist when the topic continues, or at
         # fallback when that agent is unavailable (rule 6).
         entry=frozenset({TRIAGE, *SPECIALISTS, FALLBACK}),
         extra=frozenset(extra),
-        terminal=frozenset({*SPECIALISTS, CLARIFY, TRIAGE, FALLBACK}),
+        terminal=frozenset({*SPECIALISTS, CLARIFY, TRIAGE, FALLBACK, SUPERVISOR, MERGE_NODE}),
     )
 
 

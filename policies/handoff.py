@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from policies.edges import DEFAULT_EDGE_TABLE, EdgeTable, is_legal_handoff
+from policies.edges import DEFAULT_EDGE_TABLE, EXPERTS, SUPERVISOR, EdgeTable, is_legal_handoff
 
 __all__ = [
     "HANDOFF_TOOL_PREFIX",
@@ -24,7 +24,12 @@ __all__ = [
     "check_guards",
     "arbitrate",
     "REFUND_QUESTION",
+    "MULTI_HANDOFF_MODES",
 ]
+
+#: What :func:`arbitrate` does with several legal handoffs in one message: ``"first"`` (the first legal one
+#: wins) or ``"supervisor"`` (the set becomes a supervisor fan-out, when the source may hand to the supervisor).
+MULTI_HANDOFF_MODES: tuple[str, ...] = ("first", "supervisor")
 
 HANDOFF_TOOL_PREFIX = "transfer_to_"
 #: The open question a packet to ``refunds`` carries when no transaction reference is known yet.
@@ -70,13 +75,15 @@ class CallOutcome:
     """What happens to one tool call.
 
     ``action`` is ``handoff`` (the winning handoff), ``execute`` (run the business tool),
-    ``refused`` (illegal, failed guard, unknown tool, bad arguments) or ``skipped`` (legal, but not run
-    because something else won).  ``message`` is the text of the ToolMessage that answers the call.
+    ``refused`` (illegal, failed guard, unknown tool, bad arguments), ``skipped`` (legal, but not run
+    because something else won) or ``fanout`` (one of several handoffs turned into a supervisor fan-out:
+    ``target`` becomes an expert the supervisor consults).  ``message`` is the text of the ToolMessage that
+    answers the call.
     """
 
     call_id: str
     name: str
-    action: Literal["handoff", "execute", "refused", "skipped"]
+    action: Literal["handoff", "execute", "refused", "skipped", "fanout"]
     message: str
     target: str | None = None
     missing: tuple[str, ...] = ()
@@ -92,6 +99,12 @@ class Arbitration:
     def winner(self) -> CallOutcome | None:
         """The accepted handoff, if any (at most one per message)."""
         return next((o for o in self.outcomes if o.action == "handoff"), None)
+
+    @property
+    def fanout(self) -> tuple[CallOutcome, ...]:
+        """Handoffs combined into a supervisor fan-out (empty unless ``multi_handoff="supervisor"`` applied);
+        control then moves to the supervisor, which consults each ``target`` as an expert."""
+        return tuple(o for o in self.outcomes if o.action == "fanout")
 
     @property
     def to_execute(self) -> tuple[CallOutcome, ...]:
@@ -161,6 +174,7 @@ def arbitrate(
     packet_for: Any,
     task: Mapping[str, Any] | None,
     table: EdgeTable = DEFAULT_EDGE_TABLE,
+    multi_handoff: str = "first",
 ) -> Arbitration:
     """Decide every tool call of one assistant message (control-flow rules 1 and 2).
 
@@ -172,13 +186,31 @@ def arbitrate(
             handoff (used by the guards).
         task: the task record or None.
         table: the edge table.
+        multi_handoff: ``"first"`` (default) or ``"supervisor"``, see below.
 
     Returns:
         One :class:`CallOutcome` per call.  Deterministic rule for several handoffs in one message: the
         first legal handoff (edge legal and guards passed) in the model's order wins; later handoffs are
         ``skipped`` with a ToolMessage naming the winner.  When a handoff wins, business calls of the same
         message are ``skipped`` (control moved; nothing runs on the source's behalf afterwards).
+
+        With ``multi_handoff="supervisor"``, when the source may hand off to the supervisor (triage, in the
+        default table) and the message holds valid, legal handoffs to at least two distinct experts (and no
+        explicit ``transfer_to_supervisor``), the set becomes a supervisor fan-out instead: those calls are
+        ``fanout`` outcomes (the ToolMessage says they are combined), a repeated target, a non-expert target
+        (clarify) and business calls are ``skipped``, and other calls are refused as usual.  The guards
+        of the supervisor edge apply (the experts' own handoff guards do not: they do not receive control).
+        When they fail, or fewer than two experts are named, the first-legal rule applies.
+
+    Raises:
+        ValueError: ``multi_handoff`` not in :data:`MULTI_HANDOFF_MODES`.
     """
+    if multi_handoff not in MULTI_HANDOFF_MODES:
+        raise ValueError(f"multi_handoff must be one of {MULTI_HANDOFF_MODES}, got {multi_handoff!r}")
+    if multi_handoff == "supervisor":
+        fan = _fanout(source, calls, business_tools, packet_for, task, table)
+        if fan is not None:
+            return fan
     pre: list[CallOutcome] = []
     winner: str | None = None
     for call in calls:
@@ -230,3 +262,52 @@ def arbitrate(
             for o in pre
         ]
     return Arbitration(tuple(pre))
+
+
+def _fanout(source: str, calls: Sequence[ToolCallView], business_tools: frozenset[str] | set[str], packet_for: Any,
+            task: Mapping[str, Any] | None, table: EdgeTable) -> Arbitration | None:
+    """The supervisor fan-out of :func:`arbitrate`, or None when it does not apply."""
+    if not is_legal_handoff(source, SUPERVISOR, table):
+        return None
+    experts: list[str] = []
+    first: ToolCallView | None = None
+    for c in calls:
+        target = handoff_target_of(c.name)
+        if target == SUPERVISOR:
+            return None  # the model asked for the supervisor itself: the ordinary rule decides
+        if (c.valid and target in EXPERTS and target != source and is_legal_handoff(source, target, table)
+                and target not in experts):
+            experts.append(target)
+            first = first or c
+    if len(experts) < 2 or first is None:
+        return None
+    names = ", ".join(experts)
+    reason = f"several handoffs in one message ({names}) become a supervisor fan-out"
+    carrier = ToolCallView(id=first.id, name=first.name, args={"reason": reason})
+    if not check_guards(source, SUPERVISOR, packet_for(SUPERVISOR, carrier), task).ok:
+        return None
+    combined = (f"Combined into a supervisor fan-out: the supervisor consults {names} as experts and answers "
+                "once (several handoffs in one message are not executed one by one).")
+    out: list[CallOutcome] = []
+    used: set[str] = set()
+    for c in calls:
+        target = handoff_target_of(c.name)
+        if not c.valid:
+            out.append(CallOutcome(c.id, c.name, "refused",
+                                   f"Refused: the arguments of {c.name} were not valid JSON ({c.error or 'unparseable'}).",
+                                   target=target))
+        elif target in experts and target not in used:
+            used.add(target)
+            out.append(CallOutcome(c.id, c.name, "fanout", combined, target=target))
+        elif target is not None and (target == source or not is_legal_handoff(source, target, table)):
+            allowed = ", ".join(sorted(table.handoffs.get(source, ()))) or "none"
+            out.append(CallOutcome(c.id, c.name, "refused",
+                                   f"Refused: {source} may not hand off to {target} (allowed: {allowed}).", target=target))
+        elif target is not None:
+            out.append(CallOutcome(c.id, c.name, "skipped",
+                                   f"Not executed: this message became a supervisor fan-out over {names}.", target=target))
+        elif c.name not in business_tools:
+            out.append(CallOutcome(c.id, c.name, "refused", f"Refused: unknown tool {c.name!r} for {source}."))
+        else:
+            out.append(CallOutcome(c.id, c.name, "skipped", "Not executed: control moved to supervisor in the same message."))
+    return Arbitration(tuple(out))

@@ -162,7 +162,7 @@ def test_structured_routing_with_a_scripted_model(make_graph):
         if agent == "triage":
             seen_tools.append(set(names))
             refused = any(isinstance(m, ToolMessage) and m.content.startswith("Refused") for m in msgs)
-            target = "cards" if refused else "supervisor"
+            target = "cards" if refused else "refund_execute"
             return AIMessage(content="", tool_calls=[sm.tool_call(ROUTE_TOOL, target=target, confidence=0.7,
                                                                   reason="lost card", extracted={"card": "physical"})])
         return AIMessage(content=f"{agent} answers")
@@ -174,7 +174,7 @@ def test_structured_routing_with_a_scripted_model(make_graph):
     assert seen_tools == [{ROUTE_TOOL}, {ROUTE_TOOL}]
     values = g.get_state({"configurable": {"thread_id": "t"}}).values
     refusal = next(m for m in values["messages"] if isinstance(m, ToolMessage))
-    assert refusal.name == ROUTE_TOOL and "may not hand off to supervisor" in refusal.content
+    assert refusal.name == ROUTE_TOOL and "may not hand off to refund_execute" in refusal.content
     assert any(f["key"] == "card" and f["source"] == "user_said" for f in values["handoff"]["known_facts"])
     assert transcript_errors(values["messages"]) == []
 
