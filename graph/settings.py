@@ -12,6 +12,14 @@ from policies.loops import default_max_hops
 __all__ = ["Settings", "home_dir"]
 
 
+#: Numeric settings read from the environment: (variable, Settings field, type, what it must be).
+_NUMERIC_ENV = (
+    ("SWITCHBOARD_MAX_HOPS", "max_hops", int, "an integer"),
+    ("SWITCHBOARD_MODEL_TIMEOUT", "model_timeout_s", float, "a number of seconds"),
+    ("SWITCHBOARD_MODEL_RETRIES", "model_retries", int, "an integer"),
+)
+
+
 def home_dir() -> Path:
     """``$SWITCHBOARD_HOME`` or ``./.switchboard``: where databases and fitted models live."""
     return Path(os.environ.get("SWITCHBOARD_HOME", ".switchboard"))
@@ -81,21 +89,13 @@ class Settings:
             env["model"] = os.environ["SWITCHBOARD_MODEL"]
         if os.environ.get("SWITCHBOARD_DB"):
             env["db"] = Path(os.environ["SWITCHBOARD_DB"])
-        if os.environ.get("SWITCHBOARD_MAX_HOPS"):
-            try:
-                env["max_hops"] = int(os.environ["SWITCHBOARD_MAX_HOPS"])
-            except ValueError as exc:
-                raise ConfigError(f"SWITCHBOARD_MAX_HOPS must be an integer, got {os.environ['SWITCHBOARD_MAX_HOPS']!r}") from exc
-        if os.environ.get("SWITCHBOARD_MODEL_TIMEOUT"):
-            try:
-                env["model_timeout_s"] = float(os.environ["SWITCHBOARD_MODEL_TIMEOUT"])
-            except ValueError as exc:
-                raise ConfigError(f"SWITCHBOARD_MODEL_TIMEOUT must be a number of seconds, got {os.environ['SWITCHBOARD_MODEL_TIMEOUT']!r}") from exc
-        if os.environ.get("SWITCHBOARD_MODEL_RETRIES"):
-            try:
-                env["model_retries"] = int(os.environ["SWITCHBOARD_MODEL_RETRIES"])
-            except ValueError as exc:
-                raise ConfigError(f"SWITCHBOARD_MODEL_RETRIES must be an integer, got {os.environ['SWITCHBOARD_MODEL_RETRIES']!r}") from exc
+        for var, key, kind, what in _NUMERIC_ENV:
+            raw = os.environ.get(var)
+            if raw:
+                try:
+                    env[key] = kind(raw)
+                except ValueError as exc:
+                    raise ConfigError(f"{var} must be {what}, got {raw!r}") from exc
         if os.environ.get("SWITCHBOARD_ROUTING"):
             env["routing"] = os.environ["SWITCHBOARD_ROUTING"].strip().lower()
         env.update({k: v for k, v in overrides.items() if v is not None})

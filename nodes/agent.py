@@ -203,19 +203,19 @@ def _unique_call_ids(ai: AIMessage, known: set[str]) -> AIMessage:
     ids would otherwise make the transcript invalid for strict backends)."""
     seen = set(known)
     changed = False
-    calls, invalid = [], []
-    for tc in ai.tool_calls:
-        if not tc.get("id") or tc["id"] in seen:
-            tc = {**tc, "id": f"call_{uuid.uuid4().hex[:16]}"}
-            changed = True
-        seen.add(tc["id"])
-        calls.append(tc)
-    for tc in ai.invalid_tool_calls:
-        if not tc.get("id") or tc["id"] in seen:
-            tc = {**tc, "id": f"call_{uuid.uuid4().hex[:16]}"}
-            changed = True
-        seen.add(tc["id"])
-        invalid.append(tc)
+
+    def fresh(calls_in: list) -> list:
+        nonlocal changed
+        out = []
+        for tc in calls_in:
+            if not tc.get("id") or tc["id"] in seen:
+                tc = {**tc, "id": f"call_{uuid.uuid4().hex[:16]}"}
+                changed = True
+            seen.add(tc["id"])
+            out.append(tc)
+        return out
+
+    calls, invalid = fresh(ai.tool_calls), fresh(ai.invalid_tool_calls)
     if not changed:
         return ai
     return ai.model_copy(update={"tool_calls": calls, "invalid_tool_calls": invalid})
