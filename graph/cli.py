@@ -62,7 +62,10 @@ def _report_model_error(r) -> bool:
 def _print_turn(r) -> None:
     who = r.agent or "?"
     if r.status == "awaiting_approval":
-        console.print(f"[yellow]⏸ paused[/] waiting for approval: {json.dumps(r.pending, default=str)}")
+        p = r.pending if isinstance(r.pending, dict) else {}
+        console.print(f"[yellow]⏸ paused[/]: refund {p.get('refund_id')} of {p.get('amount')} for {p.get('transaction_id')} "
+                      f"waits for a human approval ({'; '.join(p.get('risk_flags') or []) or 'review'}). "
+                      f"Approve with: switchboard resume {r.thread_id} --approve --approver NAME", highlight=False)
     else:
         style = {"fallback": "red", "clarify": "yellow"}.get(r.status, "green")
         console.print(f"[bold {style}]{who}[/]: {r.text}")
@@ -186,7 +189,9 @@ def _checkpointer(db: Path | None):
 
     settings = _settings(None, db)
     if not Path(settings.db).exists():
-        raise InputError(f"no checkpoint database at {settings.db} (run 'switchboard chat' first or pass --db)")
+        if db is not None:
+            raise InputError(f"no checkpoint database at {settings.db}")
+        return None  # a new home: nothing stored yet
     return open_checkpointer(settings.db)
 
 
@@ -195,7 +200,8 @@ def threads(db: Optional[Path] = DbOpt) -> None:
     """List the stored threads: turns, active agent, last status."""
     from graph.inspect import thread_summaries
 
-    rows = thread_summaries(_checkpointer(db))
+    saver = _checkpointer(db)
+    rows = thread_summaries(saver) if saver is not None else []
     table = Table("thread", "turns", "active agent", "last status", "handoffs")
     for r in rows:
         table.add_row(r["thread_id"], str(r["turns"]), str(r["active_agent"] or "-"), r["status"], str(r["handoffs"]))
@@ -258,6 +264,9 @@ def stats(
     from graph.observe import METRIC_DEFINITIONS, compute_stats, parse_since
 
     bound = parse_since(since)
+    if db is None and not Path(_settings(None, None).db).exists():
+        console.print("no runs recorded")
+        return
     st = compute_stats(_event_log(db).events(since=bound), since=bound)
     if as_json:
         print(json.dumps(st.as_dict(), indent=2))
@@ -318,6 +327,10 @@ def pending(db: Optional[Path] = DbOpt) -> None:
     from checkpoints import thread_ids
     from graph.conversation import Conversation
 
+    settings = _settings(None, db)
+    if db is None and not Path(settings.db).exists():
+        console.print("nothing is waiting for approval")
+        return
     graph = _approval_graph(db)
     table = Table("thread", "task", "customer", "amount", "refund", "transaction", "risk flags", "requested at")
     n = 0
@@ -379,7 +392,7 @@ def recover(
 @app.command()
 def route(
     csv_path: Path = typer.Argument(..., metavar="CSV", help="CSV with columns text,category (e.g. BANKING77 test.csv)."),
-    labels: Path = typer.Option(..., "--labels", help="JSON mapping agents to categories: {\"agents\": {agent: [category, …]}}."),
+    labels: Path = typer.Option(..., "--labels", help="JSON mapping agents to categories: {\"agents\": {agent: \\[category, …]}}."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N rows."),
     model: Optional[str] = ModelOpt,
     router_path: Optional[Path] = typer.Option(None, "--router", help="A router file from train-router (default: trained if present, else shipped)."),
@@ -420,10 +433,14 @@ def route(
         saver = open_checkpointer(db)
     else:
         saver = InMemorySaver()
+    if json_out is not None and (json_out.is_dir() or not json_out.parent.exists()):
+        raise InputError(f"--json {json_out}: not a writable file path")
     graph = _graph(settings, checkpointer=saver, store=open_store(scratch / "business.db"))
+    graph.deps.router.route("warm-up")  # loads (or fits) the router now: a bad --router fails before any query
     batch = time.strftime("%Y%m%d%H%M%S")
     truth = [label_map[c] for c in cats]
     answered, routed, hops, secs = [], [], [], []
+    model_errors: list[str] = []
     with Progress(TextColumn("routing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
                   console=err, transient=False, disable=not err.is_terminal and os.environ.get("CI") is None) as bar:
         job = bar.add_task("route", total=len(texts))
@@ -436,6 +453,8 @@ def route(
                 values = {"outcome": {"agent": f"error:{type(exc).__name__}"}}
             secs.append(time.perf_counter() - t0)
             path = [h for h in values.get("handoff_path") or [] if h.get("kind") == "handoff"]
+            if (values.get("model_error") or {}).get("message"):
+                model_errors.append(values["model_error"]["message"])
             answered.append((values.get("outcome") or {}).get("agent") or "none")
             routed.append(path[0]["to_agent"] if path else "none")
             hops.append(len(path))
@@ -466,6 +485,9 @@ def route(
                   f"router: {figures['router']}")
     if json_out:
         json_out.write_text(json.dumps(figures, indent=2) + "\n")
+    if model_errors:
+        err.print(f"error: {len(model_errors)} of {n} queries failed at the model: {model_errors[0]}", highlight=False)
+        raise typer.Exit(1)
 
 
 @app.command("train-router")
@@ -488,6 +510,12 @@ def train_router(
         router.save(target)
     console.print(f"trained on {len(texts)} examples, {len(set(cats))} categories, "
                   f"{len(set(label_map[c] for c in cats))} agents in {time.perf_counter() - t0:.1f} s -> {target}")
+    from nodes.router import AGENTS as ROUTER_AGENTS
+
+    missing = sorted(set(ROUTER_AGENTS) - {label_map[c] for c in cats})
+    if missing:
+        err.print(f"warning: the trained router never routes to {', '.join(missing)}; later runs use it until you "
+                  f"delete {target}", highlight=False)
 
 
 def main() -> None:
@@ -498,8 +526,12 @@ def main() -> None:
         err.print(f"error: {exc}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
-        err.print("aborted")
+        err.print("interrupted; a turn cut short is finished by 'switchboard recover [THREAD]'")
         sys.exit(130)
+    except OSError as exc:  # unwritable output path, SWITCHBOARD_HOME not a folder, …
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        err.print(f"error: {exc.strerror or exc}{where}", highlight=False, soft_wrap=True)
+        sys.exit(2)
     except Exception as exc:  # click usage errors (typer >= 0.2x vendors click as typer._click: no `import click`)
         if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
             exc.show()  # ClickException: usage error, bad parameter, no such option

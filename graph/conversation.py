@@ -6,8 +6,12 @@ it only packages a turn's outcome as a typed :class:`TurnResult`.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import time
 import uuid
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,8 @@ from graph.state import ensure_ids
 
 __all__ = ["TurnResult", "Conversation", "MAX_MESSAGE_CHARS"]
 
+#: Seconds a turn waits for another turn on the same thread to finish before giving up.
+LOCK_WAIT_S = 120.0
 #: Longest user message accepted (characters); longer input is refused before anything is stored.
 MAX_MESSAGE_CHARS = 4000
 
@@ -99,6 +105,44 @@ class Conversation:
         self.context = context or RunContext()
         self.on_event = on_event
 
+    @contextmanager
+    def _thread_lock(self, wait_s: float = LOCK_WAIT_S):
+        """Serialise turns on this thread across processes (an exclusive ``flock`` on
+        ``$SWITCHBOARD_HOME/locks/<thread>.lock``): two concurrent turns on one thread would otherwise both start
+        from the same checkpoint and one of them would be lost. Raises InputError after ``wait_s`` seconds."""
+        from graph.settings import home_dir
+
+        folder = home_dir() / "locks"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            handle = open(folder / (hashlib.sha256(self.thread_id.encode()).hexdigest()[:32] + ".lock"), "a+")
+        except OSError as exc:
+            raise InputError(f"cannot create the thread lock in {folder}: {exc.strerror or exc}") from None
+        try:
+            deadline = time.monotonic() + wait_s
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise InputError(f"thread {self.thread_id} is busy with another turn; try again") from None
+                    time.sleep(0.05)
+            yield
+        finally:
+            handle.close()  # releases the lock
+
+    def _check_identity(self) -> None:
+        """A thread belongs to the customer who started it; the customer must exist in the run context's tenant."""
+        stored = self.state.get("identity") or {}
+        if stored and "approver" not in self.context.roles and (
+                stored.get("user_id"), stored.get("tenant_id")) != (self.context.user_id, self.context.tenant_id):
+            raise InputError(f"thread {self.thread_id} belongs to another customer")
+        store = getattr(getattr(self.graph, "deps", None), "store", None)
+        if store is not None and hasattr(store, "get_customer") and \
+                store.get_customer(self.context.user_id, self.context.tenant_id) is None:
+            raise InputError(f"unknown customer {self.context.user_id!r} in tenant {self.context.tenant_id!r}")
+
     def _run(self, graph_input: Any) -> None:
         """Run the graph on ``graph_input``; with ``on_event``, stream and forward the custom (event) chunks."""
         if self.on_event is None:
@@ -132,16 +176,20 @@ class Conversation:
             raise InputError("the message is empty")
         if len(text) > MAX_MESSAGE_CHARS:
             raise InputError(f"the message is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
-        if self.pending() is not None:
-            from policies.approval import is_cancellation
+        if "\x00" in text:
+            raise InputError("the message contains a NUL character")
+        with self._thread_lock():
+            self._check_identity()
+            if self.pending() is not None:
+                from policies.approval import is_cancellation
 
-            if is_cancellation(text):  # the customer withdraws the request while it waits for a human
-                return self.resume({"decision": "cancel", "approver": "customer", "note": text.strip()})
-            raise InputError(f"thread {self.thread_id} is waiting for an approval decision; "
-                             "say 'cancel my refund' to withdraw it, or wait for the decision")
-        msg = ensure_ids([HumanMessage(content=text.strip())])
-        self._run({"messages": msg})
-        return self.result()
+                if is_cancellation(text):  # the customer withdraws the request while it waits for a human
+                    return self._resume({"decision": "cancel", "approver": "customer", "note": text.strip()})
+                raise InputError(f"thread {self.thread_id} is waiting for an approval decision; "
+                                 "say 'cancel my refund' to withdraw it, or wait for the decision")
+            msg = ensure_ids([HumanMessage(content=text.strip())])
+            self._run({"messages": msg})
+            return self.result()
 
     def resume(self, decision: Any) -> TurnResult:
         """Resume a paused approval with ``decision`` (an ApprovalDecision or its dict).
@@ -153,6 +201,10 @@ class Conversation:
             InputError: unknown thread, nothing pending, malformed decision, not authorized, or
                 "already decided" (another resume won, or the task was cancelled).
         """
+        with self._thread_lock():
+            return self._resume(decision)
+
+    def _resume(self, decision: Any) -> TurnResult:
         from graph.approval import parse_decision
         from policies.authz import authorize_approval
 
@@ -167,8 +219,10 @@ class Conversation:
             raise InputError(f"thread {self.thread_id} has nothing pending")
         d = parse_decision(decision)
         if d.decision == "cancel":
-            if not ({"customer", "approver"} & set(self.context.roles)):
-                raise InputError("only the customer or an approver may cancel")
+            if "approver" not in self.context.roles and not (
+                    "customer" in self.context.roles and isinstance(request, dict)
+                    and self.context.user_id == request.get("customer_id")):
+                raise InputError("only the customer who asked for the refund or an approver may cancel it")
         else:
             verdict = authorize_approval(self.context.roles, d.approver)
             if not verdict.allowed:
@@ -191,6 +245,10 @@ class Conversation:
           so the claim and the payment replay idempotently);
         * stopped between nodes without an interrupt (killed mid-run): continue from the last checkpoint.
         """
+        with self._thread_lock():
+            return self._recover()
+
+    def _recover(self) -> TurnResult | None:
         snap = self.graph.get_state(self.config)
         if not snap.values:
             raise InputError(f"unknown thread {self.thread_id!r}")

@@ -148,7 +148,10 @@ def parse_since(text: str | None, now: datetime | None = None) -> str | None:
     now = now or datetime.now(timezone.utc)
     m = _REL.match(text)
     if m:
-        return (now - timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})).isoformat(timespec="microseconds")
+        try:
+            return (now - timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})).isoformat(timespec="microseconds")
+        except (OverflowError, ValueError):
+            raise InputError(f"--since {text!r} reaches before year 1") from None
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:

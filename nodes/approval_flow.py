@@ -112,7 +112,8 @@ def make_risk_node(deps: Deps):
                 raise NotFoundError(f"no refund {pa['refund_id']}")
             task = store.create_task(pa["task_id"], thread_id_of(), REFUNDS)
             customer = store.get_customer(refund.customer_id)
-            recent = [r for r in store.refunds_in_last_days(refund.customer_id, RECENT_WINDOW_DAYS) if r.id != refund.id]
+            recent = [r for r in store.refunds_in_last_days(refund.customer_id, RECENT_WINDOW_DAYS)
+                      if r.id != refund.id and r.status not in ("cancelled", "rejected")]
             verdict = assess_refund(RiskInput(refund.amount_minor, refund.currency, len(recent),
                                               dict(customer.flags) if customer else {}))
             pa.update(amount_minor=refund.amount_minor, currency=refund.currency,
@@ -174,8 +175,9 @@ def make_human_approval_node(deps: Deps):
             try:
                 decision = parse_decision(raw)
                 if decision.decision == "cancel":
-                    if not ({"customer", "approver"} & set(ctx.roles)):
-                        raise InputError("only the customer or an approver may cancel")
+                    if "approver" not in ctx.roles and not ("customer" in ctx.roles
+                                                            and ctx.user_id == request.get("customer_id")):
+                        raise InputError("only the customer who asked for the refund or an approver may cancel it")
                 else:
                     verdict = authorize_approval(ctx.roles, decision.approver)
                     if not verdict.allowed:
@@ -185,7 +187,11 @@ def make_human_approval_node(deps: Deps):
                 request = {**request, "last_error": str(exc)}
         extra: dict[str, Any] = {}
         if decision.decision == "cancel" and decision.note:
+            # the customer's cancel message starts a new turn of the conversation
+            turn = int(state.get("turn") or 0) + 1
+            state = {**state, "turn": turn}
             extra["messages"] = ensure_ids([HumanMessage(content=decision.note, id=f"m_{decision.decision_id}")])
+            extra["turn"] = turn
         try:
             d, won = deps.store.decide_approval(pa["task_id"], decision.decision_id, decision.approver,
                                                 decision.decision, decision.note, refund_id=pa.get("refund_id"))

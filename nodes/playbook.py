@@ -166,7 +166,10 @@ def facts_from_tool_result(tool_name: str, result: dict[str, Any]) -> dict[str, 
         tx = result["transaction"]
         return {"transaction_id": tx["id"], "merchant": tx["merchant"], **amount(tx)}
     if tool_name == "card_status":
-        active = [c for c in result.get("cards", []) if c["status"] == "active"]
+        cards = result.get("cards", [])
+        if any(c["status"] == "frozen" for c in cards):
+            return {}  # a card was already frozen: which one is lost now is for the customer to say
+        active = [c for c in cards if c["status"] == "active"]
         physical = [c for c in active if c["kind"] == "physical"]
         chosen = (physical or active or [None])[0]
         return {"card_id": chosen["id"]} if chosen else {}

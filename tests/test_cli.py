@@ -91,3 +91,34 @@ def test_bad_configuration_one_line_errors(isolated_home):
                        timeout=300, env=env)
     assert r.returncode == 2 and "unknown model 'garbage'" in r.stderr
     assert not (isolated_home / "switchboard.db").exists()  # nothing was created
+
+
+def test_concurrent_turns_on_one_thread_are_serialised(isolated_home):
+    """Four processes chat on the same thread at once: every turn is stored with its answer (none lost)."""
+    env = {**os.environ, "SWITCHBOARD_HOME": str(isolated_home)}
+    env.pop("SWITCHBOARD_MODEL", None)
+    _cli(isolated_home, "chat", "hello, where is my refund?", "--thread", "cc")  # creates the thread
+    procs = [subprocess.Popen([sys.executable, "-m", "graph.cli", "chat", f"where is my new card {i}", "--thread", "cc"],
+                              cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(4)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    from checkpoints import open_checkpointer
+    from graph.inspect import thread_turns
+
+    turns = thread_turns(open_checkpointer(isolated_home / "switchboard.db"), "cc")
+    assert len(turns) == 5
+    assert all(t["agent"] and t["answer"] for t in turns), turns
+
+
+def test_new_home_lists_are_empty_not_errors(isolated_home):
+    for args, text in ((("threads",), "no threads yet"), (("pending",), "nothing is waiting"), (("stats",), "no runs")):
+        r = _cli(isolated_home, *args)
+        assert r.returncode == 0 and text in r.stdout, (args, r.stdout, r.stderr)
+
+
+def test_unwritable_outputs_are_one_line_errors(isolated_home, tmp_path):
+    r = _cli(isolated_home, "draw", "--format", "mermaid", "--out", str(tmp_path / "nope" / "x.mmd"))
+    assert r.returncode == 2 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr
+    r = _cli(isolated_home, "stats", "--since", "99999999d", "--db", str(tmp_path / "x.db"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr

@@ -118,12 +118,33 @@ def test_change_of_topic_goes_through_triage(make_graph):
 
 
 def test_identity_change_goes_through_triage(make_graph):
+    """The graph's entry policy re-triages when the run context's identity changed (raw LangGraph API)."""
+    from langchain_core.messages import HumanMessage
+
     from graph.context import RunContext
 
     g = make_graph()
     Conversation("t", graph=g).send("Where is my refund?")
-    r = Conversation("t", graph=g, context=RunContext(user_id="c_bob")).send("and the other refund?")
-    assert [h["to_agent"] for h in r.handoff_path][0] == "triage"
+    cfg = {"configurable": {"thread_id": "t"}}
+    out = g.invoke({"messages": [HumanMessage("and the other refund?", id="h2")]}, cfg, context=RunContext(user_id="c_bob"))
+    assert [h["to_agent"] for h in out["handoff_path"] if h["turn"] == 2][0] == "triage"
+    assert out["entry_reason"].startswith("identity or tenant changed")
+
+
+def test_conversation_refuses_another_customers_thread_and_unknown_customers(make_graph):
+    from graph.context import RunContext
+    from graph.errors import InputError
+
+    g = make_graph()
+    Conversation("t", graph=g).send("Where is my refund?")
+    before = len(Conversation("t", graph=g).state["messages"])
+    with pytest.raises(InputError, match="belongs to another customer"):
+        Conversation("t", graph=g, context=RunContext(user_id="c_bob")).send("cancel my refund")
+    with pytest.raises(InputError, match="unknown customer 'nobody'"):
+        Conversation("new", graph=g, context=RunContext(user_id="nobody")).send("hi")
+    with pytest.raises(InputError, match="unknown customer 'c_bob' in tenant 't_other'"):
+        Conversation("new2", graph=g, context=RunContext(user_id="c_bob", tenant_id="t_other")).send("hi")
+    assert len(Conversation("t", graph=g).state["messages"]) == before
 
 
 def test_model_failure_ends_in_fallback_not_exception(make_graph):
