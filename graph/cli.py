@@ -352,6 +352,7 @@ def resume(
     approver: str = typer.Option(..., "--approver", help="Name of the person deciding (recorded with the decision)."),
     note: str = typer.Option("", "--note", help="Why (recorded with the decision)."),
     db: Optional[Path] = DbOpt,
+    model: Optional[str] = ModelOpt,
     stream: bool = typer.Option(False, "--stream", "-s", help="Show each agent and step as the resumed run proceeds."),
 ) -> None:
     """Resume a thread paused for approval with a decision. Refused (exit 2, thread unchanged) when the thread is
@@ -360,7 +361,7 @@ def resume(
 
     if approve == reject:
         raise InputError("give exactly one of --approve or --reject")
-    graph = _approval_graph(db)
+    graph = _approval_graph(db, model)
     conv = Conversation(thread, graph=graph, context=_thread_context(graph, thread, ("approver",)),
                         on_event=_print_live_event if stream else None)
     r = conv.resume({"decision": "approve" if approve else "reject", "approver": approver, "note": note})
@@ -371,13 +372,15 @@ def resume(
 def recover(
     thread: Optional[str] = typer.Argument(None, help="One thread; default: every stored thread."),
     db: Optional[Path] = DbOpt,
+    model: Optional[str] = ModelOpt,
 ) -> None:
     """Finish runs a crashed process left behind: replay an approval already claimed in the business store, or
-    continue a run stopped between nodes. Cleanly pending approvals stay pending."""
+    continue a run stopped between nodes. Cleanly pending approvals stay pending. Use the same --model as the
+    interrupted run."""
     from checkpoints import thread_ids
     from graph.conversation import Conversation
 
-    graph = _approval_graph(db)
+    graph = _approval_graph(db, model)
     targets = [thread] if thread else thread_ids(graph.checkpointer)
     done = 0
     for tid in targets:
