@@ -20,7 +20,7 @@ from langgraph.channels import DeltaChannel
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-__all__ = ["SupportState", "last_value", "max_int", "union_ordered", "append_all", "append_batch", "messages_reducer",
+__all__ = ["SupportState", "last_value", "max_int", "union_ordered", "append_batch", "messages_reducer",
            "ensure_ids", "TaskState", "Outcome", "USAGE_KEYS", "add_usage"]
 
 
@@ -41,11 +41,6 @@ def union_ordered(old: list | None, new: Sequence | None) -> list:
         if x not in out:
             out.append(x)
     return out
-
-
-def append_all(old: list | None, new: Sequence | None) -> list:
-    """Reducer: concatenation (``handoff_path``, ``expert_results``)."""
-    return [*(old or []), *(new or [])]
 
 
 #: Keys of the ``usage`` totals: tokens as reported by the model provider (``AIMessage.usage_metadata``), and

@@ -36,7 +36,7 @@ from graph.context import RunContext
 from nodes import playbook
 from nodes.agent import Deps, _known_call_ids, _unique_call_ids, _views, thread_id_of
 from nodes.prompts import DESCRIPTIONS, system_prompt
-from nodes.tools import ToolArgumentError, ToolContext, as_langchain_tool, run_tool, tools_for
+from nodes.tools import ToolArgumentError, ToolContext, as_langchain_tool, run_tool, schema_tool, tools_for
 from policies.authz import authorize_tool
 from policies.experts import arbitrate_expert_calls, consult_tool_name
 
@@ -56,20 +56,14 @@ class ConsultArgs(BaseModel):
     facts: dict[str, str] | None = Field(default=None, description="facts the expert should know, e.g. {'transaction_id': 'tx_1008'}")
 
 
-def _never_called(**_: object) -> str:  # pragma: no cover - the graph runs experts itself
-    raise RuntimeError("consult tools are run by the supervisor's fan-out, not executed as functions")
-
-
 @lru_cache(maxsize=None)
 def consult_tool(expert: str) -> StructuredTool:
-    """The ``consult_<expert>`` tool schema bound to the supervisor's model (cached per expert)."""
-    return StructuredTool.from_function(
-        func=_never_called,
-        name=consult_tool_name(expert),
-        description=(f"Consult the {expert} expert as a tool ({DESCRIPTIONS.get(expert, expert)}). It looks things up "
-                     "and returns facts and a proposed answer for one sub-task; you keep control and answer the customer."),
-        args_schema=ConsultArgs,
-    )
+    """The ``consult_<expert>`` tool schema bound to the supervisor's model (cached per expert; the supervisor's
+    fan-out runs the consultation)."""
+    return schema_tool(consult_tool_name(expert),
+                       f"Consult the {expert} expert as a tool ({DESCRIPTIONS.get(expert, expert)}). It looks things up "
+                       "and returns facts and a proposed answer for one sub-task; you keep control and answer the customer.",
+                       ConsultArgs)
 
 
 def expert_prompt(task: ExpertTask) -> str:
@@ -241,7 +235,7 @@ def make_expert_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], dict]:
     """Build the ``expert`` worker node: ``node({"task": ExpertTask JSON}, runtime) -> {"expert_results": [result]}``.
 
     It receives one ``Send`` payload per consulted expert; LangGraph runs the sends of one fan-out as parallel
-    tasks of one superstep.  It writes only ``expert_results`` (an ``append_all`` key: parallel writes add up).
+    tasks of one superstep.  It writes only ``expert_results`` (an append-only DeltaChannel key: parallel writes add up).
     """
     bound = {e: _bind(deps.model, e) for e in {s.agent for s in _all_specs()}}
 

@@ -12,6 +12,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, Field, field_validator
 
 from nodes.prompts import DESCRIPTIONS
+from nodes.tools import schema_tool
 from policies.handoff import handoff_tool_name
 
 __all__ = ["HandoffArgs", "handoff_tool", "RouteDecision", "ROUTE_TOOL", "route_tool"]
@@ -41,19 +42,12 @@ class HandoffArgs(BaseModel):
         return _stringify_values(value)
 
 
-def _never_called(**_: object) -> str:  # pragma: no cover - the graph executes handoffs itself
-    raise RuntimeError("handoff tools are decided by the agent node, not executed as functions")
-
-
 @lru_cache(maxsize=None)
 def handoff_tool(target: str) -> StructuredTool:
-    """The ``transfer_to_<target>`` tool schema bound to models (cached per target)."""
-    return StructuredTool.from_function(
-        func=_never_called,
-        name=handoff_tool_name(target),
-        description=f"Hand control of the conversation to the {target} agent ({DESCRIPTIONS.get(target, target)}).",
-        args_schema=HandoffArgs,
-    )
+    """The ``transfer_to_<target>`` tool schema bound to models (cached per target; the agent node decides the call)."""
+    return schema_tool(handoff_tool_name(target),
+                       f"Hand control of the conversation to the {target} agent ({DESCRIPTIONS.get(target, target)}).",
+                       HandoffArgs)
 
 
 class RouteDecision(BaseModel):

@@ -48,6 +48,7 @@ __all__ = [
     "match_policy_topic",
     "tools_for",
     "as_langchain_tool",
+    "schema_tool",
     "langchain_tools_for",
     "run_tool",
     "refund_idempotency_key",
@@ -530,18 +531,23 @@ def tools_for(agent: str) -> list[ToolSpec]:
 
 
 def _not_executable(**_: Any) -> Any:
-    raise RuntimeError("switchboard tools are executed by the graph through nodes.tools.run_tool")
+    raise RuntimeError("switchboard tool schemas are bound to models only: the graph decides and runs every call "
+                       "itself (business tools through nodes.tools.run_tool)")
+
+
+def schema_tool(name: str, description: str, args_schema: type[BaseModel]) -> Any:
+    """A ``langchain_core.tools.StructuredTool`` that only carries a name, a description and an args schema, for
+    ``model.bind_tools([...])`` (business tools, ``transfer_to_*`` handoffs, ``consult_*`` experts). Calling it
+    raises RuntimeError: the graph decides and runs every tool call itself."""
+    from langchain_core.tools import StructuredTool
+
+    return StructuredTool.from_function(func=_not_executable, name=name, description=description,
+                                        args_schema=args_schema, infer_schema=False)
 
 
 def as_langchain_tool(spec: ToolSpec) -> Any:
-    """A ``langchain_core.tools.StructuredTool`` carrying the spec's name, description and args schema,
-    for ``model.bind_tools([...])``. Calling it raises RuntimeError: the graph runs tools via
-    :func:`run_tool` with the run context."""
-    from langchain_core.tools import StructuredTool
-
-    return StructuredTool.from_function(func=_not_executable, name=spec.name,
-                                        description=spec.description, args_schema=spec.args_schema,
-                                        infer_schema=False)
+    """:func:`schema_tool` of a business tool: the graph runs it via :func:`run_tool` with the run context."""
+    return schema_tool(spec.name, spec.description, spec.args_schema)
 
 
 def langchain_tools_for(agent: str) -> list[Any]:
