@@ -58,16 +58,16 @@ print("DONE", time.perf_counter() - t0, flush=True)
 '''
 
 
-def _graph(home: Path):
+def _desk(home: Path):
     from checkpoints import open_checkpointer
-    from graph import build_graph
+    from graph.builder import build_desk
     from graph.settings import Settings
     from nodes.offline_model import OfflineChatModel
     from nodes.scripted_models import KeywordRouter
 
     r = KeywordRouter()
     s = Settings.from_env(db=home / "switchboard.db", business_db=home / "business.db")
-    return build_graph(model=OfflineChatModel(router=r), checkpointer=open_checkpointer(s.db), settings=s, router=r)
+    return build_desk(model=OfflineChatModel(router=r), checkpointer=open_checkpointer(s.db), settings=s, router=r)
 
 
 def _child(home: Path) -> subprocess.Popen:
@@ -100,9 +100,9 @@ def recover(home: Path) -> dict:
     from graph.context import RunContext
     from graph.conversation import Conversation
 
-    g = _graph(home)
-    store = g.deps.store
-    conv = Conversation("crash", graph=g, context=RunContext(roles=("customer", "approver")))
+    d = _desk(home)
+    g, store = d.graph, d.deps.store
+    conv = Conversation("crash", desk=d, context=RunContext(roles=("customer", "approver")))
     state_before = "not_started"
     if conv.state:
         pend = conv.pending()
@@ -118,7 +118,7 @@ def recover(home: Path) -> dict:
     cleanly_pending = conv.pending() is not None
     if cleanly_pending:
         try:
-            Conversation("crash", graph=g, context=RunContext(roles=("approver",))).resume(
+            Conversation("crash", desk=d, context=RunContext(roles=("approver",))).resume(
                 {"decision": "approve", "approver": "ann", "decision_id": "dc_crash"})
         except Exception as exc:  # noqa: BLE001 - reported as a failure below
             return {"error": f"resume after recovery failed: {exc}"}

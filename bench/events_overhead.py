@@ -50,7 +50,9 @@ def main() -> None:
             t0 = time.perf_counter()
             graphs[name].invoke({"messages": ensure_ids([HumanMessage(text)])}, {"configurable": {"thread_id": f"q{i}"}})
             secs[name].append(time.perf_counter() - t0)
-    n_events = len(graphs["on"].deps.events.events())
+    from checkpoints.event_log import open_event_log
+
+    n_events = len(open_event_log(tmp / "on" / "switchboard.db").events())
     out = {"queries": len(texts), "events_per_query": round(n_events / len(texts), 2)}
     for name, xs in secs.items():
         out[name] = {"median_s": round(statistics.median(xs), 4), "mean_s": round(statistics.fmean(xs), 4),

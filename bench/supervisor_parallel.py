@@ -1,6 +1,6 @@
 """Benchmark: wall time of one 3-expert compound request, experts in parallel vs one after another.
 
-Scripted models (no network): triage hands to the supervisor, the supervisor consults billing, refunds and
+Scripted models (no network): triage hands to the supervisor, the supervisor calls billing, refunds and
 cards in one message, and each expert sleeps ``--sleep-ms`` (default 100 ms) before answering — a stand-in for
 one LLM call.  The same compiled graph runs both ways: parallel is LangGraph's default for the ``Send``
 fan-out; sequential caps the run at ``max_concurrency=1``, so the three expert tasks of the superstep run one
@@ -41,7 +41,7 @@ class _Route:
 
 
 class _Router:
-    """The graph's entry asks a router where a turn starts; the scripted models never consult it."""
+    """The graph's entry asks a router where a turn starts; the scripted models never call it."""
 
     def route(self, text: str) -> _Route:
         return _Route()
@@ -52,7 +52,7 @@ def scripted(sleep_s: float) -> ScriptedChatModel:
         if agent == "triage":
             return AIMessage(content="", tool_calls=[tool_call("transfer_to_supervisor", reason="compound")])
         if agent == "supervisor":
-            return AIMessage(content="", tool_calls=[tool_call(f"consult_{e}", objective=f"part for {e}") for e in EXPERTS])
+            return AIMessage(content="", tool_calls=[tool_call(f"expert_{e}", objective=f"part for {e}") for e in EXPERTS])
         assert any(isinstance(m, SystemMessage) and EXPERT_NOTE in str(m.content) for m in msgs)
         time.sleep(sleep_s)
         return AIMessage(content=f"{agent} checked")

@@ -17,7 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from graph.errors import ConfigError
 
-__all__ = ["open_checkpointer", "thread_ids", "thread_bytes", "sqlite_connection"]
+__all__ = ["open_checkpointer", "sqlite_connection"]
 
 
 def sqlite_connection(path: str | Path) -> sqlite3.Connection:
@@ -59,29 +59,3 @@ def open_checkpointer(target: str | Path | None) -> BaseCheckpointSaver:
     except sqlite3.DatabaseError as exc:
         raise ConfigError(f"{text} is not a switchboard checkpoint database ({exc})") from exc
     return saver
-
-
-def thread_ids(saver: BaseCheckpointSaver) -> list[str]:
-    """Thread ids stored in ``saver``, most recently updated first."""
-    conn = getattr(saver, "conn", None)
-    if isinstance(conn, sqlite3.Connection):
-        rows = conn.execute(
-            "SELECT thread_id, MAX(checkpoint_id) AS last FROM checkpoints WHERE checkpoint_ns = '' "
-            "GROUP BY thread_id ORDER BY last DESC").fetchall()
-        return [r[0] for r in rows]
-    seen: dict[str, str] = {}
-    for cp in saver.list(None):
-        tid = cp.config["configurable"]["thread_id"]
-        seen.setdefault(tid, cp.checkpoint["id"])
-    return sorted(seen, key=lambda t: seen[t], reverse=True)
-
-
-def thread_bytes(saver: BaseCheckpointSaver, thread_id: str) -> int:
-    """Bytes stored for one thread by a SQLite saver (checkpoint blobs + metadata + pending writes)."""
-    conn = getattr(saver, "conn", None)
-    if not isinstance(conn, sqlite3.Connection):
-        raise ConfigError("thread_bytes needs a SQLite checkpointer")
-    a = conn.execute("SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints WHERE thread_id = ?",
-                     (thread_id,)).fetchone()[0]
-    b = conn.execute("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes WHERE thread_id = ?", (thread_id,)).fetchone()[0]
-    return int(a) + int(b)

@@ -1,6 +1,6 @@
 """Agent as tool: the typed contracts of supervisor mode (DESIGN.md, "The two relations between agents").
 
-A handoff moves control and carries a :class:`graph.packet.HandoffPacket`; an expert consulted *as a tool*
+A handoff moves control and carries a :class:`graph.packet.HandoffPacket`; an expert called *as a tool*
 receives an :class:`ExpertTask`, returns an :class:`ExpertResult` to the supervisor and never holds control.
 The supervisor answers once with a :class:`SupervisorAnswer`, whichever experts ran.
 
@@ -10,23 +10,78 @@ Stored in graph state as plain JSON dicts (``model_dump(mode="json")``), like th
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from graph.packet import Fact
-from policies.merge import AnswerPart, Conflict, Gap, MergedFact
 
-__all__ = ["ExpertTask", "ExpertFact", "ProposedAction", "ExpertResult", "SupervisorPlan", "SupervisorAnswer"]
+__all__ = ["ExpertTask", "ExpertFact", "ProposedAction", "ExpertResult", "SupervisorPlan", "SupervisorAnswer",
+           "ExpertCall", "MergedFact", "Conflict", "Gap", "AnswerPart"]
+
+
+@dataclass(frozen=True)
+class MergedFact:
+    """One fact of the merged answer: ``key``, ``value``, the strongest ``source`` that vouches for it, the
+    ``experts`` that reported it (plan order) and the ``subject`` it is about (a transaction id or None)."""
+
+    key: str
+    value: str
+    source: str
+    experts: tuple[str, ...]
+    subject: str | None = None
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Two or more values for one key (and subject).
+
+    Attributes:
+        key / subject: what disagrees (``subject`` None for a source conflict over the whole request).
+        values: ``(expert, value, source)`` for every value reported.
+        resolved_to: the value kept, or None when the conflict is unresolved (nothing asserted).
+        rule: the rule applied, e.g. ``"system_verified over user_said"`` or ``"must agree: unresolved"``.
+        question: for an unresolved conflict, the question put to the customer ("" otherwise).
+    """
+
+    key: str
+    subject: str | None
+    values: tuple[tuple[str, str, str], ...]
+    resolved_to: str | None
+    rule: str
+    question: str = ""
+
+
+@dataclass(frozen=True)
+class Gap:
+    """What could not be checked: the ``expert``, its sub-task ``objective``, ``status`` (failed | timeout |
+    missing) and a one-line ``reason``."""
+
+    expert: str
+    objective: str
+    status: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class AnswerPart:
+    """One sub-task of the plan and what came of it (``answer`` None unless ``status == "ok"``)."""
+
+    task_id: str
+    expert: str
+    objective: str
+    status: str
+    answer: str | None = None
 
 
 class ExpertTask(BaseModel):
     """One sub-task the supervisor gives an expert (the argument of the expert's "as tool" form)."""
 
     model_config = ConfigDict(frozen=True)
-    task_id: str = Field(description="the id of the supervisor's consult_<expert> tool call; the result answers it")
+    task_id: str = Field(description="the id of the supervisor's expert_<expert> tool call; the result answers it")
     plan_id: str = Field(description="the fan-out this sub-task belongs to")
-    expert: str = Field(description="the specialist consulted (billing, refunds, …)")
+    expert: str = Field(description="the specialist called (billing, refunds, …)")
     objective: str = Field(description="the sub-task in the customer's words")
     request: str = Field(default="", description="the customer's whole message, for context")
     known_facts: tuple[Fact, ...] = Field(default=(), description="facts the supervisor already has, with their source")
@@ -50,7 +105,7 @@ class ProposedAction(BaseModel):
 
 
 class ExpertResult(BaseModel):
-    """What an expert consulted as a tool returns to the supervisor (never shown to the user as such)."""
+    """What an expert called as a tool returns to the supervisor (never shown to the user as such)."""
 
     model_config = ConfigDict(frozen=True)
     task_id: str
@@ -84,6 +139,23 @@ class SupervisorPlan(BaseModel):
     tasks: tuple[ExpertTask, ...] = ()
 
 
+class ExpertCall(BaseModel):
+    """One call of an expert as a tool (agent as tool), kept in state under ``expert_calls`` — apart from the
+    ``handoff_path``, because control never moved to the expert.
+
+    Attributes:
+        turn: the turn of the call; plan_id: the supervisor's fan-out; call_id: the supervisor's ``expert_<agent>``
+        tool call id (the ExpertTask's ``task_id``); expert: the agent called; objective: its sub-task.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    turn: int
+    plan_id: str
+    call_id: str
+    expert: str
+    objective: str = ""
+
+
 class SupervisorAnswer(BaseModel):
     """The one typed final output of supervisor mode (also in ``state["outcome"]["answer"]``).
 
@@ -105,5 +177,5 @@ class SupervisorAnswer(BaseModel):
 
     @property
     def experts(self) -> tuple[str, ...]:
-        """The experts consulted, in plan order."""
+        """The experts called, in plan order."""
         return tuple(p.expert for p in self.parts)

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import START
+from langgraph.graph import START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from checkpoints.event_log import EventLog, event_log_for, open_event_log
 from graph.context import RunContext
-from graph.events import EventLog, InstrumentedStateGraph, event_log_for, open_event_log
 from graph.settings import Settings
 from graph.state import SupportState
 from nodes.agent import Deps, make_agent_node
@@ -22,11 +22,12 @@ from nodes.approval_flow import make_human_approval_node, make_refund_execute_no
 from nodes.entry import make_entry_node
 from nodes.expert import make_expert_node
 from nodes.fallback import fallback_node
+from nodes.instrumentation import EventRecorder
 from nodes.models import is_openai_model, make_model
 from nodes.supervisor import make_merge_node, make_supervisor_node
 from policies.edges import AGENTS, DEFAULT_EDGE_TABLE, ENTRY_NODE, EXPERT_NODE, FALLBACK, MERGE_NODE, SUPERVISOR, EdgeTable
 
-__all__ = ["build_graph", "make_deps", "LazyRouter"]
+__all__ = ["build_graph", "build_desk", "Desk", "make_deps", "LazyRouter"]
 
 
 class LazyRouter:
@@ -71,7 +72,7 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
     """Resolve defaults: settings from the environment, the router (trained if present, else shipped default),
     the model named by ``settings.model``, the business store at ``settings.business_db``; triage routes with a
     structured RouteDecision when ``settings.routing`` is ``structured``, or ``auto`` with a langchain-openai model."""
-    settings = settings or Settings.from_env()
+    settings = settings or Settings()
     if router is None:
         router = LazyRouter(settings.router_path)
     if model is None:
@@ -88,6 +89,16 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
     return deps
 
 
+@dataclass(frozen=True)
+class Desk:
+    """A compiled support-desk graph and the dependencies its nodes share (model, business store, router, settings,
+    event log), for the convenience layer and the CLI, which need the store (approval claims) and the router
+    (evaluation) beside the graph. ``graph`` is a plain ``CompiledStateGraph``."""
+
+    graph: CompiledStateGraph
+    deps: Deps
+
+
 def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpointSaver | None = None,
                 settings: Settings | None = None, *, store: Any = None, router: Any = None,
                 history: Any = None, deps: Deps | None = None,
@@ -97,43 +108,58 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
     Args:
         model: any LangChain chat model supporting ``bind_tools``; default from ``settings.model``.
         checkpointer: a LangGraph checkpointer (``checkpoints.open_checkpointer`` for SQLite); None = no persistence.
-        settings: budgets and paths; default ``Settings.from_env()``.
-        store: the business store (``nodes.store.BusinessStore``); default opens ``settings.business_db``.
+        settings: budgets and paths; default ``Settings()`` (the environment).
+        store: the business store (``checkpoints.business.BusinessStore``); default opens ``settings.business_db``.
         router: the intent router for triage and next-turn entry; default ``nodes.router.load_router()``.
         history: per-edge history policies (``policies.history.DEFAULT_HISTORY`` shape) replacing the defaults.
         deps: pre-resolved dependencies (overrides the five above).
-        events: the handoff event log (``graph.events``): an EventLog, a target for ``open_event_log``
+        events: the handoff event log (``checkpoints.event_log``): an EventLog, a target for ``open_event_log``
             (path, ``"memory"``, ``postgresql://…``), False for none; default (None) = ``deps.events`` or a
             table ``events`` beside the checkpoints (same SQLite file; in memory for other savers).
 
     Returns:
-        A ``CompiledStateGraph`` over :class:`graph.state.SupportState` with ``context_schema=RunContext``.
+        A plain ``CompiledStateGraph`` over :class:`graph.state.SupportState` with ``context_schema=RunContext``.
         Drive it with LangGraph's own ``invoke``/``stream``/``get_state``, ``{"configurable": {"thread_id": …}}``
         and ``context=RunContext(...)``.  Every node's destinations come from the edge table.
+        :func:`build_desk` returns the same graph with its dependencies.
     """
+    return build_desk(model, checkpointer, settings, store=store, router=router, history=history, deps=deps,
+                      events=events).graph
+
+
+def build_desk(model: BaseChatModel | None = None, checkpointer: BaseCheckpointSaver | None = None,
+               settings: Settings | None = None, *, store: Any = None, router: Any = None,
+               history: Any = None, deps: Deps | None = None,
+               events: EventLog | str | Path | bool | None = None) -> Desk:
+    """:func:`build_graph` (same arguments), returning the compiled graph together with its resolved
+    dependencies as a :class:`Desk`."""
     deps = deps or make_deps(model, settings, store, router, history=history)
     deps = replace(deps, events=_resolve_events(events, deps.events, checkpointer))
+    recorder = EventRecorder(deps.events) if deps.events is not None else None
     table = deps.table
-    g = InstrumentedStateGraph(deps.events, SupportState, context_schema=RunContext)
-    g.add_node(ENTRY_NODE, make_entry_node(deps), destinations=table.destinations(ENTRY_NODE))
+    g = StateGraph(SupportState, context_schema=RunContext)
+
+    def add(name: str, fn: Any, **kwargs: Any) -> None:
+        g.add_node(name, recorder.instrument(name, fn) if recorder is not None else fn, **kwargs)
+
+    add(ENTRY_NODE, make_entry_node(deps), destinations=table.destinations(ENTRY_NODE))
     for agent in AGENTS:
-        g.add_node(agent, make_agent_node(agent, deps), destinations=table.destinations(agent))
-    g.add_node(FALLBACK, fallback_node, destinations=table.destinations(FALLBACK))
-    g.add_node("risk", make_risk_node(deps), destinations=table.destinations("risk"))
-    g.add_node("human_approval", make_human_approval_node(deps), destinations=table.destinations("human_approval"))
-    g.add_node("refund_execute", make_refund_execute_node(deps), destinations=table.destinations("refund_execute"))
+        add(agent, make_agent_node(agent, deps), destinations=table.destinations(agent))
+    add(FALLBACK, fallback_node, destinations=table.destinations(FALLBACK))
+    add("risk", make_risk_node(deps), destinations=table.destinations("risk"))
+    add("human_approval", make_human_approval_node(deps), destinations=table.destinations("human_approval"))
+    add("refund_execute", make_refund_execute_node(deps), destinations=table.destinations("refund_execute"))
     # supervisor mode: plan + fan-out (Send to the expert worker), parallel experts, explicit merge
-    g.add_node(SUPERVISOR, make_supervisor_node(deps), destinations=table.destinations(SUPERVISOR))
-    g.add_node(EXPERT_NODE, make_expert_node(deps))
-    g.add_node(MERGE_NODE, make_merge_node(deps), destinations=table.destinations(MERGE_NODE))
+    add(SUPERVISOR, make_supervisor_node(deps), destinations=table.destinations(SUPERVISOR))
+    add(EXPERT_NODE, make_expert_node(deps))
+    add(MERGE_NODE, make_merge_node(deps), destinations=table.destinations(MERGE_NODE))
     g.add_edge(EXPERT_NODE, MERGE_NODE)
     g.add_edge(START, ENTRY_NODE)
     compiled = g.compile(checkpointer=checkpointer, name="switchboard").with_config(
         recursion_limit=deps.settings.recursion_limit)
-    if deps.events is not None:
-        compiled = deps.events.attach(compiled)  # run_started / run_completed / run_failed
-    compiled.deps = deps  # type: ignore[attr-defined]  # for the convenience layer and the CLI
-    return compiled
+    if recorder is not None:
+        compiled = recorder.attach(compiled)  # run_started / run_completed / run_failed
+    return Desk(graph=compiled, deps=deps)
 
 
 def _resolve_events(events: Any, current: EventLog | None, checkpointer: Any) -> EventLog | None:

@@ -42,29 +42,30 @@ def _settings(model: str | None = None, db: Path | None = None, **kw):
     return Settings.from_env(model=model, db=db, **kw)
 
 
-def _graph(settings, checkpointer=None, **kw):
+def _desk(settings, checkpointer=None, **kw):
+    """The compiled graph with its dependencies (configuration errors — model, key, URL — before any file is made)."""
     from checkpoints import open_checkpointer
-    from graph.builder import build_graph, make_deps
+    from graph.builder import build_desk, make_deps
 
-    deps = make_deps(settings=settings, **kw)  # configuration errors (model, key, URL) before any file is created
-    return build_graph(checkpointer=checkpointer if checkpointer is not None else open_checkpointer(settings.db),
-                       deps=deps)
+    deps = make_deps(settings=settings, **kw)
+    return build_desk(checkpointer=checkpointer if checkpointer is not None else open_checkpointer(settings.db),
+                      deps=deps)
 
 
 def _report_model_error(r) -> bool:
     """Print a failed model call of turn ``r`` as one ``error: …`` line on stderr. Returns True when there was one."""
     if not getattr(r, "model_error", None):
         return False
-    err.print(f"error: model call failed: {r.model_error.get('message')}", highlight=False, soft_wrap=True)
+    err.print(f"error: model call failed: {r.model_error.message}", highlight=False, soft_wrap=True)
     return True
 
 
 def _print_turn(r) -> None:
     who = r.agent or "?"
     if r.status == "awaiting_approval":
-        p = r.pending if isinstance(r.pending, dict) else {}
-        console.print(f"[yellow]⏸ paused[/]: refund {p.get('refund_id')} of {p.get('amount')} for {p.get('transaction_id')} "
-                      f"waits for a human approval ({'; '.join(p.get('risk_flags') or []) or 'review'}). "
+        p = r.pending
+        console.print(f"[yellow]⏸ paused[/]: refund {p.refund_id} of {p.amount} for {p.transaction_id} "
+                      f"waits for a human approval ({'; '.join(p.risk_flags) or 'review'}). "
                       f"Approve with: switchboard resume {r.thread_id} --approve --approver NAME", highlight=False)
     else:
         style = {"fallback": "red", "clarify": "yellow"}.get(r.status, "green")
@@ -114,7 +115,7 @@ def chat(
     from nodes.models import FATAL_MODEL_ERRORS
 
     settings = _settings(model, db, model_timeout_s=timeout, model_retries=retries)
-    conv = Conversation(thread, graph=_graph(settings), context=RunContext(user_id=user, tenant_id=tenant),
+    conv = Conversation(thread, desk=_desk(settings), context=RunContext(user_id=user, tenant_id=tenant),
                         on_event=_print_live_event if stream else None)
     console.print(f"[dim]thread {conv.thread_id}[/]")
     if message is not None:
@@ -140,7 +141,7 @@ def chat(
         _print_turn(r)
         if _report_model_error(r):
             failed = True
-            if r.model_error.get("kind") in FATAL_MODEL_ERRORS:
+            if r.model_error.kind in FATAL_MODEL_ERRORS:
                 break
     if failed:
         raise typer.Exit(1)
@@ -155,12 +156,11 @@ def draw(
 ) -> None:
     """Draw the agent graph: every agent node and exactly the edges of the policy edge table."""
     from graph import drawing
-    from graph.inspect import graph_spec, run_path
 
-    spec = graph_spec()
-    path = ()
+    spec = drawing.graph_spec()
+    path: list = []
     if thread:
-        path = run_path(_checkpointer(db), thread)
+        path = drawing.run_path(_checkpointer(db), thread)
     fmt = format.lower()
     if fmt == "mermaid":
         text = drawing.render_mermaid(spec, path)
@@ -198,7 +198,7 @@ def _checkpointer(db: Path | None):
 @app.command()
 def threads(db: Optional[Path] = DbOpt) -> None:
     """List the stored threads: turns, active agent, last status."""
-    from graph.inspect import thread_summaries
+    from checkpoints.threads import thread_summaries
 
     saver = _checkpointer(db)
     rows = thread_summaries(saver) if saver is not None else []
@@ -211,7 +211,7 @@ def threads(db: Optional[Path] = DbOpt) -> None:
 @app.command()
 def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[Path] = DbOpt) -> None:
     """Show one thread turn by turn: the user's message, the answering agent and the handoff path."""
-    from graph.inspect import thread_turns
+    from checkpoints.threads import thread_turns
 
     turns = thread_turns(_checkpointer(db), thread)
     if not turns:
@@ -223,7 +223,7 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[P
 
 
 def _event_log(db: Path | None):
-    from graph.events import open_event_log
+    from checkpoints.event_log import open_event_log
 
     settings = _settings(None, db)
     if not str(settings.db).startswith(("postgres://", "postgresql://")) and not Path(settings.db).exists():
@@ -286,12 +286,12 @@ def stats(
         ("average hops per task", "-" if st.avg_hops_per_task is None else f"{st.avg_hops_per_task:.3f}", f"{st.handoffs_accepted}/{st.tasks}"),
         ("bounce-back rate", pct(st.bounce_back_rate), f"{st.bounce_backs}/{st.handoffs_requested}"),
         ("loop-trigger rate", pct(st.loop_trigger_rate), f"{st.loop_runs}/{st.runs}"),
-        ("human-takeover ratio", pct(st.human_takeover_ratio), f"{st.human_takeovers}/{st.runs_finished}"),
+        ("fallback ratio", pct(st.fallback_ratio), f"{st.fallbacks}/{st.runs_finished}"),
         ("approval-pause ratio", pct(st.approval_pause_ratio), f"{st.approval_pauses}/{st.runs}"),
         ("duplicate side effects blocked", str(st.duplicate_side_effects_blocked), ""),
         ("repeated-question rate", pct(st.repeated_question_rate), f"{st.repeated_questions}/{st.questions}"),
     ]
-    keys = ["handoff_success_rate", "avg_hops_per_task", "bounce_back_rate", "loop_trigger_rate", "human_takeover_ratio",
+    keys = ["handoff_success_rate", "avg_hops_per_task", "bounce_back_rate", "loop_trigger_rate", "fallback_ratio",
             "approval_pause_ratio", "duplicate_side_effects_blocked", "repeated_question_rate"]
     for (name, value, counts), key in zip(rows, keys):
         table.add_row(name, value, counts, METRIC_DEFINITIONS[key])
@@ -304,17 +304,17 @@ def stats(
         console.print(f"tokens: {st.input_tokens} in, {st.output_tokens} out")
 
 
-def _approval_graph(db: Path | None, model: str | None = None):
+def _approval_desk(db: Path | None, model: str | None = None):
     settings = _settings(model, db)
     if not Path(settings.db).exists():
         raise InputError(f"no checkpoint database at {settings.db} (pass --db)")
-    return _graph(settings)
+    return _desk(settings)
 
 
-def _thread_context(graph, thread: str, roles: tuple[str, ...]):
+def _thread_context(desk, thread: str, roles: tuple[str, ...]):
     from graph.context import RunContext
 
-    values = graph.get_state({"configurable": {"thread_id": thread}}).values
+    values = desk.graph.get_state({"configurable": {"thread_id": thread}}).values
     if not values:
         raise InputError(f"unknown thread {thread!r}")
     ident = values.get("identity") or {}
@@ -331,11 +331,11 @@ def pending(db: Optional[Path] = DbOpt) -> None:
     if db is None and not Path(settings.db).exists():
         console.print("nothing is waiting for approval")
         return
-    graph = _approval_graph(db)
+    desk = _approval_desk(db)
     table = Table("thread", "task", "customer", "amount", "refund", "transaction", "risk flags", "requested at")
     n = 0
-    for tid in thread_ids(graph.checkpointer):
-        req = Conversation(tid, graph=graph).pending()
+    for tid in thread_ids(desk.graph.checkpointer):
+        req = Conversation(tid, desk=desk).pending()
         if isinstance(req, dict):
             n += 1
             table.add_row(tid, req.get("task_id", ""), req.get("customer_id", ""), req.get("amount", ""),
@@ -361,8 +361,8 @@ def resume(
 
     if approve == reject:
         raise InputError("give exactly one of --approve or --reject")
-    graph = _approval_graph(db, model)
-    conv = Conversation(thread, graph=graph, context=_thread_context(graph, thread, ("approver",)),
+    desk = _approval_desk(db, model)
+    conv = Conversation(thread, desk=desk, context=_thread_context(desk, thread, ("approver",)),
                         on_event=_print_live_event if stream else None)
     r = conv.resume({"decision": "approve" if approve else "reject", "approver": approver, "note": note})
     _print_turn(r)
@@ -380,11 +380,11 @@ def recover(
     from checkpoints import thread_ids
     from graph.conversation import Conversation
 
-    graph = _approval_graph(db, model)
-    targets = [thread] if thread else thread_ids(graph.checkpointer)
+    desk = _approval_desk(db, model)
+    targets = [thread] if thread else thread_ids(desk.graph.checkpointer)
     done = 0
     for tid in targets:
-        conv = Conversation(tid, graph=graph, context=_thread_context(graph, tid, ("customer", "approver")))
+        conv = Conversation(tid, desk=desk, context=_thread_context(desk, tid, ("customer", "approver")))
         r = conv.recover()
         if r is not None:
             done += 1
@@ -438,8 +438,9 @@ def route(
         saver = InMemorySaver()
     if json_out is not None and (json_out.is_dir() or not json_out.parent.exists()):
         raise InputError(f"--json {json_out}: not a writable file path")
-    graph = _graph(settings, checkpointer=saver, store=open_store(scratch / "business.db"))
-    graph.deps.router.route("warm-up")  # loads (or fits) the router now: a bad --router fails before any query
+    desk = _desk(settings, checkpointer=saver, store=open_store(scratch / "business.db"))
+    graph = desk.graph
+    desk.deps.router.route("warm-up")  # loads (or fits) the router now: a bad --router fails before any query
     batch = time.strftime("%Y%m%d%H%M%S")
     truth = [label_map[c] for c in cats]
     answered, routed, hops, secs = [], [], [], []
@@ -481,7 +482,7 @@ def route(
     p95 = statistics.quantiles(secs, n=20)[-1] if n >= 2 else secs[0]
     figures = {"queries": n, "accuracy_answering_agent": round(acc, 4), "accuracy_first_handoff": round(acc_routed, 4),
                "handoffs_per_query": round(sum(hops) / n, 3), "p50_s": round(p50, 4), "p95_s": round(p95, 4),
-               "router": str(graph.deps.router.source), "model": settings.model}
+               "router": str(desk.deps.router.source), "model": settings.model}
     console.print(f"queries: {n}   agent accuracy (answering agent): [bold]{acc:.4f}[/]   "
                   f"(triage's first handoff: {acc_routed:.4f})")
     console.print(f"handoffs per query: {figures['handoffs_per_query']}   p50 {p50:.4f} s   p95 {p95:.4f} s per query   "

@@ -6,72 +6,30 @@ it only packages a turn's outcome as a typed :class:`TurnResult`.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
-from graph.builder import build_graph
+from graph.builder import Desk, build_desk
 from graph.context import RunContext
 from graph.errors import InputError
-from graph.settings import Settings
+from graph.results import TurnResult
+from graph.settings import Settings, home_dir
 from graph.state import ensure_ids
 
-__all__ = ["TurnResult", "Conversation", "MAX_MESSAGE_CHARS"]
+__all__ = ["TurnResult", "Conversation", "MAX_MESSAGE_CHARS"]  # TurnResult re-exported from graph.results
 
 #: Seconds a turn waits for another turn on the same thread to finish before giving up.
 LOCK_WAIT_S = 120.0
 #: Longest user message accepted (characters); longer input is refused before anything is stored.
 MAX_MESSAGE_CHARS = 4000
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    """The outcome of one turn.
-
-    Attributes:
-        thread_id: the conversation.
-        turn: 1-based turn number.
-        text: the answer shown to the user ("" while an interrupt is pending).
-        agent: the agent that produced ``text`` (or holds control while paused).
-        status: answered | clarify | fallback | awaiting_approval.
-        handoff_path: this turn's hops as dicts ``{hop, turn, from_agent, to_agent, kind, reason, handoff_id}``,
-            the entry hop (``kind="entry"``) first; experts the supervisor consulted appear with
-            ``kind="agent_as_tool"`` (control did not move to them).
-        pending: the interrupt payload when the run paused (e.g. an ApprovalRequest dict), else None.
-        model_error: when a model call of this turn failed after the client's retries (the turn then ended in
-            fallback): ``{turn, agent, kind, message, status, error_type}`` (see ``nodes.models.ModelError``), else None.
-        answer: the typed ``graph.agent_as_tool.SupervisorAnswer`` when the supervisor answered, else None.
-    """
-
-    thread_id: str
-    turn: int
-    text: str
-    agent: str | None
-    status: str
-    handoff_path: list[dict] = field(default_factory=list)
-    pending: Any = None
-    model_error: dict | None = None
-    answer: Any = None
-
-    @property
-    def path_str(self) -> str:
-        """``"entry → triage → billing → refunds"`` for this turn; experts consulted as tools are listed apart:
-        ``"entry → triage → supervisor (consulted: billing, refunds)"``."""
-        hops = [h for h in self.handoff_path if h.get("kind") != "agent_as_tool"]
-        if not hops:
-            return ""
-        names = [hops[0]["from_agent"]] + [h["to_agent"] for h in hops]
-        consulted = [h["to_agent"] for h in self.handoff_path if h.get("kind") == "agent_as_tool"]
-        return " → ".join(names) + (f" (consulted: {', '.join(consulted)})" if consulted else "")
 
 
 class Conversation:
@@ -85,52 +43,57 @@ class Conversation:
 
     Args:
         thread_id: the thread (new random id when None).
-        graph: a compiled graph; default ``build_graph`` with a SQLite checkpointer at ``db``
-            (``settings.db`` when ``db`` is None; ``"memory"`` for an in-memory saver).
+        desk: a compiled graph with its dependencies (``graph.builder.build_desk``); default: built here with a
+            SQLite checkpointer at ``db`` (``settings.db`` when ``db`` is None; ``"memory"`` for an in-memory saver).
+        graph: a plain compiled graph instead of ``desk`` (then ``store`` is the business store that records
+            approval claims; default: the one at ``settings.business_db``).
         context: the run context (identity); default ``RunContext()`` (the demo customer).
         on_event: called with each new event dict (``{"event": kind, "agent": …, …}``, see ``graph.events``) while a
             turn runs, for live display (``switchboard chat --stream``); None = plain ``invoke``.
     """
 
-    def __init__(self, thread_id: str | None = None, *, graph: Any = None, context: RunContext | None = None,
-                 db: str | Path | None = None, settings: Settings | None = None, model: Any = None,
-                 on_event: Callable[[dict], None] | None = None):
+    def __init__(self, thread_id: str | None = None, *, desk: Desk | None = None, graph: Any = None,
+                 store: Any = None, context: RunContext | None = None, db: str | Path | None = None,
+                 settings: Settings | None = None, model: Any = None, on_event: Callable[[dict], None] | None = None):
         self.thread_id = thread_id or f"thread_{uuid.uuid4().hex[:10]}"
-        if graph is None:
+        if desk is None and graph is None:
             from checkpoints import open_checkpointer
 
-            settings = settings or Settings.from_env()
-            graph = build_graph(model=model, checkpointer=open_checkpointer(db or settings.db), settings=settings)
+            settings = settings or Settings()
+            desk = build_desk(model=model, checkpointer=open_checkpointer(db or settings.db), settings=settings)
+        if desk is not None:
+            graph, store = desk.graph, store if store is not None else desk.deps.store
+        elif store is None:
+            from nodes.store import open_store
+
+            store = open_store((settings or Settings()).business_db)
         self.graph = graph
+        self.store = store
         self.context = context or RunContext()
         self.on_event = on_event
 
     @contextmanager
-    def _thread_lock(self, wait_s: float = LOCK_WAIT_S):
-        """Serialise turns on this thread across processes (an exclusive ``flock`` on
-        ``$SWITCHBOARD_HOME/locks/<thread>.lock``): two concurrent turns on one thread would otherwise both start
-        from the same checkpoint and one of them would be lost. Raises InputError after ``wait_s`` seconds."""
-        from graph.settings import home_dir
-
+    def _thread_lock(self, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
+        """Serialise turns on this thread across processes (an exclusive file lock on
+        ``$SWITCHBOARD_HOME/locks/<thread>.lock``, via ``filelock``): two concurrent turns on one thread would otherwise
+        both start from the same checkpoint and one of them would be lost. Raises InputError after ``wait_s`` seconds
+        or when the lock file cannot be created."""
         folder = home_dir() / "locks"
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            handle = open(folder / (hashlib.sha256(self.thread_id.encode()).hexdigest()[:32] + ".lock"), "a+")
+        except OSError as exc:
+            raise InputError(f"cannot create the thread lock in {folder}: {exc.strerror or exc}") from None
+        lock = FileLock(str(folder / (hashlib.sha256(self.thread_id.encode()).hexdigest()[:32] + ".lock")))
+        try:
+            lock.acquire(timeout=wait_s, poll_interval=0.05)
+        except Timeout:
+            raise InputError(f"thread {self.thread_id} is busy with another turn; try again") from None
         except OSError as exc:
             raise InputError(f"cannot create the thread lock in {folder}: {exc.strerror or exc}") from None
         try:
-            deadline = time.monotonic() + wait_s
-            while True:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise InputError(f"thread {self.thread_id} is busy with another turn; try again") from None
-                    time.sleep(0.05)
             yield
         finally:
-            handle.close()  # releases the lock
+            lock.release()
 
     def _check_identity(self) -> None:
         """A thread belongs to the customer who started it; the customer must exist in the run context's tenant."""
@@ -138,9 +101,7 @@ class Conversation:
         if stored and "approver" not in self.context.roles and (
                 stored.get("user_id"), stored.get("tenant_id")) != (self.context.user_id, self.context.tenant_id):
             raise InputError(f"thread {self.thread_id} belongs to another customer")
-        store = getattr(getattr(self.graph, "deps", None), "store", None)
-        if store is not None and hasattr(store, "get_customer") and \
-                store.get_customer(self.context.user_id, self.context.tenant_id) is None:
+        if self.store.get_customer(self.context.user_id, self.context.tenant_id) is None:
             raise InputError(f"unknown customer {self.context.user_id!r} in tenant {self.context.tenant_id!r}")
 
     def _run(self, graph_input: Any) -> None:
@@ -227,9 +188,8 @@ class Conversation:
             verdict = authorize_approval(self.context.roles, d.approver)
             if not verdict.allowed:
                 raise InputError(f"not authorized: {verdict.reason}")
-        store = getattr(getattr(self.graph, "deps", None), "store", None)
-        if store is not None and isinstance(request, dict) and request.get("task_id"):
-            earlier, won = store.decide_approval(request["task_id"], d.decision_id, d.approver, d.decision, d.note,
+        if isinstance(request, dict) and request.get("task_id"):
+            earlier, won = self.store.decide_approval(request["task_id"], d.decision_id, d.approver, d.decision, d.note,
                                                  refund_id=request.get("refund_id"))
             if not won:
                 raise InputError(f"already decided: {earlier.decision} by {earlier.approver} at {earlier.decided_at}")
@@ -253,11 +213,10 @@ class Conversation:
         if not snap.values:
             raise InputError(f"unknown thread {self.thread_id!r}")
         request = self.pending()
-        store = getattr(getattr(self.graph, "deps", None), "store", None)
         if request is not None:
-            if store is None or not isinstance(request, dict) or not request.get("task_id"):
+            if not isinstance(request, dict) or not request.get("task_id"):
                 return None
-            decisions = store.list_decisions(request["task_id"])
+            decisions = self.store.list_decisions(request["task_id"])
             human = [d for d in decisions if not d.id.startswith("auto:")]
             if not human:
                 return None  # cleanly pending: waits for a person
@@ -273,20 +232,5 @@ class Conversation:
         return None
 
     def result(self) -> TurnResult:
-        """The last turn's :class:`TurnResult` read from the checkpoint."""
-        values = self.state
-        turn = int(values.get("turn") or 0)
-        path = [h for h in values.get("handoff_path") or [] if h.get("turn") == turn]
-        pending = self.pending()
-        outcome = values.get("outcome") or {}
-        if pending is not None:
-            return TurnResult(self.thread_id, turn, "", values.get("active_agent"), "awaiting_approval", path, pending)
-        error = values.get("model_error")
-        error = error if isinstance(error, dict) and error.get("turn") == turn else None
-        answer = None
-        if outcome.get("answer"):
-            from graph.agent_as_tool import SupervisorAnswer
-
-            answer = SupervisorAnswer.model_validate(outcome["answer"])
-        return TurnResult(self.thread_id, turn, outcome.get("text", ""), outcome.get("agent"),
-                          outcome.get("status", "answered"), path, None, model_error=error, answer=answer)
+        """The last turn's :class:`graph.results.TurnResult` read from the checkpoint."""
+        return TurnResult.from_state(self.thread_id, self.state, self.pending())

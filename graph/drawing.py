@@ -23,9 +23,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 __all__ = [
     "GraphSpec",
+    "graph_spec",
+    "run_path",
     "PathStep",
     "NODE_KINDS",
     "render_mermaid",
@@ -1051,3 +1054,42 @@ def render_png(
     except OSError as exc:
         raise ValueError(f"cannot write PNG to {out}: {exc.strerror or exc}") from None
     return out
+
+
+# ---------------------------------------------------------------- the legal graph and a thread's path
+_SPEC_KINDS = {START: "entry", END: "terminal", "entry": "entry", "fallback": "terminal",
+               "human_approval": "approval", "refund_execute": "side_effect", "risk": "agent"}
+
+
+def graph_spec(table: Any = None) -> GraphSpec:
+    """The drawable graph of ``table`` (default: ``policies.edges.DEFAULT_EDGE_TABLE``): every node and exactly the
+    edges of the table (no others)."""
+    from policies.edges import DEFAULT_EDGE_TABLE
+
+    table = table or DEFAULT_EDGE_TABLE
+    nodes = table.nodes()
+    return GraphSpec(nodes=nodes, edges=tuple(sorted(table.edges())),
+                     kinds={n: _SPEC_KINDS.get(n, "agent") for n in nodes})
+
+
+def run_path(saver: Any, thread_id: str) -> list[PathStep]:
+    """The thread's hops in order as PathSteps (hop numbers 1..n over the whole thread, entry hops included), with
+    every expert the supervisor called as a tool drawn on the graph's edge ``supervisor -> expert`` (kind
+    ``agent_as_tool``) after the hop that reached the supervisor. Raises InputError for an unknown thread."""
+    from checkpoints.threads import thread_values
+    from graph.errors import InputError
+    from policies.edges import EXPERT_NODE, SUPERVISOR
+
+    values = thread_values(saver, thread_id)
+    if not values:
+        raise InputError(f"unknown thread {thread_id!r}")
+    calls_by_turn: dict[int, int] = {}
+    for c in values.get("expert_calls") or []:
+        calls_by_turn[int(c.get("turn") or 0)] = calls_by_turn.get(int(c.get("turn") or 0), 0) + 1
+    steps: list[PathStep] = []
+    for h in values.get("handoff_path") or []:
+        steps.append(PathStep(hop=len(steps) + 1, source=h["from_agent"], target=h["to_agent"], kind=h.get("kind", "handoff")))
+        if h["to_agent"] == SUPERVISOR:
+            for _ in range(calls_by_turn.pop(int(h.get("turn") or 0), 0)):
+                steps.append(PathStep(hop=len(steps) + 1, source=SUPERVISOR, target=EXPERT_NODE, kind="agent_as_tool"))
+    return steps

@@ -22,7 +22,7 @@ METRIC_DEFINITIONS: Mapping[str, str] = {
     "avg_hops_per_task": "handoffs accepted / tasks (a task starts when a turn opens a new topic)",
     "bounce_back_rate": "bounce-backs caught (A→B→A for the same reason) / handoffs requested",
     "loop_trigger_rate": "runs in which a loop guard fired (repeated fingerprint, hop budget, tool-round budget) / runs",
-    "human_takeover_ratio": "finished runs that ended in fallback (handed to a person) / finished runs",
+    "fallback_ratio": "finished runs that ended in fallback (handed to a person) / finished runs",
     "approval_pause_ratio": "runs that paused for a human approval / runs",
     "duplicate_side_effects_blocked": "side-effect calls answered from their idempotency key instead of running again",
     "repeated_question_rate": "answers asking the user a question already asked earlier in the same thread / answers asking a question",
@@ -62,8 +62,8 @@ class Stats:
     bounce_back_rate: float | None
     loop_runs: int
     loop_trigger_rate: float | None
-    human_takeovers: int
-    human_takeover_ratio: float | None
+    fallbacks: int
+    fallback_ratio: float | None
     approval_pauses: int
     approval_pause_ratio: float | None
     duplicate_side_effects_blocked: int
@@ -98,7 +98,7 @@ def compute_stats(events: Iterable[Event], since: str | None = None) -> Stats:
     loop_runs = {e.run_id for e in loops if e.detail.get("type") != "bounce_back"}
     tasks = {e.task_id for e in by_kind["agent_started"] if e.task_id}
     requested, accepted = len(by_kind["handoff_requested"]), len(by_kind["handoff_accepted"])
-    takeovers = [e for e in finished if e.status == "fallback"]
+    fallbacks = [e for e in finished if e.status == "fallback"]
     pauses = {e.run_id for e in by_kind["interrupt"]}
     replayed = [e for e in by_kind["tool_finished"] if e.status == "replayed"]
     # repeated questions: the same question fingerprint asked twice in one thread
@@ -127,7 +127,7 @@ def compute_stats(events: Iterable[Event], since: str | None = None) -> Stats:
         handoff_success_rate=_rate(accepted, requested), avg_hops_per_task=_rate(accepted, len(tasks)),
         bounce_backs=len(bounce), bounce_back_rate=_rate(len(bounce), requested),
         loop_runs=len(loop_runs), loop_trigger_rate=_rate(len(loop_runs), len(runs)),
-        human_takeovers=len(takeovers), human_takeover_ratio=_rate(len(takeovers), len(finished)),
+        fallbacks=len(fallbacks), fallback_ratio=_rate(len(fallbacks), len(finished)),
         approval_pauses=len(pauses), approval_pause_ratio=_rate(len(pauses), len(runs)),
         duplicate_side_effects_blocked=len(replayed),
         questions=questions, repeated_questions=repeated, repeated_question_rate=_rate(repeated, questions),

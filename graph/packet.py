@@ -12,10 +12,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["SCHEMA_VERSION", "Fact", "Constraints", "HandoffPacket", "HandoffRecord", "render_packet"]
+__all__ = ["PACKET_SCHEMA_VERSION", "Fact", "Constraints", "HandoffPacket", "HandoffRecord", "render_packet"]
 
-#: Version of the packet schema; bump on any incompatible field change.
-SCHEMA_VERSION = 1
+#: Version of the HandoffPacket schema; bump on any incompatible field change of the packet.
+PACKET_SCHEMA_VERSION = 1
 
 
 class Fact(BaseModel):
@@ -43,7 +43,7 @@ class HandoffPacket(BaseModel):
     session_id: str = Field(description="the thread_id of the conversation")
     handoff_id: str = Field(default_factory=lambda: f"h_{uuid.uuid4().hex[:12]}")
     trace_id: str
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = PACKET_SCHEMA_VERSION
     from_agent: str
     to_agent: str
     reason: str = Field(description="why control moves, in the handing agent's words")
@@ -71,11 +71,13 @@ class HandoffRecord(BaseModel):
     """One hop of the handoff path (kept in state, in order)."""
 
     model_config = ConfigDict(frozen=True)
-    hop: int = Field(description="1-based hop number within the thread")
+    hop: int = Field(description="1-based hop number within the thread (entry and flow records repeat the last number)")
     turn: int
     from_agent: str
     to_agent: str
-    kind: Literal["handoff", "fallback", "entry", "agent_as_tool", "flow"] = "handoff"
+    kind: Literal["handoff", "fallback", "entry", "flow"] = Field(
+        default="handoff", description="handoff (an agent moved control), fallback (a guard ended the turn), entry (where "
+        "the turn started), flow (a step of the approval flow)")
     reason: str = ""
     handoff_id: str | None = None
     packet: dict | None = Field(default=None, description="the HandoffPacket that travelled with this hop (handoffs and fallback)")

@@ -1,74 +1,107 @@
-"""Run settings: which model, where the databases live, budgets. Read from arguments or the environment."""
+"""Run settings: which model, where the stores live, budgets — validated on construction (pydantic-settings).
+
+``Settings()`` reads the environment (``SWITCHBOARD_*``, see the field table below); keyword arguments win over the
+environment; an invalid value raises :class:`graph.errors.ConfigError` with one line naming the setting. A contract
+module: it imports nothing of the project above ``graph.errors``.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graph.errors import ConfigError
-from policies.loops import default_max_hops
 
-__all__ = ["Settings", "home_dir"]
+__all__ = ["Settings", "home_dir", "DEFAULT_MAX_HOPS"]
 
-
-#: Numeric settings read from the environment: (variable, Settings field, type, what it must be).
-_NUMERIC_ENV = (
-    ("SWITCHBOARD_MAX_HOPS", "max_hops", int, "an integer"),
-    ("SWITCHBOARD_MODEL_TIMEOUT", "model_timeout_s", float, "a number of seconds"),
-    ("SWITCHBOARD_MODEL_RETRIES", "model_retries", int, "an integer"),
-)
+#: Default handoffs per turn: the longest legal simple path of the default edge table (triage → billing → refunds →
+#: risk → human_approval → refund_execute → refunds: 6 hops) + 1. Source: ``policies.loops.default_max_hops()``; a
+#: test keeps the two equal (this contract module may not import the policies that compute it).
+DEFAULT_MAX_HOPS = 7
 
 
 def home_dir() -> Path:
-    """``$SWITCHBOARD_HOME`` or ``./.switchboard``: where databases and fitted models live."""
-    return Path(os.environ.get("SWITCHBOARD_HOME", ".switchboard"))
+    """``$SWITCHBOARD_HOME`` or ``./.switchboard``: where databases, locks and trained routers live."""
+    return Path(os.environ.get("SWITCHBOARD_HOME") or ".switchboard")
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Knobs of one graph build.
+class Settings(BaseSettings):
+    """Knobs of one graph build. Frozen; validated when constructed.
 
-    Attributes:
-        model: ``"offline"`` (default, embedded) or ``"openai:<model>"`` (via langchain-openai).
-        db: checkpoint database file (SQLite).
-        business_db: business database file (customers, cards, transactions, refunds, tasks).
-        router_path: a router trained with ``train-router``; None = the trained one if present, else the default.
-        max_hops: handoffs allowed per turn (default: longest legal path + 1, see ``policies.loops``).
-        max_tool_rounds: model calls one agent may make in one visit before fallback.
-        tool_retries: attempts per failing business tool call (exponential backoff from ``tool_backoff_s``).
-        tool_backoff_s: first backoff, seconds.
-        tool_timeout_s: a business tool call slower than this (seconds) counts as a failed attempt.
-        model_timeout_s / model_retries: for the OpenAI-compatible client: seconds per request attempt, and retries
-            after the first attempt (429, 5xx, timeouts, connection errors; the ``openai`` client's backoff).
+    Attributes (environment variable in brackets; every field is also settable as ``SWITCHBOARD_<FIELD>``):
+        model: ``"offline"`` (default, embedded) or ``"openai:<model>"`` (via langchain-openai) [SWITCHBOARD_MODEL].
+        db: checkpoint database (SQLite file path, or a ``postgresql://`` URL) [SWITCHBOARD_DB];
+            default ``$SWITCHBOARD_HOME/switchboard.db``.
+        business_db: business database (customers, cards, transactions, refunds, tasks); default
+            ``$SWITCHBOARD_HOME/business.db``.
+        router_path: a router trained with ``train-router``; None = the trained one if present, else the shipped default.
+        max_hops: handoffs allowed per turn, 1..100 (default :data:`DEFAULT_MAX_HOPS`) [SWITCHBOARD_MAX_HOPS].
+        max_tool_rounds: model calls one agent may make in one visit before fallback (>= 1).
+        tool_retries: attempts per failing business tool call, >= 1 (exponential backoff from ``tool_backoff_s``).
+        tool_backoff_s: first backoff, seconds (>= 0).
+        tool_timeout_s: a business tool call slower than this (seconds, > 0) counts as a failed attempt.
+        model_timeout_s: seconds per request attempt of the OpenAI-compatible client, > 0 [SWITCHBOARD_MODEL_TIMEOUT].
+        model_retries: retries after the first attempt (429, 5xx, timeouts, connection errors; the ``openai``
+            client's backoff), >= 0 [SWITCHBOARD_MODEL_RETRIES].
         routing: how triage decides: ``"structured"`` (one ``route_to_agent`` call carrying a RouteDecision),
             ``"tools"`` (``transfer_to_<agent>`` calls, as the offline model does) or ``"auto"`` (structured for
-            langchain-openai models, tools otherwise).
+            langchain-openai models, tools otherwise) [SWITCHBOARD_ROUTING].
         multi_handoff: several handoffs in one model message: ``"first"`` (the first legal one wins, the
             others are answered "not executed") or ``"supervisor"`` (from triage: the set becomes a supervisor
             fan-out). See ``policies.handoff.arbitrate``.
-        max_experts: sub-tasks one supervisor fan-out may run in parallel.
-        expert_timeout_s: wall-clock seconds one expert consulted as a tool may take; then it counts as failed.
+        max_experts: experts one supervisor fan-out may call in parallel (agent as tool), >= 1.
+        expert_timeout_s: wall-clock seconds one expert call may take (> 0); then it counts as failed.
         on_expert_failure: ``"continue"`` (answer with the gap stated) or ``"fail"`` (the whole request goes to
             fallback) when an expert raises or times out. See ``policies.merge``.
+
+    Raises:
+        ConfigError: a value of the wrong type or out of range, from a keyword or the environment.
     """
 
-    model: str = "offline"
-    db: Path = field(default_factory=lambda: home_dir() / "switchboard.db")
-    business_db: Path = field(default_factory=lambda: home_dir() / "business.db")
+    model_config = SettingsConfigDict(env_prefix="SWITCHBOARD_", frozen=True, extra="ignore", env_ignore_empty=True,
+                                      populate_by_name=True)
+
+    model: str = Field(default="offline", validation_alias=AliasChoices("model", "SWITCHBOARD_MODEL"))
+    db: str = Field(default_factory=lambda: str(home_dir() / "switchboard.db"),
+                    validation_alias=AliasChoices("db", "SWITCHBOARD_DB"))
+    business_db: str = Field(default_factory=lambda: str(home_dir() / "business.db"))
     router_path: Path | None = None
-    max_hops: int = field(default_factory=default_max_hops)
-    max_tool_rounds: int = 4
-    tool_retries: int = 3
-    tool_backoff_s: float = 0.05
-    tool_timeout_s: float = 5.0
-    model_timeout_s: float = 30.0
-    model_retries: int = 2
-    routing: str = "auto"
-    multi_handoff: str = "first"
-    max_experts: int = 3
-    expert_timeout_s: float = 30.0
-    on_expert_failure: str = "continue"
+    max_hops: int = Field(default=DEFAULT_MAX_HOPS, ge=1, le=100,
+                          validation_alias=AliasChoices("max_hops", "SWITCHBOARD_MAX_HOPS"))
+    max_tool_rounds: int = Field(default=4, ge=1)
+    tool_retries: int = Field(default=3, ge=1)
+    tool_backoff_s: float = Field(default=0.05, ge=0)
+    tool_timeout_s: float = Field(default=5.0, gt=0)
+    model_timeout_s: float = Field(default=30.0, gt=0,
+                                   validation_alias=AliasChoices("model_timeout_s", "SWITCHBOARD_MODEL_TIMEOUT"))
+    model_retries: int = Field(default=2, ge=0,
+                               validation_alias=AliasChoices("model_retries", "SWITCHBOARD_MODEL_RETRIES"))
+    routing: Literal["auto", "structured", "tools"] = Field(
+        default="auto", validation_alias=AliasChoices("routing", "SWITCHBOARD_ROUTING"))
+    multi_handoff: Literal["first", "supervisor"] = "first"
+    max_experts: int = Field(default=3, ge=1)
+    expert_timeout_s: float = Field(default=30.0, gt=0)
+    on_expert_failure: Literal["continue", "fail"] = "continue"
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConfigError(_one_line(exc)) from None
+
+    @field_validator("db", "business_db", mode="before")
+    @classmethod
+    def _path_text(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, Path) else v
+
+    @field_validator("routing", mode="before")
+    @classmethod
+    def _lower(cls, v: Any) -> Any:
+        return v.strip().lower() if isinstance(v, str) else v
 
     @property
     def recursion_limit(self) -> int:
@@ -78,42 +111,30 @@ class Settings:
         return 2 * (self.max_hops + 10)
 
     @classmethod
-    def from_env(cls, **overrides) -> "Settings":
-        """Settings from ``SWITCHBOARD_MODEL``, ``SWITCHBOARD_DB``, ``SWITCHBOARD_MAX_HOPS``,
-        ``SWITCHBOARD_MODEL_TIMEOUT`` (seconds), ``SWITCHBOARD_MODEL_RETRIES``, ``SWITCHBOARD_ROUTING`` then
-        ``overrides`` (None values ignored). Raises ConfigError on a non-integer budget, a timeout <= 0, negative
-        retries or an unknown routing mode."""
-        s = cls()
-        env: dict = {}
-        if os.environ.get("SWITCHBOARD_MODEL"):
-            env["model"] = os.environ["SWITCHBOARD_MODEL"]
-        if os.environ.get("SWITCHBOARD_DB"):
-            env["db"] = Path(os.environ["SWITCHBOARD_DB"])
-        for var, key, kind, what in _NUMERIC_ENV:
-            raw = os.environ.get(var)
-            if raw:
-                try:
-                    env[key] = kind(raw)
-                except ValueError as exc:
-                    raise ConfigError(f"{var} must be {what}, got {raw!r}") from exc
-        if os.environ.get("SWITCHBOARD_ROUTING"):
-            env["routing"] = os.environ["SWITCHBOARD_ROUTING"].strip().lower()
-        env.update({k: v for k, v in overrides.items() if v is not None})
-        s = replace(s, **env)
-        if not 1 <= s.max_hops <= 100:
-            raise ConfigError(f"max_hops must be between 1 and 100, got {s.max_hops}")
-        if s.max_tool_rounds < 1 or s.tool_retries < 1:
-            raise ConfigError("max_tool_rounds and tool_retries must be >= 1")
-        if not s.model_timeout_s > 0:
-            raise ConfigError(f"the model timeout must be > 0 seconds, got {s.model_timeout_s}")
-        if s.model_retries < 0:
-            raise ConfigError(f"model retries must be >= 0, got {s.model_retries}")
-        if s.routing not in ("auto", "structured", "tools"):
-            raise ConfigError(f"routing must be auto, structured or tools, got {s.routing!r}")
-        if s.multi_handoff not in ("first", "supervisor"):
-            raise ConfigError(f"multi_handoff must be 'first' or 'supervisor', got {s.multi_handoff!r}")
-        if s.on_expert_failure not in ("continue", "fail"):
-            raise ConfigError(f"on_expert_failure must be 'continue' or 'fail', got {s.on_expert_failure!r}")
-        if s.max_experts < 1 or s.expert_timeout_s <= 0:
-            raise ConfigError(f"max_experts must be >= 1 and expert_timeout_s > 0, got {s.max_experts} and {s.expert_timeout_s}")
-        return s
+    def from_env(cls, **overrides: Any) -> "Settings":
+        """Settings from the environment, then ``overrides`` (None values ignored, so CLI options left unset fall
+        through to the environment). Raises ConfigError on an invalid value."""
+        return cls(**{k: v for k, v in overrides.items() if v is not None})
+
+    def replace(self, **changes: Any) -> "Settings":
+        """A copy with ``changes`` applied and validated (ConfigError on an invalid value)."""
+        return type(self)(**(self.model_dump() | changes))
+
+
+def _env_name(field: str) -> str:
+    """The environment variable of Settings field ``field`` (its ``SWITCHBOARD_*`` alias, else the prefixed name)."""
+    info = Settings.model_fields.get(field)
+    alias = getattr(info, "validation_alias", None) if info is not None else None
+    for choice in getattr(alias, "choices", ()):
+        if isinstance(choice, str) and choice.startswith("SWITCHBOARD_"):
+            return choice
+    return f"SWITCHBOARD_{field.upper()}"
+
+
+def _one_line(exc: ValidationError) -> str:
+    """``"invalid setting max_hops (SWITCHBOARD_MAX_HOPS): Input should be greater than or equal to 1 (got 0)"`` for
+    the first error, whether it came from a keyword or from the environment."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "settings"
+    field = next((name for name in Settings.model_fields if _env_name(name) == where), where)
+    return f"invalid setting {field} ({_env_name(field)}): {first.get('msg')} (got {first.get('input')!r})"

@@ -21,7 +21,7 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 __all__ = ["SupportState", "last_value", "max_int", "union_ordered", "append_batch", "messages_reducer",
-           "ensure_ids", "TaskState", "Outcome", "USAGE_KEYS", "add_usage"]
+           "ensure_ids", "TaskState", "Outcome", "USAGE_KEYS", "add_usage", "usage_of"]
 
 
 def last_value(_old: Any, new: Any) -> Any:
@@ -54,6 +54,22 @@ def add_usage(old: dict | None, new: dict | None) -> dict:
     return {k: int((old or {}).get(k) or 0) + int((new or {}).get(k) or 0) for k in USAGE_KEYS}
 
 
+def usage_of(message: Any) -> dict[str, int] | None:
+    """Token usage of one model response, from ``AIMessage.usage_metadata`` (filled by ChatOpenAI from the response's
+    ``usage`` object).
+
+    Returns:
+        ``{"input_tokens", "output_tokens", "total_tokens"}`` (ints, as counted by the provider), or None when the
+        response carried no usage (the offline and scripted models). The agent runtime adds ``calls: 1`` and sums the
+        visit into state key ``usage`` (:func:`add_usage`); the event log records the same numbers.
+    """
+    meta = getattr(message, "usage_metadata", None)
+    if not meta:
+        return None
+    inp, out = int(meta.get("input_tokens") or 0), int(meta.get("output_tokens") or 0)
+    return {"input_tokens": inp, "output_tokens": out, "total_tokens": int(meta.get("total_tokens") or inp + out)}
+
+
 def ensure_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """Give every message a stable id before it is written, so replaying the stored writes through
     ``add_messages`` is deterministic (DeltaChannel requires a deterministic reducer)."""
@@ -82,7 +98,7 @@ def messages_reducer(state: list, writes: Sequence[Any]) -> list:
 class TaskState(TypedDict, total=False):
     """The thread's task as kept in graph state (the business store holds the versioned record).
 
-    Keys: ``task_id``, ``status`` (open|awaiting_approval|completed|cancelled|needs_human),
+    Keys: ``task_id``, ``status`` (open|awaiting_approval|completed|cancelled|fallback — a person takes over),
     ``current_owner`` (agent name), ``owner_version`` (int, +1 on every change of owner).
     """
 
@@ -130,7 +146,9 @@ class SupportState(TypedDict, total=False):
     seen_fingerprints: Annotated[list[str], last_value]
     tool_attempts: Annotated[int, last_value]
     entry_reason: Annotated[str | None, last_value]
-    # agent-as-tool results of the supervisor's experts (parallel writes)
+    # agent as tool: the supervisor's calls of experts (graph.agent_as_tool.ExpertCall as JSON; not hops) and their
+    # results (parallel writes)
+    expert_calls: Annotated[list[dict], DeltaChannel(append_batch)]
     expert_results: Annotated[list[dict], DeltaChannel(append_batch)]
     # the supervisor's fan-out of the current turn (graph.agent_as_tool.SupervisorPlan as JSON)
     supervisor_plan: Annotated[dict | None, last_value]

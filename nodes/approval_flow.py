@@ -23,13 +23,14 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
-from graph import events
+from nodes.instrumentation import emit
 from graph.approval import ApprovalRequest, parse_decision
 from graph.context import RunContext
 from graph.errors import InputError
 from graph.packet import Fact, HandoffPacket, HandoffRecord
 from graph.state import ensure_ids
-from nodes.agent import Deps, thread_id_of
+from nodes.deps import Deps
+from nodes.transcript import thread_id_of
 from nodes.store import NotFoundError, StaleVersionError, StoreError, iso, money
 from policies.authz import authorize_approval
 from policies.edges import FALLBACK
@@ -224,9 +225,9 @@ def make_refund_execute_node(deps: Deps):
             if task is None or task.status == "cancelled":
                 pa["stage"] = "cancelled"
                 return _back_to_refunds(state, "refund_execute", pa, "the task was cancelled; nothing was paid")
-            events.emit("tool_called", tool="execute_refund", refund_id=pa["refund_id"], side_effect=True)
+            emit("tool_called", tool="execute_refund", refund_id=pa["refund_id"], side_effect=True)
             result = store.execute_refund(pa["refund_id"], execution_key(pa["task_id"], pa.get("handoff_id")))
-            events.emit("tool_finished", tool="execute_refund", refund_id=pa["refund_id"],
+            emit("tool_finished", tool="execute_refund", refund_id=pa["refund_id"],
                         status="replayed" if result.get("replayed") else "ok")
 
             def close() -> None:

@@ -9,7 +9,8 @@ from langgraph.types import Command
 
 from graph.context import RunContext
 from graph.packet import HandoffRecord
-from nodes.agent import Deps, last_user_text
+from nodes.deps import Deps
+from nodes.transcript import last_user_text
 from policies.entry import choose_entry
 from policies.edges import FALLBACK
 

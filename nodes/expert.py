@@ -1,6 +1,6 @@
 """Experts as tools: a specialist's "as tool" form and the ``expert`` worker node of supervisor mode.
 
-The supervisor consults a specialist with a ``consult_<agent>`` tool call; code turns each call into an
+The supervisor calls a specialist with a ``expert_<agent>`` tool call; code turns each call into an
 :class:`graph.agent_as_tool.ExpertTask` and fans the tasks out with ``Send`` to the ``expert`` node, one
 parallel task per expert.  There :func:`run_expert` runs the specialist's own model code path — the same
 chat model, ``bind_tools`` with the specialist's business tools and its system prompt — with three
@@ -33,37 +33,38 @@ from pydantic import BaseModel, Field
 
 from graph.agent_as_tool import ExpertFact, ExpertResult, ExpertTask, ProposedAction
 from graph.context import RunContext
-from nodes import playbook
-from nodes.agent import Deps, _known_call_ids, _unique_call_ids, _views, thread_id_of
+from nodes.deps import Deps
+from nodes.facts import extract_facts, facts_from_tool_result
 from nodes.prompts import DESCRIPTIONS, system_prompt
-from nodes.tools import ToolArgumentError, ToolContext, as_langchain_tool, run_tool, schema_tool, tools_for
-from policies.authz import authorize_tool
-from policies.experts import arbitrate_expert_calls, consult_tool_name
+from nodes.tool_runner import ToolRunner, ToolUnavailable
+from nodes.tools import TOOLS, as_langchain_tool, schema_tool, tools_for
+from nodes.transcript import thread_id_of, tool_call_views, unique_call_ids
+from policies.experts import arbitrate_expert_tools, expert_tool_name
 
-__all__ = ["ConsultArgs", "consult_tool", "EXPERT_NOTE", "expert_prompt", "ExpertRun", "run_expert",
+__all__ = ["ExpertArgs", "expert_tool", "EXPERT_NOTE", "expert_prompt", "ExpertRun", "run_expert",
            "make_expert_node"]
 
-#: The line that tells a specialist's model it is consulted as a tool (tests and the offline model may read it).
-EXPERT_NOTE = ("You are consulted as an expert by the supervisor, who keeps the conversation: answer only your "
+#: The line that tells a specialist's model it is called as a tool (tests and the offline model may read it).
+EXPERT_NOTE = ("You are called as an expert by the supervisor, who keeps the conversation: answer only your "
                "sub-task with what your tools show. You cannot hand off (there are no transfer tools) and you do not "
                "change anything (no refunds, no card freezes): say what you would do instead.")
 
 
-class ConsultArgs(BaseModel):
-    """Arguments the supervisor's model writes when it consults an expert."""
+class ExpertArgs(BaseModel):
+    """Arguments the supervisor's model writes when it calls an expert."""
 
     objective: str = Field(description="the sub-task for this expert, in the customer's words")
     facts: dict[str, str] | None = Field(default=None, description="facts the expert should know, e.g. {'transaction_id': 'tx_1008'}")
 
 
 @lru_cache(maxsize=None)
-def consult_tool(expert: str) -> StructuredTool:
-    """The ``consult_<expert>`` tool schema bound to the supervisor's model (cached per expert; the supervisor's
-    fan-out runs the consultation)."""
-    return schema_tool(consult_tool_name(expert),
+def expert_tool(expert: str) -> StructuredTool:
+    """The ``expert_<expert>`` tool schema bound to the supervisor's model (cached per expert; the supervisor's
+    fan-out runs the expert call)."""
+    return schema_tool(expert_tool_name(expert),
                        f"Consult the {expert} expert as a tool ({DESCRIPTIONS.get(expert, expert)}). It looks things up "
                        "and returns facts and a proposed answer for one sub-task; you keep control and answer the customer.",
-                       ConsultArgs)
+                       ExpertArgs)
 
 
 def expert_prompt(task: ExpertTask) -> str:
@@ -81,7 +82,7 @@ _QUESTION = re.compile(r"[^.?!]*\?")
 
 
 class ExpertRun:
-    """One consultation of one expert (the "as tool" form). Counts ``model_calls`` and ``tools_called`` as it
+    """One expert call of one expert (the "as tool" form). Counts ``model_calls`` and ``tools_called`` as it
     goes, so a failed or timed-out run still reports them.
 
     Args:
@@ -101,29 +102,17 @@ class ExpertRun:
         self.business = {s.name: s for s in specs}
         self.side_effects = {s.name for s in specs if s.side_effect}
         self.bound = bound if bound is not None else _bind(deps.model, task.expert)
+        self.tools = ToolRunner(self.business, deps, ctx, thread_id, task_key)
         self.model_calls = 0
         self.tools_called: list[str] = []
 
     def _run_tool(self, name: str, args: Mapping[str, Any]) -> dict:
-        spec = self.business[name]
-        authz = authorize_tool(name, spec.side_effect, self.ctx.roles, self.ctx.user_id)
-        if not authz.allowed:
-            return {"ok": False, "error": f"Refused: {authz.reason}"}
-        tctx = ToolContext(customer_id=self.ctx.user_id, tenant_id=self.ctx.tenant_id, thread_id=self.thread_id,
-                           task_id=self.task_key or None)
-        retries = max(1, self.deps.settings.tool_retries)
-        last: Exception | None = None
-        for attempt in range(retries):
-            try:
-                return run_tool(name, dict(args), self.deps.store, tctx)
-            except ToolArgumentError as exc:
-                return {"ok": False, "error": f"Refused: {exc}"}
-            except Exception as exc:  # infrastructure: bounded retry with exponential backoff, as the agents do
-                last = exc
-                if attempt + 1 < retries:
-                    self.deps.sleep(self.deps.settings.tool_backoff_s * (2 ** attempt))
-        return {"ok": False, "unavailable": True,
-                "error": f"{name} failed after {retries} attempts ({type(last).__name__}: {last})"}
+        """One business tool call through the shared runner (authorization, timeout, retries, cached read); a tool
+        that stays unavailable becomes ``{"ok": False, "unavailable": True, "error": …}`` for the expert's model."""
+        try:
+            return self.tools.run(name, args).result
+        except ToolUnavailable as exc:
+            return {"ok": False, "unavailable": True, "error": str(exc)}
 
     def run(self) -> ExpertResult:
         """Consult the expert. Returns an ``ok`` result, or a ``failed`` one when the model used its
@@ -133,6 +122,7 @@ class ExpertRun:
         system = SystemMessage(content=expert_prompt(task))
         human = HumanMessage(content=task.objective)
         new: list[BaseMessage] = []
+        call_ids: set[str] = set()
         verified: list[ExpertFact] = []
         proposed: list[ProposedAction] = []
         for _ in range(self.deps.settings.max_tool_rounds):
@@ -140,19 +130,19 @@ class ExpertRun:
             self.model_calls += 1
             if not isinstance(ai, AIMessage):
                 ai = AIMessage(content=str(getattr(ai, "content", ai)))
-            ai = _unique_call_ids(ai, _known_call_ids(new))
+            ai = unique_call_ids(ai, call_ids)
             ai.name = task.expert
             new.append(ai)
-            calls = _views(ai)
+            calls = tool_call_views(ai)
             if not calls:
                 return self._result("ok", t0, answer=str(ai.content), verified=verified, proposed=proposed)
             by_id = {c.id: c for c in calls}
-            for o in arbitrate_expert_calls(task.expert, calls, self.business, self.side_effects):
+            for o in arbitrate_expert_tools(task.expert, calls, self.business, self.side_effects):
                 if o.action == "execute":
                     args = dict(by_id[o.call_id].args)
                     result = self._run_tool(o.name, args)
                     self.tools_called.append(o.name)
-                    for k, v in playbook.facts_from_tool_result(o.name, result).items():
+                    for k, v in facts_from_tool_result(o.name, result).items():
                         verified.append(ExpertFact(key=k, value=str(v), source="system_verified", via=o.name))
                     content = json.dumps(result, default=str)
                 else:
@@ -169,7 +159,7 @@ class ExpertRun:
         facts: dict[tuple[str, str, str], ExpertFact] = {}
         for f in verified:
             facts.setdefault((f.key, f.value, f.source), f)
-        said = dict(playbook.extract_facts(task.objective))
+        said = dict(extract_facts(task.objective))
         for f in task.known_facts:
             if f.source == "system_verified":
                 facts.setdefault((f.key, f.value, f.source), ExpertFact(key=f.key, value=f.value, source=f.source))
@@ -234,7 +224,7 @@ def _bounded(run: ExpertRun, timeout_s: float) -> ExpertResult:
 def make_expert_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], dict]:
     """Build the ``expert`` worker node: ``node({"task": ExpertTask JSON}, runtime) -> {"expert_results": [result]}``.
 
-    It receives one ``Send`` payload per consulted expert; LangGraph runs the sends of one fan-out as parallel
+    It receives one ``Send`` payload per called expert; LangGraph runs the sends of one fan-out as parallel
     tasks of one superstep.  It writes only ``expert_results`` (an append-only DeltaChannel key: parallel writes add up).
     """
     bound = {e: _bind(deps.model, e) for e in {s.agent for s in _all_specs()}}
@@ -251,6 +241,4 @@ def make_expert_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], dict]:
 
 
 def _all_specs():
-    from nodes.tools import TOOLS
-
     return TOOLS.values()

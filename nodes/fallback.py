@@ -1,7 +1,7 @@
 """The fallback agent: a controlled, deterministic end when the automated desk cannot finish.
 
 It answers with the facts so far and the open questions from the packet that brought control here,
-and marks the task ``needs_human``. It calls no model, so it cannot fail the way the model did.
+and marks the task status ``fallback`` (a person takes over). It calls no model, so it cannot fail the way the model did.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ def fallback_text(packet: dict | None) -> str:
 
 
 def fallback_node(state: dict) -> Command:
-    """Answer with the facts so far and the open questions; mark the task ``needs_human``; end the turn."""
+    """Answer with the facts so far and the open questions; mark the task ``fallback`` (a person takes over); end the turn."""
     packet = state.get("handoff") if (state.get("handoff") or {}).get("to_agent") == "fallback" else None
     text = fallback_text(packet)
     task = dict(state.get("task") or {})
     if task:
-        task.update(status="needs_human", current_owner="fallback",
+        task.update(status="fallback", current_owner="fallback",
                     owner_version=int(task.get("owner_version") or 0) + 1)
     turn = int(state.get("turn") or 0)
     return Command(goto=END, update={

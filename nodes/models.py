@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseChatModel
 
 from graph.errors import ConfigError
+from graph.results import ModelFailure
 
-__all__ = ["make_model", "is_openai_model", "ModelError", "describe_model_error", "FATAL_MODEL_ERRORS"]
+__all__ = ["make_model", "is_openai_model", "describe_model_error", "model_name", "FATAL_MODEL_ERRORS"]
 
 
 def make_model(spec: str = "offline", *, timeout_s: float = 30.0, max_retries: int = 2, router=None) -> BaseChatModel:
@@ -74,33 +74,20 @@ def is_openai_model(model: object) -> bool:
     return isinstance(inner, BaseChatOpenAI)
 
 
-ModelErrorKind = Literal["connection", "timeout", "auth", "not_found", "rate_limit", "server", "bad_request", "other"]
-
 #: Kinds after which every further call fails the same way (the CLI stops an interactive session on them).
 FATAL_MODEL_ERRORS: frozenset[str] = frozenset({"connection", "auth", "not_found"})
 
 
-@dataclass(frozen=True)
-class ModelError:
-    """A model call that failed after the client's retries, as plain data (stored in state as ``model_error``).
+def model_name(ai: Any, model: Any) -> str:
+    """The model's name for the event log: the response's ``model_name`` metadata, else the client's ``model_name``
+    / ``model`` attribute, else the model class name."""
+    meta = getattr(ai, "response_metadata", None) or {}
+    return str(meta.get("model_name") or getattr(model, "model_name", None) or getattr(model, "model", None)
+               or type(model).__name__)
 
-    Attributes:
-        kind: connection | timeout | auth | not_found | rate_limit | server | bad_request | other.
-        message: one line for the operator (no newlines, at most ~240 characters), e.g.
-            ``"cannot reach the model server at http://127.0.0.1:8000 (connection refused); check OPENAI_BASE_URL
-            and that the server is running"``.
-        status: the HTTP status when the server answered, else None.
-        error_type: the exception's class name (e.g. ``APIConnectionError``).
-    """
 
-    kind: str
-    message: str
-    status: int | None = None
-    error_type: str = ""
-
-    def as_dict(self) -> dict:
-        """JSON-able dict of the fields."""
-        return asdict(self)
+def _failure(kind: str, message: str, status: int | None, error_type: str) -> ModelFailure:
+    return ModelFailure(kind=kind, message=message, status=status, error_type=error_type)  # type: ignore[arg-type]
 
 
 def _server_of(exc: BaseException) -> str:
@@ -144,7 +131,7 @@ def _classes(module: str, *names: str) -> tuple[type, ...]:
     return tuple(c for c in (getattr(mod, n, None) for n in names) if isinstance(c, type))
 
 
-def describe_model_error(exc: BaseException, *, timeout_s: float | None = None) -> ModelError:
+def describe_model_error(exc: BaseException, *, timeout_s: float | None = None) -> ModelFailure:
     """Classify a failed model call and phrase it on one line (who must do what).
 
     Args:
@@ -152,7 +139,7 @@ def describe_model_error(exc: BaseException, *, timeout_s: float | None = None) 
         timeout_s: the configured timeout, quoted in the timeout message when given.
 
     Returns:
-        A :class:`ModelError`. Never raises. Classification: timeouts first (``openai.APITimeoutError`` subclasses
+        A :class:`graph.results.ModelFailure` (turn and agent unset). Never raises. Classification: timeouts first (``openai.APITimeoutError`` subclasses
         ``APIConnectionError``), then connection failures, then the HTTP status of ``openai.APIStatusError`` (401/403
         auth, 404, 429, >=500, other 4xx); exceptions of other providers by LangChain's provider-agnostic
         ``langchain_core.exceptions.Model*Error`` classes (when the installed version has them) or builtin
@@ -163,27 +150,27 @@ def describe_model_error(exc: BaseException, *, timeout_s: float | None = None) 
     server = _server_of(exc)
     if isinstance(exc, _classes("openai", "APITimeoutError") + _classes(lc, "ModelTimeoutError") + (TimeoutError,)):
         within = f" within {timeout_s:g} s" if timeout_s else ""
-        return ModelError("timeout", _one_line(f"the model server at {server} did not answer{within} (timeout);"
+        return _failure("timeout", _one_line(f"the model server at {server} did not answer{within} (timeout);"
                                                " raise --timeout or check the server"), None, name)
     if isinstance(exc, _classes("openai", "APIConnectionError") + _classes(lc, "ModelConnectionError") + (ConnectionError,)):
-        return ModelError("connection", _one_line(f"cannot reach the model server at {server} ({_root_cause(exc)});"
+        return _failure("connection", _one_line(f"cannot reach the model server at {server} ({_root_cause(exc)});"
                                                   " check OPENAI_BASE_URL and that the server is running"), None, name)
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
     detail = _one_line(getattr(exc, "message", None) or str(exc), 120)
     if status in (401, 403) or isinstance(exc, _classes(lc, "ModelAuthenticationError", "ModelPermissionDeniedError")):
-        return ModelError("auth", _one_line(f"the model server at {server} refused the API key (HTTP {status or '401'});"
+        return _failure("auth", _one_line(f"the model server at {server} refused the API key (HTTP {status or '401'});"
                                             " check OPENAI_API_KEY"), status, name)
     if status == 404 or isinstance(exc, _classes(lc, "ModelNotFoundError")):
-        return ModelError("not_found", _one_line(f"the model server at {server} answered HTTP 404 ({detail}); check the"
+        return _failure("not_found", _one_line(f"the model server at {server} answered HTTP 404 ({detail}); check the"
                                                  " model name and OPENAI_BASE_URL (it usually ends in /v1)"), status, name)
     if status == 429 or isinstance(exc, _classes(lc, "ModelRateLimitError")):
-        return ModelError("rate_limit", _one_line(f"the model server at {server} is rate-limiting (HTTP 429) and the"
+        return _failure("rate_limit", _one_line(f"the model server at {server} is rate-limiting (HTTP 429) and the"
                                                   " retries were used up; try again later or raise --retries"), status, name)
     if (status is not None and status >= 500) or isinstance(exc, _classes(lc, "ModelAPIError")):
-        return ModelError("server", _one_line(f"the model server at {server} failed (HTTP {status or '5xx'}: {detail})"
+        return _failure("server", _one_line(f"the model server at {server} failed (HTTP {status or '5xx'}: {detail})"
                                               " and the retries were used up"), status, name)
     if status is not None or isinstance(exc, _classes(lc, "ModelInvalidRequestError")):
-        return ModelError("bad_request", _one_line(f"the model server at {server} rejected the request"
+        return _failure("bad_request", _one_line(f"the model server at {server} rejected the request"
                                                    f" (HTTP {status or '400'}: {detail})"), status, name)
-    return ModelError("other", _one_line(f"the model call failed ({name}: {exc})"), None, name)
+    return _failure("other", _one_line(f"the model call failed ({name}: {exc})"), None, name)

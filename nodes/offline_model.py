@@ -9,7 +9,7 @@ templates.  It only ever calls tools that were bound to it.
 
 Supervisor mode: triage hands a compound request (``policies.compound``: more than one expert intent above
 the threshold, read from the router's per-agent scores of each request segment) to the supervisor; the
-supervisor consults one expert per intent with the segments as objectives; an expert is a specialist without
+supervisor calls one expert per intent with the segments as objectives; an expert is a specialist without
 transfer tools, so it looks things up and answers its sub-task.
 """
 
@@ -28,6 +28,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
 from nodes import playbook
+from nodes.facts import extract_facts, facts_from_tool_result
 from nodes.prompts import agent_from_prompt
 from policies.compound import COMPOUND_THRESHOLD, CompoundDecision, detect_compound, split_requests
 
@@ -130,11 +131,11 @@ class OfflineChatModel(BaseChatModel):
         # only business-tool results feed facts and answers; handoff acknowledgements do not
         results = [r for r in results if not r[0].startswith("transfer_to_")]
         from_specialist = bool(re.search(r"^Handoff from (?!triage\b)\w+ to", system, re.M))
-        facts = dict(playbook.extract_facts(user_text))
+        facts = dict(extract_facts(user_text))
         for key, value, _src in _FACT_LINE.findall(system):
             facts.setdefault(key, value.strip())
         for name, res in results:
-            facts.update(playbook.facts_from_tool_result(name, res))
+            facts.update(facts_from_tool_result(name, res))
 
         if agent == "triage" and "transfer_to_supervisor" in names and not refused:
             decision, _segments = self.compound(user_text)
@@ -185,14 +186,14 @@ class OfflineChatModel(BaseChatModel):
         return AIMessage(content=playbook.compose_answer(agent, user_text, results))
 
     def _supervise(self, user_text: str, names: set[str], answered: bool) -> AIMessage:
-        """The supervisor: one ``consult_<expert>`` call per intent (objective = that intent's segments)."""
-        if not answered and any(n.startswith("consult_") for n in names):
+        """The supervisor: one ``expert_<expert>`` call per intent (objective = that intent's segments)."""
+        if not answered and any(n.startswith("expert_") for n in names):
             decision, segments = self.compound(user_text)
             objectives = decision.objectives(segments)
             if not objectives:
                 route = self._router().route(user_text)
                 objectives = {route.agent: user_text}
-            calls = [_call(f"consult_{e}", {"objective": obj}) for e, obj in objectives.items() if f"consult_{e}" in names]
+            calls = [_call(f"expert_{e}", {"objective": obj}) for e, obj in objectives.items() if f"expert_{e}" in names]
             if calls:
                 return AIMessage(content="", tool_calls=calls)
         return AIMessage(content="I'm not sure which of our teams can answer this. Is it about a card, a payment or "

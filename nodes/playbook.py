@@ -11,11 +11,7 @@ Flow for one specialist turn (driven by the graph / offline chat model)::
         facts |= facts_from_tool_result(plan.name, result)     # so the next plan can use them
     answer = compose_answer(agent, user_text, results)
 
-Facts are ``dict[str, str]`` with these keys (all optional): ``transaction_id``, ``transaction_ids``
-(comma-separated when the user named several), ``original_transaction_id``, ``refund_id``,
-``refund_status``, ``transfer_id``, ``transfer_status``, ``card_last4`` (user-said), ``card_id``
-(system-verified), ``card_status``, ``merchant``, ``amount`` ("4.50 GBP"), ``amount_minor`` ("450"),
-``currency`` ("GBP"), ``refund_eligible`` ("yes"/"no"), ``policy_topic``.
+Facts are the ``dict[str, str]`` of :mod:`nodes.facts` (``extract_facts``, ``facts_from_tool_result``).
 
 The keyword rules are this module's own (no dataset text); they cover the demo story and the common
 shapes of each agent's requests, not every phrasing.
@@ -28,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+
 from nodes.store import money, money_plain, parse_iso
 from nodes.tools import TOOLS, match_policy_topic
 
@@ -35,17 +32,7 @@ __all__ = [
     "ToolCallPlan",
     "plan_tool_call",
     "compose_answer",
-    "extract_facts",
-    "facts_from_tool_result",
-    "FACT_KEYS",
 ]
-
-FACT_KEYS = frozenset({
-    "transaction_id", "transaction_ids", "original_transaction_id", "refund_id", "refund_status",
-    "transfer_id", "transfer_status", "card_last4", "card_id", "card_status", "merchant", "amount",
-    "amount_minor", "currency", "refund_eligible", "policy_topic",
-})
-
 
 @dataclass(frozen=True)
 class ToolCallPlan:
@@ -54,133 +41,6 @@ class ToolCallPlan:
 
     name: str
     args: dict[str, Any] = field(default_factory=dict)
-
-
-# --------------------------------------------------------------------------------------------------
-# Fact extraction
-# --------------------------------------------------------------------------------------------------
-
-_TX_RE = re.compile(r"\btx_[A-Za-z0-9_]+\b")
-_RF_RE = re.compile(r"\brf_[A-Za-z0-9_]+\b")
-_TR_RE = re.compile(r"\btr_[A-Za-z0-9_]+\b")
-_LAST4_RE = re.compile(
-    r"(?:card|ending(?:\s+in|\s+with)?|ends\s+(?:in|with)|last\s+(?:four|4)(?:\s+digits)?(?:\s+(?:are|is))?)"
-    r"\D{0,12}?(\d{4})\b", re.IGNORECASE)
-_SYMBOL_CCY = {"£": "GBP", "€": "EUR", "$": "USD"}
-_AMOUNT_SYMBOL_RE = re.compile(r"([£€$])\s?(\d{1,7}(?:[.,]\d{1,2})?)")
-_AMOUNT_CODE_RE = re.compile(
-    r"\b(\d{1,7}(?:[.,]\d{1,2})?)\s?(GBP|EUR|USD|CHF|PLN|SEK|NOK|DKK|JPY|pounds?|euros?|dollars?)\b",
-    re.IGNORECASE)
-_WORD_CCY = {"pound": "GBP", "pounds": "GBP", "euro": "EUR", "euros": "EUR", "dollar": "USD",
-             "dollars": "USD"}
-
-
-def _amount_facts(major: str, currency: str) -> dict[str, str]:
-    major = major.replace(",", ".")
-    whole, _, frac = major.partition(".")
-    if currency == "JPY":
-        minor = int(whole)
-        text = str(minor)
-    else:
-        minor = int(whole) * 100 + int((frac + "00")[:2])
-        text = f"{minor // 100}.{minor % 100:02d}"
-    return {"amount": f"{text} {currency}", "amount_minor": str(minor), "currency": currency}
-
-
-def extract_facts(user_text: str) -> dict[str, str]:
-    """User-said facts in ``user_text``: the first transaction id (``tx_…``; all of them, comma-joined,
-    under ``transaction_ids`` when there are several), refund id (``rf_…``), transfer id (``tr_…``),
-    card last four digits (only next to words like "card", "ending", "last four" so years and amounts
-    are not mistaken), and the first amount with a currency ("£4.50", "4.50 GBP", "12 euros") as
-    ``amount`` "4.50 GBP", ``amount_minor`` "450", ``currency`` "GBP"."""
-    facts: dict[str, str] = {}
-    txs = list(dict.fromkeys(_TX_RE.findall(user_text)))
-    if txs:
-        facts["transaction_id"] = txs[0]
-        if len(txs) > 1:
-            facts["transaction_ids"] = ",".join(txs)
-    if m := _RF_RE.search(user_text):
-        facts["refund_id"] = m.group(0)
-    if m := _TR_RE.search(user_text):
-        facts["transfer_id"] = m.group(0)
-    if m := _LAST4_RE.search(user_text):
-        facts["card_last4"] = m.group(1)
-    sym = _AMOUNT_SYMBOL_RE.search(user_text)
-    code = _AMOUNT_CODE_RE.search(user_text)
-    if sym and (not code or sym.start() <= code.start()):
-        facts.update(_amount_facts(sym.group(2), _SYMBOL_CCY[sym.group(1)]))
-    elif code:
-        unit = code.group(2)
-        ccy = _WORD_CCY.get(unit.lower(), unit.upper())
-        facts.update(_amount_facts(code.group(1), ccy))
-    return facts
-
-
-def facts_from_tool_result(tool_name: str, result: dict[str, Any]) -> dict[str, str]:
-    """System-verified facts from one tool result, for the next plan step and for a handoff packet.
-
-    find_duplicate_charges -> the latest pair's ``transaction_id`` (the duplicate),
-    ``original_transaction_id``, ``merchant``, ``amount``/``amount_minor``/``currency``;
-    request_refund / refund_status (single) -> ``refund_id``, ``refund_status``, ``transaction_id``;
-    check_refund_eligibility -> ``transaction_id``, ``refund_eligible``; explain_transaction ->
-    ``transaction_id``, ``merchant``, amount keys; card_status -> ``card_id`` of the active physical
-    card (else the first active card); freeze_card -> ``card_id``, ``card_status``; transfer_status ->
-    ``transfer_id``, ``transfer_status``; lookup_policy -> ``policy_topic``. A refusal (``ok`` False)
-    or an unknown tool gives {}."""
-    if not isinstance(result, dict) or not result.get("ok"):
-        return {}
-
-    def amount(d: dict[str, Any]) -> dict[str, str]:
-        return {"amount": money_plain(d["amount_minor"], d["currency"]),
-                "amount_minor": str(d["amount_minor"]), "currency": d["currency"]}
-
-    if tool_name == "find_duplicate_charges":
-        pairs = result.get("duplicates") or []
-        if not pairs:
-            return {}
-        pair = pairs[-1]
-        dup, orig = pair["duplicate"], pair["original"]
-        facts = {"transaction_id": dup["id"], "original_transaction_id": orig["id"],
-                 "merchant": dup["merchant"], **amount(dup)}
-        if pair.get("existing_refund"):
-            facts["refund_id"] = pair["existing_refund"]["id"]
-            facts["refund_status"] = pair["existing_refund"]["status"]
-        return facts
-    if tool_name == "request_refund":
-        rf = result["refund"]
-        return {"refund_id": rf["id"], "refund_status": rf["status"],
-                "transaction_id": rf["transaction_id"], "merchant": result["transaction"]["merchant"],
-                **amount(rf)}
-    if tool_name == "refund_status":
-        refunds = result.get("refunds") or []
-        if len(refunds) != 1:
-            return {}
-        rf = refunds[0]
-        return {"refund_id": rf["id"], "refund_status": rf["status"],
-                "transaction_id": rf["transaction_id"]}
-    if tool_name == "check_refund_eligibility":
-        tx = result["transaction"]
-        return {"transaction_id": tx["id"], "refund_eligible": "yes" if result["eligible"] else "no",
-                "merchant": tx["merchant"], **amount(tx)}
-    if tool_name == "explain_transaction":
-        tx = result["transaction"]
-        return {"transaction_id": tx["id"], "merchant": tx["merchant"], **amount(tx)}
-    if tool_name == "card_status":
-        cards = result.get("cards", [])
-        if any(c["status"] == "frozen" for c in cards):
-            return {}  # a card was already frozen: which one is lost now is for the customer to say
-        active = [c for c in cards if c["status"] == "active"]
-        physical = [c for c in active if c["kind"] == "physical"]
-        chosen = (physical or active or [None])[0]
-        return {"card_id": chosen["id"]} if chosen else {}
-    if tool_name == "freeze_card":
-        return {"card_id": result["card_id"], "card_status": result["status"]}
-    if tool_name == "transfer_status":
-        tr = result["transfer"]
-        return {"transfer_id": tr["id"], "transfer_status": tr["status"]}
-    if tool_name == "lookup_policy":
-        return {"policy_topic": result["topic"]}
-    return {}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ DESCRIPTIONS: dict[str, str] = {
     "account": "identity verification, personal details, passcode, opening and closing the account",
     "policy": "general rules: fees, limits, supported countries and currencies, age requirements",
     "clarify": "asks the customer what they need when the request is unclear",
-    "supervisor": "splits compound requests, consults experts as tools, and writes one merged answer",
+    "supervisor": "splits compound requests, calls experts as tools, and writes one merged answer",
 }
 
 _AGENT_RE = re.compile(r"^You are the (\w+) agent", re.M)

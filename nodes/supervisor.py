@@ -1,15 +1,15 @@
 """Supervisor mode: the ``supervisor`` node (plan and fan out) and the ``supervisor_merge`` node (merge, answer once).
 
 Triage hands a compound request to the supervisor (a handoff: control moves to the supervisor).  The
-supervisor then keeps control and consults experts *as tools* (DESIGN.md, "The two relations between agents"):
+supervisor then keeps control and calls experts *as tools* (DESIGN.md, "The two relations between agents"):
 
-1. ``supervisor``: its model, bound with ``consult_<agent>`` tools, writes one consult call per sub-task
-   (``policies.experts.plan_consults`` decides which are accepted); code sends one
+1. ``supervisor``: its model, bound with ``expert_<agent>`` tools, writes one expert call per sub-task
+   (``policies.experts.plan_expert_calls`` decides which are accepted); code sends one
    :class:`~graph.agent_as_tool.ExpertTask` per accepted call to the ``expert`` node with ``Send`` — the
    experts run as parallel tasks of one superstep.  When a multi-handoff message was turned into a fan-out
    (``Settings.multi_handoff="supervisor"``), the plan is given and no model call is needed.
 2. ``expert`` (``nodes.expert``): each expert appends its typed result to ``expert_results``.
-3. ``supervisor_merge``: ``policies.merge.merge_expert_results`` merges the results of this fan-out, each consult
+3. ``supervisor_merge``: ``policies.merge.merge_expert_results`` merges the results of this fan-out, each expert
    call gets its ToolMessage, and the supervisor answers once with a typed
    :class:`~graph.agent_as_tool.SupervisorAnswer` — or, when the merge fails, goes to fallback.
 
@@ -28,15 +28,18 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
-from graph.agent_as_tool import ExpertResult, ExpertTask, ProposedAction, SupervisorAnswer, SupervisorPlan
+from graph.agent_as_tool import ExpertCall, ExpertResult, ExpertTask, ProposedAction, SupervisorAnswer, SupervisorPlan
 from graph.context import RunContext
 from graph.packet import Fact, HandoffRecord, render_packet
 from graph.state import ensure_ids
-from nodes.agent import Deps, _known_call_ids, _unique_call_ids, _views, build_packet, last_user_text, thread_id_of
-from nodes.expert import consult_tool
+from nodes.deps import Deps
+from nodes.expert import expert_tool
+from nodes.instrumentation import emit
+from nodes.packets import build_packet
+from nodes.transcript import known_call_ids, last_user_text, thread_id_of, tool_call_views, unique_call_ids
 from nodes.prompts import DESCRIPTIONS
 from policies.edges import EXPERT_NODE, EXPERTS, FALLBACK, SUPERVISOR
-from policies.experts import ConsultOutcome, consult_tool_name, plan_consults
+from policies.experts import ExpertCallDecision, expert_tool_name, plan_expert_calls
 from policies.history import policy_for_edge, shape_history
 from policies.merge import MergeOutcome, MergeRules, merge_expert_results
 
@@ -48,7 +51,7 @@ def supervisor_prompt() -> str:
     return (
         f"You are the supervisor agent of a bank's customer-support desk. You own: {DESCRIPTIONS[SUPERVISOR]}.\n"
         "You keep control of the conversation: you never hand off. Split the customer's request into independent"
-        " sub-tasks and call consult_<agent> once per sub-task, all in one message (they run in parallel), each with"
+        " sub-tasks and call expert_<agent> once per sub-task, all in one message (they run in parallel), each with"
         " a short objective in the customer's words. The experts' results come back to you and the desk writes one"
         " merged answer. Answer directly, without tools, only when no expert is needed."
     )
@@ -74,7 +77,7 @@ def _fallback(state: dict, ctx: RunContext, reason: str, new: list[BaseMessage],
 
 
 def _direct_answer(state: dict, text: str, new: list[BaseMessage], model_calls: int) -> Command:
-    """The supervisor answered without consulting anyone: still one typed SupervisorAnswer."""
+    """The supervisor answered without calling anyone: still one typed SupervisorAnswer."""
     turn = int(state.get("turn") or 0)
     answer = SupervisorAnswer(text=text, status="complete")
     task = dict(state.get("task") or {})
@@ -91,12 +94,12 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
     """Build the ``supervisor`` node: ``node(state, runtime) -> Command``.
 
     ``goto`` is a list of ``Send("expert", {"task": ExpertTask JSON})`` (the fan-out), ``__end__`` (answered
-    without experts) or ``fallback`` (the model failed, or wrote no acceptable consultation within
-    ``max_tool_rounds`` calls).  Writes the consult AIMessage (answers to refused calls at once; accepted calls are
-    answered by the merge node), ``supervisor_plan`` and one ``agent_as_tool`` record per consultation.
+    without experts) or ``fallback`` (the model failed, or wrote no acceptable expert call within
+    ``max_tool_rounds`` calls).  Writes the expert-call AIMessage (answers to refused calls at once; accepted calls are
+    answered by the merge node), ``supervisor_plan`` and one :class:`ExpertCall` per expert called (``expert_calls``; not a hop).
     """
     experts = tuple(e for e in EXPERTS if e in deps.available)
-    bound = deps.model.bind_tools([consult_tool(e) for e in experts]) if experts else deps.model
+    bound = deps.model.bind_tools([expert_tool(e) for e in experts]) if experts else deps.model
 
     def node(state: dict, runtime: Runtime[RunContext]) -> Command:
         ctx = runtime.context if isinstance(runtime.context, RunContext) else RunContext()
@@ -111,24 +114,25 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
             requested = None
         new: list[BaseMessage] = []
         plan_source = "model"
-        accepted: tuple[ConsultOutcome, ...] = ()
+        accepted: tuple[ExpertCallDecision, ...] = ()
         ai: AIMessage | None = None
         if requested is not None:
-            # A multi-handoff message became this fan-out: the plan is given, code writes the consult calls.
+            # A multi-handoff message became this fan-out: the plan is given, code writes the expert calls.
             plan_source = "multi_handoff"
             ai = AIMessage(content="", name=SUPERVISOR, tool_calls=[
-                {"name": consult_tool_name(t.expert), "args": {"objective": t.objective},
+                {"name": expert_tool_name(t.expert), "args": {"objective": t.objective},
                  "id": f"call_{uuid.uuid4().hex[:16]}", "type": "tool_call"} for t in requested.tasks])
             new.append(ai)
-            plan = plan_consults(_views(ai), experts, settings.max_experts, user_text)
+            plan = plan_expert_calls(tool_call_views(ai), experts, settings.max_experts, user_text)
             for o in plan.refused:
                 new.append(ToolMessage(content=o.message, tool_call_id=o.call_id, name=o.name))
-            accepted = plan.consults
+            accepted = plan.calls
         else:
             source = packet_in.get("from_agent") if packet_in else None
             shaped = shape_history(messages, policy_for_edge(source, SUPERVISOR, deps.history),
                                    render_packet(packet_in) if packet_in else None)
             system = SystemMessage(content=supervisor_prompt())
+            call_ids = known_call_ids(messages)
             for _ in range(settings.max_tool_rounds):
                 try:
                     out = bound.invoke([system, *shaped, *new])
@@ -137,24 +141,24 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
                     return _fallback(state, ctx, f"the model failed ({type(exc).__name__}: {str(exc)[:200]})", new, model_calls)
                 model_calls += 1
                 ai = out if isinstance(out, AIMessage) else AIMessage(content=str(getattr(out, "content", out)))
-                ai = _unique_call_ids(ai, _known_call_ids(messages + new))
+                ai = unique_call_ids(ai, call_ids)
                 ai.name = SUPERVISOR
                 new.append(ai)
-                calls = _views(ai)
+                calls = tool_call_views(ai)
                 if not calls:
                     return _direct_answer(state, str(ai.content), new, model_calls)
-                plan = plan_consults(calls, experts, settings.max_experts, user_text)
+                plan = plan_expert_calls(calls, experts, settings.max_experts, user_text)
                 for o in plan.refused:
                     new.append(ToolMessage(content=o.message, tool_call_id=o.call_id, name=o.name))
-                if plan.consults:
-                    accepted = plan.consults
+                if plan.calls:
+                    accepted = plan.calls
                     break
         if not accepted:
-            return _fallback(state, ctx, "the supervisor found no expert to consult", new, model_calls)
+            return _fallback(state, ctx, "the supervisor found no expert to call", new, model_calls)
 
         # Facts the experts start from: what a system already verified this turn, plus what the model passed.
         verified = tuple(Fact(**f) for f in (packet_in or {}).get("known_facts") or () if f.get("source") == "system_verified")
-        args_by_id = {c.id: dict(c.args or {}) for c in _views(ai)} if ai is not None else {}
+        args_by_id = {c.id: dict(c.args or {}) for c in tool_call_views(ai)} if ai is not None else {}
         plan_id = f"p_{uuid.uuid4().hex[:12]}"
         tasks = []
         for o in accepted:
@@ -164,9 +168,11 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
             tasks.append(ExpertTask(task_id=o.call_id, plan_id=plan_id, expert=str(o.expert), objective=o.objective,
                                     request=user_text, known_facts=facts, turn=turn))
         plan_state = SupervisorPlan(plan_id=plan_id, turn=turn, status="running", source=plan_source, tasks=tuple(tasks))
-        hop = int(state.get("handoff_count") or 0)
-        records = [HandoffRecord(hop=hop, turn=turn, from_agent=SUPERVISOR, to_agent=t.expert, kind="agent_as_tool",
-                                 reason=t.objective, handoff_id=t.task_id).model_dump() for t in tasks]
+        expert_calls = [ExpertCall(turn=turn, plan_id=plan_id, call_id=t.task_id, expert=t.expert,
+                                   objective=t.objective) for t in tasks]
+        for c in expert_calls:
+            emit("expert_called", from_agent=SUPERVISOR, to_agent=c.expert, reason=c.objective, call_id=c.call_id,
+                 plan_id=plan_id)
         task_key = (state.get("task") or {}).get("task_id", "")
         sends = [Send(EXPERT_NODE, {"task": t.model_dump(mode="json"), "task_key": task_key}) for t in tasks]
         return Command(goto=sends, update={
@@ -174,7 +180,7 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
             "model_calls": model_calls,
             "active_agent": SUPERVISOR,
             "supervisor_plan": plan_state.model_dump(mode="json"),
-            "handoff_path": records,
+            "expert_calls": [c.model_dump(mode="json") for c in expert_calls],
         })
 
     node.__name__ = "supervisor_node"
@@ -223,7 +229,7 @@ def make_merge_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Command
 
     Reads the results of the current ``supervisor_plan`` from ``expert_results`` (results of earlier fan-outs are
     ignored), merges them with ``policies.merge.merge_expert_results`` (``on_failure`` from
-    ``Settings.on_expert_failure``), answers every consult call with a ToolMessage, and writes one AIMessage
+    ``Settings.on_expert_failure``), answers every expert call with a ToolMessage, and writes one AIMessage
     (name ``supervisor``) and ``outcome.answer`` = the :class:`SupervisorAnswer`.
     """
 
@@ -237,7 +243,7 @@ def make_merge_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Command
         for r in results:
             first.setdefault(r.get("task_id"), r)
         new: list[BaseMessage] = [ToolMessage(content=_tool_payload(t, first.get(t.task_id)), tool_call_id=t.task_id,
-                                              name=consult_tool_name(t.expert)) for t in plan.tasks]
+                                              name=expert_tool_name(t.expert)) for t in plan.tasks]
         model_calls = int(state.get("model_calls") or 0) + sum(int(r.get("model_calls") or 0) for r in results)
         done = plan.model_copy(update={"status": "merged"}).model_dump(mode="json")
         if merged.status == "failed":

@@ -537,7 +537,7 @@ def _not_executable(**_: Any) -> Any:
 
 def schema_tool(name: str, description: str, args_schema: type[BaseModel]) -> Any:
     """A ``langchain_core.tools.StructuredTool`` that only carries a name, a description and an args schema, for
-    ``model.bind_tools([...])`` (business tools, ``transfer_to_*`` handoffs, ``consult_*`` experts). Calling it
+    ``model.bind_tools([...])`` (business tools, ``transfer_to_*`` handoffs, ``expert_*`` experts). Calling it
     raises RuntimeError: the graph decides and runs every tool call itself."""
     from langchain_core.tools import StructuredTool
 

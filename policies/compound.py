@@ -1,7 +1,7 @@
 """Compound-request detection: does one message hold several independent kinds of work?
 
 Triage chooses between a handoff (one intent: control moves to the specialist that owns it) and supervisor
-mode (several intents: the supervisor consults one expert per intent as a tool and answers once).  The rule
+mode (several intents: the supervisor calls one expert per intent as a tool and answers once).  The rule
 is: **more than one expert intent above a confidence threshold**, where the intents are read from the router's
 per-agent probabilities of each *request segment* of the message (:func:`split_requests`): a segment's intent
 is its most probable expert, if that probability reaches the threshold.
@@ -132,7 +132,7 @@ def detect_compound(
             segment when it does not split), the router's probability per agent (keys agent names, values
             0..1; unknown names and non-experts such as ``"other"`` or ``"clarify"`` are ignored).
         threshold: minimum probability for an intent (default :data:`COMPOUND_THRESHOLD`).
-        experts: agents that can be consulted as experts.
+        experts: agents that can be called as experts.
 
     Returns:
         A :class:`CompoundDecision`; ``compound`` is True iff at least two segments have intents (their best

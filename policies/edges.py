@@ -46,7 +46,7 @@ TRIAGE = "triage"
 FALLBACK = "fallback"
 CLARIFY = "clarify"
 #: Supervisor mode (agent as tool, DESIGN.md "The two relations between agents"): the ``supervisor`` agent
-#: consults experts as tools in the ``expert`` worker node (fanned out with ``Send``, one task per expert)
+#: calls experts as tools in the ``expert`` worker node (fanned out with ``Send``, one task per expert)
 #: and merges their results in ``supervisor_merge``.  The supervisor keeps control; experts never hold it.
 SUPERVISOR = "supervisor"
 EXPERT_NODE = "expert"
@@ -55,7 +55,7 @@ MERGE_NODE = "supervisor_merge"
 #: Specialists: agents that own a topic and answer the user.
 SPECIALISTS: tuple[str, ...] = ("billing", "refunds", "cards", "transfers", "account", "policy")
 
-#: Agents the supervisor may consult as tools (their "as tool" form runs in the ``expert`` node).
+#: Agents the supervisor may call as tools (their "as tool" form runs in the ``expert`` node).
 EXPERTS: tuple[str, ...] = SPECIALISTS
 
 #: Every conversational agent node (the model speaks in these).

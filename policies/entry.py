@@ -40,7 +40,7 @@ def choose_entry(
         identity_changed: the run context's user or tenant differs from the one the thread was started with.
         permitted: the caller may still talk to ``active_agent`` (authorization outcome).
         available: agents that can take turns now.
-        task_status: status of the thread's task; a ``needs_human`` task stays with fallback.
+        task_status: status of the thread's task; a task in ``fallback`` (a person took over) stays with fallback.
 
     Returns:
         The active agent when the topic continues (router agrees with enough confidence) and permission
@@ -57,6 +57,6 @@ def choose_entry(
         return EntryDecision(TRIAGE, f"topic changed (router: {routed_agent} at {route_confidence:.2f})")
     if active_agent not in available:
         return EntryDecision(FALLBACK, f"{active_agent} is unavailable")
-    if task_status == "needs_human":
+    if task_status == "fallback":
         return EntryDecision(FALLBACK, "the task waits for a human")
     return EntryDecision(active_agent, f"topic continues with {active_agent}")

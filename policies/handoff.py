@@ -77,7 +77,7 @@ class CallOutcome:
     ``action`` is ``handoff`` (the winning handoff), ``execute`` (run the business tool),
     ``refused`` (illegal, failed guard, unknown tool, bad arguments), ``skipped`` (legal, but not run
     because something else won) or ``fanout`` (one of several handoffs turned into a supervisor fan-out:
-    ``target`` becomes an expert the supervisor consults).  ``message`` is the text of the ToolMessage that
+    ``target`` becomes an expert the supervisor calls).  ``message`` is the text of the ToolMessage that
     answers the call.
     """
 
@@ -103,7 +103,7 @@ class Arbitration:
     @property
     def fanout(self) -> tuple[CallOutcome, ...]:
         """Handoffs combined into a supervisor fan-out (empty unless ``multi_handoff="supervisor"`` applied);
-        control then moves to the supervisor, which consults each ``target`` as an expert."""
+        control then moves to the supervisor, which calls each ``target`` as an expert."""
         return tuple(o for o in self.outcomes if o.action == "fanout")
 
     @property
@@ -286,7 +286,7 @@ def _fanout(source: str, calls: Sequence[ToolCallView], business_tools: frozense
     carrier = ToolCallView(id=first.id, name=first.name, args={"reason": reason})
     if not check_guards(source, SUPERVISOR, packet_for(SUPERVISOR, carrier), task).ok:
         return None
-    combined = (f"Combined into a supervisor fan-out: the supervisor consults {names} as experts and answers "
+    combined = (f"Combined into a supervisor fan-out: the supervisor calls {names} as experts and answers "
                 "once (several handoffs in one message are not executed one by one).")
     out: list[CallOutcome] = []
     used: set[str] = set()

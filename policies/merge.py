@@ -1,4 +1,4 @@
-"""The supervisor's merge function: how the typed results of experts consulted as tools become one answer.
+"""The supervisor's merge function: how the typed results of experts called as tools become one answer.
 
 Explicit rules (DESIGN.md, agent as tool: "fan-out with ``Send``, merge by an explicit merge function"):
 
@@ -23,6 +23,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from graph.agent_as_tool import AnswerPart, Conflict, Gap, MergedFact
 
 __all__ = ["FIELD_RULES", "SOURCE_RANK", "MergeRules", "MergedFact", "Conflict", "Gap", "AnswerPart",
            "MergeOutcome", "merge_expert_results"]
@@ -63,60 +65,6 @@ class MergeRules:
     def __post_init__(self) -> None:
         if self.on_failure not in ("continue", "fail"):
             raise ValueError(f"on_failure must be 'continue' or 'fail', got {self.on_failure!r}")
-
-
-@dataclass(frozen=True)
-class MergedFact:
-    """One fact of the merged answer: ``key``, ``value``, the strongest ``source`` that vouches for it, the
-    ``experts`` that reported it (plan order) and the ``subject`` it is about (a transaction id or None)."""
-
-    key: str
-    value: str
-    source: str
-    experts: tuple[str, ...]
-    subject: str | None = None
-
-
-@dataclass(frozen=True)
-class Conflict:
-    """Two or more values for one key (and subject).
-
-    Attributes:
-        key / subject: what disagrees (``subject`` None for a source conflict over the whole request).
-        values: ``(expert, value, source)`` for every value reported.
-        resolved_to: the value kept, or None when the conflict is unresolved (nothing asserted).
-        rule: the rule applied, e.g. ``"system_verified over user_said"`` or ``"must agree: unresolved"``.
-        question: for an unresolved conflict, the question put to the customer ("" otherwise).
-    """
-
-    key: str
-    subject: str | None
-    values: tuple[tuple[str, str, str], ...]
-    resolved_to: str | None
-    rule: str
-    question: str = ""
-
-
-@dataclass(frozen=True)
-class Gap:
-    """What could not be checked: the ``expert``, its sub-task ``objective``, ``status`` (failed | timeout |
-    missing) and a one-line ``reason``."""
-
-    expert: str
-    objective: str
-    status: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class AnswerPart:
-    """One sub-task of the plan and what came of it (``answer`` None unless ``status == "ok"``)."""
-
-    task_id: str
-    expert: str
-    objective: str
-    status: str
-    answer: str | None = None
 
 
 @dataclass(frozen=True)

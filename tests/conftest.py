@@ -30,24 +30,37 @@ def kw_router():
 
 
 @pytest.fixture
-def store(tmp_path):
+def store(isolated_home):
+    """The demo business store at ``$SWITCHBOARD_HOME/business.db`` (the file ``Settings()`` names, so a
+    ``Conversation`` built on a plain graph finds the same store)."""
     from nodes.store import open_store
 
-    return open_store(tmp_path / "business.db")
+    return open_store(isolated_home / "business.db")
 
 
 @pytest.fixture
-def make_graph(kw_router, store):
-    """``make_graph(model, checkpointer=None, **settings)`` -> compiled graph with the keyword router."""
-    from graph import build_graph
+def make_desk(kw_router, store):
+    """``make_desk(model, checkpointer=None, router=None, history=None, events=None, **settings)`` -> a Desk (compiled
+    graph + deps) with the keyword router and the test's business store."""
+    from graph.builder import build_desk
     from graph.settings import Settings
 
-    def _make(model=None, checkpointer=None, router=None, history=None, **settings):
+    def _make(model=None, checkpointer=None, router=None, history=None, events=None, **settings):
         from nodes.offline_model import OfflineChatModel
 
         r = router or kw_router
-        return build_graph(model=model or OfflineChatModel(router=r), checkpointer=checkpointer or InMemorySaver(),
-                           settings=Settings.from_env(**settings), router=r, store=store, history=history)
+        return build_desk(model=model or OfflineChatModel(router=r), checkpointer=checkpointer or InMemorySaver(),
+                          settings=Settings.from_env(**settings), router=r, store=store, history=history, events=events)
+
+    return _make
+
+
+@pytest.fixture
+def make_graph(make_desk):
+    """``make_graph(...)`` -> the compiled graph of ``make_desk(...)`` (same arguments)."""
+
+    def _make(*args, **kwargs):
+        return make_desk(*args, **kwargs).graph
 
     return _make
 

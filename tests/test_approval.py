@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from checkpoints import open_checkpointer
-from graph import build_graph
+from graph.builder import build_desk
 from graph.context import RunContext
 from graph.conversation import Conversation
 from graph.errors import InputError
@@ -27,8 +27,8 @@ SMALL = "Please refund tx_1008, it was a duplicate coffee"  # £4.50, auto-appro
 def _setup(home: Path):
     s = Settings.from_env(db=home / "switchboard.db", business_db=home / "business.db")
     r = KeywordRouter()
-    g = build_graph(model=OfflineChatModel(router=r), checkpointer=open_checkpointer(s.db), settings=s, router=r)
-    return g, g.deps.store
+    d = build_desk(model=OfflineChatModel(router=r), checkpointer=open_checkpointer(s.db), settings=s, router=r)
+    return d.graph, d.deps.store
 
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
@@ -46,15 +46,15 @@ def test_small_refund_is_auto_approved_and_paid(isolated_home):
     r = Conversation("t", graph=g).send(SMALL)
     assert r.status == "answered" and r.agent == "refunds"
     assert "paid back" in r.text and "tx_1008" in r.text
-    assert [h["to_agent"] for h in r.handoff_path][-3:] == ["risk", "refund_execute", "refunds"]
+    assert [h.to_agent for h in r.handoff_path][-3:] == ["risk", "refund_execute", "refunds"]
     assert len(_executed(store)) == 1
 
 
 def test_big_refund_pauses_then_another_process_approves_once(isolated_home):
     g, store = _setup(isolated_home)
     r = Conversation("t-big", graph=g).send(BIG)
-    assert r.status == "awaiting_approval" and r.pending["amount_minor"] == 2380
-    assert r.pending["risk_flags"] and r.pending["refund_id"]
+    assert r.status == "awaiting_approval" and r.pending.amount_minor == 2380
+    assert r.pending.risk_flags and r.pending.refund_id
     assert _executed(store) == []
     listed = _cli(isolated_home, "pending")
     assert listed.returncode == 0 and "t-big" in listed.stdout
@@ -66,9 +66,9 @@ def test_big_refund_pauses_then_another_process_approves_once(isolated_home):
     second = _cli(isolated_home, "resume", "t-big", "--approve", "--approver", "bob")
     assert second.returncode == 2 and "already decided: approve by ann" in second.stderr
     assert len(_executed(store)) == 1
-    decisions = store.list_decisions(r.pending["task_id"])
+    decisions = store.list_decisions(r.pending.task_id)
     assert [(d.approver, d.decision, d.note) for d in decisions] == [("ann", "approve", "receipt checked")]
-    assert store.get_task(r.pending["task_id"]).status == "completed"
+    assert store.get_task(r.pending.task_id).status == "completed"
 
 
 def test_reject_pays_nothing_and_refunds_agent_answers(isolated_home):
@@ -133,8 +133,8 @@ def test_cancel_then_approve_executes_nothing(isolated_home):
 def test_cancel_out_of_band_then_approve_is_already_decided(isolated_home):
     g, store = _setup(isolated_home)
     r = Conversation("t", graph=g).send(BIG)
-    store.decide_approval(r.pending["task_id"], "dc_phone", "customer", "cancel", "called the bank",
-                          refund_id=r.pending["refund_id"])
+    store.decide_approval(r.pending.task_id, "dc_phone", "customer", "cancel", "called the bank",
+                          refund_id=r.pending.refund_id)
     with pytest.raises(InputError, match="already decided: cancel"):
         Conversation("t", graph=g, context=RunContext(roles=("approver",))).resume({"decision": "approve", "approver": "ann"})
     assert _executed(store) == []
@@ -143,11 +143,11 @@ def test_cancel_out_of_band_then_approve_is_already_decided(isolated_home):
 RACE = r'''
 import sys, os, time
 from graph.conversation import Conversation
-from graph.cli import _approval_graph, _thread_context
+from graph.cli import _approval_desk, _thread_context
 from graph.errors import InputError
 from pathlib import Path
-g = _approval_graph(Path(sys.argv[1]))
-conv = Conversation("race", graph=g, context=_thread_context(g, "race", ("approver",)))
+d = _approval_desk(Path(sys.argv[1]))
+conv = Conversation("race", desk=d, context=_thread_context(d, "race", ("approver",)))
 while not Path(sys.argv[2]).exists():
     time.sleep(0.001)
 try:

@@ -43,11 +43,11 @@ def test_crash_after_payment_before_checkpoint_pays_once(isolated_home, monkeypa
 def test_crash_after_claim_before_resume_is_not_a_lost_approval(isolated_home):
     g, store = _setup(isolated_home)
     r = Conversation("t", graph=g).send(BIG)
-    store.decide_approval(r.pending["task_id"], "dc_claimed", "ann", "approve", "ok", refund_id=r.pending["refund_id"])
+    store.decide_approval(r.pending.task_id, "dc_claimed", "ann", "approve", "ok", refund_id=r.pending.refund_id)
     # the approver's process died here: the store knows the decision, the thread is still paused
     out = Conversation("t", graph=g, context=APPROVER).recover()
     assert out.status == "answered" and len(_executed(store)) == 1
-    assert [d.id for d in store.list_decisions(r.pending["task_id"])] == ["dc_claimed"]
+    assert [d.id for d in store.list_decisions(r.pending.task_id)] == ["dc_claimed"]
 
 
 def test_cleanly_pending_thread_is_left_alone_by_recover(isolated_home):

@@ -7,7 +7,7 @@ import re
 from typer.testing import CliRunner
 
 from graph.cli import app
-from graph.inspect import graph_spec
+from graph.drawing import graph_spec
 from policies.edges import AGENTS, DEFAULT_EDGE_TABLE, HANDOFF_EDGES
 
 EDGE_RE = re.compile(r"^\s*([\w]+)\s*-[-.]+>(?:\|[^|]*\|)?\s*([\w]+)", re.M)

@@ -12,9 +12,12 @@ from langgraph.graph import END, START
 from langgraph.types import Command, interrupt
 
 from checkpoints import open_checkpointer
-from graph import events
+from nodes import instrumentation as events
 from graph.conversation import Conversation
-from graph.events import EVENT_KINDS, InstrumentedStateGraph, open_event_log
+from checkpoints.event_log import open_event_log
+from graph.events import EVENT_KINDS
+from langgraph.graph import StateGraph
+from nodes.instrumentation import EventRecorder
 from graph.state import ensure_ids
 from nodes import scripted_models as sm
 
@@ -57,11 +60,12 @@ TWO_HANDOFFS = [
 ]
 
 
-def test_two_handoff_conversation_exact_event_sequence(make_graph):
-    g = make_graph(two_hop_model())
+def test_two_handoff_conversation_exact_event_sequence(make_desk):
+    gd = make_desk(two_hop_model())
+    g = gd.graph
     r = Conversation("t2", graph=g).send("I was charged twice, I want my money back")
     assert r.agent == "refunds"
-    evts = g.deps.events.events("t2")
+    evts = gd.deps.events.events("t2")
     assert seq(evts) == TWO_HANDOFFS
     # one run, one thread, one turn, one task on every event of it
     assert len({e.run_id for e in evts}) == 1 and evts[0].run_id
@@ -84,19 +88,21 @@ def test_two_handoff_conversation_exact_event_sequence(make_graph):
     assert set(e.kind for e in evts) <= set(EVENT_KINDS)
 
 
-def test_token_counts_come_from_usage_metadata(make_graph):
+def test_token_counts_come_from_usage_metadata(make_desk):
     def policy(agent, user, names, i, msgs):
         return AIMessage(content="hello", usage_metadata={"input_tokens": 11, "output_tokens": 3, "total_tokens": 14})
 
-    g = make_graph(sm.ScriptedChatModel(policy=policy))
+    gd = make_desk(sm.ScriptedChatModel(policy=policy))
+    g = gd.graph
     Conversation("tok", graph=g).send("something unrelated")
-    call = next(e for e in g.deps.events.events("tok") if e.kind == "model_called")
+    call = next(e for e in gd.deps.events.events("tok") if e.kind == "model_called")
     assert (call.input_tokens, call.output_tokens, call.total_tokens) == (11, 3, 14)
 
 
-def test_events_are_stored_in_the_checkpoint_database(tmp_path, make_graph):
+def test_events_are_stored_in_the_checkpoint_database(tmp_path, make_desk):
     db = tmp_path / "switchboard.db"
-    g = make_graph(two_hop_model(), checkpointer=open_checkpointer(db))
+    gd = make_desk(two_hop_model(), checkpointer=open_checkpointer(db))
+    g = gd.graph
     Conversation("tp", graph=g).send("charged twice")
     Conversation("tp", graph=g).send("and again please")
     with sqlite3.connect(db) as conn:
@@ -110,11 +116,12 @@ def test_events_are_stored_in_the_checkpoint_database(tmp_path, make_graph):
     assert [e.turn for e in reopened if e.kind == "run_completed"] == [1, 2]
 
 
-def test_refused_handoffs_and_loops_are_events(make_graph):
-    g = make_graph(sm.ping_pong("billing", "refunds"))
+def test_refused_handoffs_and_loops_are_events(make_desk):
+    gd = make_desk(sm.ping_pong("billing", "refunds"))
+    g = gd.graph
     r = Conversation("pp", graph=g).send("I was charged twice")
     assert r.status == "fallback"
-    evts = g.deps.events.events("pp")
+    evts = gd.deps.events.events("pp")
     kinds = [e.kind for e in evts]
     loop = next(e for e in evts if e.kind == "loop_detected")
     assert loop.detail["type"] == "bounce_back"
@@ -124,23 +131,25 @@ def test_refused_handoffs_and_loops_are_events(make_graph):
     assert [e.status for e in evts if e.kind == "agent_finished"][-2:] == ["fallback", "fallback"]
     assert evts[-1].kind == "run_completed" and evts[-1].status == "fallback"
 
-    g2 = make_graph(sm.always_illegal("account", "refunds"))
+    g2d = make_desk(sm.always_illegal("account", "refunds"))
+    g2 = g2d.graph
     Conversation("il", graph=g2).send("refund please")
-    ill = [e for e in g2.deps.events.events("il") if e.kind == "handoff_refused"]
+    ill = [e for e in g2d.deps.events.events("il") if e.kind == "handoff_refused"]
     assert ill and all(e.to_agent == "account" and "may not hand off" in e.reason for e in ill[:-1])
 
 
 @pytest.mark.parametrize("exc,status", [(TimeoutError("read timed out"), "timeout"), (ConnectionError("down"), "error")])
-def test_model_failure_is_an_agent_error_or_timeout(make_graph, exc, status):
-    g = make_graph(sm.raises(exc))
+def test_model_failure_is_an_agent_error_or_timeout(make_desk, exc, status):
+    gd = make_desk(sm.raises(exc))
+    g = gd.graph
     Conversation("mf", graph=g).send("hello there")
-    fin = next(e for e in g.deps.events.events("mf") if e.kind == "agent_finished")
+    fin = next(e for e in gd.deps.events.events("mf") if e.kind == "agent_finished")
     assert fin.agent == "triage" and fin.status == status and fin.to_agent == "fallback"
-    call = next(e for e in g.deps.events.events("mf") if e.kind == "model_called")
+    call = next(e for e in gd.deps.events.events("mf") if e.kind == "model_called")
     assert call.status == status
 
 
-def test_tool_events_and_replayed_side_effects(make_graph):
+def test_tool_events_and_replayed_side_effects(make_desk):
     """A tool call is bracketed by tool_called/tool_finished."""
 
     def policy(agent, user, names, i, msgs):
@@ -150,15 +159,17 @@ def test_tool_events_and_replayed_side_effects(make_graph):
             return AIMessage(content="", tool_calls=[sm.tool_call("find_duplicate_charges")])
         return AIMessage(content="Found it.")
 
-    g = make_graph(sm.ScriptedChatModel(policy=policy))
+    gd = make_desk(sm.ScriptedChatModel(policy=policy))
+    g = gd.graph
     Conversation("tl", graph=g).send("charged twice")
-    evts = [e for e in g.deps.events.events("tl") if e.kind in ("tool_called", "tool_finished")]
+    evts = [e for e in gd.deps.events.events("tl") if e.kind in ("tool_called", "tool_finished")]
     assert [(e.kind, e.detail["tool"], e.status) for e in evts] == [
         ("tool_called", "find_duplicate_charges", None), ("tool_finished", "find_duplicate_charges", "ok")]
 
 
-def test_stream_carries_the_events_live(make_graph):
-    g = make_graph(two_hop_model())
+def test_stream_carries_the_events_live(make_desk):
+    gd = make_desk(two_hop_model())
+    g = gd.graph
     cfg = {"configurable": {"thread_id": "ts"}}
     order = []
     for mode, chunk in g.stream({"messages": ensure_ids([HumanMessage("charged twice")])}, cfg,
@@ -167,18 +178,18 @@ def test_stream_carries_the_events_live(make_graph):
     assert order[:6] == ["update:entry", "agent_started", "model_called", "handoff_requested", "handoff_accepted",
                          "agent_finished"]
     assert order.index("update:triage") == 6  # the node's events arrive before its state update
-    stored = [e.kind for e in g.deps.events.events("ts") if e.kind not in ("run_started", "run_completed")]
+    stored = [e.kind for e in gd.deps.events.events("ts") if e.kind not in ("run_started", "run_completed")]
     assert [o for o in order if not o.startswith("update:")] == stored
 
 
-def test_no_event_log_when_disabled(make_graph, kw_router, store):
-    from graph import build_graph
+def test_no_event_log_when_disabled(kw_router, store):
+    from graph.builder import build_desk
     from nodes.offline_model import OfflineChatModel
 
-    g = build_graph(model=OfflineChatModel(router=kw_router), checkpointer=InMemorySaver(), router=kw_router,
+    gd = build_desk(model=OfflineChatModel(router=kw_router), checkpointer=InMemorySaver(), router=kw_router,
                     store=store, events=False)
-    assert g.deps.events is None
-    assert Conversation("n", graph=g).send("charged twice").text
+    assert gd.deps.events is None
+    assert Conversation("n", desk=gd).send("charged twice").text
 
 
 def test_emit_outside_a_node_is_a_noop_and_kinds_are_checked():
@@ -207,11 +218,12 @@ def _mini_graph(log, checkpointer):
     def boom(state):
         raise RuntimeError("kaput")
 
-    g = InstrumentedStateGraph(log, S)
-    g.add_node("ask", ask)
-    g.add_node("boom", boom)
+    rec = EventRecorder(log)
+    g = StateGraph(S)
+    g.add_node("ask", rec.instrument("ask", ask))
+    g.add_node("boom", rec.instrument("boom", boom))
     g.add_conditional_edges(START, lambda s: "boom" if s.get("x") == -1 else "ask", ["ask", "boom"])
-    return log.attach(g.compile(checkpointer=checkpointer))
+    return rec.attach(g.compile(checkpointer=checkpointer))
 
 
 def test_interrupt_and_resume_are_recorded_once():
@@ -312,7 +324,7 @@ def test_approval_pause_and_resume_exact_event_sequence(isolated_home):
     g, store = _setup(isolated_home)
     r = Conversation("ta", graph=g).send(BIG)
     assert r.status == "awaiting_approval"
-    log = g.deps.events
+    log = open_event_log(isolated_home / "switchboard.db")
     assert seq(log.events("ta")) == APPROVAL_PAUSE
     intr = log.events("ta", kinds=["interrupt"])[0]
     assert intr.detail["payload"]["kind"] == "refund_approval" and intr.detail["payload"]["amount_minor"] == 2380
@@ -332,14 +344,15 @@ def test_approval_pause_and_resume_exact_event_sequence(isolated_home):
     assert len({e.run_id for e in evts}) == 2 and {e.turn for e in evts if e.agent} == {1}
 
 
-def test_async_runs_record_the_same_sequence_without_blocking_the_loop(make_graph):
+def test_async_runs_record_the_same_sequence_without_blocking_the_loop(make_desk):
     """ainvoke (as `langgraph dev` runs the graph): run-level events are written off the event loop, in order."""
     import asyncio
 
-    g = make_graph(two_hop_model())
+    gd = make_desk(two_hop_model())
+    g = gd.graph
 
     async def main():
         await g.ainvoke({"messages": ensure_ids([HumanMessage("charged twice")])}, {"configurable": {"thread_id": "as"}})
 
     asyncio.run(main())
-    assert seq(g.deps.events.events("as")) == TWO_HANDOFFS
+    assert seq(gd.deps.events.events("as")) == TWO_HANDOFFS

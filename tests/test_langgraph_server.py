@@ -17,7 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from graph.events import open_event_log
+from checkpoints.event_log import open_event_log
 
 REPO = Path(__file__).resolve().parents[1]
 STARTUP_LIMIT_S = 120

@@ -12,7 +12,7 @@ from graph.errors import ConfigError
 from graph.settings import Settings
 from graph.state import USAGE_KEYS, add_usage
 from nodes import scripted_models as sm
-from nodes.agent import usage_of
+from graph.state import usage_of
 from nodes.handoff_tools import ROUTE_TOOL, HandoffArgs, RouteDecision, route_tool
 from nodes.models import describe_model_error, is_openai_model, make_model
 from tests.transcript import transcript_errors
@@ -111,8 +111,8 @@ def test_add_usage_sums_keywise_and_tolerates_missing():
 
 def test_usage_of_reads_usage_metadata():
     ai = AIMessage(content="x", usage_metadata={"input_tokens": 7, "output_tokens": 3, "total_tokens": 10})
-    assert usage_of(ai) == {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10, "calls": 1}
-    assert usage_of(AIMessage(content="x")) == {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "calls": 1}
+    assert usage_of(ai) == {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
+    assert usage_of(AIMessage(content="x")) is None  # no usage reported (offline and scripted models)
 
 
 def test_usage_is_summed_per_thread_across_visits_and_turns(make_graph):
@@ -153,7 +153,7 @@ def test_handoff_args_require_a_reason():
     assert HandoffArgs.model_validate({"reason": "r", "facts": {"n": 3, "x": None}}).facts == {"n": "3"}
 
 
-def test_structured_routing_with_a_scripted_model(make_graph):
+def test_structured_routing_with_a_scripted_model(make_desk):
     """routing="structured" works with any chat model: triage gets only route_to_agent, forced; an illegal target
     is refused by the edge table; the legal one is taken; the transcript stays valid."""
     seen_tools: list[set] = []
@@ -167,10 +167,12 @@ def test_structured_routing_with_a_scripted_model(make_graph):
                                                                   reason="lost card", extracted={"card": "physical"})])
         return AIMessage(content=f"{agent} answers")
 
-    g = make_graph(sm.ScriptedChatModel(policy=policy), routing="structured")
-    assert g.deps.structured_routing
+    d = make_desk(sm.ScriptedChatModel(policy=policy), routing="structured")
+
+    g = d.graph
+    assert d.deps.structured_routing
     r = Conversation("t", graph=g).send("I lost my card")
-    assert r.agent == "cards" and [h["to_agent"] for h in r.handoff_path] == ["triage", "cards"]
+    assert r.agent == "cards" and [h.to_agent for h in r.handoff_path] == ["triage", "cards"]
     assert seen_tools == [{ROUTE_TOOL}, {ROUTE_TOOL}]
     values = g.get_state({"configurable": {"thread_id": "t"}}).values
     refusal = next(m for m in values["messages"] if isinstance(m, ToolMessage))
@@ -179,9 +181,10 @@ def test_structured_routing_with_a_scripted_model(make_graph):
     assert transcript_errors(values["messages"]) == []
 
 
-def test_default_routing_with_scripted_model_stays_transfer_tools(make_graph):
-    g = make_graph(sm.answer_only({}))
-    assert not g.deps.structured_routing
+def test_default_routing_with_scripted_model_stays_transfer_tools(make_desk):
+    d = make_desk(sm.answer_only({}))
+    g = d.graph
+    assert not d.deps.structured_routing
 
 
 def test_tool_calls_cut_at_the_token_limit_are_refused(make_graph):

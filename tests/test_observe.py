@@ -9,11 +9,13 @@ import pytest
 from typer.testing import CliRunner
 
 from checkpoints import open_checkpointer
-from graph import build_graph, cli
+from graph import cli
+from graph.builder import build_desk
 from graph.cli import app
 from graph.conversation import Conversation
 from graph.errors import InputError
-from graph.events import Event, open_event_log
+from checkpoints.event_log import open_event_log
+from graph.events import Event
 from graph.observe import compute_stats, describe, parse_since
 from graph.settings import Settings
 from nodes import scripted_models as sm
@@ -27,22 +29,22 @@ def desk(isolated_home, monkeypatch):
     """The CLI's graph factory with the keyword router (the shipped router is not needed here)."""
     router = KeywordRouter()
 
-    def _graph(settings, checkpointer=None, model=None, **kw):
-        return build_graph(model=model or OfflineChatModel(router=router),
-                           checkpointer=checkpointer if checkpointer is not None else open_checkpointer(settings.db),
-                           settings=settings, router=router, **kw)
+    def _desk(settings, checkpointer=None, model=None, **kw):
+        return build_desk(model=model or OfflineChatModel(router=router),
+                          checkpointer=checkpointer if checkpointer is not None else open_checkpointer(settings.db),
+                          settings=settings, router=router, **kw)
 
-    monkeypatch.setattr(cli, "_graph", _graph)
+    monkeypatch.setattr(cli, "_desk", _desk)
     from rich.console import Console
 
     monkeypatch.setattr(cli, "console", Console(width=200))  # wide tables: no wrapped cells in the assertions
-    return _graph, isolated_home / "switchboard.db"
+    return _desk, isolated_home / "switchboard.db"
 
 
 def test_trace_table_and_json(desk):
     make, db = desk
     g = make(Settings.from_env(), model=two_hop_model())
-    Conversation("tr", graph=g).send("charged twice, money back please")
+    Conversation("tr", desk=g).send("charged twice, money back please")
     res = CliRunner().invoke(app, ["trace", "tr"])
     assert res.exit_code == 0, res.output
     for needle in ("handoff_accepted", "HANDOFF triage → billing", "HANDOFF billing → refunds", "run_completed"):
@@ -57,17 +59,17 @@ def test_trace_table_and_json(desk):
 def test_stats_prints_every_metric(desk):
     make, db = desk
     g = make(Settings.from_env(), model=two_hop_model())
-    Conversation("s1", graph=g).send("charged twice")
+    Conversation("s1", desk=g).send("charged twice")
     g2 = make(Settings.from_env(), model=sm.ping_pong("billing", "refunds"))
-    Conversation("s2", graph=g2).send("charged twice")
+    Conversation("s2", desk=g2).send("charged twice")
     res = CliRunner().invoke(app, ["stats"])
     assert res.exit_code == 0, res.output
     for name in ("handoff success rate", "average hops per task", "bounce-back rate", "loop-trigger rate",
-                 "human-takeover ratio", "duplicate side effects blocked", "repeated-question rate", "error rate",
+                 "fallback ratio", "duplicate side effects blocked", "repeated-question rate", "error rate",
                  "timeout rate"):
         assert name in res.output
     data = json.loads(CliRunner().invoke(app, ["stats", "--json"]).output)
-    assert data["runs"] == 2 and data["human_takeovers"] == 1 and data["human_takeover_ratio"] == 0.5
+    assert data["runs"] == 2 and data["fallbacks"] == 1 and data["fallback_ratio"] == 0.5
     assert data["bounce_backs"] == 1
     # s1: 2 requested, 2 accepted; s2: triage->billing, billing->refunds accepted, refunds->billing requested and refused
     assert (data["handoffs_requested"], data["handoffs_accepted"]) == (5, 4)
@@ -80,7 +82,7 @@ def test_stats_prints_every_metric(desk):
 
 def test_chat_stream_shows_agents_and_handoffs_live(desk, monkeypatch):
     make, db = desk
-    monkeypatch.setattr(cli, "_graph", lambda settings, checkpointer=None, **kw: make(settings, checkpointer, model=two_hop_model()))
+    monkeypatch.setattr(cli, "_desk", lambda settings, checkpointer=None, **kw: make(settings, checkpointer, model=two_hop_model()))
     res = CliRunner().invoke(app, ["chat", "charged twice, I want my money back", "--thread", "live", "--stream"])
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
@@ -140,7 +142,7 @@ def test_compute_stats_definitions():
     assert st.handoff_success_rate == round(2 / 3, 4) and st.avg_hops_per_task == round(2 / 3, 4)
     assert st.bounce_back_rate == round(1 / 3, 4)
     assert st.loop_runs == 1 and st.loop_trigger_rate == 0.25  # bounce-backs are counted separately
-    assert st.human_takeover_ratio == round(1 / 3, 4)  # paused runs are not finished
+    assert st.fallback_ratio == round(1 / 3, 4)  # paused runs are not finished
     assert st.approval_pause_ratio == 0.25 and st.duplicate_side_effects_blocked == 1
     assert (st.questions, st.repeated_questions, st.repeated_question_rate) == (2, 1, 0.5)
     assert st.per_agent["triage"].timeout_rate == 0.5 and st.per_agent["triage"].error_rate == 0.0

@@ -22,6 +22,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph
+from graph.builder import build_desk
+from graph.builder import build_desk
 from graph.conversation import Conversation
 from graph.settings import Settings
 from nodes.agent import usage_of
@@ -95,7 +97,7 @@ def stub():
 
 @pytest.fixture
 def env_graph(monkeypatch, kw_router, store):
-    """``env_graph(base_url, **env) -> graph`` built the way the CLI builds it: from environment variables."""
+    """``env_graph(base_url, **env) -> Desk`` built the way the CLI builds it: from environment variables."""
 
     def make(base_url: str, **env: str):
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
@@ -103,7 +105,7 @@ def env_graph(monkeypatch, kw_router, store):
         monkeypatch.setenv("SWITCHBOARD_MODEL", "openai:stub")
         for k, v in env.items():
             monkeypatch.setenv(k, v)
-        return build_graph(checkpointer=InMemorySaver(), settings=Settings.from_env(), router=kw_router, store=store)
+        return build_desk(checkpointer=InMemorySaver(), settings=Settings.from_env(), router=kw_router, store=store)
 
     return make
 
@@ -143,17 +145,18 @@ def test_triage_billing_refunds_over_http_from_env_config(stub, env_graph):
                  Reply("Refunds are paid within 5 business days after review.", usage=Usage(150, 15))],
     )
     srv = stub(script)
-    g = env_graph(srv.base_url)
-    assert is_openai_model(g.deps.model) and g.deps.structured_routing
+    d = env_graph(srv.base_url)
+    g = d.graph
+    assert is_openai_model(d.deps.model) and d.deps.structured_routing
     conv = Conversation("t1", graph=g)
 
     r = conv.send("I was charged twice for my coffee, please refund the extra one")
 
     assert (r.agent, r.status, r.model_error) == ("refunds", "answered", None)
     assert "tx_1008" in r.text
-    assert [h["to_agent"] for h in r.handoff_path if h["kind"] != "flow"] == ["triage", "billing", "refunds"]
+    assert [h.to_agent for h in r.handoff_path if h.kind != "flow"] == ["triage", "billing", "refunds"]
     # the refund request went through the approval flow (auto-approved) and control came back to refunds
-    assert [h["to_agent"] for h in r.handoff_path if h["kind"] == "flow"] == ["risk", "refund_execute", "refunds"]
+    assert [h.to_agent for h in r.handoff_path if h.kind == "flow"] == ["risk", "refund_execute", "refunds"]
     assert script.seen == ["triage", "billing", "billing", "refunds", "refunds"]
     # triage decided with one forced structured call whose target enum is the edge table's row
     triage_req = srv.requests[0]
@@ -175,7 +178,7 @@ def test_triage_billing_refunds_over_http_from_env_config(stub, env_graph):
 
     # a follow-up turn continues at refunds; the stored transcript sent back is still valid
     r2 = conv.send("Where is my refund now?")
-    assert (r2.agent, [h["to_agent"] for h in r2.handoff_path]) == ("refunds", ["refunds"])
+    assert (r2.agent, [h.to_agent for h in r2.handoff_path]) == ("refunds", ["refunds"])
     assert script.leftover == {}
 
     # token usage: per call on each AIMessage, summed per thread in state
@@ -206,7 +209,7 @@ def test_parallel_tool_calls_each_answered_once(stub, kw_router, store):
                     settings=Settings.from_env())
     r = Conversation("t1", graph=g).send("I was charged twice")
     assert r.agent == "refunds"
-    assert [h["to_agent"] for h in r.handoff_path] == ["triage", "billing", "refunds"]
+    assert [h.to_agent for h in r.handoff_path] == ["triage", "billing", "refunds"]
     second_billing = srv.requests[2]["messages"]
     assert [m["role"] for m in second_billing[-4:]] == ["assistant", "tool", "tool", "tool"]
     ids = [tc["id"] for tc in second_billing[-4]["tool_calls"]]
@@ -238,10 +241,11 @@ def test_malformed_handoff_arguments_are_refused_and_the_agent_continues(stub, e
                  Reply("I couldn't pass this to refunds; which transaction should be refunded?")],
     )
     srv = stub(script)
-    g = env_graph(srv.base_url)
+    d = env_graph(srv.base_url)
+    g = d.graph
     r = Conversation("t1", graph=g).send("I was charged twice, refund it")
     assert (r.agent, r.status) == ("billing", "answered")
-    assert [h["to_agent"] for h in r.handoff_path] == ["triage", "billing"]  # no handoff happened
+    assert [h.to_agent for h in r.handoff_path] == ["triage", "billing"]  # no handoff happened
     values = g.get_state(CFG).values
     refused = [m for m in tool_msgs(values) if m.name == "transfer_to_refunds"]
     assert len(refused) == 1 and refused[0].content.startswith("Refused:") and why in refused[0].content
@@ -262,7 +266,8 @@ def test_truncated_arguments_are_refused_even_when_the_graph_streams_messages(st
     script = ByAgent(triage=[ToolCalls([route("billing")])],
                      billing=[ToolCalls([ToolCall("transfer_to_refunds", truncated)]), Reply("billing keeps it")])
     srv = stub(script)
-    g = env_graph(srv.base_url)
+    d = env_graph(srv.base_url)
+    g = d.graph
     for _ in g.stream({"messages": [HumanMessage("charged twice, refund it", id="m1")]}, CFG, stream_mode="messages"):
         pass
     values = g.get_state(CFG).values
@@ -284,9 +289,10 @@ def test_illegal_or_malformed_route_decision_is_refused_then_triage_routes_again
     script = ByAgent(triage=[ToolCalls([bad]), ToolCalls([route("billing", reason="second try")])],
                      billing=[Reply("billing here")])
     srv = stub(script)
-    g = env_graph(srv.base_url)
+    d = env_graph(srv.base_url)
+    g = d.graph
     r = Conversation("t1", graph=g).send("I was charged twice")
-    assert (r.agent, [h["to_agent"] for h in r.handoff_path]) == ("billing", ["triage", "billing"])
+    assert (r.agent, [h.to_agent for h in r.handoff_path]) == ("billing", ["triage", "billing"])
     values = g.get_state(CFG).values
     first = tool_msgs(values)[0]
     assert first.name == "route_to_agent" and first.content.startswith("Refused:") and why in first.content
@@ -299,7 +305,7 @@ def test_illegal_or_malformed_route_decision_is_refused_then_triage_routes_again
 def test_repeated_illegal_route_ends_in_fallback_not_a_loop(stub, env_graph):
     script = ByAgent(triage=[ToolCalls([route("fallback")]) for _ in range(4)])
     srv = stub(script)
-    r = Conversation("t1", graph=env_graph(srv.base_url)).send("I was charged twice")
+    r = Conversation("t1", desk=env_graph(srv.base_url)).send("I was charged twice")
     assert r.status == "fallback" and "loop detected" in r.text
     assert len(srv.requests) == 2
     check_server(srv)
@@ -314,7 +320,7 @@ def test_429_is_retried_by_the_client_and_the_turn_completes(stub, env_graph):
     script = ByAgent(triage=[HTTPError(429, retry_after=0.01), ToolCalls([route("billing")])],
                      billing=[Reply("billing answers")])
     srv = stub(script)
-    g = env_graph(srv.base_url)  # default: 2 retries
+    g = env_graph(srv.base_url).graph  # default: 2 retries
     r = Conversation("t1", graph=g).send("I was charged twice")
     assert (r.agent, r.status, r.model_error) == ("billing", "answered", None)
     assert [e.status for e in srv.exchanges] == [429, 200, 200]
@@ -328,18 +334,19 @@ def test_500_after_retries_ends_in_the_fallback_answer(stub, env_graph):
     script = ByAgent(triage=[ToolCalls([route("billing")]), ToolCalls([route("billing")])],
                      billing=[HTTPError(500, retry_after=0.01), HTTPError(500, retry_after=0.01), Reply("back again")])
     srv = stub(script)
-    g = env_graph(srv.base_url, SWITCHBOARD_MODEL_RETRIES="1")
+    d = env_graph(srv.base_url, SWITCHBOARD_MODEL_RETRIES="1")
+    g = d.graph
     conv = Conversation("t1", graph=g)
     r = conv.send("I was charged twice")
     assert (r.agent, r.status) == ("fallback", "fallback")
     assert r.text.startswith("I'm sorry, I couldn't complete this automatically")
     assert "Error code: 500" in r.text
-    assert [h["to_agent"] for h in r.handoff_path] == ["triage", "billing", "fallback"]
-    assert r.model_error["kind"] == "server" and r.model_error["status"] == 500 and r.model_error["agent"] == "billing"
-    assert "HTTP 500" in r.model_error["message"] and "\n" not in r.model_error["message"]
+    assert [h.to_agent for h in r.handoff_path] == ["triage", "billing", "fallback"]
+    assert r.model_error.kind == "server" and r.model_error.status == 500 and r.model_error.agent == "billing"
+    assert "HTTP 500" in r.model_error.message and "\n" not in r.model_error.message
     assert [e.status for e in srv.exchanges] == [200, 500, 500]
     values = g.get_state(CFG).values
-    assert values["task"]["status"] == "needs_human"
+    assert values["task"]["status"] == "fallback"
     assert transcript_errors(values["messages"]) == []
     # the next turn works again once the server does; the old error is not reported for it
     r2 = conv.send("I was charged twice, again")
@@ -349,11 +356,12 @@ def test_500_after_retries_ends_in_the_fallback_answer(stub, env_graph):
 
 def test_unreachable_server_gives_fallback_and_a_one_line_cause(env_graph):
     port = closed_port()
-    g = env_graph(f"http://127.0.0.1:{port}/v1", SWITCHBOARD_MODEL_RETRIES="0")
+    d = env_graph(f"http://127.0.0.1:{port}/v1", SWITCHBOARD_MODEL_RETRIES="0")
+    g = d.graph
     r = Conversation("t1", graph=g).send("I was charged twice")
     assert (r.agent, r.status) == ("fallback", "fallback")
-    assert r.model_error["kind"] == "connection" and r.model_error["agent"] == "triage"
-    assert r.model_error["message"] == (f"cannot reach the model server at http://127.0.0.1:{port} (connection refused);"
+    assert r.model_error.kind == "connection" and r.model_error.agent == "triage"
+    assert r.model_error.message == (f"cannot reach the model server at http://127.0.0.1:{port} (connection refused);"
                                         " check OPENAI_BASE_URL and that the server is running")
 
 
@@ -364,13 +372,14 @@ def test_timeout_is_reported_as_such(env_graph):
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
         port = silent.getsockname()[1]
-        g = env_graph(f"http://127.0.0.1:{port}/v1", SWITCHBOARD_MODEL_TIMEOUT="0.2", SWITCHBOARD_MODEL_RETRIES="0")
-        assert g.deps.model.request_timeout == 0.2 and g.deps.model.max_retries == 0
+        d = env_graph(f"http://127.0.0.1:{port}/v1", SWITCHBOARD_MODEL_TIMEOUT="0.2", SWITCHBOARD_MODEL_RETRIES="0")
+        g = d.graph
+        assert d.deps.model.request_timeout == 0.2 and d.deps.model.max_retries == 0
         t0 = time.perf_counter()
         r = Conversation("t1", graph=g).send("I was charged twice")
         elapsed = time.perf_counter() - t0
-    assert r.status == "fallback" and r.model_error["kind"] == "timeout"
-    assert "did not answer within 0.2 s" in r.model_error["message"]
+    assert r.status == "fallback" and r.model_error.kind == "timeout"
+    assert "did not answer within 0.2 s" in r.model_error.message
     assert elapsed < 5  # one attempt, not the default 30 s (a sanity bound, not a speed target)
 
 
@@ -430,8 +439,10 @@ def test_cli_chat_over_http_succeeds(cli, stub, monkeypatch, tmp_path):
 @pytest.mark.parametrize("env,args,message", [
     ({}, [], "error: OPENAI_API_KEY is not set"),
     ({"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "127.0.0.1:8000/v1"}, [], "error: OPENAI_BASE_URL must be an http(s) URL"),
-    ({"OPENAI_API_KEY": "k"}, ["--timeout", "0"], "error: the model timeout must be > 0 seconds"),
-    ({"OPENAI_API_KEY": "k", "SWITCHBOARD_MODEL_RETRIES": "many"}, [], "error: SWITCHBOARD_MODEL_RETRIES must be an integer"),
+    ({"OPENAI_API_KEY": "k"}, ["--timeout", "0"],
+     "error: invalid setting model_timeout_s (SWITCHBOARD_MODEL_TIMEOUT): Input should be greater than 0"),
+    ({"OPENAI_API_KEY": "k", "SWITCHBOARD_MODEL_RETRIES": "many"}, [],
+     "error: invalid setting model_retries (SWITCHBOARD_MODEL_RETRIES): Input should be a valid integer"),
 ])
 def test_cli_configuration_errors_exit_2_and_store_nothing(cli, monkeypatch, tmp_path, env, args, message):
     for k, v in env.items():

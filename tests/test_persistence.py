@@ -24,7 +24,7 @@ SCRIPT = textwrap.dedent('''
     g = build_graph(model=OfflineChatModel(router=r), checkpointer=open_checkpointer(db), settings=s, router=r)
     res = Conversation("persist-1", graph=g).send(text)
     v = g.get_state({"configurable": {"thread_id": "persist-1"}}).values
-    print(json.dumps({"agent": res.agent, "turn": res.turn, "path": [h["to_agent"] for h in res.handoff_path],
+    print(json.dumps({"agent": res.agent, "turn": res.turn, "path": [h.to_agent for h in res.handoff_path],
                       "messages": len(v["messages"]), "active": v["active_agent"]}))
 ''')
 

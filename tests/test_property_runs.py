@@ -21,7 +21,7 @@ CHOICE = st.one_of(
     st.tuples(st.just("two"), st.sampled_from(NAMES), st.sampled_from(NAMES)),
     st.tuples(st.just("tool"), st.sampled_from(["find_duplicate_charges", "card_status", "refund_status", "rm_rf"])),
     st.tuples(st.just("invalid"),),
-    st.tuples(st.just("consult"), st.lists(st.sampled_from([*EXPERTS, "nobody"]), min_size=1, max_size=4)),
+    st.tuples(st.just("call"), st.lists(st.sampled_from([*EXPERTS, "nobody"]), min_size=1, max_size=4)),
 )
 
 
@@ -37,8 +37,8 @@ def _message(choice) -> AIMessage:
                                                  tool_call(f"transfer_to_{choice[2]}", reason="r")])
     if kind == "tool":
         return AIMessage(content="", tool_calls=[tool_call(choice[1])])
-    if kind == "consult":
-        return AIMessage(content="", tool_calls=[tool_call(f"consult_{e}", objective="part") for e in choice[1]])
+    if kind == "call":
+        return AIMessage(content="", tool_calls=[tool_call(f"expert_{e}", objective="part") for e in choice[1]])
     return AIMessage(content="", invalid_tool_calls=[{"name": "transfer_to_billing", "args": "{", "id": "inv",
                                                       "error": "bad", "type": "invalid_tool_call"}])
 
@@ -64,8 +64,8 @@ def test_any_model_choices_end_legally(choices, max_hops, tmp_path_factory):
     assert r.agent in (*AGENTS, FALLBACK, SUPERVISOR)
     assert r.status in ("answered", "clarify", "fallback")
     assert transcript_errors(values["messages"]) == []
-    # every visit (and every expert consulted as a tool) makes at most max_tool_rounds calls; visits <= handoffs + 1
-    consulted = [h for h in values["handoff_path"] if h["kind"] == "agent_as_tool"]
-    assert len(consulted) <= s.max_experts
-    assert model.calls <= (len(handoffs) + 1 + len(consulted)) * s.max_tool_rounds
+    # every visit (and every expert called as a tool) makes at most max_tool_rounds calls; visits <= handoffs + 1
+    called = values.get("expert_calls") or []
+    assert len(called) <= s.max_experts
+    assert model.calls <= (len(handoffs) + 1 + len(called)) * s.max_tool_rounds
     assert values.get("active_agent") not in EXPERTS or values["active_agent"] in [h["to_agent"] for h in handoffs]

@@ -1,4 +1,4 @@
-"""Unit tests of supervisor mode's pure policies: compound detection, the merge function, consult planning,
+"""Unit tests of supervisor mode's pure policies: compound detection, the merge function, expert-call planning,
 expert tool-call arbitration, the multi-handoff rule and the edge table."""
 
 from __future__ import annotations
@@ -175,31 +175,31 @@ def test_merge_is_order_independent_over_permutations():
 
 
 
-# ---------------------------------------------------------------- consult planning and expert calls
+# ---------------------------------------------------------------- expert-call planning and expert calls
 def _v(name, args=None, valid=True, i=[0]):
     i[0] += 1
     return ToolCallView(id=f"c{i[0]}", name=name, args=args or {}, valid=valid, error=None if valid else "bad json")
 
 
-def test_plan_consults_rules():
-    calls = [_v("consult_billing", {"objective": "why twice"}), _v("consult_refunds"), _v("consult_billing"),
-             _v("transfer_to_cards"), _v("consult_nobody"), _v("consult_cards", valid=False), _v("consult_policy")]
-    plan = experts.plan_consults(calls, EXPERTS, max_experts=2, default_objective="whole request")
-    assert [(o.expert, o.objective) for o in plan.consults] == [("billing", "why twice"), ("refunds", "whole request")]
+def test_plan_expert_calls_rules():
+    calls = [_v("expert_billing", {"objective": "why twice"}), _v("expert_refunds"), _v("expert_billing"),
+             _v("transfer_to_cards"), _v("expert_nobody"), _v("expert_cards", valid=False), _v("expert_policy")]
+    plan = experts.plan_expert_calls(calls, EXPERTS, max_experts=2, default_objective="whole request")
+    assert [(o.expert, o.objective) for o in plan.calls] == [("billing", "why twice"), ("refunds", "whole request")]
     msgs = [o.message for o in plan.refused]
-    assert "already consulted" in msgs[0] and "does not hand off" in msgs[1] and "unknown tool" in msgs[2]
+    assert "already called" in msgs[0] and "does not hand off" in msgs[1] and "unknown tool" in msgs[2]
     assert "not valid JSON" in msgs[3] and "at most 2 experts" in msgs[4]
     assert len(plan.outcomes) == len(calls)
-    assert not experts.plan_consults([_v("consult_cards")], ("billing",), 3, "x").consults  # unavailable expert
+    assert not experts.plan_expert_calls([_v("expert_cards")], ("billing",), 3, "x").calls  # unavailable expert
 
 
 def test_expert_never_hands_off_and_never_changes_state():
     calls = [_v("refund_status"), _v("request_refund", {"transaction_id": "tx_1"}), _v("transfer_to_billing"),
              _v("freeze_card"), _v("rm_rf"), _v("refund_status", valid=False)]
-    out = experts.arbitrate_expert_calls("refunds", calls, {"refund_status", "request_refund"}, {"request_refund"})
+    out = experts.arbitrate_expert_tools("refunds", calls, {"refund_status", "request_refund"}, {"request_refund"})
     assert [o.action for o in out] == ["execute", "proposed", "refused", "refused", "refused", "refused"]
     assert "cannot hand off" in out[2].message and "proposed action" in out[1].message
-    assert experts.consult_target_of("consult_billing") == "billing" and experts.consult_target_of("transfer_to_x") is None
+    assert experts.expert_of_tool("expert_billing") == "billing" and experts.expert_of_tool("transfer_to_x") is None
 
 
 # ---------------------------------------------------------------- several handoffs in one message

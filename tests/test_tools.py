@@ -11,13 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodes.playbook import (
-    ToolCallPlan,
-    compose_answer,
-    extract_facts,
-    facts_from_tool_result,
-    plan_tool_call,
-)
+from nodes.facts import extract_facts, facts_from_tool_result
+from nodes.playbook import ToolCallPlan, compose_answer, plan_tool_call
 from nodes.store import BusinessStore
 from nodes.tools import (
     AGENTS_WITH_TOOLS,

@@ -1,0 +1,71 @@
+"""Thread and history inspection over a LangGraph checkpointer, through the saver's public API only
+(``BaseCheckpointSaver.list``, ``CompiledStateGraph.get_state``), so it works for every saver (SQLite, PostgreSQL,
+memory)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from graph.state import SupportState
+
+__all__ = ["thread_ids", "thread_values", "thread_summaries", "thread_turns"]
+
+
+def thread_ids(saver: BaseCheckpointSaver) -> list[str]:
+    """Thread ids stored in ``saver``, most recently updated first (checkpoint ids are time-ordered UUIDv6)."""
+    latest: dict[str, str] = {}
+    for cp in saver.list(None):
+        tid = str(cp.config["configurable"]["thread_id"])
+        if cp.config["configurable"].get("checkpoint_ns", "") != "":
+            continue
+        cid = str(cp.checkpoint["id"])
+        if cid > latest.get(tid, ""):
+            latest[tid] = cid
+    return sorted(latest, key=lambda t: latest[t], reverse=True)
+
+
+def thread_values(saver: BaseCheckpointSaver, thread_id: str) -> dict:
+    """The latest state values stored for ``thread_id`` ({} when the thread is unknown)."""
+    from langgraph.graph import StateGraph
+
+    # A minimal graph with the same state schema reads the checkpoint (and replays the DeltaChannel keys) without
+    # building models or stores.
+    g = StateGraph(SupportState)
+    g.add_node("noop", lambda s: {})
+    g.set_entry_point("noop")
+    snap = g.compile(checkpointer=saver).get_state({"configurable": {"thread_id": thread_id}})
+    return dict(snap.values or {})
+
+
+def thread_summaries(saver: BaseCheckpointSaver) -> list[dict[str, Any]]:
+    """One dict per thread, most recent first: ``thread_id``, ``turns``, ``active_agent``, ``status`` (of the last
+    turn: answered | clarify | fallback | awaiting_approval | -), ``handoffs``."""
+    out = []
+    for tid in thread_ids(saver):
+        v = thread_values(saver, tid)
+        status = (v.get("outcome") or {}).get("status", "awaiting_approval" if v.get("pending_approval") else "-")
+        out.append({"thread_id": tid, "turns": int(v.get("turn") or 0), "active_agent": v.get("active_agent"),
+                    "status": status, "handoffs": int(v.get("handoff_count") or 0)})
+    return out
+
+
+def thread_turns(saver: BaseCheckpointSaver, thread_id: str) -> list[dict[str, Any]]:
+    """The thread turn by turn: ``{turn, user, agent, answer, path}`` (path like ``triage → billing → refunds``,
+    experts called as tools listed apart)."""
+    v = thread_values(saver, thread_id)
+    if not v:
+        return []
+    turns: list[dict[str, Any]] = []
+    for m in v.get("messages") or []:
+        if isinstance(m, HumanMessage):
+            turns.append({"turn": len(turns) + 1, "user": str(m.content), "agent": None, "answer": ""})
+        elif isinstance(m, AIMessage) and not m.tool_calls and turns and m.content:
+            turns[-1]["agent"], turns[-1]["answer"] = m.name, str(m.content)
+    for t in turns:
+        names = [h["to_agent"] for h in v.get("handoff_path") or [] if h.get("turn") == t["turn"]]
+        experts = [c["expert"] for c in v.get("expert_calls") or [] if c.get("turn") == t["turn"]]
+        t["path"] = " → ".join(names) + (f" (experts: {', '.join(experts)})" if experts else "")
+    return turns

@@ -1,0 +1,108 @@
+"""Typed results at the public boundary: what one turn produced (:class:`TurnResult`) and a failed model call
+(:class:`ModelFailure`). Contract module: imports only other contracts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from graph.agent_as_tool import ExpertCall, SupervisorAnswer
+from graph.approval import ApprovalRequest
+from graph.packet import HandoffRecord
+
+__all__ = ["TurnStatus", "ModelFailureKind", "ModelFailure", "TurnResult"]
+
+#: How a turn ended: an agent answered; clarify asked what the customer needs; fallback handed the request to a
+#: person; the run paused for a human approval.
+TurnStatus = Literal["answered", "clarify", "fallback", "awaiting_approval"]
+
+#: Classes of model-call failures (``nodes.models.describe_model_error``).
+ModelFailureKind = Literal["connection", "timeout", "auth", "not_found", "rate_limit", "server", "bad_request", "other"]
+
+
+class ModelFailure(BaseModel):
+    """A model call that failed after the client's retries (stored in state as ``model_error``, a plain dict).
+
+    Attributes:
+        kind: the failure class (:data:`ModelFailureKind`).
+        message: one line for the operator (no newlines, at most ~240 characters), e.g. ``"cannot reach the model
+            server at http://127.0.0.1:8000 (connection refused); check OPENAI_BASE_URL and that the server is
+            running"``.
+        status: the HTTP status when the server answered, else None.
+        error_type: the exception's class name (e.g. ``APIConnectionError``).
+        turn / agent: where it happened (0 / None before it is attached to a turn).
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: ModelFailureKind
+    message: str
+    status: int | None = None
+    error_type: str = ""
+    turn: int = 0
+    agent: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able dict of the fields."""
+        return self.model_dump(mode="json")
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """The outcome of one turn (``graph.conversation.Conversation.send`` / ``resume`` / ``result``).
+
+    Attributes:
+        thread_id: the conversation.
+        turn: 1-based turn number.
+        text: the answer shown to the user ("" while an interrupt is pending).
+        agent: the agent that produced ``text`` (or holds control while paused).
+        status: :data:`TurnStatus`.
+        handoff_path: this turn's hops in order, the entry hop (``kind="entry"``) first; handoffs only — experts
+            called as tools are in ``expert_calls`` (control did not move to them).
+        expert_calls: the experts the supervisor called as tools this turn (agent as tool), plan order.
+        pending: the approval the run waits for, when it paused; else None.
+        model_error: the model call of this turn that failed after the client's retries (the turn then ended in
+            fallback), else None.
+        answer: the supervisor's typed answer when the supervisor answered, else None.
+    """
+
+    thread_id: str
+    turn: int
+    text: str
+    agent: str | None
+    status: TurnStatus
+    handoff_path: tuple[HandoffRecord, ...] = ()
+    expert_calls: tuple[ExpertCall, ...] = ()
+    pending: ApprovalRequest | None = None
+    model_error: ModelFailure | None = None
+    answer: SupervisorAnswer | None = field(default=None)
+
+    @property
+    def path_str(self) -> str:
+        """``"entry → triage → billing → refunds"`` for this turn; experts called as tools are listed apart:
+        ``"entry → triage → supervisor (experts: billing, refunds)"``."""
+        if not self.handoff_path:
+            return ""
+        names = [self.handoff_path[0].from_agent] + [h.to_agent for h in self.handoff_path]
+        experts = [c.expert for c in self.expert_calls]
+        return " → ".join(names) + (f" (experts: {', '.join(experts)})" if experts else "")
+
+    @classmethod
+    def from_state(cls, thread_id: str, values: Mapping[str, Any], pending: Any = None) -> "TurnResult":
+        """Build the result of the last turn from the thread's state ``values`` and its pending interrupt payload
+        (``pending``: an ApprovalRequest dict, or None). Raises pydantic.ValidationError on a malformed state."""
+        turn = int(values.get("turn") or 0)
+        path = tuple(HandoffRecord.model_validate(h) for h in values.get("handoff_path") or [] if h.get("turn") == turn)
+        calls = tuple(ExpertCall.model_validate(c) for c in values.get("expert_calls") or [] if c.get("turn") == turn)
+        if pending is not None:
+            request = pending if isinstance(pending, ApprovalRequest) else ApprovalRequest.model_validate(pending)
+            return cls(thread_id, turn, "", values.get("active_agent"), "awaiting_approval", path, calls, request)
+        outcome = values.get("outcome") or {}
+        error = values.get("model_error")
+        failure = ModelFailure.model_validate(error) if isinstance(error, dict) and error.get("turn") == turn else None
+        answer = SupervisorAnswer.model_validate(outcome["answer"]) if outcome.get("answer") else None
+        return cls(thread_id, turn, outcome.get("text", ""), outcome.get("agent"), outcome.get("status", "answered"),
+                   path, calls, None, model_error=failure, answer=answer)

@@ -1,0 +1,50 @@
+"""What the nodes of one compiled graph share: model, business store, router, settings, edge table, event log."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from checkpoints.event_log import EventLog
+from graph.settings import Settings
+from policies.edges import DEFAULT_EDGE_TABLE, SPECIALISTS, EdgeTable
+from policies.history import DEFAULT_HISTORY
+
+__all__ = ["Deps"]
+
+
+@dataclass
+class Deps:
+    """The dependencies of one compiled graph (built once by ``graph.builder.build_desk``).
+
+    Attributes:
+        model: the chat model every agent calls (``bind_tools`` per agent).
+        store: the business store (``checkpoints.business.BusinessStore`` or a test double with the same methods).
+        router: the intent router (``.route(text) -> Route``) for next-turn entry and the offline model.
+        settings: budgets and paths.
+        table: the edge table (legal handoffs).
+        history: per-edge history policies (``policies.history``).
+        available: specialists that can take turns now.
+        sleep: the sleep used between tool retries (injectable for tests), seconds.
+        events: the event log, or None for none.
+        read_cache: last good result of each read-only tool call, per (customer, tool, args): the alternative path
+            when a tool keeps failing (shared by the nodes of one compiled graph, in this process only).
+        structured_routing: triage routes with the structured ``route_to_agent`` tool (a RouteDecision) instead of
+            ``transfer_to_*``.
+    """
+
+    model: BaseChatModel
+    store: Any
+    router: Any
+    settings: Settings
+    table: EdgeTable = DEFAULT_EDGE_TABLE
+    history: Mapping = field(default_factory=lambda: dict(DEFAULT_HISTORY))
+    available: frozenset[str] = frozenset(SPECIALISTS)
+    sleep: Callable[[float], None] = time.sleep
+    events: EventLog | None = None
+    read_cache: dict = field(default_factory=dict)
+    structured_routing: bool = False

@@ -1,0 +1,206 @@
+"""Facts: what is known about a request, each with its source (extraction used by every model, not only the
+offline one).
+
+Facts are ``dict[str, str]`` with the keys of :data:`FACT_KEYS` (all optional): ``transaction_id``,
+``transaction_ids`` (comma-separated when the user named several), ``original_transaction_id``, ``refund_id``,
+``refund_status``, ``transfer_id``, ``transfer_status``, ``card_last4`` (user-said), ``card_id`` (system-verified),
+``card_status``, ``merchant``, ``amount`` ("4.50 GBP"), ``amount_minor`` ("450"), ``currency`` ("GBP"),
+``refund_eligible`` ("yes"/"no"), ``policy_topic``.
+
+* :func:`extract_facts` — user-said facts found in a customer message (ids, card digits, an amount);
+* :func:`facts_from_tool_result` — system-verified facts found in a business tool's result;
+* :func:`collect_facts` — both over a transcript, as typed :class:`graph.packet.Fact` with their source.
+
+The patterns are this module's own (no dataset text).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langchain_core.messages import BaseMessage, ToolMessage
+
+from graph.packet import Fact
+from nodes.store import money_plain
+from nodes.transcript import last_user_text
+
+__all__ = ["FACT_KEYS", "extract_facts", "facts_from_tool_result", "collect_facts"]
+
+FACT_KEYS = frozenset({
+    "transaction_id", "transaction_ids", "original_transaction_id", "refund_id", "refund_status",
+    "transfer_id", "transfer_status", "card_last4", "card_id", "card_status", "merchant", "amount",
+    "amount_minor", "currency", "refund_eligible", "policy_topic",
+})
+
+
+_TX_RE = re.compile(r"\btx_[A-Za-z0-9_]+\b")
+_RF_RE = re.compile(r"\brf_[A-Za-z0-9_]+\b")
+_TR_RE = re.compile(r"\btr_[A-Za-z0-9_]+\b")
+_LAST4_RE = re.compile(
+    r"(?:card|ending(?:\s+in|\s+with)?|ends\s+(?:in|with)|last\s+(?:four|4)(?:\s+digits)?(?:\s+(?:are|is))?)"
+    r"\D{0,12}?(\d{4})\b", re.IGNORECASE)
+_SYMBOL_CCY = {"£": "GBP", "€": "EUR", "$": "USD"}
+_AMOUNT_SYMBOL_RE = re.compile(r"([£€$])\s?(\d{1,7}(?:[.,]\d{1,2})?)")
+_AMOUNT_CODE_RE = re.compile(
+    r"\b(\d{1,7}(?:[.,]\d{1,2})?)\s?(GBP|EUR|USD|CHF|PLN|SEK|NOK|DKK|JPY|pounds?|euros?|dollars?)\b",
+    re.IGNORECASE)
+_WORD_CCY = {"pound": "GBP", "pounds": "GBP", "euro": "EUR", "euros": "EUR", "dollar": "USD",
+             "dollars": "USD"}
+
+
+def _amount_facts(major: str, currency: str) -> dict[str, str]:
+    major = major.replace(",", ".")
+    whole, _, frac = major.partition(".")
+    if currency == "JPY":
+        minor = int(whole)
+        text = str(minor)
+    else:
+        minor = int(whole) * 100 + int((frac + "00")[:2])
+        text = f"{minor // 100}.{minor % 100:02d}"
+    return {"amount": f"{text} {currency}", "amount_minor": str(minor), "currency": currency}
+
+
+def extract_facts(user_text: str) -> dict[str, str]:
+    """User-said facts in ``user_text``: the first transaction id (``tx_…``; all of them, comma-joined,
+    under ``transaction_ids`` when there are several), refund id (``rf_…``), transfer id (``tr_…``),
+    card last four digits (only next to words like "card", "ending", "last four" so years and amounts
+    are not mistaken), and the first amount with a currency ("£4.50", "4.50 GBP", "12 euros") as
+    ``amount`` "4.50 GBP", ``amount_minor`` "450", ``currency`` "GBP"."""
+    facts: dict[str, str] = {}
+    txs = list(dict.fromkeys(_TX_RE.findall(user_text)))
+    if txs:
+        facts["transaction_id"] = txs[0]
+        if len(txs) > 1:
+            facts["transaction_ids"] = ",".join(txs)
+    if m := _RF_RE.search(user_text):
+        facts["refund_id"] = m.group(0)
+    if m := _TR_RE.search(user_text):
+        facts["transfer_id"] = m.group(0)
+    if m := _LAST4_RE.search(user_text):
+        facts["card_last4"] = m.group(1)
+    sym = _AMOUNT_SYMBOL_RE.search(user_text)
+    code = _AMOUNT_CODE_RE.search(user_text)
+    if sym and (not code or sym.start() <= code.start()):
+        facts.update(_amount_facts(sym.group(2), _SYMBOL_CCY[sym.group(1)]))
+    elif code:
+        unit = code.group(2)
+        ccy = _WORD_CCY.get(unit.lower(), unit.upper())
+        facts.update(_amount_facts(code.group(1), ccy))
+    return facts
+
+
+def _amount(d: Mapping[str, Any]) -> dict[str, str]:
+    return {"amount": money_plain(d["amount_minor"], d["currency"]), "amount_minor": str(d["amount_minor"]),
+            "currency": d["currency"]}
+
+
+def _duplicates(result: Mapping[str, Any]) -> dict[str, str]:
+    pairs = result.get("duplicates") or []
+    if not pairs:
+        return {}
+    pair = pairs[-1]
+    dup, orig = pair["duplicate"], pair["original"]
+    facts = {"transaction_id": dup["id"], "original_transaction_id": orig["id"], "merchant": dup["merchant"],
+             **_amount(dup)}
+    if pair.get("existing_refund"):
+        facts["refund_id"] = pair["existing_refund"]["id"]
+        facts["refund_status"] = pair["existing_refund"]["status"]
+    return facts
+
+
+def _requested_refund(result: Mapping[str, Any]) -> dict[str, str]:
+    rf = result["refund"]
+    return {"refund_id": rf["id"], "refund_status": rf["status"], "transaction_id": rf["transaction_id"],
+            "merchant": result["transaction"]["merchant"], **_amount(rf)}
+
+
+def _refund_status(result: Mapping[str, Any]) -> dict[str, str]:
+    refunds = result.get("refunds") or []
+    if len(refunds) != 1:
+        return {}
+    rf = refunds[0]
+    return {"refund_id": rf["id"], "refund_status": rf["status"], "transaction_id": rf["transaction_id"]}
+
+
+def _eligibility(result: Mapping[str, Any]) -> dict[str, str]:
+    tx = result["transaction"]
+    return {"transaction_id": tx["id"], "refund_eligible": "yes" if result["eligible"] else "no",
+            "merchant": tx["merchant"], **_amount(tx)}
+
+
+def _explained(result: Mapping[str, Any]) -> dict[str, str]:
+    tx = result["transaction"]
+    return {"transaction_id": tx["id"], "merchant": tx["merchant"], **_amount(tx)}
+
+
+def _cards(result: Mapping[str, Any]) -> dict[str, str]:
+    cards = result.get("cards", [])
+    if any(c["status"] == "frozen" for c in cards):
+        return {}  # a card was already frozen: which one is lost now is for the customer to say
+    active = [c for c in cards if c["status"] == "active"]
+    physical = [c for c in active if c["kind"] == "physical"]
+    chosen = (physical or active or [None])[0]
+    return {"card_id": chosen["id"]} if chosen else {}
+
+
+#: Tool name -> the function reading its result's verified facts.
+_FROM_RESULT: dict[str, Callable[[Mapping[str, Any]], dict[str, str]]] = {
+    "find_duplicate_charges": _duplicates,
+    "request_refund": _requested_refund,
+    "refund_status": _refund_status,
+    "check_refund_eligibility": _eligibility,
+    "explain_transaction": _explained,
+    "card_status": _cards,
+    "freeze_card": lambda r: {"card_id": r["card_id"], "card_status": r["status"]},
+    "transfer_status": lambda r: {"transfer_id": r["transfer"]["id"], "transfer_status": r["transfer"]["status"]},
+    "lookup_policy": lambda r: {"policy_topic": r["topic"]},
+}
+
+
+def facts_from_tool_result(tool_name: str, result: Mapping[str, Any]) -> dict[str, str]:
+    """System-verified facts from one tool result, for the next plan step and for a handoff packet.
+
+    find_duplicate_charges -> the latest pair's ``transaction_id`` (the duplicate),
+    ``original_transaction_id``, ``merchant``, ``amount``/``amount_minor``/``currency``;
+    request_refund / refund_status (single) -> ``refund_id``, ``refund_status``, ``transaction_id``;
+    check_refund_eligibility -> ``transaction_id``, ``refund_eligible``; explain_transaction ->
+    ``transaction_id``, ``merchant``, amount keys; card_status -> ``card_id`` of the active physical
+    card (else the first active card); freeze_card -> ``card_id``, ``card_status``; transfer_status ->
+    ``transfer_id``, ``transfer_status``; lookup_policy -> ``policy_topic``. A refusal (``ok`` False)
+    or an unknown tool gives {}."""
+    if not isinstance(result, Mapping) or not result.get("ok"):
+        return {}
+    read = _FROM_RESULT.get(tool_name)
+    return read(result) if read is not None else {}
+
+
+def _payload(m: ToolMessage) -> dict:
+    try:
+        data = json.loads(m.content) if isinstance(m.content, str) else m.content
+    except (TypeError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def collect_facts(messages: list[BaseMessage], model_facts: Mapping[str, str] | None = None) -> list[Fact]:
+    """Facts known so far in ``messages``, each with its source.
+
+    System-verified: extracted by code from business-tool results in the transcript (newest wins).
+    User-said: extracted from the last user message, and any fact the model wrote that no tool verified.
+    """
+    verified: dict[str, str] = {}
+    for m in messages:
+        if isinstance(m, ToolMessage) and m.name and not m.name.startswith("transfer_to_"):
+            payload = _payload(m)
+            if payload.get("ok", True):
+                verified.update({k: str(v) for k, v in facts_from_tool_result(m.name, payload).items()})
+    said = {k: str(v) for k, v in extract_facts(last_user_text(messages)).items()}
+    for k, v in (model_facts or {}).items():
+        if verified.get(k) != str(v):
+            said.setdefault(k, str(v))
+    facts = [Fact(key=k, value=v, source="system_verified") for k, v in verified.items()]
+    facts += [Fact(key=k, value=v, source="user_said") for k, v in said.items() if verified.get(k) != v]
+    return facts

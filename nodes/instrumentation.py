@@ -1,0 +1,381 @@
+"""Instrumentation: what records the handoff event log while the graph runs (not rebuilt afterwards).
+
+Three sources feed one :class:`EventRecorder` (storage: ``checkpoints.event_log``; model: ``graph.events``):
+
+* **root-run callbacks** — a LangChain callback handler bound to the compiled graph's config
+  (:meth:`EventRecorder.attach`) records ``run_started`` / ``run_completed`` / ``run_failed`` for every
+  ``invoke``/``stream`` call of the graph, whoever drives it (our CLI, a script, ``langgraph dev``);
+* **node wrapping** — the builder wraps every node function explicitly with :meth:`EventRecorder.instrument`, so each
+  node visit records ``agent_started`` and ``agent_finished`` (with the ``Command``'s destination), an
+  ``interrupt`` when the node pauses the run, and ``resumed`` when a paused node is re-entered by
+  ``Command(resume=…)``;
+* **explicit emissions** — a node calls :func:`emit` (one line) for what only it knows: ``model_called``,
+  ``tool_called``, ``tool_finished``, ``handoff_requested``, ``handoff_accepted``, ``handoff_refused``,
+  ``expert_called``, ``loop_detected``.  :func:`note` adds fields to the node's ``agent_finished``
+  (e.g. ``status="timeout"``).
+
+Every new event is also written to LangGraph's custom stream (``stream_mode="custom"``) as a dict with
+``"event": kind``, so ``switchboard chat --stream`` shows each agent and handoff as it happens.
+
+**Resume does not duplicate events.**  LangGraph re-runs an interrupted node from its first line on resume.
+The key of a node's work event (agent_started and every ``emit``) is ``sha256(thread_id, task namespace, n,
+kind)``: the task namespace (``node:task_id``) is stable across the pause and ``n`` counts the node's work
+events in this execution, so a deterministic re-run reproduces the keys of the events it already wrote and
+the store ignores them; the stored copy keeps its first timestamp and run_id.  ``interrupt``, ``resumed`` and
+``agent_finished`` describe one execution and are keyed by ``(task namespace, run_id, kind)``: every pause, every
+resume and the final end are recorded once each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import re
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import HumanMessage
+from langgraph.config import get_config, get_stream_writer
+from langgraph.errors import GraphBubbleUp, GraphInterrupt
+from langgraph.types import Command
+
+from checkpoints.event_log import EventLog, jsonable, event_key, now_iso
+from graph.events import EVENT_KINDS, Event
+from policies.edges import AGENTS, FALLBACK
+from policies.loops import fingerprint, normalize_task
+
+__all__ = ["EventRecorder", "emit", "note", "QUIET_NODES"]
+
+#: Nodes that are bookkeeping, not agents: their visits are not recorded as agent_started/agent_finished.
+QUIET_NODES: frozenset[str] = frozenset({"entry"})
+
+#: Events that describe one execution of a node (not its work): keyed per run, so that each pause, resume and
+#: end of a node re-run is recorded, while the work it reproduces is not.
+_PER_EXECUTION = frozenset({"interrupt", "resumed", "agent_finished"})
+
+
+@dataclass
+class _Run:
+    run_id: str
+    thread_id: str
+    resume: Any = None
+    resuming: bool = False
+    interrupted: bool = False
+    failed: bool = False
+    pending: list = field(default_factory=list)  # run-level records deferred off the event loop (async runs)
+
+
+def _on_event_loop() -> bool:
+    """True on a thread running an asyncio loop (``ainvoke``/``astream``, ``langgraph dev``): no blocking I/O there."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class _RunCallbacks(BaseCallbackHandler):
+    """Records run_started / run_completed / run_failed for root invocations of the graph.
+
+    A root invocation is a chain start whose metadata has no ``langgraph_node`` (inside a node every
+    runnable inherits that key), so nested runnables (nodes, models, tools) are ignored.
+    """
+
+    run_inline = True  # keep the handler on the caller's thread (ordering with node events)
+    raise_error = False
+
+    def __init__(self, recorder: "EventRecorder"):
+        self.recorder = recorder
+
+    def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, tags=None, metadata=None, **kw):
+        metadata = metadata or {}
+        if "langgraph_node" in metadata:
+            return
+        thread_id = str(metadata.get("thread_id") or "")
+        resuming = isinstance(inputs, Command) and inputs.resume is not None
+        run = _Run(run_id=str(run_id), thread_id=thread_id, resume=inputs.resume if resuming else None, resuming=resuming)
+        self.recorder._start_run(run)
+        detail: dict[str, Any] = {"input": "resume" if resuming else ("command" if isinstance(inputs, Command) else "message")}
+        if resuming:
+            detail["decision"] = jsonable(inputs.resume)
+        self._write(run, "run_started", dict(key=event_key(run.run_id, "run_started"), run_id=run.run_id,
+                                             thread_id=thread_id, detail=detail))
+
+    def _write(self, run: _Run, kind: str, fields: dict) -> None:
+        """Record now, or — on an event loop, where a database write would block it — later and in order:
+        run_started is written just before the run's first node event, the end events by the writer thread."""
+        fields = {"ts": now_iso(), **fields}
+        rec = self.recorder
+        if not _on_event_loop():
+            rec._flush(run)
+            rec.log.record(kind, **fields)
+        elif kind == "run_started":
+            run.pending.append((kind, fields))
+        else:
+            rec._background(lambda: (rec._flush(run), rec.log.record(kind, **fields)))
+
+    def on_chain_end(self, outputs, *, run_id, parent_run_id=None, **kw):
+        run = self.recorder._end_run(str(run_id))
+        if run is None:
+            return
+        out = outputs if isinstance(outputs, dict) else {}
+        outcome = out.get("outcome") or {}
+        status = "paused" if run.interrupted else (outcome.get("status") or "done")
+        self._write(run, "run_completed", dict(
+            key=event_key(run.run_id, "run_completed"), run_id=run.run_id, thread_id=run.thread_id, turn=out.get("turn"),
+            to_agent=outcome.get("agent") if not run.interrupted else out.get("active_agent"), status=status,
+            state_version=out.get("state_version"), task_id=(out.get("task") or {}).get("task_id")))
+
+    def on_chain_error(self, error, *, run_id, parent_run_id=None, **kw):
+        run = self.recorder._end_run(str(run_id))
+        if run is None:
+            return
+        self._write(run, "run_failed", dict(key=event_key(run.run_id, "run_failed"), run_id=run.run_id,
+                                            thread_id=run.thread_id, status="error",
+                                            reason=f"{type(error).__name__}: {str(error)[:300]}"))
+
+
+class EventRecorder:
+    """The live hooks that feed an :class:`checkpoints.event_log.EventLog` while a compiled graph runs.
+
+    Args:
+        log: where events are stored.
+
+    Use: ``rec.instrument(name, fn)`` for every node function (the builder does it), then
+    ``compiled = rec.attach(compiled)`` for the run-level events. Thread-safe.
+    """
+
+    def __init__(self, log: EventLog):
+        self.log = log
+        self._lock = threading.RLock()
+        self._runs: dict[str, _Run] = {}  # root run_id -> run
+        self._by_thread: dict[str, _Run] = {}  # thread_id -> its running root run
+        self.handler = _RunCallbacks(self)
+        self._writer: ThreadPoolExecutor | None = None  # one thread for writes that must not run on an event loop
+        log.before_read(self.drain)
+
+    # ------------------------------------------------------------ runs (callback side)
+    def _start_run(self, run: _Run) -> None:
+        with self._lock:
+            self._runs[run.run_id] = run
+            self._by_thread[run.thread_id] = run
+
+    def _end_run(self, run_id: str) -> _Run | None:
+        with self._lock:
+            run = self._runs.pop(run_id, None)
+            if run is not None and self._by_thread.get(run.thread_id) is run:
+                del self._by_thread[run.thread_id]
+            return run
+
+    def _flush(self, run: _Run | None) -> None:
+        """Write the run-level records deferred for ``run`` (see ``_RunCallbacks._write``)."""
+        if run is None or not run.pending:
+            return
+        with self._lock:
+            pending, run.pending = run.pending, []
+            self.log.record_many(pending)
+
+    def _background(self, fn: Callable[[], Any]) -> None:
+        with self._lock:
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="switchboard-events")
+            self._writer.submit(fn)
+
+    def drain(self) -> None:
+        """Wait until every write handed to the background writer is stored (the log's reads call this first)."""
+        writer = self._writer
+        if writer is not None and not _on_event_loop():
+            writer.submit(lambda: None).result()
+
+    def current_run(self, thread_id: str) -> _Run | None:
+        """The root run in progress on ``thread_id`` (None when the graph runs without :meth:`attach`)."""
+        with self._lock:
+            return self._by_thread.get(thread_id)
+
+    def attach(self, compiled: Any) -> Any:
+        """``compiled.with_config(callbacks=[…])``: the same CompiledStateGraph, recording run-level events."""
+        return compiled.with_config(callbacks=[self.handler])
+
+    # ------------------------------------------------------------ node side
+    def instrument(self, name: str, fn: Callable) -> Callable:
+        """Wrap node function ``fn`` (named ``name``) so its visits are recorded (see module doc).
+
+        The wrapper keeps ``fn``'s signature (LangGraph passes ``runtime``/``config`` by parameter name)."""
+        recorder = self
+
+        @functools.wraps(fn)
+        def node(state: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                cfg = get_config()
+            except RuntimeError:
+                return fn(state, *args, **kwargs)
+            scope = recorder._scope(name, cfg, state if isinstance(state, dict) else {})
+            token = _SCOPE.set(scope)
+            try:
+                return scope.visit(fn, state, args, kwargs)
+            finally:
+                _SCOPE.reset(token)
+
+        return node
+
+    def _scope(self, name: str, cfg: dict, s: dict) -> "_Scope":
+        conf = cfg.get("configurable", {})
+        thread_id = str(conf.get("thread_id") or "")
+        ns = str(conf.get("checkpoint_ns") or cfg.get("metadata", {}).get("langgraph_checkpoint_ns") or name)
+        return _Scope(recorder=self, node=name, ns=ns, thread_id=thread_id, turn=s.get("turn"),
+                      task_id=(s.get("task") or {}).get("task_id"), state_version=s.get("state_version"),
+                      run=self.current_run(thread_id), state=s)
+
+
+@dataclass
+class _Scope:
+    """One node visit being recorded."""
+
+    recorder: EventRecorder
+    node: str
+    ns: str
+    thread_id: str
+    turn: int | None
+    task_id: str | None
+    state_version: int | None
+    run: _Run | None
+    state: dict
+    n: int = 0
+    notes: dict = field(default_factory=dict)
+
+    def emit(self, kind: str, fields: dict) -> Event | None:
+        self.recorder._flush(self.run)
+        if kind in _PER_EXECUTION:
+            key = event_key(self.thread_id, self.ns, self.run.run_id if self.run else uuid.uuid4().hex, kind)
+        else:
+            key = event_key(self.thread_id, self.ns, self.n, kind)
+            self.n += 1
+        defaults = {"thread_id": self.thread_id, "turn": self.turn, "task_id": self.task_id, "agent": self.node,
+                    "state_version": self.state_version, "run_id": self.run.run_id if self.run else None,
+                    "task_ns": self.ns}
+        ev = self.recorder.log.record(kind, key=key, **(defaults | fields))
+        if ev is not None:
+            _stream(ev)
+        return ev
+
+    def visit(self, fn: Callable, state: Any, args: tuple, kwargs: dict) -> Any:
+        """Run the node function, recording its start, its end (or error / interrupt) and a resume."""
+        quiet = self.node in QUIET_NODES
+        if not quiet:
+            self._started()
+        try:
+            result = fn(state, *args, **kwargs)
+        except GraphInterrupt as exc:
+            if self.run is not None:
+                self.run.interrupted = True
+            values = [getattr(i, "value", None) for i in (exc.args[0] if exc.args else [])]
+            self.emit("interrupt", {"detail": {"payload": jsonable(values[0] if len(values) == 1 else values)}})
+            if not quiet:
+                self.emit("agent_finished", {"status": "interrupted"})
+            raise
+        except GraphBubbleUp:  # a Command for a parent graph: control flow, not an error
+            raise
+        except Exception as exc:
+            if not quiet:
+                self.emit("agent_finished", {"status": "error", "reason": f"{type(exc).__name__}: {str(exc)[:300]}"})
+            raise
+        if not quiet:
+            self.emit("agent_finished", _finished_fields(result) | self.notes)
+        return result
+
+    def _started(self) -> None:
+        s = self.state
+        path = s.get("handoff_path") or []
+        came = path[-1] if path and path[-1].get("to_agent") == self.node else {}
+        self.emit("agent_started", {
+            "from_agent": came.get("from_agent"), "reason": came.get("reason"), "via": came.get("kind"),
+            "fingerprint": fingerprint(self.node, _last_user_text(s.get("messages") or []),
+                                       int(s.get("state_version") or 0), int(s.get("tool_attempts") or 0)),
+        })
+        if self.run is not None and self.run.resuming and \
+                self.recorder.log.events(self.thread_id, kinds=["interrupt"], task_ns=self.ns):
+            self.emit("resumed", {"detail": {"decision": jsonable(self.run.resume)}})
+
+
+_SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("switchboard_event_scope", default=None)
+
+
+def _stream(event: Event) -> None:
+    try:
+        get_stream_writer()({"event": event.kind, **{k: v for k, v in event.as_dict().items()
+                                                     if v not in (None, {}) and k not in ("kind", "event_key", "task_ns")}})
+    except Exception:  # noqa: BLE001 - outside a graph run there is no stream; never fail a node for it
+        pass
+
+
+def emit(kind: str, **fields: Any) -> Event | None:
+    """Record an event from inside a node (no-op outside an instrumented node).
+
+    ``fields`` are Event attributes (``from_agent``, ``to_agent``, ``reason``, ``model``, token counts…); others
+    go into ``detail``.  thread_id, run_id, turn, task_id, agent and state_version default from the node's
+    state and config.  Returns the stored Event, or None when nothing was stored (duplicate on resume, or no
+    event log).  Raises ValueError for an unknown kind.
+    """
+    scope = _SCOPE.get()
+    if scope is None:
+        if kind not in EVENT_KINDS:
+            raise ValueError(f"unknown event kind {kind!r}")
+        return None
+    return scope.emit(kind, fields)
+
+
+def note(**fields: Any) -> None:
+    """Add fields to the current node visit's ``agent_finished`` event (e.g. ``status="timeout", reason=…``)."""
+    scope = _SCOPE.get()
+    if scope is not None:
+        scope.notes.update(fields)
+
+
+def _last_user_text(messages: Any) -> str:
+    for m in reversed(messages or []):
+        if isinstance(m, HumanMessage):
+            return str(m.content)
+    return ""
+
+
+def _goto_name(result: Any) -> str | None:
+    goto = result.goto if isinstance(result, Command) else None
+    if isinstance(goto, (list, tuple)):
+        return ",".join(getattr(g, "node", str(g)) for g in goto) or None
+    if goto is not None and not isinstance(goto, str):
+        return getattr(goto, "node", str(goto))
+    return goto
+
+
+def _finished_fields(result: Any) -> dict:
+    goto = _goto_name(result)
+    update = (result.update if isinstance(result, Command) else result) or {}
+    update = update if isinstance(update, dict) else {}
+    outcome = update.get("outcome") or {}
+    fields: dict[str, Any] = {"to_agent": goto}
+    if goto == FALLBACK:
+        fields["status"] = "fallback"
+        fields["reason"] = (update.get("handoff") or {}).get("reason")
+    elif goto in AGENTS:
+        fields["status"] = "handoff"
+    elif outcome:
+        fields["status"] = outcome.get("status") or "answered"
+        text = str(outcome.get("text") or "")
+        if "?" in text:
+            fields["question"] = _question_fp(text)
+    else:
+        fields["status"] = "next"
+    if "state_version" in update:
+        fields["state_version"] = update.get("state_version")
+    return fields
+
+
+def _question_fp(text: str) -> str:
+    """Fingerprint of the questions an answer asks (normalized sentences ending in '?')."""
+    return event_key(*[normalize_task(s) for s in re.findall(r"[^.!?]*\?", text)])

@@ -1,0 +1,76 @@
+"""Building the HandoffPacket that travels with control (DESIGN.md, "HandoffPacket"): built by code on every accepted
+handoff and on every fallback, never written by the model."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from graph.context import RunContext
+from graph.packet import Constraints, Fact, HandoffPacket
+from nodes.facts import collect_facts
+from nodes.tools import tools_for
+from policies.edges import SPECIALISTS
+from policies.handoff import REFUND_QUESTION
+
+__all__ = ["build_packet", "FORBIDDEN_ACTIONS", "ANSWER_WITHIN_HOURS"]
+
+#: Actions no receiving agent may take, whatever the packet says (DESIGN.md: never credentials; money only via risk).
+FORBIDDEN_ACTIONS: tuple[str, ...] = ("pay out money without the risk check", "ask for passwords or card PINs")
+#: The support desk's answer-time target for a handed-over task, hours (the packet's ``deadline``).
+ANSWER_WITHIN_HOURS = 24
+
+
+def _carried_facts(facts: list[Fact], carried: Mapping[str, Any] | None) -> list[Fact]:
+    keys = {f.key for f in facts}
+    out = list(facts)
+    for f in (carried or {}).get("known_facts") or ():
+        if f.get("key") not in keys:
+            out.append(Fact(key=f["key"], value=str(f["value"]), source=f.get("source", "user_said")))
+            keys.add(f["key"])
+    return out
+
+
+def _questions(target: str, keys: set[str], extra: tuple[str, ...], carried: Mapping[str, Any] | None) -> list[str]:
+    questions = list(extra) + [q for q in (carried or {}).get("open_questions") or () if q not in extra]
+    if "transaction_id" in keys:
+        questions = [q for q in questions if q != REFUND_QUESTION]
+    if target == "refunds" and "transaction_id" not in keys and REFUND_QUESTION not in questions:
+        questions.append(REFUND_QUESTION)
+    return questions
+
+
+def build_packet(*, source: str, target: str, reason: str, objective: str, messages: list[BaseMessage],
+                 ctx: RunContext, thread_id: str, task: Mapping[str, Any] | None, trace_id: str,
+                 model_facts: Mapping[str, str] | None = None, extra_questions: tuple[str, ...] = (),
+                 carried: Mapping[str, Any] | None = None) -> dict:
+    """The HandoffPacket (as a JSON dict, ``HandoffPacket.model_dump(mode="json")``) that travels with control from
+    ``source`` to ``target``.
+
+    Facts: those found in ``messages`` (:func:`nodes.facts.collect_facts`, with ``model_facts`` the model passed),
+    plus those of ``carried`` (the packet that brought control to ``source``) that were not found again, with their
+    original source; its open questions are carried too. Evidence refs: the ids among the system-verified facts.
+    Allowed actions: the target's business tools; forbidden: :data:`FORBIDDEN_ACTIONS`.
+    """
+    facts = _carried_facts(collect_facts(messages, model_facts), carried)
+    keys = {f.key for f in facts}
+    refs = tuple(sorted({f.value for f in facts if f.source == "system_verified" and f.key.endswith("_id")}))
+    allowed = tuple(t.name for t in tools_for(target)) if target in SPECIALISTS else ()
+    packet = HandoffPacket(
+        task_id=(task or {}).get("task_id", ""),
+        session_id=thread_id,
+        trace_id=trace_id,
+        from_agent=source,
+        to_agent=target,
+        reason=reason or f"{source} hands over to {target}",
+        objective=objective,
+        business_context={"customer_id": ctx.user_id, "tenant_id": ctx.tenant_id},
+        known_facts=tuple(facts),
+        evidence_refs=refs,
+        open_questions=tuple(_questions(target, keys, extra_questions, carried)),
+        constraints=Constraints(allowed_actions=allowed, forbidden_actions=FORBIDDEN_ACTIONS),
+        deadline=HandoffPacket.deadline_in(ANSWER_WITHIN_HOURS),
+    )
+    return packet.model_dump(mode="json")

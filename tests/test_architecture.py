@@ -1,0 +1,96 @@
+"""Structure checks: every module imports on its own (no import cycle), contracts import nothing above them,
+policies import only contracts, and constants that contracts may not compute stay equal to their source."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("graph", "nodes", "policies", "checkpoints")
+#: The data contracts (DESIGN.md: "they import nothing above them").
+CONTRACTS = ("graph.errors", "graph.context", "graph.settings", "graph.state", "graph.packet", "graph.approval",
+             "graph.agent_as_tool", "graph.results", "graph.events")
+
+
+def _modules() -> list[str]:
+    out = []
+    for pkg in PACKAGES:
+        for path in sorted((REPO / pkg).rglob("*.py")):
+            rel = path.relative_to(REPO).with_suffix("")
+            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+            if "migrations" in parts and "versions" in parts:
+                continue  # Alembic revision scripts are loaded by Alembic, not imported
+            out.append(".".join(parts))
+    return out
+
+
+@pytest.mark.subprocess
+def test_every_module_imports_first_in_a_fresh_interpreter():
+    """Each module of the project is imported first, alone, in a fresh interpreter (one process per batch of modules,
+    each in its own ``python -c``)."""
+    failures = []
+    for module in _modules():
+        r = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=REPO, capture_output=True, text=True,
+                           timeout=120)
+        if r.returncode != 0:
+            failures.append(f"{module}: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
+    assert failures == []
+
+
+def _imports(module: str) -> set[str]:
+    path = REPO / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        path = REPO / module.replace(".", "/") / "__init__.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return {n for n in names if n.split(".")[0] in PACKAGES}
+
+
+def test_contracts_import_only_contracts():
+    for module in CONTRACTS:
+        above = {n for n in _imports(module) if n not in CONTRACTS}
+        assert above == set(), f"{module} imports {sorted(above)}"
+
+
+def test_policies_import_only_contracts_and_policies():
+    for module in [m for m in _modules() if m.startswith("policies")]:
+        bad = {n for n in _imports(module) if not (n.startswith("policies") or n in CONTRACTS)}
+        assert bad == set(), f"{module} imports {sorted(bad)}"
+
+
+def test_no_module_imports_another_modules_private_names():
+    for module in _modules():
+        path = REPO / (module.replace(".", "/") + ".py")
+        if not path.exists():
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"{module} imports private {private} from {node.module}"
+
+
+def test_default_hop_budget_equals_the_longest_legal_path_plus_one():
+    from graph.settings import DEFAULT_MAX_HOPS, Settings
+    from policies.loops import default_max_hops
+
+    assert DEFAULT_MAX_HOPS == default_max_hops() and Settings().max_hops == DEFAULT_MAX_HOPS
+
+
+def test_settings_validate_on_construction():
+    from graph.errors import ConfigError
+    from graph.settings import Settings
+
+    for bad in ({"max_hops": 0}, {"max_hops": 101}, {"routing": "psychic"}, {"model_timeout_s": 0},
+                {"tool_retries": 0}, {"on_expert_failure": "panic"}):
+        with pytest.raises(ConfigError, match="invalid setting"):
+            Settings(**bad)
