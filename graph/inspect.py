@@ -6,20 +6,11 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from graph.drawing import GraphSpec, PathStep
-from policies.edges import DEFAULT_EDGE_TABLE, END, ENTRY_NODE, EXPERT_NODE, START, EdgeTable
+# graph_spec lives in graph.drawing now; re-exported here for existing callers
+from graph.drawing import PathStep, graph_spec
+from policies.edges import EXPERT_NODE
 
 __all__ = ["graph_spec", "run_path", "thread_values", "thread_summaries", "thread_turns"]
-
-_KINDS = {START: "entry", END: "terminal", ENTRY_NODE: "entry", "fallback": "terminal",
-          "human_approval": "approval", "refund_execute": "side_effect", "risk": "agent"}
-
-
-def graph_spec(table: EdgeTable = DEFAULT_EDGE_TABLE) -> GraphSpec:
-    """The drawable graph: every node and exactly the edges of ``table`` (no others)."""
-    nodes = table.nodes()
-    return GraphSpec(nodes=nodes, edges=tuple(sorted(table.edges())),
-                     kinds={n: _KINDS.get(n, "agent") for n in nodes})
 
 
 def thread_values(saver: Any, thread_id: str) -> dict:
