@@ -155,6 +155,8 @@ def draw(
     db: Optional[Path] = DbOpt,
 ) -> None:
     """Draw the agent graph: every agent node and exactly the edges of the policy edge table."""
+    import shutil
+
     from graph import drawing
 
     spec = drawing.graph_spec()
@@ -165,7 +167,9 @@ def draw(
     if fmt == "mermaid":
         text = drawing.render_mermaid(spec, path)
     elif fmt == "ascii":
-        text = drawing.render_ascii(spec, path)
+        # a terminal's own width ($COLUMNS first), else (pipe, file) the 120 columns the CLI fits
+        width = shutil.get_terminal_size().columns if out is None and sys.stdout.isatty() else drawing.ASCII_WIDTH
+        text = drawing.render_ascii(spec, path, width=width)
     elif fmt == "png":
         if out is None:
             raise InputError("--format png needs --out FILE.png")

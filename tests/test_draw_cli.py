@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 from graph.cli import app
 from graph.drawing import graph_spec
 from policies.edges import AGENTS, DEFAULT_EDGE_TABLE, HANDOFF_EDGES
+from tests.test_drawing import listed_edges
 
 EDGE_RE = re.compile(r"^\s*([\w]+)\s*-[-.]+>(?:\|[^|]*\|)?\s*([\w]+)", re.M)
 
@@ -47,3 +48,12 @@ def test_draw_ascii_and_bad_format():
 
     bad = runner.invoke(app, ["draw", "--format", "gif"])
     assert bad.exit_code != 0 and isinstance(bad.exception, InputError)
+
+
+def test_draw_ascii_of_the_whole_graph_fits_120_columns_and_lists_every_table_edge():
+    res = CliRunner().invoke(app, ["draw", "--format", "ascii"], env={"COLUMNS": "300"})  # not a terminal: 120
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines and max(map(len, lines)) <= 120
+    assert "use --format mermaid or --format png for the full drawing" in lines
+    assert listed_edges(res.output) == set(DEFAULT_EDGE_TABLE.edges())

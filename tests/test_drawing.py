@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from graph.drawing import GraphSpec, PathStep, render_ascii, render_mermaid, render_png
 from graph import drawing
+from graph.drawing import GraphSpec, PathStep, render_ascii, render_mermaid, render_png
 
 SPECIALISTS = ("billing", "refunds", "cards", "transfers", "account", "policy")
 
@@ -144,26 +144,71 @@ def test_empty_spec_is_refused(render):
 # ---------------------------------------------------------------- ASCII
 
 
-def test_ascii_contains_every_node_and_the_hop_list():
+def parse_adjacency(text: str) -> dict[str, list[str]]:
+    """The listing printed when the drawing is too wide: ``[* ]source -> t1, t2[3,5], ...`` per node,
+    continuation lines indented. Returns source -> targets as printed (hop marks kept)."""
+    listing = text.split("\nuse --format mermaid or --format png for the full drawing\n")[0]
+    out: dict[str, list[str]] = {}
+    source = None
+    for line in listing.splitlines():
+        if " -> " in line:
+            head, _, rest = line.partition(" -> ")
+            source = head.lstrip("* ").strip()
+            assert source not in out, f"{source} listed twice"
+            out[source] = []
+        else:
+            assert source is not None and line.startswith(" "), line
+            rest = line
+        out[source] += [t.strip() for t in re.split(r",(?![^\[]*\])", rest) if t.strip()]  # not [3,5]
+    return out
+
+
+def listed_edges(text: str) -> set[tuple[str, str]]:
+    return {(s, re.sub(r"\[[0-9,]+\]$", "", t)) for s, ts in parse_adjacency(text).items() for t in ts if t != "(none)"}
+
+
+PING_PONG_VISITED = {"__start__", "triage", "billing", "refunds", "fallback", "__end__"}
+
+
+def test_ascii_draws_the_graph_when_it_fits_with_the_path_marked():
     spec = desk_spec()
-    plain = render_ascii(spec)
+    plain = render_ascii(spec, width=400)
     for n in spec.nodes:
         assert f"| {n} |" in plain, n
-    assert "path:" not in plain
-    assert "*" not in plain and "#" not in plain
-    text = render_ascii(spec, ping_pong_path() + [PathStep(8, "__end__", "policy", "resume")])
+    assert "path:" not in plain and "use --format" not in plain
+    assert "*" not in plain and "#" not in plain and "." in plain  # edges drawn, none highlighted
+    text = render_ascii(spec, ping_pong_path() + [PathStep(8, "__end__", "policy", "resume")], width=400)
     drawing_part, hop_part = text.split("\npath:\n")
     for n in spec.nodes:
-        visited = n in {"__start__", "triage", "billing", "refunds", "fallback", "__end__", "policy"}
+        visited = n in PING_PONG_VISITED | {"policy"}
         assert (f"# {n} #" if visited else f"| {n} |") in drawing_part, n
+    assert drawing_part.count("*") >= 10  # the path's edges are drawn with '*'
+    assert max(map(len, text.splitlines())) <= 400
     lines = hop_part.strip().splitlines()
     assert lines[0] == "1. __start__ -> triage (handoff)"
     assert lines[2] == "3. billing -> refunds (handoff)"
     assert lines[5] == "6. refunds -> fallback (fallback)"
     assert lines[7] == "8. __end__ -> policy (resume)  [not in graph]"
     assert sum("[not in graph]" in line for line in lines) == 1
-    assert "v" in drawing_part and "^" in drawing_part  # arrow heads: down edges and back edges
-    assert drawing_part.count("*") >= 10  # the path's edges are drawn with '*' 
+
+
+@pytest.mark.parametrize("width", [120, 60])
+def test_ascii_too_wide_lists_every_edge_within_the_width(width):
+    spec = desk_spec()
+    assert "| triage |" in render_ascii(spec, width=400)  # drawn when there is room ...
+    text = render_ascii(spec, ping_pong_path(), width=width)
+    assert "| triage |" not in text  # ... listed when there is not
+    assert max(map(len, text.splitlines())) <= width
+    assert "\nuse --format mermaid or --format png for the full drawing\n" in text
+    assert listed_edges(text) == set(spec.edges)
+    listing = parse_adjacency(text)
+    assert set(listing) == set(spec.nodes) and listing["__end__"] == ["(none)"]
+    assert "billing[2]" in listing["triage"] and "refunds[3,5]" in listing["billing"]
+    assert "billing[4]" in listing["refunds"] and "fallback[6]" in listing["refunds"]
+    assert "cards" in listing["billing"] and "refunds" in listing["triage"]  # unused edges unmarked
+    starred = {line.split()[1] for line in text.split("\nuse --format")[0].splitlines() if line.startswith("* ")}
+    assert starred == PING_PONG_VISITED
+    assert text.split("\npath:\n")[1].splitlines()[5] == "6. refunds -> fallback (fallback)"
 
 
 def test_ascii_draws_disconnected_parts_and_lists_self_loops():
@@ -172,49 +217,60 @@ def test_ascii_draws_disconnected_parts_and_lists_self_loops():
     for n in spec.nodes:
         assert f"| {n} |" in text
     assert "self-loops: b" in text
+    ghost = render_ascii(spec, [PathStep(1, "a", "b"), PathStep(2, "b", "ghost")])
+    assert "# ghost #" in ghost and "2. b -> ghost (handoff)  [not in graph]" in ghost
 
 
-# ---------------------------------------------------------------- layout internals
+# ---------------------------------------------------------------- layout (grandalf) as the PNG uses it
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.integers(2, 12).flatmap(
-    lambda n: st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n).map(
-        lambda es: (n, es))))
-def test_back_edges_leave_an_acyclic_graph(case):
-    n, pairs = case
-    nodes = [f"v{i}" for i in range(n)]
-    edges = list(dict.fromkeys((f"v{a}", f"v{b}") for a, b in pairs if a != b))
-    back = drawing._back_edges(nodes, edges, roots=nodes[:1])
-    dag = [(t, s) if (s, t) in back else (s, t) for s, t in edges]
-    indeg = {v: 0 for v in nodes}
-    for _, t in dag:
-        indeg[t] += 1
-    order = [v for v in nodes if indeg[v] == 0]
-    for v in order:  # Kahn: every node is reached iff acyclic
-        for s, t in dag:
-            if s == v:
-                indeg[t] -= 1
-                if indeg[t] == 0:
-                    order.append(t)
-    assert len(order) == n
+def _inside(p, box, slack=0.01):
+    return box[0] - slack <= p[0] <= box[2] + slack and box[1] - slack <= p[1] <= box[3] + slack
 
 
-def test_layout_places_every_node_without_overlap_and_entry_on_top():
-    spec = desk_spec()
-    size = {n: (len(n) * 6.0 + 20, 26.0) for n in spec.nodes}
-    lay = drawing._layout(spec.nodes, spec.edges, size, entries=["__start__"], xspace=24, yspace=50,
-                          component_gap=40, dummy_width=6)
-    assert set(lay.centre) == set(spec.nodes)
-    boxes = {n: (x - size[n][0] / 2, y - 13, x + size[n][0] / 2, y + 13) for n, (x, y) in lay.centre.items()}
-    names = list(boxes)
+def _check_layout(nodes, edges, size):
+    rect, routes = drawing._layout(nodes, edges, size)
+    assert set(rect) == set(nodes)
+    for n, (x0, y0, x1, y1) in rect.items():
+        assert (x1 - x0, y1 - y0) == pytest.approx(size[n])
+    names = list(rect)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
-            assert drawing._overlap(boxes[a], boxes[b]) == 0, (a, b)
-    assert lay.rank["__start__"] == 0
-    assert lay.rank["triage"] == 1
-    assert max(lay.rank.values()) == lay.rank["__end__"]
-    assert set(lay.routes) == set(spec.edges)
+            ra, rb = rect[a], rect[b]
+            assert min(ra[2], rb[2]) <= max(ra[0], rb[0]) or min(ra[3], rb[3]) <= max(ra[1], rb[1]), (a, b)
+    assert set(routes) == {e for e in edges if e[0] != e[1]}
+    for (s, t), route in routes.items():  # each route leaves its source's box and ends on its target's
+        start, end = route.vertices[0], route.vertices[-1]
+        assert _inside(start, rect[s]) and start[1] in (rect[s][1], rect[s][3]), (s, t)
+        assert _inside(end, rect[t]) and end[1] in (rect[t][1], rect[t][3]), (s, t)
+        points = [p for poly in route.to_polygons(closed_only=False) for p in poly]
+        for n, (x0, y0, x1, y1) in rect.items():  # and keeps out of every other box
+            assert n in (s, t) or not any(x0 + 2 < x < x1 - 2 and y0 + 2 < y < y1 - 2 for x, y in points), (s, t, n)
+    return rect, routes
+
+
+@settings(max_examples=150, deadline=None)
+@example((4, [(3, 2), (2, 0), (2, 3)]))  # no source at all: grandalf must pick its own roots
+@given(st.integers(1, 12).flatmap(
+    lambda n: st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n).map(
+        lambda es: (n, es))))
+def test_layout_of_any_graph_places_every_node_apart_and_routes_every_edge(case):
+    n, pairs = case
+    nodes = [f"v{i}" for i in range(n)]
+    edges = list(dict.fromkeys((f"v{a}", f"v{b}") for a, b in pairs))  # cycles, self-loops, parts
+    _check_layout(nodes, edges, {v: (30.0 + 7 * (i % 4), 26.0) for i, v in enumerate(nodes)})
+
+
+def test_layout_puts_the_entry_on_top_the_end_at_the_bottom_and_is_repeatable():
+    spec = desk_spec()
+    size = {n: (len(n) * 6.0 + 20, 26.0) for n in spec.nodes}
+    rect, _ = _check_layout(spec.nodes, spec.edges, size)
+    top = {n: r[1] for n, r in rect.items()}
+    assert top["__start__"] < min(y for n, y in top.items() if n != "__start__")
+    assert top["triage"] < min(y for n, y in top.items() if n not in ("__start__", "triage"))
+    assert top["__end__"] > max(y for n, y in top.items() if n != "__end__")
+    again, _ = drawing._layout(spec.nodes, spec.edges, size)
+    assert again == rect
 
 
 # ---------------------------------------------------------------- PNG
