@@ -78,7 +78,7 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
         model = make_model(settings.model, timeout_s=settings.model_timeout_s,
                            max_retries=settings.model_retries, router=router)
     if store is None:
-        from nodes.store import open_store
+        from checkpoints.business import open_store
 
         store = open_store(Path(settings.business_db))
     structured = settings.routing == "structured" or (settings.routing == "auto" and is_openai_model(model))
@@ -98,7 +98,7 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
         model: any LangChain chat model supporting ``bind_tools``; default from ``settings.model``.
         checkpointer: a LangGraph checkpointer (``checkpoints.open_checkpointer`` for SQLite); None = no persistence.
         settings: budgets and paths; default ``Settings.from_env()``.
-        store: the business store (``nodes.store.BusinessStore``); default opens ``settings.business_db``.
+        store: the business store (``checkpoints.business.BusinessStore``); default opens ``settings.business_db``.
         router: the intent router for triage and next-turn entry; default ``nodes.router.load_router()``.
         history: per-edge history policies (``policies.history.DEFAULT_HISTORY`` shape) replacing the defaults.
         deps: pre-resolved dependencies (overrides the five above).

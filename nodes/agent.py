@@ -57,7 +57,7 @@ class Deps:
     """What the nodes of one compiled graph share (built once by ``graph.builder.build_graph``)."""
 
     model: BaseChatModel
-    store: Any  # nodes.store.BusinessStore
+    store: Any  # checkpoints.business.BusinessStore
     router: Any  # nodes.router.IntentRouter (has .route(text) -> Route)
     settings: Settings
     table: EdgeTable = DEFAULT_EDGE_TABLE

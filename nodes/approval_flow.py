@@ -23,6 +23,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
+from checkpoints.business import NotFoundError, StaleVersionError, StoreError, iso, money
 from graph import events
 from graph.approval import ApprovalRequest, parse_decision
 from graph.context import RunContext
@@ -30,7 +31,6 @@ from graph.errors import InputError
 from graph.packet import Fact, HandoffPacket, HandoffRecord
 from graph.state import ensure_ids
 from nodes.agent import Deps, thread_id_of
-from nodes.store import NotFoundError, StaleVersionError, StoreError, iso, money
 from policies.authz import authorize_approval
 from policies.edges import FALLBACK
 from policies.risk import RECENT_WINDOW_DAYS, RiskInput, assess_refund

@@ -16,7 +16,7 @@ from graph.conversation import Conversation
 from graph.errors import InputError
 from graph.settings import Settings
 from nodes.offline_model import OfflineChatModel
-from nodes.store import open_store
+from checkpoints.business import open_store
 from tests.conftest import KeywordRouter
 
 REPO = Path(__file__).resolve().parents[1]

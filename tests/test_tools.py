@@ -18,7 +18,7 @@ from nodes.playbook import (
     facts_from_tool_result,
     plan_tool_call,
 )
-from nodes.store import BusinessStore
+from checkpoints.business import BusinessStore
 from nodes.tools import (
     AGENTS_WITH_TOOLS,
     POLICY_KB,
