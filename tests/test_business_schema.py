@@ -9,7 +9,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 import tomllib
 from datetime import datetime, timezone
 from pathlib import Path
@@ -216,7 +215,8 @@ def test_first_release_file_is_adopted(tmp_path: Path) -> None:
     assert current_revision(path) == "legacy"
     store = open_store(path, now=lambda: datetime(2025, 3, 14, tzinfo=timezone.utc))  # adopts: stamp 0001, upgrade
     assert current_revision(path) == SCHEMA_VERSION
-    assert store.get_customer("c_bob") is None  # the customer exists, so no demo seed and store.get_customer("c_ada").flags == {"plan": "standard"}
+    assert store.get_customer("c_bob") is None  # a customer exists, so no demo seed
+    assert store.get_customer("c_ada").flags == {"plan": "standard"}
     # the rows are kept, and the order that ties used to get from rowid is kept too
     assert [r.id for r in store.list_refunds("c_ada")] == ["rf_a", "rf_z"]  # newest first: rf_a came later
     assert [d.id for d in store.list_decisions("task-1")] == ["dc_z", "dc_a"]

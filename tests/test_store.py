@@ -160,7 +160,7 @@ def test_duplicate_rules_window_and_status(store: BusinessStore) -> None:
          "2025-02-22T12:10:00Z", None),
     ]
     with store.engine.begin() as conn:
-        conn.execute(tables.transactions.insert(), [dict(zip(cols, r)) for r in rows])
+        conn.execute(tables.transactions.insert(), [dict(zip(cols, r, strict=True)) for r in rows])
     assert [(o.id, d.id) for o, d in store.find_duplicate_charges("c_ada")] == [("tx_1007", "tx_1008")]
 
 
@@ -371,7 +371,8 @@ def test_execute_refund_two_processes_race_same_key(store: BusinessStore, busine
 
 def test_execute_refund_two_processes_race_different_keys(store: BusinessStore, business_url: str) -> None:
     rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "req-proc2")
-    results = _run_processes(store_workers.execute_refund, [(business_url, rf.id, "exec-a"), (business_url, rf.id, "exec-b")])
+    results = _run_processes(store_workers.execute_refund,
+                             [(business_url, rf.id, "exec-a"), (business_url, rf.id, "exec-b")])
     assert sorted(r.split(":")[0] for r in results) == ["executed", "refused"]  # type: ignore[union-attr]
     assert _count(store, "SELECT COUNT(*) FROM transactions WHERE reference=:r", r=rf.id) == 1
     assert _count(store, "SELECT COUNT(*) FROM side_effects") == 1

@@ -32,8 +32,8 @@ from sqlalchemy import create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Engine, make_url
 
-from graph.errors import ConfigError
 from checkpoints.business.records import StorageUnavailable, StoreError
+from graph.errors import ConfigError
 
 __all__ = ["BUSY_TIMEOUT_MS", "WRITE", "default_store_path", "resolve_url", "engine_for", "describe",
            "sqlite_path", "storage_errors", "dispose"]

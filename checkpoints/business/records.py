@@ -129,7 +129,8 @@ DEMO_OTHER_CUSTOMER = "c_bob"
 class _Record:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable ``dict`` of the fields (money stays in minor units)."""
-        return asdict(self)  # type: ignore[call-overload]
+        fields: dict[str, Any] = asdict(self)  # type: ignore[call-overload]  # subclasses are dataclasses
+        return fields
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from checkpoints.business.money import iso
-from checkpoints.business.records import DEMO_OTHER_CUSTOMER, DEMO_CUSTOMER, DEMO_TENANT
+from checkpoints.business.records import DEMO_CUSTOMER, DEMO_OTHER_CUSTOMER, DEMO_TENANT
 
 if TYPE_CHECKING:
     from checkpoints.business.repository import BusinessStore
