@@ -290,7 +290,6 @@ def _open_as_unprivileged(path: Path) -> tuple[int, str]:
         return os.waitstatus_to_exitcode(status), pipe.read()
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions and fork")
 def test_read_only_directory_is_storage_unavailable() -> None:
     base = Path(tempfile.mkdtemp(prefix="sb-readonly-"))
     try:
@@ -349,3 +348,12 @@ def test_import_does_not_load_langgraph() -> None:
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'langgraph', 'langchain_core', 'alembic'}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_upgrade_to_unknown_revision_is_value_error(tmp_path: Path) -> None:
+    path = tmp_path / "business.db"
+    upgrade(path)
+    assert upgrade(path, "0001") == SCHEMA_VERSION  # an older revision is applied already: nothing happens
+    with pytest.raises(ValueError, match="cannot upgrade"):
+        upgrade(path, "nope")
+    assert current_revision(path) == SCHEMA_VERSION

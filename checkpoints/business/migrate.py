@@ -94,12 +94,15 @@ def current_revision(target: str | Path | URL | None = None) -> str | None:
 def upgrade(target: str | Path | URL | None = None, revision: str = "head") -> str:
     """Migrate the database at ``target`` (a path, ``sqlite:///…``, ``postgresql://…``; default the store's
     default path) to ``revision`` and return the revision it is at afterwards. Idempotent: at that revision
-    already, nothing changes. Adopts a first-release SQLite file (stamp ``0001``) first.
+    already (or past it: upgrade never goes back), nothing changes. Adopts a first-release SQLite file (stamp
+    ``0001``) first.
 
     Raises :class:`StorageUnavailable` (database unreachable, corrupt, read-only; tables of another
-    application; a revision newer than this code knows), ``ValueError``/:class:`~graph.errors.ConfigError`
-    (a target that is not a supported database)."""
+    application; a revision newer than this code knows), ``ValueError`` (an unknown ``revision``; an in-memory
+    target), :class:`~graph.errors.ConfigError` (a target that is not a supported database)."""
     from alembic import command
+    from alembic.script.revision import RevisionError
+    from alembic.util import CommandError
 
     url = resolve_url(target)
     engine = engine_for(url)
@@ -113,7 +116,10 @@ def upgrade(target: str | Path | URL | None = None, revision: str = "head") -> s
                 command.stamp(alembic_config(conn), "0001")
                 before = "0001"
             _refuse_unknown(before, url)
-            command.upgrade(alembic_config(conn), revision)
+            try:
+                command.upgrade(alembic_config(conn), revision)
+            except (RevisionError, CommandError) as exc:
+                raise ValueError(f"cannot upgrade {describe(url)} from {before} to {revision}: {exc}") from None
             after = _read_revision(conn)
     assert after is not None
     return after
