@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from checkpoints.business import BusinessStore
 from nodes.playbook import (
     ToolCallPlan,
     compose_answer,
@@ -18,7 +19,6 @@ from nodes.playbook import (
     facts_from_tool_result,
     plan_tool_call,
 )
-from checkpoints.business import BusinessStore
 from nodes.tools import (
     AGENTS_WITH_TOOLS,
     POLICY_KB,
