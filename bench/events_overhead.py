@@ -33,7 +33,7 @@ def main() -> None:
     from graph import build_graph
     from graph.state import ensure_ids
     from nodes.router import read_labelled_csv
-    from nodes.store import open_store
+    from checkpoints.business import open_store
 
     texts = read_labelled_csv(args.csv)[0][: args.limit]
     tmp = Path(tempfile.mkdtemp(prefix="switchboard-events-bench-"))

@@ -24,7 +24,7 @@ def switchboard_calls() -> dict:
     from graph.conversation import Conversation
     from graph.settings import Settings
     from nodes.scripted_models import KeywordRouter, ping_pong
-    from nodes.store import open_store
+    from checkpoints.business import open_store
 
     model = ping_pong("billing", "refunds")
     home = Path(tempfile.mkdtemp())

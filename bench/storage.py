@@ -49,7 +49,7 @@ def run(kind: str) -> dict[int, int]:
     from graph.settings import Settings
     from nodes.offline_model import OfflineChatModel
     from nodes.scripted_models import KeywordRouter
-    from nodes.store import open_store
+    from checkpoints.business import open_store
 
     schema = SupportState
     if kind == "add_messages":

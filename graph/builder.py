@@ -79,9 +79,9 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
         model = make_model(settings.model, timeout_s=settings.model_timeout_s,
                            max_retries=settings.model_retries, router=router)
     if store is None:
-        from nodes.store import open_store
+        from checkpoints.business import open_store
 
-        store = open_store(Path(settings.business_db))
+        store = open_store(settings.business_db)
     structured = settings.routing == "structured" or (settings.routing == "auto" and is_openai_model(model))
     deps = Deps(model=model, store=store, router=router, settings=settings, table=table, structured_routing=structured)
     if history is not None:

@@ -420,7 +420,7 @@ def route(
     from graph.context import RunContext
     from graph.state import ensure_ids
     from nodes.router import load_label_map, read_labelled_csv
-    from nodes.store import open_store
+    from checkpoints.business import open_store
 
     texts, cats = read_labelled_csv(csv_path)
     label_map = load_label_map(labels)

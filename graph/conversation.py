@@ -64,7 +64,7 @@ class Conversation:
         if desk is not None:
             graph, store = desk.graph, store if store is not None else desk.deps.store
         elif store is None:
-            from nodes.store import open_store
+            from checkpoints.business import open_store
 
             store = open_store((settings or Settings()).business_db)
         self.graph = graph

@@ -23,6 +23,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
+from checkpoints.business import NotFoundError, StaleVersionError, StoreError, iso, money
 from nodes.instrumentation import emit
 from graph.approval import ApprovalRequest, parse_decision
 from graph.context import RunContext
@@ -31,7 +32,6 @@ from graph.packet import Fact, HandoffPacket, HandoffRecord
 from graph.state import ensure_ids
 from nodes.deps import Deps
 from nodes.transcript import thread_id_of
-from nodes.store import NotFoundError, StaleVersionError, StoreError, iso, money
 from policies.authz import authorize_approval
 from policies.edges import FALLBACK
 from policies.risk import RECENT_WINDOW_DAYS, RiskInput, assess_refund

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-
-from nodes.store import money, money_plain, parse_iso
+from checkpoints.business import money, money_plain, parse_iso
 from nodes.tools import TOOLS, match_policy_topic
 
 __all__ = [

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from nodes.store import (
+from checkpoints.business import (
     DUPLICATE_WINDOW_HOURS,
     REFUND_WINDOW_DAYS,
     BusinessRuleError,
@@ -571,7 +571,7 @@ def run_tool(name: str, args: dict[str, Any] | None, store: BusinessStore, ctx: 
     """Validate ``args`` against the tool's schema and run it for ``ctx``.
 
     Returns the tool's JSON-serialisable dict; business refusals (including a
-    :class:`~nodes.store.BusinessRuleError` raised by the store) come back as
+    :class:`~checkpoints.business.BusinessRuleError` raised by the store) come back as
     ``{"ok": False, "error": "..."}``. Raises :class:`ToolArgumentError` (one line) for an unknown
     tool, a tool not owned by ``agent`` (when given), or arguments that fail validation (including any
     extra argument such as a model-written ``customer_id``). ``StaleVersionError`` / ``OwnershipError``

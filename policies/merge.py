@@ -121,6 +121,26 @@ def merge_expert_results(
         A :class:`MergeOutcome` (see the module docstring for every rule).  Deterministic: with one result per
         task, the output depends on the plan order, never on the order in which results arrived.
     """
+    by_task, ignored = _results_by_task(tasks, results)
+    parts, gaps, ok = _parts_and_gaps(tasks, by_task)
+    raw = _raw_facts(ok, rules)
+    kept, conflicts = _verified_over_said(raw)
+    drop, agree_conflicts = _must_agree(kept, rules)
+    conflicts += agree_conflicts
+    facts_out = _merged_facts(kept, drop)
+    status, reason = _status(gaps, bool(ok), rules)
+    return MergeOutcome(status=status, reason=reason, parts=tuple(parts), facts=facts_out, conflicts=tuple(conflicts),
+                        gaps=tuple(gaps), open_questions=_questions(ok, conflicts), evidence_refs=_refs(ok),
+                        proposed_actions=_actions(ok), ignored=tuple(ignored))
+
+
+_Raw = tuple[str, "str | None", str, str, str]  # (expert, subject, key, value, source)
+_Ok = list[tuple[str, Mapping[str, Any]]]  # (expert, result) of the experts that answered, plan order
+
+
+def _results_by_task(tasks: Sequence[Mapping[str, Any]],
+                     results: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Mapping[str, Any]], list[str]]:
+    """The first result per planned task id (from the planned expert); the task ids of results ignored."""
     by_task: dict[str, Mapping[str, Any]] = {}
     planned = {str(t["task_id"]): t for t in tasks}
     ignored: list[str] = []
@@ -131,10 +151,15 @@ def merge_expert_results(
             ignored.append(tid)
             continue
         by_task.setdefault(tid, r)
+    return by_task, ignored
 
+
+def _parts_and_gaps(tasks: Sequence[Mapping[str, Any]],
+                    by_task: Mapping[str, Mapping[str, Any]]) -> tuple[list[AnswerPart], list[Gap], _Ok]:
+    """One part per planned task (plan order), a gap per missing or failed one, and the answering experts."""
     parts: list[AnswerPart] = []
     gaps: list[Gap] = []
-    ok: list[tuple[str, Mapping[str, Any]]] = []
+    ok: _Ok = []
     for t in tasks:
         tid, expert, objective = str(t["task_id"]), str(t["expert"]), str(t.get("objective") or "")
         r = by_task.get(tid)
@@ -149,23 +174,29 @@ def merge_expert_results(
         else:
             parts.append(AnswerPart(tid, expert, objective, status))
             gaps.append(Gap(expert, objective, status, str(r.get("error") or status)))
+    return parts, gaps, ok
 
-    # ---- facts: collect (expert, subject, key, value, source) from the answering experts, plan order
-    raw: list[tuple[str, str | None, str, str, str]] = []
+
+def _raw_facts(ok: _Ok, rules: MergeRules) -> list[_Raw]:
+    """(expert, subject, key, value, source) of every fact of the answering experts, plan order."""
+    raw: list[_Raw] = []
     for expert, r in ok:
         facts = [f for f in r.get("facts") or () if isinstance(f, Mapping) and f.get("key")]
         subject = _subject(facts, rules.subject_key)
         for f in facts:
             subj = None if f["key"] == rules.subject_key else subject
             raw.append((expert, subj, str(f["key"]), str(f["value"]), str(f.get("source") or "user_said")))
+    return raw
 
-    conflicts: list[Conflict] = []
-    # rule 1: system_verified over user_said, per key over the whole request
+
+def _verified_over_said(raw: list[_Raw]) -> tuple[list[_Raw], list[Conflict]]:
+    """Rule 1: system_verified over user_said, per key over the whole request. Returns the facts kept and one
+    resolved conflict per overridden key."""
     verified: dict[str, list[tuple[str, str, str]]] = {}
     for expert, _s, k, v, src in raw:
         if src == "system_verified":
             verified.setdefault(k, []).append((expert, v, src))
-    kept: list[tuple[str, str | None, str, str, str]] = []
+    kept: list[_Raw] = []
     overridden: dict[str, list[tuple[str, str, str]]] = {}
     for item in raw:
         expert, _s, k, v, src = item
@@ -173,17 +204,21 @@ def merge_expert_results(
             overridden.setdefault(k, []).append((expert, v, src))
             continue
         kept.append(item)
-    for k, said in overridden.items():
-        values = tuple(dict.fromkeys([*said, *verified[k]]))
-        conflicts.append(Conflict(k, None, values, verified[k][0][1], "system_verified over user_said"))
+    conflicts = [Conflict(k, None, tuple(dict.fromkeys([*said, *verified[k]])), verified[k][0][1],
+                          "system_verified over user_said") for k, said in overridden.items()]
+    return kept, conflicts
 
-    # rule 2: must-agree keys, per subject.  After rule 1 the values left for a key are all of one rank (all
-    # verified, or all said, when nobody verified the key), so two distinct values are an unresolved conflict.
+
+def _must_agree(kept: list[_Raw], rules: MergeRules) -> tuple[set[tuple[str | None, str, str]], list[Conflict]]:
+    """Rule 2: must-agree keys, per subject. After rule 1 the values left for a key are all of one rank (all
+    verified, or all said, when nobody verified the key), so two distinct values are an unresolved conflict: the
+    values are dropped (returned as ``(subject, key, value)``) and the customer is asked."""
     groups: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
     for expert, subj, k, v, src in kept:
         if k in rules.must_agree and subj is not None:
             groups.setdefault((subj, k), []).append((expert, v, src))
     drop: set[tuple[str | None, str, str]] = set()
+    conflicts: list[Conflict] = []
     for (subj, k), vals in groups.items():
         distinct = list(dict.fromkeys(v for _, v, _ in vals))
         if len(distinct) < 2:
@@ -193,7 +228,11 @@ def merge_expert_results(
         conflicts.append(Conflict(k, subj, values, None, "must agree: unresolved",
                                   f"Our checks disagree on the {k.replace('_', ' ')} of {subj} ({said}); can you confirm it?"))
         drop |= {(subj, k, v) for v in distinct}
+    return drop, conflicts
 
+
+def _merged_facts(kept: list[_Raw], drop: set[tuple[str | None, str, str]]) -> tuple[MergedFact, ...]:
+    """One MergedFact per (key, value): the strongest source, the experts that reported it, its subject."""
     merged: dict[tuple[str, str], dict[str, Any]] = {}
     for expert, subj, k, v, src in kept:
         if (subj, k, v) in drop:
@@ -203,9 +242,11 @@ def merge_expert_results(
             m["source"] = src
         if expert not in m["experts"]:
             m["experts"].append(expert)
-    facts_out = tuple(MergedFact(k, v, m["source"], tuple(m["experts"]), m["subject"]) for (k, v), m in merged.items())
+    return tuple(MergedFact(k, v, m["source"], tuple(m["experts"]), m["subject"]) for (k, v), m in merged.items())
 
-    # ---- unions
+
+def _questions(ok: _Ok, conflicts: list[Conflict]) -> tuple[str, ...]:
+    """Union of the experts' open questions and the conflicts' questions (first seen, case-insensitive)."""
     questions: dict[str, str] = {}
     for _e, r in ok:
         for q in r.get("open_questions") or ():
@@ -213,22 +254,30 @@ def merge_expert_results(
     for c in conflicts:
         if c.question:
             questions.setdefault(c.question.lower(), c.question)
-    refs = sorted({str(x) for _e, r in ok for x in r.get("evidence_refs") or ()})
+    return tuple(questions.values())
+
+
+def _refs(ok: _Ok) -> tuple[str, ...]:
+    return tuple(sorted({str(x) for _e, r in ok for x in r.get("evidence_refs") or ()}))
+
+
+def _actions(ok: _Ok) -> tuple[Mapping[str, Any], ...]:
+    """Union of proposed actions by (tool, args), first seen, each with the expert that proposed it."""
     actions: dict[str, Mapping[str, Any]] = {}
     for expert, r in ok:
         for a in r.get("proposed_actions") or ():
             key = json.dumps([a.get("tool"), a.get("args")], sort_keys=True, default=str)
             actions.setdefault(key, {**a, "expert": a.get("expert") or expert})
+    return tuple(actions.values())
 
-    status: Literal["complete", "partial", "failed"] = "complete"
-    reason = ""
-    if gaps:
-        status = "partial"
-        if not ok:
-            status, reason = "failed", "no expert returned a result: " + "; ".join(f"{g.expert} {g.status} ({g.reason})" for g in gaps)
-        elif rules.on_failure == "fail":
-            status, reason = "failed", "an expert could not finish and on_failure is 'fail': " + "; ".join(
-                f"{g.expert} {g.status} ({g.reason})" for g in gaps)
-    return MergeOutcome(status=status, reason=reason, parts=tuple(parts), facts=facts_out, conflicts=tuple(conflicts),
-                        gaps=tuple(gaps), open_questions=tuple(questions.values()), evidence_refs=tuple(refs),
-                        proposed_actions=tuple(actions.values()), ignored=tuple(ignored))
+
+def _status(gaps: list[Gap], any_ok: bool, rules: MergeRules) -> tuple[Literal["complete", "partial", "failed"], str]:
+    """complete without gaps; partial with gaps; failed when nobody answered or ``on_failure`` is ``fail``."""
+    if not gaps:
+        return "complete", ""
+    listing = "; ".join(f"{g.expert} {g.status} ({g.reason})" for g in gaps)
+    if not any_ok:
+        return "failed", "no expert returned a result: " + listing
+    if rules.on_failure == "fail":
+        return "failed", "an expert could not finish and on_failure is 'fail': " + listing
+    return "partial", ""

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -11,6 +15,68 @@ from nodes.scripted_models import KeywordRouter, KwRoute  # noqa: F401  (re-expo
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data" / "banking77"
+#: DSN of a PostgreSQL server for the tests marked ``postgres`` (e.g. postgresql://postgres@127.0.0.1:5432/test);
+#: each such test creates and drops its own database there. Unset: those tests are deselected.
+POSTGRES_ENV = "SWITCHBOARD_TEST_POSTGRES"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselect (not skip) the tests marked ``postgres`` when SWITCHBOARD_TEST_POSTGRES is not set."""
+    if os.environ.get(POSTGRES_ENV):
+        return
+    deselected = [item for item in items if item.get_closest_marker("postgres")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not item.get_closest_marker("postgres")]
+    config.stash[_PG_DESELECTED] = len(deselected)
+
+
+_PG_DESELECTED = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line saying whether the PostgreSQL tests ran."""
+    deselected = config.stash.get(_PG_DESELECTED, 0)
+    if os.environ.get(POSTGRES_ENV):
+        terminalreporter.write_line(f"postgres: tests marked postgres ran against {POSTGRES_ENV}")
+    elif deselected:
+        terminalreporter.write_line(f"postgres: {deselected} tests marked postgres deselected "
+                                    f"({POSTGRES_ENV} is not set)")
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """A fresh, empty database ``sb_test_<hex>`` on the server of SWITCHBOARD_TEST_POSTGRES; yields its URL and
+    drops it afterwards (closing this process's pooled connections to it first)."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    from checkpoints.business.engine import dispose, resolve_url
+
+    dsn = os.environ.get(POSTGRES_ENV)
+    if not dsn:
+        pytest.fail(f"{POSTGRES_ENV} is not set (tests marked postgres should have been deselected)")
+    name = f"sb_test_{uuid.uuid4().hex[:12]}"
+    url = make_url(dsn).set(database=name).render_as_string(hide_password=False)
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield url
+    finally:
+        dispose(resolve_url(url))
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def business_url(request, tmp_path) -> Iterator[str]:
+    """Where a business store test keeps its database: a fresh SQLite file, and (marked ``postgres``) a fresh
+    PostgreSQL database; tests using it run once per engine."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "business.db")
+        return
+    with postgres_database() as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +99,7 @@ def kw_router():
 def store(isolated_home):
     """The demo business store at ``$SWITCHBOARD_HOME/business.db`` (the file ``Settings()`` names, so a
     ``Conversation`` built on a plain graph finds the same store)."""
-    from nodes.store import open_store
+    from checkpoints.business import open_store
 
     return open_store(isolated_home / "business.db")
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from checkpoints import open_checkpointer
+from checkpoints.business import open_store
 from graph.builder import build_desk
 from graph.context import RunContext
 from graph.conversation import Conversation
 from graph.errors import InputError
 from graph.settings import Settings
 from nodes.offline_model import OfflineChatModel
-from nodes.store import open_store
 from tests.conftest import KeywordRouter
 
 REPO = Path(__file__).resolve().parents[1]

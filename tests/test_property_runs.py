@@ -46,7 +46,7 @@ def _message(choice) -> AIMessage:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(choices=st.lists(CHOICE, min_size=1, max_size=40), max_hops=st.integers(1, 8))
 def test_any_model_choices_end_legally(choices, max_hops, tmp_path_factory):
-    from nodes.store import open_store
+    from checkpoints.business import open_store
 
     def policy(agent, user, names, i, msgs):
         return _message(choices[i % len(choices)])

@@ -1,88 +1,82 @@
-"""Tests of nodes/store.py: seeding, reads, compare-and-swap writes, idempotent side effects,
-concurrency (threads and processes on one file) and task ownership fencing."""
+"""Tests of the business store (checkpoints/business/repository.py) on both engines: seeding, reads,
+compare-and-swap writes, idempotent side effects, task ownership fencing, and races between threads and between
+processes on one database. Every test taking ``store`` or ``business_url`` runs on SQLite and, when
+SWITCHBOARD_TEST_POSTGRES is set, on a fresh PostgreSQL database (marker ``postgres``)."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
-import sqlite3
 import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
-from nodes.store import (
+from checkpoints.business import (
     BusinessRuleError,
     BusinessStore,
     NotFoundError,
     OwnershipError,
     StaleVersionError,
+    StoreError,
     default_store_path,
     iso,
-    money,
-    money_plain,
     open_store,
     parse_iso,
 )
+from checkpoints.business import schema as tables
+from graph.errors import SwitchboardError
+from tests import store_workers
 
 REF = datetime(2025, 3, 14, 12, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture()
-def store(tmp_path: Path) -> BusinessStore:
-    s = BusinessStore(tmp_path / "business.db", now=lambda: REF)
+def store(business_url: str) -> BusinessStore:
+    s = BusinessStore(business_url, now=lambda: REF)
     assert s.seed_demo() > 0
     return s
 
 
-def _count(store: BusinessStore, sql: str, *params: object) -> int:
-    conn = sqlite3.connect(store.path)
-    try:
-        return conn.execute(sql, params).fetchone()[0]
-    finally:
-        conn.close()
+def _count(store: BusinessStore, sql: str, **params: object) -> int:
+    with store.engine.connect() as conn:
+        return conn.execute(text(sql), params).scalar_one()
 
 
-# -- money and time --------------------------------------------------------------------------------
+# -- plumbing --------------------------------------------------------------------------------------
 
 
-def test_money_formats_minor_units() -> None:
-    assert money(450, "GBP") == "£4.50"
-    assert money(5, "EUR") == "€0.05"
-    assert money(-1999, "USD") == "-$19.99"
-    assert money(500, "CHF") == "5.00 CHF"
-    assert money(1200, "JPY") == "1200 JPY"
-    assert money_plain(450, "gbp") == "4.50 GBP"
+def test_errors_are_switchboard_errors() -> None:
+    assert issubclass(StoreError, SwitchboardError)
+    assert issubclass(NotFoundError, BusinessRuleError)
 
 
-def test_iso_round_trip_and_order() -> None:
-    a, b = iso(REF), iso(REF + timedelta(minutes=1))
-    assert a == "2025-03-14T12:00:00Z"
-    assert parse_iso(a) == REF
-    assert a < b
+def test_sqlite_wal_mode_and_busy_timeout(tmp_path: Path) -> None:
+    s = BusinessStore(tmp_path / "business.db")
+    with s.engine.connect() as conn:  # the store's own pooled connections
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 1000
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def test_engine_is_shared_per_url(business_url: str) -> None:
+    a, b = BusinessStore(business_url), BusinessStore(business_url)
+    assert a.engine is b.engine
 
 
 # -- schema and seed -------------------------------------------------------------------------------
 
 
-def test_wal_mode_and_busy_timeout(store: BusinessStore) -> None:
-    conn = sqlite3.connect(store.path)
-    try:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    finally:
-        conn.close()
-    with store._read() as c:  # the store's own connections wait for locks
-        assert c.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
-
-
 def test_seed_is_idempotent(store: BusinessStore) -> None:
-    tables = ["customers", "cards", "transactions", "refunds", "transfers"]
-    before = {t: _count(store, f"SELECT COUNT(*) FROM {t}") for t in tables}
+    names = ["customers", "cards", "transactions", "refunds", "transfers"]
+    before = {t: _count(store, f"SELECT COUNT(*) FROM {t}") for t in names}
     assert store.seed_demo() == 0
     assert store.seed_demo(REF + timedelta(days=30)) == 0
-    after = {t: _count(store, f"SELECT COUNT(*) FROM {t}") for t in tables}
+    after = {t: _count(store, f"SELECT COUNT(*) FROM {t}") for t in names}
     assert before == after
-    assert before["customers"] == 2
+    assert before == {"customers": 2, "cards": 4, "transactions": 12, "refunds": 1, "transfers": 3}
     # timestamps of the first seed are kept
     assert store.get_transaction("c_ada", "tx_1008").created_at == "2025-03-12T08:19:00Z"
 
@@ -116,19 +110,27 @@ def test_open_store_default_path_seeds_once(tmp_path: Path, monkeypatch: pytest.
     s = open_store()
     assert s.path == tmp_path / "home" / "business.db" and s.path.exists()
     assert s.get_customer("c_ada") is not None
-    # a later open never re-seeds: deleted demo rows stay deleted
-    conn = sqlite3.connect(s.path)
-    conn.execute("DELETE FROM transfers WHERE id='tr_3002'")
-    conn.commit()
-    conn.close()
-    s2 = open_store()
+    assert open_store(f"sqlite:///{tmp_path / 'home' / 'business.db'}").path == s.path
+
+
+def test_open_store_never_reseeds(business_url: str) -> None:
+    s = open_store(business_url)
+    assert s.get_transfer("c_ada", "tr_3002") is not None
+    with s.engine.begin() as conn:
+        conn.execute(text("DELETE FROM transfers WHERE id='tr_3002'"))
+    s2 = open_store(business_url)  # a later open never re-seeds: deleted demo rows stay deleted
     assert s2.get_transfer("c_ada", "tr_3002") is None
-    assert open_store(tmp_path / "empty.db", seed=False).is_empty()
+    assert s2.get_customer("c_ada") is not None
 
 
-def test_memory_path_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError):
-        BusinessStore(":memory:")
+def test_open_store_without_seed_is_empty(business_url: str) -> None:
+    assert open_store(business_url, seed=False).is_empty()
+
+
+def test_memory_path_refused() -> None:
+    for target in (":memory:", "sqlite://", "sqlite:///:memory:"):
+        with pytest.raises(ValueError):
+            BusinessStore(target)
 
 
 # -- reads -----------------------------------------------------------------------------------------
@@ -145,7 +147,8 @@ def test_duplicate_charge_detected(store: BusinessStore) -> None:
 
 
 def test_duplicate_rules_window_and_status(store: BusinessStore) -> None:
-    conn = sqlite3.connect(store.path)
+    cols = ("id", "customer_id", "card_id", "merchant", "amount_minor", "currency", "kind", "status", "created_at",
+            "reference")
     rows = [  # same as tx_1007 but > 24 h later: not a duplicate
         ("tx_9001", "c_ada", "card_ada_phys", "Blue Bottle Coffee", 450, "GBP", "card_payment", "posted",
          "2025-03-13T09:00:00Z", None),
@@ -156,9 +159,8 @@ def test_duplicate_rules_window_and_status(store: BusinessStore) -> None:
         ("tx_9003", "c_ada", "card_ada_virt", "Tesco", 2380, "GBP", "card_payment", "posted",
          "2025-02-22T12:10:00Z", None),
     ]
-    conn.executemany("INSERT INTO transactions VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
-    conn.commit()
-    conn.close()
+    with store.engine.begin() as conn:
+        conn.execute(tables.transactions.insert(), [dict(zip(cols, r, strict=True)) for r in rows])
     assert [(o.id, d.id) for o, d in store.find_duplicate_charges("c_ada")] == [("tx_1007", "tx_1008")]
 
 
@@ -175,6 +177,15 @@ def test_reads_are_scoped_to_the_customer(store: BusinessStore) -> None:
 def test_refunds_in_last_days(store: BusinessStore) -> None:
     assert [r.id for r in store.refunds_in_last_days("c_ada", 30)] == ["rf_5001"]  # created 7 days ago
     assert store.refunds_in_last_days("c_ada", 5) == []
+
+
+def test_refunds_with_equal_times_keep_insertion_order(store: BusinessStore) -> None:
+    # the fixed clock gives every new refund the same created_at: insertion order breaks the tie
+    ids = [store.request_refund("c_ada", tx, amount, "GBP", "x", f"k-{tx}").id
+           for tx, amount in (("tx_1001", 2380), ("tx_1007", 450), ("tx_1008", 450), ("tx_1003", 150))]
+    assert [r.id for r in store.list_refunds("c_ada")][:4] == ids[::-1]
+    assert [r.id for r in store.refunds_in_last_days("c_ada", 1)] == ids[::-1]
+    assert [r.id for r in store.refunds_for_transaction("c_ada", "tx_1008")] == [ids[2]]
 
 
 # -- refunds: request ------------------------------------------------------------------------------
@@ -214,29 +225,46 @@ def test_request_refund_business_rules(store: BusinessStore) -> None:
     assert store.refund_eligibility("c_ada", "tx_2001")[0] is False
 
 
-def test_refund_window(tmp_path: Path) -> None:
+def test_refund_window(business_url: str) -> None:
     clock = {"now": REF}
-    s = BusinessStore(tmp_path / "b.db", now=lambda: clock["now"])
+    s = BusinessStore(business_url, now=lambda: clock["now"])
     s.seed_demo()
     clock["now"] = REF + timedelta(days=200)
     eligible, reason = s.refund_eligibility("c_ada", "tx_1008")
     assert not eligible and "older than" in reason
 
 
-def test_request_refund_race_same_key_creates_one(store: BusinessStore) -> None:
-    barrier = threading.Barrier(8)
+def _race(n: int, fn) -> tuple[list[object], list[BaseException]]:
+    barrier = threading.Barrier(n)
     results: list[object] = []
+    errors: list[BaseException] = []
 
-    def worker() -> None:
+    def worker(i: int) -> None:
         barrier.wait()
-        results.append(store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "race-key"))
+        try:
+            results.append(fn(i))
+        except BaseException as exc:  # collected and asserted on by the caller
+            errors.append(exc)
 
-    threads = [threading.Thread(target=worker) for _ in range(8)]
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    return results, errors
+
+
+def test_request_refund_race_same_key_creates_one(store: BusinessStore) -> None:
+    results, errors = _race(8, lambda i: store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "race-key"))
+    assert errors == []
     assert len(results) == 8 and len({r.id for r in results}) == 1  # type: ignore[attr-defined]
+    assert _count(store, "SELECT COUNT(*) FROM refunds WHERE transaction_id='tx_1008'") == 1
+
+
+def test_request_refund_race_other_keys_one_active(store: BusinessStore) -> None:
+    results, errors = _race(6, lambda i: store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", f"key-{i}"))
+    assert len(results) == 1 and len(errors) == 5
+    assert all(isinstance(e, BusinessRuleError) and "already has refund" in str(e) for e in errors)
     assert _count(store, "SELECT COUNT(*) FROM refunds WHERE transaction_id='tx_1008'") == 1
 
 
@@ -259,6 +287,13 @@ def test_set_refund_status_cas(store: BusinessStore) -> None:
         store.set_refund_status("rf_nope", 1, "approved")
 
 
+def test_set_refund_status_race_one_cas_wins(store: BusinessStore) -> None:
+    results, errors = _race(6, lambda i: store.set_refund_status("rf_5001", 1, ("approved", "cancelled")[i % 2]))
+    assert len(results) == 1 and len(errors) == 5
+    assert all(isinstance(e, StaleVersionError) for e in errors)
+    assert store.get_refund("c_ada", "rf_5001").version == 2
+
+
 # -- refunds: execution exactly once ---------------------------------------------------------------
 
 
@@ -271,11 +306,13 @@ def test_execute_refund_exactly_once(store: BusinessStore) -> None:
         {k: v for k, v in second.items() if k != "replayed"}
     assert first["status"] == "executed" and first["amount_minor"] == 450
     assert store.get_refund("c_ada", rf.id).status == "executed"
-    assert _count(store, "SELECT COUNT(*) FROM transactions WHERE reference=?", rf.id) == 1
+    assert _count(store, "SELECT COUNT(*) FROM transactions WHERE reference=:r", r=rf.id) == 1
     assert _count(store, "SELECT COUNT(*) FROM side_effects") == 1
     assert store.side_effect_result("exec-1")["refund_id"] == rf.id
+    assert store.side_effect_result("never") is None
     with pytest.raises(BusinessRuleError, match="already paid"):
         store.execute_refund(rf.id, "exec-other-key")
+    assert _count(store, "SELECT COUNT(*) FROM side_effects") == 1  # the refused key was not kept
 
 
 def test_execute_refund_refuses_cancelled_and_rejected(store: BusinessStore) -> None:
@@ -291,50 +328,67 @@ def test_execute_refund_refuses_cancelled_and_rejected(store: BusinessStore) -> 
         store.execute_refund("rf_nope", "exec-n")
 
 
-def test_execute_refund_two_threads_race_same_key(store: BusinessStore) -> None:
+def test_execute_refund_threads_race_same_key(store: BusinessStore) -> None:
     rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "req-race")
-    barrier = threading.Barrier(2)
-    results: list[dict] = []
-    errors: list[BaseException] = []
-
-    def worker() -> None:
-        barrier.wait()
-        try:
-            results.append(store.execute_refund(rf.id, "exec-race"))
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results, errors = _race(4, lambda i: store.execute_refund(rf.id, "exec-race"))
     assert errors == []
-    assert sorted(r["replayed"] for r in results) == [False, True]
-    assert _count(store, "SELECT COUNT(*) FROM transactions WHERE reference=?", rf.id) == 1
+    assert sorted(r["replayed"] for r in results) == [False, True, True, True]  # type: ignore[index]
+    assert _count(store, "SELECT COUNT(*) FROM transactions WHERE reference=:r", r=rf.id) == 1
 
 
-def _execute_in_process(path: str, refund_id: str, key: str, start: object, out: object) -> None:
-    store = BusinessStore(path)
-    start.wait()  # type: ignore[attr-defined]
-    out.put(store.execute_refund(refund_id, key)["replayed"])  # type: ignore[attr-defined]
+def test_execute_refund_threads_race_other_keys(store: BusinessStore) -> None:
+    rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "req-race2")
+    results, errors = _race(4, lambda i: store.execute_refund(rf.id, f"exec-{i}"))
+    assert len(results) == 1 and results[0]["replayed"] is False  # type: ignore[index]
+    assert len(errors) == 3 and all("already paid" in str(e) for e in errors)
+    assert _count(store, "SELECT COUNT(*) FROM transactions WHERE reference=:r", r=rf.id) == 1
 
 
-def test_execute_refund_two_processes_race_same_key(store: BusinessStore) -> None:
-    rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "req-proc")
+# -- races between processes -----------------------------------------------------------------------
+
+
+def _run_processes(target, args_list: list[tuple]) -> list[object]:
+    """Start one spawned process per args tuple; they wait on one event so they hit the database together."""
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_execute_in_process, args=(str(store.path), rf.id, "exec-proc", start, out))
-             for _ in range(2)]
+    procs = [ctx.Process(target=target, args=(*args, start, out)) for args in args_list]
     for p in procs:
         p.start()
     start.set()
-    replayed = sorted(out.get(timeout=60) for _ in procs)
+    results = [out.get(timeout=120) for _ in procs]
     for p in procs:
         p.join(timeout=60)
         assert p.exitcode == 0
-    assert replayed == [False, True]
-    assert _count(store, "SELECT COUNT(*) FROM transactions WHERE reference=?", rf.id) == 1
+    return results
+
+
+def test_execute_refund_two_processes_race_same_key(store: BusinessStore, business_url: str) -> None:
+    rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "req-proc")
+    results = _run_processes(store_workers.execute_refund, [(business_url, rf.id, "exec-proc")] * 2)
+    assert sorted(results) == ["executed", "replayed"]
+    assert _count(store, "SELECT COUNT(*) FROM transactions WHERE reference=:r", r=rf.id) == 1
+
+
+def test_execute_refund_two_processes_race_different_keys(store: BusinessStore, business_url: str) -> None:
+    rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "req-proc2")
+    results = _run_processes(store_workers.execute_refund,
+                             [(business_url, rf.id, "exec-a"), (business_url, rf.id, "exec-b")])
+    assert sorted(r.split(":")[0] for r in results) == ["executed", "refused"]  # type: ignore[union-attr]
+    assert _count(store, "SELECT COUNT(*) FROM transactions WHERE reference=:r", r=rf.id) == 1
+    assert _count(store, "SELECT COUNT(*) FROM side_effects") == 1
+
+
+def test_decide_approval_two_processes_one_winner(store: BusinessStore, business_url: str) -> None:
+    store.create_task("task-p", "thread-p", "refunds")
+    store.update_task("task-p", 1, status="awaiting_approval")
+    results = _run_processes(store_workers.decide_approval, [(business_url, "dc_alice", "alice", "approve"),
+                                                  (business_url, "dc_bob", "bob", "reject")])
+    winners = [d for d, won in results if won]  # type: ignore[misc]
+    assert len(winners) == 1
+    assert {d for d, _ in results} == {winners[0]}  # the loser sees the winner's decision  # type: ignore[misc]
+    assert [d.id for d in store.list_decisions("task-p")] == winners
+    expected = {"dc_alice": ("open", "approved"), "dc_bob": ("completed", "rejected")}[winners[0]]
+    assert (store.get_task("task-p").status, store.load_refund("rf_5001").status) == expected
 
 
 # -- cards -----------------------------------------------------------------------------------------
@@ -353,6 +407,14 @@ def test_freeze_card_idempotent_and_scoped(store: BusinessStore) -> None:
     with pytest.raises(BusinessRuleError, match="blocked"):
         store.freeze_card("c_ada", "card_ada_old", "fz-4")
     assert store.get_card("c_ada", "card_ada_virt").status == "active"
+    assert store.side_effect_result("fz-3") is None and store.side_effect_result("fz-4") is None
+
+
+def test_freeze_card_race_same_key(store: BusinessStore) -> None:
+    results, errors = _race(4, lambda i: store.freeze_card("c_ada", "card_ada_virt", "fz-race"))
+    assert errors == []
+    assert sorted(r["replayed"] for r in results) == [False, True, True, True]  # type: ignore[index]
+    assert store.get_card("c_ada", "card_ada_virt").version == 2
 
 
 # -- tasks and ownership ---------------------------------------------------------------------------
@@ -376,6 +438,8 @@ def test_update_task_cas(store: BusinessStore) -> None:
     assert store.get_task("task-1").status == "awaiting_approval"
     with pytest.raises(TypeError):
         store.update_task("task-1", 2, current_owner="risk")
+    with pytest.raises(TypeError):
+        store.update_task("task-1", 2)
     with pytest.raises(ValueError):
         store.update_task("task-1", 2, status="done")
     with pytest.raises(NotFoundError):
@@ -400,25 +464,64 @@ def test_ownership_refuses_former_owner(store: BusinessStore) -> None:
         store.claim_task("nope", "refunds", 1)
 
 
+def test_claim_task_race_one_owner(store: BusinessStore) -> None:
+    store.create_task("task-1", "thread-1", "triage")
+    agents = ["billing", "refunds", "cards", "risk"]
+    results, errors = _race(4, lambda i: store.claim_task("task-1", agents[i], expected_owner_version=1))
+    assert len(results) == 1 and len(errors) == 3 and all(isinstance(e, OwnershipError) for e in errors)
+    task = store.get_task("task-1")
+    assert (task.current_owner, task.owner_version) == (results[0].current_owner, 2)  # type: ignore[attr-defined]
+
+
 def test_record_decision(store: BusinessStore) -> None:
     store.create_task("task-1", "thread-1", "refunds")
     d1 = store.record_decision("task-1", "alice", "approve", "looks right", decision_id="dc_1")
     d2 = store.record_decision("task-1", "alice", "approve", "looks right", decision_id="dc_1")
     assert d1 == d2 and d1.decided_at == iso(REF)
     store.record_decision("task-1", "bob", "reject")
-    assert [d.decision for d in store.list_decisions("task-1")] == ["approve", "reject"]
+    store.record_decision("task-1", "carol", "cancel", decision_id="dc_0")  # sorts before dc_1 by id
+    assert [d.decision for d in store.list_decisions("task-1")] == ["approve", "reject", "cancel"]
     with pytest.raises(ValueError):
         store.record_decision("task-1", "alice", "maybe")
     with pytest.raises(NotFoundError):
         store.record_decision("nope", "alice", "approve")
 
 
-def test_records_to_dict_json_safe(store: BusinessStore) -> None:
-    import json
+def test_decide_approval_once(store: BusinessStore) -> None:
+    store.create_task("task-1", "thread-1", "refunds")
+    with pytest.raises(NotFoundError, match="no decision"):
+        store.decide_approval("task-1", "dc_early", "alice", "approve")  # not awaiting approval yet
+    store.update_task("task-1", 1, status="awaiting_approval")
+    d, won = store.decide_approval("task-1", "dc_a", "alice", "approve", "ok", refund_id="rf_5001")
+    assert won and d.approver == "alice"
+    assert (store.get_task("task-1").status, store.load_refund("rf_5001").status) == ("open", "approved")
+    assert store.decide_approval("task-1", "dc_a", "alice", "approve", "ok", refund_id="rf_5001") == (d, True)
+    late, won = store.decide_approval("task-1", "dc_b", "bob", "reject", refund_id="rf_5001")
+    assert (late, won) == (d, False)
+    assert store.load_refund("rf_5001").status == "approved"
+    with pytest.raises(ValueError):
+        store.decide_approval("task-1", "dc_c", "bob", "perhaps")
+    with pytest.raises(NotFoundError):
+        store.decide_approval("nope", "dc_d", "bob", "approve")
 
+
+def test_decide_approval_threads_one_winner(store: BusinessStore) -> None:
+    store.create_task("task-1", "thread-1", "refunds")
+    store.update_task("task-1", 1, status="awaiting_approval")
+    choices = ["approve", "reject", "cancel", "approve"]
+    results, errors = _race(4, lambda i: store.decide_approval("task-1", f"dc_{i}", f"op{i}", choices[i],
+                                                               refund_id="rf_5001"))
+    assert errors == []
+    assert sum(won for _, won in results) == 1  # type: ignore[misc]
+    assert len({d.id for d, _ in results}) == 1  # type: ignore[misc]
+    assert len(store.list_decisions("task-1")) == 1
+
+
+def test_records_to_dict_json_safe(store: BusinessStore) -> None:
     for rec in [store.get_customer("c_ada"), store.list_cards("c_ada")[0],
                 store.get_transaction("c_ada", "tx_1008"), store.get_refund("c_ada", "rf_5001"),
                 store.list_transfers("c_ada")[0], store.create_task("t", "th", "billing")]:
         d = rec.to_dict()
         assert json.loads(json.dumps(d)) == d
+        assert "seq" not in d
     assert store.get_customer("c_ada").to_dict()["flags"]["plan"] == "standard"

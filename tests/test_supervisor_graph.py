@@ -361,7 +361,7 @@ def test_any_supervisor_and_expert_choices_end_legally(tmp_path_factory):
 
     from graph import build_graph
     from graph.settings import Settings
-    from nodes.store import open_store
+    from checkpoints.business import open_store
     from tests.conftest import KeywordRouter
 
     names = [*EXPERTS, "nobody"]

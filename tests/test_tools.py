@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from nodes.facts import extract_facts, facts_from_tool_result
 from nodes.playbook import ToolCallPlan, compose_answer, plan_tool_call
-from nodes.store import BusinessStore
+from checkpoints.business import BusinessStore
 from nodes.tools import (
     AGENTS_WITH_TOOLS,
     POLICY_KB,

@@ -1,0 +1,93 @@
+"""The business store of the support desk (customers, cards, transactions, refunds, transfers, tasks, side
+effects, approval decisions) on SQLite or PostgreSQL: SQLAlchemy Core, Alembic migrations.
+
+Modules: :mod:`~checkpoints.business.records` (records, vocabularies, rule constants, errors),
+:mod:`~checkpoints.business.money` (money and timestamps), :mod:`~checkpoints.business.schema` (tables),
+:mod:`~checkpoints.business.migrate` (Alembic, run in code), :mod:`~checkpoints.business.engine` (one engine per
+URL and process, SQLite locking, error conversion), :mod:`~checkpoints.business.seed` (demo data),
+:mod:`~checkpoints.business.repository` (:class:`BusinessStore`, :func:`open_store`).
+
+Typical use::
+
+    store = open_store()                                   # $SWITCHBOARD_HOME/business.db, demo data on first open
+    store = open_store("postgresql://app@db/desk", seed=False)
+    store.execute_refund("rf_5001", idempotency_key="task-1/exec")
+"""
+
+from checkpoints.business.engine import default_store_path
+from checkpoints.business.migrate import current_revision, upgrade
+from checkpoints.business.money import iso, money, money_plain, parse_iso, parse_money
+from checkpoints.business.records import (
+    CARD_KINDS,
+    CARD_STATUSES,
+    DECISIONS,
+    DEMO_CUSTOMER,
+    DEMO_OTHER_CUSTOMER,
+    DEMO_TENANT,
+    DUPLICATE_WINDOW_HOURS,
+    REFUND_STATUSES,
+    REFUND_TRANSITIONS,
+    REFUND_WINDOW_DAYS,
+    REFUNDABLE_TX_KINDS,
+    TASK_STATUSES,
+    TRANSFER_STATUSES,
+    TX_KINDS,
+    TX_STATUSES,
+    BusinessRuleError,
+    Card,
+    Customer,
+    Decision,
+    NotFoundError,
+    OwnershipError,
+    Refund,
+    StaleVersionError,
+    StorageUnavailable,
+    StoreError,
+    Task,
+    Transaction,
+    Transfer,
+)
+from checkpoints.business.repository import BusinessStore, open_store
+from checkpoints.business.schema import SCHEMA_VERSION
+
+__all__ = [
+    "BusinessStore",
+    "open_store",
+    "default_store_path",
+    "upgrade",
+    "current_revision",
+    "money",
+    "money_plain",
+    "parse_money",
+    "iso",
+    "parse_iso",
+    "Customer",
+    "Card",
+    "Transaction",
+    "Refund",
+    "Transfer",
+    "Task",
+    "Decision",
+    "StoreError",
+    "StaleVersionError",
+    "BusinessRuleError",
+    "NotFoundError",
+    "OwnershipError",
+    "StorageUnavailable",
+    "CARD_STATUSES",
+    "CARD_KINDS",
+    "TX_KINDS",
+    "TX_STATUSES",
+    "REFUND_STATUSES",
+    "REFUND_TRANSITIONS",
+    "REFUNDABLE_TX_KINDS",
+    "REFUND_WINDOW_DAYS",
+    "DUPLICATE_WINDOW_HOURS",
+    "TRANSFER_STATUSES",
+    "TASK_STATUSES",
+    "DECISIONS",
+    "DEMO_TENANT",
+    "DEMO_CUSTOMER",
+    "DEMO_OTHER_CUSTOMER",
+    "SCHEMA_VERSION",
+]

@@ -1,0 +1,233 @@
+"""The business store's records, vocabularies, rule constants and errors.
+
+Records are frozen dataclasses read from the database (see :mod:`checkpoints.business.repository`); money is
+an integer amount in **minor units** plus an ISO 4217 code, timestamps are ISO 8601 UTC strings of the one
+shape ``YYYY-MM-DDTHH:MM:SSZ`` (see :mod:`checkpoints.business.money`). The vocabularies below are also the
+CHECK constraints of the schema (:mod:`checkpoints.business.schema`).
+
+Errors, by who is at fault (DESIGN.md, Style): :class:`StaleVersionError` (a compare-and-swap lost: re-read and
+decide again), :class:`BusinessRuleError` (the request breaks a business rule; :class:`NotFoundError` is a
+subclass), :class:`OwnershipError` (a write from a former task owner), :class:`StorageUnavailable` (the database
+cannot be reached or used: infrastructure). All derive from :class:`StoreError`, itself a
+:class:`graph.errors.SwitchboardError`, so there is one error hierarchy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from graph.errors import SwitchboardError
+
+__all__ = [
+    "Customer",
+    "Card",
+    "Transaction",
+    "Refund",
+    "Transfer",
+    "Task",
+    "Decision",
+    "StoreError",
+    "StaleVersionError",
+    "BusinessRuleError",
+    "NotFoundError",
+    "OwnershipError",
+    "StorageUnavailable",
+    "CARD_STATUSES",
+    "CARD_KINDS",
+    "TX_KINDS",
+    "TX_STATUSES",
+    "REFUND_STATUSES",
+    "REFUND_TRANSITIONS",
+    "ACTIVE_REFUND_STATUSES",
+    "REFUNDABLE_TX_KINDS",
+    "REFUND_WINDOW_DAYS",
+    "DUPLICATE_WINDOW_HOURS",
+    "TRANSFER_STATUSES",
+    "TASK_STATUSES",
+    "DECISIONS",
+    "DEMO_TENANT",
+    "DEMO_CUSTOMER",
+    "DEMO_OTHER_CUSTOMER",
+]
+
+# --------------------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------------------
+
+
+class StoreError(SwitchboardError):
+    """Base class of the business store's errors (a :class:`~graph.errors.SwitchboardError`)."""
+
+
+class StaleVersionError(StoreError):
+    """A compare-and-swap write found a different ``version`` than expected (someone else wrote first).
+
+    The caller re-reads the row and decides again; nothing was written.
+    """
+
+
+class BusinessRuleError(StoreError):
+    """The request breaks a business rule (one-line, customer-safe message); nothing was written."""
+
+
+class NotFoundError(BusinessRuleError):
+    """The row does not exist, or does not belong to the given customer (the two are not distinguished,
+    so a caller cannot probe other customers' ids)."""
+
+
+class OwnershipError(StoreError):
+    """A task write or claim came from an owner that no longer holds the task (fencing by
+    ``owner_version``); nothing was written."""
+
+
+class StorageUnavailable(StoreError):
+    """The business database cannot be used: unreachable server, locked past the busy timeout, corrupt or
+    not a database, read-only file or directory, disk full. The message is one line naming the database (a
+    file path, or a URL without its password) and the cause; nothing was written. Infrastructure fault:
+    retry later, or fall back."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Vocabularies and rule constants (source: this module; the demo bank's rules are fictional)
+# --------------------------------------------------------------------------------------------------
+
+CARD_STATUSES = frozenset({"active", "blocked", "frozen", "expired"})
+CARD_KINDS = frozenset({"physical", "virtual"})
+TX_KINDS = frozenset({"card_payment", "atm", "transfer_out", "transfer_in", "top_up", "fee"})
+TX_STATUSES = frozenset({"posted", "pending", "declined", "reverted"})
+REFUND_STATUSES = frozenset({"requested", "approved", "rejected", "executed", "cancelled"})
+#: Legal ``set_refund_status`` transitions. ``executed`` is reachable only through ``execute_refund``.
+REFUND_TRANSITIONS: dict[str, frozenset[str]] = {
+    "requested": frozenset({"approved", "rejected", "cancelled"}),
+    "approved": frozenset({"cancelled"}),
+    "rejected": frozenset(),
+    "executed": frozenset(),
+    "cancelled": frozenset(),
+}
+#: Refund statuses that block another refund request for the same transaction.
+ACTIVE_REFUND_STATUSES = frozenset({"requested", "approved", "executed"})
+#: Transaction kinds a customer may ask us to refund (the demo bank's rule).
+REFUNDABLE_TX_KINDS = frozenset({"card_payment", "fee"})
+#: A refund may be requested up to this many days after the transaction (the demo bank's rule).
+REFUND_WINDOW_DAYS = 120
+#: Two identical posted card payments within this many hours count as a duplicate charge.
+DUPLICATE_WINDOW_HOURS = 24
+TRANSFER_STATUSES = frozenset({"pending", "completed", "failed", "cancelled"})
+TASK_STATUSES = frozenset({"open", "awaiting_approval", "completed", "cancelled", "needs_human"})
+DECISIONS = frozenset({"approve", "reject", "cancel"})
+
+DEMO_TENANT = "t_demo"
+DEMO_CUSTOMER = "c_ada"
+DEMO_OTHER_CUSTOMER = "c_bob"
+
+# --------------------------------------------------------------------------------------------------
+# Records
+# --------------------------------------------------------------------------------------------------
+
+
+class _Record:
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable ``dict`` of the fields (money stays in minor units)."""
+        fields: dict[str, Any] = asdict(self)  # type: ignore[call-overload]  # subclasses are dataclasses
+        return fields
+
+
+@dataclass(frozen=True)
+class Customer(_Record):
+    """A customer of one tenant. ``flags``: free-form JSON object (e.g. ``{"plan": "standard",
+    "identity_verified": true}``)."""
+
+    id: str
+    tenant_id: str
+    name: str
+    email: str
+    flags: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    version: int = 1
+
+
+@dataclass(frozen=True)
+class Card(_Record):
+    """A payment card. ``status`` in :data:`CARD_STATUSES`, ``kind`` in :data:`CARD_KINDS`."""
+
+    id: str
+    customer_id: str
+    last4: str
+    status: str
+    kind: str
+    version: int = 1
+
+
+@dataclass(frozen=True)
+class Transaction(_Record):
+    """A money movement. ``amount_minor`` >= 0 in minor units of ``currency``; the direction follows
+    ``kind`` (:data:`TX_KINDS`). ``status`` in :data:`TX_STATUSES`. ``card_id`` is None for
+    transfers/top-ups. ``reference``: related id (the ATM withdrawal a fee belongs to, the transfer a
+    transfer_out belongs to, the refund a credit comes from) or None."""
+
+    id: str
+    customer_id: str
+    card_id: str | None
+    merchant: str
+    amount_minor: int
+    currency: str
+    kind: str
+    status: str
+    created_at: str
+    reference: str | None = None
+
+
+@dataclass(frozen=True)
+class Refund(_Record):
+    """A refund of (part of) one transaction. ``status`` in :data:`REFUND_STATUSES`;
+    ``requested`` means nothing has been paid yet."""
+
+    id: str
+    customer_id: str
+    transaction_id: str
+    amount_minor: int
+    currency: str
+    status: str
+    reason: str
+    created_at: str
+    idempotency_key: str | None
+    version: int = 1
+
+
+@dataclass(frozen=True)
+class Transfer(_Record):
+    """An outgoing bank transfer. ``status`` in :data:`TRANSFER_STATUSES`."""
+
+    id: str
+    customer_id: str
+    beneficiary: str
+    amount_minor: int
+    currency: str
+    status: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Task(_Record):
+    """A support task (one customer request across agents). ``current_owner`` is the agent holding it;
+    ``owner_version`` is the fencing token bumped by every claim; ``version`` bumps on every write."""
+
+    id: str
+    thread_id: str
+    status: str
+    current_owner: str
+    owner_version: int
+    version: int
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class Decision(_Record):
+    """A human approval decision on a task. ``decision`` in :data:`DECISIONS`."""
+
+    id: str
+    task_id: str
+    approver: str
+    decision: str
+    note: str
+    decided_at: str

@@ -1,0 +1,159 @@
+"""The business database's tables as SQLAlchemy Core ``Table`` objects, for SQLite and PostgreSQL alike.
+
+This is the schema at the head revision (:data:`SCHEMA_VERSION`); the migrations under ``migrations/versions``
+build it step by step and are the authority on how a database gets there. Revision ``0001`` is the schema of
+the first release (one SQLite file, same columns, CHECK constraints and indexes); ``0002`` adds the ``seq``
+column to ``refunds`` and ``decisions`` (insertion order: SQLite's implicit ``rowid`` served as a tiebreaker
+before, PostgreSQL has none).
+
+Types: ids, names and timestamps are ``TEXT`` (timestamps as ``YYYY-MM-DDTHH:MM:SSZ`` strings, so string order
+is time order); money is an integer in minor units, ``BIGINT`` on PostgreSQL (SQLite's ``INTEGER`` is 64-bit
+already); ``flags`` and ``result_json`` hold JSON text.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    text,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "metadata",
+    "customers",
+    "cards",
+    "transactions",
+    "refunds",
+    "transfers",
+    "tasks",
+    "side_effects",
+    "decisions",
+    "TABLES_0001",
+]
+
+#: The Alembic revision this code reads and writes (the head of ``migrations/versions``).
+SCHEMA_VERSION = "0002"
+
+#: The tables of revision 0001 (the first release); a database holding all of them but no version table
+#: was created by that release and is adopted (stamped 0001) by :func:`checkpoints.business.migrate.upgrade`.
+TABLES_0001 = ("customers", "cards", "transactions", "refunds", "transfers", "tasks", "side_effects", "decisions")
+
+#: 64-bit integers: BIGINT on PostgreSQL, INTEGER (already 64-bit) on SQLite.
+Amount = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({','.join(repr(v) for v in values)})"
+
+
+metadata = MetaData()
+
+customers = Table(
+    "customers", metadata,
+    Column("id", Text, primary_key=True),
+    Column("tenant_id", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("email", Text, nullable=False),
+    Column("flags", Text, nullable=False, server_default="{}"),
+    Column("version", Integer, nullable=False, server_default=text("1")),
+)
+
+cards = Table(
+    "cards", metadata,
+    Column("id", Text, primary_key=True),
+    Column("customer_id", Text, ForeignKey("customers.id"), nullable=False),
+    Column("last4", Text, nullable=False),
+    Column("status", Text, CheckConstraint(_in("status", ("active", "blocked", "frozen", "expired"))),
+           nullable=False),
+    Column("kind", Text, CheckConstraint(_in("kind", ("physical", "virtual"))), nullable=False),
+    Column("version", Integer, nullable=False, server_default=text("1")),
+)
+
+transactions = Table(
+    "transactions", metadata,
+    Column("id", Text, primary_key=True),
+    Column("customer_id", Text, ForeignKey("customers.id"), nullable=False),
+    Column("card_id", Text, ForeignKey("cards.id")),
+    Column("merchant", Text, nullable=False),
+    Column("amount_minor", Amount, CheckConstraint("amount_minor >= 0"), nullable=False),
+    Column("currency", Text, nullable=False),
+    Column("kind", Text, CheckConstraint(_in("kind", ("card_payment", "atm", "transfer_out", "transfer_in",
+                                                       "top_up", "fee"))), nullable=False),
+    Column("status", Text, CheckConstraint(_in("status", ("posted", "pending", "declined", "reverted"))),
+           nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("reference", Text),
+    Index("transactions_by_customer", "customer_id", "created_at"),
+)
+
+refunds = Table(
+    "refunds", metadata,
+    Column("id", Text, primary_key=True),
+    Column("customer_id", Text, ForeignKey("customers.id"), nullable=False),
+    Column("transaction_id", Text, ForeignKey("transactions.id"), nullable=False),
+    Column("amount_minor", Amount, CheckConstraint("amount_minor > 0"), nullable=False),
+    Column("currency", Text, nullable=False),
+    Column("status", Text, CheckConstraint(_in("status", ("requested", "approved", "rejected", "executed",
+                                                           "cancelled"))), nullable=False),
+    Column("reason", Text, nullable=False, server_default=""),
+    Column("created_at", Text, nullable=False),
+    Column("idempotency_key", Text, unique=True),
+    Column("version", Integer, nullable=False, server_default=text("1")),
+    Column("seq", Amount, nullable=False, server_default=text("0")),  # revision 0002
+    Index("refunds_by_customer", "customer_id", "created_at"),
+    Index("refunds_by_seq", "seq"),  # revision 0002
+)
+
+transfers = Table(
+    "transfers", metadata,
+    Column("id", Text, primary_key=True),
+    Column("customer_id", Text, ForeignKey("customers.id"), nullable=False),
+    Column("beneficiary", Text, nullable=False),
+    Column("amount_minor", Amount, CheckConstraint("amount_minor >= 0"), nullable=False),
+    Column("currency", Text, nullable=False),
+    Column("status", Text, CheckConstraint(_in("status", ("pending", "completed", "failed", "cancelled"))),
+           nullable=False),
+    Column("created_at", Text, nullable=False),
+)
+
+tasks = Table(
+    "tasks", metadata,
+    Column("id", Text, primary_key=True),
+    Column("thread_id", Text, nullable=False),
+    Column("status", Text, CheckConstraint(_in("status", ("open", "awaiting_approval", "completed", "cancelled",
+                                                           "needs_human"))), nullable=False),
+    Column("current_owner", Text, nullable=False),
+    Column("owner_version", Integer, nullable=False, server_default=text("1")),
+    Column("version", Integer, nullable=False, server_default=text("1")),
+    Column("updated_at", Text, nullable=False),
+)
+
+side_effects = Table(
+    "side_effects", metadata,
+    Column("idempotency_key", Text, primary_key=True),
+    Column("kind", Text, nullable=False),
+    Column("result_json", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+)
+
+decisions = Table(
+    "decisions", metadata,
+    Column("id", Text, primary_key=True),
+    Column("task_id", Text, nullable=False),
+    Column("approver", Text, nullable=False),
+    Column("decision", Text, nullable=False),
+    Column("note", Text, nullable=False, server_default=""),
+    Column("decided_at", Text, nullable=False),
+    Column("seq", Amount, nullable=False, server_default=text("0")),  # revision 0002
+    Index("decisions_by_task", "task_id", "decided_at", "seq"),  # revision 0002
+    Index("decisions_by_seq", "seq"),  # revision 0002
+)
