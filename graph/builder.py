@@ -63,6 +63,10 @@ class LazyRouter:
         return result
 
     def __getattr__(self, name: str) -> Any:
+        # Only public attributes reach the router: probes such as LangGraph's ``hasattr(node, "__self__")`` at
+        # compile time, copy/pickle dunders or a missing ``_router`` must not load (or recurse into) it.
+        if name.startswith("_"):
+            raise AttributeError(name)
         return getattr(self._get(), name)
 
 

@@ -601,3 +601,18 @@ def test_train_through_intent_router_fit_on_banking77_sample():
     ref = router_fit.fit_pipeline([x for x, _ in sample], [y for _, y in sample])
     texts, _ = read_labelled_csv(data / "test.csv")
     assert np.abs(ref.predict_proba(texts[:500]) - router.predict_proba(texts[:500])).max() < 1e-9
+
+
+# ---------------------------------------------------------------------- the graph's lazy router
+def test_compiling_a_graph_does_not_load_the_router(monkeypatch):
+    """LangGraph probes nodes (``hasattr(x, "__self__")``) at compile time: that must not load the router."""
+    import nodes.router as router_module
+    from graph.builder import LazyRouter, build_graph
+
+    loads = []
+    monkeypatch.setattr(router_module, "load_router", lambda path=None: loads.append(path) or default_router())
+    lazy = LazyRouter()
+    build_graph(router=lazy, events=False)
+    assert loads == [] and not hasattr(lazy, "__self__")
+    assert lazy.route("hello").agent == "other" and lazy.source == "default"
+    assert loads == [None]
