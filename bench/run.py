@@ -19,6 +19,7 @@ BENCHES = {
     "compound": ["bench/compound_detection.py"],            # issue 5: compound detection on BANKING77 pairs
     "events": ["bench/events_overhead.py"],                 # issue 7: event-log overhead per query
     "crash": ["bench/crash_approval.py", "--runs", "50"],   # issue 4: SIGKILL at random points, then recover
+    "router": ["bench/router_speed.py"],                    # issue 14: route() plain arrays vs scikit-learn
 }
 
 
