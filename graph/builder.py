@@ -31,7 +31,7 @@ __all__ = ["build_graph", "make_deps", "LazyRouter"]
 
 class LazyRouter:
     """Loads ``nodes.router.load_router(path)`` on first use, so commands that never route (pending, resume,
-    draw) do not pay for fitting or loading the classifier, and memoises the last ``cache_size`` texts: one turn
+    draw) do not pay for loading the classifier, and memoises the last ``cache_size`` texts: one turn
     routes the same message up to three times (entry, triage, the specialist's misroute check)."""
 
     def __init__(self, path: Path | None = None, router: Any = None, cache_size: int = 256):

@@ -507,9 +507,12 @@ def _warn_old_pickles(home: Path) -> None:
         return
     _WARNED_PICKLES.add(key)
     old = sorted(p.name for p in home.glob("router-*.pkl"))
-    if old:
-        log.warning("ignoring old pickled router file(s) %s in %s (never loaded: pickles can run code); "
-                    "re-run train-router to write router-trained.npz, then delete them", ", ".join(old), home)
+    if not old:
+        return
+    advice = ("re-run train-router to write router-trained.npz, then delete them" if "router-trained.pkl" in old
+              else "they are unused caches of an earlier version: delete them")
+    log.warning("ignoring old pickled router file(s) %s in %s (never loaded: pickles can run code); %s",
+                ", ".join(old), home, advice)
 
 
 def load_router(path: Path | None = None) -> IntentRouter:

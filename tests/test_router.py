@@ -383,6 +383,14 @@ def test_old_pickled_routers_in_home_are_ignored_with_a_warning(isolated_home_di
     assert len(warnings) == 1 and "\n" not in warnings[0]  # once per process, one line
     assert "router-trained.pkl" in warnings[0] and "re-run train-router" in warnings[0]
 
+    (isolated_home_dir / "router-trained.pkl").unlink()
+    clear_router_cache()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="nodes.router"):
+        load_router()
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "router-default-0123456789abcdef.pkl" in warning and "unused" in warning and "train-router" not in warning
+
 
 # ---------------------------------------------------------------------- the shipped default
 def test_shipped_default_loads_without_fitting_or_scikit_learn(isolated_home_dir):
