@@ -64,7 +64,7 @@ KINDS = ("calibrated_sigmoid", "logistic")
 #: The only vectorizer settings implemented here (``TfidfVectorizer`` parameters); anything else is refused.
 SUPPORTED_VECTORIZER = {"lowercase": True, "strip_accents": "unicode", "token_pattern": r"(?u)\b\w\w+\b",
                         "sublinear_tf": True, "use_idf": True, "norm": "l2", "binary": False}
-#: Upper bound on the uncompressed size of a router file (a BANKING77 router is ~60 MB): refuses zip bombs.
+#: Upper bound on the uncompressed size of a router file (a BANKING77 train.csv router is 23 MB): refuses zip bombs.
 _MAX_UNCOMPRESSED = 1 << 30
 
 #: Distinct whitespace-separated words whose char_wb term ids are memoised per model (then the memo stops growing).
