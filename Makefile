@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench install clean studio
+.PHONY: demo test bench install clean studio router
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (set PYTHON=...)" >&2; exit 1; }
@@ -25,6 +25,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
+
+# Rebuild the shipped fitted router (nodes/data/router-default.npz) after changing router_examples.csv or the fit.
+router: $(STAMP)
+	$(PY) -m nodes.router build-default
 
 studio: $(STAMP)
 	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true $(VENV)/bin/langgraph dev --host 127.0.0.1 --no-browser

@@ -20,6 +20,7 @@ BENCHES = {
     "events": ["bench/events_overhead.py"],                 # issue 7: event-log overhead per query
     "crash": ["bench/crash_approval.py", "--runs", "50"],   # issue 4: SIGKILL at random points, then recover
     "store": ["bench/store_calls.py"],                      # issue 15: business store per-call cost (SQLite)
+    "router": ["bench/router_speed.py"],                    # issue 14: route() plain arrays vs scikit-learn
 }
 
 

@@ -28,7 +28,7 @@ def main(workdir: Path = Path(".switchboard/demo")) -> int:
     console = Console()
     shutil.rmtree(workdir, ignore_errors=True)  # demo data only: every run starts from the seeded demo bank
     settings = Settings.from_env(model="offline", db=workdir / "switchboard.db", business_db=workdir / "business.db")
-    with console.status("loading the offline model (first run fits the router, a few seconds)…"):
+    with console.status("loading the offline model…"):
         graph = build_graph(checkpointer=open_checkpointer(settings.db), settings=settings)
     conv = Conversation("demo", graph=graph, context=RunContext(user_id="c_ada", tenant_id="t_demo"))
     console.rule("[bold]switchboard demo[/] — thread 'demo', customer c_ada, model offline")

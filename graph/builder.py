@@ -32,7 +32,7 @@ __all__ = ["build_graph", "build_desk", "Desk", "make_deps", "LazyRouter"]
 
 class LazyRouter:
     """Loads ``nodes.router.load_router(path)`` on first use, so commands that never route (pending, resume,
-    draw) do not pay for fitting or loading the classifier, and memoises the last ``cache_size`` texts: one turn
+    draw) do not pay for loading the classifier, and memoises the last ``cache_size`` texts: one turn
     routes the same message up to three times (entry, triage, the specialist's misroute check)."""
 
     def __init__(self, path: Path | None = None, router: Any = None, cache_size: int = 256):
@@ -64,6 +64,10 @@ class LazyRouter:
         return result
 
     def __getattr__(self, name: str) -> Any:
+        # Only public attributes reach the router: probes such as LangGraph's ``hasattr(node, "__self__")`` at
+        # compile time, copy/pickle dunders or a missing ``_router`` must not load (or recurse into) it.
+        if name.startswith("_"):
+            raise AttributeError(name)
         return getattr(self._get(), name)
 
 

@@ -6,13 +6,12 @@ one-line ``error: …`` on stderr; nothing is stored when the input is rejected.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Optional
 
@@ -21,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from graph.errors import ConfigError, InputError, SwitchboardError
+from graph.errors import InputError, SwitchboardError
 
 __all__ = ["app", "main"]
 
@@ -414,23 +413,12 @@ def route(
 
     Runs use a scratch business database and, unless --db is given, an in-memory checkpointer and event log, so
     evaluation writes no records."""
-    from langchain_core.messages import HumanMessage
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from graph.context import RunContext
-    from graph.state import ensure_ids
-    from nodes.router import load_label_map, read_labelled_csv
     from checkpoints.business import open_store
+    from graph.evaluation import evaluate, read_evaluation_set
 
-    texts, cats = read_labelled_csv(csv_path)
-    label_map = load_label_map(labels)
-    unknown = sorted({c for c in cats if c not in label_map})
-    if unknown:
-        raise InputError(f"{len(unknown)} categories of {csv_path} are not in {labels}: {', '.join(unknown[:5])}")
-    if limit is not None:
-        if limit < 1:
-            raise InputError("--limit must be >= 1")
-        texts, cats = texts[:limit], cats[:limit]
+    texts, expected = read_evaluation_set(csv_path, labels, limit)
     scratch = Path(tempfile.mkdtemp(prefix="switchboard-route-"))
     settings = _settings(model, scratch / "unused.db", business_db=scratch / "business.db", router_path=router_path,
                          model_timeout_s=timeout, model_retries=retries)
@@ -443,66 +431,46 @@ def route(
     if json_out is not None and (json_out.is_dir() or not json_out.parent.exists()):
         raise InputError(f"--json {json_out}: not a writable file path")
     desk = _desk(settings, checkpointer=saver, store=open_store(scratch / "business.db"))
-    graph = desk.graph
-    desk.deps.router.route("warm-up")  # loads (or fits) the router now: a bad --router fails before any query
-    batch = time.strftime("%Y%m%d%H%M%S")
-    truth = [label_map[c] for c in cats]
-    answered, routed, hops, secs = [], [], [], []
-    model_errors: list[str] = []
+    graph, deps = desk.graph, desk.deps
+    deps.router.route("warm-up")  # loads the router now: a bad --router fails before any query
+    prefix = f"route-{time.strftime('%Y%m%d%H%M%S')}" if db is not None else "route"
     with Progress(TextColumn("routing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
                   console=err, transient=False, disable=not err.is_terminal and os.environ.get("CI") is None) as bar:
         job = bar.add_task("route", total=len(texts))
-        for i, text in enumerate(texts):
-            t0 = time.perf_counter()
-            cfg = {"configurable": {"thread_id": f"route-{batch}-{i}" if db is not None else f"route-{i}"}}
-            try:
-                values = graph.invoke({"messages": ensure_ids([HumanMessage(content=text)])}, cfg, context=RunContext())
-            except Exception as exc:  # noqa: BLE001 - a failed run is counted and reported, not hidden
-                values = {"outcome": {"agent": f"error:{type(exc).__name__}"}}
-            secs.append(time.perf_counter() - t0)
-            path = [h for h in values.get("handoff_path") or [] if h.get("kind") == "handoff"]
-            if (values.get("model_error") or {}).get("message"):
-                model_errors.append(values["model_error"]["message"])
-            answered.append((values.get("outcome") or {}).get("agent") or "none")
-            routed.append(path[0]["to_agent"] if path else "none")
-            hops.append(len(path))
-            bar.advance(job)
-    n = len(texts)
-    acc = sum(a == t for a, t in zip(answered, truth)) / n
-    acc_routed = sum(a == t for a, t in zip(routed, truth)) / n
-    agents = sorted(set(truth))
-    cols = agents + sorted(set(answered) - set(agents))
-    conf = Counter(zip(truth, answered))
+        report = evaluate(graph, texts, expected, router=str(deps.router.source), model=settings.model,
+                          thread_prefix=prefix, progress=lambda done, total: bar.update(job, completed=done))
+    _print_report(report)
+    if json_out:
+        json_out.write_text(json.dumps(report.figures(), indent=2) + "\n")
+    failed = report.model_failures
+    if failed:
+        err.print(f"error: {len(failed)} of {report.queries} queries failed at the model: {failed[0].error}",
+                  highlight=False)
+        raise typer.Exit(1)
+
+
+def _print_report(report) -> None:
+    """The confusion table and the summary lines of ``route`` (``graph.evaluation.EvaluationReport``)."""
     table = Table(title="confusion (rows: expected agent, columns: answering agent)")
     table.add_column("expected")
-    for c in cols:
+    for c in report.confusion_columns:
         table.add_column(c, justify="right")
     table.add_column("recall", justify="right")
-    for t in agents:
-        total = sum(conf[(t, c)] for c in cols)
-        table.add_row(t, *[str(conf[(t, c)]) for c in cols], f"{conf[(t, t)] / total:.3f}" if total else "-")
+    for agent, row in zip(report.confusion_rows, report.confusion):
+        score = report.per_agent[agent]
+        table.add_row(agent, *[str(n) for n in row], f"{score.recall:.3f}" if score.support else "-")
     console.print(table)
-    p50 = statistics.median(secs)
-    p95 = statistics.quantiles(secs, n=20)[-1] if n >= 2 else secs[0]
-    figures = {"queries": n, "accuracy_answering_agent": round(acc, 4), "accuracy_first_handoff": round(acc_routed, 4),
-               "handoffs_per_query": round(sum(hops) / n, 3), "p50_s": round(p50, 4), "p95_s": round(p95, 4),
-               "router": str(desk.deps.router.source), "model": settings.model}
-    console.print(f"queries: {n}   agent accuracy (answering agent): [bold]{acc:.4f}[/]   "
-                  f"(triage's first handoff: {acc_routed:.4f})")
-    console.print(f"handoffs per query: {figures['handoffs_per_query']}   p50 {p50:.4f} s   p95 {p95:.4f} s per query   "
-                  f"router: {figures['router']}")
-    if json_out:
-        json_out.write_text(json.dumps(figures, indent=2) + "\n")
-    if model_errors:
-        err.print(f"error: {len(model_errors)} of {n} queries failed at the model: {model_errors[0]}", highlight=False)
-        raise typer.Exit(1)
+    console.print(f"queries: {report.queries}   agent accuracy (answering agent): [bold]{report.accuracy:.4f}[/]   "
+                  f"(triage's first handoff: {report.accuracy_first_handoff:.4f})")
+    console.print(f"handoffs per query: {round(report.handoffs_per_query, 3)}   p50 {report.p50_s:.4f} s   "
+                  f"p95 {report.p95_s:.4f} s per query   router: {report.router}")
 
 
 @app.command("train-router")
 def train_router(
     csv_path: Path = typer.Argument(..., metavar="CSV", help="Labelled CSV with columns text,category."),
     labels: Path = typer.Option(..., "--labels", help="JSON mapping agents to categories (agent_map.json shape)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Where to store the router. Default: $SWITCHBOARD_HOME/router-trained.pkl, used by later runs."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to store the router. Default: $SWITCHBOARD_HOME/router-trained.npz, used by later runs."),
 ) -> None:
     """Fit the offline router on a user's labelled data and store it for later runs (the shipped default stays available:
     delete the file or pass --router to route)."""
@@ -513,7 +481,8 @@ def train_router(
     target = out or trained_router_path()
     with console.status(f"fitting on {len(texts)} examples…"):
         t0 = time.perf_counter()
-        router = IntentRouter().fit(texts, cats, label_to_agent=label_map)
+        router = IntentRouter().fit(texts, cats, label_to_agent=label_map,
+                                    data_sha256=hashlib.sha256(csv_path.read_bytes()).hexdigest())
         router.source = str(csv_path)
         router.save(target)
     console.print(f"trained on {len(texts)} examples, {len(set(cats))} categories, "

@@ -4,19 +4,26 @@ It answers one question per customer message: which agent (``cards``, ``billing`
 ``transfers``, ``account``, ``policy``; or ``other`` for greetings/off-topic, which the graph sends to
 ``clarify``) should handle it, with a probability per agent.
 
-Model (``_build_pipeline``): the union of word 1–2-gram and ``char_wb`` 2–5-gram TF-IDF features
-(``sublinear_tf``), then ``LinearSVC`` wrapped in ``CalibratedClassifierCV`` (sigmoid, 3 stratified folds,
-no shuffling, ``random_state=0``), so fitting is deterministic.  When trained on fine labels (intents or
-topics) with a ``label_to_agent`` map, the agent probability is the sum of its intents' probabilities.
-Measured on BANKING77 (``../shared/data/banking77``, agent level, test.csv, 3,080 queries): trained on the
-10,003 train.csv intents 0.977 (fit 8–25 s on 2 shared cores); the shipped default (``router_examples.csv``,
-2,382 sentences of our own, fine labels = topics) 0.890 (fit 2–5 s).  ``tests/test_router.py`` enforces
->= 0.97 and >= 0.80.
+Model: fitted with scikit-learn (``nodes.router_fit``: word 1-2-gram + ``char_wb`` 2-5-gram TF-IDF, LinearSVC,
+sigmoid-calibrated over 3 folds; deterministic), then exported to plain arrays and scored without scikit-learn
+(``nodes.router_model``: the same probabilities to 1e-9; one ``route()`` call well under 1 ms, see
+``bench/router_speed.py``).  When trained on fine labels (intents or topics) with a ``label_to_agent`` map,
+the agent probability is the sum of its intents' probabilities.  Measured on BANKING77
+(``../shared/data/banking77``, agent level, test.csv, 3,080 queries): trained on the 10,003 train.csv intents
+0.977 (fit 8-55 s on 2 shared cores; file 7.8 MB); the shipped default (``router_examples.csv``, 2,382
+sentences of our own, fine labels = topics) 0.890 (file 3.5 MB).  ``tests/test_router.py`` enforces >= 0.97 and
+>= 0.80.
 
-Files: ``default_router()`` caches its fitted model at
-``$SWITCHBOARD_HOME/router-default-<sha>.pkl``; ``train-router`` writes ``$SWITCHBOARD_HOME/router-trained.pkl``
-(``trained_router_path()``).  Each ``.pkl`` has a JSON sidecar ``<name>.pkl.json`` with its metadata.
-Pickles execute code when loaded: only load router files you (or ``train-router``) wrote.
+Files (format: ``nodes.router_model``, one ``.npz`` of arrays + JSON metadata, never a pickle):
+
+- the shipped default, ``nodes/data/router-default.npz``, fitted on ``nodes/data/router_examples.csv`` and loaded
+  as is (no fitting at run time).  Rebuild it after changing the examples or the fit settings with
+  ``make router`` (= ``python -m nodes.router build-default``); the build is byte-for-byte reproducible on one
+  machine, and ``tests/test_router.py`` fails when the committed file is stale (its metadata records the sha256
+  of the examples CSV and ``nodes.router_fit.FIT_SETTINGS``).
+- ``train-router`` writes ``$SWITCHBOARD_HOME/router-trained.npz`` (``trained_router_path()``); later runs use it.
+- Old pickled routers (``router-trained.pkl``, ``router-default-*.pkl`` of earlier versions) are never loaded:
+  ``load_router`` ignores them with a one-line warning (re-run ``train-router``).
 """
 
 from __future__ import annotations
@@ -26,25 +33,17 @@ import hashlib
 import json
 import logging
 import os
-import pickle
-import tempfile
+import sys
 import threading
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-import sklearn
-from sklearn.calibration import CalibratedClassifierCV
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import StratifiedKFold
-from sklearn.pipeline import FeatureUnion, Pipeline
-from sklearn.svm import LinearSVC
 
 from graph.errors import ConfigError, InputError
+from nodes.router_model import ROUTER_FORMAT_NAME, ROUTER_FORMAT_VERSION, RouterModel, load_model, save_model
 
 __all__ = [
     "AGENTS",
@@ -52,7 +51,9 @@ __all__ = [
     "Route",
     "IntentRouter",
     "default_router",
+    "default_router_path",
     "default_examples_path",
+    "build_default_router",
     "load_router",
     "trained_router_path",
     "load_label_map",
@@ -70,16 +71,6 @@ AGENTS: tuple[str, ...] = ("cards", "billing", "refunds", "transfers", "account"
 #: Label for greetings, thanks, off-topic and gibberish; the graph routes it to ``clarify``.
 OTHER = "other"
 _ALL_AGENTS: tuple[str, ...] = AGENTS + (OTHER,)
-
-#: Bump when the pipeline or the pickled state changes: invalidates cached default models.
-_FORMAT_VERSION = 1
-_FORMAT_NAME = "switchboard-router"
-#: LinearSVC regularisation; 0.5 measured best of {0.25, 0.5, 1, 2} on BANKING77 train -> test (agent level).
-_SVC_C = 0.5
-_RANDOM_STATE = 0
-_CALIBRATION_FOLDS = 3
-#: Prune single-occurrence terms from this many training examples on (tiny unit-test sets keep every term).
-_PRUNE_FROM = 500
 
 
 @dataclass(frozen=True)
@@ -107,8 +98,8 @@ def _home() -> Path:
 
 
 def trained_router_path() -> Path:
-    """Where ``train-router`` stores its model: ``$SWITCHBOARD_HOME/router-trained.pkl``."""
-    return _home() / "router-trained.pkl"
+    """Where ``train-router`` stores its model: ``$SWITCHBOARD_HOME/router-trained.npz``."""
+    return _home() / "router-trained.npz"
 
 
 def default_examples_path() -> Path:
@@ -116,41 +107,14 @@ def default_examples_path() -> Path:
     return Path(__file__).resolve().parent / "data" / "router_examples.csv"
 
 
-def _meta_path(path: Path) -> Path:
-    return path.with_name(path.name + ".json")
+def default_router_path() -> Path:
+    """The shipped fitted default router: ``nodes/data/router-default.npz`` (rebuilt by ``make router``)."""
+    return Path(__file__).resolve().parent / "data" / "router-default.npz"
 
 
-def _build_pipeline(labels: list[str]) -> Pipeline:
-    """Features + classifier for ``labels`` (the training labels, used to size folds and pruning).
-
-    Terms seen in a single example are dropped (``min_df=2``) once there are at least ``_PRUNE_FROM`` examples:
-    on BANKING77 that costs 0.001 agent accuracy and halves the model file.  Calibrated LinearSVC needs each
-    class in every fold: folds = min(3, smallest class count).  A class with a single example makes calibration
-    impossible; then ``LogisticRegression`` (lbfgs, C=10) is used instead, which is only reasonable for the
-    tiny data sets where that happens.
-    """
-    min_df = 2 if len(labels) >= _PRUNE_FROM else 1
-    features = FeatureUnion([
-        ("word", TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, strip_accents="unicode", min_df=min_df)),
-        ("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True, strip_accents="unicode",
-                                 min_df=min_df)),
-    ])
-    smallest = min(Counter(labels).values())
-    if smallest >= 2:
-        folds = StratifiedKFold(n_splits=min(_CALIBRATION_FOLDS, smallest), shuffle=False)
-        clf = CalibratedClassifierCV(LinearSVC(C=_SVC_C, random_state=_RANDOM_STATE), cv=folds, method="sigmoid")
-    else:
-        clf = LogisticRegression(C=10.0, max_iter=2000, random_state=_RANDOM_STATE)
-    return Pipeline([("features", features), ("clf", clf)])
-
-
-def _shrink(pipeline: Pipeline) -> None:
-    """Store the fold SVMs' weights as float32 (halves the pickle; predictions unchanged to 1e-6 on BANKING77)."""
-    clf = pipeline.named_steps["clf"]
-    for cc in getattr(clf, "calibrated_classifiers_", ()):
-        est = getattr(cc, "estimator", None)
-        if est is not None and getattr(est, "coef_", None) is not None:
-            est.coef_ = est.coef_.astype(np.float32)
+def _sha256_of_rows(texts: list[str], labels: list[str], mapping: dict[str, str] | None) -> str:
+    blob = json.dumps([texts, labels, mapping], ensure_ascii=False, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()
 
 
 class IntentRouter:
@@ -163,7 +127,9 @@ class IntentRouter:
     Attributes:
         source: as above (a plain attribute: ``train-router`` may set it after ``fit``).
         n_examples: number of training examples (0 before ``fit``).
-        created_at: ISO-8601 UTC time of the fit ("" before ``fit``).
+        created_at: ISO-8601 UTC time of the fit ("" before ``fit``, and for the shipped default, whose build
+            is reproducible).
+        data_sha256: sha256 of the training data (of the CSV file's bytes when fitted from a file), "" before fit.
         label_to_agent: fine label -> agent, or None when trained on agent labels.
     """
 
@@ -171,14 +137,16 @@ class IntentRouter:
         self.source = source
         self.n_examples = 0
         self.created_at = ""
+        self.data_sha256 = ""
         self.label_to_agent: dict[str, str] | None = None
-        self._pipeline: Pipeline | None = None
+        self._model: RouterModel | None = None
         self._classes: list[str] = []
         self._agent_matrix: np.ndarray | None = None  # (n_classes, n_agents) 0/1
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, texts: list[str], labels: list[str], label_to_agent: dict[str, str] | None = None) -> "IntentRouter":
-        """Fit on ``texts`` with ``labels``; returns self.
+    def fit(self, texts: list[str], labels: list[str], label_to_agent: dict[str, str] | None = None, *,
+            data_sha256: str | None = None) -> "IntentRouter":
+        """Fit on ``texts`` with ``labels`` (scikit-learn, imported here only); returns self.
 
         Args:
             texts: training utterances (non-empty strings).
@@ -186,66 +154,41 @@ class IntentRouter:
                 fine labels (intents/topics) that ``label_to_agent`` maps to agents.  Fitting on fine labels and
                 summing per agent is what reaches >= 0.97 agent accuracy on BANKING77.
             label_to_agent: fine label -> agent (e.g. ``load_label_map(agent_map.json)``).
+            data_sha256: the training file's sha256 to record; default: a sha256 of the texts, labels and map.
 
         Raises:
             InputError: empty input, lengths differ, an empty text or label, fewer than two distinct labels,
                 an agent label that is not a known agent, a label missing from ``label_to_agent``, or a map
                 value that is not a known agent.
         """
-        if texts is None or labels is None or len(texts) == 0:
-            raise InputError("no training examples given")
-        if len(texts) != len(labels):
-            raise InputError(f"{len(texts)} texts but {len(labels)} labels: they must pair up one to one")
-        clean_texts: list[str] = []
-        for i, t in enumerate(texts):
-            if not isinstance(t, str) or not t.strip():
-                raise InputError(f"training text #{i} is empty or not a string")
-            clean_texts.append(t.strip())
-        clean_labels: list[str] = []
-        for i, lab in enumerate(labels):
-            if not isinstance(lab, str) or not lab.strip():
-                raise InputError(f"training label #{i} is empty or not a string")
-            clean_labels.append(lab.strip())
-        if label_to_agent is None:
-            bad = sorted({lab for lab in clean_labels if lab not in _ALL_AGENTS})
-            if bad:
-                raise InputError(f"unknown agent label {bad[0]!r} (expected one of {', '.join(_ALL_AGENTS)}; "
-                                 "pass label_to_agent to train on fine labels)")
-            mapping = None
-        else:
-            bad_values = sorted({a for a in label_to_agent.values() if a not in _ALL_AGENTS})
-            if bad_values:
-                raise InputError(f"label map sends labels to unknown agent {bad_values[0]!r}")
-            missing = sorted({lab for lab in clean_labels if lab not in label_to_agent})
-            if missing:
-                raise InputError(f"label {missing[0]!r} is missing from the label map "
-                                 f"({len(missing)} label(s) unmapped)")
-            mapping = {lab: label_to_agent[lab] for lab in sorted(set(clean_labels))}
-        if len(set(clean_labels)) < 2:
-            raise InputError("need at least two distinct labels to train a router")
+        clean_texts, clean_labels, mapping = _validate_training(texts, labels, label_to_agent)
+        from nodes.router_fit import export_model, fit_pipeline
 
-        pipeline = _build_pipeline(clean_labels)
-        pipeline.fit(clean_texts, clean_labels)
-        _shrink(pipeline)
-        self._set_model(pipeline, mapping)
+        pipeline = fit_pipeline(clean_texts, clean_labels)
+        self._set_model(export_model(pipeline, mapping, {}))
+        self.label_to_agent = mapping
         self.n_examples = len(clean_texts)
         self.created_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.data_sha256 = data_sha256 or _sha256_of_rows(clean_texts, clean_labels, mapping)
         return self
 
-    def _set_model(self, pipeline: Pipeline, mapping: dict[str, str] | None) -> None:
-        self._pipeline = pipeline
-        self.label_to_agent = mapping
-        self._classes = [str(c) for c in pipeline.classes_]
+    def _set_model(self, model: RouterModel) -> None:
+        self._model = model
+        self._classes = list(model.classes)
         matrix = np.zeros((len(self._classes), len(_ALL_AGENTS)))
-        for i, c in enumerate(self._classes):
-            agent = mapping[c] if mapping is not None else c
+        for i, agent in enumerate(model.class_agents):
             matrix[i, _ALL_AGENTS.index(agent)] = 1.0
         self._agent_matrix = matrix
 
     @property
     def fitted(self) -> bool:
         """True once ``fit`` or ``load`` has produced a model."""
-        return self._pipeline is not None
+        return self._model is not None
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        """The classifier's labels (fine labels, or agents), in the column order of ``predict_proba``."""
+        return tuple(self._classes)
 
     # ------------------------------------------------------------------ routing
     def route(self, text: str) -> Route:
@@ -257,14 +200,25 @@ class IntentRouter:
         """
         return self.route_many([text])[0]
 
+    def predict_proba(self, texts: list[str]) -> np.ndarray:
+        """Fine-label probabilities ``(len(texts), len(classes))`` float64 of non-empty stripped ``texts``
+        (equal to the fitted scikit-learn pipeline's ``predict_proba`` to 1e-9).
+
+        Raises:
+            ConfigError: the router has not been fitted or loaded.
+        """
+        if self._model is None:
+            raise ConfigError("the router is not fitted: call fit() or IntentRouter.load()")
+        return self._model.predict_proba(texts)
+
     def route_many(self, texts: list[str]) -> list[Route]:
-        """Route several messages in one vectorised call; one ``Route`` per text, same order.
+        """Route several messages in one call; one ``Route`` per text, same order.
 
         Raises:
             InputError: an element is not a string.
             ConfigError: the router has not been fitted or loaded.
         """
-        if self._pipeline is None or self._agent_matrix is None:
+        if self._model is None or self._agent_matrix is None:
             raise ConfigError("the router is not fitted: call fit() or IntentRouter.load()")
         for i, t in enumerate(texts):
             if not isinstance(t, str):
@@ -272,7 +226,7 @@ class IntentRouter:
         idx = [i for i, t in enumerate(texts) if t.strip()]
         routes: list[Route | None] = [None] * len(texts)
         if idx:
-            proba = self._pipeline.predict_proba([texts[i].strip() for i in idx])
+            proba = self._model.predict_proba([texts[i].strip() for i in idx])
             agent_p = proba @ self._agent_matrix
             for row, i in enumerate(idx):
                 routes[i] = self._decide(proba[row], agent_p[row])
@@ -293,82 +247,50 @@ class IntentRouter:
 
     # ------------------------------------------------------------------ persistence
     def metadata(self) -> dict:
-        """The JSON sidecar content: format, source, n_examples, created_at, sklearn/python versions, labels."""
+        """The file's metadata: format and version, source, n_examples, n_labels, fine_labels, created_at,
+        data_sha256, and ``fit`` (``nodes.router_fit.FIT_SETTINGS`` and the scikit-learn version that fitted)."""
+        fit = (self._model.metadata.get("fit") if self._model is not None else None) or {}
         return {
-            "format": _FORMAT_NAME,
-            "format_version": _FORMAT_VERSION,
+            "format": ROUTER_FORMAT_NAME,
+            "format_version": ROUTER_FORMAT_VERSION,
             "source": self.source,
             "n_examples": self.n_examples,
             "n_labels": len(self._classes),
             "fine_labels": self.label_to_agent is not None,
             "created_at": self.created_at,
-            "sklearn_version": sklearn.__version__,
+            "data_sha256": self.data_sha256,
+            "fit": fit,
         }
 
     def save(self, path: Path) -> None:
-        """Write the fitted model to ``path`` (pickle) and its metadata to ``<path>.json``; atomic per file.
+        """Write the fitted model to ``path`` (one ``.npz``, see ``nodes.router_model``), atomically.
 
         Raises:
             ConfigError: not fitted, or the file cannot be written.
         """
-        if self._pipeline is None:
+        if self._model is None:
             raise ConfigError("cannot save an unfitted router")
-        path = Path(path)
-        state = {"format": _FORMAT_NAME, "format_version": _FORMAT_VERSION, "sklearn_version": sklearn.__version__,
-                 "pipeline": self._pipeline, "label_to_agent": self.label_to_agent, "source": self.source,
-                 "n_examples": self.n_examples, "created_at": self.created_at}
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write(path, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
-            _atomic_write(_meta_path(path), (json.dumps(self.metadata(), indent=2) + "\n").encode())
-        except OSError as exc:
-            raise ConfigError(f"cannot write router to {path}: {exc.strerror or exc}") from exc
+        m = self._model
+        save_model(RouterModel(m.kind, m.blocks, m.weights, m.intercepts, m.sigmoid_a, m.sigmoid_b, m.n_folds,
+                               m.classes, m.class_agents, self.metadata()), Path(path))
 
     @classmethod
     def load(cls, path: Path) -> "IntentRouter":
-        """Load a router written by ``save``.
+        """Load a router written by ``save`` (no pickle, no scikit-learn: any scikit-learn version's file reads).
 
         Raises:
-            ConfigError (one line): the file or its ``.json`` sidecar is missing/unreadable, it is not a
-                switchboard router, or it was written by another format or scikit-learn version
-                (re-run ``train-router``).
+            ConfigError (one line naming the file): missing/unreadable, not a switchboard router (e.g. an old
+                pickled one: re-run ``train-router``), another format version, or malformed arrays.
         """
-        path = Path(path)
-        meta_path = _meta_path(path)
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"router metadata {meta_path} is missing (re-run train-router)") from None
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"router metadata {meta_path} is unreadable: {exc}") from None
-        if not isinstance(meta, dict) or meta.get("format") != _FORMAT_NAME:
-            raise ConfigError(f"{meta_path} is not switchboard router metadata")
-        if meta.get("format_version") != _FORMAT_VERSION:
-            raise ConfigError(f"router {path} has format version {meta.get('format_version')}, "
-                              f"this switchboard reads {_FORMAT_VERSION} (re-run train-router)")
-        if meta.get("sklearn_version") != sklearn.__version__:
-            raise ConfigError(f"router {path} was fitted with scikit-learn {meta.get('sklearn_version')}, "
-                              f"installed is {sklearn.__version__} (re-run train-router)")
-        try:
-            with open(path, "rb") as fh:
-                state = pickle.load(fh)
-        except FileNotFoundError:
-            raise ConfigError(f"router file {path} is missing") from None
-        except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad file
-            raise ConfigError(f"router file {path} is unreadable: {type(exc).__name__}: {exc}".splitlines()[0]) from None
-        if (not isinstance(state, dict) or state.get("format") != _FORMAT_NAME
-                or not isinstance(state.get("pipeline"), Pipeline)):
-            raise ConfigError(f"{path} is not a switchboard router")
-        if state.get("sklearn_version") != sklearn.__version__:
-            raise ConfigError(f"router {path} was fitted with scikit-learn {state.get('sklearn_version')}, "
-                              f"installed is {sklearn.__version__} (re-run train-router)")
-        router = cls(source=str(state.get("source", "unknown")))
-        try:
-            router._set_model(state["pipeline"], state.get("label_to_agent"))
-        except (AttributeError, KeyError, ValueError) as exc:
-            raise ConfigError(f"router file {path} is inconsistent: {exc}") from None
-        router.n_examples = int(state.get("n_examples", 0))
-        router.created_at = str(state.get("created_at", ""))
+        model = load_model(Path(path), _ALL_AGENTS)
+        meta = model.metadata
+        router = cls(source=str(meta.get("source", "unknown")))
+        router._set_model(model)
+        if meta.get("fine_labels"):
+            router.label_to_agent = dict(zip(model.classes, model.class_agents))
+        router.n_examples = int(meta.get("n_examples", 0) or 0)
+        router.created_at = str(meta.get("created_at", ""))
+        router.data_sha256 = str(meta.get("data_sha256", ""))
         return router
 
     def __repr__(self) -> str:
@@ -376,18 +298,41 @@ class IntentRouter:
                 f"labels={len(self._classes)}, fine={self.label_to_agent is not None})")
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+def _validate_training(texts: list[str], labels: list[str], label_to_agent: dict[str, str] | None
+                       ) -> tuple[list[str], list[str], dict[str, str] | None]:
+    """Stripped texts and labels, and the label map restricted to the labels used (see ``IntentRouter.fit``)."""
+    if texts is None or labels is None or len(texts) == 0:
+        raise InputError("no training examples given")
+    if len(texts) != len(labels):
+        raise InputError(f"{len(texts)} texts but {len(labels)} labels: they must pair up one to one")
+    clean_texts: list[str] = []
+    for i, t in enumerate(texts):
+        if not isinstance(t, str) or not t.strip():
+            raise InputError(f"training text #{i} is empty or not a string")
+        clean_texts.append(t.strip())
+    clean_labels: list[str] = []
+    for i, lab in enumerate(labels):
+        if not isinstance(lab, str) or not lab.strip():
+            raise InputError(f"training label #{i} is empty or not a string")
+        clean_labels.append(lab.strip())
+    if label_to_agent is None:
+        bad = sorted({lab for lab in clean_labels if lab not in _ALL_AGENTS})
+        if bad:
+            raise InputError(f"unknown agent label {bad[0]!r} (expected one of {', '.join(_ALL_AGENTS)}; "
+                             "pass label_to_agent to train on fine labels)")
+        mapping = None
+    else:
+        bad_values = sorted({a for a in label_to_agent.values() if a not in _ALL_AGENTS})
+        if bad_values:
+            raise InputError(f"label map sends labels to unknown agent {bad_values[0]!r}")
+        missing = sorted({lab for lab in clean_labels if lab not in label_to_agent})
+        if missing:
+            raise InputError(f"label {missing[0]!r} is missing from the label map "
+                             f"({len(missing)} label(s) unmapped)")
+        mapping = {lab: label_to_agent[lab] for lab in sorted(set(clean_labels))}
+    if len(set(clean_labels)) < 2:
+        raise InputError("need at least two distinct labels to train a router")
+    return clean_texts, clean_labels, mapping
 
 
 # ---------------------------------------------------------------------- data readers
@@ -497,60 +442,48 @@ def load_label_map(path: Path) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------- shipped and trained routers
-def _default_cache_path(csv_bytes: bytes) -> Path:
-    digest = hashlib.sha256(csv_bytes + b"\0" + sklearn.__version__.encode()
-                            + b"\0" + str(_FORMAT_VERSION).encode()).hexdigest()[:16]
-    return _home() / f"router-default-{digest}.pkl"
+def build_default_router(out: Path | None = None) -> IntentRouter:
+    """Fit the default router on ``router_examples.csv`` and write it to ``out`` (default ``default_router_path()``).
 
-
-def default_router() -> IntentRouter:
-    """The router fitted on the shipped examples (``router_examples.csv``, fine labels = topics).
-
-    The fitted model is cached on disk at ``$SWITCHBOARD_HOME/router-default-<sha>.pkl`` (sha of the CSV bytes,
-    the scikit-learn version and the format version) and reused from there; in memory it is kept per sha, so a
-    process fits at most once (a home without the file gets it written).  An unreadable cache file is refitted
-    and rewritten; an unwritable home only logs a warning.
+    The file records the CSV's sha256 and no creation time, so rebuilding from unchanged inputs on one machine
+    writes the same bytes.  This is what ``make router`` runs.
 
     Raises:
-        InputError: the shipped CSV is missing or malformed (a packaging bug).
+        InputError: the examples CSV is missing or malformed.
+        ConfigError: ``out`` cannot be written.
     """
     csv_path = default_examples_path()
     try:
-        data = csv_path.read_bytes()
+        sha = hashlib.sha256(csv_path.read_bytes()).hexdigest()
     except OSError as exc:
-        raise InputError(f"{csv_path}: cannot read the shipped router examples ({exc.strerror or exc})") from None
-    cache_path = _default_cache_path(data)
+        raise InputError(f"{csv_path}: cannot read the router examples ({exc.strerror or exc})") from None
+    texts, topics, topic_to_agent = read_router_examples(csv_path)
+    router = IntentRouter(source="default").fit(texts, topics, topic_to_agent, data_sha256=sha)
+    router.created_at = ""
+    router.save(Path(out) if out is not None else default_router_path())
+    return router
+
+
+def default_router() -> IntentRouter:
+    """The shipped default router (``default_router_path()``), loaded once per process; never fitted at run time.
+
+    Raises:
+        ConfigError: the shipped file is missing or unreadable (a packaging bug: rebuild with ``make router``).
+    """
     with _DEFAULT_LOCK:
-        router = _DEFAULT_MEMO.get(cache_path.name)
+        router = _DEFAULT_MEMO.get("default")
         if router is None:
-            router = _load_or_fit_default(cache_path, csv_path)
-            _DEFAULT_MEMO[cache_path.name] = router
-        elif not cache_path.exists():
-            _save_quietly(router, cache_path)
+            path = default_router_path()
+            if not path.exists():
+                raise ConfigError(f"the shipped default router {path} is missing (rebuild it with 'make router')")
+            router = IntentRouter.load(path)
+            _DEFAULT_MEMO["default"] = router
     return router
 
 
 _DEFAULT_MEMO: dict[str, IntentRouter] = {}
 _DEFAULT_LOCK = threading.Lock()
-
-
-def _load_or_fit_default(cache_path: Path, csv_path: Path) -> IntentRouter:
-    if cache_path.exists():
-        try:
-            return IntentRouter.load(cache_path)
-        except ConfigError as exc:
-            log.warning("refitting the default router: %s", exc)
-    texts, topics, topic_to_agent = read_router_examples(csv_path)
-    router = IntentRouter(source="default").fit(texts, topics, topic_to_agent)
-    _save_quietly(router, cache_path)
-    return router
-
-
-def _save_quietly(router: IntentRouter, path: Path) -> None:
-    try:
-        router.save(path)
-    except ConfigError as exc:
-        log.warning("default router not cached: %s", exc)
+_WARNED_PICKLES: set[str] = set()
 
 
 @lru_cache(maxsize=8)
@@ -568,21 +501,38 @@ def _load_file(path: Path) -> IntentRouter:
     return _load_cached(str(path.resolve()), st.st_mtime_ns, st.st_size)
 
 
+def _warn_old_pickles(home: Path) -> None:
+    """One warning per home and process about pickled routers of earlier versions (they are never loaded)."""
+    key = str(home.resolve())
+    if key in _WARNED_PICKLES:
+        return
+    _WARNED_PICKLES.add(key)
+    old = sorted(p.name for p in home.glob("router-*.pkl"))
+    if not old:
+        return
+    advice = ("re-run train-router to write router-trained.npz, then delete them" if "router-trained.pkl" in old
+              else "they are unused caches of an earlier version: delete them")
+    log.warning("ignoring old pickled router file(s) %s in %s (never loaded: pickles can run code); %s",
+                ", ".join(old), home, advice)
+
+
 def load_router(path: Path | None = None) -> IntentRouter:
     """The router the graph should use.
 
     ``path`` given -> that file (``IntentRouter.load``); None -> ``trained_router_path()`` if it exists
-    (written by ``train-router``), else ``default_router()``.  Memoised in-process by (path, mtime, size), so
-    calling it per message is cheap and a retrained file is picked up.
+    (written by ``train-router``), else ``default_router()`` (old ``router-*.pkl`` files in the home are ignored
+    with a one-line warning).  Memoised in-process by (path, mtime, size), so calling it per message is cheap and a
+    retrained file is picked up.
 
     Raises:
-        ConfigError: the chosen file is missing, unreadable or incompatible.
+        ConfigError: the chosen file is missing, unreadable or not a switchboard router.
     """
     if path is not None:
         return _load_file(Path(path))
     trained = trained_router_path()
     if trained.exists():
         return _load_file(trained)
+    _warn_old_pickles(trained.parent)
     return default_router()
 
 
@@ -591,3 +541,28 @@ def clear_router_cache() -> None:
     _load_cached.cache_clear()
     with _DEFAULT_LOCK:
         _DEFAULT_MEMO.clear()
+        _WARNED_PICKLES.clear()
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """``python -m nodes.router build-default [--out PATH]``: rebuild the shipped default router (``make router``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m nodes.router", description=_main.__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build-default", help="fit on nodes/data/router_examples.csv and write the shipped file")
+    build.add_argument("--out", type=Path, default=None, help="default: nodes/data/router-default.npz")
+    args = parser.parse_args(argv)
+    out = args.out or default_router_path()
+    try:
+        router = build_default_router(out)
+    except (InputError, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{out}: {out.stat().st_size} bytes, {router.n_examples} examples, {len(router.classes)} labels, "
+          f"examples sha256 {router.data_sha256[:16]}…")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

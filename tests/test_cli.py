@@ -43,7 +43,7 @@ def test_train_router_then_route_uses_it(isolated_home, tmp_path):
     labels.write_text(json.dumps({"agents": {"cards": ["card_not_working"], "billing": ["card_payment_fee_charged"]}}))
     r = _cli(isolated_home, "train-router", str(csv), "--labels", str(labels))
     assert r.returncode == 0, r.stderr
-    assert (isolated_home / "router-trained.pkl").exists()
+    assert (isolated_home / "router-trained.npz").exists()
     r2 = _cli(isolated_home, "route", str(csv), "--labels", str(labels), "--json", str(tmp_path / "f.json"))
     assert r2.returncode == 0, r2.stderr
     fig = json.loads((tmp_path / "f.json").read_text())

@@ -1,0 +1,441 @@
+"""The fitted router as plain arrays: scoring without scikit-learn, and the safe file format.
+
+``nodes.router_fit`` fits the scikit-learn pipeline (TF-IDF features -> calibrated LinearSVC) and exports it
+to a :class:`RouterModel`; this module turns a message into the same probabilities as the pipeline's
+``predict_proba`` (to 1e-9, ``tests/test_router.py``) using only the standard library and numpy:
+
+1. Features, per vectorizer (the word 1-2-gram and the ``char_wb`` 2-5-gram blocks, in that order), exactly
+   as scikit-learn's ``TfidfVectorizer`` (``sklearn/feature_extraction/text.py``): ``str.lower``, then
+   ``strip_accents="unicode"`` (NFKD, combining marks dropped, ASCII text unchanged), then the analyzer —
+   ``word``: tokens of ``(?u)\\b\\w\\w+\\b``, unigrams then n-grams joined by one space; ``char_wb``: runs of
+   2+ whitespace become one space, each whitespace-separated word padded with one space on each side, every
+   n-gram inside it, a word shorter than n counted once — counts of in-vocabulary terms, ``1 + ln(count)``
+   (``sublinear_tf``), times ``idf``, then each block divided by its own l2 norm (an all-zero block stays 0).
+2. Scores: one product of the sparse feature row with the dense weight matrix ``(n_features, n_folds x
+   n_outputs)`` (all folds at once), plus the intercepts.
+3. ``calibrated_sigmoid`` (``CalibratedClassifierCV(method="sigmoid")``): per fold and class
+   ``p = 1 / (1 + exp(a * score + b))`` (``_SigmoidCalibration.predict``); multi-class: divided by the fold's
+   sum over classes, or ``1 / n_classes`` for every class when that sum is exactly 0 (all calibrators
+   underflowed); binary: one calibrator for the second class, the first gets ``1 - p``
+   (``_CalibratedClassifier.predict_proba``, scikit-learn 1.9); then the mean over folds
+   (``CalibratedClassifierCV.predict_proba``).  ``logistic`` (the fallback for tiny data sets,
+   ``LogisticRegression``): softmax of the scores, or ``[1 - expit(s), expit(s)]`` for two classes.
+
+File format (:func:`save_model` / :func:`load_model`): one ``.npz`` (a zip of ``.npy`` arrays, read with
+``allow_pickle=False``, so a router file from elsewhere cannot run code) holding the arrays and a JSON
+``metadata`` entry with the format name ``switchboard-router`` and :data:`ROUTER_FORMAT_VERSION`.  Every array's
+dtype and shape is checked on load; a malformed, truncated or foreign file is a one-line ``ConfigError`` naming
+it.  Because scoring never touches scikit-learn objects, a file fitted with one scikit-learn version is read
+by any other (the version that fitted it is recorded in the metadata for information only).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import tempfile
+import unicodedata
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from graph.errors import ConfigError
+
+__all__ = [
+    "ROUTER_FORMAT_NAME",
+    "ROUTER_FORMAT_VERSION",
+    "TfidfBlock",
+    "RouterModel",
+    "save_model",
+    "load_model",
+    "read_metadata",
+]
+
+#: Written into every router file; another value means "not ours".
+ROUTER_FORMAT_NAME = "switchboard-router"
+#: Bump when the arrays or their meaning change (1 was the pickled scikit-learn pipeline, never read now).
+ROUTER_FORMAT_VERSION = 2
+#: Model kinds this module scores (see the module docstring, step 3).
+KINDS = ("calibrated_sigmoid", "logistic")
+#: The only vectorizer settings implemented here (``TfidfVectorizer`` parameters); anything else is refused.
+SUPPORTED_VECTORIZER = {"lowercase": True, "strip_accents": "unicode", "token_pattern": r"(?u)\b\w\w+\b",
+                        "sublinear_tf": True, "use_idf": True, "norm": "l2", "binary": False}
+#: Upper bound on the uncompressed size of a router file (a BANKING77 train.csv router is 23 MB): refuses zip bombs.
+_MAX_UNCOMPRESSED = 1 << 30
+
+#: Distinct whitespace-separated words whose char_wb term ids are memoised per model (then the memo stops growing).
+_WORD_CACHE = 200_000
+
+
+def _strip_accents_unicode(s: str) -> str:
+    """``sklearn.feature_extraction.text.strip_accents_unicode``: ASCII unchanged, else NFKD minus combining marks."""
+    if s.isascii():
+        return s
+    return "".join(c for c in unicodedata.normalize("NFKD", s) if not unicodedata.combining(c))
+
+
+@dataclass(frozen=True, eq=False)
+class TfidfBlock:
+    """One TF-IDF vectorizer of the feature union, as plain data.
+
+    Attributes:
+        name: the FeatureUnion entry (``"word"`` / ``"char"``).
+        analyzer: ``"word"`` or ``"char_wb"``.
+        ngram_range: ``(min_n, max_n)``.
+        terms: the vocabulary in feature-index order (``vocabulary_`` sorted by index).
+        idf: ``(len(terms),)`` float64, the fitted ``idf_``.
+    """
+
+    name: str
+    analyzer: str
+    ngram_range: tuple[int, int]
+    terms: tuple[str, ...]
+    idf: np.ndarray
+
+    def ngrams(self, doc: str) -> list[str]:
+        """The analyzer's terms of ``doc`` (already lowercased and accent-stripped), with repeats.
+
+        ``word``: ``VectorizerMixin._word_ngrams`` over the token pattern's matches; ``char_wb``:
+        ``_char_wb_ngrams`` (its squeeze of whitespace runs is left out: ``str.split()`` splits on runs anyway).
+        """
+        if self.analyzer == "word":
+            return self._word_ngrams(_TOKEN.findall(doc))
+        out: list[str] = []
+        for w in doc.split():
+            out.extend(self._char_wb_word(w))
+        return out
+
+    def _word_ngrams(self, tokens: list[str]) -> list[str]:
+        lo, hi = self.ngram_range
+        out = list(tokens) if lo == 1 else []
+        for n in range(max(lo, 2), min(hi, len(tokens)) + 1):
+            out.extend(" ".join(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+        return out
+
+    def _char_wb_word(self, word: str) -> list[str]:
+        lo, hi = self.ngram_range
+        w = " " + word + " "
+        w_len = len(w)
+        out: list[str] = []
+        for n in range(lo, hi + 1):
+            if w_len <= n:  # the padded word is no longer than n: counted once, longer n skipped
+                out.append(w)
+                break
+            out.extend(w[i:i + n] for i in range(w_len - n + 1))
+        return out
+
+
+_TOKEN = re.compile(SUPPORTED_VECTORIZER["token_pattern"])
+
+
+class _Analyzer:
+    """A block's terms -> global feature ids (``offset`` + vocabulary index), unknown terms dropped."""
+
+    def __init__(self, block: TfidfBlock, offset: int) -> None:
+        self.block = block
+        self.get = {t: i + offset for i, t in enumerate(block.terms)}.get
+        self.words: dict[str, list[int]] = {}  # char_wb: a word's ids depend on the word alone
+
+    def ids(self, doc: str) -> list[int]:
+        get = self.get
+        if self.block.analyzer == "word":
+            return [j for j in map(get, self.block.ngrams(doc)) if j is not None]
+        out: list[int] = []
+        words = self.words
+        for w in doc.split():
+            ids = words.get(w)
+            if ids is None:
+                ids = [j for j in map(get, self.block._char_wb_word(w)) if j is not None]
+                if len(words) < _WORD_CACHE:
+                    words[w] = ids
+            out.extend(ids)
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class RouterModel:
+    """A fitted router as plain arrays (see the module docstring for the scoring rule).
+
+    Attributes:
+        kind: ``"calibrated_sigmoid"`` or ``"logistic"``.
+        blocks: the TF-IDF vectorizers in feature order (their features are concatenated).
+        weights: ``(n_features, n_folds * n_outputs)`` float32/float64; column ``f * n_outputs + k`` is output
+            ``k`` of fold ``f``.  ``n_outputs`` is ``n_classes``, or 1 for two classes (the second class).
+        intercepts: ``(n_folds * n_outputs,)`` float64.
+        sigmoid_a, sigmoid_b: ``(n_folds * n_outputs,)`` float64 Platt parameters (empty for ``logistic``).
+        n_folds: calibration folds (1 for ``logistic``).
+        classes: the fine labels (or agents), in the classifier's order.
+        class_agents: the agent of each class (``classes`` themselves when trained on agents).
+        metadata: JSON-able provenance (format, source, examples, fit settings, ...), written into the file.
+    """
+
+    kind: str
+    blocks: tuple[TfidfBlock, ...]
+    weights: np.ndarray
+    intercepts: np.ndarray
+    sigmoid_a: np.ndarray
+    sigmoid_b: np.ndarray
+    n_folds: int
+    classes: tuple[str, ...]
+    class_agents: tuple[str, ...]
+    metadata: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        offsets = np.cumsum([0] + [len(b.terms) for b in self.blocks])
+        object.__setattr__(self, "_offsets", offsets)
+        object.__setattr__(self, "_idf", np.concatenate([np.asarray(b.idf, dtype=np.float64) for b in self.blocks]))
+        object.__setattr__(self, "_analyzers", tuple(_Analyzer(b, int(o)) for b, o in zip(self.blocks, offsets)))
+
+    @property
+    def n_features(self) -> int:
+        """Total feature count (sum of the blocks' vocabularies)."""
+        return int(self._offsets[-1])
+
+    def features(self, docs: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The TF-IDF rows of ``docs`` in coordinate form, as ``TfidfVectorizer`` + ``FeatureUnion`` compute them.
+
+        Returns:
+            ``(rows, ids, values)``: int64, int64, float64 arrays of equal length, sorted by row then feature id;
+            a doc without a known term has no entry.
+        """
+        n_features = self.n_features
+        ids_per_doc: list[int] = []
+        lengths: list[int] = []
+        for doc in docs:
+            doc = _strip_accents_unicode(doc.lower())
+            before = len(ids_per_doc)
+            for an in self._analyzers:
+                ids_per_doc.extend(an.ids(doc))
+            lengths.append(len(ids_per_doc) - before)
+        keys = np.repeat(np.arange(len(docs), dtype=np.int64) * n_features, lengths)
+        keys += np.asarray(ids_per_doc, dtype=np.int64)
+        uniq, counts = np.unique(keys, return_counts=True)
+        rows, ids = np.divmod(uniq, n_features)
+        vals = (np.log(counts) + 1.0) * self._idf[ids]  # sublinear tf, idf
+        seg = rows * len(self.blocks) + (np.searchsorted(self._offsets, ids, side="right") - 1)
+        norms = np.sqrt(np.bincount(seg, weights=vals * vals))  # l2 per (doc, block); idf >= 1 so never 0 here
+        return rows, ids, vals / norms[seg]
+
+    def scores(self, docs: list[str]) -> np.ndarray:
+        """Decision values ``(len(docs), n_folds * n_outputs)`` float64: ``x @ weights + intercepts`` per doc."""
+        rows, ids, vals = self.features(docs)
+        out = np.zeros((len(docs), self.weights.shape[1]), dtype=np.float64)
+        bounds = np.searchsorted(rows, np.arange(len(docs) + 1))
+        w = self.weights
+        for r in range(len(docs)):  # one small gather + BLAS product per doc: cache-friendly, no scipy needed
+            lo, hi = bounds[r], bounds[r + 1]
+            if hi > lo:
+                out[r] = vals[lo:hi] @ w[ids[lo:hi]]
+        out += self.intercepts
+        return out
+
+    def predict_proba(self, docs: list[str]) -> np.ndarray:
+        """Class probabilities ``(len(docs), len(classes))`` float64, rows sum to 1, columns in ``classes`` order.
+
+        Equal to the exported scikit-learn pipeline's ``predict_proba`` on the same strings (to 1e-9).
+        """
+        s = self.scores(docs)
+        n_classes = len(self.classes)
+        if self.kind == "logistic":
+            if n_classes == 2:
+                p = 1.0 / (1.0 + _exp(-s[:, 0]))
+                return np.stack([1.0 - p, p], axis=1)
+            s = s - s.max(axis=1, keepdims=True)
+            e = np.exp(s)
+            return e / e.sum(axis=1, keepdims=True)
+        sig = 1.0 / (1.0 + _exp(self.sigmoid_a * s + self.sigmoid_b))  # expit(-(a*T + b))
+        sig = sig.reshape(len(docs), self.n_folds, -1)
+        if n_classes == 2:
+            proba = np.concatenate([1.0 - sig, sig], axis=2)
+        else:
+            den = sig.sum(axis=2, keepdims=True)
+            proba = np.divide(sig, den, out=np.full_like(sig, 1.0 / n_classes), where=den != 0)
+        return proba.sum(axis=1) / self.n_folds
+
+
+def _exp(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):  # exp overflow -> inf -> probability exactly 0, as scipy's expit
+        return np.exp(x)
+
+
+# ---------------------------------------------------------------------- file format
+def save_model(model: RouterModel, path: Path) -> None:
+    """Write ``model`` to ``path`` as one compressed ``.npz`` (the name is kept as given), atomically.
+
+    Rebuilding from the same model writes the same bytes (zip entry times are fixed).
+
+    Raises:
+        ConfigError: the file cannot be written.
+    """
+    path = Path(path)
+    meta = {**model.metadata, "format": ROUTER_FORMAT_NAME, "format_version": ROUTER_FORMAT_VERSION,
+            "kind": model.kind, "n_folds": model.n_folds,
+            "blocks": [{"name": b.name, "analyzer": b.analyzer, "ngram_range": list(b.ngram_range),
+                        **SUPPORTED_VECTORIZER} for b in model.blocks]}
+    arrays: dict[str, np.ndarray] = {
+        "metadata": np.array(json.dumps(meta, sort_keys=True)),
+        "classes": np.array(model.classes, dtype=str),
+        "class_agents": np.array(model.class_agents, dtype=str),
+        "weights": model.weights, "intercepts": model.intercepts,
+        "sigmoid_a": model.sigmoid_a, "sigmoid_b": model.sigmoid_b,
+    }
+    for b in model.blocks:
+        arrays[f"terms_{b.name}"] = np.array(b.terms, dtype=str)
+        arrays[f"idf_{b.name}"] = b.idf
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:  # np.savez_compressed's layout,
+        for name, arr in arrays.items():                                      # but fixed entry times: same
+            info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))  # model, same bytes
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with zf.open(info, "w", force_zip64=True) as fh:
+                np.lib.format.write_array(fh, np.asanyarray(arr), allow_pickle=False)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(path, buf.getvalue())
+    except OSError as exc:
+        raise ConfigError(f"cannot write router to {path}: {exc.strerror or exc}") from None
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would make a shipped file unreadable to other users
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_metadata(path: Path) -> dict:
+    """Only the metadata of the router file at ``path`` (cheap: no weights are decompressed).
+
+    Raises:
+        ConfigError: as :func:`load_model`.
+    """
+    return _read(Path(path), metadata_only=True)[0]
+
+
+def load_model(path: Path, agents: tuple[str, ...]) -> RouterModel:
+    """Read a router file written by :func:`save_model`; never unpickles anything.
+
+    Args:
+        path: the ``.npz`` file.
+        agents: the agent names a class may map to (``nodes.router.ALL_AGENTS``).
+
+    Raises:
+        ConfigError (one line naming ``path``): missing/unreadable, not a zip of arrays (e.g. an old pickled
+            router: re-run train-router), truncated, another format or format version, unsupported settings,
+            or arrays of the wrong dtype/shape or non-finite values.
+    """
+    path = Path(path)
+    meta, arrays = _read(path, metadata_only=False)
+    try:
+        return _build(meta, arrays, agents)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"router file {path} is malformed: {exc}".splitlines()[0]) from None
+
+
+_ARRAYS = ("classes", "class_agents", "weights", "intercepts", "sigmoid_a", "sigmoid_b")
+
+
+def _read(path: Path, metadata_only: bool) -> tuple[dict, dict[str, np.ndarray]]:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except FileNotFoundError:
+        raise ConfigError(f"router file {path} is missing") from None
+    except OSError as exc:
+        raise ConfigError(f"router file {path} is unreadable: {exc.strerror or exc}") from None
+    if head != b"PK\x03\x04":
+        hint = " (an old pickled router? re-run train-router)" if head[:1] == b"\x80" else ""
+        raise ConfigError(f"router file {path} is not a switchboard router (.npz){hint}")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            if sum(i.file_size for i in npz.zip.infolist()) > _MAX_UNCOMPRESSED:
+                raise ConfigError(f"router file {path} is larger than {_MAX_UNCOMPRESSED >> 20} MiB uncompressed")
+            if "metadata" not in npz.files:
+                raise ConfigError(f"router file {path} is not a switchboard router (no metadata)")
+            meta = json.loads(str(npz["metadata"][()]))
+            if not isinstance(meta, dict) or meta.get("format") != ROUTER_FORMAT_NAME:
+                raise ConfigError(f"router file {path} is not a switchboard router")
+            if meta.get("format_version") != ROUTER_FORMAT_VERSION:
+                raise ConfigError(f"router file {path} has format version {meta.get('format_version')}, "
+                                  f"this switchboard reads {ROUTER_FORMAT_VERSION} (re-run train-router)")
+            if metadata_only:
+                return meta, {}
+            arrays = {name: npz[name] for name in npz.files if name != "metadata"}
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - zip/npy/json damage of any kind: a bad file, reported on one line
+        raise ConfigError(f"router file {path} is unreadable: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+    return meta, arrays
+
+
+def _build(meta: dict, a: dict[str, np.ndarray], known_agents: tuple[str, ...]) -> RouterModel:
+    missing = [k for k in _ARRAYS if k not in a]
+    if missing:
+        raise KeyError(f"array {missing[0]!r} missing")
+    kind, n_folds = meta.get("kind"), meta.get("n_folds")
+    if kind not in KINDS:
+        raise ValueError(f"unknown model kind {kind!r}")
+    if not isinstance(n_folds, int) or n_folds < 1 or (kind == "logistic" and n_folds != 1):
+        raise ValueError(f"bad n_folds {n_folds!r}")
+    blocks = []
+    for spec in meta.get("blocks") or []:
+        bad = {k: spec.get(k) for k, v in SUPPORTED_VECTORIZER.items() if spec.get(k) != v}
+        if bad or spec.get("analyzer") not in ("word", "char_wb"):
+            raise ValueError(f"unsupported vectorizer settings {bad or spec.get('analyzer')}")
+        lo, hi = (int(x) for x in spec["ngram_range"])
+        if not 1 <= lo <= hi <= 10:
+            raise ValueError(f"bad ngram_range {spec['ngram_range']}")
+        terms, idf = _strings(a, f"terms_{spec['name']}"), _floats(a, f"idf_{spec['name']}", 1)
+        if idf.shape != (len(terms),):
+            raise ValueError(f"idf_{spec['name']} has shape {idf.shape}, expected ({len(terms)},)")
+        blocks.append(TfidfBlock(str(spec["name"]), spec["analyzer"], (lo, hi), terms, idf))
+    if not blocks:
+        raise ValueError("no vectorizers")
+    classes, agents = _strings(a, "classes"), _strings(a, "class_agents")
+    if len(classes) < 2 or len(agents) != len(classes) or len(set(classes)) != len(classes):
+        raise ValueError(f"{len(classes)} classes / {len(agents)} agents")
+    unknown = sorted(set(agents) - set(known_agents))
+    if unknown:
+        raise ValueError(f"unknown agent {unknown[0]!r}")
+    n_out = 1 if len(classes) == 2 else len(classes)
+    weights = _floats(a, "weights", 2, allow32=True)
+    n_features = sum(len(b.terms) for b in blocks)
+    if weights.shape != (n_features, n_folds * n_out):
+        raise ValueError(f"weights have shape {weights.shape}, expected {(n_features, n_folds * n_out)}")
+    intercepts = _floats(a, "intercepts", 1)
+    sa, sb = _floats(a, "sigmoid_a", 1), _floats(a, "sigmoid_b", 1)
+    n_sig = 0 if kind == "logistic" else n_folds * n_out
+    if intercepts.shape != (n_folds * n_out,) or sa.shape != (n_sig,) or sb.shape != (n_sig,):
+        raise ValueError("intercepts or sigmoid parameters do not match the weights")
+    meta = {k: v for k, v in meta.items() if k not in ("blocks", "kind", "n_folds")}
+    return RouterModel(kind, tuple(blocks), weights, intercepts, sa, sb, n_folds, classes, agents, meta)
+
+
+def _strings(a: dict[str, np.ndarray], key: str) -> tuple[str, ...]:
+    arr = a[key]
+    if arr.dtype.kind != "U" or arr.ndim != 1:
+        raise ValueError(f"{key} must be a 1-D string array, got {arr.dtype} {arr.shape}")
+    return tuple(str(x) for x in arr)
+
+
+def _floats(a: dict[str, np.ndarray], key: str, ndim: int, allow32: bool = False) -> np.ndarray:
+    arr = a[key]
+    ok = (np.float64, np.float32) if allow32 else (np.float64,)
+    if arr.dtype not in ok or arr.ndim != ndim:
+        raise ValueError(f"{key} must be a {ndim}-D float array, got {arr.dtype} {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{key} has non-finite values")
+    arr.setflags(write=False)
+    return arr
