@@ -1,4 +1,9 @@
-"""Typed data of the human-approval flow: what the interrupt carries and what a resume must supply."""
+"""Typed data of the human-approval flow: what the interrupt carries and what a resume must supply.
+
+Who decides is never part of the decision: the graph records the principal of the run that resumed it
+(``nodes.principal.resolve_principal``), and ``ApprovalDecision.approver`` is only accepted when it names that same
+principal (a deprecated field kept for old callers).
+"""
 
 from __future__ import annotations
 
@@ -29,24 +34,39 @@ class ApprovalRequest(BaseModel):
     evidence_refs: tuple[str, ...] = ()
     risk_flags: tuple[str, ...] = ()
     requested_at: str = Field(description="ISO-8601 UTC time the approval was requested")
+    approvals_required: int = Field(default=1, ge=1, le=2,
+                                    description="distinct approvers needed (policies.risk: 2 for the higher tier)")
+    approvals: tuple[str, ...] = Field(default=(), description="refs of the approvers who approved so far")
+    deadline: str | None = Field(default=None, description="ISO-8601 UTC time after which the request may be "
+                                                            "expired (Settings.approval_deadline_h after requested_at)")
 
 
 class ApprovalDecision(BaseModel):
-    """What a resume supplies. ``decision_id`` makes a decision idempotent: replaying the same decision (after a
-    crash, or LangGraph re-running the node) decides once; a different decision on a decided task is refused."""
+    """What a resume supplies: ``{"decision": "approve" | "reject" | "cancel" | "expire", "note": …}``.
+
+    ``decision_id`` makes a decision idempotent: replaying the same decision (after a crash, or LangGraph re-running
+    the node) decides once; a different decision on a decided task is refused. When absent, the graph derives one
+    from the task, the position of the resume and its content (``nodes.approval_flow.decision_key``).
+    ``approver`` is deprecated and never trusted: the decider is the run's principal; a value that names anyone else
+    is refused."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    decision: Literal["approve", "reject", "cancel"]
-    approver: str = Field(min_length=1, max_length=100, description="who decided (a person, or 'customer' for cancel)")
+    decision: Literal["approve", "reject", "cancel", "expire"]
+    approver: str | None = Field(default=None, max_length=100,
+                                 description="deprecated: must name the resuming principal if given")
     note: str = Field(default="", max_length=2000)
-    decision_id: str = Field(default_factory=lambda: f"dc_{uuid.uuid4().hex[:12]}")
+    decision_id: str | None = Field(default=None, min_length=1, max_length=100)
 
     @field_validator("approver")
     @classmethod
-    def _not_blank(cls, v: str) -> str:
-        if not v.strip():
+    def _not_blank(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
             raise ValueError("approver must not be blank")
-        return v.strip()
+        return v.strip() if v is not None else None
+
+    def with_id(self) -> "ApprovalDecision":
+        """This decision with a fresh random ``decision_id`` when it has none (``dc_<12 hex>``)."""
+        return self if self.decision_id else self.model_copy(update={"decision_id": f"dc_{uuid.uuid4().hex[:12]}"})
 
 
 def parse_decision(value: object) -> ApprovalDecision:

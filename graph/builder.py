@@ -16,16 +16,26 @@ from langgraph.graph.state import CompiledStateGraph
 from checkpoints.event_log import EventLog, event_log_for, open_event_log
 from graph.context import RunContext
 from graph.settings import Settings
-from graph.state import SupportState
+from graph.state import SupportState, TurnInput
 from nodes.agent import Deps, make_agent_node
 from nodes.approval_flow import make_human_approval_node, make_refund_execute_node, make_risk_node
-from nodes.entry import make_entry_node
+from nodes.entry import make_access_denied_node, make_entry_node
 from nodes.expert import make_expert_node
 from nodes.fallback import fallback_node
 from nodes.instrumentation import EventRecorder
 from nodes.models import is_openai_model, make_model
 from nodes.supervisor import make_merge_node, make_supervisor_node
-from policies.edges import AGENTS, DEFAULT_EDGE_TABLE, ENTRY_NODE, EXPERT_NODE, FALLBACK, MERGE_NODE, SUPERVISOR, EdgeTable
+from policies.edges import (
+    ACCESS_DENIED,
+    AGENTS,
+    DEFAULT_EDGE_TABLE,
+    ENTRY_NODE,
+    EXPERT_NODE,
+    FALLBACK,
+    MERGE_NODE,
+    SUPERVISOR,
+    EdgeTable,
+)
 
 __all__ = ["build_graph", "build_desk", "Desk", "make_deps", "LazyRouter"]
 
@@ -122,7 +132,8 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
             table ``events`` beside the checkpoints (same SQLite file; in memory for other savers).
 
     Returns:
-        A plain ``CompiledStateGraph`` over :class:`graph.state.SupportState` with ``context_schema=RunContext``.
+        A plain ``CompiledStateGraph`` over :class:`graph.state.SupportState` with ``context_schema=RunContext`` and
+        ``input_schema=TurnInput`` (a run writes only ``messages``).
         Drive it with LangGraph's own ``invoke``/``stream``/``get_state``, ``{"configurable": {"thread_id": …}}``
         and ``context=RunContext(...)``.  Every node's destinations come from the edge table.
         :func:`build_desk` returns the same graph with its dependencies.
@@ -141,12 +152,13 @@ def build_desk(model: BaseChatModel | None = None, checkpointer: BaseCheckpointS
     deps = replace(deps, events=_resolve_events(events, deps.events, checkpointer))
     recorder = EventRecorder(deps.events) if deps.events is not None else None
     table = deps.table
-    g = StateGraph(SupportState, context_schema=RunContext)
+    g = StateGraph(SupportState, context_schema=RunContext, input_schema=TurnInput)
 
     def add(name: str, fn: Any, **kwargs: Any) -> None:
         g.add_node(name, recorder.instrument(name, fn) if recorder is not None else fn, **kwargs)
 
     add(ENTRY_NODE, make_entry_node(deps), destinations=table.destinations(ENTRY_NODE))
+    add(ACCESS_DENIED, make_access_denied_node(deps), destinations=table.destinations(ACCESS_DENIED))
     for agent in AGENTS:
         add(agent, make_agent_node(agent, deps), destinations=table.destinations(agent))
     add(FALLBACK, fallback_node, destinations=table.destinations(FALLBACK))

@@ -1,11 +1,87 @@
-"""The local run context: identity and handles that never enter the model's messages (DESIGN.md, State)."""
+"""The local run context and the principal a run acts for (DESIGN.md, State; README "Identity and authorization").
+
+Identity and handles never enter the model's messages. Two kinds of principal call the desk:
+
+* a **customer** of one tenant (``RunContext(user_id="c_ada", tenant_id="t_demo")``): sends turns on the threads
+  they own and may cancel their own pending refund;
+* an **operator** of one tenant (``RunContext.for_operator("ann", "t_demo")``): a person of the bank registered in
+  the business store with roles (``agent``, ``approver``, ``admin``); resumes paused threads with decisions,
+  inspects threads. An operator never sends turns.
+
+A third kind, ``system``, names the automatic rules in recorded decisions (``system:risk-policy``); no caller can be
+it. A principal is written as its *ref* ``"<kind>:<id>"`` wherever it is recorded (decisions, audit rows, events),
+so a customer id and an operator name can never be confused.
+
+Contract module: imports nothing of the project.
+"""
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass, field
+from typing import Literal
 
-__all__ = ["RunContext"]
+__all__ = ["RunContext", "Principal", "PrincipalKind", "OPERATOR_ROLES", "RESERVED_NAMES", "SYSTEM_RISK_POLICY",
+           "OPERATOR_NAME_RE", "principal_ref", "parse_ref"]
+
+PrincipalKind = Literal["customer", "operator", "system"]
+
+#: Roles an operator may hold (README "Identity and authorization"): ``agent`` reads threads, traces and stats of
+#: their tenant; ``approver`` decides paused refunds (and ends overdue ones); ``admin`` manages operators and tokens.
+OPERATOR_ROLES: tuple[str, ...] = ("agent", "approver", "admin")
+
+#: Names no operator may take: the names the automatic rules and the old free-text approvals used.
+RESERVED_NAMES: frozenset[str] = frozenset({"risk-policy", "system", "customer", "auto", "root", "admin", "anonymous"})
+
+#: The principal recorded for decisions the risk rules take automatically (``policies.risk``).
+SYSTEM_RISK_POLICY = "system:risk-policy"
+
+#: Operator names: lower-case letters, digits, ``.``, ``_`` and ``-``, starting with a letter, 2..64 characters.
+OPERATOR_NAME_RE = re.compile(r"^[a-z][a-z0-9._-]{1,63}$")
+
+
+def principal_ref(kind: str, principal_id: str) -> str:
+    """``"<kind>:<id>"``, e.g. ``"operator:ann"``, ``"customer:c_ada"``: how a principal is recorded."""
+    return f"{kind}:{principal_id}"
+
+
+def parse_ref(ref: str) -> tuple[str, str]:
+    """``("operator", "ann")`` for ``"operator:ann"``; ``("", ref)`` for text without a known kind prefix."""
+    kind, sep, rest = str(ref).partition(":")
+    if sep and kind in ("customer", "operator", "system"):
+        return kind, rest
+    return "", str(ref)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a run or a command acts for.
+
+    Attributes:
+        kind: ``customer``, ``operator`` or ``system``.
+        id: the customer id (``c_ada``) or the operator name (``ann``).
+        tenant_id: the tenant the principal belongs to.
+        roles: ``("customer",)`` for a customer; an operator's roles as claimed by the caller (the graph and the CLI
+            re-read them from the business store before they authorize anything).
+        source: ``"server"`` when an authenticating server (``langgraph dev`` / LangGraph API custom auth, Aegra)
+            vouched for it, ``"context"`` when it came from the caller's RunContext (Python API, CLI).
+    """
+
+    kind: PrincipalKind
+    id: str
+    tenant_id: str
+    roles: tuple[str, ...] = ()
+    source: Literal["context", "server"] = "context"
+
+    @property
+    def ref(self) -> str:
+        """``"<kind>:<id>"`` (see :func:`principal_ref`)."""
+        return principal_ref(self.kind, self.id)
+
+    def same_as(self, other: "Principal") -> bool:
+        """Same kind, id and tenant (roles and source aside)."""
+        return (self.kind, self.id, self.tenant_id) == (other.kind, other.id, other.tenant_id)
 
 
 @dataclass(frozen=True)
@@ -13,16 +89,41 @@ class RunContext:
     """Per-run context passed as ``context=RunContext(...)`` to ``invoke``/``stream``.
 
     Attributes:
-        user_id: the authenticated customer id (e.g. ``"c_ada"``); authorization reads this, never
-            model-written arguments.
-        tenant_id: the tenant (bank brand) the customer belongs to.
+        user_id: the customer a customer's run acts for (e.g. ``"c_ada"``); authorization reads this, never
+            model-written arguments. Ignored when ``operator`` is set.
+        tenant_id: the tenant (bank brand) of the principal.
         request_id: id of this request, for tracing.
         locale: BCP-47 language tag for answers (only ``en`` templates ship).
-        roles: roles of the caller (e.g. ``("customer",)``; an approver has ``"approver"``).
+        roles: roles the caller claims (``("customer",)`` for a customer). For an operator they are informational:
+            what the operator may do is read from the business store.
+        operator: the operator name when an operator acts (``RunContext.for_operator``); None for a customer.
+
+    When a server authenticated the request (``langgraph dev`` with ``graph/auth.py``), the server's user wins over
+    this context and a context naming someone else is refused (``nodes.principal.resolve_principal``).
     """
 
-    user_id: str = "c_ada"
+    user_id: str | None = "c_ada"
     tenant_id: str = "t_demo"
     request_id: str = field(default_factory=lambda: f"r_{uuid.uuid4().hex[:12]}")
     locale: str = "en"
     roles: tuple[str, ...] = ("customer",)
+    operator: str | None = None
+
+    @classmethod
+    def for_customer(cls, customer_id: str, tenant_id: str, **kw: object) -> "RunContext":
+        """The context of customer ``customer_id`` of ``tenant_id``."""
+        return cls(user_id=customer_id, tenant_id=tenant_id, roles=("customer",), **kw)  # type: ignore[arg-type]
+
+    @classmethod
+    def for_operator(cls, name: str, tenant_id: str, roles: tuple[str, ...] = (), **kw: object) -> "RunContext":
+        """The context of operator ``name`` of ``tenant_id`` (``roles``: what the caller claims; informational)."""
+        return cls(user_id=None, tenant_id=tenant_id, roles=tuple(roles), operator=name, **kw)  # type: ignore[arg-type]
+
+    def principal(self) -> Principal:
+        """The principal this context names: the operator when ``operator`` is set, else the customer ``user_id``.
+        Raises ValueError when it names nobody (no operator and no user_id)."""
+        if self.operator:
+            return Principal("operator", str(self.operator), self.tenant_id, tuple(self.roles))
+        if not self.user_id:
+            raise ValueError("the run context names no principal (no user_id and no operator)")
+        return Principal("customer", str(self.user_id), self.tenant_id, ("customer",))

@@ -19,7 +19,7 @@ from langgraph.types import Command
 
 from graph.builder import Desk, build_desk
 from graph.context import RunContext
-from graph.errors import InputError
+from graph.errors import AccessDenied, InputError
 from graph.results import TurnResult
 from graph.settings import Settings, home_dir
 from graph.state import ensure_ids
@@ -47,7 +47,11 @@ class Conversation:
             SQLite checkpointer at ``db`` (``settings.db`` when ``db`` is None; ``"memory"`` for an in-memory saver).
         graph: a plain compiled graph instead of ``desk`` (then ``store`` is the business store that records
             approval claims; default: the one at ``settings.business_db``).
-        context: the run context (identity); default ``RunContext()`` (the demo customer).
+        context: the run context: who acts (README "Identity and authorization"). A customer
+            (``RunContext(user_id=…, tenant_id=…)``; default ``RunContext()``, the demo customer) sends turns on their
+            own threads and may cancel their own pending refund; an operator (``RunContext.for_operator(name, tenant)``)
+            resumes paused threads with decisions (the approver is always this principal, never a name in the
+            decision) and recovers them.
         on_event: called with each new event dict (``{"event": kind, "agent": …, …}``, see ``graph.events``) while a
             turn runs, for live display (``switchboard chat --stream``); None = plain ``invoke``.
     """
@@ -61,14 +65,18 @@ class Conversation:
 
             settings = settings or Settings()
             desk = build_desk(model=model, checkpointer=open_checkpointer(db or settings.db), settings=settings)
+        events = None
         if desk is not None:
             graph, store = desk.graph, store if store is not None else desk.deps.store
+            settings, events = settings or desk.deps.settings, desk.deps.events
         elif store is None:
             from checkpoints.business import open_store
 
             store = open_store((settings or Settings()).business_db)
         self.graph = graph
         self.store = store
+        self.settings = settings or Settings()
+        self.events = events if events is not None else _event_log_of(graph)
         self.context = context or RunContext()
         self.on_event = on_event
 
@@ -95,14 +103,44 @@ class Conversation:
         finally:
             lock.release()
 
+    def _deny(self, action: str, reason: str, task_id: str | None = None) -> AccessDenied:
+        """Record a refusal (an ``access_denied`` event on this thread and an audit row) and return the error to
+        raise. Recording is best effort: a refusal stands even when the log cannot be written."""
+        try:
+            who = self.context.principal().ref
+        except ValueError:
+            who = "unknown"
+        detail = {"principal": who, "action": action, "task_id": task_id}
+        if self.events is not None:
+            try:
+                from checkpoints.event_log import event_key, now_iso
+
+                self.events.record("access_denied", key=event_key("conversation", self.thread_id, uuid.uuid4().hex),
+                                   ts=now_iso(), thread_id=self.thread_id, reason=reason, detail=detail)
+            except Exception:  # noqa: BLE001 - the refusal must not fail on its record
+                pass
+        recorder = getattr(self.store, "record_audit", None)
+        if recorder is not None:
+            try:
+                recorder(who, action, target=f"thread:{self.thread_id}", outcome="denied", detail={"reason": reason})
+            except Exception:  # noqa: BLE001
+                pass
+        return AccessDenied(reason)
+
     def _check_identity(self) -> None:
-        """A thread belongs to the customer who started it; the customer must exist in the run context's tenant."""
-        stored = self.state.get("identity") or {}
-        if stored and "approver" not in self.context.roles and (
-                stored.get("user_id"), stored.get("tenant_id")) != (self.context.user_id, self.context.tenant_id):
-            raise InputError(f"thread {self.thread_id} belongs to another customer")
-        if self.store.get_customer(self.context.user_id, self.context.tenant_id) is None:
-            raise InputError(f"unknown customer {self.context.user_id!r} in tenant {self.context.tenant_id!r}")
+        """A thread belongs to the customer who started it; the customer must exist in the run context's tenant;
+        operators do not send turns. Refusals are recorded (``access_denied``) and raise AccessDenied."""
+        from policies.authz import authorize_turn, owner_of
+
+        try:
+            principal = self.context.principal()
+        except ValueError as exc:
+            raise self._deny("turn", str(exc)) from None
+        known = principal.kind == "customer" and self.store.get_customer(principal.id, principal.tenant_id) is not None
+        verdict = authorize_turn(principal, owner_of(self.state), known)
+        if not verdict.allowed:
+            reason = verdict.reason.replace("the thread belongs", f"thread {self.thread_id} belongs")
+            raise self._deny("turn", reason)
 
     def _run(self, graph_input: Any) -> None:
         """Run the graph on ``graph_input``; with ``on_event``, stream and forward the custom (event) chunks."""
@@ -145,7 +183,7 @@ class Conversation:
                 from policies.approval import is_cancellation
 
                 if is_cancellation(text):  # the customer withdraws the request while it waits for a human
-                    return self._resume({"decision": "cancel", "approver": "customer", "note": text.strip()})
+                    return self._resume({"decision": "cancel", "note": text.strip()})
                 raise InputError(f"thread {self.thread_id} is waiting for an approval decision; "
                                  "say 'cancel my refund' to withdraw it, or wait for the decision")
             msg = ensure_ids([HumanMessage(content=text.strip())])
@@ -153,21 +191,51 @@ class Conversation:
             return self.result()
 
     def resume(self, decision: Any) -> TurnResult:
-        """Resume a paused approval with ``decision`` (an ApprovalDecision or its dict).
+        """Resume a paused approval with ``decision`` (an ApprovalDecision or its dict: ``{"decision": "approve" |
+        "reject" | "cancel" | "expire", "note": …}``).
 
-        The decision is validated and authorized first, then claimed at most once in the business store
-        (``decide_approval``), and only then is the graph resumed; a losing or invalid resume changes nothing.
+        The decider is this conversation's principal (``context``), never a name in ``decision`` (a deprecated
+        ``approver`` field must name the same principal). The decision is validated and authorized first
+        (``policies.authz``: a registered approver of the tenant who is not the refund's customer, a second
+        *different* approver for the higher risk tier; the customer may only cancel), then claimed at most once in
+        the business store (``decide_approval``), and only then is the graph resumed; a losing or refused resume
+        changes nothing but the record of the refusal. The first of two required approvals is recorded and the
+        thread stays paused (``TurnResult.pending.approvals`` lists who approved).
 
         Raises:
-            InputError: unknown thread, nothing pending, malformed decision, not authorized, or
-                "already decided" (another resume won, or the task was cancelled).
+            InputError: unknown thread, nothing pending, malformed decision, or "already decided" (another resume
+                won, or the task was cancelled).
+            AccessDenied: the principal may not take this decision (recorded as ``access_denied``).
         """
         with self._thread_lock():
             return self._resume(decision)
 
+    def _authorize_decision(self, d: Any, request: dict) -> Any:
+        """The principal, after checking that it may take decision ``d`` on ``request`` (AccessDenied if not)."""
+        from checkpoints.business import parse_iso
+        from nodes.principal import operator_facts
+        from policies.authz import AuthzDecision, approval_overdue, authorize_decision, authorize_resume, owner_of
+
+        try:
+            principal = self.context.principal()
+        except ValueError as exc:
+            raise self._deny("resume", str(exc), request.get("task_id")) from None
+        operator = operator_facts(self.store, principal.id) if principal.kind == "operator" else None
+        verdict = authorize_resume(principal, owner_of(self.state), operator)
+        if verdict.allowed and d.approver is not None and d.approver not in (principal.id, principal.ref):
+            verdict = AuthzDecision(False, f"the decision names {d.approver!r} but the caller is {principal.ref}")
+        if verdict.allowed:
+            overdue = bool(request.get("requested_at")) and approval_overdue(
+                parse_iso(request["requested_at"]), self.store.now(), self.settings.approval_deadline_h)
+            verdict = authorize_decision(principal, operator, d.decision, str(request.get("customer_id") or ""),
+                                         tuple(request.get("approvals") or ()), overdue)
+        if not verdict.allowed:
+            raise self._deny(d.decision, f"not authorized: {verdict.reason}", request.get("task_id"))
+        return principal
+
     def _resume(self, decision: Any) -> TurnResult:
+        from checkpoints.business import BusinessRuleError
         from graph.approval import parse_decision
-        from policies.authz import authorize_approval
 
         if not self.state:
             raise InputError(f"unknown thread {self.thread_id!r}")
@@ -178,22 +246,19 @@ class Conversation:
                 raise InputError(f"already decided: {earlier.get('decision')} by {earlier.get('approver')} "
                                  f"at {earlier.get('decided_at')}; thread {self.thread_id} has nothing pending")
             raise InputError(f"thread {self.thread_id} has nothing pending")
-        d = parse_decision(decision)
-        if d.decision == "cancel":
-            if "approver" not in self.context.roles and not (
-                    "customer" in self.context.roles and isinstance(request, dict)
-                    and self.context.user_id == request.get("customer_id")):
-                raise InputError("only the customer who asked for the refund or an approver may cancel it")
-        else:
-            verdict = authorize_approval(self.context.roles, d.approver)
-            if not verdict.allowed:
-                raise InputError(f"not authorized: {verdict.reason}")
-        if isinstance(request, dict) and request.get("task_id"):
-            earlier, won = self.store.decide_approval(request["task_id"], d.decision_id, d.approver, d.decision, d.note,
-                                                 refund_id=request.get("refund_id"))
+        request = request if isinstance(request, dict) else {}
+        d = parse_decision(decision).with_id()
+        principal = self._authorize_decision(d, request)
+        if request.get("task_id"):
+            try:
+                earlier, won = self.store.decide_approval(
+                    request["task_id"], d.decision_id, principal.ref, d.decision, d.note,
+                    refund_id=request.get("refund_id"), required_approvals=int(request.get("approvals_required") or 1))
+            except BusinessRuleError as exc:
+                raise self._deny(d.decision, f"not authorized: {exc}", request.get("task_id")) from None
             if not won:
                 raise InputError(f"already decided: {earlier.decision} by {earlier.approver} at {earlier.decided_at}")
-        self._run(Command(resume=d.model_dump()))
+        self._run(Command(resume=d.model_dump(exclude_none=True, exclude={"approver"})))
         return self.result()
 
     def recover(self) -> TurnResult | None:
@@ -209,6 +274,8 @@ class Conversation:
             return self._recover()
 
     def _recover(self) -> TurnResult | None:
+        from policies.edges import ACCESS_DENIED
+
         snap = self.graph.get_state(self.config)
         if not snap.values:
             raise InputError(f"unknown thread {self.thread_id!r}")
@@ -216,14 +283,14 @@ class Conversation:
         if request is not None:
             if not isinstance(request, dict) or not request.get("task_id"):
                 return None
-            decisions = self.store.list_decisions(request["task_id"])
-            human = [d for d in decisions if not d.id.startswith("auto:")]
-            if not human:
+            d = self._unconsumed_decision(request)
+            if d is None:
                 return None  # cleanly pending: waits for a person
-            d = human[0]
-            self.graph.invoke(Command(resume={"decision": d.decision, "approver": d.approver, "note": d.note,
-                                              "decision_id": d.id}), self.config, context=self.context)
+            self.graph.invoke(Command(resume={"decision": d.decision, "note": d.note, "decision_id": d.id}),
+                              self.config, context=self.context)
             return self.result()
+        if tuple(snap.next) == (ACCESS_DENIED,):
+            return None  # a refused run: nothing of the owner's is unfinished
         outcome = snap.values.get("outcome") or {}
         finished = not snap.next and outcome and outcome.get("turn") == snap.values.get("turn")
         if not finished:  # stopped between nodes, or before the first node ran: continue from the checkpoint
@@ -231,6 +298,26 @@ class Conversation:
             return self.result()
         return None
 
+    def _unconsumed_decision(self, request: dict) -> Any:
+        """The first decision claimed in the business store for the paused task that the graph has not taken yet (a
+        final one, or an approval by someone not among ``request["approvals"]``), or None."""
+        taken = set(request.get("approvals") or ())
+        for d in self.store.list_decisions(request["task_id"]):
+            if d.id.startswith("auto:"):
+                continue
+            if d.final or d.approver not in taken:
+                return d
+        return None
+
     def result(self) -> TurnResult:
         """The last turn's :class:`graph.results.TurnResult` read from the checkpoint."""
         return TurnResult.from_state(self.thread_id, self.state, self.pending())
+
+
+def _event_log_of(graph: Any) -> Any:
+    """The event log a compiled graph records to (its ``EventRecorder`` callback), or None."""
+    for cb in ((getattr(graph, "config", None) or {}).get("callbacks") or []):
+        recorder = getattr(cb, "recorder", None)
+        if recorder is not None and getattr(recorder, "log", None) is not None:
+            return recorder.log
+    return None

@@ -106,7 +106,7 @@ class PathStep:
     kind: str = "handoff"
 
 
-_KINDS = {START: "entry", END: "terminal", ENTRY_NODE: "entry", "fallback": "terminal",
+_KINDS = {START: "entry", END: "terminal", ENTRY_NODE: "entry", "fallback": "terminal", "access_denied": "terminal",
           "human_approval": "approval", "refund_execute": "side_effect"}
 
 

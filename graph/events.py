@@ -21,11 +21,13 @@ __all__ = ["EventKind", "EVENT_KINDS", "Event", "COLUMNS", "INT_FIELDS"]
 #: ``tool_finished`` — a business tool; ``handoff_requested`` / ``handoff_accepted`` / ``handoff_refused``;
 #: ``expert_called`` — the supervisor called an expert as a tool (agent as tool: control does not move);
 #: ``loop_detected`` — a guard fired (fingerprint, bounce-back, hop budget, tool rounds); ``interrupt`` /
-#: ``resumed`` — a pause for a human and its resume.
+#: ``resumed`` — a pause for a human and its resume; ``access_denied`` — a caller was refused (a run or resume on
+#: another customer's thread, a decision by someone who may not take it, an operator command without the role;
+#: ``detail`` holds the principal ref and the action).
 EventKind = Literal[
     "run_started", "agent_started", "model_called", "tool_called", "tool_finished", "handoff_requested",
     "handoff_accepted", "handoff_refused", "expert_called", "loop_detected", "interrupt", "resumed", "agent_finished",
-    "run_completed", "run_failed",
+    "run_completed", "run_failed", "access_denied",
 ]
 
 #: :data:`EventKind` as a tuple (for validation and documentation).

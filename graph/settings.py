@@ -57,6 +57,9 @@ class Settings(BaseSettings):
         expert_timeout_s: wall-clock seconds one expert call may take (> 0); then it counts as failed.
         on_expert_failure: ``"continue"`` (answer with the gap stated) or ``"fail"`` (the whole request goes to
             fallback) when an expert raises or times out. See ``policies.merge``.
+        approval_deadline_h: hours a refund may wait for a human decision (> 0, default 72); after that
+            ``switchboard pending --overdue`` lists it and ``switchboard recover --expire`` ends it, nothing paid
+            [SWITCHBOARD_APPROVAL_DEADLINE_H].
 
     Raises:
         ConfigError: a value of the wrong type or out of range, from a keyword or the environment.
@@ -86,6 +89,9 @@ class Settings(BaseSettings):
     max_experts: int = Field(default=3, ge=1)
     expert_timeout_s: float = Field(default=30.0, gt=0)
     on_expert_failure: Literal["continue", "fail"] = "continue"
+    approval_deadline_h: float = Field(default=72.0, gt=0,
+                                       validation_alias=AliasChoices("approval_deadline_h",
+                                                                     "SWITCHBOARD_APPROVAL_DEADLINE_H"))
 
     def __init__(self, **values: Any) -> None:
         try:

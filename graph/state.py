@@ -20,13 +20,19 @@ from langgraph.channels import DeltaChannel
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-__all__ = ["SupportState", "last_value", "max_int", "union_ordered", "append_batch", "messages_reducer",
-           "ensure_ids", "TaskState", "Outcome", "USAGE_KEYS", "add_usage", "usage_of"]
+__all__ = ["SupportState", "last_value", "keep_first", "max_int", "union_ordered", "append_batch", "messages_reducer",
+           "ensure_ids", "TaskState", "Outcome", "USAGE_KEYS", "add_usage", "usage_of", "TurnInput"]
 
 
 def last_value(_old: Any, new: Any) -> Any:
     """Reducer: the newest write wins (writes of one superstep are applied in task order)."""
     return new
+
+
+def keep_first(old: Any, new: Any) -> Any:
+    """Reducer: the first non-empty value stays for good (``owner``: written once, by the entry node of the thread's
+    first turn; later writes, from a node or ``update_state``, change nothing)."""
+    return old if old else new
 
 
 def max_int(old: int | None, new: int | None) -> int:
@@ -134,6 +140,10 @@ class SupportState(TypedDict, total=False):
     pending_approval: Annotated[dict | None, last_value]
     # per-thread bookkeeping
     turn: Annotated[int, max_int]
+    # who the thread belongs to: {"customer_id", "tenant_id"}, written once (keep_first); a run by anyone else is
+    # refused by the entry node (README "Identity and authorization")
+    owner: Annotated[dict | None, keep_first]
+    # the identity of the last accepted turn (threads started before ``owner`` existed carry only this)
     identity: Annotated[dict | None, last_value]
     outcome: Annotated[Outcome | None, last_value]
     model_calls: Annotated[int, max_int]
@@ -152,3 +162,11 @@ class SupportState(TypedDict, total=False):
     expert_results: Annotated[list[dict], DeltaChannel(append_batch)]
     # the supervisor's fan-out of the current turn (graph.agent_as_tool.SupervisorPlan as JSON)
     supervisor_plan: Annotated[dict | None, last_value]
+
+
+class TurnInput(TypedDict, total=False):
+    """The graph's input schema: a run may write only ``messages`` (the customer's new message). Any other key a
+    caller sends (``owner``, ``pending_approval``, …) is ignored, so identity and business state can only be
+    written by the nodes."""
+
+    messages: list[AnyMessage]

@@ -37,6 +37,7 @@ from nodes.handoff_tools import ROUTE_TOOL, handoff_tool, route_tool
 from nodes.instrumentation import emit, note
 from nodes.models import describe_model_error, model_name
 from nodes.packets import build_packet
+from nodes.principal import acting_context
 from nodes.prompts import system_prompt
 from nodes.tool_runner import ToolRunner, ToolUnavailable
 from nodes.tools import ToolSpec, as_langchain_tool, tools_for
@@ -418,7 +419,7 @@ def make_agent_node(agent: str, deps: Deps) -> Callable[[dict, Runtime[RunContex
         bound = deps.model.bind_tools(lc_tools) if lc_tools else deps.model
 
     def node(state: dict, runtime: Runtime[RunContext]) -> Command:
-        ctx = runtime.context if isinstance(runtime.context, RunContext) else RunContext()
+        ctx = acting_context(state, runtime)  # the thread owner's records; read-only in an operator's run
         return AgentVisit(agent, deps, business, bound, state, ctx).run()
 
     node.__name__ = f"{agent}_node"

@@ -5,8 +5,15 @@ LangGraph re-runs an interrupted (or crashed) node from its first line on resume
 
 * ``risk`` applies ``policies.risk.assess_refund`` and either decides automatically (decision id
   ``auto:<refund>``), or parks the task ``awaiting_approval`` and goes to ``human_approval``;
-* ``human_approval`` pauses with ``interrupt(ApprovalRequest)``; a resume supplies an ApprovalDecision, which is
-  authorized from the run context and claimed at most once in the business store (``decide_approval``);
+* ``human_approval`` pauses with ``interrupt(ApprovalRequest)``; a resume supplies an ApprovalDecision. Who decides
+  is the run's principal (``nodes.principal.resolve_principal``), never a name in the decision: the principal must
+  be the thread's owner (who may only cancel) or a registered operator of the tenant — checked *before* the resume
+  value is read, so a refused caller leaves the thread exactly as it was — and the decision must pass
+  ``policies.authz.authorize_decision`` (a registered approver who is not the refund's customer; two *distinct*
+  approvers for the higher risk tier: the first approval is recorded and the thread pauses again for the second).
+  Each decision is claimed at most once in the business store (``decide_approval``) under its decision id, with the
+  principal's ref; a refused decision is recorded too (audit row, ``access_denied`` event) and the caller gets
+  :class:`graph.errors.AccessDenied`;
 * ``refund_execute`` pays exactly once with the idempotency key ``refund-exec:<task_id>:<handoff_id>`` and
   closes the task; a cancelled task executes nothing.
 
@@ -16,27 +23,32 @@ gets the final answer from the same agent, in one continuous conversation.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
+from datetime import timedelta
 from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
-from checkpoints.business import NotFoundError, StaleVersionError, StoreError, iso, money
-from nodes.instrumentation import emit
+from checkpoints.business import BusinessRuleError, NotFoundError, StaleVersionError, StoreError, iso, money, parse_iso
 from graph.approval import ApprovalRequest, parse_decision
-from graph.context import RunContext
-from graph.errors import InputError
+from graph.context import SYSTEM_RISK_POLICY, Principal, RunContext
+from graph.errors import AccessDenied, InputError
 from graph.packet import Fact, HandoffPacket, HandoffRecord
 from graph.state import ensure_ids
 from nodes.deps import Deps
+from nodes.instrumentation import emit
+from nodes.principal import operator_facts, resolve_principal
 from nodes.transcript import thread_id_of
-from policies.authz import authorize_approval
+from policies.authz import AuthzDecision, approval_overdue, authorize_decision, authorize_resume, owner_of
 from policies.edges import FALLBACK
 from policies.risk import RECENT_WINDOW_DAYS, RiskInput, assess_refund
 
-__all__ = ["make_risk_node", "make_human_approval_node", "make_refund_execute_node", "execution_key"]
+__all__ = ["make_risk_node", "make_human_approval_node", "make_refund_execute_node", "execution_key", "decision_key",
+           "STAGE_OF"]
 
 REFUNDS = "refunds"
 
@@ -46,8 +58,18 @@ def execution_key(task_id: str, handoff_id: str | None) -> str:
     return f"refund-exec:{task_id}:{handoff_id or '-'}"
 
 
-def _ctx(runtime: Runtime[RunContext]) -> RunContext:
-    return runtime.context if isinstance(runtime.context, RunContext) else RunContext()
+#: The approval stage a final decision leads to (``pending_approval["stage"]``; the refunds agent words the answer).
+STAGE_OF = {"approve": "approved", "reject": "rejected", "cancel": "cancelled", "expire": "expired", "close": "closed"}
+
+
+def decision_key(raw: Any, task_id: str, index: int) -> str:
+    """The id a resume value is recorded under: its own ``decision_id`` when it carries one, else ``dc_`` + 16 hex of
+    SHA-256 over the task, the resume's position in this pause (0, 1, …) and the value's JSON — the same on every
+    re-run of the node, so a replayed value finds its recorded (or refused) decision."""
+    if isinstance(raw, dict) and isinstance(raw.get("decision_id"), str) and raw["decision_id"].strip():
+        return raw["decision_id"].strip()
+    body = json.dumps(raw, sort_keys=True, default=str)
+    return "dc_" + hashlib.sha256(f"{task_id}|{index}|{body}".encode()).hexdigest()[:16]
 
 
 def _record(state: dict, source: str, target: str, reason: str) -> dict:
@@ -72,8 +94,8 @@ def _back_to_refunds(state: dict, source: str, pa: dict, reason: str, extra: dic
     task = dict(state.get("task") or {})
     if task:
         task["current_owner"] = REFUNDS
-        task["status"] = {"executed": "completed", "rejected": "completed", "cancelled": "cancelled"}.get(
-            pa.get("stage"), task.get("status", "open"))
+        task["status"] = {"executed": "completed", "rejected": "completed", "cancelled": "cancelled",
+                          "expired": "cancelled", "closed": "cancelled"}.get(pa.get("stage"), task.get("status", "open"))
     update = {"pending_approval": pa, "handoff": packet, "active_agent": REFUNDS,
               "handoff_path": [_record(state, source, REFUNDS, reason)], "task": task or None}
     update.update(extra or {})
@@ -111,7 +133,7 @@ def make_risk_node(deps: Deps):
             refund = store.load_refund(pa["refund_id"])
             if refund is None:
                 raise NotFoundError(f"no refund {pa['refund_id']}")
-            task = store.create_task(pa["task_id"], thread_id_of(), REFUNDS)
+            task = store.create_task(pa["task_id"], thread_id_of(), REFUNDS, refund_id=refund.id)
             customer = store.get_customer(refund.customer_id)
             recent = [r for r in store.refunds_in_last_days(refund.customer_id, RECENT_WINDOW_DAYS)
                       if r.id != refund.id and r.status not in ("cancelled", "rejected")]
@@ -132,19 +154,22 @@ def make_risk_node(deps: Deps):
 
             _retry_cas(park)
             if verdict.outcome == "human_approval":
+                now = store.now()
                 req = ApprovalRequest(task_id=task.id, thread_id=thread_id_of(), customer_id=refund.customer_id,
                                       refund_id=refund.id, transaction_id=refund.transaction_id,
                                       amount_minor=refund.amount_minor, currency=refund.currency,
                                       amount=pa["amount"], reason=refund.reason,
                                       evidence_refs=(refund.id, refund.transaction_id),
-                                      risk_flags=verdict.reasons, requested_at=iso(store.now()))
+                                      risk_flags=verdict.reasons, requested_at=iso(now),
+                                      approvals_required=verdict.approvals_required,
+                                      deadline=iso(now + timedelta(hours=deps.settings.approval_deadline_h)))
                 pa.update(stage="awaiting", request=req.model_dump(mode="json"))
                 return Command(goto="human_approval", update={
                     "pending_approval": pa,
                     "task": {**(state.get("task") or {}), "status": "awaiting_approval"},
                     "handoff_path": [_record(state, "risk", "human_approval", "; ".join(verdict.reasons))]})
             decision = "approve" if verdict.outcome == "auto_approve" else "reject"
-            d, won = store.decide_approval(task.id, f"auto:{refund.id}", "risk-policy", decision,
+            d, won = store.decide_approval(task.id, f"auto:{refund.id}", SYSTEM_RISK_POLICY, decision,
                                            "; ".join(verdict.reasons), refund_id=refund.id)
             pa["decision"] = d.to_dict()
             if not won and d.decision != decision:
@@ -163,55 +188,145 @@ def make_risk_node(deps: Deps):
     return risk
 
 
+def _deny(store: Any, caller: Principal | None, action: str, reason: str, task_id: str, key: str | None = None) -> None:
+    """Record a refusal: an ``access_denied`` event and, when the store can, an audit row (``key``: the refused
+    decision's id, so a replay of the same resume value is skipped instead of decided again)."""
+    ref = caller.ref if caller is not None else "unknown"
+    emit("access_denied", reason=reason, detail={"principal": ref, "action": action, "task_id": task_id,
+                                                 "decision_id": key})
+    recorder = getattr(store, "record_audit", None)
+    if recorder is not None:
+        try:
+            recorder(ref, action, target=task_id, outcome="denied", detail={"reason": reason}, key=key)
+        except StoreError:
+            pass  # the refusal stands; the event log has it
+
+
+def _refused_before(store: Any, key: str) -> bool:
+    finder = getattr(store, "audit_entries", None)
+    return bool(finder is not None and [e for e in finder(key=key, limit=5) if e.outcome == "denied"])
+
+
+class _Refused(Exception):
+    """A resume value that was read and refused: recorded, then raised to the caller as AccessDenied."""
+
+
+class _Approval:
+    """One execution of ``human_approval``: reads resume values until a final decision (see the module doc)."""
+
+    def __init__(self, deps: Deps, state: dict, caller: Principal, pa: dict):
+        self.deps, self.state, self.caller, self.pa = deps, state, caller, pa
+        self.request = dict(pa.get("request") or {})
+        self.task_id = str(pa.get("task_id") or self.request.get("task_id") or "")
+        self.required = int(self.request.get("approvals_required") or 1)
+        self.approvals: list[str] = []
+        self.operator = operator_facts(deps.store, caller.id) if caller.kind == "operator" else None
+
+    def next_decision(self) -> tuple[Any, bool]:
+        """Pause until a final decision; return ``(Decision, won)`` (won False: the task was decided elsewhere)."""
+        index = 0
+        while True:
+            raw = interrupt({**self.request, "approvals": list(self.approvals)})
+            key = decision_key(raw, self.task_id, index)
+            index += 1
+            recorded = self.deps.store.get_decision(key)
+            if recorded is not None and recorded.task_id == self.task_id:  # taken before: replay, whoever took it
+                if recorded.decision == "approve" and not recorded.final:
+                    self.approvals.append(recorded.approver)
+                    continue
+                return recorded, True
+            if _refused_before(self.deps.store, key):
+                continue
+            d, won = self._decide(raw, key)
+            if won and d.decision == "approve" and not d.final:
+                self.approvals.append(d.approver)
+                continue
+            return d, won
+
+    def _decide(self, raw: Any, key: str) -> tuple[Any, bool]:
+        try:
+            decision = parse_decision(raw)
+        except InputError as exc:
+            self._refuse("decision", str(exc), key)
+        verdict = self._authorize(decision)
+        if not verdict.allowed:
+            self._refuse(decision.decision, verdict.reason, key)
+        try:
+            return self.deps.store.decide_approval(self.task_id, key, self.caller.ref, decision.decision, decision.note,
+                                                   refund_id=self.pa.get("refund_id"),
+                                                   required_approvals=self.required)
+        except BusinessRuleError as exc:  # the same approver twice, or a decision id of another task
+            self._refuse(decision.decision, str(exc), key)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _authorize(self, decision: Any) -> AuthzDecision:
+        if decision.approver is not None and decision.approver not in (self.caller.id, self.caller.ref):
+            return AuthzDecision(False, f"the decision names {decision.approver!r} but was sent by {self.caller.ref}; "
+                                        "the approver is the caller")
+        overdue = False
+        if decision.decision == "expire" and self.request.get("requested_at"):
+            overdue = approval_overdue(parse_iso(self.request["requested_at"]), self.deps.store.now(),
+                                       self.deps.settings.approval_deadline_h)
+        return authorize_decision(self.caller, self.operator, decision.decision,
+                                  str(self.request.get("customer_id") or ""), self.approvals, overdue)
+
+    def _refuse(self, action: str, reason: str, key: str) -> None:
+        _deny(self.deps.store, self.caller, action, reason, self.task_id, key)
+        raise _Refused(reason)
+
+
 def make_human_approval_node(deps: Deps):
-    """``human_approval(state, runtime) -> Command``: pause with the ApprovalRequest until a valid decision arrives."""
+    """``human_approval(state, runtime) -> Command``: pause with the ApprovalRequest until an authorized final
+    decision arrives. Raises :class:`AccessDenied` for a caller who may not resume the thread (before reading the
+    resume value) and for a refused decision (recorded, then skipped when LangGraph replays it)."""
 
     def human_approval(state: dict, runtime: Runtime[RunContext]) -> Command:
-        ctx = _ctx(runtime)
         pa = dict(state.get("pending_approval") or {})
         request = dict(pa.get("request") or {})
-        # A malformed or unauthorized resume pauses again with the reason; the thread stays pending.
-        while True:
-            raw = interrupt(request)
-            try:
-                decision = parse_decision(raw)
-                if decision.decision == "cancel":
-                    if "approver" not in ctx.roles and not ("customer" in ctx.roles
-                                                            and ctx.user_id == request.get("customer_id")):
-                        raise InputError("only the customer who asked for the refund or an approver may cancel it")
-                else:
-                    verdict = authorize_approval(ctx.roles, decision.approver)
-                    if not verdict.allowed:
-                        raise InputError(verdict.reason)
-                break
-            except InputError as exc:
-                request = {**request, "last_error": str(exc)}
-        extra: dict[str, Any] = {}
-        if decision.decision == "cancel" and decision.note:
-            # the customer's cancel message starts a new turn of the conversation
-            turn = int(state.get("turn") or 0) + 1
-            state = {**state, "turn": turn}
-            extra["messages"] = ensure_ids([HumanMessage(content=decision.note, id=f"m_{decision.decision_id}")])
-            extra["turn"] = turn
+        res = resolve_principal(runtime)
+        caller = res.principal
+        owner = owner_of(state) or ((str(request.get("customer_id")), "") if request.get("customer_id") else None)
+        if res.denied or caller is None:
+            gate = AuthzDecision(False, res.denied or "no identified caller")
+        else:
+            operator = operator_facts(deps.store, caller.id) if caller.kind == "operator" else None
+            gate = authorize_resume(caller, owner, operator)
+        if not gate.allowed or caller is None:
+            _deny(deps.store, caller, "resume", gate.reason, str(pa.get("task_id") or ""))
+            raise AccessDenied(f"thread {thread_id_of() or '?'}: {gate.reason}")
+        flow = _Approval(deps, state, caller, pa)
         try:
-            d, won = deps.store.decide_approval(pa["task_id"], decision.decision_id, decision.approver,
-                                                decision.decision, decision.note, refund_id=pa.get("refund_id"))
+            d, won = flow.next_decision()
+        except _Refused as exc:
+            raise AccessDenied(f"thread {thread_id_of() or '?'}: {exc}") from None
         except StoreError as exc:
             return _to_fallback(state, "human_approval", pa, f"recording the decision failed ({exc})")
-        pa["decision"] = d.to_dict()
-        if not won:
-            pa["stage"] = "cancelled" if d.decision == "cancel" else "already_decided"
-            return _back_to_refunds(state, "human_approval", pa,
-                                    f"already decided: {d.decision} by {d.approver} at {d.decided_at}", extra)
-        if d.decision == "approve":
-            pa["stage"] = "approved"
-            return Command(goto="refund_execute", update={
-                "pending_approval": pa, **extra,
-                "handoff_path": [_record(state, "human_approval", "refund_execute", f"approved by {d.approver}")]})
-        pa["stage"] = "rejected" if d.decision == "reject" else "cancelled"
-        return _back_to_refunds(state, "human_approval", pa, f"{pa['stage']} by {d.approver}", extra)
+        return _after_decision(state, pa, d, won)
 
     return human_approval
+
+
+def _after_decision(state: dict, pa: dict, d: Any, won: bool) -> Command:
+    """Route a final decision: approve -> ``refund_execute``; else back to refunds with the outcome."""
+    extra: dict[str, Any] = {}
+    if d.decision == "cancel" and d.note and d.approver.startswith("customer:"):
+        # the customer's cancel message starts a new turn of the conversation
+        turn = int(state.get("turn") or 0) + 1
+        state = {**state, "turn": turn}
+        extra["messages"] = ensure_ids([HumanMessage(content=d.note, id=f"m_{d.id}")])
+        extra["turn"] = turn
+    pa["decision"] = d.to_dict()
+    if not won:
+        pa["stage"] = "cancelled" if d.decision == "cancel" else "already_decided"
+        return _back_to_refunds(state, "human_approval", pa,
+                                f"already decided: {d.decision} by {d.approver} at {d.decided_at}", extra)
+    if d.decision == "approve":
+        pa["stage"] = "approved"
+        return Command(goto="refund_execute", update={
+            "pending_approval": pa, **extra,
+            "handoff_path": [_record(state, "human_approval", "refund_execute", f"approved by {d.approver}")]})
+    pa["stage"] = STAGE_OF.get(d.decision, d.decision)
+    return _back_to_refunds(state, "human_approval", pa, f"{pa['stage']} by {d.approver}", extra)
 
 
 def make_refund_execute_node(deps: Deps):

@@ -1,29 +1,79 @@
-"""The entry node: bookkeeping at the start of every turn, and the choice of where the turn starts (rule 6)."""
+"""The entry node: who may run this turn, bookkeeping at the start of every turn, and the choice of where the turn
+starts (rule 6).
+
+Identity first (README "Identity and authorization"): the run's principal (``nodes.principal.resolve_principal``)
+must be the customer who owns the thread (``state["owner"]``, written once by the first accepted turn) and known to
+the business store in their tenant. Any other run — another customer, an operator sending a turn, a context that
+contradicts the server's authenticated user — is refused **before any model call**: the entry node records an
+``access_denied`` event, takes the refused run's incoming messages back out of the transcript (``RemoveMessage``, so
+the owner's next turn sees exactly their own history) and hands over to the ``access_denied`` node, which raises
+:class:`graph.errors.AccessDenied` so the caller gets an error and no state. The graph's input schema
+(``graph.state.TurnInput``) admits only ``messages``, so a run cannot write the owner or anything else either.
+"""
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
+from langchain_core.messages import HumanMessage, RemoveMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from checkpoints.business import StoreError
 from graph.context import RunContext
+from graph.errors import AccessDenied
 from graph.packet import HandoffRecord
 from nodes.deps import Deps
-from nodes.transcript import last_user_text
+from nodes.instrumentation import emit
+from nodes.principal import resolve_principal
+from nodes.transcript import last_user_text, thread_id_of
+from policies.authz import AuthzDecision, authorize_turn, owner_of
+from policies.edges import ACCESS_DENIED, END, FALLBACK
 from policies.entry import choose_entry
-from policies.edges import FALLBACK
 
-__all__ = ["make_entry_node"]
+__all__ = ["make_entry_node", "make_access_denied_node", "turn_verdict", "incoming_messages"]
+
+
+def incoming_messages(messages: list[Any]) -> list[Any]:
+    """The messages the current run's input appended: the trailing HumanMessages (every finished or paused turn ends
+    with a message of the desk, so what follows it came with this run)."""
+    out: list[Any] = []
+    for m in reversed(messages):
+        if not isinstance(m, HumanMessage):
+            break
+        out.append(m)
+    return out[::-1]
+
+
+def turn_verdict(state: dict, runtime: Runtime[RunContext], deps: Deps) -> tuple[AuthzDecision, Any]:
+    """``(decision, principal)``: may this run's principal send a turn on this thread?"""
+    res = resolve_principal(runtime)
+    p = res.principal
+    if res.denied:
+        return AuthzDecision(False, res.denied), p
+    known = False
+    if p is not None and p.kind == "customer":
+        try:
+            known = deps.store.get_customer(p.id, p.tenant_id) is not None
+        except StoreError as exc:
+            return AuthzDecision(False, f"the customer could not be verified ({exc})"), p
+    return authorize_turn(p, owner_of(state), known), p
 
 
 def make_entry_node(deps: Deps):
-    """``entry(state, runtime) -> Command`` that resets the per-turn counters and goes to the chosen agent."""
+    """``entry(state, runtime) -> Command`` that refuses a run of anyone but the thread's owner (to
+    ``access_denied``), else resets the per-turn counters and goes to the chosen agent."""
 
     def entry(state: dict, runtime: Runtime[RunContext]) -> Command:
-        ctx = runtime.context if isinstance(runtime.context, RunContext) else RunContext()
+        verdict, principal = turn_verdict(state, runtime, deps)
+        if not verdict.allowed:
+            emit("access_denied", reason=verdict.reason, to_agent=ACCESS_DENIED,
+                 detail={"principal": principal.ref if principal else None, "action": "turn"})
+            removal = [RemoveMessage(id=m.id) for m in incoming_messages(list(state.get("messages") or [])) if m.id]
+            return Command(goto=ACCESS_DENIED, update={"messages": removal} if removal else {})
         turn = int(state.get("turn") or 0) + 1
-        identity = {"user_id": ctx.user_id, "tenant_id": ctx.tenant_id}
+        identity = {"user_id": principal.id, "tenant_id": principal.tenant_id}
         stored = state.get("identity")
         identity_changed = bool(stored) and stored != identity
         text = last_user_text(list(state.get("messages") or []))
@@ -45,6 +95,7 @@ def make_entry_node(deps: Deps):
                                kind="entry", reason=decision.reason).model_dump()
         return Command(goto=target, update={
             "turn": turn,
+            "owner": {"customer_id": principal.id, "tenant_id": principal.tenant_id},  # kept only on the first turn
             "identity": identity,
             "turn_hops": 0,
             "seen_fingerprints": [],
@@ -59,3 +110,16 @@ def make_entry_node(deps: Deps):
         })
 
     return entry
+
+
+def make_access_denied_node(deps: Deps):
+    """``access_denied(state, runtime)``: raises :class:`AccessDenied` for the run the entry node refused. Reached
+    again by a later run of an authorized principal (``recover`` continuing the thread), it ends that run quietly."""
+
+    def access_denied(state: dict, runtime: Runtime[RunContext]) -> Command:
+        verdict, _ = turn_verdict(state, runtime, deps)
+        if verdict.allowed:
+            return Command(goto=END)
+        raise AccessDenied(f"thread {thread_id_of() or '?'}: {verdict.reason}")
+
+    return access_denied

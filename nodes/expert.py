@@ -35,6 +35,7 @@ from graph.agent_as_tool import ExpertFact, ExpertResult, ExpertTask, ProposedAc
 from graph.context import RunContext
 from nodes.deps import Deps
 from nodes.facts import extract_facts, facts_from_tool_result
+from nodes.principal import acting_context
 from nodes.prompts import DESCRIPTIONS, system_prompt
 from nodes.tool_runner import ToolRunner, ToolUnavailable
 from nodes.tools import TOOLS, as_langchain_tool, schema_tool, tools_for
@@ -230,7 +231,7 @@ def make_expert_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], dict]:
     bound = {e: _bind(deps.model, e) for e in {s.agent for s in _all_specs()}}
 
     def expert(payload: dict, runtime: Runtime[RunContext]) -> dict:
-        ctx = runtime.context if isinstance(runtime.context, RunContext) else RunContext()
+        ctx = acting_context(payload, runtime)  # experts run in the owner's turn: the principal's own records
         task = ExpertTask.model_validate(payload["task"])
         run = ExpertRun(task, deps, ctx, thread_id_of(), str(payload.get("task_key") or ""), bound.get(task.expert))
         result = _bounded(run, deps.settings.expert_timeout_s)

@@ -53,7 +53,7 @@ from policies.loops import fingerprint, normalize_task
 __all__ = ["EventRecorder", "emit", "note", "QUIET_NODES"]
 
 #: Nodes that are bookkeeping, not agents: their visits are not recorded as agent_started/agent_finished.
-QUIET_NODES: frozenset[str] = frozenset({"entry"})
+QUIET_NODES: frozenset[str] = frozenset({"entry", "access_denied"})
 
 #: Events that describe one execution of a node (not its work): keyed per run, so that each pause, resume and
 #: end of a node re-run is recorded, while the work it reproduces is not.

@@ -36,8 +36,9 @@ from nodes.deps import Deps
 from nodes.expert import expert_tool
 from nodes.instrumentation import emit
 from nodes.packets import build_packet
-from nodes.transcript import known_call_ids, last_user_text, thread_id_of, tool_call_views, unique_call_ids
+from nodes.principal import acting_context
 from nodes.prompts import DESCRIPTIONS
+from nodes.transcript import known_call_ids, last_user_text, thread_id_of, tool_call_views, unique_call_ids
 from policies.edges import EXPERT_NODE, EXPERTS, FALLBACK, SUPERVISOR
 from policies.experts import ExpertCallDecision, expert_tool_name, plan_expert_calls
 from policies.history import policy_for_edge, shape_history
@@ -102,7 +103,7 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
     bound = deps.model.bind_tools([expert_tool(e) for e in experts]) if experts else deps.model
 
     def node(state: dict, runtime: Runtime[RunContext]) -> Command:
-        ctx = runtime.context if isinstance(runtime.context, RunContext) else RunContext()
+        ctx = acting_context(state, runtime)  # the thread owner's records; read-only in an operator's run
         settings = deps.settings
         turn = int(state.get("turn") or 0)
         messages: list[BaseMessage] = list(state.get("messages") or [])
@@ -234,7 +235,7 @@ def make_merge_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Command
     """
 
     def node(state: dict, runtime: Runtime[RunContext]) -> Command:
-        ctx = runtime.context if isinstance(runtime.context, RunContext) else RunContext()
+        ctx = acting_context(state, runtime)  # the thread owner's records; read-only in an operator's run
         plan = SupervisorPlan.model_validate(state["supervisor_plan"])
         results = [r for r in state.get("expert_results") or [] if r.get("plan_id") == plan.plan_id]
         tasks = [t.model_dump(mode="json") for t in plan.tasks]

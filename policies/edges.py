@@ -19,6 +19,7 @@ __all__ = [
     "START",
     "END",
     "ENTRY_NODE",
+    "ACCESS_DENIED",
     "TRIAGE",
     "FALLBACK",
     "CLARIFY",
@@ -42,6 +43,10 @@ __all__ = [
 START = "__start__"
 END = "__end__"
 ENTRY_NODE = "entry"
+#: Where the entry node sends a run whose principal may not act on the thread (another customer, an operator sending
+#: a turn): the node refuses the run with ``AccessDenied`` after the entry node took the refused message back out of
+#: the transcript (``nodes.entry``). Not an agent; it never answers.
+ACCESS_DENIED = "access_denied"
 TRIAGE = "triage"
 FALLBACK = "fallback"
 CLARIFY = "clarify"
@@ -141,14 +146,15 @@ FLOW_NODES: tuple[str, ...] = ("risk", "human_approval", "refund_execute")
 
 def _default_table() -> EdgeTable:
     agents_and_clarify = set(AGENTS)
-    extra = {(a, FALLBACK) for a in agents_and_clarify} | set(APPROVAL_FLOW_EDGES) | set(SUPERVISION_EDGES)
+    extra = {(a, FALLBACK) for a in agents_and_clarify} | set(APPROVAL_FLOW_EDGES) | set(SUPERVISION_EDGES) | {
+        (ENTRY_NODE, ACCESS_DENIED)}
     return EdgeTable(
         handoffs=HANDOFF_EDGES,
         # A turn starts at triage, at the stored active specialist when the topic continues, or at
         # fallback when that agent is unavailable (rule 6).
         entry=frozenset({TRIAGE, *SPECIALISTS, FALLBACK}),
         extra=frozenset(extra),
-        terminal=frozenset({*SPECIALISTS, CLARIFY, TRIAGE, FALLBACK, SUPERVISOR, MERGE_NODE}),
+        terminal=frozenset({*SPECIALISTS, CLARIFY, TRIAGE, FALLBACK, SUPERVISOR, MERGE_NODE, ACCESS_DENIED}),
     )
 
 

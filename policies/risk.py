@@ -4,6 +4,10 @@ The numbers are the demo bank's house rules (documented here, the single place t
 refunds up to ``AUTO_APPROVE_LIMIT_MINOR`` are paid without a human; larger ones, a customer with
 ``RECENT_REFUNDS_FOR_REVIEW`` or more refunds in the last ``RECENT_WINDOW_DAYS`` days, or an unverified
 identity go to a human; above ``REJECT_ABOVE_MINOR`` or with the ``refunds_blocked`` flag they are rejected.
+
+Tiers of human approval (four eyes, README "Identity and authorization"): a refund that goes to a human needs one
+registered approver; it needs **two distinct approvers** when it is above ``TWO_APPROVERS_ABOVE_MINOR`` or when a
+flag in ``TWO_APPROVER_FLAGS`` fired (the customer's identity is not verified, the account is on fraud watch).
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = ["AUTO_APPROVE_LIMIT_MINOR", "REJECT_ABOVE_MINOR", "RECENT_WINDOW_DAYS", "RECENT_REFUNDS_FOR_REVIEW",
-           "RiskInput", "RiskDecision", "assess_refund"]
+           "TWO_APPROVERS_ABOVE_MINOR", "IDENTITY_NOT_VERIFIED", "FRAUD_WATCH", "TWO_APPROVER_FLAGS", "RiskInput",
+           "RiskDecision", "assess_refund"]
 
 #: Auto-approval limit in minor units of the refund's currency (20.00).
 AUTO_APPROVE_LIMIT_MINOR = 2000
@@ -23,6 +28,12 @@ REJECT_ABOVE_MINOR = 100_000
 RECENT_WINDOW_DAYS = 30
 #: Prior refunds within the window that send a new one to a human.
 RECENT_REFUNDS_FOR_REVIEW = 2
+#: Above this (500.00) a human approval needs two distinct approvers.
+TWO_APPROVERS_ABOVE_MINOR = 50_000
+#: Reasons (as written in ``RiskDecision.reasons``) that raise a human approval to two distinct approvers.
+IDENTITY_NOT_VERIFIED = "identity not verified"
+FRAUD_WATCH = "account on fraud watch"
+TWO_APPROVER_FLAGS = frozenset({IDENTITY_NOT_VERIFIED, FRAUD_WATCH})
 
 
 @dataclass(frozen=True)
@@ -38,14 +49,17 @@ class RiskInput:
 
 @dataclass(frozen=True)
 class RiskDecision:
-    """``outcome`` and the rules that fired (``reasons``), which become the ApprovalRequest's risk flags."""
+    """``outcome`` and the rules that fired (``reasons``), which become the ApprovalRequest's risk flags;
+    ``approvals_required``: distinct approvers a ``human_approval`` needs (1, or 2 for the higher tier; 0 otherwise)."""
 
     outcome: Literal["auto_approve", "human_approval", "reject"]
     reasons: tuple[str, ...]
+    approvals_required: int = 0
 
 
 def assess_refund(r: RiskInput) -> RiskDecision:
-    """Apply the house rules in order: reject rules first, then review rules, else auto-approve."""
+    """Apply the house rules in order: reject rules first, then review rules (with the approval tier), else
+    auto-approve."""
     if r.amount_minor <= 0:
         return RiskDecision("reject", ("non-positive amount",))
     if r.flags.get("refunds_blocked"):
@@ -58,9 +72,12 @@ def assess_refund(r: RiskInput) -> RiskDecision:
     if r.recent_refunds >= RECENT_REFUNDS_FOR_REVIEW:
         reasons.append(f"{r.recent_refunds} refunds in the last {RECENT_WINDOW_DAYS} days")
     if r.flags.get("identity_verified") is False:
-        reasons.append("identity not verified")
+        reasons.append(IDENTITY_NOT_VERIFIED)
     if r.flags.get("fraud_watch"):
-        reasons.append("account on fraud watch")
+        reasons.append(FRAUD_WATCH)
     if reasons:
-        return RiskDecision("human_approval", tuple(reasons))
+        two = r.amount_minor > TWO_APPROVERS_ABOVE_MINOR or bool(TWO_APPROVER_FLAGS & set(reasons))
+        if r.amount_minor > TWO_APPROVERS_ABOVE_MINOR:
+            reasons.append(f"amount above {TWO_APPROVERS_ABOVE_MINOR / 100:.2f} {r.currency}: two approvers")
+        return RiskDecision("human_approval", tuple(reasons), approvals_required=2 if two else 1)
     return RiskDecision("auto_approve", ("within auto-approval rules",))

@@ -27,6 +27,9 @@ __all__ = [
     "Transfer",
     "Task",
     "Decision",
+    "Operator",
+    "Token",
+    "AuditEntry",
     "StoreError",
     "StaleVersionError",
     "BusinessRuleError",
@@ -46,6 +49,10 @@ __all__ = [
     "TRANSFER_STATUSES",
     "TASK_STATUSES",
     "DECISIONS",
+    "FINAL_DECISIONS",
+    "OPERATOR_ROLES",
+    "PRINCIPAL_KINDS",
+    "AUDIT_OUTCOMES",
     "DEMO_TENANT",
     "DEMO_CUSTOMER",
     "DEMO_OTHER_CUSTOMER",
@@ -114,8 +121,21 @@ REFUND_WINDOW_DAYS = 120
 #: Two identical posted card payments within this many hours count as a duplicate charge.
 DUPLICATE_WINDOW_HOURS = 24
 TRANSFER_STATUSES = frozenset({"pending", "completed", "failed", "cancelled"})
-TASK_STATUSES = frozenset({"open", "awaiting_approval", "completed", "cancelled", "needs_human"})
-DECISIONS = frozenset({"approve", "reject", "cancel"})
+#: ``fallback``: a person took the task over (the same name as the graph state's task status; revision 0003 renamed
+#: the first release's ``needs_human``).
+TASK_STATUSES = frozenset({"open", "awaiting_approval", "completed", "cancelled", "fallback"})
+#: Decisions on a paused refund: ``approve``/``reject`` by an approver, ``cancel`` by the customer (or an approver),
+#: ``expire`` when the approval deadline passed (``switchboard recover --expire``), ``close`` when an operator closes
+#: a stuck task (``switchboard tasks close``).
+DECISIONS = frozenset({"approve", "reject", "cancel", "expire", "close"})
+#: Decisions that end a task at once (an ``approve`` ends it only when the last required approver gave it).
+FINAL_DECISIONS = frozenset({"reject", "cancel", "expire", "close"})
+#: Roles an operator may hold (the same tuple as ``graph.context.OPERATOR_ROLES``).
+OPERATOR_ROLES: tuple[str, ...] = ("agent", "approver", "admin")
+#: Kinds of principal a token may stand for.
+PRINCIPAL_KINDS = frozenset({"customer", "operator"})
+#: Outcomes recorded in the audit table.
+AUDIT_OUTCOMES = frozenset({"allowed", "denied"})
 
 DEMO_TENANT = "t_demo"
 DEMO_CUSTOMER = "c_ada"
@@ -210,7 +230,8 @@ class Transfer(_Record):
 @dataclass(frozen=True)
 class Task(_Record):
     """A support task (one customer request across agents). ``current_owner`` is the agent holding it;
-    ``owner_version`` is the fencing token bumped by every claim; ``version`` bumps on every write."""
+    ``owner_version`` is the fencing token bumped by every claim; ``version`` bumps on every write; ``refund_id``:
+    the refund the task decides (None for tasks of the first release)."""
 
     id: str
     thread_id: str
@@ -219,11 +240,14 @@ class Task(_Record):
     owner_version: int
     version: int
     updated_at: str
+    refund_id: str | None = None
 
 
 @dataclass(frozen=True)
 class Decision(_Record):
-    """A human approval decision on a task. ``decision`` in :data:`DECISIONS`."""
+    """An approval decision on a task. ``decision`` in :data:`DECISIONS`; ``approver`` is the deciding principal's
+    ref (``operator:ann``, ``customer:c_ada``, ``system:risk-policy``; free text in databases of the first release);
+    ``final`` is False for an approval that still waits for another approver (two-approver tier)."""
 
     id: str
     task_id: str
@@ -231,3 +255,50 @@ class Decision(_Record):
     decision: str
     note: str
     decided_at: str
+    final: bool = True
+
+
+@dataclass(frozen=True)
+class Operator(_Record):
+    """A person of the bank who may act on one tenant's threads. ``id`` is the operator's name (``ann``);
+    ``roles`` a sorted tuple of :data:`OPERATOR_ROLES`; ``customer_id``: the operator's own customer account in
+    the tenant, if any (an approver may never decide that customer's refunds); ``enabled`` False after
+    ``switchboard operators disable``."""
+
+    id: str
+    tenant_id: str
+    roles: tuple[str, ...]
+    enabled: bool
+    customer_id: str | None
+    created_at: str
+    version: int = 1
+
+
+@dataclass(frozen=True)
+class Token(_Record):
+    """A bearer token of one principal (the token itself is never stored: only its SHA-256). ``principal_kind`` in
+    :data:`PRINCIPAL_KINDS`; ``revoked_at`` None while the token is valid."""
+
+    id: str
+    principal_kind: str
+    principal_id: str
+    tenant_id: str
+    label: str
+    created_at: str
+    revoked_at: str | None = None
+
+
+@dataclass(frozen=True)
+class AuditEntry(_Record):
+    """One recorded operator action or refusal: who (``actor``, a principal ref or ``unknown:<name>``), what
+    (``action``, e.g. ``resume``, ``history --reveal``, ``operators add``), on what (``target``), ``outcome`` in
+    :data:`AUDIT_OUTCOMES`, ``detail`` (JSON object), ``key``: an idempotency/lookup key (a decision id) or None."""
+
+    id: str
+    ts: str
+    actor: str
+    action: str
+    target: str
+    outcome: str
+    detail: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    key: str | None = None

@@ -30,8 +30,10 @@ as an unknown status string).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import secrets
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -59,28 +61,35 @@ from checkpoints.business.migrate import ensure_schema
 from checkpoints.business.money import iso, money_plain, parse_iso
 from checkpoints.business.records import (
     ACTIVE_REFUND_STATUSES,
+    AUDIT_OUTCOMES,
     DECISIONS,
     DUPLICATE_WINDOW_HOURS,
+    OPERATOR_ROLES,
+    PRINCIPAL_KINDS,
     REFUND_STATUSES,
     REFUND_TRANSITIONS,
     REFUND_WINDOW_DAYS,
     REFUNDABLE_TX_KINDS,
     TASK_STATUSES,
     TX_KINDS,
+    AuditEntry,
     BusinessRuleError,
     Card,
     Customer,
     Decision,
     NotFoundError,
+    Operator,
     OwnershipError,
     Refund,
     StaleVersionError,
     Task,
+    Token,
     Transaction,
     Transfer,
 )
+from graph.context import OPERATOR_NAME_RE, RESERVED_NAMES
 
-__all__ = ["BusinessStore", "open_store"]
+__all__ = ["BusinessStore", "open_store", "token_digest"]
 
 R = TypeVar("R")
 
@@ -101,6 +110,15 @@ _REFUND = _columns(t.refunds, Refund)
 _TRANSFER = _columns(t.transfers, Transfer)
 _TASK = _columns(t.tasks, Task)
 _DECISION = _columns(t.decisions, Decision)
+_OPERATOR = _columns(t.operators, Operator)
+_TOKEN = _columns(t.tokens, Token)
+_AUDIT = _columns(t.audit, AuditEntry)
+#: What a refund becomes when its task is decided for good (``decide_approval``, ``close_task``).
+_REFUND_AFTER = {"approve": "approved", "reject": "rejected", "cancel": "cancelled", "expire": "cancelled",
+                 "close": "cancelled"}
+#: What a task becomes when it is decided for good (approve: ``open`` until the refund is paid).
+_TASK_AFTER = {"approve": "open", "reject": "completed", "cancel": "cancelled", "expire": "cancelled",
+               "close": "cancelled"}
 
 
 def _customer(row: RowMapping) -> Customer:
@@ -109,6 +127,26 @@ def _customer(row: RowMapping) -> Customer:
 
 def _record(cls: Callable[..., R], row: RowMapping | None) -> R | None:
     return cls(**row) if row is not None else None
+
+
+def _decision_of(row: RowMapping | None) -> Decision | None:
+    return None if row is None else Decision(**{**row, "final": bool(row["final"])})
+
+
+def _operator_of(row: RowMapping | None) -> Operator | None:
+    if row is None:
+        return None
+    roles = tuple(sorted(r for r in str(row["roles"]).split(",") if r))
+    return Operator(**{**row, "roles": roles, "enabled": bool(row["enabled"])})
+
+
+def _audit_of(row: RowMapping) -> AuditEntry:
+    return AuditEntry(**{**row, "detail": json.loads(row["detail"] or "{}")})
+
+
+def token_digest(token: str) -> str:
+    """The hex SHA-256 of a bearer token: what the ``tokens`` table stores instead of the token."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 class BusinessStore:
@@ -377,7 +415,12 @@ class BusinessStore:
         with self._read() as conn:
             rows = conn.execute(select(*_DECISION).where(dc.c.task_id == task_id)
                                 .order_by(dc.c.decided_at, dc.c.seq)).mappings().all()
-        return [Decision(**r) for r in rows]
+        return [d for d in map(_decision_of, rows) if d is not None]
+
+    def get_decision(self, decision_id: str) -> Decision | None:
+        """The decision recorded under ``decision_id``, or None."""
+        with self._read() as conn:
+            return _decision_of(self._decision(conn, decision_id))
 
     @staticmethod
     def _decision(conn: Connection, decision_id: str) -> RowMapping | None:
@@ -599,13 +642,13 @@ class BusinessStore:
 
     # -- writes: tasks and decisions ----------------------------------------------------------------
 
-    def create_task(self, task_id: str, thread_id: str, owner: str) -> Task:
-        """Create the task (status ``open``, ``owner_version`` 1, ``version`` 1) or, if it exists,
-        return it unchanged (idempotent; the existing row wins even if ``owner`` differs)."""
+    def create_task(self, task_id: str, thread_id: str, owner: str, refund_id: str | None = None) -> Task:
+        """Create the task (status ``open``, ``owner_version`` 1, ``version`` 1, deciding ``refund_id``) or, if it
+        exists, return it unchanged (idempotent; the existing row wins even if ``owner`` differs)."""
         with self._write() as conn:
             conn.execute(self._insert_ignoring(t.tasks, {
                 "id": task_id, "thread_id": thread_id, "status": "open", "current_owner": owner,
-                "owner_version": 1, "version": 1, "updated_at": iso(self.now())}))
+                "owner_version": 1, "version": 1, "updated_at": iso(self.now()), "refund_id": refund_id}))
             task = _record(Task, self._task(conn, task_id))
         assert task is not None
         return task
@@ -678,53 +721,295 @@ class BusinessStore:
             conn.execute(self._insert_ignoring(t.decisions, {
                 "id": did, "task_id": task_id, "approver": approver, "decision": decision, "note": note,
                 "decided_at": iso(self.now()), "seq": self._next_seq(t.decisions)}))
-            stored = _record(Decision, self._decision(conn, did))
+            stored = _decision_of(self._decision(conn, did))
         assert stored is not None
         return stored
 
     def decide_approval(self, task_id: str, decision_id: str, approver: str, decision: str,
-                        note: str = "", refund_id: str | None = None) -> tuple[Decision, bool]:
+                        note: str = "", refund_id: str | None = None,
+                        required_approvals: int = 1) -> tuple[Decision, bool]:
         """Decide a task that waits for approval, atomically and at most once.
 
         In one transaction holding the task (SQLite's write lock; PostgreSQL: the task row locked): if a
         decision with ``decision_id`` exists, return it with ``won=True`` (an idempotent replay: LangGraph
-        re-runs an interrupted node from its first line). Else, if the task is ``awaiting_approval``,
-        compare-and-swap its status (approve -> ``open`` until the refund is paid, reject -> ``completed``,
-        cancel -> ``cancelled``), move ``refund_id`` (if given) to approved/rejected/cancelled, record the
-        decision, and return ``(decision, True)``. Otherwise the task was already decided or cancelled:
-        return ``(the earlier decision, False)`` and change nothing. Two approvers racing: one wins.
+        re-runs an interrupted node from its first line). Else, if the task is ``awaiting_approval``:
 
-        Raises ``ValueError`` (unknown decision), :class:`NotFoundError` (no such task, or no earlier decision
-        although the task is not awaiting approval)."""
+        * ``approve`` while fewer than ``required_approvals`` approvals (this one included) exist: record it with
+          ``final=False`` and leave the task waiting (two-approver tier, ``policies.risk``);
+        * otherwise (the last approval, or ``reject``/``cancel``/``expire``/``close``): compare-and-swap the task
+          (approve -> ``open`` until the refund is paid, reject -> ``completed``, cancel/expire/close ->
+          ``cancelled``), move ``refund_id`` (if given, from ``requested``) to approved/rejected/cancelled, record the
+          decision with ``final=True``;
+
+        and return ``(decision, True)``. Otherwise the task was already decided or cancelled: return ``(the earlier
+        final decision, False)`` and change nothing. Two approvers racing: one wins.
+
+        ``approver`` is the deciding principal's ref (``operator:ann``). Raises ``ValueError`` (unknown decision,
+        ``required_approvals`` < 1), :class:`BusinessRuleError` (``approver`` already approved this task: a second
+        approval must come from someone else; ``decision_id`` was recorded for another task),
+        :class:`NotFoundError` (no such task, or no earlier decision although the task is not awaiting approval)."""
         if decision not in DECISIONS:
             raise ValueError(f"unknown decision {decision!r}; expected one of {sorted(DECISIONS)}")
+        if required_approvals < 1:
+            raise ValueError("required_approvals must be >= 1")
         dc = t.decisions
         with self._write() as conn:
             task = _record(Task, self._task(conn, task_id, lock=True))
-            replay = _record(Decision, self._decision(conn, decision_id))
+            replay = _decision_of(self._decision(conn, decision_id))
             if replay is not None:
+                if replay.task_id != task_id:
+                    raise BusinessRuleError(f"decision id {decision_id} belongs to another task")
                 return replay, True
             if task is None:
                 raise NotFoundError(f"no task {task_id}")
             if task.status != "awaiting_approval":
-                prev = conn.execute(select(*_DECISION).where(dc.c.task_id == task_id)
-                                    .order_by(dc.c.decided_at, dc.c.seq).limit(1)).mappings().first()
-                if prev is None:
-                    raise NotFoundError(f"task {task_id} is {task.status} and has no decision")
-                return Decision(**prev), False
+                return self._earlier_decision(conn, task), False
+            final = True
+            if decision == "approve":
+                prior = [d for d in self._decisions(conn, task_id) if d.decision == "approve"]
+                if any(d.approver == approver for d in prior):
+                    raise BusinessRuleError(f"{approver} already approved task {task_id}; the next approval must "
+                                            "come from a different approver")
+                final = len(prior) + 1 >= required_approvals
             now = iso(self.now())
-            new_status = {"approve": "open", "reject": "completed", "cancel": "cancelled"}[decision]
-            self._cas(conn, t.tasks, task_id, task.version, status=new_status, updated_at=now)
-            if refund_id:
-                refund_status = {"approve": "approved", "reject": "rejected", "cancel": "cancelled"}[decision]
-                rf = t.refunds
-                conn.execute(update(rf).where(rf.c.id == refund_id, rf.c.status == "requested")
-                             .values(status=refund_status, version=rf.c.version + 1))
+            if final:
+                self._cas(conn, t.tasks, task_id, task.version, status=_TASK_AFTER[decision], updated_at=now)
+                self._settle_refund(conn, refund_id or task.refund_id, decision)
             conn.execute(dc.insert().values(id=decision_id, task_id=task_id, approver=approver, decision=decision,
-                                            note=note, decided_at=now, seq=self._next_seq(dc)))
-            stored = _record(Decision, self._decision(conn, decision_id))
+                                            note=note, decided_at=now, seq=self._next_seq(dc), final=int(final)))
+            stored = _decision_of(self._decision(conn, decision_id))
         assert stored is not None
         return stored, True
+
+    @staticmethod
+    def _settle_refund(conn: Connection, refund_id: str | None, decision: str) -> None:
+        """Move a ``requested`` (or, on close/expire, ``approved``) refund to the outcome of ``decision``."""
+        if not refund_id:
+            return
+        rf = t.refunds
+        movable = ("requested", "approved") if decision in ("close", "expire") else ("requested",)
+        conn.execute(update(rf).where(rf.c.id == refund_id, rf.c.status.in_(movable))
+                     .values(status=_REFUND_AFTER[decision], version=rf.c.version + 1))
+
+    @staticmethod
+    def _decisions(conn: Connection, task_id: str) -> list[Decision]:
+        dc = t.decisions
+        rows = conn.execute(select(*_DECISION).where(dc.c.task_id == task_id)
+                            .order_by(dc.c.decided_at, dc.c.seq)).mappings().all()
+        return [d for d in map(_decision_of, rows) if d is not None]
+
+    def _earlier_decision(self, conn: Connection, task: Task) -> Decision:
+        """The decision that ended ``task`` (its first final one; else its first one). NotFoundError if none."""
+        decisions = self._decisions(conn, task.id)
+        finals = [d for d in decisions if d.final]
+        if not decisions:
+            raise NotFoundError(f"task {task.id} is {task.status} and has no decision")
+        return (finals or decisions)[0]
+
+    # -- stuck tasks --------------------------------------------------------------------------------
+
+    def list_tasks(self, statuses: Sequence[str] | None = None) -> list[Task]:
+        """Tasks (optionally only those in ``statuses``), oldest update first."""
+        tk = t.tasks
+        query = select(*_TASK)
+        if statuses is not None:
+            query = query.where(tk.c.status.in_(list(statuses)))
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(tk.c.updated_at, tk.c.id)).mappings().all()
+        return [Task(**r) for r in rows]
+
+    def orphan_refunds(self) -> list[Refund]:
+        """Refunds still ``requested`` or ``approved`` that no task decides (left behind by a run that never
+        reached the risk check), oldest first."""
+        rf, tk = t.refunds, t.tasks
+        decided = select(tk.c.refund_id).where(tk.c.refund_id.is_not(None))
+        with self._read() as conn:
+            rows = conn.execute(select(*_REFUND).where(rf.c.status.in_(["requested", "approved"]),
+                                                       rf.c.id.not_in(decided))
+                                .order_by(rf.c.created_at, rf.c.seq)).mappings().all()
+        return [Refund(**r) for r in rows]
+
+    def close_task(self, task_id: str, decision_id: str, actor: str, note: str = "") -> Decision:
+        """Close a task an operator found stuck (``switchboard tasks close``): in one transaction the task becomes
+        ``cancelled`` (CAS), its refund, if still requested or approved, ``cancelled`` (nothing is paid), and a final
+        ``close`` decision by ``actor`` (a principal ref) is recorded. Idempotent by ``decision_id``. Raises
+        :class:`NotFoundError` (no such task), :class:`BusinessRuleError` (already completed or cancelled)."""
+        with self._write() as conn:
+            task = _record(Task, self._task(conn, task_id, lock=True))
+            replay = _decision_of(self._decision(conn, decision_id))
+            if replay is not None:
+                if replay.task_id != task_id:
+                    raise BusinessRuleError(f"decision id {decision_id} belongs to another task")
+                return replay
+            if task is None:
+                raise NotFoundError(f"no task {task_id}")
+            if task.status in ("completed", "cancelled"):
+                raise BusinessRuleError(f"task {task_id} is already {task.status}")
+            now = iso(self.now())
+            self._cas(conn, t.tasks, task_id, task.version, status="cancelled", updated_at=now)
+            self._settle_refund(conn, task.refund_id, "close")
+            dc = t.decisions
+            conn.execute(dc.insert().values(id=decision_id, task_id=task_id, approver=actor, decision="close",
+                                            note=note, decided_at=now, seq=self._next_seq(dc), final=1))
+            stored = _decision_of(self._decision(conn, decision_id))
+        assert stored is not None
+        return stored
+
+    def cancel_orphan_refund(self, refund_id: str) -> Refund:
+        """Cancel a refund no task decides (see :meth:`orphan_refunds`); nothing is paid. Raises
+        :class:`NotFoundError` (no such refund), :class:`BusinessRuleError` (a task decides it, or it is not requested
+        or approved any more)."""
+        rf, tk = t.refunds, t.tasks
+        with self._write() as conn:
+            refund = _record(Refund, self._refund(conn, refund_id, lock=True))
+            if refund is None:
+                raise NotFoundError(f"no refund {refund_id}")
+            owner = conn.execute(select(tk.c.id).where(tk.c.refund_id == refund_id)).scalar()
+            if owner is not None:
+                raise BusinessRuleError(f"refund {refund_id} is decided by task {owner}; close the task instead")
+            if refund.status not in ("requested", "approved"):
+                raise BusinessRuleError(f"refund {refund_id} is {refund.status}")
+            self._cas(conn, rf, refund.id, refund.version, status="cancelled")
+            updated = _record(Refund, self._refund(conn, refund_id))
+        assert updated is not None
+        return updated
+
+    # -- principals: operators and tokens -----------------------------------------------------------
+
+    def add_operator(self, name: str, tenant_id: str, roles: Sequence[str], customer_id: str | None = None) -> Operator:
+        """Register operator ``name`` of ``tenant_id`` with ``roles`` (a non-empty subset of
+        :data:`OPERATOR_ROLES`), enabled. ``customer_id``: the operator's own customer account in the tenant, if
+        any. Raises ``ValueError`` (a name outside ``graph.context.OPERATOR_NAME_RE`` or reserved, unknown or no
+        roles, empty tenant), :class:`BusinessRuleError` (the name exists; ``customer_id`` is not a customer of the
+        tenant)."""
+        if not OPERATOR_NAME_RE.match(name or ""):
+            raise ValueError(f"invalid operator name {name!r}: 2-64 characters, a-z first, then a-z 0-9 . _ -")
+        if name in RESERVED_NAMES:
+            raise ValueError(f"operator name {name!r} is reserved")
+        wanted = sorted(set(roles))
+        unknown = [r for r in wanted if r not in OPERATOR_ROLES]
+        if not wanted or unknown:
+            raise ValueError(f"roles must be a non-empty subset of {', '.join(OPERATOR_ROLES)} (got {list(roles)})")
+        if not tenant_id:
+            raise ValueError("an operator needs a tenant")
+        if customer_id is not None and self.get_customer(customer_id, tenant_id) is None:
+            raise BusinessRuleError(f"no customer {customer_id} in tenant {tenant_id}")
+        with self._write() as conn:
+            inserted = conn.execute(self._insert_ignoring(t.operators, {
+                "id": name, "tenant_id": tenant_id, "roles": ",".join(wanted), "enabled": 1,
+                "customer_id": customer_id, "created_at": iso(self.now()), "version": 1})).rowcount
+            if inserted != 1:
+                raise BusinessRuleError(f"operator {name} exists already")
+            op = _operator_of(conn.execute(select(*_OPERATOR).where(t.operators.c.id == name)).mappings().first())
+        assert op is not None
+        return op
+
+    def get_operator(self, name: str) -> Operator | None:
+        """The operator called ``name`` (enabled or not), or None."""
+        with self._read() as conn:
+            return _operator_of(conn.execute(select(*_OPERATOR).where(t.operators.c.id == name)).mappings().first())
+
+    def list_operators(self, tenant_id: str | None = None) -> list[Operator]:
+        """The operators (of ``tenant_id`` when given), by name."""
+        query = select(*_OPERATOR)
+        if tenant_id is not None:
+            query = query.where(t.operators.c.tenant_id == tenant_id)
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(t.operators.c.id)).mappings().all()
+        return [o for o in map(_operator_of, rows) if o is not None]
+
+    def set_operator_enabled(self, name: str, enabled: bool) -> Operator:
+        """Enable or disable operator ``name`` (CAS on version). Raises :class:`NotFoundError`."""
+        ops = t.operators
+        with self._write() as conn:
+            op = _operator_of(conn.execute(select(*_OPERATOR).where(ops.c.id == name).with_for_update())
+                              .mappings().first())
+            if op is None:
+                raise NotFoundError(f"no operator {name}")
+            self._cas(conn, ops, name, op.version, enabled=int(enabled))
+            updated = _operator_of(conn.execute(select(*_OPERATOR).where(ops.c.id == name)).mappings().first())
+        assert updated is not None
+        return updated
+
+    def has_admin(self) -> bool:
+        """True when an enabled operator with the ``admin`` role exists (in any tenant)."""
+        return any(o.enabled and "admin" in o.roles for o in self.list_operators())
+
+    def issue_token(self, principal_kind: str, principal_id: str, tenant_id: str, label: str = "") -> tuple[Token, str]:
+        """Make a new bearer token for a principal and return ``(record, token)``; the token (``sbt_`` + 43 URL-safe
+        characters, 256 random bits from :mod:`secrets`) is returned once and stored only as its SHA-256. Raises
+        ``ValueError`` (unknown kind), :class:`NotFoundError` (no such customer/operator in ``tenant_id``)."""
+        if principal_kind not in PRINCIPAL_KINDS:
+            raise ValueError(f"unknown principal kind {principal_kind!r}")
+        if principal_kind == "customer" and self.get_customer(principal_id, tenant_id) is None:
+            raise NotFoundError(f"no customer {principal_id} in tenant {tenant_id}")
+        if principal_kind == "operator":
+            op = self.get_operator(principal_id)
+            if op is None or op.tenant_id != tenant_id:
+                raise NotFoundError(f"no operator {principal_id} in tenant {tenant_id}")
+        token = "sbt_" + secrets.token_urlsafe(32)
+        record = Token(id=f"tk_{uuid.uuid4().hex[:12]}", principal_kind=principal_kind, principal_id=principal_id,
+                       tenant_id=tenant_id, label=label, created_at=iso(self.now()), revoked_at=None)
+        with self._write() as conn:
+            conn.execute(t.tokens.insert().values(**record.to_dict(), token_sha256=token_digest(token)))
+        return record, token
+
+    def resolve_token(self, token: str) -> Token | None:
+        """The valid (not revoked) token record whose SHA-256 matches ``token``, or None."""
+        if not token:
+            return None
+        tk = t.tokens
+        with self._read() as conn:
+            row = conn.execute(select(*_TOKEN).where(tk.c.token_sha256 == token_digest(token),
+                                                     tk.c.revoked_at.is_(None))).mappings().first()
+        return _record(Token, row)
+
+    def list_tokens(self, tenant_id: str | None = None) -> list[Token]:
+        """Token records (never the tokens), of ``tenant_id`` when given, oldest first."""
+        query = select(*_TOKEN)
+        if tenant_id is not None:
+            query = query.where(t.tokens.c.tenant_id == tenant_id)
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(t.tokens.c.created_at, t.tokens.c.id)).mappings().all()
+        return [Token(**r) for r in rows]
+
+    def revoke_token(self, token_id: str) -> Token:
+        """Revoke a token (idempotent: a revoked token keeps its first ``revoked_at``). Raises NotFoundError."""
+        tk = t.tokens
+        with self._write() as conn:
+            conn.execute(update(tk).where(tk.c.id == token_id, tk.c.revoked_at.is_(None))
+                         .values(revoked_at=iso(self.now())))
+            row = conn.execute(select(*_TOKEN).where(tk.c.id == token_id)).mappings().first()
+        if row is None:
+            raise NotFoundError(f"no token {token_id}")
+        return Token(**row)
+
+    # -- audit --------------------------------------------------------------------------------------
+
+    def record_audit(self, actor: str, action: str, target: str = "", outcome: str = "allowed",
+                     detail: Mapping[str, Any] | None = None, key: str | None = None) -> AuditEntry:
+        """Append one audit row (who did or tried what, on what, allowed or denied). ``key``: a lookup key, e.g. the
+        decision id of a refused approval. Raises ``ValueError`` (outcome not in :data:`AUDIT_OUTCOMES`)."""
+        if outcome not in AUDIT_OUTCOMES:
+            raise ValueError(f"unknown audit outcome {outcome!r}")
+        entry = AuditEntry(id=f"au_{uuid.uuid4().hex[:12]}", ts=iso(self.now()), actor=actor, action=action,
+                           target=target, outcome=outcome, detail=dict(detail or {}), key=key)
+        with self._write() as conn:
+            conn.execute(t.audit.insert().values(**{**entry.to_dict(), "detail": json.dumps(entry.detail, default=str)},
+                                                 seq=self._next_seq(t.audit)))
+        return entry
+
+    def audit_entries(self, *, key: str | None = None, action: str | None = None, actor: str | None = None,
+                      limit: int = 100) -> list[AuditEntry]:
+        """Audit rows, newest first, filtered by ``key``/``action``/``actor`` when given; at most ``limit``."""
+        au = t.audit
+        query = select(*_AUDIT)
+        for column, value in ((au.c.key, key), (au.c.action, action), (au.c.actor, actor)):
+            if value is not None:
+                query = query.where(column == value)
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(au.c.seq.desc()).limit(max(1, int(limit)))).mappings().all()
+        return [_audit_of(r) for r in rows]
 
 
 def open_store(target: str | Path | URL | None = None, *, seed: bool = True,

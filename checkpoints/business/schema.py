@@ -4,7 +4,9 @@ This is the schema at the head revision (:data:`SCHEMA_VERSION`); the migrations
 build it step by step and are the authority on how a database gets there. Revision ``0001`` is the schema of
 the first release (one SQLite file, same columns, CHECK constraints and indexes); ``0002`` adds the ``seq``
 column to ``refunds`` and ``decisions`` (insertion order: SQLite's implicit ``rowid`` served as a tiebreaker
-before, PostgreSQL has none).
+before, PostgreSQL has none); ``0003`` adds the principals (``operators``, ``tokens``), the ``audit`` table, the
+``final`` flag of ``decisions`` (two-approver tier), the ``refund_id`` of ``tasks``, and renames the task status
+``needs_human`` to ``fallback``.
 
 Types: ids, names and timestamps are ``TEXT`` (timestamps as ``YYYY-MM-DDTHH:MM:SSZ`` strings, so string order
 is time order); money is an integer in minor units, ``BIGINT`` on PostgreSQL (SQLite's ``INTEGER`` is 64-bit
@@ -37,11 +39,14 @@ __all__ = [
     "tasks",
     "side_effects",
     "decisions",
+    "operators",
+    "tokens",
+    "audit",
     "TABLES_0001",
 ]
 
 #: The Alembic revision this code reads and writes (the head of ``migrations/versions``).
-SCHEMA_VERSION = "0002"
+SCHEMA_VERSION = "0003"
 
 #: The tables of revision 0001 (the first release); a database holding all of them but no version table
 #: was created by that release and is adopted (stamped 0001) by :func:`checkpoints.business.migrate.upgrade`.
@@ -125,16 +130,20 @@ transfers = Table(
     Column("created_at", Text, nullable=False),
 )
 
+#: The task statuses of the CHECK constraint ``tasks_status_check`` (revision 0003: ``needs_human`` -> ``fallback``).
+TASK_STATUS_VALUES = ("open", "awaiting_approval", "completed", "cancelled", "fallback")
+
 tasks = Table(
     "tasks", metadata,
     Column("id", Text, primary_key=True),
     Column("thread_id", Text, nullable=False),
-    Column("status", Text, CheckConstraint(_in("status", ("open", "awaiting_approval", "completed", "cancelled",
-                                                           "needs_human"))), nullable=False),
+    Column("status", Text, CheckConstraint(_in("status", TASK_STATUS_VALUES), name="tasks_status_check"),
+           nullable=False),
     Column("current_owner", Text, nullable=False),
     Column("owner_version", Integer, nullable=False, server_default=text("1")),
     Column("version", Integer, nullable=False, server_default=text("1")),
     Column("updated_at", Text, nullable=False),
+    Column("refund_id", Text),  # revision 0003: the refund the task decides (stuck tasks are found by it)
 )
 
 side_effects = Table(
@@ -154,6 +163,48 @@ decisions = Table(
     Column("note", Text, nullable=False, server_default=""),
     Column("decided_at", Text, nullable=False),
     Column("seq", Amount, nullable=False, server_default=text("0")),  # revision 0002
+    Column("final", Integer, nullable=False, server_default=text("1")),  # revision 0003: 0 = waits for a 2nd approver
     Index("decisions_by_task", "task_id", "decided_at", "seq"),  # revision 0002
     Index("decisions_by_seq", "seq"),  # revision 0002
+)
+
+# -- revision 0003: principals and the audit trail ---------------------------------------------------------------
+
+operators = Table(
+    "operators", metadata,
+    Column("id", Text, primary_key=True),  # the operator's name, e.g. "ann"
+    Column("tenant_id", Text, nullable=False),
+    Column("roles", Text, nullable=False),  # comma-separated, sorted: "admin,approver"
+    Column("enabled", Integer, CheckConstraint("enabled IN (0, 1)"), nullable=False, server_default=text("1")),
+    Column("customer_id", Text),  # the operator's own customer account in the tenant, if any (four eyes)
+    Column("created_at", Text, nullable=False),
+    Column("version", Integer, nullable=False, server_default=text("1")),
+    Index("operators_by_tenant", "tenant_id"),
+)
+
+tokens = Table(
+    "tokens", metadata,
+    Column("id", Text, primary_key=True),
+    Column("token_sha256", Text, nullable=False, unique=True),  # hex SHA-256 of the bearer token; never the token
+    Column("principal_kind", Text, CheckConstraint(_in("principal_kind", ("customer", "operator"))), nullable=False),
+    Column("principal_id", Text, nullable=False),
+    Column("tenant_id", Text, nullable=False),
+    Column("label", Text, nullable=False, server_default=""),
+    Column("created_at", Text, nullable=False),
+    Column("revoked_at", Text),
+)
+
+audit = Table(
+    "audit", metadata,
+    Column("id", Text, primary_key=True),
+    Column("ts", Text, nullable=False),
+    Column("actor", Text, nullable=False),
+    Column("action", Text, nullable=False),
+    Column("target", Text, nullable=False, server_default=""),
+    Column("outcome", Text, CheckConstraint(_in("outcome", ("allowed", "denied"))), nullable=False),
+    Column("detail", Text, nullable=False, server_default="{}"),
+    Column("key", Text),
+    Column("seq", Amount, nullable=False, server_default=text("0")),
+    Index("audit_by_key", "key"),
+    Index("audit_by_seq", "seq"),
 )

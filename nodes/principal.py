@@ -1,0 +1,172 @@
+"""Who a run acts for, as the compiled graph sees it (README "Identity and authorization").
+
+Every way in reaches the nodes with some identity: the Python API and the CLI pass ``context=RunContext(...)``;
+``langgraph dev`` / the LangGraph API with ``graph/auth.py`` authenticates the request and hands the graph its user;
+Aegra keeps it in ``aegra_api.core.auth_ctx``. :func:`resolve_principal` turns these into one
+:class:`graph.context.Principal`:
+
+1. **A server-authenticated user wins.** On Aegra, only ``get_auth_ctx()`` is trusted (nothing the client can put in
+   the config). Elsewhere ``runtime.server_info.user``, then ``config["configurable"]["langgraph_auth_user"]`` (the
+   LangGraph API strips that key from what clients send). The user must carry the claims ``graph/auth.py`` returns
+   (``kind``, ``principal_id``, ``tenant_id``, ``roles``); a user without them (e.g. LangGraph Studio's
+   ``StudioUser``) is refused.
+2. **A RunContext that names someone else is refused** when a server user exists (the ``threads.create_run``
+   handler of ``graph/auth.py`` overwrites the context with the authenticated principal, so a mismatch means a
+   client or an engine tried to act for another principal). A run without a context takes the server user.
+3. **Without a server**, the RunContext is the principal (Python API and CLI, whose callers are trusted local code;
+   the default ``RunContext()`` is the demo customer).
+
+:func:`acting_context` is the context the agents' tools then run with: always the **thread owner's** records
+(``state["owner"]``), with the customer role only when the owner runs the turn; a run an operator resumed may read
+the owner's records but not change them.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from graph.context import Principal, RunContext, principal_ref
+from policies.authz import OperatorFacts, owner_of
+
+__all__ = ["Resolution", "resolve_principal", "server_user", "principal_from_claims", "claim", "acting_context",
+           "operator_facts", "run_config"]
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The outcome of :func:`resolve_principal`: ``principal`` (None when nobody could be identified) and ``denied``,
+    a one-line reason to refuse the run ("" when the identity is consistent)."""
+
+    principal: Principal | None
+    denied: str = ""
+
+
+def run_config() -> dict:
+    """The running node's LangGraph config ({} outside a run)."""
+    try:
+        from langgraph.config import get_config
+
+        return dict(get_config())
+    except RuntimeError:
+        return {}
+
+
+def claim(user: Any, key: str) -> Any:
+    """A claim of a server user: LangGraph API users (``ProxyUser``, dict-backed) are mappings, Aegra 0.6's are
+    attribute objects that cannot be subscripted. None when absent."""
+    if isinstance(user, Mapping):
+        return user.get(key)
+    try:
+        return user[key]
+    except (TypeError, KeyError, IndexError, AttributeError):
+        return getattr(user, key, None)
+
+
+@functools.lru_cache(maxsize=1)
+def _on_aegra() -> bool:
+    try:
+        return importlib.util.find_spec("aegra_api") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def server_user(runtime: Any, config: Mapping | None = None) -> Any:
+    """The user an authenticating server vouched for, or None (see the module doc for the order of sources)."""
+    if _on_aegra():
+        try:
+            from aegra_api.core.auth_ctx import get_auth_ctx  # type: ignore[import-not-found]
+        except ImportError:
+            return None
+        ctx = get_auth_ctx()
+        return getattr(ctx, "user", None) if ctx is not None else None
+    info = getattr(runtime, "server_info", None)
+    user = getattr(info, "user", None) if info is not None else None
+    if user is not None:
+        return user
+    conf = (config or {}).get("configurable") or {}
+    return conf.get("langgraph_auth_user")
+
+
+def principal_from_claims(user: Any) -> Principal | None:
+    """The principal of a server user carrying ``graph/auth.py``'s claims, else None. The user's ``identity`` must
+    be the principal's ref (``customer:c_ada``, ``operator:ann``)."""
+    kind, pid, tenant = claim(user, "kind"), claim(user, "principal_id"), claim(user, "tenant_id")
+    if kind not in ("customer", "operator") or not pid or not tenant:
+        return None
+    identity = claim(user, "identity")
+    if identity is not None and str(identity) != principal_ref(kind, str(pid)):
+        return None
+    roles = claim(user, "roles") or ()
+    return Principal(kind, str(pid), str(tenant), tuple(str(r) for r in roles), source="server")
+
+
+def _context_of(runtime: Any) -> RunContext | None:
+    ctx = getattr(runtime, "context", None)
+    if ctx is None or isinstance(ctx, RunContext):
+        return ctx
+    if isinstance(ctx, Mapping):
+        try:
+            return RunContext(**dict(ctx))
+        except TypeError:
+            return None
+    return None
+
+
+def resolve_principal(runtime: Any, config: Mapping | None = None) -> Resolution:
+    """Who this run acts for (module doc). Never raises: an inconsistent identity comes back as ``denied``."""
+    config = config if config is not None else run_config()
+    user = server_user(runtime, config)
+    ctx = _context_of(runtime)
+    if getattr(runtime, "context", None) is not None and ctx is None:
+        return Resolution(None, "the run context is not a RunContext")
+    if user is not None:
+        p = principal_from_claims(user)
+        if p is None:
+            return Resolution(None, "the server's user is not a switchboard principal")
+        if ctx is not None:
+            try:
+                claimed = ctx.principal()
+            except ValueError:
+                claimed = None
+            if claimed is not None and not claimed.same_as(p):
+                return Resolution(p, f"the run context names {claimed.ref} but the server authenticated {p.ref}")
+        return Resolution(p)
+    try:
+        return Resolution((ctx or RunContext()).principal())
+    except ValueError as exc:
+        return Resolution(None, str(exc))
+
+
+def acting_context(state: Mapping, runtime: Any, config: Mapping | None = None) -> RunContext:
+    """The context business tools run with on this thread: the owner's records (``state["owner"]``), the
+    ``customer`` role only when the owner is the run's principal (an operator's run reads, never writes); before
+    the thread has an owner, the principal's own context."""
+    res = resolve_principal(runtime, config)
+    p = res.principal
+    base = _context_of(runtime) or RunContext()
+    owner = owner_of(state)
+    if owner is not None:
+        mine = p is not None and not res.denied and p.kind == "customer" and (p.id, p.tenant_id) == owner
+        return RunContext(user_id=owner[0], tenant_id=owner[1], request_id=base.request_id, locale=base.locale,
+                          roles=("customer",) if mine else ("operator",))
+    if p is not None and not res.denied and p.kind == "customer":
+        return RunContext(user_id=p.id, tenant_id=p.tenant_id, request_id=base.request_id, locale=base.locale)
+    return RunContext(user_id=None, tenant_id=p.tenant_id if p else "", request_id=base.request_id,
+                      locale=base.locale, roles=())
+
+
+def operator_facts(store: Any, name: str | None) -> OperatorFacts | None:
+    """The business store's record of operator ``name`` as :class:`policies.authz.OperatorFacts` (None when unknown,
+    or when the store has no operators table, e.g. a test double)."""
+    if not name:
+        return None
+    getter = getattr(store, "get_operator", None)
+    op = getter(name) if getter is not None else None
+    if op is None:
+        return None
+    return OperatorFacts(name=op.id, tenant_id=op.tenant_id, roles=frozenset(op.roles), enabled=bool(op.enabled),
+                         customer_id=op.customer_id)
