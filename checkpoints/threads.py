@@ -11,7 +11,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from graph.state import SupportState
 
-__all__ = ["thread_ids", "thread_values", "thread_summaries", "thread_turns"]
+__all__ = ["thread_ids", "thread_values", "thread_owner", "thread_summaries", "thread_turns"]
 
 
 def thread_ids(saver: BaseCheckpointSaver) -> list[str]:
@@ -40,15 +40,30 @@ def thread_values(saver: BaseCheckpointSaver, thread_id: str) -> dict:
     return dict(snap.values or {})
 
 
-def thread_summaries(saver: BaseCheckpointSaver) -> list[dict[str, Any]]:
+def thread_owner(values: dict) -> tuple[str, str] | None:
+    """``(customer_id, tenant_id)`` of a thread's state values: its write-once ``owner`` (or, for threads started
+    before it existed, its ``identity``); None when the thread has none."""
+    owner = values.get("owner") or {}
+    if owner.get("customer_id"):
+        return str(owner["customer_id"]), str(owner.get("tenant_id") or "")
+    ident = values.get("identity") or {}
+    return (str(ident["user_id"]), str(ident.get("tenant_id") or "")) if ident.get("user_id") else None
+
+
+def thread_summaries(saver: BaseCheckpointSaver, tenant_id: str | None = None) -> list[dict[str, Any]]:
     """One dict per thread, most recent first: ``thread_id``, ``turns``, ``active_agent``, ``status`` (of the last
-    turn: answered | clarify | fallback | awaiting_approval | -), ``handoffs``."""
+    turn: answered | clarify | fallback | awaiting_approval | -), ``handoffs``, ``customer_id``, ``tenant_id``.
+    With ``tenant_id``, only the threads owned by a customer of that tenant."""
     out = []
     for tid in thread_ids(saver):
         v = thread_values(saver, tid)
+        owner = thread_owner(v) or ("", "")
+        if tenant_id is not None and owner[1] != tenant_id:
+            continue
         status = (v.get("outcome") or {}).get("status", "awaiting_approval" if v.get("pending_approval") else "-")
         out.append({"thread_id": tid, "turns": int(v.get("turn") or 0), "active_agent": v.get("active_agent"),
-                    "status": status, "handoffs": int(v.get("handoff_count") or 0)})
+                    "status": status, "handoffs": int(v.get("handoff_count") or 0), "customer_id": owner[0],
+                    "tenant_id": owner[1]})
     return out
 
 

@@ -21,13 +21,30 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from graph.errors import InputError, SwitchboardError
+from graph.operator_cli import (
+    DECIDE_ROLES,
+    READ_ROLES,
+    AsOpt,
+    acting_operator,
+    operators_app,
+    record_allowed,
+    refuse,
+    require_thread_tenant,
+    tasks_app,
+    tokens_app,
+)
 
 __all__ = ["app", "main"]
 
 app = typer.Typer(help="switchboard: a LangGraph support desk whose handoffs between agents are safe.\n\n"
                        "The model chooses; code decides what is legal.", no_args_is_help=True, add_completion=False)
+app.add_typer(operators_app, name="operators")
+app.add_typer(tokens_app, name="tokens")
+app.add_typer(tasks_app, name="tasks")
 console = Console()
 err = Console(stderr=True)
+RevealOpt = typer.Option(False, "--reveal", help="Show card numbers, e-mail addresses and phone numbers in full "
+                         "(recorded in the audit trail). Default: hidden (card numbers keep their last 4 digits).")
 
 DbOpt = typer.Option(None, "--db", help="Checkpoint database (SQLite file). Default: $SWITCHBOARD_HOME/switchboard.db (./.switchboard).")
 ModelOpt = typer.Option(None, "--model", help="'offline' (default, embedded) or 'openai:<model>'. Env: SWITCHBOARD_MODEL.")
@@ -63,9 +80,12 @@ def _print_turn(r) -> None:
     who = r.agent or "?"
     if r.status == "awaiting_approval":
         p = r.pending
+        need = p.approvals_required - len(p.approvals)
+        who = f"{need} more approver{'s' if need > 1 else ''}" + (f" (approved so far: {', '.join(p.approvals)})"
+                                                                  if p.approvals else "")
         console.print(f"[yellow]⏸ paused[/]: refund {p.refund_id} of {p.amount} for {p.transaction_id} "
-                      f"waits for a human approval ({'; '.join(p.risk_flags) or 'review'}). "
-                      f"Approve with: switchboard resume {r.thread_id} --approve --approver NAME", highlight=False)
+                      f"waits for {who} ({'; '.join(p.risk_flags) or 'review'}). "
+                      f"An approver decides with: switchboard resume {r.thread_id} --approve --as NAME", highlight=False)
     else:
         style = {"fallback": "red", "clarify": "yellow"}.get(r.status, "green")
         console.print(f"[bold {style}]{who}[/]: {r.text}")
@@ -199,29 +219,52 @@ def _checkpointer(db: Path | None):
 
 
 @app.command()
-def threads(db: Optional[Path] = DbOpt) -> None:
-    """List the stored threads: turns, active agent, last status."""
+def threads(db: Optional[Path] = DbOpt, as_: Optional[str] = AsOpt) -> None:
+    """List the stored threads of your tenant: customer, turns, active agent, last status. Needs --as an operator."""
     from checkpoints.threads import thread_summaries
 
+    acting = acting_operator(as_, READ_ROLES, "threads", db=db)
     saver = _checkpointer(db)
-    rows = thread_summaries(saver) if saver is not None else []
-    table = Table("thread", "turns", "active agent", "last status", "handoffs")
+    rows = thread_summaries(saver, tenant_id=acting.tenant_id) if saver is not None else []
+    table = Table("thread", "customer", "turns", "active agent", "last status", "handoffs")
     for r in rows:
-        table.add_row(r["thread_id"], str(r["turns"]), str(r["active_agent"] or "-"), r["status"], str(r["handoffs"]))
+        table.add_row(r["thread_id"], r["customer_id"] or "-", str(r["turns"]), str(r["active_agent"] or "-"),
+                      r["status"], str(r["handoffs"]))
     console.print(table if rows else "no threads yet")
 
 
-@app.command()
-def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[Path] = DbOpt) -> None:
-    """Show one thread turn by turn: the user's message, the answering agent and the handoff path."""
-    from checkpoints.threads import thread_turns
+def _operator_thread(as_: str | None, thread: str, db: Path | None, action: str, reveal: bool,
+                     roles: frozenset[str] = READ_ROLES):
+    """The acting operator of ``action`` on ``thread`` (its tenant's), recording ``--reveal``; and the checkpointer."""
+    from checkpoints.threads import thread_values
 
-    turns = thread_turns(_checkpointer(db), thread)
+    acting = acting_operator(as_, roles, action, db=db, thread=thread)
+    saver = _checkpointer(db)
+    values = thread_values(saver, thread) if saver is not None else {}
+    if not values:
+        raise InputError(f"unknown thread {thread!r}")
+    require_thread_tenant(acting, values, thread, action, _settings(None, db))
+    if reveal:
+        record_allowed(acting, f"{action} --reveal", f"thread:{thread}")
+    return acting, saver
+
+
+@app.command()
+def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[Path] = DbOpt,
+            as_: Optional[str] = AsOpt, reveal: bool = RevealOpt) -> None:
+    """Show one thread turn by turn: the user's message, the answering agent and the handoff path. Needs --as an
+    operator of the thread's tenant; card numbers, e-mail and phone numbers are hidden unless --reveal."""
+    from checkpoints.threads import thread_turns
+    from policies.redaction import redact
+
+    _, saver = _operator_thread(as_, thread, db, "history", reveal)
+    turns = thread_turns(saver, thread)
     if not turns:
         raise InputError(f"unknown thread {thread!r}")
+    show = (lambda x: x) if reveal else redact
     table = Table("turn", "user", "answered by", "path", "answer", show_lines=True)
     for t in turns:
-        table.add_row(str(t["turn"]), t["user"], t["agent"] or "-", t["path"], t["answer"])
+        table.add_row(str(t["turn"]), show(t["user"]), t["agent"] or "-", t["path"], show(t["answer"]))
     console.print(table)
 
 
@@ -239,21 +282,30 @@ def trace(
     thread: str = typer.Argument(..., help="Thread id."),
     db: Optional[Path] = DbOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the events as a JSON list instead of a table."),
+    as_: Optional[str] = AsOpt,
+    reveal: bool = RevealOpt,
 ) -> None:
-    """Every recorded event of one thread, in order: runs, agents, model and tool calls, handoffs, loops, pauses."""
+    """Every recorded event of one thread, in order: runs, agents, model and tool calls, handoffs, loops, pauses,
+    refusals. Needs --as an operator of the thread's tenant; personal data hidden unless --reveal."""
     from graph.observe import describe, turns_of
+    from policies.redaction import redact, redact_value
 
-    evts = _event_log(db).events(thread)
+    log = _event_log(db)
+    _operator_thread(as_, thread, db, "trace", reveal)
+    evts = log.events(thread)
     if not evts:
         raise InputError(f"no events for thread {thread!r}")
     if as_json:
-        print(json.dumps([e.as_dict() for e in evts], indent=2, default=str))
+        rows = [e.as_dict() for e in evts]
+        print(json.dumps(rows if reveal else redact_value(rows), indent=2, default=str))
         return
+    show = (lambda x: x) if reveal else redact
     table = Table("#", "time (UTC)", "turn", "event", "agent", "what", title=f"thread {thread}", show_lines=False)
     styles = {"handoff_accepted": "magenta", "handoff_refused": "red", "loop_detected": "bold red", "run_failed": "bold red",
+              "access_denied": "bold red",
               "interrupt": "yellow", "resumed": "yellow", "run_started": "dim", "run_completed": "green"}
     for i, (e, turn) in enumerate(zip(evts, turns_of(evts)), start=1):
-        table.add_row(str(i), e.ts[11:23], str(turn or ""), e.kind, e.agent or "", describe(e), style=styles.get(e.kind))
+        table.add_row(str(i), e.ts[11:23], str(turn or ""), e.kind, e.agent or "", show(describe(e)), style=styles.get(e.kind))
     console.print(table)
 
 
@@ -262,15 +314,22 @@ def stats(
     since: Optional[str] = typer.Option(None, "--since", help="Only events since a duration ago (30m, 2h, 7d) or an ISO date/time."),
     db: Optional[Path] = DbOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+    as_: Optional[str] = AsOpt,
 ) -> None:
-    """Handoff and run metrics over the event log (definitions in the README and in the table)."""
+    """Handoff and run metrics over the event log of your tenant's threads (definitions in the README and in the
+    table). Needs --as an operator."""
+    from checkpoints.threads import thread_summaries
     from graph.observe import METRIC_DEFINITIONS, compute_stats, parse_since
 
     bound = parse_since(since)
+    acting = acting_operator(as_, READ_ROLES, "stats", db=db)
     if db is None and not Path(_settings(None, None).db).exists():
         console.print("no runs recorded")
         return
-    st = compute_stats(_event_log(db).events(since=bound), since=bound)
+    log = _event_log(db)
+    saver = _checkpointer(db)
+    mine = {r["thread_id"] for r in thread_summaries(saver, tenant_id=acting.tenant_id)} if saver is not None else set()
+    st = compute_stats([e for e in log.events(since=bound) if e.thread_id in mine], since=bound)
     if as_json:
         print(json.dumps(st.as_dict(), indent=2))
         return
@@ -314,37 +373,48 @@ def _approval_desk(db: Path | None, model: str | None = None):
     return _desk(settings)
 
 
-def _thread_context(desk, thread: str, roles: tuple[str, ...]):
-    from graph.context import RunContext
+def _tenant_threads(desk, acting) -> list[str]:
+    """Thread ids of the operator's tenant, most recent first."""
+    from checkpoints.threads import thread_summaries
 
-    values = desk.graph.get_state({"configurable": {"thread_id": thread}}).values
-    if not values:
-        raise InputError(f"unknown thread {thread!r}")
-    ident = values.get("identity") or {}
-    return RunContext(user_id=ident.get("user_id", "c_ada"), tenant_id=ident.get("tenant_id", "t_demo"), roles=roles)
+    return [r["thread_id"] for r in thread_summaries(desk.graph.checkpointer, tenant_id=acting.tenant_id)]
+
+
+def _overdue(req: dict, now, deadline_h: float) -> bool:
+    from checkpoints.business import parse_iso
+    from policies.authz import approval_overdue
+
+    return bool(req.get("requested_at")) and approval_overdue(parse_iso(req["requested_at"]), now, deadline_h)
 
 
 @app.command()
-def pending(db: Optional[Path] = DbOpt) -> None:
-    """List threads paused for a human approval and what each waits for."""
-    from checkpoints import thread_ids
+def pending(db: Optional[Path] = DbOpt, as_: Optional[str] = AsOpt,
+            overdue: bool = typer.Option(False, "--overdue", help="Only approvals past their deadline "
+                                         "(SWITCHBOARD_APPROVAL_DEADLINE_H, default 72 h).")) -> None:
+    """List your tenant's threads paused for a human approval and what each waits for. Needs --as an operator."""
     from graph.conversation import Conversation
 
+    acting = acting_operator(as_, READ_ROLES, "pending", db=db)
     settings = _settings(None, db)
     if db is None and not Path(settings.db).exists():
         console.print("nothing is waiting for approval")
         return
     desk = _approval_desk(db)
-    table = Table("thread", "task", "customer", "amount", "refund", "transaction", "risk flags", "requested at")
+    now = desk.deps.store.now()
+    table = Table("thread", "task", "customer", "amount", "refund", "risk flags", "approvals", "requested at",
+                  "deadline")
     n = 0
-    for tid in thread_ids(desk.graph.checkpointer):
+    for tid in _tenant_threads(desk, acting):
         req = Conversation(tid, desk=desk).pending()
-        if isinstance(req, dict):
-            n += 1
-            table.add_row(tid, req.get("task_id", ""), req.get("customer_id", ""), req.get("amount", ""),
-                          req.get("refund_id", ""), req.get("transaction_id", ""), "; ".join(req.get("risk_flags") or []),
-                          req.get("requested_at", ""))
-    console.print(table if n else "nothing is waiting for approval")
+        if not isinstance(req, dict) or (overdue and not _overdue(req, now, settings.approval_deadline_h)):
+            continue
+        n += 1
+        got = len(req.get("approvals") or [])
+        table.add_row(tid, req.get("task_id", ""), req.get("customer_id", ""), req.get("amount", ""),
+                      req.get("refund_id", ""), "; ".join(req.get("risk_flags") or []),
+                      f"{got}/{req.get('approvals_required') or 1}", req.get("requested_at", ""),
+                      req.get("deadline") or "-")
+    console.print(table if n else ("nothing is overdue" if overdue else "nothing is waiting for approval"))
 
 
 @app.command()
@@ -352,47 +422,88 @@ def resume(
     thread: str = typer.Argument(..., help="The paused thread."),
     approve: bool = typer.Option(False, "--approve", help="Approve the pending refund."),
     reject: bool = typer.Option(False, "--reject", help="Reject the pending refund."),
-    approver: str = typer.Option(..., "--approver", help="Name of the person deciding (recorded with the decision)."),
+    as_: Optional[str] = AsOpt,
+    approver: Optional[str] = typer.Option(None, "--approver", help="Deprecated alias of --as (must name the same "
+                                           "operator)."),
     note: str = typer.Option("", "--note", help="Why (recorded with the decision)."),
     db: Optional[Path] = DbOpt,
     model: Optional[str] = ModelOpt,
     stream: bool = typer.Option(False, "--stream", "-s", help="Show each agent and step as the resumed run proceeds."),
 ) -> None:
-    """Resume a thread paused for approval with a decision. Refused (exit 2, thread unchanged) when the thread is
-    unknown, nothing is pending, the decision is malformed, or it was already decided."""
+    """Resume a thread paused for approval with your decision (recorded under your operator name). Needs --as an
+    approver of the thread's tenant who is not the refund's customer; the higher risk tier needs two different
+    approvers (the first approval is recorded and the thread stays paused). Refused (exit 2, thread unchanged) when
+    the thread is unknown, nothing is pending, you may not decide, or it was already decided."""
     from graph.conversation import Conversation
 
     if approve == reject:
         raise InputError("give exactly one of --approve or --reject")
+    if approver is not None and as_ is not None and approver != as_:
+        settings = _settings(None, db)
+        from graph.operator_cli import business_store
+
+        raise refuse(business_store(settings), settings, f"operator:{as_}", "resume",
+                     f"--approver {approver} does not match --as {as_}; --approver is deprecated, use --as",
+                     thread=thread)
+    if approver is not None:
+        err.print("warning: --approver is deprecated; use --as NAME", highlight=False)
+    acting = acting_operator(as_ or approver, DECIDE_ROLES, "resume", db=db, thread=thread)
     desk = _approval_desk(db, model)
-    conv = Conversation(thread, desk=desk, context=_thread_context(desk, thread, ("approver",)),
-                        on_event=_print_live_event if stream else None)
-    r = conv.resume({"decision": "approve" if approve else "reject", "approver": approver, "note": note})
+    conv = Conversation(thread, desk=desk, context=acting.context(), on_event=_print_live_event if stream else None)
+    r = conv.resume({"decision": "approve" if approve else "reject", "note": note})
     _print_turn(r)
 
 
 @app.command()
 def recover(
-    thread: Optional[str] = typer.Argument(None, help="One thread; default: every stored thread."),
+    thread: Optional[str] = typer.Argument(None, help="One thread; default: every thread of your tenant."),
     db: Optional[Path] = DbOpt,
     model: Optional[str] = ModelOpt,
+    as_: Optional[str] = AsOpt,
+    expire: bool = typer.Option(False, "--expire", help="Instead: end every approval past its deadline "
+                                "(SWITCHBOARD_APPROVAL_DEADLINE_H, default 72 h); the customer is told, nothing is paid. "
+                                "Needs an approver."),
 ) -> None:
     """Finish runs a crashed process left behind: replay an approval already claimed in the business store, or
-    continue a run stopped between nodes. Cleanly pending approvals stay pending. Use the same --model as the
-    interrupted run."""
-    from checkpoints import thread_ids
+    continue a run stopped between nodes (an operator's run reads the customer's records but changes none).
+    Cleanly pending approvals stay pending. Use the same --model as the interrupted run. Needs --as an operator."""
     from graph.conversation import Conversation
 
+    acting = acting_operator(as_, DECIDE_ROLES if expire else READ_ROLES, "recover --expire" if expire else "recover",
+                             db=db, thread=thread)
     desk = _approval_desk(db, model)
-    targets = [thread] if thread else thread_ids(desk.graph.checkpointer)
+    mine = _tenant_threads(desk, acting)
+    if thread is not None and thread not in mine:
+        raise refuse(acting.store, _settings(None, db), acting.ref, "recover",
+                     f"thread {thread} is not a thread of tenant {acting.tenant_id}", thread=thread)
+    targets = [thread] if thread else mine
+    if expire:
+        _expire(desk, acting, targets)
+        return
     done = 0
     for tid in targets:
-        conv = Conversation(tid, desk=desk, context=_thread_context(desk, tid, ("customer", "approver")))
-        r = conv.recover()
+        r = Conversation(tid, desk=desk, context=acting.context()).recover()
         if r is not None:
             done += 1
             console.print(f"{tid}: recovered -> {r.status} ({r.agent})")
     console.print(f"recovered {done} of {len(targets)} thread(s)")
+
+
+def _expire(desk, acting, targets: list[str]) -> None:
+    """``recover --expire``: end each overdue approval among ``targets`` with an ``expire`` decision."""
+    from graph.conversation import Conversation
+
+    now, deadline = desk.deps.store.now(), desk.deps.settings.approval_deadline_h
+    done = 0
+    for tid in targets:
+        conv = Conversation(tid, desk=desk, context=acting.context())
+        req = conv.pending()
+        if not isinstance(req, dict) or not _overdue(req, now, deadline):
+            continue
+        r = conv.resume({"decision": "expire", "note": f"no decision within {deadline:g} h"})
+        done += 1
+        console.print(f"{tid}: expired refund {req.get('refund_id')} -> customer told: {r.text}", highlight=False)
+    console.print(f"expired {done} overdue approval(s)")
 
 
 @app.command()

@@ -178,7 +178,7 @@ def describe(ev: Event | Mapping[str, Any]) -> str:
     if kind == "run_started":
         dec = d.get("decision")
         if d.get("input") == "resume":
-            what = f"{dec.get('decision')} by {dec.get('approver')}" if isinstance(dec, dict) else str(dec)
+            what = str(dec.get("decision")) if isinstance(dec, dict) else str(dec)
             return f"run started (resume: {what})"
         return "run started"
     if kind == "run_completed":
@@ -217,7 +217,9 @@ def describe(ev: Event | Mapping[str, Any]) -> str:
         return "paused for a human" + (f" ({what}, {payload.get('amount')})" if what else "")
     if kind == "resumed":
         dec = d.get("decision") or {}
-        return "resumed" + (f" with {dec.get('decision')} by {dec.get('approver')}" if isinstance(dec, dict) else f" with {dec}")
+        return "resumed" + (f" with {dec.get('decision')}" if isinstance(dec, dict) else f" with {dec}")
+    if kind == "access_denied":
+        return f"ACCESS DENIED to {d.get('principal') or '?'} ({d.get('action') or '?'}){why_s}"
     return str(kind)
 
 

@@ -1,0 +1,238 @@
+"""Custom authentication and authorization for the LangGraph API server (``langgraph dev``, LangGraph Platform) and
+Aegra: ``langgraph.json`` points at :data:`auth` (``"auth": {"path": "./graph/auth.py:auth", …}``).
+
+**Authentication.** Every request carries ``Authorization: Bearer <token>``. Tokens are made by
+``switchboard tokens issue --customer ID`` / ``--operator NAME`` and stored in the business store as SHA-256 only
+(``checkpoints.business`` table ``tokens``); :func:`resolve_bearer` maps a token to its principal and returns the
+claims the graph reads (``nodes.principal.principal_from_claims``)::
+
+    {"identity": "customer:c_ada", "display_name": "c_ada", "is_authenticated": True, "permissions": ["customer"],
+     "kind": "customer", "principal_id": "c_ada", "tenant_id": "t_demo", "roles": ["customer"]}
+
+A revoked or unknown token, a customer no longer in the store, a disabled operator: 401.
+
+**Authorization** (``@auth.on`` handlers; 403 on refusal, filters on thread metadata otherwise):
+
+* ``threads.create`` — customers only; the thread's metadata gets ``owner`` (customer id) and ``tenant_id``;
+* ``threads.create_run`` — the run's ``context`` is **overwritten** with the authenticated principal (what the
+  client sent is discarded, so ``roles=["approver"]`` in a client's context means nothing), and the request is
+  checked: a customer sends only user messages (no ids, no AI/tool/system messages) on their own threads; an
+  operator only resumes (``command`` with ``resume`` alone) threads of their tenant; nobody sends ``goto`` or
+  ``update`` commands, webhooks, or runs from an older checkpoint. The graph then checks the principal again
+  (``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide, four eyes;
+* ``threads.update`` / ``threads.delete`` (state updates included) — admins of the tenant only;
+* ``assistants`` — read and search for everyone authenticated, changes for admins;
+* ``store``, ``crons`` — refused;
+* everything else (read, search, history, runs of a thread) — customers see their own threads (``owner``),
+  operators their tenant's (``tenant_id``).
+
+``langgraph.json`` also sets ``"disable_studio_auth": true``: without it, ``langgraph dev`` admits any request with
+the header ``x-auth-scheme: langsmith`` as LangGraph Studio's user, bypassing :func:`authenticate`. Studio then
+needs the bearer token in its connection headers.
+
+Works on Aegra 0.6 too: :func:`authenticate` takes ``headers`` positionally or by name, as ``str`` or ``bytes``; the
+handlers read the user's claims by key or by attribute (Aegra's user object cannot be subscripted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph_sdk import Auth
+
+__all__ = ["auth", "authenticate", "resolve_bearer", "principal_claims", "check_run_request", "run_context_for"]
+
+auth = Auth()
+
+_HUMAN_ROLES = frozenset({"user", "human"})
+_HTTP_ERROR = Auth.exceptions.HTTPException
+
+
+def _text(value: Any) -> str:
+    return value.decode("latin-1") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def _headers(headers: Any) -> dict[str, str]:
+    items = headers.items() if isinstance(headers, Mapping) else (headers or [])
+    return {_text(k).lower(): _text(v) for k, v in items}
+
+
+@functools.lru_cache(maxsize=1)
+def _store() -> Any:
+    """The business store of this server process (``Settings().business_db``), opened once, never seeded."""
+    from checkpoints.business import open_store
+    from graph.settings import Settings
+
+    return open_store(Settings().business_db, seed=False)
+
+
+def resolve_bearer(token: str, store: Any = None) -> dict[str, Any] | None:
+    """The claims of the principal a bearer ``token`` stands for (module doc), or None when the token is unknown or
+    revoked, or its principal no longer exists, is disabled or moved tenant. Blocking (database); async callers run
+    it in a thread."""
+    store = store if store is not None else _store()
+    record = store.resolve_token(token)
+    if record is None:
+        return None
+    if record.principal_kind == "customer":
+        if store.get_customer(record.principal_id, record.tenant_id) is None:
+            return None
+        roles = ["customer"]
+    else:
+        op = store.get_operator(record.principal_id)
+        if op is None or not op.enabled or op.tenant_id != record.tenant_id:
+            return None
+        roles = list(op.roles)
+    return {"identity": f"{record.principal_kind}:{record.principal_id}", "display_name": record.principal_id,
+            "is_authenticated": True, "permissions": roles, "kind": record.principal_kind,
+            "principal_id": record.principal_id, "tenant_id": record.tenant_id, "roles": roles}
+
+
+@auth.authenticate
+async def authenticate(headers: Any) -> dict[str, Any]:
+    """``Authorization: Bearer <token>`` -> the principal's claims; 401 otherwise. ``headers``: a mapping of
+    ``bytes`` (LangGraph API) or ``str`` (Aegra) header names to values."""
+    value = _headers(headers).get("authorization", "")
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise _HTTP_ERROR(status_code=401, detail="missing bearer token (Authorization: Bearer <token>)")
+    claims = await asyncio.to_thread(resolve_bearer, token.strip())
+    if claims is None:
+        raise _HTTP_ERROR(status_code=401, detail="unknown or revoked token")
+    return claims
+
+
+def principal_claims(user: Any) -> tuple[str, str, str, tuple[str, ...]]:
+    """``(kind, principal_id, tenant_id, roles)`` of an authenticated user; 403 for a user without them (e.g.
+    LangGraph Studio's built-in user)."""
+    from nodes.principal import claim
+
+    kind, pid, tenant = claim(user, "kind"), claim(user, "principal_id"), claim(user, "tenant_id")
+    if kind not in ("customer", "operator") or not pid or not tenant:
+        raise _HTTP_ERROR(status_code=403, detail="not a switchboard principal")
+    return str(kind), str(pid), str(tenant), tuple(str(r) for r in (claim(user, "roles") or ()))
+
+
+def _scope(kind: str, pid: str, tenant: str) -> dict[str, str]:
+    return {"owner": pid} if kind == "customer" else {"tenant_id": tenant}
+
+
+def _is_human(message: Any) -> bool:
+    if isinstance(message, str):
+        return True
+    if not isinstance(message, Mapping):
+        return False
+    role = str(message.get("role") or message.get("type") or "")
+    return role in _HUMAN_ROLES and "id" not in message and not message.get("tool_calls")
+
+
+def check_run_request(kind: str, kwargs: Mapping[str, Any]) -> str | None:
+    """Why a run request of a ``kind`` principal is refused (module doc), or None when it may go ahead."""
+    command = kwargs.get("command") or None
+    if command is not None:
+        if not isinstance(command, Mapping) or set(k for k, v in command.items() if v is not None) - {"resume"}:
+            return "a run may carry only a resume command (no goto, no update)"
+    if kwargs.get("webhook"):
+        return "webhooks are not allowed"
+    configurable = ((kwargs.get("config") or {}).get("configurable") or {}) if isinstance(kwargs.get("config"), Mapping) \
+        else {}
+    if configurable.get("checkpoint_id") or kwargs.get("checkpoint_id"):
+        return "runs from an earlier checkpoint are not allowed"
+    raw = kwargs.get("input")
+    if kind == "operator":
+        return "operators only resume paused threads" if raw else None
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or set(raw) - {"messages"}:
+        return "the input may hold only messages"
+    messages = raw.get("messages") or []
+    if not isinstance(messages, list) or not all(_is_human(m) for m in messages):
+        return "a customer may send only user messages (no ids, no assistant, tool or system messages)"
+    return None
+
+
+def run_context_for(kind: str, pid: str, tenant: str, roles: tuple[str, ...], sent: Any = None) -> dict[str, Any]:
+    """The run context the server puts in place of what the client sent (``graph.context.RunContext`` fields); only
+    a short ``locale`` of the client's is kept."""
+    ctx: dict[str, Any] = {"tenant_id": tenant, "roles": list(roles)}
+    if kind == "customer":
+        ctx.update(user_id=pid, operator=None, roles=["customer"])
+    else:
+        ctx.update(user_id=None, operator=pid)
+    locale = sent.get("locale") if isinstance(sent, Mapping) else None
+    if isinstance(locale, str) and 0 < len(locale) <= 35:
+        ctx["locale"] = locale
+    return ctx
+
+
+@auth.on.threads.create
+async def on_thread_create(ctx: Auth.types.AuthContext, value: dict) -> dict[str, str]:
+    """Customers start threads; the thread's metadata records its owner and tenant."""
+    kind, pid, tenant, _ = principal_claims(ctx.user)
+    if kind != "customer":
+        raise _HTTP_ERROR(status_code=403, detail="operators do not start conversations")
+    metadata = value.get("metadata")
+    if metadata is None:  # mutate the engine's dict in place: the LangGraph API keeps its own reference to it
+        metadata = value["metadata"] = {}
+    metadata["owner"] = pid
+    metadata["tenant_id"] = tenant
+    return {"owner": pid}
+
+
+@auth.on.threads.create_run
+async def on_run(ctx: Auth.types.AuthContext, value: dict) -> dict[str, str]:
+    """Check the run request and overwrite its context with the authenticated principal."""
+    kind, pid, tenant, roles = principal_claims(ctx.user)
+    kwargs = value.get("kwargs")
+    if isinstance(kwargs, dict):
+        reason = check_run_request(kind, kwargs)
+        if reason:
+            raise _HTTP_ERROR(status_code=403, detail=reason)
+        kwargs["context"] = run_context_for(kind, pid, tenant, roles, kwargs.get("context"))
+    return _scope(kind, pid, tenant)
+
+
+@auth.on.threads.update
+async def on_thread_update(ctx: Auth.types.AuthContext, value: dict) -> dict[str, str]:
+    """Thread metadata and state updates: admins of the tenant only."""
+    kind, _, tenant, roles = principal_claims(ctx.user)
+    if kind != "operator" or "admin" not in roles:
+        raise _HTTP_ERROR(status_code=403, detail="only an admin may update a thread")
+    return {"tenant_id": tenant}
+
+
+@auth.on.threads.delete
+async def on_thread_delete(ctx: Auth.types.AuthContext, value: dict) -> dict[str, str]:
+    """Deleting a thread: admins of the tenant only (``switchboard tasks --stuck`` then lists what it left)."""
+    return await on_thread_update(ctx, value)
+
+
+@auth.on.assistants
+async def on_assistants(ctx: Auth.types.AuthContext, value: dict) -> None:
+    """Assistants: everyone authenticated reads and searches them; only admins change them."""
+    kind, _, _, roles = principal_claims(ctx.user)
+    if ctx.action not in ("read", "search") and (kind != "operator" or "admin" not in roles):
+        raise _HTTP_ERROR(status_code=403, detail="only an admin may change assistants")
+    return None
+
+
+@auth.on.store
+async def on_store(ctx: Auth.types.AuthContext, value: dict) -> None:
+    """The LangGraph store is not used by switchboard: refused."""
+    raise _HTTP_ERROR(status_code=403, detail="the store is not available")
+
+
+@auth.on.crons
+async def on_crons(ctx: Auth.types.AuthContext, value: dict) -> None:
+    """Scheduled runs are not offered: refused."""
+    raise _HTTP_ERROR(status_code=403, detail="scheduled runs are not available")
+
+
+@auth.on
+async def scope(ctx: Auth.types.AuthContext, value: dict) -> dict[str, str]:
+    """Everything else: customers see their own threads, operators their tenant's."""
+    kind, pid, tenant, _ = principal_claims(ctx.user)
+    return _scope(kind, pid, tenant)

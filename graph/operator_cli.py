@@ -1,0 +1,430 @@
+"""The operator side of the ``switchboard`` command line: acting as an operator (``--as NAME`` /
+``SWITCHBOARD_OPERATOR``), principals (``operators``, ``tokens``) and stuck tasks (``tasks``).
+
+Every inspection and decision command of the CLI acts as a registered operator of one tenant
+(README "Identity and authorization"). :func:`acting_operator` resolves the name against the business store and
+refuses an unknown or disabled operator, or one without a role the command needs, with a one-line ``error: …``
+(exit 2 from ``graph.cli.main``) that is recorded: an audit row in the business store and, when the checkpoint
+database exists, an ``access_denied`` event.
+
+The CLI trusts the local account: whoever can run it on a home can also read its databases, so ``--as`` selects
+whose permissions apply and who is recorded; it is not a password. Remote callers authenticate with bearer tokens
+(``graph/auth.py``), which ``switchboard tokens issue`` makes.
+
+Bootstrapping a new home: ``switchboard operators add NAME --tenant T --role admin`` works without ``--as`` only
+while no enabled admin exists anywhere, and only for an operator that gets the ``admin`` role; after that every
+``operators``/``tokens`` command needs ``--as`` an admin of the same tenant.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from graph.errors import AccessDenied, InputError
+
+__all__ = ["Acting", "READ_ROLES", "DECIDE_ROLES", "ADMIN_ROLES", "acting_operator", "refuse", "record_allowed",
+           "business_store", "require_thread_tenant", "operators_app", "tokens_app", "tasks_app", "AsOpt"]
+
+console = Console()
+
+#: Roles that may read a tenant's threads, traces, pending approvals, stats and stuck tasks.
+READ_ROLES = frozenset({"agent", "approver", "admin"})
+#: Roles that may decide paused refunds (approve, reject, expire overdue ones) and close stuck tasks.
+DECIDE_ROLES = frozenset({"approver"})
+#: Roles that may manage operators and tokens.
+ADMIN_ROLES = frozenset({"admin"})
+
+AsOpt = typer.Option(None, "--as", envvar="SWITCHBOARD_OPERATOR", show_envvar=True,
+                     help="The operator acting (registered with 'switchboard operators add'); recorded with what it "
+                          "does. Env: SWITCHBOARD_OPERATOR.")
+
+
+@dataclass(frozen=True)
+class Acting:
+    """An operator allowed to run the current command: ``name``, ``tenant_id``, ``roles``, and the business
+    ``store`` the check used."""
+
+    name: str
+    tenant_id: str
+    roles: frozenset[str]
+    store: Any
+
+    @property
+    def ref(self) -> str:
+        """``operator:<name>``."""
+        return f"operator:{self.name}"
+
+    def context(self) -> Any:
+        """The operator's RunContext (for ``Conversation``)."""
+        from graph.context import RunContext
+
+        return RunContext.for_operator(self.name, self.tenant_id, tuple(sorted(self.roles)))
+
+
+def _settings(db: Path | None = None) -> Any:
+    from graph.settings import Settings
+
+    return Settings.from_env(db=db)
+
+
+def business_store(settings: Any, create: bool = False) -> Any:
+    """The business store at ``settings.business_db``; None when it is a SQLite file that does not exist and
+    ``create`` is False (then no operator can exist yet, and nothing is created by merely asking)."""
+    from checkpoints.business import open_store
+
+    target = str(settings.business_db)
+    if not create and not target.startswith(("postgres://", "postgresql://")) and not Path(target).exists():
+        return None
+    return open_store(target)
+
+
+def _record_event(settings: Any, thread: str | None, who: str, action: str, reason: str) -> None:
+    db = str(settings.db)
+    if not db.startswith(("postgres://", "postgresql://")) and not Path(db).exists():
+        return
+    try:
+        from checkpoints.event_log import event_key, open_event_log
+
+        open_event_log(db).record("access_denied", key=event_key("cli", uuid.uuid4().hex), thread_id=thread,
+                                  reason=reason, detail={"principal": who, "action": action})
+    except Exception:  # noqa: BLE001 - the refusal stands even if its event cannot be written
+        pass
+
+
+def refuse(store: Any, settings: Any, who: str, action: str, reason: str, target: str = "",
+           thread: str | None = None) -> AccessDenied:
+    """Record a refused command (audit row, ``access_denied`` event) and return the AccessDenied to raise."""
+    if store is not None:
+        try:
+            store.record_audit(who, action, target=target or (f"thread:{thread}" if thread else ""), outcome="denied",
+                               detail={"reason": reason})
+        except Exception:  # noqa: BLE001 - the refusal stands even if its record cannot be written
+            pass
+    _record_event(settings, thread, who, action, reason)
+    return AccessDenied(reason)
+
+
+def record_allowed(acting: Acting, action: str, target: str = "", detail: dict | None = None) -> None:
+    """An audit row for an allowed operator action that must leave a trace (``--reveal``, closing a task, …)."""
+    acting.store.record_audit(acting.ref, action, target=target, outcome="allowed", detail=detail or {})
+
+
+def acting_operator(name: str | None, roles: frozenset[str] | set[str], action: str, *, db: Path | None = None,
+                    thread: str | None = None, settings: Any = None) -> Acting:
+    """The operator ``name`` (``--as`` / ``SWITCHBOARD_OPERATOR``) if it may run ``action``, which needs one of
+    ``roles``. Raises AccessDenied (recorded) when the name is missing, unknown, disabled or lacks the roles."""
+    from nodes.principal import operator_facts
+    from policies.authz import authorize_operator
+
+    settings = settings or _settings(db)
+    store = business_store(settings)
+    facts = operator_facts(store, name) if store is not None and name else None
+    verdict = authorize_operator(facts, name or "", roles)
+    if not verdict.allowed or facts is None:
+        who = f"operator:{name}" if name else "unknown"
+        raise refuse(store, settings, who, action, verdict.reason, thread=thread)
+    return Acting(name=facts.name, tenant_id=facts.tenant_id, roles=facts.roles, store=store)
+
+
+def require_thread_tenant(acting: Acting, values: dict, thread: str, action: str, settings: Any = None) -> None:
+    """Refuse (recorded) when ``thread`` (its state ``values``) is not owned by a customer of the operator's
+    tenant."""
+    from checkpoints.threads import thread_owner
+
+    owner = thread_owner(values)
+    if owner is None or owner[1] != acting.tenant_id:
+        raise refuse(acting.store, settings or _settings(), acting.ref, action,
+                     f"thread {thread} is not a thread of tenant {acting.tenant_id}", thread=thread)
+
+
+# ------------------------------------------------------------------------------------------------ operators
+
+operators_app = typer.Typer(help="Operators: the people of the bank who inspect threads and decide refunds (admin).",
+                            no_args_is_help=True)
+
+
+@operators_app.command("add")
+def operators_add(
+    name: str = typer.Argument(..., help="Operator name: a-z first, then a-z 0-9 . _ - (2-64 characters)."),
+    tenant: str = typer.Option(..., "--tenant", help="The tenant the operator works for."),
+    role: list[str] = typer.Option(..., "--role", help="agent, approver or admin; repeat for several."),
+    customer: Optional[str] = typer.Option(None, "--customer", help="The operator's own customer account in the "
+                                           "tenant, if any (they may never decide its refunds)."),
+    as_: Optional[str] = AsOpt,
+) -> None:
+    """Register an operator. Needs --as an admin of the same tenant; on a new home the first admin is added
+    without --as (allowed only while no enabled admin exists, and only with the admin role)."""
+    settings = _settings()
+    store = business_store(settings, create=True)
+    if as_ is None and not store.has_admin():
+        if "admin" not in role:
+            raise refuse(store, settings, "unknown", "operators add", "the first operator of a home must be an admin "
+                         "(--role admin); after that, operators are added --as an admin", target=f"operator:{name}")
+        actor = "bootstrap"
+    else:
+        acting = acting_operator(as_, ADMIN_ROLES, "operators add", settings=settings)
+        if acting.tenant_id != tenant:
+            raise refuse(store, settings, acting.ref, "operators add",
+                         f"operator {acting.name} administers tenant {acting.tenant_id}, not {tenant}")
+        actor = acting.ref
+    try:
+        op = store.add_operator(name, tenant, role, customer_id=customer)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    store.record_audit(actor, "operators add", target=f"operator:{op.id}", detail={"roles": list(op.roles),
+                                                                                     "tenant_id": tenant})
+    console.print(f"added operator {op.id} of tenant {op.tenant_id} with roles {', '.join(op.roles)}")
+
+
+@operators_app.command("list")
+def operators_list(as_: Optional[str] = AsOpt) -> None:
+    """The operators of your tenant (needs --as an admin)."""
+    acting = acting_operator(as_, ADMIN_ROLES, "operators list")
+    table = Table("operator", "tenant", "roles", "enabled", "own customer account", "created")
+    for op in acting.store.list_operators(acting.tenant_id):
+        table.add_row(op.id, op.tenant_id, ", ".join(op.roles), "yes" if op.enabled else "no", op.customer_id or "-",
+                      op.created_at)
+    console.print(table)
+
+
+@operators_app.command("disable")
+def operators_disable(name: str = typer.Argument(..., help="The operator to disable."),
+                      as_: Optional[str] = AsOpt) -> None:
+    """Disable an operator of your tenant (needs --as an admin; an admin cannot disable themselves)."""
+    acting = acting_operator(as_, ADMIN_ROLES, "operators disable")
+    settings = _settings()
+    target = acting.store.get_operator(name)
+    if target is None or target.tenant_id != acting.tenant_id:
+        raise refuse(acting.store, settings, acting.ref, "operators disable",
+                     f"no operator {name} in tenant {acting.tenant_id}", target=f"operator:{name}")
+    if name == acting.name:
+        raise refuse(acting.store, settings, acting.ref, "operators disable",
+                     "an admin cannot disable themselves (ask another admin)", target=f"operator:{name}")
+    acting.store.set_operator_enabled(name, False)
+    record_allowed(acting, "operators disable", f"operator:{name}")
+    console.print(f"disabled operator {name}")
+
+
+# ------------------------------------------------------------------------------------------------ tokens
+
+tokens_app = typer.Typer(help="Bearer tokens for the HTTP API (langgraph dev / the service): issue, list, revoke "
+                              "(admin).", no_args_is_help=True)
+
+
+@tokens_app.command("issue")
+def tokens_issue(
+    customer: Optional[str] = typer.Option(None, "--customer", help="Issue a token for this customer."),
+    operator: Optional[str] = typer.Option(None, "--operator", help="Issue a token for this operator."),
+    label: str = typer.Option("", "--label", help="A note kept with the token record."),
+    as_: Optional[str] = AsOpt,
+) -> None:
+    """Make a bearer token and print it once (only its SHA-256 is stored). Needs --as an admin of the principal's
+    tenant."""
+    if (customer is None) == (operator is None):
+        raise InputError("give exactly one of --customer or --operator")
+    acting = acting_operator(as_, ADMIN_ROLES, "tokens issue")
+    kind, pid = ("customer", customer) if customer else ("operator", operator)
+    assert pid is not None
+    try:
+        record, token = acting.store.issue_token(kind, pid, acting.tenant_id, label)
+    except Exception as exc:
+        from checkpoints.business import NotFoundError
+
+        if isinstance(exc, NotFoundError):
+            raise refuse(acting.store, _settings(), acting.ref, "tokens issue", str(exc), target=f"{kind}:{pid}") from None
+        raise
+    record_allowed(acting, "tokens issue", f"{kind}:{pid}", {"token_id": record.id})
+    console.print(f"token {record.id} for {kind}:{pid} (tenant {record.tenant_id}); shown once, keep it secret:")
+    print(token)
+
+
+@tokens_app.command("list")
+def tokens_list(as_: Optional[str] = AsOpt) -> None:
+    """Token records of your tenant (never the tokens). Needs --as an admin."""
+    acting = acting_operator(as_, ADMIN_ROLES, "tokens list")
+    table = Table("token", "principal", "label", "created", "revoked")
+    for tk in acting.store.list_tokens(acting.tenant_id):
+        table.add_row(tk.id, f"{tk.principal_kind}:{tk.principal_id}", tk.label or "-", tk.created_at,
+                      tk.revoked_at or "-")
+    console.print(table)
+
+
+@tokens_app.command("revoke")
+def tokens_revoke(token_id: str = typer.Argument(..., help="The token's id (tk_…)."), as_: Optional[str] = AsOpt) -> None:
+    """Revoke a token of your tenant. Needs --as an admin."""
+    acting = acting_operator(as_, ADMIN_ROLES, "tokens revoke")
+    mine = {tk.id for tk in acting.store.list_tokens(acting.tenant_id)}
+    if token_id not in mine:
+        raise refuse(acting.store, _settings(), acting.ref, "tokens revoke",
+                     f"no token {token_id} in tenant {acting.tenant_id}", target=token_id)
+    acting.store.revoke_token(token_id)
+    record_allowed(acting, "tokens revoke", token_id)
+    console.print(f"revoked {token_id}")
+
+
+# ------------------------------------------------------------------------------------------------ tasks
+
+tasks_app = typer.Typer(help="Refund tasks an operator may have to finish by hand: list stuck ones, close one.",
+                        invoke_without_command=True)
+
+
+@dataclass(frozen=True)
+class StuckItem:
+    """A task (or a refund without a task) that no thread will finish: ``id``, ``kind`` (task|refund),
+    ``refund_id``, ``customer_id``, ``thread_id``, ``status``, ``why``."""
+
+    id: str
+    kind: str
+    refund_id: str
+    customer_id: str
+    thread_id: str
+    status: str
+    why: str
+
+
+def _thread_state(desk: Any, thread: str) -> tuple[dict, Any, tuple]:
+    """``(values, pending interrupt payload, next nodes)`` of a thread (empty values when it is gone)."""
+    snap = desk.graph.get_state({"configurable": {"thread_id": thread}})
+    pending = None
+    for t in snap.tasks or ():
+        for intr in t.interrupts or ():
+            pending = intr.value
+    return dict(snap.values or {}), pending, tuple(snap.next or ())
+
+
+def _why_stuck(task: Any, refund: Any, desk: Any) -> str | None:
+    values, pending, nxt = _thread_state(desk, task.thread_id) if desk is not None else ({}, None, ())
+    if not values:
+        return "thread gone (no checkpoint)"
+    if task.status == "awaiting_approval":
+        if not isinstance(pending, dict) or pending.get("task_id") != task.id:
+            return "waits for approval but the thread is not paused on it (checkpoint missing)"
+        return None
+    if refund is not None and refund.status == "approved" and not nxt and pending is None:
+        return "approved but the thread finished without paying"
+    return None
+
+
+def stuck_items(acting: Acting, desk: Any) -> list[StuckItem]:
+    """Tasks in ``open``/``awaiting_approval`` of the operator's tenant that no thread will finish, and refunds
+    still requested/approved that no task decides."""
+    store = acting.store
+    out: list[StuckItem] = []
+    for task in store.list_tasks(("open", "awaiting_approval")):
+        refund = store.load_refund(task.refund_id) if task.refund_id else None
+        customer = store.get_customer(refund.customer_id) if refund is not None else None
+        if customer is None or customer.tenant_id != acting.tenant_id:
+            continue
+        why = _why_stuck(task, refund, desk)
+        if why:
+            out.append(StuckItem(task.id, "task", refund.id, refund.customer_id, task.thread_id, task.status, why))
+    for refund in store.orphan_refunds():
+        customer = store.get_customer(refund.customer_id)
+        if customer is not None and customer.tenant_id == acting.tenant_id:
+            out.append(StuckItem(refund.id, "refund", refund.id, refund.customer_id, "-", refund.status,
+                                 "no task decides this refund"))
+    return out
+
+
+def _desk_or_none(db: Path | None) -> Any:
+    settings = _settings(db)
+    if not str(settings.db).startswith(("postgres://", "postgresql://")) and not Path(settings.db).exists():
+        return None
+    from graph.cli import _desk
+
+    return _desk(settings)
+
+
+@tasks_app.callback()
+def tasks(
+    ctx: typer.Context,
+    stuck: bool = typer.Option(False, "--stuck", help="Only tasks and refunds no thread will finish."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db)."),
+    as_: Optional[str] = AsOpt,
+) -> None:
+    """List the open refund tasks of your tenant (with --stuck: those whose thread is gone or not paused on them,
+    and refunds no task decides). Needs --as an operator (agent, approver or admin)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    acting = acting_operator(as_, READ_ROLES, "tasks", db=db)
+    desk = _desk_or_none(db)
+    items = stuck_items(acting, desk)
+    if not stuck:
+        stuck_ids = {i.id for i in items}
+        for task in acting.store.list_tasks(("open", "awaiting_approval")):
+            refund = acting.store.load_refund(task.refund_id) if task.refund_id else None
+            customer = acting.store.get_customer(refund.customer_id) if refund is not None else None
+            if task.id not in stuck_ids and customer is not None and customer.tenant_id == acting.tenant_id:
+                items.append(StuckItem(task.id, "task", refund.id, refund.customer_id, task.thread_id, task.status, "-"))
+    if not items:
+        console.print("no stuck tasks" if stuck else "no open tasks")
+        return
+    table = Table("id", "kind", "refund", "customer", "thread", "status", "stuck because")
+    for i in items:
+        table.add_row(i.id, i.kind, i.refund_id, i.customer_id, i.thread_id, i.status, i.why)
+    console.print(table)
+
+
+@tasks_app.command("close")
+def tasks_close(
+    item: str = typer.Argument(..., metavar="ID", help="A task id (task_…) or a refund id without a task (rf_…)."),
+    note: str = typer.Option("closed by an operator", "--note", help="Why (recorded; shown to nobody else)."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db)."),
+    as_: Optional[str] = AsOpt,
+) -> None:
+    """Close a task or refund of your tenant: nothing is paid, the decision is recorded with your name, and the
+    customer is told on the thread when it still exists. Needs --as an approver."""
+    acting = acting_operator(as_, DECIDE_ROLES, "tasks close", db=db)
+    store = acting.store
+    task = store.get_task(item)
+    refund = store.load_refund(task.refund_id if task is not None and task.refund_id else item)
+    customer = store.get_customer(refund.customer_id) if refund is not None else None
+    if refund is None or customer is None or customer.tenant_id != acting.tenant_id:
+        raise refuse(store, _settings(db), acting.ref, "tasks close", f"no task or refund {item} in tenant "
+                     f"{acting.tenant_id}", target=item)
+    if task is None:
+        store.cancel_orphan_refund(refund.id)
+        record_allowed(acting, "tasks close", refund.id, {"note": note})
+        console.print(f"cancelled refund {refund.id} (no task, no thread: the customer was not told)")
+        return
+    decision = store.close_task(task.id, f"dc_close_{uuid.uuid4().hex[:10]}", acting.ref, note)
+    record_allowed(acting, "tasks close", task.id, {"note": note, "decision_id": decision.id})
+    told = _tell_customer(db, acting, task, decision, refund)
+    console.print(f"closed task {task.id} (refund {refund.id} cancelled, nothing paid); {told}")
+
+
+def _tell_customer(db: Path | None, acting: Acting, task: Any, decision: Any, refund: Any) -> str:
+    """Tell the customer on the task's thread: resume it with the recorded close decision when it is paused on this
+    task, else add a message from the refunds agent. Returns what happened, for the operator."""
+    desk = _desk_or_none(db)
+    if desk is None:
+        return "no thread database: the customer was not told"
+    values, pending, _ = _thread_state(desk, task.thread_id)
+    if not values:
+        return f"thread {task.thread_id} is gone: the customer was not told"
+    from langgraph.types import Command
+
+    from graph.conversation import Conversation
+
+    if isinstance(pending, dict) and pending.get("task_id") == task.id:
+        conv = Conversation(task.thread_id, desk=desk, context=acting.context())
+        desk.graph.invoke(Command(resume={"decision": "close", "decision_id": decision.id}), conv.config,
+                          context=acting.context())
+        return f"customer told on thread {task.thread_id}: {conv.result().text}"
+    from langchain_core.messages import AIMessage
+
+    from checkpoints.business import money
+    from graph.state import ensure_ids
+
+    text = (f"Our team closed your refund request {refund.id} of {money(refund.amount_minor, refund.currency)}. "
+            "Nothing was paid; reply if you'd like us to look at it again.")
+    desk.graph.update_state({"configurable": {"thread_id": task.thread_id}},
+                            {"messages": ensure_ids([AIMessage(content=text, name="refunds")])}, as_node="fallback")
+    return f"customer told on thread {task.thread_id}"
