@@ -49,11 +49,15 @@ from nodes.scripted_models import KeywordRouter
 r = KeywordRouter()
 s = Settings.from_env(db=home / "switchboard.db", business_db=home / "business.db")
 g = build_graph(model=OfflineChatModel(router=r), checkpointer=open_checkpointer(s.db), settings=s, router=r)
+from checkpoints.business import open_store
+store = open_store(s.business_db)
+if store.get_operator("ann") is None:
+    store.add_operator("ann", "t_demo", ["approver"])
 print("READY", flush=True)
 t0 = time.perf_counter()
 Conversation("crash", graph=g).send(sys.argv[2])
-Conversation("crash", graph=g, context=RunContext(roles=("approver",))).resume(
-    {"decision": "approve", "approver": "ann", "decision_id": "dc_crash"})
+Conversation("crash", graph=g, context=RunContext.for_operator("ann", "t_demo")).resume(
+    {"decision": "approve", "decision_id": "dc_crash"})
 print("DONE", time.perf_counter() - t0, flush=True)
 '''
 
@@ -102,7 +106,9 @@ def recover(home: Path) -> dict:
 
     d = _desk(home)
     g, store = d.graph, d.deps.store
-    conv = Conversation("crash", desk=d, context=RunContext(roles=("customer", "approver")))
+    if store.get_operator("ann") is None:
+        store.add_operator("ann", "t_demo", ["approver"])
+    conv = Conversation("crash", desk=d, context=RunContext(user_id="c_ada", tenant_id="t_demo"))  # the owner
     state_before = "not_started"
     if conv.state:
         pend = conv.pending()
@@ -118,8 +124,8 @@ def recover(home: Path) -> dict:
     cleanly_pending = conv.pending() is not None
     if cleanly_pending:
         try:
-            Conversation("crash", desk=d, context=RunContext(roles=("approver",))).resume(
-                {"decision": "approve", "approver": "ann", "decision_id": "dc_crash"})
+            Conversation("crash", desk=d, context=RunContext.for_operator("ann", "t_demo")).resume(
+                {"decision": "approve", "decision_id": "dc_crash"})
         except Exception as exc:  # noqa: BLE001 - reported as a failure below
             return {"error": f"resume after recovery failed: {exc}"}
     refunds = [r for r in store.list_refunds("c_ada") if r.transaction_id == "tx_1001"]

@@ -337,9 +337,10 @@ def _desk_or_none(db: Path | None) -> Any:
     settings = _settings(db)
     if not str(settings.db).startswith(("postgres://", "postgresql://")) and not Path(settings.db).exists():
         return None
-    from graph.cli import _desk
+    from checkpoints import open_checkpointer
+    from graph.builder import build_desk
 
-    return _desk(settings)
+    return build_desk(checkpointer=open_checkpointer(settings.db), settings=settings)
 
 
 @tasks_app.callback()

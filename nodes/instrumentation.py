@@ -23,7 +23,8 @@ kind)``: the task namespace (``node:task_id``) is stable across the pause and ``
 events in this execution, so a deterministic re-run reproduces the keys of the events it already wrote and
 the store ignores them; the stored copy keeps its first timestamp and run_id.  ``interrupt``, ``resumed`` and
 ``agent_finished`` describe one execution and are keyed by ``(task namespace, run_id, kind)``: every pause, every
-resume and the final end are recorded once each.
+resume and the final end are recorded once each; so is ``access_denied`` (a refused run changes no checkpoint, so
+the next refused run on the same paused node would otherwise reproduce its key).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ QUIET_NODES: frozenset[str] = frozenset({"entry", "access_denied"})
 
 #: Events that describe one execution of a node (not its work): keyed per run, so that each pause, resume and
 #: end of a node re-run is recorded, while the work it reproduces is not.
-_PER_EXECUTION = frozenset({"interrupt", "resumed", "agent_finished"})
+_PER_EXECUTION = frozenset({"interrupt", "resumed", "agent_finished", "access_denied"})
 
 
 @dataclass

@@ -14,7 +14,7 @@ from checkpoints.business import open_store
 from graph.builder import build_desk
 from graph.context import RunContext
 from graph.conversation import Conversation
-from graph.errors import InputError
+from graph.errors import AccessDenied, InputError
 from graph.settings import Settings
 from nodes.offline_model import OfflineChatModel
 from tests.conftest import KeywordRouter
@@ -22,12 +22,18 @@ from tests.conftest import KeywordRouter
 REPO = Path(__file__).resolve().parents[1]
 BIG = "I want a refund for tx_1001 please, that Tesco order never happened"  # £23.80 > auto-approval limit
 SMALL = "Please refund tx_1008, it was a duplicate coffee"  # £4.50, auto-approved
+ANN = RunContext.for_operator("ann", "t_demo")
+BEN = RunContext.for_operator("ben", "t_demo")
 
 
 def _setup(home: Path):
+    """A desk on ``home`` with two registered approvers, ann and ben, of tenant t_demo."""
     s = Settings.from_env(db=home / "switchboard.db", business_db=home / "business.db")
     r = KeywordRouter()
     d = build_desk(model=OfflineChatModel(router=r), checkpointer=open_checkpointer(s.db), settings=s, router=r)
+    for name in ("ann", "ben"):
+        if d.deps.store.get_operator(name) is None:
+            d.deps.store.add_operator(name, "t_demo", ["approver"])
     return d.graph, d.deps.store
 
 
@@ -56,18 +62,18 @@ def test_big_refund_pauses_then_another_process_approves_once(isolated_home):
     assert r.status == "awaiting_approval" and r.pending.amount_minor == 2380
     assert r.pending.risk_flags and r.pending.refund_id
     assert _executed(store) == []
-    listed = _cli(isolated_home, "pending")
+    listed = _cli(isolated_home, "pending", "--as", "ann")
     assert listed.returncode == 0 and "t-big" in listed.stdout
-    first = _cli(isolated_home, "resume", "t-big", "--approve", "--approver", "ann", "--note", "receipt checked")
+    first = _cli(isolated_home, "resume", "t-big", "--approve", "--as", "ann", "--note", "receipt checked")
     assert first.returncode == 0, first.stderr
     assert "paid back" in first.stdout
     paid = _executed(store)
     assert len(paid) == 1 and paid[0].transaction_id == "tx_1001"
-    second = _cli(isolated_home, "resume", "t-big", "--approve", "--approver", "bob")
-    assert second.returncode == 2 and "already decided: approve by ann" in second.stderr
+    second = _cli(isolated_home, "resume", "t-big", "--approve", "--as", "ben")
+    assert second.returncode == 2 and "already decided: approve by operator:ann" in second.stderr
     assert len(_executed(store)) == 1
     decisions = store.list_decisions(r.pending.task_id)
-    assert [(d.approver, d.decision, d.note) for d in decisions] == [("ann", "approve", "receipt checked")]
+    assert [(d.approver, d.decision, d.note) for d in decisions] == [("operator:ann", "approve", "receipt checked")]
     assert store.get_task(r.pending.task_id).status == "completed"
 
 
@@ -75,21 +81,20 @@ def test_reject_pays_nothing_and_refunds_agent_answers(isolated_home):
     g, store = _setup(isolated_home)
     conv = Conversation("t", graph=g)
     conv.send(BIG)
-    r = Conversation("t", graph=g, context=RunContext(roles=("approver",))).resume(
-        {"decision": "reject", "approver": "ann", "note": "no evidence"})
+    r = Conversation("t", graph=g, context=ANN).resume({"decision": "reject", "note": "no evidence"})
     assert r.agent == "refunds" and "not approved" in r.text and "no evidence" in r.text
     assert _executed(store) == []
 
 
-@pytest.mark.parametrize("bad", [{"decision": "maybe", "approver": "ann"}, {"decision": "approve", "approver": "  "},
-                                 {"decision": "approve"}, {"decision": "approve", "approver": "a", "amount": 1}, "yes"])
+@pytest.mark.parametrize("bad", [{"decision": "maybe"}, {"decision": "approve", "approver": "  "},
+                                 {}, {"decision": "approve", "amount": 1}, "yes"])
 def test_malformed_decision_refused_thread_unchanged(isolated_home, bad):
     g, store = _setup(isolated_home)
     Conversation("t", graph=g).send(BIG)
     cfg = {"configurable": {"thread_id": "t"}}
     before = g.get_state(cfg).config["configurable"]["checkpoint_id"]
     with pytest.raises(InputError, match="malformed decision"):
-        Conversation("t", graph=g, context=RunContext(roles=("approver",))).resume(bad)
+        Conversation("t", graph=g, context=ANN).resume(bad)
     assert g.get_state(cfg).config["configurable"]["checkpoint_id"] == before
     assert Conversation("t", graph=g).pending() is not None
     assert _executed(store) == []
@@ -99,13 +104,13 @@ def test_cli_errors_are_one_line_and_change_nothing(isolated_home):
     g, store = _setup(isolated_home)
     Conversation("t", graph=g).send(BIG)
     Conversation("idle", graph=g).send("where is my refund?")
-    unknown = _cli(isolated_home, "resume", "nope", "--approve", "--approver", "ann")
+    unknown = _cli(isolated_home, "resume", "nope", "--approve", "--as", "ann")
     assert unknown.returncode == 2 and unknown.stderr.strip().startswith("error: unknown thread")
-    idle = _cli(isolated_home, "resume", "idle", "--approve", "--approver", "ann")
+    idle = _cli(isolated_home, "resume", "idle", "--approve", "--as", "ann")
     assert idle.returncode == 2 and "nothing pending" in idle.stderr
-    both = _cli(isolated_home, "resume", "t", "--approve", "--reject", "--approver", "ann")
+    both = _cli(isolated_home, "resume", "t", "--approve", "--reject", "--as", "ann")
     assert both.returncode == 2 and "exactly one" in both.stderr
-    blank = _cli(isolated_home, "resume", "t", "--approve", "--approver", " ")
+    blank = _cli(isolated_home, "resume", "t", "--approve", "--as", " ")
     assert blank.returncode == 2 and len(blank.stderr.strip().splitlines()) == 1
     assert Conversation("t", graph=g).pending() is not None and _executed(store) == []
 
@@ -113,8 +118,10 @@ def test_cli_errors_are_one_line_and_change_nothing(isolated_home):
 def test_customer_cannot_approve(isolated_home):
     g, store = _setup(isolated_home)
     Conversation("t", graph=g).send(BIG)
-    with pytest.raises(InputError, match="not authorized"):
-        Conversation("t", graph=g).resume({"decision": "approve", "approver": "me"})  # customer role only
+    with pytest.raises(AccessDenied, match="not authorized"):
+        Conversation("t", graph=g).resume({"decision": "approve"})  # the customer's own context
+    with pytest.raises(AccessDenied, match="not authorized"):  # a customer claiming the approver role: still a customer
+        Conversation("t", graph=g, context=RunContext(roles=("approver",))).resume({"decision": "approve"})
     assert Conversation("t", graph=g).pending() is not None
 
 
@@ -124,8 +131,8 @@ def test_cancel_then_approve_executes_nothing(isolated_home):
     conv.send(BIG)
     r = conv.send("Actually, cancel my refund please")
     assert r.agent == "refunds" and "cancelled" in r.text
-    with pytest.raises(InputError, match="already decided: cancel by customer"):
-        Conversation("t", graph=g, context=RunContext(roles=("approver",))).resume({"decision": "approve", "approver": "ann"})
+    with pytest.raises(InputError, match="already decided: cancel by customer:c_ada"):
+        Conversation("t", graph=g, context=ANN).resume({"decision": "approve"})
     assert _executed(store) == []
     assert [x.status for x in store.list_refunds("c_ada") if x.transaction_id == "tx_1001"] == ["cancelled"]
 
@@ -133,25 +140,26 @@ def test_cancel_then_approve_executes_nothing(isolated_home):
 def test_cancel_out_of_band_then_approve_is_already_decided(isolated_home):
     g, store = _setup(isolated_home)
     r = Conversation("t", graph=g).send(BIG)
-    store.decide_approval(r.pending.task_id, "dc_phone", "customer", "cancel", "called the bank",
+    store.decide_approval(r.pending.task_id, "dc_phone", "customer:c_ada", "cancel", "called the bank",
                           refund_id=r.pending.refund_id)
     with pytest.raises(InputError, match="already decided: cancel"):
-        Conversation("t", graph=g, context=RunContext(roles=("approver",))).resume({"decision": "approve", "approver": "ann"})
+        Conversation("t", graph=g, context=ANN).resume({"decision": "approve"})
     assert _executed(store) == []
 
 
 RACE = r'''
 import sys, os, time
+from graph.context import RunContext
 from graph.conversation import Conversation
-from graph.cli import _approval_desk, _thread_context
+from graph.cli import _approval_desk
 from graph.errors import InputError
 from pathlib import Path
 d = _approval_desk(Path(sys.argv[1]))
-conv = Conversation("race", desk=d, context=_thread_context(d, "race", ("approver",)))
+conv = Conversation("race", desk=d, context=RunContext.for_operator(sys.argv[3], "t_demo"))
 while not Path(sys.argv[2]).exists():
     time.sleep(0.001)
 try:
-    r = conv.resume({"decision": "approve", "approver": sys.argv[3]})
+    r = conv.resume({"decision": "approve"})
     print("OK", r.status)
 except InputError as exc:
     print("ERR", exc)
@@ -165,13 +173,13 @@ def test_two_processes_resume_at_once_exactly_one_refund(isolated_home, tmp_path
     env = {**os.environ, "SWITCHBOARD_HOME": str(isolated_home)}
     procs = [subprocess.Popen([sys.executable, "-c", RACE, str(isolated_home / "switchboard.db"), str(go), name],
                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for name in ("ann", "bob")]
+             for name in ("ann", "ben")]
     import time
 
     time.sleep(3.0)  # both processes have built their graph and wait for the signal
     go.touch()
     outs = [p.communicate(timeout=120) for p in procs]
     lines = sorted(o[0].strip().splitlines()[-1] for o in outs)
-    assert lines[0].startswith("ERR already decided: approve by"), outs
+    assert lines[0].startswith("ERR already decided: approve by operator:"), outs
     assert lines[1] == "OK answered", outs
     assert len(_executed(store)) == 1

@@ -50,15 +50,22 @@ def test_train_router_then_route_uses_it(isolated_home, tmp_path):
     assert fig["router"] == str(csv) and fig["accuracy_answering_agent"] >= 0.9
 
 
+def _operator(home: Path, name: str = "ann", *roles: str) -> None:
+    from checkpoints.business import open_store
+
+    open_store(home / "business.db").add_operator(name, "t_demo", list(roles or ("agent",)))
+
+
 def test_chat_threads_history(isolated_home):
     r = _cli(isolated_home, "chat", "Where is my refund?", "--thread", "t1")
     assert r.returncode == 0, r.stderr
     assert "refunds" in r.stdout and "path:" in r.stdout
     r = _cli(isolated_home, "chat", "and my card was stolen", "--thread", "t1")
     assert r.returncode == 0 and "cards" in r.stdout
-    t = _cli(isolated_home, "threads")
+    _operator(isolated_home)
+    t = _cli(isolated_home, "threads", "--as", "ann")
     assert t.returncode == 0 and "t1" in t.stdout
-    h = _cli(isolated_home, "history", "t1")
+    h = _cli(isolated_home, "history", "t1", "--as", "ann")
     assert h.returncode == 0 and "refunds" in h.stdout and "cards" in h.stdout
 
 
@@ -72,6 +79,7 @@ def test_bad_input_one_line_errors(isolated_home, tmp_path):
         ("route", str(tmp_path / "missing.csv"), "--labels", str(labels)),
         ("chat", "   ", "--thread", "t"),
         ("history", "nope"),
+        ("history", "nope", "--as", "nobody"),
         ("draw", "--format", "png"),
     ]
     for args in cases:
@@ -113,8 +121,9 @@ def test_concurrent_turns_on_one_thread_are_serialised(isolated_home):
 
 
 def test_new_home_lists_are_empty_not_errors(isolated_home):
+    _operator(isolated_home)
     for args, text in ((("threads",), "no threads yet"), (("pending",), "nothing is waiting"), (("stats",), "no runs")):
-        r = _cli(isolated_home, *args)
+        r = _cli(isolated_home, *args, "--as", "ann")
         assert r.returncode == 0 and text in r.stdout, (args, r.stdout, r.stderr)
 
 

@@ -13,7 +13,7 @@ from graph.conversation import Conversation
 from tests.test_approval import BIG, _executed, _setup
 
 REPO = Path(__file__).resolve().parents[1]
-APPROVER = RunContext(roles=("approver",))
+APPROVER = RunContext.for_operator("ann", "t_demo")  # registered by tests.test_approval._setup
 
 
 class Crash(BaseException):
@@ -31,7 +31,7 @@ def test_crash_after_payment_before_checkpoint_pays_once(isolated_home, monkeypa
 
     monkeypatch.setattr(store, "execute_refund", pay_then_die)
     with pytest.raises(Crash):
-        Conversation("t", graph=g, context=APPROVER).resume({"decision": "approve", "approver": "ann"})
+        Conversation("t", graph=g, context=APPROVER).resume({"decision": "approve"})
     assert len(_executed(store)) == 1  # the money left, but the checkpoint does not know yet
     monkeypatch.setattr(store, "execute_refund", real)
     r = Conversation("t", graph=g, context=APPROVER).recover()
@@ -43,7 +43,7 @@ def test_crash_after_payment_before_checkpoint_pays_once(isolated_home, monkeypa
 def test_crash_after_claim_before_resume_is_not_a_lost_approval(isolated_home):
     g, store = _setup(isolated_home)
     r = Conversation("t", graph=g).send(BIG)
-    store.decide_approval(r.pending.task_id, "dc_claimed", "ann", "approve", "ok", refund_id=r.pending.refund_id)
+    store.decide_approval(r.pending.task_id, "dc_claimed", "operator:ann", "approve", "ok", refund_id=r.pending.refund_id)
     # the approver's process died here: the store knows the decision, the thread is still paused
     out = Conversation("t", graph=g, context=APPROVER).recover()
     assert out.status == "answered" and len(_executed(store)) == 1

@@ -330,8 +330,8 @@ def test_approval_pause_and_resume_exact_event_sequence(isolated_home):
     assert intr.detail["payload"]["kind"] == "refund_approval" and intr.detail["payload"]["amount_minor"] == 2380
     assert [e.detail["tool"] for e in log.events("ta", kinds=["tool_called"])] == ["request_refund"]
 
-    decision = {"decision": "approve", "approver": "ann", "note": "receipt checked", "decision_id": "dc_fixed"}
-    r2 = Conversation("ta", graph=g, context=RunContext(roles=("approver",))).resume(decision)
+    decision = {"decision": "approve", "note": "receipt checked", "decision_id": "dc_fixed"}
+    r2 = Conversation("ta", graph=g, context=RunContext.for_operator("ann", "t_demo")).resume(decision)
     assert r2.agent == "refunds" and "paid back" in r2.text
     evts = log.events("ta")
     assert seq(evts) == APPROVAL_PAUSE + APPROVAL_RESUME  # the re-run of human_approval added no duplicate

@@ -117,18 +117,23 @@ def test_change_of_topic_goes_through_triage(make_graph):
     assert conv.state["entry_reason"].startswith("topic changed")
 
 
-def test_identity_change_goes_through_triage(make_graph):
-    """The graph's entry policy re-triages when the run context's identity changed (raw LangGraph API)."""
+def test_another_customers_run_is_refused_by_the_graph(make_graph):
+    """Driving the compiled graph with another customer's RunContext is refused by the entry node (raw LangGraph API):
+    an AccessDenied, no model call, the owner's transcript unchanged (the refused message is taken back out)."""
     from langchain_core.messages import HumanMessage
 
     from graph.context import RunContext
+    from graph.errors import AccessDenied
 
     g = make_graph()
     Conversation("t", graph=g).send("Where is my refund?")
     cfg = {"configurable": {"thread_id": "t"}}
-    out = g.invoke({"messages": [HumanMessage("and the other refund?", id="h2")]}, cfg, context=RunContext(user_id="c_bob"))
-    assert [h["to_agent"] for h in out["handoff_path"] if h["turn"] == 2][0] == "triage"
-    assert out["entry_reason"].startswith("identity or tenant changed")
+    before = [m.id for m in g.get_state(cfg).values["messages"]]
+    with pytest.raises(AccessDenied, match="belongs to another customer"):
+        g.invoke({"messages": [HumanMessage("and the other refund?", id="h2")]}, cfg, context=RunContext(user_id="c_bob"))
+    values = g.get_state(cfg).values
+    assert [m.id for m in values["messages"]] == before and values["owner"] == {"customer_id": "c_ada",
+                                                                                "tenant_id": "t_demo"}
 
 
 def test_conversation_refuses_another_customers_thread_and_unknown_customers(make_graph):

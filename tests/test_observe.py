@@ -35,6 +35,10 @@ def desk(isolated_home, monkeypatch):
                           settings=settings, router=router, **kw)
 
     monkeypatch.setattr(cli, "_desk", _desk)
+    from checkpoints.business import open_store
+
+    open_store(isolated_home / "business.db").add_operator("ann", "t_demo", ["agent", "approver"])
+    monkeypatch.setenv("SWITCHBOARD_OPERATOR", "ann")  # the operator every inspection command acts as
     from rich.console import Console
 
     monkeypatch.setattr(cli, "console", Console(width=200))  # wide tables: no wrapped cells in the assertions
@@ -179,9 +183,9 @@ def test_resume_stream_and_draw_png_of_the_thread_path(desk, tmp_path):
     runner = CliRunner()
     paused = runner.invoke(app, ["chat", BIG, "--thread", "T", "--stream"])
     assert paused.exit_code == 0 and "paused for a human" in paused.output, paused.output
-    resumed = runner.invoke(app, ["resume", "T", "--approve", "--approver", "ann", "--stream"])
+    resumed = runner.invoke(app, ["resume", "T", "--approve", "--stream"])
     assert resumed.exit_code == 0, resumed.output
-    assert "resumed with approve by ann" in resumed.output and "tool execute_refund: ok" in resumed.output
+    assert "resumed with approve" in resumed.output and "approved by operator:ann" in resumed.output and "tool execute_refund: ok" in resumed.output
     out = tmp_path / "T.png"
     res = runner.invoke(app, ["draw", "--format", "png", "--thread", "T", "--out", str(out)])
     assert res.exit_code == 0, res.output
