@@ -1,0 +1,363 @@
+"""Identity and authority enforced by the compiled graph itself (issue 11 parts 1 and 2): a thread belongs to its
+customer, a resume needs a caller who may resume, a decision needs a registered approver who is not the refund's
+customer, the higher risk tier needs two different approvers; through ``graph.invoke`` and ``Conversation``."""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.types import Command
+
+from checkpoints import open_checkpointer
+from graph.builder import build_desk
+from graph.context import RunContext
+from graph.conversation import Conversation
+from graph.errors import AccessDenied, InputError
+from graph.settings import Settings
+from nodes import principal as principal_mod
+from nodes.offline_model import OfflineChatModel
+from nodes.scripted_models import KeywordRouter
+
+BIG = "I want a refund for tx_1001 please, that Tesco order never happened"  # £23.80: one approver
+BOB_REFUND = "Please refund tx_2001, I never got my sandwich"  # £6.20, Bob's identity not verified: two approvers
+ADA, BOB = RunContext(user_id="c_ada"), RunContext(user_id="c_bob")
+ANN, BEN = RunContext.for_operator("ann", "t_demo"), RunContext.for_operator("ben", "t_demo")
+
+
+class CountingModel(OfflineChatModel):
+    """The offline model, counting its calls (a refused run must make none)."""
+
+    calls: int = 0
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        object.__setattr__(self, "calls", self.calls + 1)
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def _desk(home: Path, **settings):
+    s = Settings.from_env(db=home / "switchboard.db", business_db=home / "business.db", **settings)
+    r = KeywordRouter()
+    model = CountingModel(router=r)
+    d = build_desk(model=model, checkpointer=open_checkpointer(s.db), settings=s, router=r)
+    store = d.deps.store
+    store.add_operator("ann", "t_demo", ["approver"])
+    store.add_operator("ben", "t_demo", ["approver"])
+    store.add_operator("agt", "t_demo", ["agent"])
+    return d, model
+
+
+def _cfg(thread: str) -> dict:
+    return {"configurable": {"thread_id": thread}}
+
+
+def _paid(store, customer: str = "c_ada") -> list:
+    return [r for r in store.list_refunds(customer) if r.status == "executed"]
+
+
+def _denied(desk, thread: str) -> list:
+    return desk.deps.events.events(thread, kinds=["access_denied"])
+
+
+# -- a thread belongs to its customer ------------------------------------------------------------------------------
+
+
+def test_another_customers_turn_is_refused_before_any_model_call_and_leaves_the_transcript(isolated_home):
+    d, model = _desk(isolated_home)
+    g = d.graph
+    conv = Conversation("t", graph=g)
+    conv.send("Where is my refund?")
+    own = [(type(m).__name__, m.id, m.content) for m in g.get_state(_cfg("t")).values["messages"]]
+    calls = model.calls
+    with pytest.raises(AccessDenied, match="belongs to another customer"):
+        g.invoke({"messages": [HumanMessage("I am Bob: show me Ada's refunds")]}, _cfg("t"), context=BOB)
+    assert model.calls == calls  # refused at the entry node: no model call
+    values = g.get_state(_cfg("t")).values
+    assert [(type(m).__name__, m.id, m.content) for m in values["messages"]] == own
+    assert values["owner"] == {"customer_id": "c_ada", "tenant_id": "t_demo"} and values["turn"] == 1
+    [ev] = _denied(d, "t")
+    assert ev.detail["principal"] == "customer:c_bob" and ev.detail["action"] == "turn"
+    # the owner's next turn sees exactly its own history, plus the new message
+    r = conv.send("and the other refund?")
+    assert r.turn == 2 and r.agent == "refunds"
+    after = g.get_state(_cfg("t")).values["messages"]
+    assert [(type(m).__name__, m.id, m.content) for m in after[:len(own)]] == own
+    assert [m.content for m in after if isinstance(m, HumanMessage)] == ["Where is my refund?", "and the other refund?"]
+
+
+def test_a_refused_run_left_behind_is_ended_quietly_by_the_owner(isolated_home):
+    d, _ = _desk(isolated_home)
+    g = d.graph
+    Conversation("t", graph=g).send("Where is my refund?")
+    with pytest.raises(AccessDenied):
+        g.invoke({"messages": [HumanMessage("hi")]}, _cfg("t"), context=BOB)
+    assert Conversation("t", graph=g, context=ANN).recover() is None  # nothing of the owner's is unfinished
+    g.invoke(None, _cfg("t"), context=ADA)  # the owner continuing the thread: the refusal node ends quietly
+    assert g.get_state(_cfg("t")).next == ()
+
+
+def test_the_input_cannot_write_the_owner_or_any_other_key(isolated_home):
+    d, _ = _desk(isolated_home)
+    g = d.graph
+    g.invoke({"messages": [HumanMessage("Where is my refund?")], "owner": {"customer_id": "c_bob", "tenant_id": "t_demo"},
+              "pending_approval": {"stage": "approved"}}, _cfg("n"), context=ADA)
+    values = g.get_state(_cfg("n")).values
+    assert values["owner"] == {"customer_id": "c_ada", "tenant_id": "t_demo"}
+    assert values.get("pending_approval") is None
+    with pytest.raises(AccessDenied):
+        g.invoke({"messages": [HumanMessage("hi")]}, _cfg("n"), context=BOB)
+
+
+@pytest.mark.parametrize("ctx, reason", [
+    (RunContext.for_operator("ann", "t_demo"), "not a customer"),
+    (RunContext(user_id="nobody"), "unknown customer 'nobody'"),
+    (RunContext(user_id="c_bob", tenant_id="t_other"), "unknown customer 'c_bob' in tenant 't_other'"),
+    (RunContext(user_id=None), "names no principal"),
+])
+def test_operators_and_unknown_customers_cannot_send_turns(isolated_home, ctx, reason):
+    d, model = _desk(isolated_home)
+    with pytest.raises(AccessDenied, match=reason):
+        d.graph.invoke({"messages": [HumanMessage("hello")]}, _cfg("x"), context=ctx)
+    assert model.calls == 0
+    assert d.graph.get_state(_cfg("x")).values.get("messages", []) == []
+    assert d.graph.get_state(_cfg("x")).values.get("owner") is None
+
+
+def test_conversation_refusals_are_recorded_and_store_nothing(isolated_home):
+    d, _ = _desk(isolated_home)
+    Conversation("t", desk=d).send("Where is my refund?")
+    before = d.graph.get_state(_cfg("t")).config["configurable"]["checkpoint_id"]
+    with pytest.raises(AccessDenied, match="thread t belongs to another customer"):
+        Conversation("t", desk=d, context=BOB).send("cancel my refund")
+    with pytest.raises(AccessDenied, match="not a customer"):
+        Conversation("t", desk=d, context=ANN).send("hello")
+    assert d.graph.get_state(_cfg("t")).config["configurable"]["checkpoint_id"] == before
+    assert [e.detail["principal"] for e in _denied(d, "t")] == ["customer:c_bob", "operator:ann"]
+    assert [a.actor for a in d.deps.store.audit_entries(action="turn")] == ["operator:ann", "customer:c_bob"]
+
+
+# -- the server's authenticated user wins over the run context ------------------------------------------------------
+
+
+def _server_cfg(thread: str, **claims) -> dict:
+    user = {"identity": f"{claims['kind']}:{claims['principal_id']}", **claims}
+    return {"configurable": {"thread_id": thread, "langgraph_auth_user": user}}
+
+
+def test_server_user_wins_and_a_contradicting_context_is_refused(isolated_home):
+    d, _ = _desk(isolated_home)
+    g = d.graph
+    ada = dict(kind="customer", principal_id="c_ada", tenant_id="t_demo", roles=["customer"])
+    out = g.invoke({"messages": [HumanMessage("Where is my refund?")]}, _server_cfg("s", **ada))  # no context at all
+    assert out["owner"] == {"customer_id": "c_ada", "tenant_id": "t_demo"}
+    with pytest.raises(AccessDenied, match="names customer:c_bob but the server authenticated customer:c_ada"):
+        g.invoke({"messages": [HumanMessage("hi")]}, _server_cfg("s", **ada), context=BOB)
+    bob = dict(kind="customer", principal_id="c_bob", tenant_id="t_demo", roles=["customer"])
+    with pytest.raises(AccessDenied, match="names customer:c_ada but the server authenticated customer:c_bob"):
+        g.invoke({"messages": [HumanMessage("hi")]}, _server_cfg("s", **bob), context=ADA)  # naming the owner: no help
+    with pytest.raises(AccessDenied, match="belongs to another customer"):
+        g.invoke({"messages": [HumanMessage("hi")]}, _server_cfg("s", **bob))
+    with pytest.raises(AccessDenied, match="not a switchboard principal"):  # e.g. LangGraph Studio's own user
+        g.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "s", "langgraph_auth_user": {
+            "identity": "langgraph-studio-user", "permissions": []}}})
+    assert [m.content for m in g.get_state(_cfg("s")).values["messages"] if isinstance(m, HumanMessage)] == [
+        "Where is my refund?"]
+
+
+class _AegraUser:
+    """Aegra 0.6's user object: attributes, not subscriptable."""
+
+    def __init__(self, **claims):
+        self.__dict__.update(claims)
+
+    def __getitem__(self, key):
+        raise TypeError("'User' object is not subscriptable")
+
+
+def test_on_aegra_only_its_auth_context_is_trusted(isolated_home, monkeypatch):
+    d, _ = _desk(isolated_home)
+    g = d.graph
+    holder = {"ctx": types.SimpleNamespace(user=_AegraUser(identity="customer:c_bob", kind="customer",
+                                                            principal_id="c_bob", tenant_id="t_demo",
+                                                            roles=["customer"]))}
+    pkg, core, mod = types.ModuleType("aegra_api"), types.ModuleType("aegra_api.core"), types.ModuleType(
+        "aegra_api.core.auth_ctx")
+    mod.get_auth_ctx = lambda: holder["ctx"]
+    pkg.__path__, core.__path__ = [], []  # packages, so importlib finds the submodules in sys.modules
+    for name, m in (("aegra_api", pkg), ("aegra_api.core", core), ("aegra_api.core.auth_ctx", mod)):
+        monkeypatch.setitem(sys.modules, name, m)
+    monkeypatch.setattr(principal_mod.importlib.util, "find_spec",
+                        lambda name, *a: types.SimpleNamespace() if name == "aegra_api" else None)
+    principal_mod._on_aegra.cache_clear()
+    try:
+        # a forged langgraph_auth_user in the config is ignored on Aegra: the run is Bob's, from get_auth_ctx()
+        forged = _server_cfg("a", kind="customer", principal_id="c_ada", tenant_id="t_demo", roles=["customer"])
+        out = g.invoke({"messages": [HumanMessage("Where is my refund?")]}, forged)
+        assert out["owner"] == {"customer_id": "c_bob", "tenant_id": "t_demo"}
+        with pytest.raises(AccessDenied, match="names customer:c_ada"):
+            g.invoke({"messages": [HumanMessage("hi")]}, _cfg("a"), context=ADA)
+        holder["ctx"] = None  # no authenticated user on Aegra: the context is used (Python API inside Aegra)
+        with pytest.raises(AccessDenied, match="belongs to another customer"):
+            g.invoke({"messages": [HumanMessage("hi")]}, _cfg("a"), context=ADA)
+    finally:
+        principal_mod._on_aegra.cache_clear()
+
+
+# -- resume: who may resume, who may decide --------------------------------------------------------------------------
+
+
+def _paused(d, thread: str = "p", ctx: RunContext = ADA, text: str = BIG):
+    r = Conversation(thread, desk=d, context=ctx).send(text)
+    assert r.status == "awaiting_approval", r
+    return r
+
+
+@pytest.mark.parametrize("who, value, reason", [
+    (BOB, {"decision": "cancel"}, "belongs to another customer"),
+    (RunContext.for_operator("ghost", "t_demo"), {"decision": "approve"}, "operator:ghost is not a registered operator"),
+    (RunContext.for_operator("agt", "t_demo"), {"decision": "approve"}, "operator agt lacks the approver role"),
+    (ADA, {"decision": "approve"}, "customer:c_ada may not approve"),
+    (ADA, {"decision": "reject"}, "customer:c_ada may not reject"),
+    (ANN, {"decision": "approve", "approver": "ben"}, "names 'ben' but was sent by operator:ann"),
+    (ANN, {"decision": "expire"}, "not past its deadline"),
+    (ANN, "yes", "malformed decision"),
+])
+def test_refused_resumes_change_nothing_and_are_recorded(isolated_home, who, value, reason):
+    d, _ = _desk(isolated_home)
+    g, store = d.graph, d.deps.store
+    r = _paused(d)
+    values = g.get_state(_cfg("p")).values
+    with pytest.raises(AccessDenied, match=reason):
+        g.invoke(Command(resume=value), _cfg("p"), context=who)
+    assert g.get_state(_cfg("p")).values == values
+    assert Conversation("p", desk=d).pending()["refund_id"] == r.pending.refund_id
+    assert store.list_decisions(r.pending.task_id) == [] and _paid(store) == []
+    assert len(_denied(d, "p")) == 1
+    # a refused value is never decided later, whoever resumes next: the approver's own decision is what counts
+    out = g.invoke(Command(resume={"decision": "approve", "note": "receipt checked"}), _cfg("p"), context=ANN)
+    assert out["outcome"]["agent"] == "refunds" and len(_paid(store)) == 1
+    assert [(x.approver, x.decision, x.note) for x in store.list_decisions(r.pending.task_id)] == [
+        ("operator:ann", "approve", "receipt checked")]
+
+
+def test_disabled_other_tenant_and_own_account_approvers_are_refused(isolated_home):
+    d, _ = _desk(isolated_home)
+    g, store = d.graph, d.deps.store
+    store.insert_rows({"customers": [{"id": "c_zed", "tenant_id": "t_other", "name": "Zed", "email": "z@example.org",
+                                      "flags": "{}"}]})
+    store.add_operator("oth", "t_other", ["approver"])
+    store.add_operator("ada-staff", "t_demo", ["approver"], customer_id="c_ada")
+    store.add_operator("gone", "t_demo", ["approver"])
+    store.set_operator_enabled("gone", False)
+    _paused(d)
+    for name, tenant, reason in (("oth", "t_other", "belongs to tenant t_other"),
+                                 ("ada-staff", "t_demo", "is the refund's customer"),
+                                 ("gone", "t_demo", "operator gone is disabled")):
+        with pytest.raises(AccessDenied, match=reason):
+            g.invoke(Command(resume={"decision": "approve"}), _cfg("p"), context=RunContext.for_operator(name, tenant))
+    assert _paid(store) == [] and Conversation("p", desk=d).pending() is not None
+
+
+def test_conversation_takes_the_approver_from_its_context_never_from_the_decision(isolated_home):
+    d, _ = _desk(isolated_home)
+    r = _paused(d)
+    with pytest.raises(AccessDenied, match="names 'ben' but the caller is operator:ann"):
+        Conversation("p", desk=d, context=ANN).resume({"decision": "approve", "approver": "ben"})
+    with pytest.raises(AccessDenied, match="names 'ann' but the caller is customer:c_ada"):
+        Conversation("p", desk=d).resume({"decision": "approve", "approver": "ann"})  # the customer, naming ann
+    with pytest.raises(AccessDenied, match="customer:c_ada may not approve"):
+        Conversation("p", desk=d).resume({"decision": "approve"})
+    out = Conversation("p", desk=d, context=ANN).resume({"decision": "approve", "approver": "ann"})  # same principal
+    assert out.status == "answered"
+    [dec] = d.deps.store.list_decisions(r.pending.task_id)
+    assert dec.approver == "operator:ann"
+    assert {a.actor for a in d.deps.store.audit_entries()} >= {"operator:ann", "customer:c_ada"}
+
+
+# -- four eyes ---------------------------------------------------------------------------------------------------------
+
+
+def test_higher_tier_needs_two_distinct_approvers_and_pays_once(isolated_home):
+    d, _ = _desk(isolated_home)
+    g, store = d.graph, d.deps.store
+    r = _paused(d, "b", BOB, BOB_REFUND)
+    assert r.pending.approvals_required == 2 and "identity not verified" in r.pending.risk_flags
+    first = Conversation("b", desk=d, context=ANN).resume({"decision": "approve", "note": "looks fine"})
+    assert first.status == "awaiting_approval" and first.pending.approvals == ("operator:ann",)
+    assert _paid(store, "c_bob") == []
+    with pytest.raises(AccessDenied, match="already approved this refund"):
+        Conversation("b", desk=d, context=ANN).resume({"decision": "approve"})
+    with pytest.raises(AccessDenied, match="already approved this refund"):  # the same through the raw graph
+        g.invoke(Command(resume={"decision": "approve"}), _cfg("b"), context=ANN)
+    second = Conversation("b", desk=d, context=BEN).resume({"decision": "approve", "note": "id checked by phone"})
+    assert second.status == "answered" and "paid back" in second.text
+    assert len(_paid(store, "c_bob")) == 1
+    decisions = store.list_decisions(r.pending.task_id)
+    assert [(x.approver, x.final) for x in decisions] == [("operator:ann", False), ("operator:ben", True)]
+    with pytest.raises(InputError, match="nothing pending"):
+        Conversation("b", desk=d, context=BEN).resume({"decision": "approve"})
+    assert len(_paid(store, "c_bob")) == 1
+
+
+def test_higher_tier_through_the_raw_graph(isolated_home):
+    d, _ = _desk(isolated_home)
+    g, store = d.graph, d.deps.store
+    _paused(d, "b", BOB, BOB_REFUND)
+    out = g.invoke(Command(resume={"decision": "approve"}), _cfg("b"), context=ANN)
+    [intr] = out["__interrupt__"]
+    assert intr.value["approvals"] == ["operator:ann"] and _paid(store, "c_bob") == []
+    out = g.invoke(Command(resume={"decision": "approve"}), _cfg("b"), context=BEN)
+    assert out["outcome"]["agent"] == "refunds" and len(_paid(store, "c_bob")) == 1
+
+
+def test_a_reject_by_one_approver_ends_the_higher_tier(isolated_home):
+    d, _ = _desk(isolated_home)
+    _paused(d, "b", BOB, BOB_REFUND)
+    Conversation("b", desk=d, context=ANN).resume({"decision": "approve"})
+    r = Conversation("b", desk=d, context=BEN).resume({"decision": "reject", "note": "no id"})
+    assert r.status == "answered" and "not approved" in r.text and _paid(d.deps.store, "c_bob") == []
+
+
+def test_customer_cancels_own_refund_with_their_principal_recorded(isolated_home):
+    d, _ = _desk(isolated_home)
+    r = _paused(d)
+    out = Conversation("p", desk=d).send("Actually, cancel my refund please")
+    assert "cancelled" in out.text
+    assert [(x.approver, x.decision) for x in d.deps.store.list_decisions(r.pending.task_id)] == [
+        ("customer:c_ada", "cancel")]
+
+
+def test_recover_replays_a_claimed_second_approval(isolated_home):
+    """The second approver's process died after claiming: recover resumes with that claim (not the first one)."""
+    d, _ = _desk(isolated_home)
+    store = d.deps.store
+    r = _paused(d, "b", BOB, BOB_REFUND)
+    Conversation("b", desk=d, context=ANN).resume({"decision": "approve"})
+    assert Conversation("b", desk=d, context=ANN).recover() is None  # the first approval is taken: cleanly pending
+    store.decide_approval(r.pending.task_id, "dc_ben", "operator:ben", "approve", refund_id=r.pending.refund_id,
+                          required_approvals=2)
+    out = Conversation("b", desk=d, context=ANN).recover()
+    assert out is not None and out.status == "answered" and len(_paid(store, "c_bob")) == 1
+
+
+# -- deadline ----------------------------------------------------------------------------------------------------------
+
+
+def test_overdue_approval_expires_with_the_customer_told_nothing_paid(isolated_home):
+    d, _ = _desk(isolated_home, approval_deadline_h=0.0002)  # 0.72 s
+    store = d.deps.store
+    r = _paused(d)
+    assert r.pending.deadline is not None
+    time.sleep(1.0)
+    with pytest.raises(AccessDenied, match="may not expire"):
+        Conversation("p", desk=d).resume({"decision": "expire"})  # the customer may not
+    out = Conversation("p", desk=d, context=ANN).resume({"decision": "expire", "note": "no decision in time"})
+    assert out.status == "answered" and "expired" in out.text and "Nothing was paid" in out.text
+    assert _paid(store) == [] and store.load_refund(r.pending.refund_id).status == "cancelled"
+    assert store.get_task(r.pending.task_id).status == "cancelled"
+    msgs = d.graph.get_state(_cfg("p")).values["messages"]
+    assert isinstance(msgs[-1], AIMessage) and "expired" in msgs[-1].content

@@ -1,0 +1,243 @@
+"""The CLI acts as an operator (issue 11 part 2 and the operator commands of part 5): --as / SWITCHBOARD_OPERATOR,
+refusals that are one line, exit 2 and recorded; tenant scoping; redaction with --reveal; operators, tokens, stuck
+tasks, overdue approvals."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from checkpoints import open_checkpointer
+from checkpoints.business import open_store
+from checkpoints.event_log import open_event_log
+from graph import cli
+from graph.cli import app
+from graph.context import RunContext
+from graph.conversation import Conversation
+from graph.errors import AccessDenied
+from tests.test_approval import BIG, _setup
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cli(home: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if k != "SWITCHBOARD_OPERATOR"}
+    full.update(SWITCHBOARD_HOME=str(home), COLUMNS="250", **(env or {}))
+    return subprocess.run([sys.executable, "-m", "graph.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env=full)
+
+
+@pytest.fixture
+def home(isolated_home, monkeypatch):
+    """A home with a paused refund on thread ``p`` (c_ada), approvers ann and ben, an agent ``agt``, an admin
+    ``ida``, and the CLI's tables wide enough for the assertions."""
+    g, store = _setup(isolated_home)
+    store.add_operator("agt", "t_demo", ["agent"])
+    store.add_operator("ida", "t_demo", ["admin"])
+    Conversation("p", graph=g).send(BIG)
+    from rich.console import Console
+
+    from graph import operator_cli
+
+    monkeypatch.setattr(cli, "console", Console(width=250))
+    monkeypatch.setattr(operator_cli, "console", Console(width=250))
+    monkeypatch.delenv("SWITCHBOARD_OPERATOR", raising=False)
+    return isolated_home
+
+
+def _run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+# -- refusals ----------------------------------------------------------------------------------------------------------
+
+
+def test_refusals_are_one_line_exit_2_and_recorded(home):
+    store = open_store(home / "business.db")
+    store.add_operator("gone", "t_demo", ["agent"])
+    store.set_operator_enabled("gone", False)
+    cases = [
+        (("threads",), "pass --as NAME or set SWITCHBOARD_OPERATOR", "unknown"),
+        (("threads", "--as", "nobody"), "unknown operator 'nobody'", "operator:nobody"),
+        (("history", "p", "--as", "gone"), "operator gone is disabled", "operator:gone"),
+        (("resume", "p", "--approve", "--as", "agt"), "operator agt lacks the role approver", "operator:agt"),
+        (("operators", "list", "--as", "ann"), "operator ann lacks the role admin", "operator:ann"),
+        (("resume", "p", "--approve", "--as", "ann", "--approver", "ben"), "--approver ben does not match --as ann",
+         "operator:ann"),
+    ]
+    for args, message, actor in cases:
+        r = _cli(home, *args)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (args, r.stderr)
+        assert store.audit_entries(actor=actor, limit=1)[0].outcome == "denied", args
+    assert Conversation("p", graph=_setup(home)[0]).pending() is not None  # nothing decided
+    kinds = open_event_log(home / "switchboard.db").events("p", kinds=["access_denied"])
+    assert {e.detail["principal"] for e in kinds} >= {"operator:gone", "operator:agt", "operator:ann"}
+
+
+def test_environment_names_the_operator_and_the_deprecated_alias_still_works(home):
+    r = _cli(home, "pending", env={"SWITCHBOARD_OPERATOR": "agt"})
+    assert r.returncode == 0 and "p" in r.stdout and "0/1" in r.stdout, r.stderr
+    r = _cli(home, "resume", "p", "--approve", "--approver", "ann", "--note", "ok")
+    assert r.returncode == 0, r.stderr
+    assert "paid back" in r.stdout and "deprecated" in r.stderr
+
+
+# -- tenant scoping and redaction ----------------------------------------------------------------------------------
+
+
+def _other_tenant(home: Path) -> None:
+    store = open_store(home / "business.db")
+    store.insert_rows({"customers": [{"id": "c_zed", "tenant_id": "t_other", "name": "Zed", "email": "z@example.org",
+                                      "flags": "{}"}]})
+    store.add_operator("oz", "t_other", ["agent", "approver"])
+    g, _ = _setup(home)
+    Conversation("z", graph=g, context=RunContext(user_id="c_zed", tenant_id="t_other")).send("where is my card?")
+
+
+def test_operators_see_only_their_tenant(home):
+    _other_tenant(home)
+    mine = _run("threads", "--as", "agt")
+    assert mine.exit_code == 0 and " p " in mine.output and " z " not in mine.output, mine.output
+    theirs = _run("threads", "--as", "oz")
+    assert theirs.exit_code == 0 and " z " in theirs.output and " p " not in theirs.output, theirs.output
+    for args in (("history", "z", "--as", "agt"), ("trace", "z", "--as", "agt"), ("recover", "z", "--as", "agt")):
+        r = _run(*args)
+        assert isinstance(r.exception, AccessDenied) and "not a thread of tenant t_demo" in str(r.exception), args
+    r = _run("resume", "p", "--approve", "--as", "oz")
+    assert isinstance(r.exception, AccessDenied) and "tenant t_other" in str(r.exception)
+    pend = _run("pending", "--as", "oz")
+    assert pend.exit_code == 0 and "nothing is waiting" in pend.output
+    stats = _run("stats", "--as", "oz", "--json")
+    assert stats.exit_code == 0 and '"threads": 1' in stats.output
+
+
+def test_history_and_trace_hide_personal_data_unless_revealed(home):
+    g, _ = _setup(home)
+    text = "My card 4242 4242 4242 4242 was used; mail ada@example.com or call +44 20 7946 0958"
+    Conversation("pii", graph=g).send(text)
+    shown = _run("history", "pii", "--as", "agt")
+    assert shown.exit_code == 0, shown.output
+    assert "4242 4242 4242 4242" not in shown.output and "•••• 4242" in shown.output
+    assert "ada@example.com" not in shown.output and "+44 20 7946 0958" not in shown.output
+    trace = _run("trace", "pii", "--as", "agt", "--json")
+    assert trace.exit_code == 0 and "ada@example.com" not in trace.output
+    store = open_store(home / "business.db")
+    assert store.audit_entries(action="history --reveal") == []
+    revealed = _run("history", "pii", "--as", "agt", "--reveal")
+    assert revealed.exit_code == 0 and "ada@example.com" in revealed.output
+    [entry] = store.audit_entries(action="history --reveal")
+    assert entry.actor == "operator:agt" and entry.target == "thread:pii" and entry.outcome == "allowed"
+
+
+# -- operators and tokens --------------------------------------------------------------------------------------------
+
+
+def test_first_admin_bootstrap_then_admin_only(isolated_home):
+    r = _cli(isolated_home, "operators", "add", "ann", "--tenant", "t_demo", "--role", "approver")
+    assert r.returncode == 2 and "the first operator of a home must be an admin" in r.stderr
+    r = _cli(isolated_home, "operators", "add", "ida", "--tenant", "t_demo", "--role", "admin")
+    assert r.returncode == 0, r.stderr
+    r = _cli(isolated_home, "operators", "add", "eve", "--tenant", "t_demo", "--role", "admin")
+    assert r.returncode == 2 and "pass --as NAME" in r.stderr  # the window closed with the first admin
+    store = open_store(isolated_home / "business.db")
+    assert store.get_operator("eve") is None
+    store.add_operator("ida2", "t_other", ["admin"])
+    r = _cli(isolated_home, "operators", "add", "ann", "--tenant", "t_demo", "--role", "approver", "--as", "ida2")
+    assert r.returncode == 2 and "administers tenant t_other, not t_demo" in r.stderr
+    for bad, msg in ((("risk-policy", "approver"), "reserved"), (("ann", "boss"), "roles must be")):
+        r = _cli(isolated_home, "operators", "add", bad[0], "--tenant", "t_demo", "--role", bad[1], "--as", "ida")
+        assert r.returncode == 2 and msg in r.stderr, r.stderr
+    r = _cli(isolated_home, "operators", "add", "ann", "--tenant", "t_demo", "--role", "approver", "--role", "agent",
+             "--as", "ida")
+    assert r.returncode == 0 and store.get_operator("ann").roles == ("agent", "approver")
+    assert _cli(isolated_home, "operators", "disable", "ida", "--as", "ida").returncode == 2  # not oneself
+    r = _cli(isolated_home, "operators", "disable", "ann", "--as", "ida")
+    assert r.returncode == 0 and not store.get_operator("ann").enabled
+    added = [(a.actor, a.target) for a in store.audit_entries(action="operators add", limit=20) if a.outcome == "allowed"]
+    assert added == [("operator:ida", "operator:ann"), ("bootstrap", "operator:ida")]
+
+
+def test_tokens_are_printed_once_and_stored_hashed(home):
+    issued = _run("tokens", "issue", "--customer", "c_ada", "--label", "ada's phone", "--as", "ida")
+    assert issued.exit_code == 0, issued.output
+    token = [ln for ln in issued.output.splitlines() if ln.startswith("sbt_")][0]
+    store = open_store(home / "business.db")
+    [record] = store.list_tokens("t_demo")
+    assert store.resolve_token(token).id == record.id and record.principal_id == "c_ada"
+    raw = open_store(home / "business.db").engine.connect().exec_driver_sql(
+        "SELECT token_sha256 FROM tokens").scalar()
+    assert raw == hashlib.sha256(token.encode()).hexdigest() and token not in raw
+    listed = _run("tokens", "list", "--as", "ida")
+    assert record.id in listed.output and token not in listed.output
+    assert _run("tokens", "issue", "--operator", "ann", "--as", "ann").exception is not None  # not an admin
+    assert isinstance(_run("tokens", "issue", "--customer", "c_nobody", "--as", "ida").exception, AccessDenied)
+    assert _run("tokens", "revoke", record.id, "--as", "ida").exit_code == 0
+    assert store.resolve_token(token) is None
+
+
+# -- stuck tasks and deadlines ---------------------------------------------------------------------------------------
+
+
+def test_stuck_task_of_a_deleted_thread_is_listed_and_closed(home):
+    g, store = _setup(home)
+    r = Conversation("lost", graph=g, context=RunContext(user_id="c_bob")).send("Please refund tx_2001, I never got "
+                                                                              "my sandwich")
+    task_id, refund_id = r.pending.task_id, r.pending.refund_id
+    assert task_id not in _run("tasks", "--stuck", "--as", "agt").output
+    open_checkpointer(home / "switchboard.db").delete_thread("lost")
+    listed = _run("tasks", "--stuck", "--as", "agt")
+    assert listed.exit_code == 0 and task_id in listed.output and "thread gone" in listed.output, listed.output
+    refused = _run("tasks", "close", task_id, "--as", "agt")
+    assert isinstance(refused.exception, AccessDenied) and "lacks the role approver" in str(refused.exception)
+    closed = _run("tasks", "close", task_id, "--as", "ann", "--note", "thread lost in migration")
+    assert closed.exit_code == 0 and "customer was not told" in closed.output, closed.output
+    assert store.get_task(task_id).status == "cancelled" and store.load_refund(refund_id).status == "cancelled"
+    [dec] = store.list_decisions(task_id)
+    assert (dec.approver, dec.decision, dec.note) == ("operator:ann", "close", "thread lost in migration")
+    assert task_id not in _run("tasks", "--stuck", "--as", "agt").output
+    assert [e.outcome for e in store.audit_entries(action="tasks close")] == ["allowed", "denied"]
+
+
+def test_closing_a_paused_task_tells_the_customer_and_pays_nothing(home):
+    _, store = _setup(home)
+    req = Conversation("p", graph=_setup(home)[0]).pending()
+    closed = _run("tasks", "close", req["task_id"], "--as", "ann")
+    assert closed.exit_code == 0 and "customer told on thread p" in closed.output, closed.output
+    g, _ = _setup(home)
+    assert Conversation("p", graph=g).pending() is None
+    text = Conversation("p", graph=g).result().text
+    assert "closed" in text and "Nothing was paid" in text
+    assert store.load_refund(req["refund_id"]).status == "cancelled"
+    assert [r for r in store.list_refunds("c_ada") if r.status == "executed"] == []
+
+
+def test_orphan_refund_is_listed_and_cancelled(home):
+    store = open_store(home / "business.db")
+    listed = _run("tasks", "--stuck", "--as", "agt")
+    assert "rf_5001" in listed.output and "no task decides this refund" in listed.output  # the demo bank's own
+    assert _run("tasks", "close", "rf_5001", "--as", "ann").exit_code == 0
+    assert store.load_refund("rf_5001").status == "cancelled"
+
+
+def test_overdue_approvals_are_listed_and_expired(home, monkeypatch):
+    assert "nothing is overdue" in _run("pending", "--overdue", "--as", "agt").output
+    monkeypatch.setenv("SWITCHBOARD_APPROVAL_DEADLINE_H", "0.0002")  # 0.72 s
+    time.sleep(1.0)
+    overdue = _run("pending", "--overdue", "--as", "agt")
+    assert overdue.exit_code == 0 and " p " in overdue.output, overdue.output
+    assert isinstance(_run("recover", "--expire", "--as", "agt").exception, AccessDenied)
+    expired = _run("recover", "--expire", "--as", "ann")
+    assert expired.exit_code == 0 and "expired 1 overdue approval" in expired.output, expired.output
+    store = open_store(home / "business.db")
+    assert [r for r in store.list_refunds("c_ada") if r.status == "executed"] == []
+    g, _ = _setup(home)
+    assert Conversation("p", graph=g).pending() is None and "expired" in Conversation("p", graph=g).result().text
