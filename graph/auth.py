@@ -169,7 +169,7 @@ def run_context_for(kind: str, pid: str, tenant: str, roles: tuple[str, ...], se
 
 
 @auth.on.threads.create
-async def on_thread_create(ctx: Auth.types.AuthContext, value: dict) -> dict[str, str]:
+async def on_thread_create(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     """Customers start threads; the thread's metadata records its owner and tenant."""
     kind, pid, tenant, _ = principal_claims(ctx.user)
     if kind != "customer":
@@ -183,7 +183,7 @@ async def on_thread_create(ctx: Auth.types.AuthContext, value: dict) -> dict[str
 
 
 @auth.on.threads.create_run
-async def on_run(ctx: Auth.types.AuthContext, value: dict) -> dict[str, str]:
+async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     """Check the run request and overwrite its context with the authenticated principal."""
     kind, pid, tenant, roles = principal_claims(ctx.user)
     kwargs = value.get("kwargs")
@@ -195,23 +195,27 @@ async def on_run(ctx: Auth.types.AuthContext, value: dict) -> dict[str, str]:
     return _scope(kind, pid, tenant)
 
 
-@auth.on.threads.update
-async def on_thread_update(ctx: Auth.types.AuthContext, value: dict) -> dict[str, str]:
-    """Thread metadata and state updates: admins of the tenant only."""
+def _admin_scope(ctx: Any, what: str) -> dict[str, str]:
     kind, _, tenant, roles = principal_claims(ctx.user)
     if kind != "operator" or "admin" not in roles:
-        raise _HTTP_ERROR(status_code=403, detail="only an admin may update a thread")
+        raise _HTTP_ERROR(status_code=403, detail=f"only an admin may {what} a thread")
     return {"tenant_id": tenant}
 
 
+@auth.on.threads.update
+async def on_thread_update(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    """Thread metadata and state updates: admins of the tenant only."""
+    return _admin_scope(ctx, "update")
+
+
 @auth.on.threads.delete
-async def on_thread_delete(ctx: Auth.types.AuthContext, value: dict) -> dict[str, str]:
+async def on_thread_delete(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     """Deleting a thread: admins of the tenant only (``switchboard tasks --stuck`` then lists what it left)."""
-    return await on_thread_update(ctx, value)
+    return _admin_scope(ctx, "delete")
 
 
 @auth.on.assistants
-async def on_assistants(ctx: Auth.types.AuthContext, value: dict) -> None:
+async def on_assistants(ctx: Auth.types.AuthContext, value: Any) -> None:
     """Assistants: everyone authenticated reads and searches them; only admins change them."""
     kind, _, _, roles = principal_claims(ctx.user)
     if ctx.action not in ("read", "search") and (kind != "operator" or "admin" not in roles):
@@ -220,19 +224,19 @@ async def on_assistants(ctx: Auth.types.AuthContext, value: dict) -> None:
 
 
 @auth.on.store
-async def on_store(ctx: Auth.types.AuthContext, value: dict) -> None:
+async def on_store(ctx: Auth.types.AuthContext, value: Any) -> None:
     """The LangGraph store is not used by switchboard: refused."""
     raise _HTTP_ERROR(status_code=403, detail="the store is not available")
 
 
 @auth.on.crons
-async def on_crons(ctx: Auth.types.AuthContext, value: dict) -> None:
+async def on_crons(ctx: Auth.types.AuthContext, value: Any) -> None:
     """Scheduled runs are not offered: refused."""
     raise _HTTP_ERROR(status_code=403, detail="scheduled runs are not available")
 
 
 @auth.on
-async def scope(ctx: Auth.types.AuthContext, value: dict) -> dict[str, str]:
+async def scope(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     """Everything else: customers see their own threads, operators their tenant's."""
     kind, pid, tenant, _ = principal_claims(ctx.user)
     return _scope(kind, pid, tenant)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -218,9 +218,16 @@ def describe(ev: Event | Mapping[str, Any]) -> str:
     if kind == "resumed":
         dec = d.get("decision") or {}
         return "resumed" + (f" with {dec.get('decision')}" if isinstance(dec, dict) else f" with {dec}")
-    if kind == "access_denied":
-        return f"ACCESS DENIED to {d.get('principal') or '?'} ({d.get('action') or '?'}){why_s}"
-    return str(kind)
+    return _OTHER_KINDS.get(str(kind), lambda e: str(kind))(ev)
+
+
+def _describe_denied(ev: Event | Mapping[str, Any]) -> str:
+    d, why = _get(ev, "detail") or {}, _get(ev, "reason")
+    return f"ACCESS DENIED to {d.get('principal') or '?'} ({d.get('action') or '?'})" + (f": {why}" if why else "")
+
+
+#: Describers of the kinds :func:`describe` does not word itself.
+_OTHER_KINDS: dict[str, Callable[[Any], str]] = {"access_denied": _describe_denied}
 
 
 def turns_of(events: Sequence[Event]) -> list[int | None]:

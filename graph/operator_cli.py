@@ -312,16 +312,27 @@ def _why_stuck(task: Any, refund: Any, desk: Any) -> str | None:
     return None
 
 
+def _tenant_tasks(acting: Acting) -> list[tuple[Any, Any]]:
+    """``(task, refund)`` of the open and waiting tasks whose refund's customer is in the operator's tenant (tasks
+    of the first release carry no refund: their tenant is unknown and they are not listed)."""
+    store = acting.store
+    out = []
+    for task in store.list_tasks(("open", "awaiting_approval")):
+        refund = store.load_refund(task.refund_id) if task.refund_id else None
+        if refund is None:
+            continue
+        customer = store.get_customer(refund.customer_id)
+        if customer is not None and customer.tenant_id == acting.tenant_id:
+            out.append((task, refund))
+    return out
+
+
 def stuck_items(acting: Acting, desk: Any) -> list[StuckItem]:
     """Tasks in ``open``/``awaiting_approval`` of the operator's tenant that no thread will finish, and refunds
     still requested/approved that no task decides."""
     store = acting.store
     out: list[StuckItem] = []
-    for task in store.list_tasks(("open", "awaiting_approval")):
-        refund = store.load_refund(task.refund_id) if task.refund_id else None
-        customer = store.get_customer(refund.customer_id) if refund is not None else None
-        if customer is None or customer.tenant_id != acting.tenant_id:
-            continue
+    for task, refund in _tenant_tasks(acting):
         why = _why_stuck(task, refund, desk)
         if why:
             out.append(StuckItem(task.id, "task", refund.id, refund.customer_id, task.thread_id, task.status, why))
@@ -359,10 +370,8 @@ def tasks(
     items = stuck_items(acting, desk)
     if not stuck:
         stuck_ids = {i.id for i in items}
-        for task in acting.store.list_tasks(("open", "awaiting_approval")):
-            refund = acting.store.load_refund(task.refund_id) if task.refund_id else None
-            customer = acting.store.get_customer(refund.customer_id) if refund is not None else None
-            if task.id not in stuck_ids and customer is not None and customer.tenant_id == acting.tenant_id:
+        for task, refund in _tenant_tasks(acting):
+            if task.id not in stuck_ids:
                 items.append(StuckItem(task.id, "task", refund.id, refund.customer_id, task.thread_id, task.status, "-"))
     if not items:
         console.print("no stuck tasks" if stuck else "no open tasks")

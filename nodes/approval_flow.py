@@ -95,7 +95,7 @@ def _back_to_refunds(state: dict, source: str, pa: dict, reason: str, extra: dic
     if task:
         task["current_owner"] = REFUNDS
         task["status"] = {"executed": "completed", "rejected": "completed", "cancelled": "cancelled",
-                          "expired": "cancelled", "closed": "cancelled"}.get(pa.get("stage"), task.get("status", "open"))
+                          "expired": "cancelled", "closed": "cancelled"}.get(str(pa.get("stage")), task.get("status", "open"))
     update = {"pending_approval": pa, "handoff": packet, "active_agent": REFUNDS,
               "handoff_path": [_record(state, source, REFUNDS, reason)], "task": task or None}
     update.update(extra or {})
