@@ -83,6 +83,18 @@ def test_refusals_are_one_line_exit_2_and_recorded(home):
     assert {e.detail["principal"] for e in kinds} >= {"operator:gone", "operator:agt", "operator:ann"}
 
 
+def test_chat_on_another_customers_thread_is_refused_and_recorded(home):
+    g, _ = _setup(home)
+    before = g.get_state({"configurable": {"thread_id": "p"}}).config["configurable"]["checkpoint_id"]
+    r = _cli(home, "chat", "cancel my refund", "--thread", "p", "--user", "c_bob")
+    assert r.returncode == 2 and r.stderr.strip() == "error: thread p belongs to another customer", r.stderr
+    assert g.get_state({"configurable": {"thread_id": "p"}}).config["configurable"]["checkpoint_id"] == before
+    [ev] = open_event_log(home / "switchboard.db").events("p", kinds=["access_denied"])
+    assert ev.detail["principal"] == "customer:c_bob" and ev.detail["action"] == "turn"
+    r = _cli(home, "chat", "hello", "--thread", "new", "--user", "c_nobody")
+    assert r.returncode == 2 and "unknown customer 'c_nobody'" in r.stderr
+
+
 def test_environment_names_the_operator_and_the_deprecated_alias_still_works(home):
     r = _cli(home, "pending", env={"SWITCHBOARD_OPERATOR": "agt"})
     assert r.returncode == 0 and "p" in r.stdout and "0/1" in r.stdout, r.stderr
