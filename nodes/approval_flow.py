@@ -24,13 +24,13 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
 from checkpoints.business import NotFoundError, StaleVersionError, StoreError, iso, money
-from nodes.instrumentation import emit
 from graph.approval import ApprovalRequest, parse_decision
 from graph.context import RunContext
 from graph.errors import InputError
 from graph.packet import Fact, HandoffPacket, HandoffRecord
 from graph.state import ensure_ids
 from nodes.deps import Deps
+from nodes.instrumentation import emit
 from nodes.transcript import thread_id_of
 from policies.authz import authorize_approval
 from policies.edges import FALLBACK

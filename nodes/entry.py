@@ -11,8 +11,8 @@ from graph.context import RunContext
 from graph.packet import HandoffRecord
 from nodes.deps import Deps
 from nodes.transcript import last_user_text
-from policies.entry import choose_entry
 from policies.edges import FALLBACK
+from policies.entry import choose_entry
 
 __all__ = ["make_entry_node"]
 

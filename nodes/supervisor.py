@@ -36,8 +36,8 @@ from nodes.deps import Deps
 from nodes.expert import expert_tool
 from nodes.instrumentation import emit
 from nodes.packets import build_packet
-from nodes.transcript import known_call_ids, last_user_text, thread_id_of, tool_call_views, unique_call_ids
 from nodes.prompts import DESCRIPTIONS
+from nodes.transcript import known_call_ids, last_user_text, thread_id_of, tool_call_views, unique_call_ids
 from policies.edges import EXPERT_NODE, EXPERTS, FALLBACK, SUPERVISOR
 from policies.experts import ExpertCallDecision, expert_tool_name, plan_expert_calls
 from policies.history import policy_for_edge, shape_history

@@ -17,7 +17,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from checkpoints.event_log import open_event_log
+
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 STARTUP_LIMIT_S = 120
