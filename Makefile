@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench install clean studio router
+.PHONY: demo test test-fast lint bench install clean studio router
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (set PYTHON=...)" >&2; exit 1; }
@@ -22,6 +22,15 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# The quick lane for development (under a minute): no subprocess, slow or data-set tests. `make test` runs everything.
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow and not subprocess and not data and not postgres"
+
+# What .ci/run checks besides the tests.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check graph nodes policies checkpoints tests bench examples
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) bench/run.py

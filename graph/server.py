@@ -24,8 +24,8 @@ __all__ = ["make_graph", "graph"]
 def make_graph() -> CompiledStateGraph:
     """The compiled support-desk graph without a checkpointer (settings from the environment, see
     ``graph.settings.Settings.from_env``), built once per server process."""
-    from graph.builder import build_graph
     from checkpoints.event_log import open_event_log
+    from graph.builder import build_graph
     from graph.settings import Settings
 
     settings = Settings.from_env()

@@ -23,8 +23,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from graph.packet import Fact
 from checkpoints.business import money_plain
+from graph.packet import Fact
 from nodes.transcript import last_user_text
 
 __all__ = ["FACT_KEYS", "extract_facts", "facts_from_tool_result", "collect_facts"]

@@ -46,7 +46,7 @@ from langgraph.config import get_config, get_stream_writer
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import Command
 
-from checkpoints.event_log import EventLog, jsonable, event_key, now_iso
+from checkpoints.event_log import EventLog, event_key, jsonable, now_iso
 from graph.events import EVENT_KINDS, Event
 from policies.edges import AGENTS, FALLBACK
 from policies.loops import fingerprint, normalize_task

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from checkpoints import open_checkpointer
-from checkpoints.business import open_store
 from graph.builder import build_desk
 from graph.context import RunContext
 from graph.conversation import Conversation
@@ -56,6 +55,7 @@ def test_small_refund_is_auto_approved_and_paid(isolated_home):
     assert len(_executed(store)) == 1
 
 
+@pytest.mark.subprocess
 def test_big_refund_pauses_then_another_process_approves_once(isolated_home):
     g, store = _setup(isolated_home)
     r = Conversation("t-big", graph=g).send(BIG)
@@ -100,6 +100,7 @@ def test_malformed_decision_refused_thread_unchanged(isolated_home, bad):
     assert _executed(store) == []
 
 
+@pytest.mark.subprocess
 def test_cli_errors_are_one_line_and_change_nothing(isolated_home):
     g, store = _setup(isolated_home)
     Conversation("t", graph=g).send(BIG)
@@ -156,6 +157,7 @@ from graph.errors import InputError
 from pathlib import Path
 d = _approval_desk(Path(sys.argv[1]))
 conv = Conversation("race", desk=d, context=RunContext.for_operator(sys.argv[3], "t_demo"))
+Path(sys.argv[2] + "." + sys.argv[3] + ".ready").touch()  # readiness signal: the graph is built
 while not Path(sys.argv[2]).exists():
     time.sleep(0.001)
 try:
@@ -166,6 +168,7 @@ except InputError as exc:
 '''
 
 
+@pytest.mark.subprocess
 def test_two_processes_resume_at_once_exactly_one_refund(isolated_home, tmp_path):
     g, store = _setup(isolated_home)
     Conversation("race", graph=g).send(BIG)
@@ -176,7 +179,11 @@ def test_two_processes_resume_at_once_exactly_one_refund(isolated_home, tmp_path
              for name in ("ann", "ben")]
     import time
 
-    time.sleep(3.0)  # both processes have built their graph and wait for the signal
+    deadline = time.monotonic() + 120
+    ready = [tmp_path / f"go.{name}.ready" for name in ("ann", "ben")]
+    while not all(r.exists() for r in ready):  # wait for both readiness signals (not a fixed sleep)
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+        time.sleep(0.02)
     go.touch()
     outs = [p.communicate(timeout=120) for p in procs]
     lines = sorted(o[0].strip().splitlines()[-1] for o in outs)

@@ -30,6 +30,7 @@ def _modules() -> list[str]:
 
 
 @pytest.mark.subprocess
+@pytest.mark.slow
 def test_every_module_imports_first_in_a_fresh_interpreter():
     """Each module of the project is imported first, alone, in a fresh interpreter (one process per batch of modules,
     each in its own ``python -c``)."""

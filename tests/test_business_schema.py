@@ -290,6 +290,7 @@ def _open_as_unprivileged(path: Path) -> tuple[int, str]:
         return os.waitstatus_to_exitcode(status), pipe.read()
 
 
+@pytest.mark.subprocess
 def test_read_only_directory_is_storage_unavailable() -> None:
     base = Path(tempfile.mkdtemp(prefix="sb-readonly-"))
     try:
@@ -343,6 +344,7 @@ def test_migration_scripts_are_package_data() -> None:
         assert any(p.relative_to(package).match(g) for g in globs), p
 
 
+@pytest.mark.subprocess
 def test_import_does_not_load_langgraph() -> None:
     code = ("import sys, checkpoints.business, checkpoints.business.migrate; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'langgraph', 'langchain_core', 'alembic'}))")

@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import banking77
+
+pytestmark = [pytest.mark.subprocess]
 
 REPO = Path(__file__).resolve().parents[1]
 

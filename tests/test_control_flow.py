@@ -102,9 +102,10 @@ def _dup_then_answer():
 
 
 def test_retry_with_backoff_is_not_a_loop(store, kw_router):
+    from langgraph.checkpoint.memory import InMemorySaver
+
     from graph import build_graph
     from graph.settings import Settings
-    from langgraph.checkpoint.memory import InMemorySaver
 
     flaky = FlakyStore(store, fail=2)
     g = build_graph(model=_dup_then_answer(), checkpointer=InMemorySaver(), router=kw_router, store=flaky,
@@ -115,9 +116,10 @@ def test_retry_with_backoff_is_not_a_loop(store, kw_router):
 
 
 def test_failing_tool_uses_cached_read_then_fallback(store, kw_router):
+    from langgraph.checkpoint.memory import InMemorySaver
+
     from graph import build_graph
     from graph.settings import Settings
-    from langgraph.checkpoint.memory import InMemorySaver
 
     flaky = FlakyStore(store, fail=0)
     g = build_graph(model=_dup_then_answer(), checkpointer=InMemorySaver(), router=kw_router, store=flaky,
@@ -137,9 +139,10 @@ def test_failing_tool_uses_cached_read_then_fallback(store, kw_router):
 def test_slow_tool_times_out_and_retries(store, kw_router):
     import time
 
+    from langgraph.checkpoint.memory import InMemorySaver
+
     from graph import build_graph
     from graph.settings import Settings
-    from langgraph.checkpoint.memory import InMemorySaver
 
     class SlowOnce(FlakyStore):
         def find_duplicate_charges(self, customer_id):

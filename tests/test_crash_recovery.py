@@ -12,6 +12,8 @@ from graph.context import RunContext
 from graph.conversation import Conversation
 from tests.test_approval import BIG, _executed, _setup
 
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
+
 REPO = Path(__file__).resolve().parents[1]
 APPROVER = RunContext.for_operator("ann", "t_demo")  # registered by tests.test_approval._setup
 

@@ -8,18 +8,17 @@ from typing import TypedDict
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START
+from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 from checkpoints import open_checkpointer
-from nodes import instrumentation as events
-from graph.conversation import Conversation
 from checkpoints.event_log import open_event_log
+from graph.conversation import Conversation
 from graph.events import EVENT_KINDS
-from langgraph.graph import StateGraph
-from nodes.instrumentation import EventRecorder
 from graph.state import ensure_ids
+from nodes import instrumentation as events
 from nodes import scripted_models as sm
+from nodes.instrumentation import EventRecorder
 
 
 def two_hop_model():

@@ -29,12 +29,12 @@ from langgraph_sdk import get_sync_client
 from checkpoints.business import open_store
 from checkpoints.event_log import open_event_log
 
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
+
 REPO = Path(__file__).resolve().parents[1]
 STARTUP_LIMIT_S = 180
 BIG = "I want a refund for tx_1001 please, that Tesco order never happened"  # £23.80: pauses for one approver
 BOB_REFUND = "Please refund tx_2001, I never got my sandwich"  # Bob's identity is not verified: two approvers
-
-pytestmark = pytest.mark.subprocess
 
 
 def _free_port() -> int:

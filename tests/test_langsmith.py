@@ -10,6 +10,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 # A plain script using only the public API; nothing in it (or in switchboard) mentions LangSmith.  The last line
@@ -27,6 +29,8 @@ print("answered by", out["outcome"]["agent"])
 from langchain_core.tracers.langchain import wait_for_all_tracers
 wait_for_all_tracers()
 """
+
+pytestmark = [pytest.mark.subprocess]
 
 
 class _Recorder(BaseHTTPRequestHandler):

@@ -10,9 +10,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from graph.conversation import Conversation
 from graph.errors import ConfigError
 from graph.settings import Settings
-from graph.state import USAGE_KEYS, add_usage
+from graph.state import USAGE_KEYS, add_usage, usage_of
 from nodes import scripted_models as sm
-from graph.state import usage_of
 from nodes.handoff_tools import ROUTE_TOOL, HandoffArgs, RouteDecision, route_tool
 from nodes.models import describe_model_error, is_openai_model, make_model
 from tests.transcript import transcript_errors

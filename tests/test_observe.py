@@ -9,12 +9,12 @@ import pytest
 from typer.testing import CliRunner
 
 from checkpoints import open_checkpointer
+from checkpoints.event_log import open_event_log
 from graph import cli
 from graph.builder import build_desk
 from graph.cli import app
 from graph.conversation import Conversation
 from graph.errors import InputError
-from checkpoints.event_log import open_event_log
 from graph.events import Event
 from graph.observe import compute_stats, describe, parse_since
 from graph.settings import Settings

@@ -23,7 +23,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph
 from graph.builder import build_desk
-from graph.builder import build_desk
 from graph.conversation import Conversation
 from graph.settings import Settings
 from nodes.agent import usage_of

@@ -59,6 +59,7 @@ def _run(*args: str):
 # -- refusals ----------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_refusals_are_one_line_exit_2_and_recorded(home):
     store = open_store(home / "business.db")
     store.add_operator("gone", "t_demo", ["agent"])
@@ -83,6 +84,7 @@ def test_refusals_are_one_line_exit_2_and_recorded(home):
     assert {e.detail["principal"] for e in kinds} >= {"operator:gone", "operator:agt", "operator:ann"}
 
 
+@pytest.mark.subprocess
 def test_chat_on_another_customers_thread_is_refused_and_recorded(home):
     g, _ = _setup(home)
     before = g.get_state({"configurable": {"thread_id": "p"}}).config["configurable"]["checkpoint_id"]
@@ -95,6 +97,7 @@ def test_chat_on_another_customers_thread_is_refused_and_recorded(home):
     assert r.returncode == 2 and "unknown customer 'c_nobody'" in r.stderr
 
 
+@pytest.mark.subprocess
 def test_environment_names_the_operator_and_the_deprecated_alias_still_works(home):
     r = _cli(home, "pending", env={"SWITCHBOARD_OPERATOR": "agt"})
     assert r.returncode == 0 and "p" in r.stdout and "0/1" in r.stdout, r.stderr
@@ -153,6 +156,7 @@ def test_history_and_trace_hide_personal_data_unless_revealed(home):
 # -- operators and tokens --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_first_admin_bootstrap_then_admin_only(isolated_home):
     r = _cli(isolated_home, "operators", "add", "ann", "--tenant", "t_demo", "--role", "approver")
     assert r.returncode == 2 and "the first operator of a home must be an admin" in r.stderr

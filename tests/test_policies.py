@@ -102,7 +102,7 @@ def test_fingerprint_normalizes_and_changes_with_inputs():
 
 
 def test_check_loop_same_fingerprint_same_action():
-    seen = [f"abc|handoff:refunds"]
+    seen = ["abc|handoff:refunds"]
     assert loops.check_loop(seen, "abc", "handoff:refunds").loop
     assert not loops.check_loop(seen, "abc", "tools:x").loop
     assert not loops.check_loop(seen, "abd", "handoff:refunds").loop

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -45,6 +47,7 @@ def _message(choice) -> AIMessage:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(choices=st.lists(CHOICE, min_size=1, max_size=40), max_hops=st.integers(1, 8))
+@pytest.mark.slow
 def test_any_model_choices_end_legally(choices, max_hops, tmp_path_factory):
     from checkpoints.business import open_store
 

@@ -393,6 +393,7 @@ def test_old_pickled_routers_in_home_are_ignored_with_a_warning(isolated_home_di
 
 
 # ---------------------------------------------------------------------- the shipped default
+@pytest.mark.subprocess
 def test_shipped_default_loads_without_fitting_or_scikit_learn(isolated_home_dir):
     """A fresh interpreter routes with the shipped file: no fit, no file written, scikit-learn never imported."""
     code = ("import sys, nodes.router as r\n"
@@ -424,6 +425,7 @@ def test_shipped_default_is_not_stale():
 
 @pytest.mark.slow
 @pytest.mark.data
+@pytest.mark.data
 def test_shipped_default_equals_a_fresh_fit_and_scikit_learn_on_banking77():
     """Refit the default (as ``make router`` does): scikit-learn's probabilities on every BANKING77 test query
     equal the shipped file's to 1e-9; a rebuild writes the same bytes."""
@@ -445,6 +447,7 @@ def test_saving_is_byte_reproducible(tmp_path, tiny_router):
 
 
 # ---------------------------------------------------------------------- readers
+@pytest.mark.data
 def test_load_label_map_reads_banking77_shape():
     amap = load_label_map(_banking77() / "agent_map.json")
     assert len(amap) == 77
@@ -522,6 +525,7 @@ def isolated_home_dir(tmp_path, monkeypatch) -> Path:
 
 
 # ---------------------------------------------------------------------- shipped examples
+@pytest.mark.data
 def test_shipped_examples_cover_every_banking77_theme():
     texts, topics, topic_to_agent = read_router_examples()
     amap = load_label_map(_banking77() / "agent_map.json")
@@ -538,6 +542,7 @@ def test_shipped_examples_cover_every_banking77_theme():
     assert ("I want my money back for that double charge", "refunds") in rows
 
 
+@pytest.mark.data
 def test_shipped_examples_never_copy_banking77():
     data = _banking77()
     bank = set()
@@ -559,6 +564,7 @@ def test_demo_story_routes():
 
 
 # ---------------------------------------------------------------------- evaluation on BANKING77
+@pytest.mark.data
 def test_default_router_accuracy_on_banking77_test():
     data = _banking77()
     amap = load_label_map(data / "agent_map.json")
@@ -583,6 +589,7 @@ def banking77_fit():
 
 @pytest.mark.slow
 @pytest.mark.data
+@pytest.mark.data
 def test_router_trained_on_banking77_train_accuracy(banking77_fit, tmp_path):
     pipeline, router, amap = banking77_fit
     router.save(tmp_path / "b77.npz")
@@ -596,6 +603,7 @@ def test_router_trained_on_banking77_train_accuracy(banking77_fit, tmp_path):
     assert router.route(texts[0]).intent in amap
 
 
+@pytest.mark.data
 @pytest.mark.data
 def test_train_through_intent_router_fit_on_banking77_sample():
     """``IntentRouter.fit`` (not only the exporter) on real intents: 30 examples of each of 12 intents."""

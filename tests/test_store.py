@@ -362,6 +362,7 @@ def _run_processes(target, args_list: list[tuple]) -> list[object]:
     return results
 
 
+@pytest.mark.subprocess
 def test_execute_refund_two_processes_race_same_key(store: BusinessStore, business_url: str) -> None:
     rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "req-proc")
     results = _run_processes(store_workers.execute_refund, [(business_url, rf.id, "exec-proc")] * 2)
@@ -369,6 +370,7 @@ def test_execute_refund_two_processes_race_same_key(store: BusinessStore, busine
     assert _count(store, "SELECT COUNT(*) FROM transactions WHERE reference=:r", r=rf.id) == 1
 
 
+@pytest.mark.subprocess
 def test_execute_refund_two_processes_race_different_keys(store: BusinessStore, business_url: str) -> None:
     rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "req-proc2")
     results = _run_processes(store_workers.execute_refund,
@@ -378,6 +380,7 @@ def test_execute_refund_two_processes_race_different_keys(store: BusinessStore, 
     assert _count(store, "SELECT COUNT(*) FROM side_effects") == 1
 
 
+@pytest.mark.subprocess
 def test_decide_approval_two_processes_one_winner(store: BusinessStore, business_url: str) -> None:
     store.create_task("task-p", "thread-p", "refunds")
     store.update_task("task-p", 1, status="awaiting_approval")

@@ -353,15 +353,18 @@ def test_checkpointed_supervisor_thread_resumes_in_a_new_graph(make_graph, tmp_p
 
 
 # ---------------------------------------------------------------- property: whatever supervisor and experts choose
+@pytest.mark.slow
 def test_any_supervisor_and_expert_choices_end_legally(tmp_path_factory):
     """Triage always hands to the supervisor; the supervisor and every expert then follow random scripts (calls,
     handoffs, tools, side effects, invalid calls, answers, exceptions). The run never raises, ends answered by the
     supervisor or in fallback, no expert ever holds control, the transcript stays valid and no business state changes."""
-    from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+    from hypothesis import HealthCheck, given
+    from hypothesis import settings as hsettings
+    from hypothesis import strategies as st
 
+    from checkpoints.business import open_store
     from graph import build_graph
     from graph.settings import Settings
-    from checkpoints.business import open_store
     from tests.conftest import KeywordRouter
 
     names = [*EXPERTS, "nobody"]

@@ -8,8 +8,19 @@ import itertools
 import pytest
 
 from policies import compound, experts, handoff, merge
-from policies.edges import (DEFAULT_EDGE_TABLE, END, EXPERT_NODE, EXPERTS, FALLBACK, MERGE_NODE, SUPERVISOR, TRIAGE,
-                            handoff_targets, is_legal_handoff, longest_legal_path)
+from policies.edges import (
+    DEFAULT_EDGE_TABLE,
+    END,
+    EXPERT_NODE,
+    EXPERTS,
+    FALLBACK,
+    MERGE_NODE,
+    SUPERVISOR,
+    TRIAGE,
+    handoff_targets,
+    is_legal_handoff,
+    longest_legal_path,
+)
 from policies.handoff import ToolCallView
 
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from checkpoints.business import BusinessStore
 from nodes.facts import extract_facts, facts_from_tool_result
 from nodes.playbook import ToolCallPlan, compose_answer, plan_tool_call
-from checkpoints.business import BusinessStore
 from nodes.tools import (
     AGENTS_WITH_TOOLS,
     POLICY_KB,
