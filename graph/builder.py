@@ -109,7 +109,7 @@ class Desk:
     event log), for the convenience layer and the CLI, which need the store (approval claims) and the router
     (evaluation) beside the graph. ``graph`` is a plain ``CompiledStateGraph``."""
 
-    graph: CompiledStateGraph
+    graph: CompiledStateGraph[Any, Any, Any, Any]
     deps: Deps
 
 

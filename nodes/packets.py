@@ -66,7 +66,7 @@ def build_packet(*, source: str, target: str, reason: str, objective: str, messa
         to_agent=target,
         reason=reason or f"{source} hands over to {target}",
         objective=objective,
-        business_context={"customer_id": ctx.user_id, "tenant_id": ctx.tenant_id},
+        business_context={"customer_id": ctx.user_id or "", "tenant_id": ctx.tenant_id},
         known_facts=tuple(facts),
         evidence_refs=refs,
         open_questions=tuple(_questions(target, keys, extra_questions, carried)),

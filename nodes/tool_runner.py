@@ -85,7 +85,7 @@ class ToolRunner:
 
     def __init__(self, specs: Mapping[str, ToolSpec], deps: Deps, ctx: RunContext, thread_id: str, task_id: str = ""):
         self.specs, self.deps, self.ctx = specs, deps, ctx
-        self.tool_ctx = ToolContext(customer_id=ctx.user_id, tenant_id=ctx.tenant_id, thread_id=thread_id,
+        self.tool_ctx = ToolContext(customer_id=ctx.user_id or "", tenant_id=ctx.tenant_id, thread_id=thread_id,
                                     task_id=task_id or None)
 
     def run(self, name: str, args: Mapping[str, Any]) -> ToolRun:

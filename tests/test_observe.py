@@ -185,7 +185,8 @@ def test_resume_stream_and_draw_png_of_the_thread_path(desk, tmp_path):
     assert paused.exit_code == 0 and "paused for a human" in paused.output, paused.output
     resumed = runner.invoke(app, ["resume", "T", "--approve", "--stream"])
     assert resumed.exit_code == 0, resumed.output
-    assert "resumed with approve" in resumed.output and "approved by operator:ann" in resumed.output and "tool execute_refund: ok" in resumed.output
+    assert "resumed with approve" in resumed.output and "approved by operator:ann" in resumed.output
+    assert "tool execute_refund: ok" in resumed.output
     out = tmp_path / "T.png"
     res = runner.invoke(app, ["draw", "--format", "png", "--thread", "T", "--out", str(out)])
     assert res.exit_code == 0, res.output
