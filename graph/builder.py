@@ -24,6 +24,7 @@ from nodes.expert import make_expert_node
 from nodes.fallback import fallback_node
 from nodes.instrumentation import EventRecorder
 from nodes.models import is_openai_model, make_model
+from nodes.principal import guard_node
 from nodes.supervisor import make_merge_node, make_supervisor_node
 from policies.edges import (
     ACCESS_DENIED,
@@ -37,7 +38,15 @@ from policies.edges import (
     EdgeTable,
 )
 
-__all__ = ["build_graph", "build_desk", "Desk", "make_deps", "LazyRouter"]
+__all__ = ["build_graph", "build_desk", "Desk", "make_deps", "LazyRouter", "SELF_GUARDED"]
+
+#: Nodes that check the run's principal themselves (every other node is wrapped by ``nodes.principal.guard_node``):
+#: the entry node and its refusal node (a new turn: the owner only), ``human_approval`` (a resume: finer rules per
+#: decision), the ``expert`` worker (it receives a ``Send`` payload, not the thread's state, inside a supervisor's
+#: turn that the entry node admitted).
+
+
+SELF_GUARDED = frozenset({ENTRY_NODE, ACCESS_DENIED, "human_approval", EXPERT_NODE})
 
 
 class LazyRouter:
@@ -155,6 +164,8 @@ def build_desk(model: BaseChatModel | None = None, checkpointer: BaseCheckpointS
     g = StateGraph(SupportState, context_schema=RunContext, input_schema=TurnInput)
 
     def add(name: str, fn: Any, **kwargs: Any) -> None:
+        if name not in SELF_GUARDED:  # who may act on the thread: nodes/principal.guard_node
+            fn = guard_node(fn, deps.store)
         g.add_node(name, recorder.instrument(name, fn) if recorder is not None else fn, **kwargs)
 
     add(ENTRY_NODE, make_entry_node(deps), destinations=table.destinations(ENTRY_NODE))

@@ -6,6 +6,10 @@ the server supplies persistence (its own checkpointer), so the graph is compiled
 Events still go to the event log in ``$SWITCHBOARD_HOME/switchboard.db`` (table ``events``), so
 ``switchboard trace THREAD`` works for threads run from Studio too.
 
+``langgraph.json`` also names the server's authentication, ``graph/auth.py``: every request needs a bearer token, and
+the authenticated principal reaches the graph as the server's user, which wins over any run context a client sends
+(``nodes.principal``).
+
 Nothing here sends data anywhere.  LangSmith tracing happens only when the environment asks for it
 (``LANGSMITH_TRACING=true`` and ``LANGSMITH_API_KEY``): LangChain then attaches its tracer to every run
 by itself, with no code change here.

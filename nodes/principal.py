@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from graph.context import Principal, RunContext, principal_ref
-from policies.authz import OperatorFacts, owner_of
+from graph.errors import AccessDenied
+from policies.authz import AuthzDecision, OperatorFacts, authorize_resume, owner_of
 
 __all__ = ["Resolution", "resolve_principal", "server_user", "principal_from_claims", "claim", "acting_context",
-           "operator_facts", "run_config"]
+           "operator_facts", "run_config", "continuation_verdict", "guard_node"]
 
 
 @dataclass(frozen=True)
@@ -170,3 +171,50 @@ def operator_facts(store: Any, name: str | None) -> OperatorFacts | None:
         return None
     return OperatorFacts(name=op.id, tenant_id=op.tenant_id, roles=frozenset(op.roles), enabled=bool(op.enabled),
                          customer_id=op.customer_id)
+
+
+def continuation_verdict(state: Mapping, store: Any, runtime: Any = None) -> tuple[AuthzDecision, Principal | None]:
+    """May the run's principal run a node of this thread past the entry node (a run continued from a checkpoint
+    with ``invoke(None)``, a resume)? The owner, or an operator registered in the owner's tenant (one store read,
+    operators only); anyone may run a node of a thread that has no owner yet."""
+    if runtime is None:
+        try:
+            from langgraph.runtime import get_runtime
+
+            runtime = get_runtime()
+        except (RuntimeError, KeyError):
+            return AuthzDecision(True), None
+    res = resolve_principal(runtime)
+    p = res.principal
+    if res.denied or p is None:
+        return AuthzDecision(False, res.denied or "no identified caller"), p
+    owner = owner_of(state)
+    if owner is None:
+        return AuthzDecision(True), p
+    facts = operator_facts(store, p.id) if p.kind == "operator" else None
+    return authorize_resume(p, owner, facts), p
+
+
+def guard_node(fn: Callable[..., Any], store: Any) -> Callable[..., Any]:
+    """Wrap node function ``fn`` so that it refuses (``access_denied`` event, :class:`AccessDenied`) a run whose
+    principal may not act on the thread (:func:`continuation_verdict`). The entry node checks every new turn; this
+    guard covers runs that start past it — ``invoke(None)`` continuing a stopped run, which would otherwise let
+    another customer drive the owner's agents and read the returned state. ``fn``'s signature is kept (LangGraph
+    injects ``runtime``/``config`` by parameter name)."""
+
+    @functools.wraps(fn)
+    def node(state: Any, *args: Any, **kwargs: Any) -> Any:
+        verdict, p = continuation_verdict(state if isinstance(state, Mapping) else {}, store)
+        if not verdict.allowed:
+            from nodes.instrumentation import emit
+
+            emit("access_denied", reason=verdict.reason, detail={"principal": p.ref if p else None,
+                                                                  "action": "continue"})
+            raise AccessDenied(f"thread {_thread_id()}: {verdict.reason}")
+        return fn(state, *args, **kwargs)
+
+    return node
+
+
+def _thread_id() -> str:
+    return str((run_config().get("configurable") or {}).get("thread_id") or "?")

@@ -100,6 +100,24 @@ def test_a_refused_run_left_behind_is_ended_quietly_by_the_owner(isolated_home):
     assert g.get_state(_cfg("t")).next == ()
 
 
+def test_a_stopped_run_can_be_continued_by_its_owner_only(isolated_home):
+    """``invoke(None)`` continues a run from its checkpoint without passing the entry node: every other node checks
+    the principal too (nodes.principal.guard_node), so another customer cannot drive the owner's agents."""
+    d, model = _desk(isolated_home)
+    g = d.graph
+    g.invoke({"messages": [HumanMessage("Where is my refund?")]}, _cfg("s"), context=ADA, interrupt_before=["refunds"])
+    assert g.get_state(_cfg("s")).next == ("refunds",)
+    values, calls = g.get_state(_cfg("s")).values, model.calls
+    with pytest.raises(AccessDenied, match="belongs to another customer"):
+        g.invoke(None, _cfg("s"), context=BOB)
+    with pytest.raises(AccessDenied, match="operator:ghost is not a registered operator"):
+        g.invoke(None, _cfg("s"), context=RunContext.for_operator("ghost", "t_demo"))
+    assert g.get_state(_cfg("s")).values == values and model.calls == calls
+    assert [e.detail["action"] for e in _denied(d, "s")] == ["continue", "continue"]
+    out = g.invoke(None, _cfg("s"), context=ADA)
+    assert out["outcome"]["agent"] == "refunds"
+
+
 def test_the_input_cannot_write_the_owner_or_any_other_key(isolated_home):
     d, _ = _desk(isolated_home)
     g = d.graph
