@@ -30,10 +30,10 @@ def main() -> None:
     from langchain_core.messages import HumanMessage
 
     from checkpoints import open_checkpointer
+    from checkpoints.business import open_store
     from graph import build_graph
     from graph.state import ensure_ids
     from nodes.router import read_labelled_csv
-    from checkpoints.business import open_store
 
     texts = read_labelled_csv(args.csv)[0][: args.limit]
     tmp = Path(tempfile.mkdtemp(prefix="switchboard-events-bench-"))

@@ -20,11 +20,11 @@ sys.path.insert(0, str(REPO))
 def switchboard_calls() -> dict:
     from langgraph.checkpoint.memory import InMemorySaver
 
+    from checkpoints.business import open_store
     from graph import build_graph
     from graph.conversation import Conversation
     from graph.settings import Settings
     from nodes.scripted_models import KeywordRouter, ping_pong
-    from checkpoints.business import open_store
 
     model = ping_pong("billing", "refunds")
     home = Path(tempfile.mkdtemp())

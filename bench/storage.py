@@ -45,11 +45,11 @@ def thread_bytes(saver, thread_id: str) -> int:
 def run(kind: str) -> dict[int, int]:
     import graph.builder as builder
     from checkpoints import open_checkpointer
+    from checkpoints.business import open_store
     from graph.conversation import Conversation
     from graph.settings import Settings
     from nodes.offline_model import OfflineChatModel
     from nodes.scripted_models import KeywordRouter
-    from checkpoints.business import open_store
 
     schema = SupportState
     if kind == "add_messages":

@@ -227,7 +227,8 @@ def event_log_for(checkpointer: Any) -> EventLog:
         try:
             import psycopg  # type: ignore[import-not-found]
 
-            return EventLog(psycopg.connect(conn.info.dsn, password=conn.info.password), "postgres", "postgres")
+            password = getattr(getattr(conn, "info", None), "password", None)
+            return EventLog(psycopg.connect(info, password=password), "postgres", "postgres")
         except Exception as exc:  # noqa: BLE001 - any driver failure becomes one configuration line
             raise ConfigError(f"cannot open the event log beside the Postgres checkpoints: {exc}") from exc
     return open_event_log(None)

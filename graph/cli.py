@@ -46,10 +46,14 @@ err = Console(stderr=True)
 RevealOpt = typer.Option(False, "--reveal", help="Show card numbers, e-mail addresses and phone numbers in full "
                          "(recorded in the audit trail). Default: hidden (card numbers keep their last 4 digits).")
 
-DbOpt = typer.Option(None, "--db", help="Checkpoint database (SQLite file). Default: $SWITCHBOARD_HOME/switchboard.db (./.switchboard).")
+DbOpt = typer.Option(None, "--db",
+                     help="Checkpoint database (SQLite file). Default: $SWITCHBOARD_HOME/switchboard.db (./.switchboard).")
 ModelOpt = typer.Option(None, "--model", help="'offline' (default, embedded) or 'openai:<model>'. Env: SWITCHBOARD_MODEL.")
-TimeoutOpt = typer.Option(None, "--timeout", help="Seconds per model request attempt (openai models; default 30). Env: SWITCHBOARD_MODEL_TIMEOUT.")
-RetriesOpt = typer.Option(None, "--retries", help="Model request retries on 429/5xx/timeouts/connection errors (default 2). Env: SWITCHBOARD_MODEL_RETRIES.")
+TimeoutOpt = typer.Option(None, "--timeout",
+                          help="Seconds per model request attempt (openai models; default 30). Env: SWITCHBOARD_MODEL_TIMEOUT.")
+RetriesOpt = typer.Option(None, "--retries",
+                          help="Model request retries on 429/5xx/timeouts/connection errors (default 2). "
+                               "Env: SWITCHBOARD_MODEL_RETRIES.")
 
 
 def _settings(model: str | None = None, db: Path | None = None, **kw):
@@ -160,7 +164,7 @@ def chat(
         _print_turn(r)
         if _report_model_error(r):
             failed = True
-            if r.model_error.kind in FATAL_MODEL_ERRORS:
+            if r.model_error is not None and r.model_error.kind in FATAL_MODEL_ERRORS:
                 break
     if failed:
         raise typer.Exit(1)
@@ -311,7 +315,8 @@ def trace(
 
 @app.command()
 def stats(
-    since: Optional[str] = typer.Option(None, "--since", help="Only events since a duration ago (30m, 2h, 7d) or an ISO date/time."),
+    since: Optional[str] = typer.Option(None, "--since",
+                                        help="Only events since a duration ago (30m, 2h, 7d) or an ISO date/time."),
     db: Optional[Path] = DbOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
     as_: Optional[str] = AsOpt,
@@ -345,7 +350,8 @@ def stats(
     table = Table("metric", "value", "counts", "definition", title="handoffs and runs")
     rows = [
         ("handoff success rate", pct(st.handoff_success_rate), f"{st.handoffs_accepted}/{st.handoffs_requested}"),
-        ("average hops per task", "-" if st.avg_hops_per_task is None else f"{st.avg_hops_per_task:.3f}", f"{st.handoffs_accepted}/{st.tasks}"),
+        ("average hops per task", "-" if st.avg_hops_per_task is None else f"{st.avg_hops_per_task:.3f}",
+         f"{st.handoffs_accepted}/{st.tasks}"),
         ("bounce-back rate", pct(st.bounce_back_rate), f"{st.bounce_backs}/{st.handoffs_requested}"),
         ("loop-trigger rate", pct(st.loop_trigger_rate), f"{st.loop_runs}/{st.runs}"),
         ("fallback ratio", pct(st.fallback_ratio), f"{st.fallbacks}/{st.runs_finished}"),
@@ -509,10 +515,12 @@ def _expire(desk, acting, targets: list[str]) -> None:
 @app.command()
 def route(
     csv_path: Path = typer.Argument(..., metavar="CSV", help="CSV with columns text,category (e.g. BANKING77 test.csv)."),
-    labels: Path = typer.Option(..., "--labels", help="JSON mapping agents to categories: {\"agents\": {agent: \\[category, …]}}."),
+    labels: Path = typer.Option(..., "--labels",
+                                help="JSON mapping agents to categories: {\"agents\": {agent: \\[category, …]}}."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N rows."),
     model: Optional[str] = ModelOpt,
-    router_path: Optional[Path] = typer.Option(None, "--router", help="A router file from train-router (default: trained if present, else shipped)."),
+    router_path: Optional[Path] = typer.Option(
+        None, "--router", help="A router file from train-router (default: trained if present, else shipped)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the figures as JSON to this file."),
     db: Optional[Path] = typer.Option(None, "--db", help="Keep the runs' checkpoints and events in this database (then "
                                       "'switchboard stats --db' reads them). Default: in memory, nothing kept."),
@@ -581,7 +589,8 @@ def _print_report(report) -> None:
 def train_router(
     csv_path: Path = typer.Argument(..., metavar="CSV", help="Labelled CSV with columns text,category."),
     labels: Path = typer.Option(..., "--labels", help="JSON mapping agents to categories (agent_map.json shape)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Where to store the router. Default: $SWITCHBOARD_HOME/router-trained.npz, used by later runs."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Where to store the router. Default: $SWITCHBOARD_HOME/router-trained.npz, used by later runs."),
 ) -> None:
     """Fit the offline router on a user's labelled data and store it for later runs (the shipped default stays available:
     delete the file or pass --router to route)."""
@@ -621,11 +630,13 @@ def main() -> None:
         err.print(f"error: {exc.strerror or exc}{where}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except Exception as exc:  # click usage errors (typer >= 0.2x vendors click as typer._click: no `import click`)
-        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
-            exc.show()  # ClickException: usage error, bad parameter, no such option
-            sys.exit(exc.exit_code)
-        if type(exc).__name__ == "Exit" and isinstance(getattr(exc, "exit_code", None), int):
-            sys.exit(exc.exit_code)
+        exit_code = getattr(exc, "exit_code", None)
+        show = getattr(exc, "show", None)
+        if callable(show) and isinstance(exit_code, int):
+            show()  # ClickException: usage error, bad parameter, no such option
+            sys.exit(exit_code)
+        if type(exc).__name__ == "Exit" and isinstance(exit_code, int):
+            sys.exit(exit_code)
         raise
     if isinstance(code, int) and code:
         sys.exit(code)

@@ -353,7 +353,8 @@ class _View:
     """What grandalf reads and writes: a vertex's box ``w`` x ``h`` and centre ``xy``; an edge's ``pts``."""
 
     def __init__(self, w: float = 0.0, h: float = 0.0) -> None:
-        self.w, self.h, self.xy, self.pts = w, h, (0.0, 0.0), []
+        self.w, self.h, self.xy = w, h, (0.0, 0.0)
+        self.pts: list[tuple[float, float]] = []
 
     def setpath(self, pts: list[tuple[float, float]]) -> None:
         self.pts = pts

@@ -25,7 +25,8 @@ METRIC_DEFINITIONS: Mapping[str, str] = {
     "fallback_ratio": "finished runs that ended in fallback (handed to a person) / finished runs",
     "approval_pause_ratio": "runs that paused for a human approval / runs",
     "duplicate_side_effects_blocked": "side-effect calls answered from their idempotency key instead of running again",
-    "repeated_question_rate": "answers asking the user a question already asked earlier in the same thread / answers asking a question",
+    "repeated_question_rate": "answers asking the user a question already asked earlier in the same thread"
+                              " / answers asking a question",
     "error_rate": "per agent: visits ending in an error (model or node failure) / visits",
     "timeout_rate": "per agent: visits ending in a model timeout / visits",
 }
@@ -121,7 +122,8 @@ def compute_stats(events: Iterable[Event], since: str | None = None) -> Stats:
     tin = [e.input_tokens for e in calls if e.input_tokens is not None]
     tout = [e.output_tokens for e in calls if e.output_tokens is not None]
     return Stats(
-        since=since, runs=len(runs), runs_completed=len(completed), runs_finished=len(finished), runs_failed=len(by_kind["run_failed"]),
+        since=since, runs=len(runs), runs_completed=len(completed), runs_finished=len(finished),
+        runs_failed=len(by_kind["run_failed"]),
         threads=len({e.thread_id for e in evts if e.thread_id}), tasks=len(tasks),
         handoffs_requested=requested, handoffs_accepted=accepted, handoffs_refused=len(by_kind["handoff_refused"]),
         handoff_success_rate=_rate(accepted, requested), avg_hops_per_task=_rate(accepted, len(tasks)),
@@ -169,65 +171,109 @@ def _get(ev: Event | Mapping[str, Any], key: str) -> Any:
     return getattr(ev, key)
 
 
-def describe(ev: Event | Mapping[str, Any]) -> str:
-    """One human line for an event (an Event or a streamed event dict), without the time and agent columns."""
-    kind = _get(ev, "kind")
-    d = _get(ev, "detail") or {}
-    src, dst, why, status = _get(ev, "from_agent"), _get(ev, "to_agent"), _get(ev, "reason"), _get(ev, "status")
-    why_s = f": {why}" if why else ""
-    if kind == "run_started":
+def _why(ev: Event | Mapping[str, Any]) -> str:
+    why = _get(ev, "reason")
+    return f": {why}" if why else ""
+
+
+def _detail(ev: Event | Mapping[str, Any]) -> Mapping[str, Any]:
+    return _get(ev, "detail") or {}
+
+
+def _describe_run_started(ev: Event | Mapping[str, Any]) -> str:
+    d = _detail(ev)
+    if d.get("input") == "resume":
         dec = d.get("decision")
-        if d.get("input") == "resume":
-            what = str(dec.get("decision")) if isinstance(dec, dict) else str(dec)
-            return f"run started (resume: {what})"
-        return "run started"
-    if kind == "run_completed":
-        if status == "paused":
-            return "run completed: paused, waiting for a human"
-        return f"run completed: {status}" + (f" by {dst}" if dst else "")
-    if kind == "run_failed":
-        return f"run FAILED{why_s}"
-    if kind == "agent_started":
-        return f"started (from {src}{why_s})" if src else "started"
-    if kind == "agent_finished":
-        return f"finished: {status}" + (f" → {dst}" if dst and dst != "__end__" else "") + (f" ({why})" if why else "")
-    if kind == "model_called":
-        tokens = _get(ev, "total_tokens")
-        parts = [f"model {_get(ev, 'model')}", f"{_get(ev, 'history_items')} messages in"]
-        if tokens is not None:
-            parts.append(f"{_get(ev, 'input_tokens')}+{_get(ev, 'output_tokens')} tokens")
-        if status:
-            parts.append(f"{status}: {why}")
-        return ", ".join(parts)
-    if kind == "tool_called":
-        return f"tool {d.get('tool')}" + (" (side effect)" if d.get("side_effect") else "")
-    if kind == "tool_finished":
-        return f"tool {d.get('tool')}: {status}" + (f" ({why})" if why else "")
-    if kind == "handoff_requested":
-        return f"asks to hand off {src} → {dst}{why_s}"
-    if kind == "handoff_accepted":
-        return f"HANDOFF {src} → {dst} (hop {d.get('hop')}, {_get(ev, 'history_items')} history items forwarded){why_s}"
-    if kind == "handoff_refused":
-        return f"handoff {src} → {dst} refused{why_s}"
-    if kind == "loop_detected":
-        return f"loop guard ({d.get('type')}){why_s}"
-    if kind == "interrupt":
-        payload = d.get("payload") or {}
-        what = payload.get("kind") if isinstance(payload, dict) else None
-        return "paused for a human" + (f" ({what}, {payload.get('amount')})" if what else "")
-    if kind == "resumed":
-        dec = d.get("decision") or {}
-        return "resumed" + (f" with {dec.get('decision')}" if isinstance(dec, dict) else f" with {dec}")
-    return _OTHER_KINDS.get(str(kind), lambda e: str(kind))(ev)
+        what = str(dec.get("decision")) if isinstance(dec, dict) else str(dec)
+        return f"run started (resume: {what})"
+    return "run started"
+
+
+def _describe_run_completed(ev: Event | Mapping[str, Any]) -> str:
+    status, dst = _get(ev, "status"), _get(ev, "to_agent")
+    if status == "paused":
+        return "run completed: paused, waiting for a human"
+    return f"run completed: {status}" + (f" by {dst}" if dst else "")
+
+
+def _describe_agent_started(ev: Event | Mapping[str, Any]) -> str:
+    src = _get(ev, "from_agent")
+    return f"started (from {src}{_why(ev)})" if src else "started"
+
+
+def _describe_agent_finished(ev: Event | Mapping[str, Any]) -> str:
+    dst, why = _get(ev, "to_agent"), _get(ev, "reason")
+    return (f"finished: {_get(ev, 'status')}" + (f" → {dst}" if dst and dst != "__end__" else "")
+            + (f" ({why})" if why else ""))
+
+
+def _describe_model_called(ev: Event | Mapping[str, Any]) -> str:
+    parts = [f"model {_get(ev, 'model')}", f"{_get(ev, 'history_items')} messages in"]
+    if _get(ev, "total_tokens") is not None:
+        parts.append(f"{_get(ev, 'input_tokens')}+{_get(ev, 'output_tokens')} tokens")
+    if _get(ev, "status"):
+        parts.append(f"{_get(ev, 'status')}: {_get(ev, 'reason')}")
+    return ", ".join(parts)
+
+
+def _describe_tool_called(ev: Event | Mapping[str, Any]) -> str:
+    d = _detail(ev)
+    return f"tool {d.get('tool')}" + (" (side effect)" if d.get("side_effect") else "")
+
+
+def _describe_tool_finished(ev: Event | Mapping[str, Any]) -> str:
+    why = _get(ev, "reason")
+    return f"tool {_detail(ev).get('tool')}: {_get(ev, 'status')}" + (f" ({why})" if why else "")
+
+
+def _describe_handoff_accepted(ev: Event | Mapping[str, Any]) -> str:
+    return (f"HANDOFF {_get(ev, 'from_agent')} → {_get(ev, 'to_agent')} (hop {_detail(ev).get('hop')}, "
+            f"{_get(ev, 'history_items')} history items forwarded){_why(ev)}")
+
+
+def _describe_interrupt(ev: Event | Mapping[str, Any]) -> str:
+    payload = _detail(ev).get("payload") or {}
+    paused_for = payload.get("kind") if isinstance(payload, dict) else None
+    return "paused for a human" + (f" ({paused_for}, {payload.get('amount')})" if paused_for else "")
+
+
+def _describe_resumed(ev: Event | Mapping[str, Any]) -> str:
+    dec = _detail(ev).get("decision") or {}
+    return "resumed" + (f" with {dec.get('decision')}" if isinstance(dec, dict) else f" with {dec}")
 
 
 def _describe_denied(ev: Event | Mapping[str, Any]) -> str:
-    d, why = _get(ev, "detail") or {}, _get(ev, "reason")
+    d, why = _detail(ev), _get(ev, "reason")
     return f"ACCESS DENIED to {d.get('principal') or '?'} ({d.get('action') or '?'})" + (f": {why}" if why else "")
 
 
-#: Describers of the kinds :func:`describe` does not word itself.
-_OTHER_KINDS: dict[str, Callable[[Any], str]] = {"access_denied": _describe_denied}
+#: One describer per event kind (kinds without one are shown by name).
+_DESCRIBERS: dict[str, Callable[[Any], str]] = {
+    "run_started": _describe_run_started,
+    "run_completed": _describe_run_completed,
+    "run_failed": lambda ev: f"run FAILED{_why(ev)}",
+    "agent_started": _describe_agent_started,
+    "agent_finished": _describe_agent_finished,
+    "model_called": _describe_model_called,
+    "tool_called": _describe_tool_called,
+    "tool_finished": _describe_tool_finished,
+    "handoff_requested": lambda ev: f"asks to hand off {_get(ev, 'from_agent')} → {_get(ev, 'to_agent')}{_why(ev)}",
+    "handoff_accepted": _describe_handoff_accepted,
+    "handoff_refused": lambda ev: f"handoff {_get(ev, 'from_agent')} → {_get(ev, 'to_agent')} refused{_why(ev)}",
+    "loop_detected": lambda ev: f"loop guard ({_detail(ev).get('type')}){_why(ev)}",
+    "interrupt": _describe_interrupt,
+    "resumed": _describe_resumed,
+    "access_denied": _describe_denied,
+}
+
+
+def describe(ev: Event | Mapping[str, Any]) -> str:
+    """One human line for an event (an Event or a streamed event dict), without the time and agent columns.
+
+    Kinds without a describer in ``_DESCRIBERS`` are shown by their kind name."""
+    kind = str(_get(ev, "kind"))
+    describer = _DESCRIBERS.get(kind)
+    return describer(ev) if describer is not None else kind
 
 
 def turns_of(events: Sequence[Event]) -> list[int | None]:

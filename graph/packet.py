@@ -80,7 +80,8 @@ class HandoffRecord(BaseModel):
         "the turn started), flow (a step of the approval flow)")
     reason: str = ""
     handoff_id: str | None = None
-    packet: dict | None = Field(default=None, description="the HandoffPacket that travelled with this hop (handoffs and fallback)")
+    packet: dict | None = Field(default=None,
+                                description="the HandoffPacket that travelled with this hop (handoffs and fallback)")
 
 
 def render_packet(packet: dict) -> str:

@@ -97,7 +97,7 @@ def append_batch(state: list, writes: Sequence[Any]) -> list:
 def messages_reducer(state: list, writes: Sequence[Any]) -> list:
     """DeltaChannel reducer: fold ``add_messages`` over a batch of writes (batching-invariant by construction)."""
     for w in writes:
-        state = add_messages(state, w)
+        state = add_messages(state, w)  # type: ignore[assignment]  # add_messages returns the merged list here
     return state
 
 

@@ -175,7 +175,7 @@ class AgentVisit:
         ai = unique_call_ids(ai, self.call_ids)
         ai.name = self.agent
         self.new.append(ai)
-        self.call_names.update({tc["id"]: tc["name"] for tc in ai.tool_calls if tc["name"] == ROUTE_TOOL})
+        self.call_names.update({str(tc["id"]): tc["name"] for tc in ai.tool_calls if tc["name"] == ROUTE_TOOL})
         return ai
 
     def _model_failed(self, exc: Exception, history_items: int, secs: float) -> None:
@@ -236,8 +236,8 @@ class AgentVisit:
         winner = decision.winner
         if winner is None:
             return None
-        if is_bounce_back(self.state.get("handoff_path") or [], self.agent, winner.target, decision.reason_of_winner(),
-                          self.turn):
+        if is_bounce_back(self.state.get("handoff_path") or [], self.agent, winner.target or "",
+                          decision.reason_of_winner() or "", self.turn):
             why = f"{winner.target} handed this to {self.agent} for the same reason"
             return self._guard_fallback("bounce_back", why, f"bounce-back detected: {why}", decision)
         if hop_budget_exceeded(int(self.state.get("turn_hops") or 0), self.deps.settings.max_hops):

@@ -24,7 +24,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import StructuredTool
@@ -55,7 +55,8 @@ class ExpertArgs(BaseModel):
     """Arguments the supervisor's model writes when it calls an expert."""
 
     objective: str = Field(description="the sub-task for this expert, in the customer's words")
-    facts: dict[str, str] | None = Field(default=None, description="facts the expert should know, e.g. {'transaction_id': 'tx_1008'}")
+    facts: dict[str, str] | None = Field(default=None,
+                                         description="facts the expert should know, e.g. {'transaction_id': 'tx_1008'}")
 
 
 @lru_cache(maxsize=None)
@@ -154,8 +155,8 @@ class ExpertRun:
         return self._result("failed", t0, verified=verified, proposed=proposed,
                             error=f"{task.expert} used its {self.deps.settings.max_tool_rounds} model calls without answering")
 
-    def _result(self, status: str, t0: float, *, answer: str | None = None, verified=(), proposed=(),
-                error: str | None = None) -> ExpertResult:
+    def _result(self, status: Literal["ok", "failed", "timeout"], t0: float, *, answer: str | None = None,
+                verified=(), proposed=(), error: str | None = None) -> ExpertResult:
         task = self.task
         facts: dict[tuple[str, str, str], ExpertFact] = {}
         for f in verified:
@@ -177,7 +178,7 @@ class ExpertRun:
                             tools_called=tuple(self.tools_called), error=error, model_calls=self.model_calls,
                             elapsed_ms=round((time.perf_counter() - t0) * 1000, 1))
 
-    def failed(self, status: str, error: str, t0: float) -> ExpertResult:
+    def failed(self, status: Literal["failed", "timeout"], error: str, t0: float) -> ExpertResult:
         """A failed/timeout result for this run (what the worker node records when :meth:`run` did not finish)."""
         return self._result(status, t0, error=error[:300])
 

@@ -63,7 +63,8 @@ class RouteDecision(BaseModel):
     reason: str = Field(min_length=1, description="why this agent owns the request, one sentence")
     extracted: dict[str, str] = Field(default_factory=dict,
                                       description="fields found in the customer's message, snake_case keys, e.g. "
-                                                  "{'merchant': 'Coffee Shop', 'amount': '4.50 GBP', 'transaction_id': 'tx_1008'}")
+                                                  "{'merchant': 'Coffee Shop', 'amount': '4.50 GBP', "
+                                                  "'transaction_id': 'tx_1008'}")
 
     @field_validator("extracted", mode="before")
     @classmethod

@@ -35,7 +35,7 @@ import functools
 import re
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,7 +119,11 @@ class _RunCallbacks(BaseCallbackHandler):
         elif kind == "run_started":
             run.pending.append((kind, fields))
         else:
-            rec._background(lambda: (rec._flush(run), rec.log.record(kind, **fields)))
+            def write_later() -> None:
+                rec._flush(run)
+                rec.log.record(kind, **fields)
+
+            rec._background(write_later)
 
     def on_chain_end(self, outputs, *, run_id, parent_run_id=None, **kw):
         run = self.recorder._end_run(str(run_id))
@@ -225,7 +229,7 @@ class EventRecorder:
 
         return node
 
-    def _scope(self, name: str, cfg: dict, s: dict) -> "_Scope":
+    def _scope(self, name: str, cfg: Mapping[str, Any], s: dict) -> "_Scope":
         conf = cfg.get("configurable", {})
         thread_id = str(conf.get("thread_id") or "")
         ns = str(conf.get("checkpoint_ns") or cfg.get("metadata", {}).get("langgraph_checkpoint_ns") or name)

@@ -51,7 +51,7 @@ def make_model(spec: str = "offline", *, timeout_s: float = 30.0, max_retries: i
         # disable_streaming="tool_calling": calls with tools never stream, even under graph.stream(stream_mode=
         # "messages"). Streamed tool-call arguments are parsed as *partial* JSON, so a truncated call would be
         # silently "repaired" into a valid-looking one; unstreamed, it arrives as an invalid_tool_call and is refused.
-        kwargs = {"model": name, "timeout": timeout_s, "max_retries": max_retries, "temperature": 0,
+        kwargs: dict[str, Any] = {"model": name, "timeout": timeout_s, "max_retries": max_retries, "temperature": 0,
                   "disable_streaming": "tool_calling"}
         base_url = os.environ.get("OPENAI_BASE_URL", "").strip()
         if base_url:
@@ -105,9 +105,9 @@ def _server_of(exc: BaseException) -> str:
 
 
 def _root_cause(exc: BaseException) -> str:
-    seen = exc
+    seen: BaseException = exc
     while seen.__cause__ is not None or seen.__context__ is not None:
-        seen = seen.__cause__ or seen.__context__
+        seen = seen.__cause__ or seen.__context__ or seen
     text = str(seen).strip() or type(seen).__name__
     low = text.lower()
     if "refused" in low:
@@ -139,11 +139,11 @@ def describe_model_error(exc: BaseException, *, timeout_s: float | None = None) 
         timeout_s: the configured timeout, quoted in the timeout message when given.
 
     Returns:
-        A :class:`graph.results.ModelFailure` (turn and agent unset). Never raises. Classification: timeouts first (``openai.APITimeoutError`` subclasses
-        ``APIConnectionError``), then connection failures, then the HTTP status of ``openai.APIStatusError`` (401/403
-        auth, 404, 429, >=500, other 4xx); exceptions of other providers by LangChain's provider-agnostic
-        ``langchain_core.exceptions.Model*Error`` classes (when the installed version has them) or builtin
-        ``TimeoutError`` / ``ConnectionError``.
+        A :class:`graph.results.ModelFailure` (turn and agent unset). Never raises. Classification: timeouts first
+        (``openai.APITimeoutError`` subclasses ``APIConnectionError``), then connection failures, then the HTTP
+        status of ``openai.APIStatusError`` (401/403 auth, 404, 429, >=500, other 4xx); exceptions of other
+        providers by LangChain's provider-agnostic ``langchain_core.exceptions.Model*Error`` classes (when the
+        installed version has them) or builtin ``TimeoutError`` / ``ConnectionError``.
     """
     name = type(exc).__name__
     lc = "langchain_core.exceptions"

@@ -239,7 +239,7 @@ class IntentRouter:
         best = int(np.argmax(agent_p))  # ties -> first in _ALL_AGENTS order
         agent = _ALL_AGENTS[best]
         intent = None
-        if self.label_to_agent is not None:
+        if self.label_to_agent is not None and self._agent_matrix is not None:
             in_agent = self._agent_matrix[:, best] > 0
             masked = np.where(in_agent, fine_p, -1.0)
             intent = self._classes[int(np.argmax(masked))]
@@ -393,7 +393,9 @@ def read_router_examples(path: Path | None = None) -> tuple[list[str], list[str]
     """
     path = Path(path) if path is not None else default_examples_path()
     rows = _open_csv_rows(path, ("text", "agent", "topic"))
-    texts, topics, topic_to_agent = [], [], {}
+    texts: list[str] = []
+    topics: list[str] = []
+    topic_to_agent: dict[str, str] = {}
     for n, row in enumerate(rows, start=2):
         text, agent, topic = ((row.get(k) or "").strip() for k in ("text", "agent", "topic"))
         if not (text and agent and topic):

@@ -114,7 +114,10 @@ def export_model(pipeline: Pipeline, label_to_agent: dict[str, str] | None, meta
     n_out = 1 if len(classes) == 2 else len(classes)
     if isinstance(clf, CalibratedClassifierCV):
         kind, folds = "calibrated_sigmoid", clf.calibrated_classifiers_
-        coefs, inters, sig_a, sig_b = [], [], [], []
+        coefs: list[np.ndarray] = []
+        inters: list[np.ndarray] = []
+        sig_a: list[float] = []
+        sig_b: list[float] = []
         for cc in folds:
             if [str(c) for c in cc.estimator.classes_] != list(classes) or len(cc.calibrators) != n_out:
                 raise ValueError("a calibration fold does not cover every class")

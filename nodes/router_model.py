@@ -129,7 +129,7 @@ class TfidfBlock:
         return out
 
 
-_TOKEN = re.compile(SUPPORTED_VECTORIZER["token_pattern"])
+_TOKEN = re.compile(str(SUPPORTED_VECTORIZER["token_pattern"]))
 
 
 class _Analyzer:
@@ -183,6 +183,11 @@ class RouterModel:
     classes: tuple[str, ...]
     class_agents: tuple[str, ...]
     metadata: dict = field(default_factory=dict)
+    # Derived in __post_init__ (not constructor arguments): feature offset of each block, the concatenated idf and
+    # one analyzer per block.
+    _offsets: np.ndarray = field(init=False, repr=False, compare=False)
+    _idf: np.ndarray = field(init=False, repr=False, compare=False)
+    _analyzers: tuple[_Analyzer, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         offsets = np.cumsum([0] + [len(b.terms) for b in self.blocks])
@@ -389,18 +394,7 @@ def _build(meta: dict, a: dict[str, np.ndarray], known_agents: tuple[str, ...]) 
         raise ValueError(f"unknown model kind {kind!r}")
     if not isinstance(n_folds, int) or n_folds < 1 or (kind == "logistic" and n_folds != 1):
         raise ValueError(f"bad n_folds {n_folds!r}")
-    blocks = []
-    for spec in meta.get("blocks") or []:
-        bad = {k: spec.get(k) for k, v in SUPPORTED_VECTORIZER.items() if spec.get(k) != v}
-        if bad or spec.get("analyzer") not in ("word", "char_wb"):
-            raise ValueError(f"unsupported vectorizer settings {bad or spec.get('analyzer')}")
-        lo, hi = (int(x) for x in spec["ngram_range"])
-        if not 1 <= lo <= hi <= 10:
-            raise ValueError(f"bad ngram_range {spec['ngram_range']}")
-        terms, idf = _strings(a, f"terms_{spec['name']}"), _floats(a, f"idf_{spec['name']}", 1)
-        if idf.shape != (len(terms),):
-            raise ValueError(f"idf_{spec['name']} has shape {idf.shape}, expected ({len(terms)},)")
-        blocks.append(TfidfBlock(str(spec["name"]), spec["analyzer"], (lo, hi), terms, idf))
+    blocks = [_block(spec, a) for spec in meta.get("blocks") or []]
     if not blocks:
         raise ValueError("no vectorizers")
     classes, agents = _strings(a, "classes"), _strings(a, "class_agents")
@@ -421,6 +415,20 @@ def _build(meta: dict, a: dict[str, np.ndarray], known_agents: tuple[str, ...]) 
         raise ValueError("intercepts or sigmoid parameters do not match the weights")
     meta = {k: v for k, v in meta.items() if k not in ("blocks", "kind", "n_folds")}
     return RouterModel(kind, tuple(blocks), weights, intercepts, sa, sb, n_folds, classes, agents, meta)
+
+
+def _block(spec: dict, a: dict[str, np.ndarray]) -> TfidfBlock:
+    """One vectorizer block from its metadata ``spec`` and arrays; ValueError when it is not one we can score."""
+    bad = {k: spec.get(k) for k, v in SUPPORTED_VECTORIZER.items() if spec.get(k) != v}
+    if bad or spec.get("analyzer") not in ("word", "char_wb"):
+        raise ValueError(f"unsupported vectorizer settings {bad or spec.get('analyzer')}")
+    lo, hi = (int(x) for x in spec["ngram_range"])
+    if not 1 <= lo <= hi <= 10:
+        raise ValueError(f"bad ngram_range {spec['ngram_range']}")
+    terms, idf = _strings(a, f"terms_{spec['name']}"), _floats(a, f"idf_{spec['name']}", 1)
+    if idf.shape != (len(terms),):
+        raise ValueError(f"idf_{spec['name']} has shape {idf.shape}, expected ({len(terms)},)")
+    return TfidfBlock(str(spec["name"]), spec["analyzer"], (lo, hi), terms, idf)
 
 
 def _strings(a: dict[str, np.ndarray], key: str) -> tuple[str, ...]:

@@ -108,7 +108,8 @@ def self_handoff(agent_name: str = "billing") -> ScriptedChatModel:
     return ScriptedChatModel(policy=policy)
 
 
-def handoff_plus_tool(source: str = "billing", target: str = "refunds", tool: str = "find_duplicate_charges") -> ScriptedChatModel:
+def handoff_plus_tool(source: str = "billing", target: str = "refunds",
+                      tool: str = "find_duplicate_charges") -> ScriptedChatModel:
     """``source`` emits a business tool call and a handoff in one message; everyone else answers."""
 
     def policy(agent, user, names, i, msgs):

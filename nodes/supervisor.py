@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langgraph.graph import END
@@ -91,6 +91,22 @@ def _direct_answer(state: dict, text: str, new: list[BaseMessage], model_calls: 
     })
 
 
+def _expert_tasks(accepted: tuple[ExpertCallDecision, ...], ai: AIMessage | None, packet_in: dict | None, plan_id: str,
+                  user_text: str, turn: int) -> list[ExpertTask]:
+    """One :class:`ExpertTask` per accepted expert call. Facts the experts start from: what a system already verified
+    this turn (from the incoming packet), plus the facts the model passed in the call's arguments (as user-said)."""
+    verified = tuple(Fact(**f) for f in (packet_in or {}).get("known_facts") or () if f.get("source") == "system_verified")
+    args_by_id = {c.id: dict(c.args or {}) for c in tool_call_views(ai)} if ai is not None else {}
+    tasks = []
+    for o in accepted:
+        given = args_by_id.get(o.call_id, {}).get("facts")
+        facts = verified + tuple(Fact(key=str(k), value=str(v), source="user_said")
+                                 for k, v in (given.items() if isinstance(given, dict) else ()))
+        tasks.append(ExpertTask(task_id=o.call_id, plan_id=plan_id, expert=str(o.expert), objective=o.objective,
+                                request=user_text, known_facts=facts, turn=turn))
+    return tasks
+
+
 def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Command]:
     """Build the ``supervisor`` node: ``node(state, runtime) -> Command``.
 
@@ -114,7 +130,7 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
         if requested is not None and not (requested.turn == turn and requested.status == "requested"):
             requested = None
         new: list[BaseMessage] = []
-        plan_source = "model"
+        plan_source: Literal["model", "multi_handoff"] = "model"
         accepted: tuple[ExpertCallDecision, ...] = ()
         ai: AIMessage | None = None
         if requested is not None:
@@ -157,17 +173,8 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
         if not accepted:
             return _fallback(state, ctx, "the supervisor found no expert to call", new, model_calls)
 
-        # Facts the experts start from: what a system already verified this turn, plus what the model passed.
-        verified = tuple(Fact(**f) for f in (packet_in or {}).get("known_facts") or () if f.get("source") == "system_verified")
-        args_by_id = {c.id: dict(c.args or {}) for c in tool_call_views(ai)} if ai is not None else {}
         plan_id = f"p_{uuid.uuid4().hex[:12]}"
-        tasks = []
-        for o in accepted:
-            given = args_by_id.get(o.call_id, {}).get("facts")
-            facts = verified + tuple(Fact(key=str(k), value=str(v), source="user_said")
-                                     for k, v in (given.items() if isinstance(given, dict) else ()))
-            tasks.append(ExpertTask(task_id=o.call_id, plan_id=plan_id, expert=str(o.expert), objective=o.objective,
-                                    request=user_text, known_facts=facts, turn=turn))
+        tasks = _expert_tasks(accepted, ai, packet_in, plan_id, user_text, turn)
         plan_state = SupervisorPlan(plan_id=plan_id, turn=turn, status="running", source=plan_source, tasks=tuple(tasks))
         expert_calls = [ExpertCall(turn=turn, plan_id=plan_id, call_id=t.task_id, expert=t.expert,
                                    objective=t.objective) for t in tasks]
@@ -209,7 +216,8 @@ def compose_answer_text(merged: MergeOutcome, proposed: tuple[ProposedAction, ..
         parts.append("Not done yet: " + "; ".join(_action_text(a) for a in proposed)
                      + ". Tell me if you want it and the responsible team will do it.")
     for g in merged.gaps:
-        parts.append(f'I couldn\'t check "{g.objective}" right now (the {g.expert} check {_STATUS_TEXT.get(g.status, g.status)}); '
+        status = _STATUS_TEXT.get(g.status, g.status)
+        parts.append(f'I couldn\'t check "{g.objective}" right now (the {g.expert} check {status}); '
                      "a colleague can follow up on it.")
     return " ".join(parts) if parts else "I couldn't find anything to answer."
 
@@ -240,7 +248,7 @@ def make_merge_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Command
         results = [r for r in state.get("expert_results") or [] if r.get("plan_id") == plan.plan_id]
         tasks = [t.model_dump(mode="json") for t in plan.tasks]
         merged = merge_expert_results(tasks, results, MergeRules(on_failure=deps.settings.on_expert_failure))  # type: ignore[arg-type]
-        first = {}
+        first: dict[Any, dict] = {}
         for r in results:
             first.setdefault(r.get("task_id"), r)
         new: list[BaseMessage] = [ToolMessage(content=_tool_payload(t, first.get(t.task_id)), tool_call_id=t.task_id,

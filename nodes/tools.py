@@ -415,9 +415,10 @@ def _freeze_card(store: BusinessStore, ctx: ToolContext, card_id: str) -> dict[s
             return _refused(f"no single card ending {card_id} on this account")
         card = matches[0]
     else:
-        card = next((c for c in cards if c.id == card_id), None)
-        if card is None:
+        found = next((c for c in cards if c.id == card_id), None)
+        if found is None:
             return _refused(f"no card {card_id} on this account")
+        card = found
     result = store.freeze_card(ctx.customer_id, card.id, freeze_idempotency_key(ctx, card.id))
     return {"ok": True, **result}
 

@@ -19,7 +19,8 @@ def needs_risk_check(tool: str, result: Mapping[str, Any], already_assessed: set
     assessed in this task, else None."""
     if tool not in RISK_CHECKED_TOOLS or not result.get("ok", True):
         return None
-    refund = result.get("refund") if isinstance(result.get("refund"), Mapping) else result
+    nested = result.get("refund")
+    refund: Mapping[str, Any] = nested if isinstance(nested, Mapping) else result
     rid = refund.get("refund_id") or refund.get("id")
     status = refund.get("status")
     if not rid or status not in (None, "requested") or rid in already_assessed:

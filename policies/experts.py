@@ -85,7 +85,8 @@ def plan_expert_calls(calls: Sequence[ToolCallView], experts: Collection[str], m
     for c in calls:
         if not c.valid:
             out.append(ExpertCallDecision(c.id, c.name, "refused",
-                                      message=f"Refused: the arguments of {c.name} were not valid JSON ({c.error or 'unparseable'})."))
+                                      message=f"Refused: the arguments of {c.name} were not valid JSON "
+                                              f"({c.error or 'unparseable'})."))
             continue
         if handoff_target_of(c.name) is not None:
             out.append(ExpertCallDecision(c.id, c.name, "refused",

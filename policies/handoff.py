@@ -216,38 +216,13 @@ def arbitrate(
     for call in calls:
         target = handoff_target_of(call.name)
         if not call.valid:
-            if call.problem == "schema":
-                text = (f"Refused: the arguments of {call.name} do not match its schema ({call.error or 'invalid'}). "
-                        "Nothing was done; call it again with valid arguments or continue yourself.")
-            else:
-                text = f"Refused: the arguments of {call.name} were not valid JSON ({call.error or 'unparseable'})."
-            pre.append(CallOutcome(call.id, call.name, "refused", text, target=target))
+            pre.append(_invalid_outcome(call, target))
             continue
         if target is not None:
-            if target == source:
-                pre.append(CallOutcome(call.id, call.name, "refused",
-                                       f"Refused: {source} already holds control; a handoff to oneself is not allowed.",
-                                       target=target))
-                continue
-            if not is_legal_handoff(source, target, table):
-                allowed = ", ".join(sorted(table.handoffs.get(source, ()))) or "none"
-                pre.append(CallOutcome(call.id, call.name, "refused",
-                                       f"Refused: {source} may not hand off to {target} (allowed: {allowed}). Continue with the user yourself.",
-                                       target=target))
-                continue
-            if winner is not None:
-                pre.append(CallOutcome(call.id, call.name, "skipped",
-                                       f"Not executed: only one handoff per message; transfer_to_{winner} was accepted first.",
-                                       target=target))
-                continue
-            guard = check_guards(source, target, packet_for(target, call), task)
-            if not guard.ok:
-                pre.append(CallOutcome(call.id, call.name, "refused",
-                                       f"Refused: handoff to {target} needs {', '.join(guard.missing)} ({guard.reason}). Ask the user for it.",
-                                       target=target, missing=guard.missing))
-                continue
-            winner = target
-            pre.append(CallOutcome(call.id, call.name, "handoff", f"Transferred to {target}.", target=target))
+            outcome = _handoff_outcome(source, call, target, winner, packet_for, task, table)
+            if outcome.action == "handoff":
+                winner = target
+            pre.append(outcome)
             continue
         if call.name not in business_tools:
             pre.append(CallOutcome(call.id, call.name, "refused",
@@ -264,17 +239,74 @@ def arbitrate(
     return Arbitration(tuple(pre))
 
 
+def _invalid_outcome(call: ToolCallView, target: str | None) -> CallOutcome:
+    """The refusal of a call whose arguments did not parse or do not match the tool's schema."""
+    if call.problem == "schema":
+        text = (f"Refused: the arguments of {call.name} do not match its schema ({call.error or 'invalid'}). "
+                "Nothing was done; call it again with valid arguments or continue yourself.")
+    else:
+        text = f"Refused: the arguments of {call.name} were not valid JSON ({call.error or 'unparseable'})."
+    return CallOutcome(call.id, call.name, "refused", text, target=target)
+
+
+def _handoff_outcome(source: str, call: ToolCallView, target: str, winner: str | None, packet_for: Any,
+                     task: Mapping[str, Any] | None, table: EdgeTable) -> CallOutcome:
+    """The outcome of one valid handoff call (rule 1): refused (to oneself, illegal edge, guard failed), skipped
+    (a handoff of the same message already won) or ``handoff``."""
+    if target == source:
+        return CallOutcome(call.id, call.name, "refused",
+                           f"Refused: {source} already holds control; a handoff to oneself is not allowed.", target=target)
+    if not is_legal_handoff(source, target, table):
+        allowed = ", ".join(sorted(table.handoffs.get(source, ()))) or "none"
+        return CallOutcome(call.id, call.name, "refused",
+                           f"Refused: {source} may not hand off to {target} (allowed: {allowed}). "
+                           "Continue with the user yourself.", target=target)
+    if winner is not None:
+        return CallOutcome(call.id, call.name, "skipped",
+                           f"Not executed: only one handoff per message; transfer_to_{winner} was accepted first.",
+                           target=target)
+    guard = check_guards(source, target, packet_for(target, call), task)
+    if not guard.ok:
+        return CallOutcome(call.id, call.name, "refused",
+                           f"Refused: handoff to {target} needs {', '.join(guard.missing)} ({guard.reason}). "
+                           "Ask the user for it.", target=target, missing=guard.missing)
+    return CallOutcome(call.id, call.name, "handoff", f"Transferred to {target}.", target=target)
+
+
+def _fanout_outcome(c: ToolCallView, source: str, experts: list[str], used: set[str],
+                    business_tools: frozenset[str] | set[str], table: EdgeTable, combined: str) -> CallOutcome:
+    """The outcome of one call of a message that became a supervisor fan-out over ``experts`` (``used``: the experts
+    already given a ``fanout`` outcome; updated)."""
+    target = handoff_target_of(c.name)
+    if not c.valid:
+        return _invalid_outcome(c, target)
+    if target in experts and target not in used:
+        used.add(target)
+        return CallOutcome(c.id, c.name, "fanout", combined, target=target)
+    if target is not None and (target == source or not is_legal_handoff(source, target, table)):
+        allowed = ", ".join(sorted(table.handoffs.get(source, ()))) or "none"
+        return CallOutcome(c.id, c.name, "refused",
+                           f"Refused: {source} may not hand off to {target} (allowed: {allowed}).", target=target)
+    if target is not None:
+        return CallOutcome(c.id, c.name, "skipped",
+                           f"Not executed: this message became a supervisor fan-out over {', '.join(experts)}.",
+                           target=target)
+    if c.name not in business_tools:
+        return CallOutcome(c.id, c.name, "refused", f"Refused: unknown tool {c.name!r} for {source}.")
+    return CallOutcome(c.id, c.name, "skipped", "Not executed: control moved to supervisor in the same message.")
+
+
 def _fanout(source: str, calls: Sequence[ToolCallView], business_tools: frozenset[str] | set[str], packet_for: Any,
             task: Mapping[str, Any] | None, table: EdgeTable) -> Arbitration | None:
     """The supervisor fan-out of :func:`arbitrate`, or None when it does not apply."""
     if not is_legal_handoff(source, SUPERVISOR, table):
         return None
+    if any(handoff_target_of(c.name) == SUPERVISOR for c in calls):
+        return None  # the model asked for the supervisor itself: the ordinary rule decides
     experts: list[str] = []
     first: ToolCallView | None = None
     for c in calls:
         target = handoff_target_of(c.name)
-        if target == SUPERVISOR:
-            return None  # the model asked for the supervisor itself: the ordinary rule decides
         if (c.valid and target in EXPERTS and target != source and is_legal_handoff(source, target, table)
                 and target not in experts):
             experts.append(target)
@@ -288,26 +320,5 @@ def _fanout(source: str, calls: Sequence[ToolCallView], business_tools: frozense
         return None
     combined = (f"Combined into a supervisor fan-out: the supervisor calls {names} as experts and answers "
                 "once (several handoffs in one message are not executed one by one).")
-    out: list[CallOutcome] = []
     used: set[str] = set()
-    for c in calls:
-        target = handoff_target_of(c.name)
-        if not c.valid:
-            out.append(CallOutcome(c.id, c.name, "refused",
-                                   f"Refused: the arguments of {c.name} were not valid JSON ({c.error or 'unparseable'}).",
-                                   target=target))
-        elif target in experts and target not in used:
-            used.add(target)
-            out.append(CallOutcome(c.id, c.name, "fanout", combined, target=target))
-        elif target is not None and (target == source or not is_legal_handoff(source, target, table)):
-            allowed = ", ".join(sorted(table.handoffs.get(source, ()))) or "none"
-            out.append(CallOutcome(c.id, c.name, "refused",
-                                   f"Refused: {source} may not hand off to {target} (allowed: {allowed}).", target=target))
-        elif target is not None:
-            out.append(CallOutcome(c.id, c.name, "skipped",
-                                   f"Not executed: this message became a supervisor fan-out over {names}.", target=target))
-        elif c.name not in business_tools:
-            out.append(CallOutcome(c.id, c.name, "refused", f"Refused: unknown tool {c.name!r} for {source}."))
-        else:
-            out.append(CallOutcome(c.id, c.name, "skipped", "Not executed: control moved to supervisor in the same message."))
-    return Arbitration(tuple(out))
+    return Arbitration(tuple(_fanout_outcome(c, source, experts, used, business_tools, table, combined) for c in calls))

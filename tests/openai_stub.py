@@ -741,7 +741,8 @@ class ScriptedOpenAIServer:
                 self.exchanges.append(Exchange("POST", h.path, index, 500, None, stream, retry_count))
             h._send_json(
                 500,
-                {"error": {"message": f"test stub script error: {msg}", "type": "server_error", "param": None, "code": "script_error"}},
+                {"error": {"message": f"test stub script error: {msg}", "type": "server_error", "param": None,
+                           "code": "script_error"}},
                 headers={"x-should-retry": "false"},
             )
             return
@@ -835,7 +836,8 @@ class ScriptedOpenAIServer:
             events += [chunk({"content": p}) for p in _pieces(message["content"], 8)]
         for k, tc in enumerate(message.get("tool_calls") or []):
             events.append(
-                chunk({"tool_calls": [{"index": k, "id": tc["id"], "type": "function", "function": {"name": tc["function"]["name"], "arguments": ""}}]})
+                chunk({"tool_calls": [{"index": k, "id": tc["id"], "type": "function",
+                                       "function": {"name": tc["function"]["name"], "arguments": ""}}]})
             )
             if tc["function"]["arguments"]:
                 events += [

@@ -182,7 +182,6 @@ def test_structured_routing_with_a_scripted_model(make_desk):
 
 def test_default_routing_with_scripted_model_stays_transfer_tools(make_desk):
     d = make_desk(sm.answer_only({}))
-    g = d.graph
     assert not d.deps.structured_routing
 
 

@@ -86,13 +86,14 @@ def test_stats_prints_every_metric(desk):
 
 def test_chat_stream_shows_agents_and_handoffs_live(desk, monkeypatch):
     make, db = desk
-    monkeypatch.setattr(cli, "_desk", lambda settings, checkpointer=None, **kw: make(settings, checkpointer, model=two_hop_model()))
+    monkeypatch.setattr(cli, "_desk",
+                        lambda settings, checkpointer=None, **kw: make(settings, checkpointer, model=two_hop_model()))
     res = CliRunner().invoke(app, ["chat", "charged twice, I want my money back", "--thread", "live", "--stream"])
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
-    started = [i for i, l in enumerate(lines) if "started (from" in l]
-    handoffs = [i for i, l in enumerate(lines) if "HANDOFF" in l]
-    answer = next(i for i, l in enumerate(lines) if "Your refund is on its way" in l)
+    started = [i for i, line in enumerate(lines) if "started (from" in line]
+    handoffs = [i for i, line in enumerate(lines) if "HANDOFF" in line]
+    answer = next(i for i, line in enumerate(lines) if "Your refund is on its way" in line)
     assert len(started) == 3 and len(handoffs) == 2
     assert started[0] < handoffs[0] < started[1] < handoffs[1] < started[2] < answer
     assert "triage → billing" in lines[handoffs[0]] and "billing → refunds" in lines[handoffs[1]]
@@ -173,7 +174,8 @@ def test_describe_covers_every_kind():
 
     for kind in EVENT_KINDS:
         assert describe(ev(kind, from_agent="a", to_agent="b", reason="r", detail={"tool": "t", "type": "fingerprint"}))
-    assert describe({"event": "handoff_accepted", "from_agent": "a", "to_agent": "b", "detail": {"hop": 2}}).startswith("HANDOFF a → b")
+    accepted = {"event": "handoff_accepted", "from_agent": "a", "to_agent": "b", "detail": {"hop": 2}}
+    assert describe(accepted).startswith("HANDOFF a → b")
 
 
 def test_resume_stream_and_draw_png_of_the_thread_path(desk, tmp_path):

@@ -82,7 +82,8 @@ BAD = {
     "legacy function role": (_with({"role": "function", "name": "f", "content": "x"}), "invalid role 'function'"),
     "unknown role": (_with({"role": "bot", "content": "x"}), "invalid role 'bot'"),
     "message not an object": (_with("hi"), "must be an object"),
-    "unanswered at end": (_with({"role": "assistant", "content": None, "tool_calls": [_tc("a")]}), "['a'] have no tool message before the end"),
+    "unanswered at end": (_with({"role": "assistant", "content": None, "tool_calls": [_tc("a")]}),
+                          "['a'] have no tool message before the end"),
     "one of two unanswered before user": (
         _with(
             {"role": "assistant", "content": None, "tool_calls": [_tc("a"), _tc("b")]},
@@ -138,10 +139,12 @@ BAD = {
         "'arguments' must be a string (JSON text), got dict",
     ),
     "tool call without id": (
-        _with({"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]}),
+        _with({"role": "assistant", "content": None,
+               "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]}),
         "'id' must be a non-empty string",
     ),
-    "assistant null content without tool_calls": (_with({"role": "assistant", "content": None}), "needs string content unless it has tool_calls"),
+    "assistant null content without tool_calls": (_with({"role": "assistant", "content": None}),
+                                                  "needs string content unless it has tool_calls"),
     "tool message without tool_call_id": (
         _with({"role": "assistant", "content": None, "tool_calls": [_tc("a")]}, {"role": "tool", "content": "x"}),
         "needs a non-empty string 'tool_call_id'",
@@ -170,7 +173,8 @@ def test_each_unanswered_block_is_reported_once() -> None:
 
 
 def _fn(name: str) -> dict:
-    return {"type": "function", "function": {"name": name, "description": "d", "parameters": {"type": "object", "properties": {}}}}
+    return {"type": "function",
+            "function": {"name": name, "description": "d", "parameters": {"type": "object", "properties": {}}}}
 
 
 def test_validate_tools() -> None:
@@ -334,7 +338,9 @@ def test_default_usage_is_a_word_count() -> None:
 
 def test_full_tool_loop_transcript_passes_strict_checks() -> None:
     """ChatOpenAI's own serialization of AIMessage(tool_calls) + ToolMessage is accepted."""
-    script = [ToolCalls([ToolCall("lookup_card", {"card_id": "c1"}), ToolCall("block_card", {"card_id": "c1", "reason": "lost"})]), Reply("Blocked.")]
+    script = [ToolCalls([ToolCall("lookup_card", {"card_id": "c1"}),
+                         ToolCall("block_card", {"card_id": "c1", "reason": "lost"})]),
+              Reply("Blocked.")]
     with ScriptedOpenAIServer(script) as srv:
         model = _model(srv, False).bind_tools([lookup_card, block_card])
         history: list = [HumanMessage("I lost my card")]

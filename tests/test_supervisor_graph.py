@@ -189,7 +189,8 @@ def test_expert_cannot_hand_off_or_change_business_state(make_graph, store):
         tools = [m for m in msgs if isinstance(m, ToolMessage)]
         if not tools:
             return AIMessage(content="", tool_calls=[sm.tool_call("transfer_to_billing", reason="yours"),
-                                                     sm.tool_call("request_refund", transaction_id="tx_1008", reason="duplicate charge")])
+                                                     sm.tool_call("request_refund", transaction_id="tx_1008",
+                                                                  reason="duplicate charge")])
         return AIMessage(content="refunds: " + " | ".join(str(t.content) for t in tools))
 
     g = make_graph(_scripted(["refunds"], misbehave))
@@ -325,7 +326,6 @@ def test_bad_supervisor_settings_are_config_errors():
 # ---------------------------------------------------------------- the as-tool form on its own, and the graph's shape
 def test_run_expert_as_a_function(make_desk):
     d = make_desk()
-    g = d.graph
     task = ExpertTask(task_id="c1", plan_id="p1", expert="billing", objective="why was I charged twice?")
     res = run_expert(task, d.deps)
     assert res.status == "ok" and res.tools_called == ("find_duplicate_charges",)
@@ -372,7 +372,8 @@ def test_any_supervisor_and_expert_choices_end_legally(tmp_path_factory):
         st.tuples(st.just("answer")),
         st.tuples(st.just("call"), st.lists(st.sampled_from(names), min_size=1, max_size=5)),
         st.tuples(st.just("handoff"), st.sampled_from(names)),
-        st.tuples(st.just("tool"), st.sampled_from(["find_duplicate_charges", "refund_status", "request_refund", "freeze_card", "rm_rf"])),
+        st.tuples(st.just("tool"), st.sampled_from(["find_duplicate_charges", "refund_status", "request_refund",
+                                                    "freeze_card", "rm_rf"])),
         st.tuples(st.just("invalid")),
         st.tuples(st.just("raise")),
     )

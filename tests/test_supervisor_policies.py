@@ -187,9 +187,11 @@ def test_merge_is_order_independent_over_permutations():
 
 
 # ---------------------------------------------------------------- expert-call planning and expert calls
-def _v(name, args=None, valid=True, i=[0]):
-    i[0] += 1
-    return ToolCallView(id=f"c{i[0]}", name=name, args=args or {}, valid=valid, error=None if valid else "bad json")
+_V_COUNTER = itertools.count(1)
+
+
+def _v(name, args=None, valid=True):
+    return ToolCallView(id=f"c{next(_V_COUNTER)}", name=name, args=args or {}, valid=valid, error=None if valid else "bad json")
 
 
 def test_plan_expert_calls_rules():
@@ -248,7 +250,8 @@ def test_multi_handoff_supervisor_rule_turns_the_set_into_a_fanout():
 
 def test_multi_handoff_supervisor_rule_falls_back_to_first_when_it_does_not_apply():
     # from billing (no edge to the supervisor): first legal wins
-    calls = [ToolCallView("a", "transfer_to_refunds", {"facts": {"transaction_id": "tx"}}), ToolCallView("b", "transfer_to_cards")]
+    calls = [ToolCallView("a", "transfer_to_refunds", {"facts": {"transaction_id": "tx"}}),
+             ToolCallView("b", "transfer_to_cards")]
     arb = handoff.arbitrate("billing", calls, frozenset(), _packet_for, None, multi_handoff="supervisor")
     assert not arb.fanout and arb.winner is not None
     # one expert only
