@@ -79,6 +79,8 @@ def _report_model_error(r) -> bool:
 def _print_turn(r) -> None:
     who = r.agent or "?"
     if r.status == "awaiting_approval":
+        if r.text:  # an answer while paused (the cancel question, a status answer)
+            console.print(f"[bold green]{who}[/]: {r.text}", highlight=False)
         p = r.pending
         need = p.approvals_required - len(p.approvals)
         who = f"{need} more approver{'s' if need > 1 else ''}" + (f" (approved so far: {', '.join(p.approvals)})"
