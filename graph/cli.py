@@ -628,6 +628,11 @@ def main() -> None:
             sys.exit(exc.exit_code)
         if type(exc).__name__ == "Exit" and isinstance(getattr(exc, "exit_code", None), int):
             sys.exit(exc.exit_code)
+        from checkpoints.factory import storage_error_line
+
+        if (line := storage_error_line(exc)) is not None:  # a saver's driver error mid-run: one line, never a traceback
+            err.print(f"error: {line}", highlight=False, soft_wrap=True)
+            sys.exit(2)
         raise
     if isinstance(code, int) and code:
         sys.exit(code)

@@ -72,8 +72,11 @@ class Conversation:
             settings, events = settings or desk.deps.settings, desk.deps.events
         elif store is None:
             from checkpoints.business import open_store
+            from checkpoints.business.faults import require_business_store
 
-            store = open_store((settings or Settings()).business_db)
+            s = settings or Settings()
+            require_business_store(s.business_db, s.db)
+            store = open_store(s.business_db)
         self.graph = graph
         self.store = store
         self.settings = settings or Settings()
