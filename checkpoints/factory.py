@@ -15,9 +15,29 @@ from pathlib import Path
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
+from checkpoints.business.faults import storage_cause
 from graph.errors import ConfigError
 
-__all__ = ["open_checkpointer", "sqlite_connection"]
+__all__ = ["open_checkpointer", "sqlite_connection", "opened_files", "storage_error_line"]
+
+#: The SQLite checkpoint files this process opened, in order (named by the CLI when a saver fails mid-run).
+_OPENED: list[Path] = []
+
+
+def opened_files() -> tuple[Path, ...]:
+    """The SQLite checkpoint files opened by :func:`sqlite_connection` in this process, oldest first."""
+    return tuple(_OPENED)
+
+
+def storage_error_line(exc: BaseException) -> str | None:
+    """``"checkpoint database <file> failed: <cause>"`` for a driver error that escaped a saver mid-run (sqlite3,
+    psycopg, SQLAlchemy), naming the last checkpoint file this process opened; None for any other exception."""
+    module = type(exc).__module__ or ""
+    if not (isinstance(exc, sqlite3.Error) or module.startswith(("psycopg", "sqlalchemy"))):
+        return None
+    where = _OPENED[-1] if _OPENED else None
+    cause = storage_cause(str(getattr(exc, "orig", None) or exc), where)
+    return f"checkpoint database {where if where is not None else '(server)'} failed: {cause}"
 
 
 def sqlite_connection(path: str | Path) -> sqlite3.Connection:
@@ -29,7 +49,8 @@ def sqlite_connection(path: str | Path) -> sqlite3.Connection:
         conn = sqlite3.connect(str(p), check_same_thread=False, timeout=30.0)
         conn.execute("PRAGMA busy_timeout=30000")
     except (OSError, sqlite3.Error) as exc:
-        raise ConfigError(f"cannot open checkpoint database {p}: {exc}") from exc
+        raise ConfigError(f"cannot open checkpoint database {p}: {storage_cause(str(exc), p)}") from exc
+    _OPENED.append(p)
     return conn
 
 
@@ -57,5 +78,5 @@ def open_checkpointer(target: str | Path | None) -> BaseCheckpointSaver:
     try:
         saver.setup()
     except sqlite3.DatabaseError as exc:
-        raise ConfigError(f"{text} is not a switchboard checkpoint database ({exc})") from exc
+        raise ConfigError(f"checkpoint database {text} is unusable: {storage_cause(str(exc), Path(text))}") from exc
     return saver

@@ -103,7 +103,9 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
                            max_retries=settings.model_retries, router=router)
     if store is None:
         from checkpoints.business import open_store
+        from checkpoints.business.faults import require_business_store
 
+        require_business_store(settings.business_db, settings.db)  # never re-create it next to existing threads
         store = open_store(settings.business_db)
     structured = settings.routing == "structured" or (settings.routing == "auto" and is_openai_model(model))
     deps = Deps(model=model, store=store, router=router, settings=settings, table=table, structured_routing=structured)

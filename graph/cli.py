@@ -83,6 +83,8 @@ def _report_model_error(r) -> bool:
 def _print_turn(r) -> None:
     who = r.agent or "?"
     if r.status == "awaiting_approval":
+        if r.text:  # an answer while paused (the cancel question, a status answer)
+            console.print(f"[bold green]{who}[/]: {r.text}", highlight=False)
         p = r.pending
         need = p.approvals_required - len(p.approvals)
         who = f"{need} more approver{'s' if need > 1 else ''}" + (f" (approved so far: {', '.join(p.approvals)})"
@@ -637,6 +639,11 @@ def main() -> None:
             sys.exit(exit_code)
         if type(exc).__name__ == "Exit" and isinstance(exit_code, int):
             sys.exit(exit_code)
+        from checkpoints.factory import storage_error_line
+
+        if (line := storage_error_line(exc)) is not None:  # a saver's driver error mid-run: one line, never a traceback
+            err.print(f"error: {line}", highlight=False, soft_wrap=True)
+            sys.exit(2)
         raise
     if isinstance(code, int) and code:
         sys.exit(code)

@@ -6,6 +6,7 @@ it only packages a turn's outcome as a typed :class:`TurnResult`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import uuid
 from collections.abc import Callable, Iterator
@@ -71,8 +72,11 @@ class Conversation:
             settings, events = settings or desk.deps.settings, desk.deps.events
         elif store is None:
             from checkpoints.business import open_store
+            from checkpoints.business.faults import require_business_store
 
-            store = open_store((settings or Settings()).business_db)
+            s = settings or Settings()
+            require_business_store(s.business_db, s.db)
+            store = open_store(s.business_db)
         self.graph = graph
         self.store = store
         self.settings = settings or Settings()
@@ -170,7 +174,8 @@ class Conversation:
         return None
 
     def send(self, text: str) -> TurnResult:
-        """Run one user turn. Raises InputError (nothing stored) on empty/over-long text or while an approval is pending."""
+        """Run one user turn. Raises InputError (nothing stored) on empty/over-long text. While an approval is pending
+        the message is not a new turn: see :meth:`_while_paused` (cancel with a confirmation, status questions)."""
         if not isinstance(text, str) or not text.strip():
             raise InputError("the message is empty")
         if len(text) > MAX_MESSAGE_CHARS:
@@ -180,15 +185,43 @@ class Conversation:
         with self._thread_lock():
             self._check_identity()
             if self.pending() is not None:
-                from policies.approval import is_cancellation
-
-                if is_cancellation(text):  # the customer withdraws the request while it waits for a human
-                    return self._resume({"decision": "cancel", "note": text.strip()})
-                raise InputError(f"thread {self.thread_id} is waiting for an approval decision; "
-                                 "say 'cancel my refund' to withdraw it, or wait for the decision")
+                return self._while_paused(text)
             msg = ensure_ids([HumanMessage(content=text.strip())])
             self._run({"messages": msg})
             return self.result()
+
+    def _while_paused(self, text: str) -> TurnResult:
+        """A customer's message while the thread waits for an approval (``policies.cancellation``): a wish to cancel is
+        answered with the question "Cancel refund rf_… of £23.80? yes/no" (recorded in the audit log, so it survives
+        the process); only a yes to that question cancels; a status question is answered; anything else raises
+        InputError. Nothing is sent to the model and the graph stays paused except on the confirmed cancel."""
+        from policies.cancellation import paused_reply
+
+        request = self.pending()
+        request = request if isinstance(request, dict) else {}
+        key = f"cancel_confirmation:{self.thread_id}:{request.get('task_id', '')}"
+        entries = self.store.audit_entries(key=key, action="cancel_confirmation", limit=1)
+        awaiting = bool(entries) and entries[0].detail.get("state") == "asked"
+        reply = paused_reply(text, awaiting)
+        what = f"refund {request.get('refund_id', '')} of {request.get('amount', '')}"
+        if reply == "other":
+            raise InputError(f"thread {self.thread_id} is waiting for an approval decision; "
+                             "say 'cancel my refund' to withdraw it, ask for its status, or wait for the decision")
+        if reply in ("ask", "keep", "cancel"):
+            state = "asked" if reply == "ask" else "answered"
+            self.store.record_audit(self.context.principal().ref, "cancel_confirmation", target=f"thread:{self.thread_id}",
+                                    detail={"state": state, "reply": reply, "refund_id": request.get("refund_id")}, key=key)
+        if reply == "cancel":
+            return self._resume({"decision": "cancel", "note": text.strip()})
+        if reply == "ask":
+            answer = f"Cancel {what}? yes/no"
+        elif reply == "keep":
+            answer = f"All right: your {what} stays with our team for review; nothing has been paid yet."
+        else:
+            answer = (f"Your {what} for {request.get('transaction_id', '')} is waiting for review by our team "
+                      f"(requested {request.get('requested_at', '')}); nothing has been paid yet. You can say "
+                      "'cancel my refund' to withdraw it.")
+        return dataclasses.replace(self.result(), text=answer)
 
     def resume(self, decision: Any) -> TurnResult:
         """Resume a paused approval with ``decision`` (an ApprovalDecision or its dict: ``{"decision": "approve" |

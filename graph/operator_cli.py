@@ -78,8 +78,10 @@ def business_store(settings: Any, create: bool = False) -> Any:
     """The business store at ``settings.business_db``; None when it is a SQLite file that does not exist and
     ``create`` is False (then no operator can exist yet, and nothing is created by merely asking)."""
     from checkpoints.business import open_store
+    from checkpoints.business.faults import require_business_store
 
     target = str(settings.business_db)
+    require_business_store(target, settings.db)  # a deleted store is an error next to existing threads, not "new"
     if not create and not target.startswith(("postgres://", "postgresql://")) and not Path(target).exists():
         return None
     return open_store(target)

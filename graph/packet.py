@@ -19,12 +19,13 @@ PACKET_SCHEMA_VERSION = 1
 
 
 class Fact(BaseModel):
-    """One known fact with its provenance: what the user said is not what the system verified."""
+    """One known fact with its provenance: what the user said is not what the system verified, and what a model
+    wrote into a handoff (``model_written``) is neither: nobody vouches for it until a tool confirms it."""
 
     model_config = ConfigDict(frozen=True)
     key: str = Field(description="snake_case name, e.g. transaction_id, amount, merchant")
     value: str = Field(description="the value as text (amounts as '4.50 GBP')")
-    source: Literal["user_said", "system_verified"] = Field(description="who vouches for the value")
+    source: Literal["user_said", "system_verified", "model_written"] = Field(description="who vouches for the value")
 
 
 class Constraints(BaseModel):

@@ -309,6 +309,14 @@ class AgentVisit:
             if o.action != "execute":
                 self.new.append(self._tool_message(o.call_id, o.name, o.message))
                 continue
+            if risk_check is not None and self.business[o.name].side_effect:
+                # one side effect waits for risk/approval: a second one in the same message would be left without
+                # an owner ("requested" forever), so it is refused and the model may ask again later (issue 11, §3)
+                emit("tool_called", tool=o.name, call_id=o.call_id, side_effect=True)
+                emit("tool_finished", tool=o.name, call_id=o.call_id, status="error", reason=_ONE_AT_A_TIME,
+                     state_version=self.version)
+                self.new.append(self._tool_message(o.call_id, o.name, {"ok": False, "error": _ONE_AT_A_TIME}))
+                continue
             call = next(c for c in decision.calls if c.id == o.call_id)
             try:
                 result = self._run_tool(o, call)
@@ -392,6 +400,11 @@ class AgentVisit:
     def _tool_message(self, call_id: str, name: str, content: str | dict) -> ToolMessage:
         text = content if isinstance(content, str) else json.dumps(content, default=str)
         return ToolMessage(content=text, tool_call_id=call_id, name=self.call_names.get(call_id, name))
+
+
+#: The refusal of a side-effect call made in the same model message after a refund that now waits for its risk check.
+_ONE_AT_A_TIME = ("Refused: another request in this message is already waiting for its risk check; one side effect "
+                  "at a time — ask again after it is decided")
 
 
 def _tool_status(result: Mapping[str, Any]) -> str:

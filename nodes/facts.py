@@ -3,7 +3,8 @@ offline one).
 
 Facts are ``dict[str, str]`` with the keys of :data:`FACT_KEYS` (all optional): ``transaction_id``,
 ``transaction_ids`` (comma-separated when the user named several), ``original_transaction_id``, ``refund_id``,
-``refund_status``, ``transfer_id``, ``transfer_status``, ``card_last4`` (user-said), ``card_id`` (system-verified),
+``refund_status``, ``transfer_id``, ``transfer_status``, ``card_last4`` and ``card_ref`` (user-said), ``card_id``
+(system-verified),
 ``card_status``, ``merchant``, ``amount`` ("4.50 GBP"), ``amount_minor`` ("450"), ``currency`` ("GBP"),
 ``refund_eligible`` ("yes"/"no"), ``policy_topic``.
 
@@ -23,7 +24,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from checkpoints.business import money_plain
+from checkpoints.business import money_plain, parse_money
 from graph.packet import Fact
 from nodes.transcript import last_user_text
 
@@ -31,7 +32,7 @@ __all__ = ["FACT_KEYS", "extract_facts", "facts_from_tool_result", "collect_fact
 
 FACT_KEYS = frozenset({
     "transaction_id", "transaction_ids", "original_transaction_id", "refund_id", "refund_status",
-    "transfer_id", "transfer_status", "card_last4", "card_id", "card_status", "merchant", "amount",
+    "transfer_id", "transfer_status", "card_last4", "card_id", "card_ref", "card_status", "merchant", "amount",
     "amount_minor", "currency", "refund_eligible", "policy_topic",
 })
 
@@ -42,33 +43,26 @@ _TR_RE = re.compile(r"\btr_[A-Za-z0-9_]+\b")
 _LAST4_RE = re.compile(
     r"(?:card|ending(?:\s+in|\s+with)?|ends\s+(?:in|with)|last\s+(?:four|4)(?:\s+digits)?(?:\s+(?:are|is))?)"
     r"\D{0,12}?(\d{4})\b", re.IGNORECASE)
-_SYMBOL_CCY = {"£": "GBP", "€": "EUR", "$": "USD"}
-_AMOUNT_SYMBOL_RE = re.compile(r"([£€$])\s?(\d{1,7}(?:[.,]\d{1,2})?)")
-_AMOUNT_CODE_RE = re.compile(
-    r"\b(\d{1,7}(?:[.,]\d{1,2})?)\s?(GBP|EUR|USD|CHF|PLN|SEK|NOK|DKK|JPY|pounds?|euros?|dollars?)\b",
-    re.IGNORECASE)
-_WORD_CCY = {"pound": "GBP", "pounds": "GBP", "euro": "EUR", "euros": "EUR", "dollar": "USD",
-             "dollars": "USD"}
+_CARD_RE = re.compile(r"\bcard_[A-Za-z0-9_]+\b")
 
 
-def _amount_facts(major: str, currency: str) -> dict[str, str]:
-    major = major.replace(",", ".")
-    whole, _, frac = major.partition(".")
-    if currency == "JPY":
-        minor = int(whole)
-        text = str(minor)
-    else:
-        minor = int(whole) * 100 + int((frac + "00")[:2])
-        text = f"{minor // 100}.{minor % 100:02d}"
-    return {"amount": f"{text} {currency}", "amount_minor": str(minor), "currency": currency}
+def _amount_facts(text: str) -> dict[str, str]:
+    """The first amount of money in ``text`` (``checkpoints.business.parse_money``: babel, "£5,000", "5,000.00 GBP",
+    "12 euros") as ``amount`` "5000.00 GBP", ``amount_minor`` "500000", ``currency`` "GBP"; {} when there is none."""
+    parsed = parse_money(text) if not re.fullmatch(r"[\d.,\s]+", text.strip()) else None
+    if parsed is None:
+        return {}
+    minor, currency = parsed
+    return {"amount": money_plain(minor, currency), "amount_minor": str(minor), "currency": currency}
 
 
 def extract_facts(user_text: str) -> dict[str, str]:
     """User-said facts in ``user_text``: the first transaction id (``tx_…``; all of them, comma-joined,
     under ``transaction_ids`` when there are several), refund id (``rf_…``), transfer id (``tr_…``),
     card last four digits (only next to words like "card", "ending", "last four" so years and amounts
-    are not mistaken), and the first amount with a currency ("£4.50", "4.50 GBP", "12 euros") as
-    ``amount`` "4.50 GBP", ``amount_minor`` "450", ``currency`` "GBP"."""
+    are not mistaken), a card id the user named (``card_…`` -> ``card_ref``: resolved exactly, never replaced by
+    another card), and the first amount with a currency ("£4.50", "£5,000", "5,000.00 GBP", "12 euros", read with
+    babel through ``parse_money``) as ``amount`` "4.50 GBP", ``amount_minor`` "450", ``currency`` "GBP"."""
     facts: dict[str, str] = {}
     txs = list(dict.fromkeys(_TX_RE.findall(user_text)))
     if txs:
@@ -81,14 +75,9 @@ def extract_facts(user_text: str) -> dict[str, str]:
         facts["transfer_id"] = m.group(0)
     if m := _LAST4_RE.search(user_text):
         facts["card_last4"] = m.group(1)
-    sym = _AMOUNT_SYMBOL_RE.search(user_text)
-    code = _AMOUNT_CODE_RE.search(user_text)
-    if sym and (not code or sym.start() <= code.start()):
-        facts.update(_amount_facts(sym.group(2), _SYMBOL_CCY[sym.group(1)]))
-    elif code:
-        unit = code.group(2)
-        ccy = _WORD_CCY.get(unit.lower(), unit.upper())
-        facts.update(_amount_facts(code.group(1), ccy))
+    if m := _CARD_RE.search(user_text):
+        facts["card_ref"] = m.group(0)
+    facts.update(_amount_facts(user_text))
     return facts
 
 
@@ -189,7 +178,8 @@ def collect_facts(messages: list[BaseMessage], model_facts: Mapping[str, str] | 
     """Facts known so far in ``messages``, each with its source.
 
     System-verified: extracted by code from business-tool results in the transcript (newest wins).
-    User-said: extracted from the last user message, and any fact the model wrote that no tool verified.
+    User-said: extracted from the last user message. Model-written: a fact the model put in ``model_facts`` (the
+    handoff's ``facts`` argument) that neither a tool verified nor the user said.
     """
     verified: dict[str, str] = {}
     for m in messages:
@@ -198,9 +188,9 @@ def collect_facts(messages: list[BaseMessage], model_facts: Mapping[str, str] | 
             if payload.get("ok", True):
                 verified.update({k: str(v) for k, v in facts_from_tool_result(m.name, payload).items()})
     said = {k: str(v) for k, v in extract_facts(last_user_text(messages)).items()}
-    for k, v in (model_facts or {}).items():
-        if verified.get(k) != str(v):
-            said.setdefault(k, str(v))
+    written = {str(k): str(v) for k, v in (model_facts or {}).items()
+               if verified.get(str(k)) != str(v) and said.get(str(k)) != str(v) and str(k) not in said}
     facts = [Fact(key=k, value=v, source="system_verified") for k, v in verified.items()]
     facts += [Fact(key=k, value=v, source="user_said") for k, v in said.items() if verified.get(k) != v]
+    facts += [Fact(key=k, value=v, source="model_written") for k, v in written.items()]
     return facts

@@ -14,6 +14,9 @@ from graph.state import ensure_ids
 
 __all__ = ["fallback_node", "fallback_text"]
 
+#: How the customer sees a fact nobody verified: what they said, or what an agent noted (model-written).
+_SOURCE_NOTE = {"user_said": " (you told us)", "model_written": " (noted, not yet checked)"}
+
 
 def fallback_text(packet: dict | None) -> str:
     """The customer-facing fallback answer for ``packet`` (a HandoffPacket dict or None)."""
@@ -25,7 +28,7 @@ def fallback_text(packet: dict | None) -> str:
     facts += [f for f in packet.get("known_facts") or [] if f.get("source") != "system_verified"]
     if facts:
         parts.append("What we know so far: " + "; ".join(
-            f"{f['key'].replace('_', ' ')}: {f['value']}" + (" (you told us)" if f.get("source") == "user_said" else "")
+            f"{f['key'].replace('_', ' ')}: {f['value']}" + _SOURCE_NOTE.get(str(f.get("source")), "")
             for f in facts) + ".")
     questions = list(packet.get("open_questions") or [])
     if questions:

@@ -42,7 +42,7 @@ BILLING_FIRST_SCORE = 0.25
 CLARIFY_BELOW = 0.25
 
 _REFUND_RE = re.compile(r"\b(refund|money back|reimburs\w*|get (it|that|this) back|pay (me )?back|reverse the)", re.I)
-_FACT_LINE = re.compile(r"(\w+)=([^;()]+?) \((user_said|system_verified)\)")
+_FACT_LINE = re.compile(r"(\w+)=([^;()]+?) \((user_said|system_verified|model_written)\)")
 
 
 def wants_refund(text: str) -> bool:
@@ -136,8 +136,11 @@ class OfflineChatModel(BaseChatModel):
         results = [r for r in results if not r[0].startswith("transfer_to_")]
         from_specialist = bool(re.search(r"^Handoff from (?!triage\b)\w+ to", system, re.M))
         facts = dict(extract_facts(user_text))
-        for key, value, _src in _FACT_LINE.findall(system):
-            facts.setdefault(key, value.strip())
+        for key, value, src in _FACT_LINE.findall(system):
+            if src == "system_verified":  # a verified value wins over what the user said (issue 11, section 3)
+                facts[key] = value.strip()
+            else:
+                facts.setdefault(key, value.strip())
         for name, res in results:
             facts.update(facts_from_tool_result(name, res))
 

@@ -86,7 +86,8 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
     "refundable/eligible" -> check_refund_eligibility; a known
     transaction id otherwise -> check_refund_eligibility; nothing known -> refund_status (to show the
     open refunds and ask which transaction).
-    cards: lost/stolen/freeze words -> card_status, then freeze_card(card_last4 or the verified card_id);
+    cards: lost/stolen/freeze words -> card_status, then freeze_card(the card id the user named, else card_last4,
+    else the verified card_id) — a named card is never replaced by another;
     otherwise card_status.
     transfers: a transfer id -> transfer_status, else list_transfers.
     account: account_profile. policy: lookup_policy(best matching topic, or the text itself).
@@ -138,7 +139,8 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
         if "card_status" not in done:
             return plan("card_status")
         if wants_freeze and "freeze_card" not in done:
-            target = facts.get("card_last4") or facts.get("card_id")
+            # the card the customer named, exactly (card_ref / last four); the verified card only when they named none
+            target = facts.get("card_ref") or facts.get("card_last4") or facts.get("card_id")
             if target:
                 return plan("freeze_card", card_id=target)
         return None

@@ -339,7 +339,7 @@ def _find_duplicate_charges(store: BusinessStore, ctx: ToolContext) -> dict[str,
 def _explain_transaction(store: BusinessStore, ctx: ToolContext, transaction_id: str) -> dict[str, Any]:
     tx = store.get_transaction(ctx.customer_id, transaction_id)
     if tx is None:
-        return _refused(f"no transaction {transaction_id} on this account")
+        return _refused(f"no such transaction {transaction_id} on your account")
     explanation = _TX_EXPLANATIONS.get((tx.kind, tx.status), f"A {tx.kind.replace('_', ' ')} "
                                                              f"that is {tx.status}.")
     if tx.kind == "fee" and tx.reference:
@@ -360,7 +360,7 @@ def _refund_status(store: BusinessStore, ctx: ToolContext, refund_id: str | None
     if refund_id is not None:
         rf = store.get_refund(ctx.customer_id, refund_id)
         if rf is None:
-            return _refused(f"no refund {refund_id} on this account")
+            return _refused(f"no such refund {refund_id} on your account")
         refunds = [rf]
     else:
         refunds = store.list_refunds(ctx.customer_id)
@@ -371,7 +371,7 @@ def _check_refund_eligibility(store: BusinessStore, ctx: ToolContext,
                               transaction_id: str) -> dict[str, Any]:
     tx = store.get_transaction(ctx.customer_id, transaction_id)
     if tx is None:
-        return _refused(f"no transaction {transaction_id} on this account")
+        return _refused(f"no such transaction {transaction_id} on your account")
     eligible, reason = store.refund_eligibility(ctx.customer_id, transaction_id)
     recent = store.refunds_in_last_days(ctx.customer_id, 30)
     return {"ok": True, "eligible": eligible, "reason": reason, "transaction": _tx_view(tx),
@@ -392,7 +392,7 @@ def _request_refund(store: BusinessStore, ctx: ToolContext, transaction_id: str,
                     reason: str) -> dict[str, Any]:
     tx = store.get_transaction(ctx.customer_id, transaction_id)
     if tx is None:
-        return _refused(f"no transaction {transaction_id} on this account")
+        return _refused(f"no such transaction {transaction_id} on your account")
     key = refund_idempotency_key(ctx, transaction_id)
     replayed = store.find_refund_by_key(key) is not None
     refund = store.request_refund(ctx.customer_id, transaction_id, tx.amount_minor, tx.currency,
@@ -408,16 +408,18 @@ def _card_status(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
 
 
 def _freeze_card(store: BusinessStore, ctx: ToolContext, card_id: str) -> dict[str, Any]:
+    """Freeze the caller's card named exactly by ``card_id`` (its id, or last four digits matching one card):
+    another customer's id or an unknown one is refused, never replaced by a card of the caller's (issue 11, §3)."""
     cards = store.list_cards(ctx.customer_id)
     if re.fullmatch(r"\d{4}", card_id):
         matches = [c for c in cards if c.last4 == card_id]
         if len(matches) != 1:
-            return _refused(f"no single card ending {card_id} on this account")
+            return _refused(f"no such card ending {card_id} on your account (or more than one)")
         card = matches[0]
     else:
         found = next((c for c in cards if c.id == card_id), None)
         if found is None:
-            return _refused(f"no card {card_id} on this account")
+            return _refused(f"no such card {card_id} on your account")
         card = found
     result = store.freeze_card(ctx.customer_id, card.id, freeze_idempotency_key(ctx, card.id))
     return {"ok": True, **result}
@@ -440,7 +442,7 @@ _TRANSFER_EXPLANATIONS = {
 def _transfer_status(store: BusinessStore, ctx: ToolContext, transfer_id: str) -> dict[str, Any]:
     tr = store.get_transfer(ctx.customer_id, transfer_id)
     if tr is None:
-        return _refused(f"no transfer {transfer_id} on this account")
+        return _refused(f"no such transfer {transfer_id} on your account")
     return {"ok": True, "transfer": _transfer_view(tr),
             "explanation": _TRANSFER_EXPLANATIONS.get(tr.status, "")}
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,7 +10,6 @@ __all__ = ["RISK_CHECKED_TOOLS", "needs_risk_check", "is_cancellation"]
 #: Tools whose successful result starts the risk -> approval -> execution path (money leaves the bank).
 RISK_CHECKED_TOOLS = frozenset({"request_refund"})
 
-_CANCEL_RE = re.compile(r"\b(cancel|stop|withdraw|call off|don'?t (want|need) (the|my|a|that)? ?refund|never ?mind)\b", re.I)
 
 
 def needs_risk_check(tool: str, result: Mapping[str, Any], already_assessed: set[str]) -> str | None:
@@ -29,5 +27,8 @@ def needs_risk_check(tool: str, result: Mapping[str, Any], already_assessed: set
 
 
 def is_cancellation(text: str) -> bool:
-    """Does the customer ask to cancel (e.g. "cancel my refund", "never mind, stop it")?"""
-    return bool(_CANCEL_RE.search(text or ""))
+    """Does the customer explicitly ask to cancel ("cancel my refund"; not "please don't cancel it")? Delegates to
+    :func:`policies.cancellation.wants_to_cancel`; a paused refund is cancelled only after a confirmation turn."""
+    from policies.cancellation import wants_to_cancel
+
+    return wants_to_cancel(text)

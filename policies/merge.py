@@ -40,8 +40,9 @@ FIELD_RULES: Mapping[str, str] = {
     "status": "failed/timeout/missing results become gaps; on_failure decides continue or fail",
 }
 
-#: Source precedence, strongest first: what a system verified beats what the user said.
-SOURCE_RANK: tuple[str, ...] = ("system_verified", "user_said")
+#: Source precedence, strongest first: what a system verified beats what the user said, which beats what a model
+#: wrote into a handoff (nobody vouches for it).
+SOURCE_RANK: tuple[str, ...] = ("system_verified", "user_said", "model_written")
 
 
 def _rank(source: str) -> int:

@@ -130,7 +130,8 @@ def test_cancel_then_approve_executes_nothing(isolated_home):
     g, store = _setup(isolated_home)
     conv = Conversation("t", graph=g)
     conv.send(BIG)
-    r = conv.send("Actually, cancel my refund please")
+    assert conv.send("Actually, cancel my refund please").text.startswith("Cancel refund")
+    r = conv.send("yes")
     assert r.agent == "refunds" and "cancelled" in r.text
     with pytest.raises(InputError, match="already decided: cancel by customer:c_ada"):
         Conversation("t", graph=g, context=ANN).resume({"decision": "approve"})

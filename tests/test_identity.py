@@ -343,7 +343,8 @@ def test_a_reject_by_one_approver_ends_the_higher_tier(isolated_home):
 def test_customer_cancels_own_refund_with_their_principal_recorded(isolated_home):
     d, _ = _desk(isolated_home)
     r = _paused(d)
-    out = Conversation("p", desk=d).send("Actually, cancel my refund please")
+    assert Conversation("p", desk=d).send("Actually, cancel my refund please").text.startswith("Cancel refund")
+    out = Conversation("p", desk=d).send("yes")
     assert "cancelled" in out.text
     assert [(x.approver, x.decision) for x in d.deps.store.list_decisions(r.pending.task_id)] == [
         ("customer:c_ada", "cancel")]

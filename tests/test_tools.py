@@ -122,7 +122,7 @@ def test_read_tools_return_json(store: BusinessStore) -> None:
 def test_other_customers_data_invisible(store: BusinessStore) -> None:
     assert run_tool("explain_transaction", {"transaction_id": "tx_2001"}, store, BOB)["ok"] is True
     refused = run_tool("explain_transaction", {"transaction_id": "tx_2001"}, store, ADA)
-    assert refused == {"ok": False, "error": "no transaction tx_2001 on this account"}
+    assert refused == {"ok": False, "error": "no such transaction tx_2001 on your account"}
     assert run_tool("check_refund_eligibility", {"transaction_id": "tx_2001"}, store, ADA)["ok"] is False
     assert run_tool("refund_status", {"refund_id": "rf_5001"}, store, BOB)["ok"] is False
     assert run_tool("refund_status", {}, store, BOB)["refunds"] == []

@@ -32,6 +32,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Engine, make_url
 
+from checkpoints.business.faults import storage_cause
 from checkpoints.business.records import StorageUnavailable, StoreError
 from graph.errors import ConfigError
 
@@ -156,10 +157,11 @@ def _create(url: URL) -> Engine:
     return engine
 
 
-def _cause(error: BaseException) -> str:
+def _cause(error: BaseException, url: URL | None = None) -> str:
     original = getattr(error, "orig", None) or error
     lines = [line.strip() for line in str(original).splitlines() if line.strip()]
-    return lines[0] if lines else type(original).__name__
+    text = lines[0] if lines else type(original).__name__
+    return storage_cause(text, sqlite_path(url)) if url is not None else text
 
 
 @contextmanager
@@ -172,6 +174,7 @@ def storage_errors(url: URL) -> Iterator[None]:
     except sa_exc.IntegrityError as exc:
         raise StoreError(f"business database {describe(url)} refused a write: {_cause(exc)}") from exc
     except (sa_exc.DBAPIError, sa_exc.TimeoutError) as exc:
-        raise StorageUnavailable(f"business database {describe(url)} is unavailable: {_cause(exc)}") from exc
+        raise StorageUnavailable(f"business database {describe(url)} is unavailable: {_cause(exc, url)}") from exc
     except OSError as exc:
-        raise StorageUnavailable(f"business database {describe(url)} is unavailable: {exc.strerror or exc}") from exc
+        cause = storage_cause(str(exc.strerror or exc), sqlite_path(url))
+        raise StorageUnavailable(f"business database {describe(url)} is unavailable: {cause}") from exc

@@ -1,0 +1,109 @@
+"""What a customer's message on a paused refund means: an explicit wish to cancel (negation handled), an answer to the
+confirmation question, a status question, or something else. Pure functions, no I/O (issue 11, section 4).
+
+A paused refund is cancelled only in two steps: the customer says they want to cancel (:func:`wants_to_cancel`), the
+desk asks "Cancel refund rf_… of £23.80? yes/no", and only an explicit yes (:func:`confirmation`) cancels it.
+"Please don't cancel it", "do NOT withdraw my request", "what happens if I cancel?" are not a wish to cancel.
+
+The word lists are this module's own (English; no dataset text). Source of the rule: issue 11 §4 — 4 of 5 negated
+phrasings used to cancel a paused refund.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+__all__ = ["PausedReply", "wants_to_cancel", "confirmation", "is_status_question", "paused_reply"]
+
+#: What the desk does with a message on a paused thread: ``ask`` (ask the yes/no confirmation), ``cancel`` (the
+#: customer confirmed: cancel), ``keep`` (the customer said no: the refund stays with the team), ``status`` (answer
+#: where the refund stands), ``other`` (not understood while paused: the caller refuses with a hint).
+PausedReply = Literal["ask", "cancel", "keep", "status", "other"]
+
+#: A wish to stop the request, as a verb phrase (negation is checked separately, in the words before it).
+_CANCEL_VERB = re.compile(
+    r"\b(?:cancel(?:l?ing|l?ed)?|withdraw(?:ing|n)?|call(?:ing)? (?:it |this |that |the refund )?off|abort|retract|revoke"
+    r"|scrap|stop (?:it|this|that|the (?:refund|request)|my (?:refund|request))|drop (?:it|the (?:refund|request)|my "
+    r"(?:refund|request))|forget (?:about )?(?:it|the refund|my refund)|never ?mind)\b")
+#: A wish to stop phrased with a negation that *is* the intent ("I don't want the refund any more").
+_NOT_WANTED = re.compile(
+    r"\b(?:don'?t|do not|no longer) (?:want|need) (?:the |my |this |that |a )?(?:refund|money back|request)\b"
+    r"|\b(?:don'?t|do not|no longer) (?:want|need) (?:it|this|that) any ?more\b")
+#: Words before the verb (same clause) that turn it around: "don't", "not", "no need to", "rather not", …
+_NEGATION = re.compile(
+    r"\b(?:don'?t|dont|do not|does not|doesn'?t|not|never(?! ?mind)|no need to|needn'?t|shouldn'?t|should not|won'?t"
+    r"|will not|wouldn'?t|would not|rather not|without|refuse to|no)\b")
+#: Words before the verb that make it a question about cancelling, not a wish: "what happens if I cancel?".
+_HYPOTHETICAL = re.compile(r"\b(?:if|whether|what happens|what if|would it|suppose|in case)\b")
+_CLAUSE = re.compile(r"[.;!?]|,|\bbut\b|\bhowever\b|\bthough\b")
+
+_YES = re.compile(r"^(?:yes|y|yeah|yep|yup|sure|confirm(?:ed)?|correct|please do|do it|go ahead|ok(?:ay)?|absolutely"
+                  r"|affirmative|that'?s right)\b")
+_NO = re.compile(r"^(?:no|n|nope|nah|don'?t|do not|keep|wait|hold on|not now|negative|cancel that question)\b")
+
+_STATUS = re.compile(
+    r"\b(?:status|where(?:'s| is)?|when|how long|any (?:news|update)|update|progress|what'?s happening|what is happening"
+    r"|still waiting|been (?:approved|decided|paid|reviewed)|is it (?:approved|done|paid|through)|decided yet"
+    r"|waiting (?:for|on))\b")
+
+
+def _norm(text: str) -> str:
+    return " ".join((text or "").replace("\u2019", "'").replace("\u2018", "'").lower().split())
+
+
+def wants_to_cancel(text: str) -> bool:
+    """True when ``text`` explicitly asks to cancel (withdraw, call off, stop, never mind, "I don't want the refund any
+    more"), and no negation ("don't", "not", "no need to", "rather not", …) or hypothetical ("if", "what happens if")
+    comes before the verb in the same clause. "Please don't cancel it" -> False; "cancel it, please" -> True."""
+    t = _norm(text)
+    if _NOT_WANTED.search(t):
+        return True
+    for clause in _CLAUSE.split(t):
+        for m in _CANCEL_VERB.finditer(clause):
+            before = clause[: m.start()]
+            if _NEGATION.search(before) or _HYPOTHETICAL.search(before):
+                continue
+            return True
+    return False
+
+
+def confirmation(text: str) -> Literal["yes", "no"] | None:
+    """The answer to "Cancel refund …? yes/no": ``"yes"`` for yes/confirm/go ahead (or a fresh explicit wish to
+    cancel), ``"no"`` for no/keep/wait (or a negated cancel such as "don't cancel"), None when it answers neither."""
+    t = _norm(text)
+    if _NO.match(t) and not _YES.match(t):
+        return "no"
+    if _YES.match(t):
+        return "no" if _NEGATION.search(t) and not wants_to_cancel(t) and _CANCEL_VERB.search(t) else "yes"
+    if wants_to_cancel(t):
+        return "yes"
+    if _CANCEL_VERB.search(t):
+        return "no"  # a cancel verb that was negated: "please don't cancel"
+    return None
+
+
+def is_status_question(text: str) -> bool:
+    """True when ``text`` asks where the request stands ("any news?", "where is my refund", "how long will it take",
+    "has it been approved?")."""
+    t = _norm(text)
+    return bool(_STATUS.search(t)) or (t.endswith("?") and not _CANCEL_VERB.search(t))
+
+
+def paused_reply(text: str, awaiting_confirmation: bool) -> PausedReply:
+    """What to do with ``text`` on a thread paused for an approval. ``awaiting_confirmation``: the desk asked the
+    cancel question and the customer has not answered it yet.
+
+    Awaiting: yes -> ``cancel``; no -> ``keep``; otherwise as below. Not awaiting: an explicit wish to cancel ->
+    ``ask``; a status question -> ``status``; anything else -> ``other``. Nothing cancels without the yes."""
+    if awaiting_confirmation:
+        answer = confirmation(text)
+        if answer == "yes":
+            return "cancel"
+        if answer == "no":
+            return "keep"
+    if wants_to_cancel(text):
+        return "ask"
+    if is_status_question(text):
+        return "status"
+    return "other"

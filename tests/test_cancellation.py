@@ -1,0 +1,152 @@
+"""Issue 11, section 4: a paused refund is cancelled only on an explicit wish (negation handled) and a yes to the
+confirmation question; status questions on a paused thread are answered."""
+
+from __future__ import annotations
+
+import pytest
+
+from graph.context import RunContext
+from graph.conversation import Conversation
+from graph.errors import InputError
+from policies.cancellation import confirmation, is_status_question, paused_reply, wants_to_cancel
+
+CANCEL = [
+    "cancel my refund",
+    "Actually, cancel my refund please",
+    "please cancel it",
+    "cancel it",
+    "I want to withdraw my request",
+    "withdraw the refund request",
+    "call it off",
+    "call the refund off please",
+    "never mind, I found the receipt",
+    "nevermind",
+    "stop the refund",
+    "stop my request please",
+    "I don't want the refund any more",
+    "I no longer need the refund",
+    "I don't need it anymore",
+    "forget about it",
+    "drop the request",
+    "abort",
+    "scrap it, the shop paid me back",
+    "Can you cancel it?",
+    "ok cancel",
+    "CANCEL THE REFUND",
+    "I\u2019d like to cancel please",
+    "don't bother, cancel it",
+]
+NOT_CANCEL = [
+    "Please don't cancel it",
+    "do NOT withdraw my request",
+    "don't cancel my refund",
+    "dont cancel",
+    "I do not want to cancel",
+    "no need to cancel anything",
+    "never cancel it, I need the money",
+    "I would rather not cancel",
+    "I'm not cancelling, just asking",
+    "what happens if I cancel?",
+    "if I cancel, do I lose it?",
+    "you shouldn't cancel it",
+    "please don\u2019t withdraw it",
+    "won't cancel, thanks",
+    "where is my refund?",
+    "any news?",
+    "thanks",
+    "I want my money",
+    "keep it going please",
+    "do not stop the refund",
+    "no, don't call it off",
+]
+
+
+@pytest.mark.parametrize("text", CANCEL)
+def test_an_explicit_wish_to_cancel_is_recognised(text):
+    assert wants_to_cancel(text)
+    assert paused_reply(text, awaiting_confirmation=False) == "ask"
+
+
+@pytest.mark.parametrize("text", NOT_CANCEL)
+def test_negated_or_hypothetical_or_unrelated_text_does_not_cancel(text):
+    assert not wants_to_cancel(text)
+    assert paused_reply(text, awaiting_confirmation=False) != "cancel"
+
+
+def test_the_table_is_large_enough():
+    assert len(CANCEL) + len(NOT_CANCEL) >= 30 and len(NOT_CANCEL) >= 15
+
+
+@pytest.mark.parametrize("text, answer", [
+    ("yes", "yes"), ("Yes please", "yes"), ("yep, go ahead", "yes"), ("confirm", "yes"), ("cancel it", "yes"),
+    ("no", "no"), ("No, keep it", "no"), ("wait", "no"), ("please don't cancel", "no"), ("nope", "no"),
+    ("what?", None), ("hmm", None),
+])
+def test_the_confirmation_answer(text, answer):
+    assert confirmation(text) == answer
+
+
+@pytest.mark.parametrize("text", ["any news?", "where is my refund", "how long will this take",
+                                  "has it been approved?", "what's the status", "is it paid?"])
+def test_status_questions(text):
+    assert is_status_question(text) and paused_reply(text, awaiting_confirmation=False) == "status"
+
+
+def test_nothing_cancels_without_the_yes():
+    assert paused_reply("yes", awaiting_confirmation=False) == "other"
+    assert paused_reply("yes", awaiting_confirmation=True) == "cancel"
+    assert paused_reply("no thanks", awaiting_confirmation=True) == "keep"
+
+
+def _paused(home):
+    from tests.test_approval import BIG, _setup
+
+    g, store = _setup(home)
+    conv = Conversation("c1", graph=g, store=store)
+    assert conv.send(BIG).status == "awaiting_approval"
+    return g, store, conv
+
+
+def _tx1001(store):
+    return [x.status for x in store.list_refunds("c_ada") if x.transaction_id == "tx_1001"]
+
+
+def test_negated_cancel_on_a_paused_thread_keeps_the_refund(isolated_home):
+    g, store, conv = _paused(isolated_home)
+    for text in ("Please don't cancel it", "do NOT withdraw my request"):
+        with pytest.raises(InputError, match="waiting for an approval decision"):
+            conv.send(text)
+    assert conv.pending() is not None and _tx1001(store) == ["requested"]
+
+
+def test_cancel_needs_a_confirmation_turn(isolated_home):
+    g, store, conv = _paused(isolated_home)
+    r = conv.send("cancel my refund")
+    refund_id = conv.pending()["refund_id"]
+    assert r.status == "awaiting_approval" and r.text == f"Cancel refund {refund_id} of £23.80? yes/no"
+    r = conv.send("no, keep it")
+    assert r.status == "awaiting_approval" and "stays with our team" in r.text and _tx1001(store) == ["requested"]
+    with pytest.raises(InputError):
+        conv.send("yes")  # the question was answered: a later bare yes cancels nothing
+    conv.send("please withdraw it")
+    # the question survives a new process: another Conversation object on the same thread sees it
+    r = Conversation("c1", graph=g, store=store).send("yes")
+    assert r.status != "awaiting_approval" and "cancelled" in r.text and _tx1001(store) == ["cancelled"]
+
+
+def test_a_status_question_on_a_paused_thread_is_answered(isolated_home):
+    g, store, conv = _paused(isolated_home)
+    r = conv.send("any news on my refund?")
+    assert r.status == "awaiting_approval" and "£23.80" in r.text and "waiting for review" in r.text
+    assert "nothing has been paid" in r.text and _tx1001(store) == ["requested"]
+
+
+def test_another_customer_cannot_cancel_or_ask(isolated_home):
+    from graph.errors import AccessDenied
+
+    g, store, conv = _paused(isolated_home)
+    bob = Conversation("c1", graph=g, store=store, context=RunContext(user_id="c_bob"))
+    for text in ("cancel my refund", "any news?"):
+        with pytest.raises(AccessDenied):
+            bob.send(text)
+    assert _tx1001(store) == ["requested"]

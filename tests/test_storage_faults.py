@@ -1,0 +1,68 @@
+"""Issue 11, section 5: every storage fault is one ``error: …`` line naming the file and the cause, exit 2, no
+traceback, and the business store is never re-created or re-seeded next to existing threads."""
+
+from __future__ import annotations
+
+import resource
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from checkpoints.business.faults import MissingBusinessStore, require_business_store, storage_cause
+from tests import storage_faults
+
+
+def test_causes_are_named():
+    assert storage_cause("file is not a database").startswith("corrupt (")
+    assert storage_cause("database disk image is malformed").startswith("corrupt (")
+    assert storage_cause("no such table: x") == "no such table: x"
+
+
+def test_a_file_size_limit_is_named_as_disk_full(tmp_path):
+    code = ("import resource, sys; from pathlib import Path; from checkpoints.business.faults import storage_cause;"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY));"
+            f"print(storage_cause('disk I/O error', Path({str(tmp_path / 'b.db')!r})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=storage_faults.REPO,
+                         check=True).stdout
+    assert out.startswith("file size limit of 4096 bytes reached: disk full")
+    assert resource.getrlimit(resource.RLIMIT_FSIZE)[0] == resource.RLIM_INFINITY  # the test process is untouched
+
+
+def _checkpoints(path: Path, rows: int) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE checkpoints (thread_id TEXT)")
+    conn.executemany("INSERT INTO checkpoints VALUES (?)", [("t",)] * rows)
+    conn.commit()
+    conn.close()
+
+
+def test_a_missing_business_store_next_to_threads_is_refused(tmp_path):
+    _checkpoints(tmp_path / "switchboard.db", 1)
+    with pytest.raises(MissingBusinessStore, match="business.db is missing but the checkpoint database"):
+        require_business_store(tmp_path / "business.db", tmp_path / "switchboard.db")
+    assert not (tmp_path / "business.db").exists()
+
+
+def test_a_new_home_may_create_the_business_store(tmp_path):
+    require_business_store(tmp_path / "business.db", tmp_path / "switchboard.db")  # no checkpoints at all
+    _checkpoints(tmp_path / "switchboard.db", 0)
+    require_business_store(tmp_path / "business.db", tmp_path / "switchboard.db")  # an empty checkpoint database
+    require_business_store("postgresql://x@h/db", tmp_path / "switchboard.db")  # servers are not checked
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_every_storage_fault_is_one_line_exit_2_without_traceback(tmp_path):
+    outcomes = storage_faults.run_all(tmp_path)
+    assert len(outcomes) == len(storage_faults.SCENARIOS) >= 19
+    bad = [(o.name, o.code, o.last_line) for o in outcomes
+           if o.traceback or o.code != 2 or o.reseeded or not o.last_line.startswith("error: ")
+           or len(o.stderr.strip().splitlines()) != 1 or "database" not in o.last_line]
+    assert bad == []
+    causes = {o.name: o.last_line for o in outcomes}
+    assert "corrupt" in causes["corrupt business.db: chat"] and "read-only" in causes["read-only home: chat"]
+    assert "disk full" in causes["disk full (ulimit -f): chat"]
+    assert "is missing" in causes["business.db deleted: resume"]
