@@ -278,6 +278,8 @@ class _Scope:
     def flush(self) -> None:
         """Store the visit's events in one transaction (with the run's deferred records) and stream the new ones."""
         batch, self.batch = self.batch, []
+        if not batch:  # a quiet visit: the run's deferred records wait for the next batch (or the run's end)
+            return
         stored = self.recorder._flush(self.run, batch)
         writer = _custom_stream_writer()
         if writer is not None:
