@@ -38,6 +38,9 @@ _PG_SCHEMA = _SQLITE_SCHEMA.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSER
 
 _KNOWN = frozenset(COLUMNS) - {"event_key", "ts", "kind", "detail"}
 
+#: Rows per multi-row INSERT (x 21 columns stays far below SQLite's 32766 host parameters).
+_ROWS_PER_STATEMENT = 200
+
 
 def now_iso() -> str:
     """Now as an ISO-8601 UTC timestamp with microseconds (the ``ts`` of an event)."""
@@ -65,12 +68,17 @@ class EventLog:
         conn: a DB-API connection (sqlite3 or psycopg).
         dialect: ``"sqlite"`` or ``"postgres"``.
         target: what was opened (for messages).
+        lock: the lock guarding ``conn`` when it is shared (the SqliteSaver's own ``lock``); default a new one.
+        owns_conn: False when ``conn`` belongs to someone else (:meth:`close` then leaves it open).
     """
 
-    def __init__(self, conn: Any, dialect: str = "sqlite", target: str = "memory"):
+    def __init__(self, conn: Any, dialect: str = "sqlite", target: str = "memory", *,
+                 lock: Any = None, owns_conn: bool = True):
         self.conn, self.dialect, self.target = conn, dialect, target
-        self._lock = threading.RLock()
+        self._lock = lock if lock is not None else threading.RLock()
+        self._owns_conn = owns_conn
         self._ph = "?" if dialect == "sqlite" else "%s"
+        self._values = f"({', '.join([self._ph] * len(COLUMNS))})"
         self._before_read: list[Callable[[], None]] = []
         with self._lock:
             if dialect == "sqlite":
@@ -109,28 +117,36 @@ class EventLog:
         return self.record_many([(kind, {"key": key, "detail": detail, "ts": ts, **fields})])[0]
 
     def record_many(self, items: Sequence[tuple[str, dict]]) -> list[Event | None]:
-        """Store several events in one transaction; ``items`` are ``(kind, fields)`` with optional ``key``,
-        ``detail`` and ``ts`` in ``fields``. Returns one Event (new) or None (key already stored) per item.
+        """Store several events in one transaction (one multi-row ``INSERT … RETURNING`` per 200 rows; SQLite >= 3.35
+        or PostgreSQL); ``items`` are ``(kind, fields)`` with optional ``key``, ``detail`` and ``ts`` in ``fields``.
+        Returns one Event (new) or None (key already stored, or given earlier in ``items``) per item.
         Raises ValueError for an unknown kind (nothing stored)."""
         rows = [self._row(kind, f.get("key"), f.get("detail"), f.get("ts"),
                           {k: v for k, v in f.items() if k not in ("key", "detail", "ts")}) for kind, f in items]
         if not rows:
             return []
-        sql = (f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join([self._ph] * len(COLUMNS))}) "
-               "ON CONFLICT (event_key) DO NOTHING")
-        out: list[Event | None] = []
+        stored: set[str] = set()
         with self._lock:
             cur = self.conn.cursor()
             try:
-                for row in rows:
-                    cur.execute(sql, tuple(json.dumps(row[c], default=str) if c == "detail" else row[c] for c in COLUMNS))
-                    out.append(Event(**{k: row[k] for k in COLUMNS}) if cur.rowcount == 1 else None)
+                for i in range(0, len(rows), _ROWS_PER_STATEMENT):
+                    chunk = rows[i:i + _ROWS_PER_STATEMENT]
+                    values = ", ".join([self._values] * len(chunk))
+                    cur.execute(f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES {values} "
+                                "ON CONFLICT (event_key) DO NOTHING RETURNING event_key",
+                                tuple(json.dumps(r[c], default=str) if c == "detail" else r[c] for r in chunk for c in COLUMNS))
+                    stored.update(r[0] for r in cur.fetchall())
                 self.conn.commit()
             except BaseException:
                 self.conn.rollback()
                 raise
             finally:
                 cur.close()
+        out: list[Event | None] = []
+        for row in rows:  # a key given twice in one batch is stored (and returned) once
+            new = row["event_key"] in stored
+            stored.discard(row["event_key"])
+            out.append(Event(**{k: row[k] for k in COLUMNS}) if new else None)
         return out
 
     # ------------------------------------------------------------ reading
@@ -181,9 +197,10 @@ class EventLog:
                 cur.close()
 
     def close(self) -> None:
-        """Close the connection."""
-        with self._lock:
-            self.conn.close()
+        """Close the connection (unless it is shared with a checkpointer, which closes it)."""
+        if self._owns_conn:
+            with self._lock:
+                self.conn.close()
 
 
 def open_event_log(target: str | Path | None) -> EventLog:
@@ -215,13 +232,26 @@ def open_event_log(target: str | Path | None) -> EventLog:
 
 
 def event_log_for(checkpointer: Any) -> EventLog:
-    """The default event log beside ``checkpointer``: the same SQLite file for a SqliteSaver (its own
-    connection), the same Postgres database for a PostgresSaver, else in memory. Raises ConfigError."""
+    """The default event log beside ``checkpointer``: the same SQLite file for a SqliteSaver, the same Postgres
+    database for a PostgresSaver, else in memory. Raises ConfigError.
+
+    A SqliteSaver's connection and lock are shared (the file switched to WAL; its ``synchronous`` setting, chosen
+    by ``checkpoints.open_checkpointer``, holds for the events too): a second connection to the same file would
+    wait for the saver's write lock in SQLite's busy handler, which polls by sleeping (1-25 ms a try), while
+    waiting for the saver's ``threading.Lock`` wakes as soon as it is free (bench/handoff_overhead.py)."""
     conn = getattr(checkpointer, "conn", None)
     if isinstance(conn, sqlite3.Connection):
         rows = conn.execute("PRAGMA database_list").fetchall()
         path = next((r[2] for r in rows if r[1] == "main"), "")
-        return open_event_log(path or None)
+        lock = getattr(checkpointer, "lock", None)
+        if not path or lock is None:
+            return open_event_log(path or None)
+        try:
+            with lock:
+                conn.execute("PRAGMA journal_mode=WAL")
+            return EventLog(conn, "sqlite", path, lock=lock, owns_conn=False)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"cannot open event log {path}: {exc}") from exc
     info = getattr(getattr(conn, "info", None), "dsn", None)
     if info and type(checkpointer).__name__.startswith("PostgresSaver"):
         try:

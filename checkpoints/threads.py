@@ -1,35 +1,58 @@
 """Thread and history inspection over a LangGraph checkpointer, through the saver's public API only
-(``BaseCheckpointSaver.list``, ``CompiledStateGraph.get_state``), so it works for every saver (SQLite, PostgreSQL,
-memory)."""
+(``BaseCheckpointSaver.list``/``get_tuple``, ``CompiledStateGraph.get_state``), so it works for every saver (SQLite,
+PostgreSQL, memory).
+
+Listing threads (:func:`thread_summaries`) and reading a pending approval (:func:`pending_interrupt`) need no graph:
+they read the plain channels of each thread's latest checkpoint (``turn``, ``owner``, ``outcome``… — the
+``DeltaChannel`` keys, whose checkpoints hold only deltas, are not needed there), so ``switchboard threads`` and
+``pending`` do not load LangGraph's runtime. The transcript (:func:`thread_values`) is replayed by a minimal graph.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from graph.state import SupportState
+__all__ = ["thread_ids", "thread_values", "thread_owner", "thread_summaries", "thread_turns", "latest_checkpoints",
+           "pending_interrupt"]
 
-__all__ = ["thread_ids", "thread_values", "thread_owner", "thread_summaries", "thread_turns"]
+
+def latest_checkpoints(saver: BaseCheckpointSaver) -> dict[str, Any]:
+    """``{thread_id: CheckpointTuple}``: the latest root checkpoint of every stored thread (checkpoint ids are
+    time-ordered UUIDv6), most recently updated thread first."""
+    latest: dict[str, Any] = {}
+    for cp in saver.list(None):
+        conf = cp.config["configurable"]
+        if conf.get("checkpoint_ns", "") != "":
+            continue
+        tid = str(conf["thread_id"])
+        if tid not in latest or str(cp.checkpoint["id"]) > str(latest[tid].checkpoint["id"]):
+            latest[tid] = cp
+    return dict(sorted(latest.items(), key=lambda kv: str(kv[1].checkpoint["id"]), reverse=True))
 
 
 def thread_ids(saver: BaseCheckpointSaver) -> list[str]:
-    """Thread ids stored in ``saver``, most recently updated first (checkpoint ids are time-ordered UUIDv6)."""
-    latest: dict[str, str] = {}
-    for cp in saver.list(None):
-        tid = str(cp.config["configurable"]["thread_id"])
-        if cp.config["configurable"].get("checkpoint_ns", "") != "":
-            continue
-        cid = str(cp.checkpoint["id"])
-        if cid > latest.get(tid, ""):
-            latest[tid] = cid
-    return sorted(latest, key=lambda t: latest[t], reverse=True)
+    """Thread ids stored in ``saver``, most recently updated first."""
+    return list(latest_checkpoints(saver))
+
+
+def pending_interrupt(saver: BaseCheckpointSaver, thread_id: str) -> Any:
+    """The payload of the interrupt ``thread_id`` is paused on (the latest checkpoint's pending ``__interrupt__``
+    write, as ``CompiledStateGraph.get_state(...).tasks[i].interrupts`` shows it), or None."""
+    tup = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+    for _task, channel, value in (tup.pending_writes or []) if tup is not None else []:
+        if channel == "__interrupt__":
+            for intr in value if isinstance(value, (list, tuple)) else [value]:
+                return getattr(intr, "value", intr)
+    return None
 
 
 def thread_values(saver: BaseCheckpointSaver, thread_id: str) -> dict:
     """The latest state values stored for ``thread_id`` ({} when the thread is unknown)."""
     from langgraph.graph import StateGraph
+
+    from graph.state import SupportState
 
     # A minimal graph with the same state schema reads the checkpoint (and replays the DeltaChannel keys) without
     # building models or stores.
@@ -53,10 +76,11 @@ def thread_owner(values: dict) -> tuple[str, str] | None:
 def thread_summaries(saver: BaseCheckpointSaver, tenant_id: str | None = None) -> list[dict[str, Any]]:
     """One dict per thread, most recent first: ``thread_id``, ``turns``, ``active_agent``, ``status`` (of the last
     turn: answered | clarify | fallback | awaiting_approval | -), ``handoffs``, ``customer_id``, ``tenant_id``.
-    With ``tenant_id``, only the threads owned by a customer of that tenant."""
+    With ``tenant_id``, only the threads owned by a customer of that tenant. Reads the plain channels of each
+    thread's latest checkpoint (no graph, see the module doc)."""
     out = []
-    for tid in thread_ids(saver):
-        v = thread_values(saver, tid)
+    for tid, cp in latest_checkpoints(saver).items():
+        v = cp.checkpoint.get("channel_values") or {}
         owner = thread_owner(v) or ("", "")
         if tenant_id is not None and owner[1] != tenant_id:
             continue
@@ -70,6 +94,8 @@ def thread_summaries(saver: BaseCheckpointSaver, tenant_id: str | None = None) -
 def thread_turns(saver: BaseCheckpointSaver, thread_id: str) -> list[dict[str, Any]]:
     """The thread turn by turn: ``{turn, user, agent, answer, path}`` (path like ``triage → billing → refunds``,
     experts called as tools listed apart)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
     v = thread_values(saver, thread_id)
     if not v:
         return []

@@ -400,20 +400,22 @@ def pending(db: Optional[Path] = DbOpt, as_: Optional[str] = AsOpt,
             overdue: bool = typer.Option(False, "--overdue", help="Only approvals past their deadline "
                                          "(SWITCHBOARD_APPROVAL_DEADLINE_H, default 72 h).")) -> None:
     """List your tenant's threads paused for a human approval and what each waits for. Needs --as an operator."""
-    from graph.conversation import Conversation
+    from checkpoints.threads import pending_interrupt, thread_summaries
 
     acting = acting_operator(as_, READ_ROLES, "pending", db=db)
     settings = _settings(None, db)
     if db is None and not Path(settings.db).exists():
         console.print("nothing is waiting for approval")
         return
-    desk = _approval_desk(db)
-    now = desk.deps.store.now()
+    saver = _checkpointer(db)  # no graph: the paused threads' interrupts are read from the checkpoints
+    if saver is None:
+        raise InputError(f"no checkpoint database at {settings.db} (pass --db)")
+    now = acting.store.now()
     table = Table("thread", "task", "customer", "amount", "refund", "risk flags", "approvals", "requested at",
                   "deadline")
     n = 0
-    for tid in _tenant_threads(desk, acting):
-        req = Conversation(tid, desk=desk).pending()
+    for tid in [r["thread_id"] for r in thread_summaries(saver, tenant_id=acting.tenant_id)]:
+        req = pending_interrupt(saver, tid)
         if not isinstance(req, dict) or (overdue and not _overdue(req, now, settings.approval_deadline_h)):
             continue
         n += 1

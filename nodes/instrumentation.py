@@ -14,8 +14,15 @@ Three sources feed one :class:`EventRecorder` (storage: ``checkpoints.event_log`
   ``expert_called``, ``loop_detected``.  :func:`note` adds fields to the node's ``agent_finished``
   (e.g. ``status="timeout"``).
 
+**One transaction per node visit.**  A visit's events (and the run's deferred ``run_started``) are kept in memory
+and stored together with :meth:`checkpoints.event_log.EventLog.record_many` when the visit ends (returns, pauses
+or fails): one commit per node instead of one per event, which matters because the event log shares the SQLite
+file, and its write lock, with the checkpointer (bench/handoff_overhead.py).  Each event keeps the timestamp of
+its emission.
+
 Every new event is also written to LangGraph's custom stream (``stream_mode="custom"``) as a dict with
-``"event": kind``, so ``switchboard chat --stream`` shows each agent and handoff as it happens.
+``"event": kind`` when the visit's batch is stored, before the node's state update, so ``switchboard chat
+--stream`` shows each agent and handoff as it happens.  The dicts are built only when a custom stream is consumed.
 
 **Resume does not duplicate events.**  LangGraph re-runs an interrupted node from its first line on resume.
 The key of a node's work event (agent_started and every ``emit``) is ``sha256(thread_id, task namespace, n,
@@ -109,21 +116,17 @@ class _RunCallbacks(BaseCallbackHandler):
                                              thread_id=thread_id, detail=detail))
 
     def _write(self, run: _Run, kind: str, fields: dict) -> None:
-        """Record now, or — on an event loop, where a database write would block it — later and in order:
-        run_started is written just before the run's first node event, the end events by the writer thread."""
+        """Record in order and in as few transactions as possible: run_started waits for the run's first node batch
+        (or its end); an end event is stored with whatever is still deferred — now, or, on an event loop (where a
+        database write would block it), by the writer thread."""
         fields = {"ts": now_iso(), **fields}
         rec = self.recorder
-        if not _on_event_loop():
-            rec._flush(run)
-            rec.log.record(kind, **fields)
-        elif kind == "run_started":
+        if kind == "run_started":
             run.pending.append((kind, fields))
+        elif not _on_event_loop():
+            rec._flush(run, [(kind, fields)])
         else:
-            def write_later() -> None:
-                rec._flush(run)
-                rec.log.record(kind, **fields)
-
-            rec._background(write_later)
+            rec._background(lambda: rec._flush(run, [(kind, fields)]))
 
     def on_chain_end(self, outputs, *, run_id, parent_run_id=None, **kw):
         run = self.recorder._end_run(str(run_id))
@@ -178,13 +181,17 @@ class EventRecorder:
                 del self._by_thread[run.thread_id]
             return run
 
-    def _flush(self, run: _Run | None) -> None:
-        """Write the run-level records deferred for ``run`` (see ``_RunCallbacks._write``)."""
-        if run is None or not run.pending:
-            return
+    def _flush(self, run: _Run | None, items: list[tuple[str, dict]] | None = None) -> list[Event | None]:
+        """Store the run-level records deferred for ``run`` (see ``_RunCallbacks._write``) and then ``items``
+        (``(kind, fields)`` as for ``EventLog.record_many``) in one transaction; return the results for ``items``."""
+        items = items or []
         with self._lock:
-            pending, run.pending = run.pending, []
-            self.log.record_many(pending)
+            pending: list = []
+            if run is not None and run.pending:
+                pending, run.pending = run.pending, []
+            if not pending and not items:
+                return []
+            return self.log.record_many(pending + items)[len(pending):]
 
     def _background(self, fn: Callable[[], Any]) -> None:
         with self._lock:
@@ -253,9 +260,11 @@ class _Scope:
     state: dict
     n: int = 0
     notes: dict = field(default_factory=dict)
+    batch: list = field(default_factory=list)  # (kind, fields) emitted in this visit, stored by flush()
 
-    def emit(self, kind: str, fields: dict) -> Event | None:
-        self.recorder._flush(self.run)
+    def emit(self, kind: str, fields: dict) -> None:
+        if kind not in EVENT_KINDS:
+            raise ValueError(f"unknown event kind {kind!r}")
         if kind in _PER_EXECUTION:
             key = event_key(self.thread_id, self.ns, self.run.run_id if self.run else uuid.uuid4().hex, kind)
         else:
@@ -263,14 +272,30 @@ class _Scope:
             self.n += 1
         defaults = {"thread_id": self.thread_id, "turn": self.turn, "task_id": self.task_id, "agent": self.node,
                     "state_version": self.state_version, "run_id": self.run.run_id if self.run else None,
-                    "task_ns": self.ns}
-        ev = self.recorder.log.record(kind, key=key, **(defaults | fields))
-        if ev is not None:
-            _stream(ev)
-        return ev
+                    "task_ns": self.ns, "ts": now_iso()}
+        self.batch.append((kind, {"key": key, **(defaults | fields)}))
+
+    def flush(self) -> None:
+        """Store the visit's events in one transaction (with the run's deferred records) and stream the new ones."""
+        batch, self.batch = self.batch, []
+        if not batch:  # a quiet visit: the run's deferred records wait for the next batch (or the run's end)
+            return
+        stored = self.recorder._flush(self.run, batch)
+        writer = _custom_stream_writer()
+        if writer is not None:
+            for ev in stored:
+                if ev is not None:
+                    writer(_stream_dict(ev))
 
     def visit(self, fn: Callable, state: Any, args: tuple, kwargs: dict) -> Any:
-        """Run the node function, recording its start, its end (or error / interrupt) and a resume."""
+        """Run the node function, recording its start, its end (or error / interrupt) and a resume; the events are
+        stored when the visit ends, whichever way (:meth:`flush`)."""
+        try:
+            return self._visit(fn, state, args, kwargs)
+        finally:
+            self.flush()
+
+    def _visit(self, fn: Callable, state: Any, args: tuple, kwargs: dict) -> Any:
         quiet = self.node in QUIET_NODES
         if not quiet:
             self._started()
@@ -311,28 +336,46 @@ class _Scope:
 _SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("switchboard_event_scope", default=None)
 
 
-def _stream(event: Event) -> None:
+def _noop(_chunk: Any) -> None:
+    pass
+
+
+_NOOP_CODE = _noop.__code__.co_code
+
+
+def _custom_stream_writer() -> Callable[[Any], None] | None:
+    """LangGraph's custom-stream writer of the running node, or None when nobody consumes a custom stream (outside
+    a run, or a run without ``stream_mode="custom"``: LangGraph then installs a writer whose body is empty)."""
     try:
-        get_stream_writer()({"event": event.kind, **{k: v for k, v in event.as_dict().items()
-                                                     if v not in (None, {}) and k not in ("kind", "event_key", "task_ns")}})
+        writer = get_stream_writer()
     except Exception:  # noqa: BLE001 - outside a graph run there is no stream; never fail a node for it
-        pass
+        return None
+    code = getattr(writer, "__code__", None)
+    if code is not None and code.co_code == _NOOP_CODE and not code.co_names:
+        return None
+    return writer
 
 
-def emit(kind: str, **fields: Any) -> Event | None:
+def _stream_dict(event: Event) -> dict:
+    return {"event": event.kind, **{k: v for k, v in event.as_dict().items()
+                                    if v not in (None, {}) and k not in ("kind", "event_key", "task_ns")}}
+
+
+def emit(kind: str, **fields: Any) -> None:
     """Record an event from inside a node (no-op outside an instrumented node).
 
     ``fields`` are Event attributes (``from_agent``, ``to_agent``, ``reason``, ``model``, token counts…); others
     go into ``detail``.  thread_id, run_id, turn, task_id, agent and state_version default from the node's
-    state and config.  Returns the stored Event, or None when nothing was stored (duplicate on resume, or no
-    event log).  Raises ValueError for an unknown kind.
+    state and config; the timestamp is now.  The event is stored when the node visit ends, in one transaction with
+    the visit's other events (a duplicate of an event stored before, on resume, is ignored then).
+    Raises ValueError for an unknown kind.
     """
     scope = _SCOPE.get()
     if scope is None:
         if kind not in EVENT_KINDS:
             raise ValueError(f"unknown event kind {kind!r}")
-        return None
-    return scope.emit(kind, fields)
+        return
+    scope.emit(kind, fields)
 
 
 def note(**fields: Any) -> None:

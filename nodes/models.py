@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -67,6 +68,8 @@ def is_openai_model(model: object) -> bool:
     """True when ``model`` is a langchain-openai chat model (``ChatOpenAI`` / ``AzureChatOpenAI``), possibly
     wrapped by ``.bind(...)``; such models route triage with a structured :class:`nodes.handoff_tools.RouteDecision`."""
     inner = getattr(model, "bound", model)
+    if "langchain_openai.chat_models.base" not in sys.modules:
+        return False  # no instance can exist before its class is imported; importing it costs ~1 s at start-up
     try:
         from langchain_openai.chat_models.base import BaseChatOpenAI
     except ImportError:  # pragma: no cover - langchain-openai is a dependency

@@ -1,0 +1,76 @@
+"""Helpers shared by the benchmarks: the scripted policies both frameworks run, the langgraph-swarm anchor graph,
+percentiles, and the JSON figure file every benchmark may write (``--json FILE``) for ``bench/run.py``.
+
+langgraph-swarm is a bench-only dependency (``pip install -e '.[bench]'``); :func:`swarm_available` says whether
+it is installed, and a benchmark prints "n/a" for its column when it is not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+#: The agents of the one-turn handoff chain: triage -> billing -> refunds, refunds answers (2 handoffs, 3 model calls).
+CHAIN = ("triage", "billing", "refunds")
+
+
+def load_average() -> list[float]:
+    """``os.getloadavg()`` (1, 5, 15 minutes) rounded, recorded beside every figure (the machine is shared)."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def pct(xs: list[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) of ``xs`` (linear interpolation; needs at least 2 values)."""
+    if len(xs) < 2:
+        return xs[0]
+    return statistics.quantiles(xs, n=100, method="inclusive")[min(98, max(0, int(q) - 1))] if q < 100 else max(xs)
+
+
+def write_json(path: Path | None, figures: dict[str, Any]) -> None:
+    """Write ``figures`` (plus the load average) to ``path`` as JSON when a path is given."""
+    if path is not None:
+        path.write_text(json.dumps({**figures, "load_average": load_average()}, indent=2, default=str) + "\n")
+
+
+def swarm_available() -> bool:
+    """True when langgraph-swarm (the anchor) is importable."""
+    try:
+        import langgraph_swarm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def chain_policy(agent: str, user: str, names: set, i: int, msgs: list) -> Any:
+    """The scripted model of the handoff chain (``CHAIN``): each agent hands to the next, the last one answers at once."""
+    from langchain_core.messages import AIMessage
+
+    from nodes.scripted_models import tool_call
+
+    if agent in CHAIN[:-1]:
+        nxt = CHAIN[CHAIN.index(agent) + 1]
+        return AIMessage(content="", tool_calls=[tool_call(f"transfer_to_{nxt}", reason="belongs there",
+                                                           facts={"transaction_id": "tx_1008"})])
+    return AIMessage(content=f"{agent} answers: done.")
+
+
+def swarm_app(policy: Any, checkpointer: Any, agents: tuple[str, ...] = CHAIN) -> tuple[Any, Any]:
+    """A langgraph-swarm graph of ``agents`` (each may hand off to every other), driven by a ScriptedChatModel with
+    ``policy``; returns ``(compiled app, model)``. The first agent is the default active one."""
+    from langchain.agents import create_agent
+    from langgraph_swarm import create_handoff_tool, create_swarm
+
+    from nodes.scripted_models import ScriptedChatModel
+
+    model = ScriptedChatModel(policy=policy)
+    members = [create_agent(model, tools=[create_handoff_tool(agent_name=o) for o in agents if o != a],
+                            system_prompt=f"You are the {a} agent.", name=a) for a in agents]
+    return create_swarm(members, default_active_agent=agents[0]).compile(checkpointer=checkpointer), model

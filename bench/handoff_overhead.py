@@ -1,0 +1,88 @@
+"""Per-handoff overhead: switchboard with the event log on and off against langgraph-swarm, in one process.
+
+Every query is one turn on a new thread of a SQLite checkpointer on disk: triage -> billing -> refunds, refunds
+answers (2 handoffs, 3 calls of the same scripted model, which answers at once, so the time is the framework's).
+The three graphs take turns query by query (order rotated) so that machine noise hits them alike. Figures: seconds
+per handoff (turn time / 2), median and p95; the ratios on/swarm, off/swarm and on/off; events stored per turn.
+
+Targets (issue "speed and footprint", item 2): events on <= 0.45x swarm and <= 1.10x events off.
+
+Usage: ``python bench/handoff_overhead.py [--turns 200] [--json FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import CHAIN, chain_policy, load_average, pct, swarm_app, swarm_available, write_json  # noqa: E402
+
+
+def _switchboard(home: Path, events: bool):
+    from checkpoints import open_checkpointer
+    from checkpoints.business import open_store
+    from graph.builder import build_graph
+    from graph.settings import Settings
+    from nodes.scripted_models import KeywordRouter, ScriptedChatModel
+
+    home.mkdir()
+    return build_graph(model=ScriptedChatModel(policy=chain_policy), checkpointer=open_checkpointer(home / "c.db"),
+                       router=KeywordRouter(), store=open_store(home / "b.db"), settings=Settings.from_env(db=home / "c.db"),
+                       events=None if events else False)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--turns", type=int, default=200)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+
+    from langchain_core.messages import HumanMessage
+
+    from checkpoints import open_checkpointer
+    from graph.state import ensure_ids
+
+    tmp = Path(tempfile.mkdtemp(prefix="switchboard-handoff-bench-"))
+    runners = {"on": _switchboard(tmp / "on", True), "off": _switchboard(tmp / "off", False)}
+    if swarm_available():
+        runners["swarm"] = swarm_app(chain_policy, open_checkpointer(tmp / "swarm.db"))[0]
+    hops = len(CHAIN) - 1
+    secs: dict[str, list[float]] = {k: [] for k in runners}
+    names = list(runners)
+    for i in range(args.turns + 3):
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            msg = ensure_ids([HumanMessage(f"I was charged twice, please refund it (#{i})")])
+            t0 = time.perf_counter()
+            runners[name].invoke({"messages": msg}, {"configurable": {"thread_id": f"h{i}"}})
+            if i >= 3:  # 3 warm-up turns
+                secs[name].append((time.perf_counter() - t0) / hops)
+    from checkpoints.event_log import open_event_log
+
+    n_events = len(open_event_log(tmp / "on" / "c.db").events())
+    fig: dict = {"turns": args.turns, "handoffs_per_turn": hops, "events_per_turn": round(n_events / (args.turns + 3), 1)}
+    for name, xs in secs.items():
+        fig[name] = {"median_ms": round(statistics.median(xs) * 1e3, 3), "p95_ms": round(pct(xs, 95) * 1e3, 3)}
+    med = {k: fig[k]["median_ms"] for k in secs}
+    fig["on_vs_off"] = round(med["on"] / med["off"], 3)
+    if "swarm" in med:
+        fig["on_vs_swarm"] = round(med["on"] / med["swarm"], 3)
+        fig["off_vs_swarm"] = round(med["off"] / med["swarm"], 3)
+    la = load_average()
+    print(f"per-handoff overhead, {args.turns} one-turn threads x {hops} handoffs, SQLite on disk   load average {la}")
+    for name in secs:
+        print(f"  {name:>6}: median {fig[name]['median_ms']:7.2f} ms   p95 {fig[name]['p95_ms']:7.2f} ms")
+    print(f"  events on / off = {fig['on_vs_off']:.2f}x (target <= 1.10)   events per turn {fig['events_per_turn']}")
+    if "swarm" in med:
+        print(f"  on / swarm = {fig['on_vs_swarm']:.2f}x (target <= 0.45)   off / swarm = {fig['off_vs_swarm']:.2f}x")
+    write_json(args.json, fig)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
