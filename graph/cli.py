@@ -616,6 +616,24 @@ def train_router(
                   f"delete {target}", highlight=False)
 
 
+@app.command()
+def serve(
+    engine: str = typer.Option("aegra", "--engine", help="The LangGraph-API engine: aegra (Apache-2.0, "
+                               "pip install 'switchboard[serve]')."),
+    instances: int = typer.Option(1, "--instances", "-n", help="Engine processes, on consecutive ports."),
+    port: int = typer.Option(2024, "--port", "-p", help="Port of the first instance."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind."),
+    db: Optional[str] = typer.Option(None, "--db", help="postgresql://… holding every store (required; "
+                                     "env: SWITCHBOARD_DB)."),
+) -> None:
+    """Serve the desk over LangGraph's API: migrate once, start N engine instances over one PostgreSQL, restart one
+    that dies, stop all on Ctrl-C. Clients use the langgraph_sdk with a bearer token (switchboard tokens issue)."""
+    from graph.serve import serve as run
+
+    settings = _settings(None, db)
+    run(engine, settings.db, instances, port, host, say=lambda line: console.print(line, highlight=False))
+
+
 def main() -> None:
     """Entry point of the ``switchboard`` script: one-line errors and exit codes (2 = bad input/config)."""
     try:
