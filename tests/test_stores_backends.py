@@ -166,3 +166,27 @@ def test_db_upgrade_creates_every_store(db_url: str) -> None:
         with psycopg.connect(db_url) as conn:
             names = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
         assert {"events", "checkpoints", "checkpoint_writes", "refunds", "operators"} <= names
+
+
+# -- served runs: one run at a time per thread -----------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_thread_run_guard_refuses_a_run_on_a_busy_thread(isolated_home) -> None:
+    from checkpoints import open_checkpointer
+    from graph.builder import build_graph
+    from nodes.thread_guard import ThreadRunGuard
+
+    with postgres_database() as url:
+        graph = build_graph(checkpointer=open_checkpointer(url), settings=Settings(db=url), events=url,
+                            run_callbacks=[ThreadRunGuard(url)])
+        cfg = {"configurable": {"thread_id": "busy"}}
+        turn = {"messages": [{"role": "user", "content": "Where is my card?"}]}
+        with thread_lock(url, "busy", 1.0):  # another run (or a CLI turn) holds the thread
+            with pytest.raises(InputError, match="busy with another turn"):
+                graph.invoke(turn, cfg, context=RunContext())
+        assert graph.get_state(cfg).values == {}  # refused before reading or writing a checkpoint
+        assert graph.invoke(turn, cfg, context=RunContext())["turn"] == 1
+        assert graph.invoke(turn, cfg, context=RunContext())["turn"] == 2  # released after each run
+        with thread_lock(url, "busy", 0.5):  # and free now
+            pass
