@@ -13,12 +13,13 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from graph.errors import ConfigError
+from graph.errors import ConfigError, InfrastructureError
 from graph.events import COLUMNS, EVENT_KINDS, INT_FIELDS, Event
 
 __all__ = ["EventLog", "open_event_log", "event_log_for", "event_key", "now_iso", "jsonable"]
@@ -35,6 +36,9 @@ CREATE INDEX IF NOT EXISTS events_ts ON events(ts);
 """
 
 _PG_SCHEMA = _SQLITE_SCHEMA.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY")
+
+#: Advisory lock key held while the events table is created on PostgreSQL ("sbev").
+SCHEMA_LOCK = 0x73626576
 
 _KNOWN = frozenset(COLUMNS) - {"event_key", "ts", "kind", "detail"}
 
@@ -61,11 +65,12 @@ def jsonable(value: Any) -> Any:
 
 
 class EventLog:
-    """An append-only, idempotent event store (table ``events``). Thread-safe (one connection guarded by a lock).
+    """An append-only, idempotent event store (table ``events``). Thread-safe: SQLite uses one connection guarded
+    by a lock; PostgreSQL lends each call a connection of a pool (so several instances and threads write at once).
     Open with :func:`open_event_log`.
 
     Args:
-        conn: a DB-API connection (sqlite3 or psycopg).
+        conn: a sqlite3 connection, a psycopg connection, or a ``psycopg_pool.ConnectionPool``.
         dialect: ``"sqlite"`` or ``"postgres"``.
         target: what was opened (for messages).
         lock: the lock guarding ``conn`` when it is shared (the SqliteSaver's own ``lock``); default a new one.
@@ -80,15 +85,32 @@ class EventLog:
         self._ph = "?" if dialect == "sqlite" else "%s"
         self._values = f"({', '.join([self._ph] * len(COLUMNS))})"
         self._before_read: list[Callable[[], None]] = []
-        with self._lock:
-            if dialect == "sqlite":
+        if dialect == "sqlite":
+            with self._lock:
                 self.conn.executescript(_SQLITE_SCHEMA)
                 self.conn.commit()
-            else:
-                with self.conn.cursor() as cur:
-                    for stmt in filter(str.strip, _PG_SCHEMA.split(";")):
-                        cur.execute(stmt)
-                self.conn.commit()
+        else:
+            with self._cursor() as cur:
+                # one creator at a time: CREATE … IF NOT EXISTS races when several instances start together
+                cur.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+                for stmt in filter(str.strip, _PG_SCHEMA.split(";")):
+                    cur.execute(stmt)
+
+    @contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        """A cursor in one transaction: committed when the block ends, rolled back when it raises."""
+        pool = self.conn if hasattr(self.conn, "getconn") else None
+        with self._lock if pool is None else nullcontext():
+            with pool.connection() if pool is not None else nullcontext(self.conn) as conn:
+                cur = conn.cursor()
+                try:
+                    yield cur
+                    conn.commit()
+                except BaseException:
+                    conn.rollback()
+                    raise
+                finally:
+                    cur.close()
 
     def before_read(self, hook: Callable[[], None]) -> None:
         """Call ``hook`` before every read (the instrumentation drains its background writer there)."""
@@ -126,22 +148,14 @@ class EventLog:
         if not rows:
             return []
         stored: set[str] = set()
-        with self._lock:
-            cur = self.conn.cursor()
-            try:
-                for i in range(0, len(rows), _ROWS_PER_STATEMENT):
-                    chunk = rows[i:i + _ROWS_PER_STATEMENT]
-                    values = ", ".join([self._values] * len(chunk))
-                    cur.execute(f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES {values} "
-                                "ON CONFLICT (event_key) DO NOTHING RETURNING event_key",
-                                tuple(json.dumps(r[c], default=str) if c == "detail" else r[c] for r in chunk for c in COLUMNS))
-                    stored.update(r[0] for r in cur.fetchall())
-                self.conn.commit()
-            except BaseException:
-                self.conn.rollback()
-                raise
-            finally:
-                cur.close()
+        with self._cursor() as cur:
+            for i in range(0, len(rows), _ROWS_PER_STATEMENT):
+                chunk = rows[i:i + _ROWS_PER_STATEMENT]
+                values = ", ".join([self._values] * len(chunk))
+                cur.execute(f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES {values} "
+                            "ON CONFLICT (event_key) DO NOTHING RETURNING event_key",
+                            tuple(json.dumps(r[c], default=str) if c == "detail" else r[c] for r in chunk for c in COLUMNS))
+                stored.update(r[0] for r in cur.fetchall())
         out: list[Event | None] = []
         for row in rows:  # a key given twice in one batch is stored (and returned) once
             new = row["event_key"] in stored
@@ -171,13 +185,9 @@ class EventLog:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY id"
-        with self._lock:
-            cur = self.conn.cursor()
-            try:
-                cur.execute(sql, tuple(args))
-                rows = cur.fetchall()
-            finally:
-                cur.close()
+        with self._cursor() as cur:
+            cur.execute(sql, tuple(args))
+            rows = cur.fetchall()
         out = []
         for r in rows:
             d = dict(zip(("id", *COLUMNS), r))
@@ -187,17 +197,13 @@ class EventLog:
 
     def thread_ids(self) -> list[str]:
         """Threads that have events, most recent first."""
-        with self._lock:
-            cur = self.conn.cursor()
-            try:
-                cur.execute("SELECT thread_id, MAX(id) AS last FROM events WHERE thread_id IS NOT NULL "
-                            "GROUP BY thread_id ORDER BY last DESC")
-                return [r[0] for r in cur.fetchall()]
-            finally:
-                cur.close()
+        with self._cursor() as cur:
+            cur.execute("SELECT thread_id, MAX(id) AS last FROM events WHERE thread_id IS NOT NULL "
+                        "GROUP BY thread_id ORDER BY last DESC")
+            return [r[0] for r in cur.fetchall()]
 
     def close(self) -> None:
-        """Close the connection (unless it is shared with a checkpointer, which closes it)."""
+        """Close the connection or the pool (unless the connection is shared with a checkpointer, which closes it)."""
         if self._owns_conn:
             with self._lock:
                 self.conn.close()
@@ -205,16 +211,21 @@ class EventLog:
 
 def open_event_log(target: str | Path | None) -> EventLog:
     """Open the event log named by ``target``: a file path or ``sqlite:///path`` (SQLite, WAL, synchronous=NORMAL,
-    30 s busy timeout), ``memory``/None (in-memory SQLite), or ``postgres(ql)://…`` (psycopg). Raises ConfigError."""
+    30 s busy timeout), ``memory``/None (in-memory SQLite), or ``postgres(ql)://…`` (a psycopg pool, see
+    ``checkpoints.postgres``). Raises ConfigError (a file that cannot be opened), InfrastructureError (a server
+    that cannot be reached)."""
     if target is None or str(target) in ("memory", ":memory:"):
         return EventLog(sqlite3.connect(":memory:", check_same_thread=False), "sqlite", "memory")
     text = str(target)
-    if text.startswith(("postgres://", "postgresql://")):
+    if text.startswith(("postgres://", "postgresql://", "postgresql+psycopg://")):
+        from checkpoints.postgres import open_pool, redacted
+
         try:
-            import psycopg  # type: ignore[import-not-found]
-        except ImportError as exc:
-            raise ConfigError("events on Postgres need: pip install 'psycopg[binary]'") from exc
-        return EventLog(psycopg.connect(text), "postgres", text)
+            return EventLog(open_pool(text), "postgres", redacted(text))
+        except Exception as exc:  # noqa: BLE001 - any driver failure becomes one line
+            if isinstance(exc, InfrastructureError):
+                raise
+            raise InfrastructureError(f"cannot open the event log in {redacted(text)}: {str(exc).strip()}") from None
     if text.startswith("sqlite:///"):
         text = text[len("sqlite:///"):]
     p = Path(text)
@@ -252,13 +263,15 @@ def event_log_for(checkpointer: Any) -> EventLog:
             return EventLog(conn, "sqlite", path, lock=lock, owns_conn=False)
         except sqlite3.Error as exc:
             raise ConfigError(f"cannot open event log {path}: {exc}") from exc
-    info = getattr(getattr(conn, "info", None), "dsn", None)
-    if info and type(checkpointer).__name__.startswith("PostgresSaver"):
-        try:
-            import psycopg  # type: ignore[import-not-found]
-
-            password = getattr(getattr(conn, "info", None), "password", None)
-            return EventLog(psycopg.connect(info, password=password), "postgres", "postgres")
-        except Exception as exc:  # noqa: BLE001 - any driver failure becomes one configuration line
-            raise ConfigError(f"cannot open the event log beside the Postgres checkpoints: {exc}") from exc
+    if type(checkpointer).__name__.startswith("PostgresSaver"):
+        dsn = getattr(conn, "conninfo", None) or getattr(getattr(conn, "info", None), "dsn", None)
+        if dsn:
+            return open_event_log(dsn if "://" in dsn else _url_of(conn))
     return open_event_log(None)
+
+
+def _url_of(conn: Any) -> str:
+    """A ``postgresql://`` URL for a psycopg connection opened from keyword/value conninfo."""
+    info = conn.info
+    auth = info.user + (f":{info.password}" if info.password else "")
+    return f"postgresql://{auth}@{info.host}:{info.port}/{info.dbname}"

@@ -3,8 +3,9 @@
 * a file path or ``sqlite:///path`` -> ``langgraph.checkpoint.sqlite.SqliteSaver`` (WAL mode; the default,
   ``./.switchboard/switchboard.db``);
 * ``memory`` -> ``InMemorySaver`` (tests);
-* ``postgresql://…`` -> ``langgraph.checkpoint.postgres.PostgresSaver`` when ``langgraph-checkpoint-postgres``
-  is installed (``pip install langgraph-checkpoint-postgres "psycopg[binary]"``).
+* ``postgresql://…`` -> ``langgraph.checkpoint.postgres.PostgresSaver`` on a ``psycopg_pool.ConnectionPool``
+  (``langgraph-checkpoint-postgres``, a dependency); its tables are created or migrated once, under an advisory
+  lock, so several processes starting at once do not race (``switchboard db upgrade`` does it ahead of time).
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
 from checkpoints.business.faults import storage_cause
-from graph.errors import ConfigError
+from graph.errors import ConfigError, InfrastructureError
 
-__all__ = ["open_checkpointer", "sqlite_connection", "opened_files", "storage_error_line"]
+__all__ = ["open_checkpointer", "sqlite_connection", "opened_files", "storage_error_line", "SETUP_LOCK"]
+
+#: Advisory lock key held while LangGraph's checkpoint tables are created or migrated (``PostgresSaver.setup``).
+SETUP_LOCK = 0x73626370  # "sbcp"
 
 #: The SQLite checkpoint files this process opened, in order (named by the CLI when a saver fails mid-run).
 _OPENED: list[Path] = []
@@ -67,17 +71,8 @@ def open_checkpointer(target: str | Path | None) -> BaseCheckpointSaver:
     if target is None or str(target) == "memory":
         return InMemorySaver()
     text = str(target)
-    if text.startswith(("postgres://", "postgresql://")):
-        try:
-            from langgraph.checkpoint.postgres import PostgresSaver  # type: ignore[import-not-found]
-        except ImportError as exc:
-            raise ConfigError("Postgres checkpoints need: pip install langgraph-checkpoint-postgres 'psycopg[binary]'") from exc
-        import psycopg  # type: ignore[import-not-found]
-
-        conn = psycopg.connect(text, autocommit=True, prepare_threshold=0)
-        saver = PostgresSaver(conn)
-        saver.setup()
-        return saver
+    if text.startswith(("postgres://", "postgresql://", "postgresql+psycopg://")):
+        return _postgres_saver(text)
     if text.startswith("sqlite:///"):
         text = text[len("sqlite:///"):]
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -87,4 +82,28 @@ def open_checkpointer(target: str | Path | None) -> BaseCheckpointSaver:
         saver.setup()
     except sqlite3.DatabaseError as exc:
         raise ConfigError(f"checkpoint database {text} is unusable: {storage_cause(str(exc), Path(text))}") from exc
+    return saver
+
+
+def _postgres_saver(target: str) -> BaseCheckpointSaver:
+    """A PostgresSaver on a connection pool (autocommit, no prepared statements, dict rows: what the saver's
+    ``from_conn_string`` uses), its schema set up under :data:`SETUP_LOCK`. Raises ConfigError when the package is
+    missing, InfrastructureError when the server cannot be reached."""
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+    except ImportError as exc:
+        raise ConfigError("Postgres checkpoints need: pip install langgraph-checkpoint-postgres 'psycopg[binary]'") from exc
+    import psycopg
+
+    from checkpoints.postgres import advisory_lock, open_pool, redacted
+
+    pool = open_pool(target, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    saver = PostgresSaver(pool)
+    try:
+        with advisory_lock(target, SETUP_LOCK, 60.0, "the checkpoint tables are being migrated by another process"):
+            saver.setup()
+    except psycopg.Error as exc:
+        pool.close()
+        raise InfrastructureError(f"cannot set up checkpoints in {redacted(target)}: {str(exc).strip()}") from None
     return saver

@@ -139,7 +139,7 @@ def check_run_request(kind: str, kwargs: Mapping[str, Any]) -> str | None:
         return "webhooks are not allowed"
     configurable = ((kwargs.get("config") or {}).get("configurable") or {}) if isinstance(kwargs.get("config"), Mapping) \
         else {}
-    if configurable.get("checkpoint_id") or kwargs.get("checkpoint_id"):
+    if configurable.get("checkpoint_id") or kwargs.get("checkpoint_id") or kwargs.get("checkpoint"):
         return "runs from an earlier checkpoint are not allowed"
     raw = kwargs.get("input")
     if kind == "operator":
@@ -183,16 +183,23 @@ async def on_thread_create(ctx: Auth.types.AuthContext, value: Any) -> dict[str,
 
 
 @auth.on.threads.create_run
-async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
-    """Check the run request and overwrite its context with the authenticated principal."""
+async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
+    """Check the run request and overwrite its context with the authenticated principal.
+
+    The LangGraph API passes the request as ``value["kwargs"]`` and reads the context back from it; Aegra passes the
+    request body itself as ``value`` and takes the context only from what the handler returns (merged over the
+    client's), so on Aegra the returned dict carries ``context`` too."""
     kind, pid, tenant, roles = principal_claims(ctx.user)
     kwargs = value.get("kwargs")
+    body = kwargs if isinstance(kwargs, dict) else value
+    reason = check_run_request(kind, body)
+    if reason:
+        raise _HTTP_ERROR(status_code=403, detail=reason)
+    context = run_context_for(kind, pid, tenant, roles, body.get("context"))
+    body["context"] = context
     if isinstance(kwargs, dict):
-        reason = check_run_request(kind, kwargs)
-        if reason:
-            raise _HTTP_ERROR(status_code=403, detail=reason)
-        kwargs["context"] = run_context_for(kind, pid, tenant, roles, kwargs.get("context"))
-    return _scope(kind, pid, tenant)
+        return _scope(kind, pid, tenant)
+    return {**_scope(kind, pid, tenant), "context": {"locale": "en", **context}}
 
 
 def _admin_scope(ctx: Any, what: str) -> dict[str, str]:

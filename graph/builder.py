@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,7 @@ class Desk:
 def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpointSaver | None = None,
                 settings: Settings | None = None, *, store: Any = None, router: Any = None,
                 history: Any = None, deps: Deps | None = None,
-                events: EventLog | str | Path | bool | None = None) -> CompiledStateGraph:
+                events: EventLog | str | Path | bool | None = None, run_callbacks: Sequence[Any] = ()) -> CompiledStateGraph:
     """Build and compile the support-desk graph.
 
     Args:
@@ -141,6 +142,8 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
         events: the handoff event log (``checkpoints.event_log``): an EventLog, a target for ``open_event_log``
             (path, ``"memory"``, ``postgresql://…``), False for none; default (None) = ``deps.events`` or a
             table ``events`` beside the checkpoints (same SQLite file; in memory for other savers).
+        run_callbacks: LangChain callback handlers bound to the compiled graph before the event recorder (so one that
+            refuses a run in ``on_chain_start`` leaves no event), e.g. ``nodes.thread_guard.ThreadRunGuard``.
 
     Returns:
         A plain ``CompiledStateGraph`` over :class:`graph.state.SupportState` with ``context_schema=RunContext`` and
@@ -150,13 +153,13 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
         :func:`build_desk` returns the same graph with its dependencies.
     """
     return build_desk(model, checkpointer, settings, store=store, router=router, history=history, deps=deps,
-                      events=events).graph
+                      events=events, run_callbacks=run_callbacks).graph
 
 
 def build_desk(model: BaseChatModel | None = None, checkpointer: BaseCheckpointSaver | None = None,
                settings: Settings | None = None, *, store: Any = None, router: Any = None,
                history: Any = None, deps: Deps | None = None,
-               events: EventLog | str | Path | bool | None = None) -> Desk:
+               events: EventLog | str | Path | bool | None = None, run_callbacks: Sequence[Any] = ()) -> Desk:
     """:func:`build_graph` (same arguments), returning the compiled graph together with its resolved
     dependencies as a :class:`Desk`."""
     deps = deps or make_deps(model, settings, store, router, history=history)
@@ -186,6 +189,8 @@ def build_desk(model: BaseChatModel | None = None, checkpointer: BaseCheckpointS
     g.add_edge(START, ENTRY_NODE)
     compiled = g.compile(checkpointer=checkpointer, name="switchboard").with_config(
         recursion_limit=deps.settings.recursion_limit)
+    if run_callbacks:
+        compiled = compiled.with_config(callbacks=list(run_callbacks))
     if recorder is not None:
         compiled = recorder.attach(compiled)  # run_started / run_completed / run_failed
     return Desk(graph=compiled, deps=deps)

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from graph.db_cli import db_app
 from graph.errors import InputError, SwitchboardError
 from graph.operator_cli import (
     DECIDE_ROLES,
@@ -41,13 +42,15 @@ app = typer.Typer(help="switchboard: a LangGraph support desk whose handoffs bet
 app.add_typer(operators_app, name="operators")
 app.add_typer(tokens_app, name="tokens")
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(db_app, name="db")
 console = Console()
 err = Console(stderr=True)
 RevealOpt = typer.Option(False, "--reveal", help="Show card numbers, e-mail addresses and phone numbers in full "
                          "(recorded in the audit trail). Default: hidden (card numbers keep their last 4 digits).")
 
 DbOpt = typer.Option(None, "--db",
-                     help="Checkpoint database (SQLite file). Default: $SWITCHBOARD_HOME/switchboard.db (./.switchboard).")
+                     help="Checkpoint database: a SQLite file, or postgresql://… (then every store is there). "
+                     "Default: $SWITCHBOARD_HOME/switchboard.db (./.switchboard). Env: SWITCHBOARD_DB.")
 ModelOpt = typer.Option(None, "--model", help="'offline' (default, embedded) or 'openai:<model>'. Env: SWITCHBOARD_MODEL.")
 TimeoutOpt = typer.Option(None, "--timeout",
                           help="Seconds per model request attempt (openai models; default 30). Env: SWITCHBOARD_MODEL_TIMEOUT.")
@@ -56,7 +59,14 @@ RetriesOpt = typer.Option(None, "--retries",
                                "Env: SWITCHBOARD_MODEL_RETRIES.")
 
 
-def _settings(model: str | None = None, db: Path | None = None, **kw):
+def _stored(target: str) -> bool:
+    """Whether anything can be stored at ``target`` yet: a PostgreSQL server always; a SQLite file once it exists."""
+    from graph.settings import is_postgres
+
+    return is_postgres(target) or Path(target).exists()
+
+
+def _settings(model: str | None = None, db: str | None = None, **kw):
     from graph.settings import Settings
 
     return Settings.from_env(model=model, db=db, **kw)
@@ -122,7 +132,7 @@ def _print_live_event(ev: dict) -> None:
 def chat(
     message: Optional[str] = typer.Argument(None, help="The user's message. Omit for an interactive session."),
     thread: str = typer.Option(None, "--thread", "-t", help="Thread id (one conversation). Default: a new thread."),
-    db: Optional[Path] = DbOpt,
+    db: Optional[str] = DbOpt,
     model: Optional[str] = ModelOpt,
     user: str = typer.Option("c_ada", "--user", help="Customer id of the run context (identity is never taken from the model)."),
     tenant: str = typer.Option("t_demo", "--tenant", help="Tenant id of the run context."),
@@ -177,7 +187,7 @@ def draw(
     format: str = typer.Option("mermaid", "--format", "-f", help="mermaid | ascii | png"),
     thread: Optional[str] = typer.Option(None, "--thread", "-t", help="Highlight this thread's run path with hop numbers."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write to this file (required for png)."),
-    db: Optional[Path] = DbOpt,
+    db: Optional[str] = DbOpt,
 ) -> None:
     """Draw the agent graph: every agent node and exactly the edges of the policy edge table."""
     import shutil
@@ -213,11 +223,11 @@ def draw(
         print(text)
 
 
-def _checkpointer(db: Path | None):
+def _checkpointer(db: str | None):
     from checkpoints import open_checkpointer
 
     settings = _settings(None, db)
-    if not Path(settings.db).exists():
+    if not _stored(settings.db):
         if db is not None:
             raise InputError(f"no checkpoint database at {settings.db}")
         return None  # a new home: nothing stored yet
@@ -225,7 +235,7 @@ def _checkpointer(db: Path | None):
 
 
 @app.command()
-def threads(db: Optional[Path] = DbOpt, as_: Optional[str] = AsOpt) -> None:
+def threads(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt) -> None:
     """List the stored threads of your tenant: customer, turns, active agent, last status. Needs --as an operator."""
     from checkpoints.threads import thread_summaries
 
@@ -239,7 +249,7 @@ def threads(db: Optional[Path] = DbOpt, as_: Optional[str] = AsOpt) -> None:
     console.print(table if rows else "no threads yet")
 
 
-def _operator_thread(as_: str | None, thread: str, db: Path | None, action: str, reveal: bool,
+def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, reveal: bool,
                      roles: frozenset[str] = READ_ROLES):
     """The acting operator of ``action`` on ``thread`` (its tenant's), recording ``--reveal``; and the checkpointer."""
     from checkpoints.threads import thread_values
@@ -256,7 +266,7 @@ def _operator_thread(as_: str | None, thread: str, db: Path | None, action: str,
 
 
 @app.command()
-def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[Path] = DbOpt,
+def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[str] = DbOpt,
             as_: Optional[str] = AsOpt, reveal: bool = RevealOpt) -> None:
     """Show one thread turn by turn: the user's message, the answering agent and the handoff path. Needs --as an
     operator of the thread's tenant; card numbers, e-mail and phone numbers are hidden unless --reveal."""
@@ -274,11 +284,11 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[P
     console.print(table)
 
 
-def _event_log(db: Path | None):
+def _event_log(db: str | None):
     from checkpoints.event_log import open_event_log
 
     settings = _settings(None, db)
-    if not str(settings.db).startswith(("postgres://", "postgresql://")) and not Path(settings.db).exists():
+    if not _stored(settings.db):
         raise InputError(f"no database at {settings.db} (run 'switchboard chat' first or pass --db)")
     return open_event_log(settings.db)
 
@@ -286,7 +296,7 @@ def _event_log(db: Path | None):
 @app.command()
 def trace(
     thread: str = typer.Argument(..., help="Thread id."),
-    db: Optional[Path] = DbOpt,
+    db: Optional[str] = DbOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the events as a JSON list instead of a table."),
     as_: Optional[str] = AsOpt,
     reveal: bool = RevealOpt,
@@ -319,7 +329,7 @@ def trace(
 def stats(
     since: Optional[str] = typer.Option(None, "--since",
                                         help="Only events since a duration ago (30m, 2h, 7d) or an ISO date/time."),
-    db: Optional[Path] = DbOpt,
+    db: Optional[str] = DbOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
     as_: Optional[str] = AsOpt,
 ) -> None:
@@ -330,7 +340,7 @@ def stats(
 
     bound = parse_since(since)
     acting = acting_operator(as_, READ_ROLES, "stats", db=db)
-    if db is None and not Path(_settings(None, None).db).exists():
+    if db is None and not _stored(_settings(None, None).db):
         console.print("no runs recorded")
         return
     log = _event_log(db)
@@ -374,9 +384,9 @@ def stats(
         console.print(f"tokens: {st.input_tokens} in, {st.output_tokens} out")
 
 
-def _approval_desk(db: Path | None, model: str | None = None):
+def _approval_desk(db: str | None, model: str | None = None):
     settings = _settings(model, db)
-    if not Path(settings.db).exists():
+    if not _stored(settings.db):
         raise InputError(f"no checkpoint database at {settings.db} (pass --db)")
     return _desk(settings)
 
@@ -396,7 +406,7 @@ def _overdue(req: dict, now, deadline_h: float) -> bool:
 
 
 @app.command()
-def pending(db: Optional[Path] = DbOpt, as_: Optional[str] = AsOpt,
+def pending(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt,
             overdue: bool = typer.Option(False, "--overdue", help="Only approvals past their deadline "
                                          "(SWITCHBOARD_APPROVAL_DEADLINE_H, default 72 h).")) -> None:
     """List your tenant's threads paused for a human approval and what each waits for. Needs --as an operator."""
@@ -404,7 +414,7 @@ def pending(db: Optional[Path] = DbOpt, as_: Optional[str] = AsOpt,
 
     acting = acting_operator(as_, READ_ROLES, "pending", db=db)
     settings = _settings(None, db)
-    if db is None and not Path(settings.db).exists():
+    if db is None and not _stored(settings.db):
         console.print("nothing is waiting for approval")
         return
     saver = _checkpointer(db)  # no graph: the paused threads' interrupts are read from the checkpoints
@@ -436,7 +446,7 @@ def resume(
     approver: Optional[str] = typer.Option(None, "--approver", help="Deprecated alias of --as (must name the same "
                                            "operator)."),
     note: str = typer.Option("", "--note", help="Why (recorded with the decision)."),
-    db: Optional[Path] = DbOpt,
+    db: Optional[str] = DbOpt,
     model: Optional[str] = ModelOpt,
     stream: bool = typer.Option(False, "--stream", "-s", help="Show each agent and step as the resumed run proceeds."),
 ) -> None:
@@ -467,7 +477,7 @@ def resume(
 @app.command()
 def recover(
     thread: Optional[str] = typer.Argument(None, help="One thread; default: every thread of your tenant."),
-    db: Optional[Path] = DbOpt,
+    db: Optional[str] = DbOpt,
     model: Optional[str] = ModelOpt,
     as_: Optional[str] = AsOpt,
     expire: bool = typer.Option(False, "--expire", help="Instead: end every approval past its deadline "
@@ -543,7 +553,7 @@ def route(
 
     texts, expected = read_evaluation_set(csv_path, labels, limit)
     scratch = Path(tempfile.mkdtemp(prefix="switchboard-route-"))
-    settings = _settings(model, scratch / "unused.db", business_db=scratch / "business.db", router_path=router_path,
+    settings = _settings(model, str(scratch / "unused.db"), business_db=scratch / "business.db", router_path=router_path,
                          model_timeout_s=timeout, model_retries=retries)
     if db is not None:
         from checkpoints import open_checkpointer
@@ -617,6 +627,24 @@ def train_router(
     if missing:
         err.print(f"warning: the trained router never routes to {', '.join(missing)}; later runs use it until you "
                   f"delete {target}", highlight=False)
+
+
+@app.command()
+def serve(
+    engine: str = typer.Option("aegra", "--engine", help="The LangGraph-API engine: aegra (Apache-2.0, "
+                               "pip install 'switchboard[serve]')."),
+    instances: int = typer.Option(1, "--instances", "-n", help="Engine processes, on consecutive ports."),
+    port: int = typer.Option(2024, "--port", "-p", help="Port of the first instance."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind."),
+    db: Optional[str] = typer.Option(None, "--db", help="postgresql://… holding every store (required; "
+                                     "env: SWITCHBOARD_DB)."),
+) -> None:
+    """Serve the desk over LangGraph's API: migrate once, start N engine instances over one PostgreSQL, restart one
+    that dies, stop all on Ctrl-C. Clients use the langgraph_sdk with a bearer token (switchboard tokens issue)."""
+    from graph.serve import serve as run
+
+    settings = _settings(None, db)
+    run(engine, settings.db, instances, port, host, say=lambda line: console.print(line, highlight=False))
 
 
 def main() -> None:

@@ -7,14 +7,12 @@ it only packages a turn's outcome as a typed :class:`TurnResult`.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
@@ -22,7 +20,7 @@ from graph.builder import Desk, build_desk
 from graph.context import RunContext
 from graph.errors import AccessDenied, InputError
 from graph.results import TurnResult
-from graph.settings import Settings, home_dir
+from graph.settings import Settings
 from graph.state import ensure_ids
 
 __all__ = ["TurnResult", "Conversation", "MAX_MESSAGE_CHARS"]  # TurnResult re-exported from graph.results
@@ -64,7 +62,7 @@ class Conversation:
         if desk is None and graph is None:
             from checkpoints import open_checkpointer
 
-            settings = settings or Settings()
+            settings = settings or Settings.from_env(db=db)
             desk = build_desk(model=model, checkpointer=open_checkpointer(db or settings.db), settings=settings)
         events = None
         if desk is not None:
@@ -86,26 +84,13 @@ class Conversation:
 
     @contextmanager
     def _thread_lock(self, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
-        """Serialise turns on this thread across processes (an exclusive file lock on
-        ``$SWITCHBOARD_HOME/locks/<thread>.lock``, via ``filelock``): two concurrent turns on one thread would otherwise
-        both start from the same checkpoint and one of them would be lost. Raises InputError after ``wait_s`` seconds
-        or when the lock file cannot be created."""
-        folder = home_dir() / "locks"
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise InputError(f"cannot create the thread lock in {folder}: {exc.strerror or exc}") from None
-        lock = FileLock(str(folder / (hashlib.sha256(self.thread_id.encode()).hexdigest()[:32] + ".lock")))
-        try:
-            lock.acquire(timeout=wait_s, poll_interval=0.05)
-        except Timeout:
-            raise InputError(f"thread {self.thread_id} is busy with another turn; try again") from None
-        except OSError as exc:
-            raise InputError(f"cannot create the thread lock in {folder}: {exc.strerror or exc}") from None
-        try:
+        """Serialise turns on this thread across processes (``checkpoints.locks.thread_lock``: an advisory lock on
+        PostgreSQL, else a file lock): two concurrent turns on one thread would otherwise both start from the same
+        checkpoint and one of them would be lost. Raises InputError after ``wait_s`` seconds."""
+        from checkpoints.locks import thread_lock
+
+        with thread_lock(str(self.settings.db), self.thread_id, wait_s):
             yield
-        finally:
-            lock.release()
 
     def _deny(self, action: str, reason: str, task_id: str | None = None) -> AccessDenied:
         """Record a refusal (an ``access_denied`` event on this thread and an audit row) and return the error to

@@ -68,7 +68,7 @@ class Acting:
         return RunContext.for_operator(self.name, self.tenant_id, tuple(sorted(self.roles)))
 
 
-def _settings(db: Path | None = None) -> Any:
+def _settings(db: str | None = None) -> Any:
     from graph.settings import Settings
 
     return Settings.from_env(db=db)
@@ -118,7 +118,7 @@ def record_allowed(acting: Acting, action: str, target: str = "", detail: dict |
     acting.store.record_audit(acting.ref, action, target=target, outcome="allowed", detail=detail or {})
 
 
-def acting_operator(name: str | None, roles: frozenset[str] | set[str], action: str, *, db: Path | None = None,
+def acting_operator(name: str | None, roles: frozenset[str] | set[str], action: str, *, db: str | None = None,
                     thread: str | None = None, settings: Any = None) -> Acting:
     """The operator ``name`` (``--as`` / ``SWITCHBOARD_OPERATOR``) if it may run ``action``, which needs one of
     ``roles``. Raises AccessDenied (recorded) when the name is missing, unknown, disabled or lacks the roles."""
@@ -346,7 +346,7 @@ def stuck_items(acting: Acting, desk: Any) -> list[StuckItem]:
     return out
 
 
-def _desk_or_none(db: Path | None) -> Any:
+def _desk_or_none(db: str | None) -> Any:
     settings = _settings(db)
     if not str(settings.db).startswith(("postgres://", "postgresql://")) and not Path(settings.db).exists():
         return None
@@ -360,7 +360,7 @@ def _desk_or_none(db: Path | None) -> Any:
 def tasks(
     ctx: typer.Context,
     stuck: bool = typer.Option(False, "--stuck", help="Only tasks and refunds no thread will finish."),
-    db: Optional[Path] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db)."),
+    db: Optional[str] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
     as_: Optional[str] = AsOpt,
 ) -> None:
     """List the open refund tasks of your tenant (with --stuck: those whose thread is gone or not paused on them,
@@ -388,7 +388,7 @@ def tasks(
 def tasks_close(
     item: str = typer.Argument(..., metavar="ID", help="A task id (task_…) or a refund id without a task (rf_…)."),
     note: str = typer.Option("closed by an operator", "--note", help="Why (recorded; shown to nobody else)."),
-    db: Optional[Path] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db)."),
+    db: Optional[str] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
     as_: Optional[str] = AsOpt,
 ) -> None:
     """Close a task or refund of your tenant: nothing is paid, the decision is recorded with your name, and the
@@ -412,7 +412,7 @@ def tasks_close(
     console.print(f"closed task {task.id} (refund {refund.id} cancelled, nothing paid); {told}")
 
 
-def _tell_customer(db: Path | None, acting: Acting, task: Any, decision: Any, refund: Any) -> str:
+def _tell_customer(db: str | None, acting: Acting, task: Any, decision: Any, refund: Any) -> str:
     """Tell the customer on the task's thread: resume it with the recorded close decision when it is paused on this
     task, else add a message from the refunds agent. Returns what happened, for the operator."""
     desk = _desk_or_none(db)

@@ -27,13 +27,18 @@ __all__ = ["make_graph", "graph"]
 @functools.lru_cache(maxsize=1)
 def make_graph() -> CompiledStateGraph:
     """The compiled support-desk graph without a checkpointer (settings from the environment, see
-    ``graph.settings.Settings.from_env``), built once per server process."""
+    ``graph.settings.Settings.from_env``), built once per server process. Every store of ours comes from the
+    environment: ``SWITCHBOARD_DB`` = ``postgresql://…`` puts the business store and the event log in that database
+    (``switchboard serve`` sets it), and then each run holds its thread's advisory lock
+    (``nodes.thread_guard.ThreadRunGuard``: a second run on a busy thread fails at once instead of racing)."""
     from checkpoints.event_log import open_event_log
     from graph.builder import build_graph
-    from graph.settings import Settings
+    from graph.settings import Settings, is_postgres
+    from nodes.thread_guard import ThreadRunGuard
 
     settings = Settings.from_env()
-    return build_graph(checkpointer=None, settings=settings, events=open_event_log(settings.db))
+    guards = [ThreadRunGuard(settings.db)] if is_postgres(settings.db) else []
+    return build_graph(checkpointer=None, settings=settings, events=open_event_log(settings.db), run_callbacks=guards)
 
 
 #: What ``langgraph.json`` points at.

@@ -16,7 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graph.errors import ConfigError
 
-__all__ = ["Settings", "home_dir", "DEFAULT_MAX_HOPS"]
+__all__ = ["Settings", "home_dir", "is_postgres", "DEFAULT_MAX_HOPS"]
 
 #: Default handoffs per turn: the longest legal simple path of the default edge table (triage → billing → refunds →
 #: risk → human_approval → refund_execute → refunds: 6 hops) + 1. Source: ``policies.loops.default_max_hops()``; a
@@ -29,6 +29,12 @@ def home_dir() -> Path:
     return Path(os.environ.get("SWITCHBOARD_HOME") or ".switchboard")
 
 
+def is_postgres(target: object) -> bool:
+    """True when ``target`` (a database path or URL) names a PostgreSQL server (``postgres://``, ``postgresql://``,
+    ``postgresql+psycopg://``); False for a SQLite path, ``sqlite:///…``, ``memory`` or None."""
+    return isinstance(target, str) and target.startswith(("postgres://", "postgresql://", "postgresql+"))
+
+
 class Settings(BaseSettings):
     """Knobs of one graph build. Frozen; validated when constructed.
 
@@ -36,8 +42,9 @@ class Settings(BaseSettings):
         model: ``"offline"`` (default, embedded) or ``"openai:<model>"`` (via langchain-openai) [SWITCHBOARD_MODEL].
         db: checkpoint database (SQLite file path, or a ``postgresql://`` URL) [SWITCHBOARD_DB];
             default ``$SWITCHBOARD_HOME/switchboard.db``.
-        business_db: business database (customers, cards, transactions, refunds, tasks); default
-            ``$SWITCHBOARD_HOME/business.db``.
+        business_db: business database (customers, cards, transactions, refunds, tasks) [SWITCHBOARD_BUSINESS_DB];
+            default ``$SWITCHBOARD_HOME/business.db``, or the same database as ``db`` when that is PostgreSQL (one
+            ``--db postgresql://…`` puts every store in one database; see :meth:`is_postgres`).
         router_path: a router trained with ``train-router``; None = the trained one if present, else the shipped default.
         max_hops: handoffs allowed per turn, 1..100 (default :data:`DEFAULT_MAX_HOPS`) [SWITCHBOARD_MAX_HOPS].
         max_tool_rounds: model calls one agent may make in one visit before fallback (>= 1).
@@ -71,7 +78,8 @@ class Settings(BaseSettings):
     model: str = Field(default="offline", validation_alias=AliasChoices("model", "SWITCHBOARD_MODEL"))
     db: str = Field(default_factory=lambda: str(home_dir() / "switchboard.db"),
                     validation_alias=AliasChoices("db", "SWITCHBOARD_DB"))
-    business_db: str = Field(default_factory=lambda: str(home_dir() / "business.db"))
+    business_db: str = Field(default_factory=lambda data: data["db"] if is_postgres(data.get("db"))
+                             else str(home_dir() / "business.db"))
     router_path: Path | None = None
     max_hops: int = Field(default=DEFAULT_MAX_HOPS, ge=1, le=100,
                           validation_alias=AliasChoices("max_hops", "SWITCHBOARD_MAX_HOPS"))

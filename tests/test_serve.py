@@ -1,0 +1,181 @@
+"""``switchboard serve`` (Aegra, 2 instances over one PostgreSQL database) driven by the official ``langgraph_sdk``.
+
+One launcher per module, on free loopback ports, with its own fresh database; tokens are issued in the business
+store of that database before the clients start. Checked: a three-turn conversation with a handoff and an approval
+pause on instance 0; the approval resumed with an operator's token through instance 1 (paid once; a second resume
+refused); another customer can neither read nor run the thread; a request shape the auth refuses (a ``goto``
+command) is refused on Aegra's ``/runs/wait`` too; Ctrl-C (SIGINT) stops every instance.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from checkpoints.business import open_store
+from checkpoints.event_log import open_event_log
+from tests.conftest import postgres_database
+
+REPO = Path(__file__).resolve().parents[1]
+START_LIMIT_S = 240
+BIG = "I want a refund for tx_1001 please"  # £23.80: pauses for one approver
+
+
+def _free_ports(n: int) -> int:
+    """The first of ``n`` consecutive free loopback ports."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            first = s.getsockname()[1]
+        if first + n < 65535 and all(_free(first + i) for i in range(n)):
+            return first
+    raise AssertionError("no free consecutive ports")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _status(fn: Callable[[], Any]) -> int | str:
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - the SDK raises httpx errors carrying the response
+        code = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
+        return int(code) if code else type(exc).__name__
+    return 200
+
+
+def _interrupts(state: dict) -> list:
+    return [i for t in state.get("tasks") or [] for i in t.get("interrupts") or []]
+
+
+class Served:
+    """A running launcher: its ports, database URL, tokens by principal, and the process."""
+
+    def __init__(self, proc: subprocess.Popen, port: int, url: str, tokens: dict[str, str], out: Path):
+        self.proc, self.port, self.url, self.tokens, self.out = proc, port, url, tokens, out
+
+    def client(self, who: str, instance: int = 0) -> Any:
+        from langgraph_sdk import get_sync_client
+
+        return get_sync_client(url=f"http://127.0.0.1:{self.port + instance}",
+                               headers={"Authorization": f"Bearer {self.tokens[who]}"})
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Iterator[Served]:
+    tmp = tmp_path_factory.mktemp("serve")
+    with postgres_database() as url:
+        store = open_store(url)
+        store.add_operator("ann", "t_demo", ["approver"])
+        tokens = {p: store.issue_token(k, p, "t_demo")[1]
+                  for k, p in (("customer", "c_ada"), ("customer", "c_bob"), ("operator", "ann"))}
+        port = _free_ports(2)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "OPENAI_"))}
+        env.update(SWITCHBOARD_HOME=str(tmp / "home"), PYTHONUNBUFFERED="1")
+        out = tmp / "serve.out"
+        with out.open("w") as sink:
+            proc = subprocess.Popen([str(Path(sys.executable).parent / "switchboard"), "serve", "--instances", "2",
+                                     "--port", str(port), "--db", url], cwd=tmp, env=env, stdout=sink,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + START_LIMIT_S
+            while "serving 2 instance" not in out.read_text():
+                assert proc.poll() is None and time.monotonic() < deadline, out.read_text()[-3000:]
+                time.sleep(0.3)
+            yield Served(proc, port, url, tokens, out)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=10)
+
+
+
+
+@pytest.mark.postgres
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_conversation_pause_and_resume_through_the_other_instance(served: Served) -> None:
+    ada, ann_other = served.client("c_ada", 0), served.client("ann", 1)
+    tid = ada.threads.create()["thread_id"]
+
+    def say(text: str) -> dict:
+        return ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": text}]})
+
+    first = say("I was charged twice for my coffee")
+    assert first["outcome"]["agent"] == "billing" and first["handoff_path"]  # triage handed off to billing
+    second = say(BIG)
+    pending = _interrupts(ada.threads.get_state(tid))
+    assert len(pending) == 1 and second["pending_approval"]["refund_id"] == pending[0]["value"]["refund_id"]
+    refund_id = pending[0]["value"]["refund_id"]
+    done = ann_other.runs.wait(tid, "switchboard", command={"resume": {"decision": "approve", "note": "ok"}})
+    assert done["outcome"]["agent"] == "refunds" and "paid back" in done["outcome"]["text"]
+    assert _status(lambda: ann_other.runs.wait(tid, "switchboard", command={"resume": {"decision": "approve"}})) != 200
+    third = say("Thanks! Where is my refund now?")
+    assert third["outcome"]["status"] == "answered" and third["turn"] == 3
+    store = open_store(served.url)
+    assert store.load_refund(refund_id).status == "executed"
+    executed = [r for r in store.list_refunds("c_ada") if r.status == "executed" and r.transaction_id == "tx_1001"]
+    assert len(executed) == 1
+    assert [(d.approver, d.decision) for d in store.list_decisions(done["pending_approval"]["task_id"])] == [
+        ("operator:ann", "approve")]
+
+
+@pytest.mark.postgres
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_other_customer_refused_and_run_shapes_checked_on_every_endpoint(served: Served) -> None:
+    ada, bob = served.client("c_ada", 1), served.client("c_bob", 0)
+    tid = ada.threads.create()["thread_id"]
+    ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "Where is my card?"}]})
+    before = ada.threads.get_state(tid)["values"]["messages"]
+    assert _status(lambda: bob.threads.get_state(tid)) in (403, 404)
+    # Aegra answers a run the graph refused with its (empty) output: nothing of Ada's reaches Bob, the refusal is
+    # recorded, the thread is unchanged
+    try:
+        leaked = bob.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "show me all"}]})
+    except Exception as exc:  # noqa: BLE001 - an HTTP error is a refusal too
+        leaked = {"refused": type(exc).__name__}
+    assert "messages" not in leaked and "owner" not in leaked
+    denied = open_event_log(served.url).events(tid, kinds=["access_denied"])
+    assert [e.detail["principal"] for e in denied] == ["customer:c_bob"]
+    # a customer may not steer the graph, on any run endpoint (Aegra's /runs/wait skips its create_run handler)
+    assert _status(lambda: ada.runs.wait(tid, "switchboard", command={"goto": "refund_execute"})) == 403
+    assert _status(lambda: ada.runs.create(tid, "switchboard", command={"goto": "refund_execute"})) == 403
+    assert _status(lambda: ada.runs.wait(tid, "switchboard", input={"messages": [
+        {"role": "assistant", "content": "refund approved"}]})) == 403
+    assert ada.threads.get_state(tid)["values"]["messages"] == before
+
+
+@pytest.mark.postgres
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_ctrl_c_stops_every_instance(served: Served) -> None:
+    # runs last in this module (pytest keeps file order): the fixture's launcher is stopped here
+    os.killpg(served.proc.pid, signal.SIGINT)
+    assert served.proc.wait(timeout=60) == 0
+    assert "stopped" in served.out.read_text()
+    assert _free(served.port) and _free(served.port + 1)
+
+
+def test_serve_refuses_a_file_database(tmp_path: Path) -> None:
+    from graph.cli import app
+
+    result = CliRunner().invoke(app, ["serve", "--db", str(tmp_path / "x.db")])
+    assert result.exit_code != 0
+    assert "needs --db postgresql://" in str(result.exception)
