@@ -167,8 +167,8 @@ def test_triage_billing_refunds_over_http_from_env_config(stub, env_graph):
     # specialists call tools; triage's routing tool is not theirs
     billing_tools = {t["function"]["name"] for t in srv.requests[1]["tools"]}
     assert {"find_duplicate_charges", "transfer_to_refunds"} <= billing_tools and "route_to_agent" not in billing_tools
-    # what triage extracted reaches billing as user-said facts; billing's verified id reaches refunds
-    assert "merchant=Blue Bottle Coffee (user_said)" in srv.requests[1]["messages"][0]["content"]
+    # what triage extracted reaches billing as model-written facts (nobody verified them); billing's verified id reaches refunds
+    assert "merchant=Blue Bottle Coffee (model_written)" in srv.requests[1]["messages"][0]["content"]
     assert "transaction_id=tx_1008 (system_verified)" in srv.requests[3]["messages"][0]["content"]
     values = g.get_state(CFG).values
     assert values["state_version"] == 2  # the refund was requested once and paid once
