@@ -67,6 +67,7 @@ def test_the_corpus_is_large_enough():
     assert len(INJECTIONS) >= 40 and len(set(INJECTIONS)) == len(INJECTIONS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("i", range(len(INJECTIONS)))
 def test_an_injection_changes_nothing_it_may_not(make_desk, store, i):
     desk = make_desk()
