@@ -66,9 +66,15 @@ def open_checkpointer(target: str | Path | None) -> BaseCheckpointSaver:
             raise ConfigError("Postgres checkpoints need: pip install langgraph-checkpoint-postgres 'psycopg[binary]'") from exc
         import psycopg  # type: ignore[import-not-found]
 
-        conn = psycopg.connect(text, autocommit=True, prepare_threshold=0)
-        saver = PostgresSaver(conn)
-        saver.setup()
+        try:
+            conn = psycopg.connect(text, autocommit=True, prepare_threshold=0)
+            saver = PostgresSaver(conn)
+            saver.setup()
+        except psycopg.Error as exc:  # unreachable server, bad credentials, missing database: one line, no password
+            from sqlalchemy.engine import make_url
+
+            where = make_url(text).render_as_string(hide_password=True)
+            raise ConfigError(f"checkpoint database {where} is unavailable: {storage_cause(str(exc))}") from None
         return saver
     if text.startswith("sqlite:///"):
         text = text[len("sqlite:///"):]
