@@ -89,7 +89,7 @@ class ExpertTask(BaseModel):
 
 
 class ExpertFact(Fact):
-    """A fact an expert found: ``key``, ``value``, ``source`` (user_said | system_verified) and ``via``, the
+    """A fact an expert found: ``key``, ``value``, ``source`` (user_said | system_verified | model_written) and ``via``, the
     business tool that verified it (None for what the user said)."""
 
     via: str | None = None

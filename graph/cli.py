@@ -82,6 +82,16 @@ def _desk(settings, checkpointer=None, **kw):
                       deps=deps)
 
 
+def _safe(text: object) -> str:
+    """Stored text for the terminal: control characters made visible (``graph.inputs.printable``), rich markup
+    escaped, so a stored message or model answer can never drive the operator's terminal."""
+    from rich.markup import escape
+
+    from graph.inputs import printable
+
+    return escape(printable(str(text if text is not None else "")))
+
+
 def _report_model_error(r) -> bool:
     """Print a failed model call of turn ``r`` as one ``error: …`` line on stderr. Returns True when there was one."""
     if not getattr(r, "model_error", None):
@@ -94,7 +104,7 @@ def _print_turn(r) -> None:
     who = r.agent or "?"
     if r.status == "awaiting_approval":
         if r.text:  # an answer while paused (the cancel question, a status answer)
-            console.print(f"[bold green]{who}[/]: {r.text}", highlight=False)
+            console.print(f"[bold green]{who}[/]: {_safe(r.text)}", highlight=False)
         p = r.pending
         need = p.approvals_required - len(p.approvals)
         who = f"{need} more approver{'s' if need > 1 else ''}" + (f" (approved so far: {', '.join(p.approvals)})"
@@ -104,7 +114,7 @@ def _print_turn(r) -> None:
                       f"An approver decides with: switchboard resume {r.thread_id} --approve --as NAME", highlight=False)
     else:
         style = {"fallback": "red", "clarify": "yellow"}.get(r.status, "green")
-        console.print(f"[bold {style}]{who}[/]: {r.text}")
+        console.print(f"[bold {style}]{who}[/]: {_safe(r.text)}")
     if r.path_str:
         console.print(f"[dim]path: {r.path_str}[/]")
 
@@ -147,8 +157,13 @@ def chat(
     exit code is 1. An interactive session stops at once when the server is unreachable or refuses the key."""
     from graph.context import RunContext
     from graph.conversation import Conversation
+    from graph.inputs import check_message, check_thread_id
     from nodes.models import FATAL_MODEL_ERRORS
 
+    if thread is not None:
+        check_thread_id(thread)  # before anything is opened or created
+    if message is not None:
+        check_message(message)
     settings = _settings(model, db, model_timeout_s=timeout, model_retries=retries)
     conv = Conversation(thread, desk=_desk(settings), context=RunContext(user_id=user, tenant_id=tenant),
                         on_event=_print_live_event if stream else None)
@@ -160,24 +175,31 @@ def chat(
             raise typer.Exit(1)
         return
     console.print("[dim]Type a message; an empty line or Ctrl-D ends.[/]")
-    failed = False
+    failed = refused = False
     while True:
         try:
             text = console.input("[bold]you[/]: ")
         except (EOFError, KeyboardInterrupt):
             break
+        except UnicodeDecodeError:  # a line that is not UTF-8: refused like any bad message
+            err.print("error: the message is not valid UTF-8", highlight=False, soft_wrap=True)
+            refused = True
+            continue
         if not text.strip():
             break
         try:
             r = conv.send(text)
         except InputError as exc:
-            err.print(f"error: {exc}")
+            err.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
+            refused = True
             continue
         _print_turn(r)
         if _report_model_error(r):
             failed = True
             if r.model_error is not None and r.model_error.kind in FATAL_MODEL_ERRORS:
                 break
+    if refused:
+        raise typer.Exit(2)  # a refused line: the session's input was partly bad
     if failed:
         raise typer.Exit(1)
 
@@ -253,7 +275,9 @@ def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, 
                      roles: frozenset[str] = READ_ROLES):
     """The acting operator of ``action`` on ``thread`` (its tenant's), recording ``--reveal``; and the checkpointer."""
     from checkpoints.threads import thread_values
+    from graph.inputs import check_thread_id
 
+    check_thread_id(thread)
     acting = acting_operator(as_, roles, action, db=db, thread=thread)
     saver = _checkpointer(db)
     values = thread_values(saver, thread) if saver is not None else {}
@@ -277,7 +301,7 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[s
     turns = thread_turns(saver, thread)
     if not turns:
         raise InputError(f"unknown thread {thread!r}")
-    show = (lambda x: x) if reveal else redact
+    show = _safe if reveal else (lambda x: _safe(redact(x)))
     table = Table("turn", "user", "answered by", "path", "answer", show_lines=True)
     for t in turns:
         table.add_row(str(t["turn"]), show(t["user"]), t["agent"] or "-", t["path"], show(t["answer"]))
@@ -315,7 +339,7 @@ def trace(
         rows = [e.as_dict() for e in evts]
         print(json.dumps(rows if reveal else redact_value(rows), indent=2, default=str))
         return
-    show = (lambda x: x) if reveal else redact
+    show = _safe if reveal else (lambda x: _safe(redact(x)))
     table = Table("#", "time (UTC)", "turn", "event", "agent", "what", title=f"thread {thread}", show_lines=False)
     styles = {"handoff_accepted": "magenta", "handoff_refused": "red", "loop_detected": "bold red", "run_failed": "bold red",
               "access_denied": "bold red",

@@ -19,6 +19,7 @@ from langgraph.types import Command
 from graph.builder import Desk, build_desk
 from graph.context import RunContext
 from graph.errors import AccessDenied, InputError
+from graph.inputs import check_message, check_thread_id
 from graph.results import TurnResult
 from graph.settings import Settings
 from graph.state import ensure_ids
@@ -41,7 +42,8 @@ class Conversation:
         print(r.agent, r.text, r.path_str)
 
     Args:
-        thread_id: the thread (new random id when None).
+        thread_id: the thread (new random id when None; else 1-128 characters of ``A-Z a-z 0-9 . _ : -``, see
+            ``graph.inputs``; an empty or malformed id raises InputError).
         desk: a compiled graph with its dependencies (``graph.builder.build_desk``); default: built here with a
             SQLite checkpointer at ``db`` (``settings.db`` when ``db`` is None; ``"memory"`` for an in-memory saver).
         graph: a plain compiled graph instead of ``desk`` (then ``store`` is the business store that records
@@ -58,7 +60,7 @@ class Conversation:
     def __init__(self, thread_id: str | None = None, *, desk: Desk | None = None, graph: Any = None,
                  store: Any = None, context: RunContext | None = None, db: str | Path | None = None,
                  settings: Settings | None = None, model: Any = None, on_event: Callable[[dict], None] | None = None):
-        self.thread_id = thread_id or f"thread_{uuid.uuid4().hex[:10]}"
+        self.thread_id = check_thread_id(thread_id) if thread_id is not None else f"thread_{uuid.uuid4().hex[:10]}"
         if desk is None and graph is None:
             from checkpoints import open_checkpointer
 
@@ -159,14 +161,14 @@ class Conversation:
         return None
 
     def send(self, text: str) -> TurnResult:
-        """Run one user turn. Raises InputError (nothing stored) on empty/over-long text. While an approval is pending
+        """Run one user turn. Raises InputError (nothing stored) on empty/over-long text, control characters other
+        than newline and tab, or invalid UTF-8 (``graph.inputs.check_message``). While an approval is pending
         the message is not a new turn: see :meth:`_while_paused` (cancel with a confirmation, status questions)."""
         if not isinstance(text, str) or not text.strip():
             raise InputError("the message is empty")
         if len(text) > MAX_MESSAGE_CHARS:
             raise InputError(f"the message is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
-        if "\x00" in text:
-            raise InputError("the message contains a NUL character")
+        check_message(text)  # control characters, invalid UTF-8: refused before anything is stored
         with self._thread_lock():
             self._check_identity()
             if self.pending() is not None:

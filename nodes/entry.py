@@ -72,6 +72,12 @@ def make_entry_node(deps: Deps):
                  detail={"principal": principal.ref if principal else None, "action": "turn"})
             removal = [RemoveMessage(id=m.id) for m in incoming_messages(list(state.get("messages") or [])) if m.id]
             return Command(goto=ACCESS_DENIED, update={"messages": removal} if removal else {})
+        if (state.get("pending_approval") or {}).get("stage") == "awaiting":
+            # the thread waits for an approval: a new message (graph driven directly, e.g. langgraph dev) must not start
+            # a turn that drops the pending interrupt and leaves the refund "requested" without an owner; it goes
+            # back to the pause (Conversation.send answers such messages itself: cancel confirmation, status)
+            emit("interrupt", reason="a message arrived while the thread waits for an approval", to_agent="human_approval")
+            return Command(goto="human_approval")
         turn = int(state.get("turn") or 0) + 1
         identity = {"user_id": principal.id, "tenant_id": principal.tenant_id}
         stored = state.get("identity")

@@ -169,7 +169,10 @@ class ExpertRun:
                 said.setdefault(f.key, f.value)
         for k, v in said.items():
             if (k, str(v), "system_verified") not in facts:
-                facts.setdefault((k, str(v), "user_said"), ExpertFact(key=k, value=str(v), source="user_said"))
+                # the objective may be the supervisor model's words: what the customer did not say is model-written
+                src: Literal["user_said", "model_written"] = (
+                    "user_said" if not task.request or str(v) in task.request else "model_written")
+                facts.setdefault((k, str(v), src), ExpertFact(key=k, value=str(v), source=src))
         refs = tuple(sorted({f.value for f in facts.values() if f.source == "system_verified" and f.key.endswith("_id")}))
         questions = tuple(q.strip() for q in _QUESTION.findall(answer or "")) if status == "ok" else ()
         return ExpertResult(task_id=task.task_id, plan_id=task.plan_id, expert=task.expert, objective=task.objective,

@@ -50,6 +50,11 @@ def wants_refund(text: str) -> bool:
     return bool(_REFUND_RE.search(text or ""))
 
 
+#: Fact keys that name a record: the one the customer named is the one acted on (a verified value of another record
+#: never replaces it; the tool then resolves it inside the caller's account or refuses).
+_REFERENCES = frozenset({"transaction_id", "transaction_ids", "refund_id", "transfer_id", "card_ref", "card_last4"})
+
+
 def approval_outcome_text(facts: dict[str, str]) -> str:
     """The refunds agent's answer after the approval flow, from the packet's system-verified facts."""
     rid, tx, amount = facts.get("refund_id", "your refund"), facts.get("transaction_id"), facts.get("amount", "")
@@ -136,8 +141,9 @@ class OfflineChatModel(BaseChatModel):
         results = [r for r in results if not r[0].startswith("transfer_to_")]
         from_specialist = bool(re.search(r"^Handoff from (?!triage\b)\w+ to", system, re.M))
         facts = dict(extract_facts(user_text))
+        named = set(facts) & _REFERENCES  # ids the customer named: resolved exactly, never replaced by another record
         for key, value, src in _FACT_LINE.findall(system):
-            if src == "system_verified":  # a verified value wins over what the user said (issue 11, section 3)
+            if src == "system_verified" and key not in named:  # a verified value wins over a said one (issue 11, §3)
                 facts[key] = value.strip()
             else:
                 facts.setdefault(key, value.strip())

@@ -146,8 +146,10 @@ FLOW_NODES: tuple[str, ...] = ("risk", "human_approval", "refund_execute")
 
 def _default_table() -> EdgeTable:
     agents_and_clarify = set(AGENTS)
+    # entry -> human_approval: a message on a thread paused for an approval returns to the pause (the refund keeps
+    # its owner; issue 11 §3) instead of starting a turn that would drop the pending interrupt
     extra = {(a, FALLBACK) for a in agents_and_clarify} | set(APPROVAL_FLOW_EDGES) | set(SUPERVISION_EDGES) | {
-        (ENTRY_NODE, ACCESS_DENIED)}
+        (ENTRY_NODE, ACCESS_DENIED), (ENTRY_NODE, "human_approval")}
     return EdgeTable(
         handoffs=HANDOFF_EDGES,
         # A turn starts at triage, at the stored active specialist when the topic continues, or at

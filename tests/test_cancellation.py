@@ -150,3 +150,20 @@ def test_another_customer_cannot_cancel_or_ask(isolated_home):
         with pytest.raises(AccessDenied):
             bob.send(text)
     assert _tx1001(store) == ["requested"]
+
+
+def test_a_message_sent_straight_to_the_graph_keeps_the_pause(isolated_home):
+    """Driving the compiled graph directly (as ``langgraph dev`` does) with a new message on a paused thread returns to
+    the pause: the refund keeps its owner (still listed by ``pending``), and the approver's decision still pays it
+    once."""
+    from langchain_core.messages import HumanMessage
+
+    from graph.state import ensure_ids
+    from tests.test_approval import ANN
+
+    g, store, conv = _paused(isolated_home)
+    for text in ("please don't cancel it", "any news?"):
+        g.invoke({"messages": ensure_ids([HumanMessage(content=text)])}, conv.config, context=RunContext())
+        assert conv.pending() is not None and _tx1001(store) == ["requested"]
+    r = Conversation("c1", graph=g, store=store, context=ANN).resume({"decision": "approve", "note": "ok"})
+    assert "paid back" in r.text and _tx1001(store) == ["executed"]

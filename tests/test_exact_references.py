@@ -108,3 +108,19 @@ def test_facts_a_model_writes_into_a_handoff_are_model_written():
     text = fallback_text({"reason": "r", "known_facts": [{"key": "merchant", "value": "Blue Bottle",
                                                           "source": "model_written"}]})
     assert "merchant: Blue Bottle (noted, not yet checked)" in text and "you told us" not in text
+
+
+def test_a_transaction_the_customer_named_is_not_replaced_by_one_a_tool_found(make_desk, store):
+    """Billing finds Ada's duplicate coffee (tx_1008) and hands over with it verified; the customer named tx_2001 (not
+    theirs), so refunds acts on tx_2001 — and is refused — instead of refunding a transaction nobody named."""
+    from nodes.offline_model import OfflineChatModel
+    from nodes.router import load_router
+
+    router = load_router()
+    desk = make_desk(OfflineChatModel(router=router), router=router)
+    seeded = {x.id for x in store.list_refunds("c_ada")}
+    r = Conversation("named", desk=desk).send("I was charged twice, refund tx_2001")
+    assert "no such transaction tx_2001 on your account" in r.text
+    assert [x for x in store.list_refunds("c_ada") if x.id not in seeded] == []
+    r = Conversation("unnamed", desk=desk).send("I was charged twice for coffee, please refund it")
+    assert [x.transaction_id for x in store.list_refunds("c_ada") if x.id not in seeded] == ["tx_1008"]
