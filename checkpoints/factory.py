@@ -1,7 +1,7 @@
 """The checkpointer factory: LangGraph's own savers, chosen by a URL or a path.
 
 * a file path or ``sqlite:///path`` -> ``langgraph.checkpoint.sqlite.SqliteSaver`` (WAL mode; the default,
-  ``./.switchboard/switchboard.db``);
+  ``./.switchboard/switchboard.db``) with short channel versions (``checkpoints.sqlite_saver``);
 * ``memory`` -> ``InMemorySaver`` (tests);
 * ``postgresql://…`` -> ``langgraph.checkpoint.postgres.PostgresSaver`` when ``langgraph-checkpoint-postgres``
   is installed (``pip install langgraph-checkpoint-postgres "psycopg[binary]"``).
@@ -18,7 +18,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from graph.errors import ConfigError
 
 __all__ = ["open_checkpointer", "sqlite_connection"]
-
 
 def sqlite_connection(path: str | Path) -> sqlite3.Connection:
     """A connection usable from LangGraph's worker threads (the saver serialises access with a lock), with a
@@ -59,9 +58,9 @@ def open_checkpointer(target: str | Path | None) -> BaseCheckpointSaver:
         return saver
     if text.startswith("sqlite:///"):
         text = text[len("sqlite:///"):]
-    from langgraph.checkpoint.sqlite import SqliteSaver
+    from checkpoints.sqlite_saver import CompactSqliteSaver
 
-    saver = SqliteSaver(sqlite_connection(text))
+    saver = CompactSqliteSaver(sqlite_connection(text))
     try:
         saver.setup()
     except sqlite3.DatabaseError as exc:
