@@ -62,15 +62,15 @@ def chain_policy(agent: str, user: str, names: set, i: int, msgs: list) -> Any:
     return AIMessage(content=f"{agent} answers: done.")
 
 
-def swarm_app(policy: Any, checkpointer: Any, agents: tuple[str, ...] = CHAIN) -> tuple[Any, Any]:
-    """A langgraph-swarm graph of ``agents`` (each may hand off to every other), driven by a ScriptedChatModel with
-    ``policy``; returns ``(compiled app, model)``. The first agent is the default active one."""
+def swarm_app(policy: Any, checkpointer: Any, agents: tuple[str, ...] = CHAIN, tools: list | None = None) -> tuple[Any, Any]:
+    """A langgraph-swarm graph of ``agents`` (each may hand off to every other, and use ``tools``), driven by a
+    ScriptedChatModel with ``policy``; returns ``(compiled app, model)``. The first agent is the default active one."""
     from langchain.agents import create_agent
     from langgraph_swarm import create_handoff_tool, create_swarm
 
     from nodes.scripted_models import ScriptedChatModel
 
     model = ScriptedChatModel(policy=policy)
-    members = [create_agent(model, tools=[create_handoff_tool(agent_name=o) for o in agents if o != a],
+    members = [create_agent(model, tools=[*(tools or []), *(create_handoff_tool(agent_name=o) for o in agents if o != a)],
                             system_prompt=f"You are the {a} agent.", name=a) for a in agents]
     return create_swarm(members, default_active_agent=agents[0]).compile(checkpointer=checkpointer), model

@@ -68,6 +68,10 @@ def swarm_calls(recursion_limit: int = 25) -> dict:
 def main() -> int:
     sb = switchboard_calls()
     sw = swarm_calls()
+    if "--json" in sys.argv:  # for bench/run.py
+        import json
+
+        Path(sys.argv[sys.argv.index("--json") + 1]).write_text(json.dumps({"switchboard": sb, "swarm": sw}, indent=2))
     print("ping-pong (billing <-> refunds forever), same scripted model")
     print(f"  switchboard     : {sb['model_calls']} model calls, ends in {sb['status']} ({sb['reason']}), {sb['seconds']} s")
     print(f"  langgraph-swarm : {sw['model_calls']} model calls, ends with {sw['exception'] or sw['status']} "

@@ -1,22 +1,28 @@
-"""Checkpoint storage per thread as turns grow (DESIGN.md, "Storage growth").
+"""Checkpoint storage per thread as turns grow (DESIGN.md, "Storage growth"), against langgraph-swarm.
 
-Runs the same conversation (a refund-status question per turn: 4 messages per turn, one business tool call)
-on a SQLite checkpointer twice, in one process: with switchboard's transcript channel (LangGraph's
-``DeltaChannel``: each checkpoint stores only its step's new messages) and with the usual
-``Annotated[list, add_messages]`` (each checkpoint stores the whole list). Prints bytes per thread after
-10, 50 and 100 turns and the ratio. Run: ``python bench/storage.py`` (part of ``make bench``).
+One thread of 100 turns on a SQLite checkpointer, in one process: switchboard with the offline model (a
+refund-status question per turn: 4 messages, one business tool call; transcript in LangGraph's ``DeltaChannel``),
+and a langgraph-swarm graph whose scripted model makes the same 4 messages per turn (a tool call, then an answer;
+``add_messages``: every checkpoint stores the whole list). Prints bytes per thread after 10, 50 and 100 turns, the
+bytes the 10th and the 100th turn added, the wall time, and checks that the whole transcript is read back.
+``--baseline`` adds switchboard with ``Annotated[list, add_messages]`` instead of DeltaChannel (slow: ~3 minutes).
+
+Targets (issue "speed and footprint", item 4): <= 1 MB for 100 turns; linear: the 100th turn adds <= 1.1x the 10th.
+Usage: ``python bench/storage.py [--turns 100] [--baseline] [--json FILE]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Annotated
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import load_average, swarm_app, swarm_available, write_json  # noqa: E402
 
 MARKS = (10, 50, 100)
 
@@ -42,7 +48,22 @@ def thread_bytes(saver, thread_id: str) -> int:
     return int(a) + int(b)
 
 
-def run(kind: str) -> dict[int, int]:
+def _question(turn: int) -> str:
+    return f"Where is my refund? (asking again, #{turn})"
+
+
+def _grow(send, saver, thread_id: str, turns: int) -> dict:
+    sizes: list[int] = []
+    t0 = time.perf_counter()
+    for turn in range(1, turns + 1):
+        send(_question(turn))
+        sizes.append(thread_bytes(saver, thread_id))
+    added = [b - a for a, b in zip([0, *sizes], sizes)]
+    return {"bytes": {n: sizes[n - 1] for n in MARKS if n <= turns}, "turn_10_added": added[min(10, turns) - 1],
+            "last_turn_added": added[-1], "seconds": round(time.perf_counter() - t0, 2)}
+
+
+def switchboard(turns: int, kind: str = "delta") -> dict:
     import graph.builder as builder
     from checkpoints import open_checkpointer
     from checkpoints.business import open_store
@@ -51,12 +72,9 @@ def run(kind: str) -> dict[int, int]:
     from nodes.offline_model import OfflineChatModel
     from nodes.scripted_models import KeywordRouter
 
-    schema = SupportState
-    if kind == "add_messages":
-        schema = BaselineState
     home = Path(tempfile.mkdtemp())
     original = builder.SupportState
-    builder.SupportState = schema
+    builder.SupportState = BaselineState if kind == "add_messages" else SupportState
     try:
         r = KeywordRouter()
         saver = open_checkpointer(home / "cp.db")
@@ -65,28 +83,63 @@ def run(kind: str) -> dict[int, int]:
     finally:
         builder.SupportState = original
     conv = Conversation("grow", graph=g)
-    out: dict[int, int] = {}
-    for turn in range(1, max(MARKS) + 1):
-        conv.send(f"Where is my refund? (asking again, #{turn})")
-        if turn in MARKS:
-            out[turn] = thread_bytes(saver, "grow")
-    assert len(conv.state["messages"]) >= 4 * max(MARKS)
+    out = _grow(conv.send, saver, "grow", turns)
+    from checkpoints.threads import thread_values  # read back from the file, as `switchboard history` does
+
+    humans = [m.content for m in thread_values(open_checkpointer(home / "cp.db"), "grow")["messages"] if m.type == "human"]
+    out["transcript_recovered"] = humans == [_question(t) for t in range(1, turns + 1)]
     return out
 
 
+def swarm(turns: int) -> dict:
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.tools import tool
+
+    from checkpoints import open_checkpointer
+    from nodes.scripted_models import tool_call
+
+    @tool
+    def refund_status(refund_id: str = "") -> str:
+        """The status of the customer's latest refund."""
+        return "Refund rf_2001 of 23.80 EUR: approved, paid back on 20 Nov."
+
+    def policy(agent, user, names, i, msgs):
+        if msgs and msgs[-1].type == "tool":
+            return AIMessage(content="Your refund rf_2001 of 23.80 EUR was paid back on 20 Nov.")
+        return AIMessage(content="", tool_calls=[tool_call("refund_status")])
+
+    saver = open_checkpointer(Path(tempfile.mkdtemp()) / "swarm.db")
+    app, _ = swarm_app(policy, saver, agents=("refunds", "billing"), tools=[refund_status])
+    cfg = {"configurable": {"thread_id": "grow"}}
+    return _grow(lambda text: app.invoke({"messages": [HumanMessage(text)]}, cfg), saver, "grow", turns)
+
+
 def main() -> int:
-    t0 = time.perf_counter()
-    delta = run("delta")
-    base = run("add_messages")
-    print("checkpoint bytes per thread (SQLite saver, 4 messages per turn)")
-    print(f"  {'turns':>5} {'DeltaChannel':>14} {'add_messages':>14} {'ratio':>7}")
-    for n in MARKS:
-        print(f"  {n:>5} {delta[n]:>14,} {base[n]:>14,} {base[n] / delta[n]:>6.1f}x")
-    growth_d = delta[100] / delta[10]
-    growth_b = base[100] / base[10]
-    print(f"  growth 10 -> 100 turns: DeltaChannel x{growth_d:.1f} (linear would be x10), add_messages x{growth_b:.1f}")
-    print(f"  ({time.perf_counter() - t0:.1f} s)")
-    return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--turns", type=int, default=100)
+    ap.add_argument("--baseline", action="store_true", help="also switchboard with add_messages (slow)")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    runs = {"switchboard": switchboard(args.turns)}
+    if swarm_available():
+        runs["swarm"] = swarm(args.turns)
+    if args.baseline:
+        runs["add_messages"] = switchboard(args.turns, "add_messages")
+    print(f"checkpoint bytes per thread (SQLite saver, 4 messages per turn)   load average {load_average()}")
+    print(f"  {'':12}" + "".join(f"{f'{n} turns':>12}" for n in MARKS if n <= args.turns)
+          + f"{'10th turn':>11}{'last turn':>11}{'seconds':>9}")
+    for name, r in runs.items():
+        print(f"  {name:12}" + "".join(f"{r['bytes'][n]:>12,}" for n in MARKS if n <= args.turns)
+              + f"{r['turn_10_added']:>11,}{r['last_turn_added']:>11,}{r['seconds']:>9}")
+    sb = runs["switchboard"]
+    total, growth = sb["bytes"][max(sb["bytes"])], sb["last_turn_added"] / sb["turn_10_added"]
+    print(f"  switchboard: {total / 1e6:.2f} MB (target <= 1 MB), last turn / 10th turn = {growth:.2f} (target <= 1.10), "
+          f"transcript read back: {'yes' if sb['transcript_recovered'] else 'NO'}")
+    if "swarm" in runs:
+        sw = runs["swarm"]["bytes"]
+        print("  ratio switchboard / swarm: " + ", ".join(f"{n} turns {sb['bytes'][n] / sw[n]:.3f}x" for n in sw))
+    write_json(args.json, {"turns": args.turns, "runs": runs})
+    return 0 if sb["transcript_recovered"] else 1
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The checkpointer factory: LangGraph's own savers, chosen by a URL or a path.
 
 * a file path or ``sqlite:///path`` -> ``langgraph.checkpoint.sqlite.SqliteSaver`` (WAL mode; the default,
-  ``./.switchboard/switchboard.db``);
+  ``./.switchboard/switchboard.db``) with short channel versions (``checkpoints.sqlite_saver``);
 * ``memory`` -> ``InMemorySaver`` (tests);
 * ``postgresql://…`` -> ``langgraph.checkpoint.postgres.PostgresSaver`` on a ``psycopg_pool.ConnectionPool``
   (``langgraph-checkpoint-postgres``, a dependency); its tables are created or migrated once, under an advisory
@@ -43,7 +43,6 @@ def storage_error_line(exc: BaseException) -> str | None:
     cause = storage_cause(str(getattr(exc, "orig", None) or exc), where)
     return f"checkpoint database {where if where is not None else '(server)'} failed: {cause}"
 
-
 def sqlite_connection(path: str | Path) -> sqlite3.Connection:
     """A connection usable from LangGraph's worker threads (the saver serialises access with a lock), with a
     30 s busy timeout so two processes on one file wait for each other instead of failing.
@@ -75,9 +74,9 @@ def open_checkpointer(target: str | Path | None) -> BaseCheckpointSaver:
         return _postgres_saver(text)
     if text.startswith("sqlite:///"):
         text = text[len("sqlite:///"):]
-    from langgraph.checkpoint.sqlite import SqliteSaver
+    from checkpoints.sqlite_saver import CompactSqliteSaver
 
-    saver = SqliteSaver(sqlite_connection(text))
+    saver = CompactSqliteSaver(sqlite_connection(text))
     try:
         saver.setup()
     except sqlite3.DatabaseError as exc:

@@ -118,9 +118,10 @@ class Conversation:
                 pass
         return AccessDenied(reason)
 
-    def _check_identity(self) -> None:
+    def _check_identity(self, values: dict | None = None) -> None:
         """A thread belongs to the customer who started it; the customer must exist in the run context's tenant;
-        operators do not send turns. Refusals are recorded (``access_denied``) and raise AccessDenied."""
+        operators do not send turns. Refusals are recorded (``access_denied``) and raise AccessDenied. ``values``:
+        the thread's state values when already read (else read here)."""
         from policies.authz import authorize_turn, owner_of
 
         try:
@@ -128,19 +129,31 @@ class Conversation:
         except ValueError as exc:
             raise self._deny("turn", str(exc)) from None
         known = principal.kind == "customer" and self.store.get_customer(principal.id, principal.tenant_id) is not None
-        verdict = authorize_turn(principal, owner_of(self.state), known)
+        verdict = authorize_turn(principal, owner_of(self.state if values is None else values), known)
         if not verdict.allowed:
             reason = verdict.reason.replace("the thread belongs", f"thread {self.thread_id} belongs")
             raise self._deny("turn", reason)
 
-    def _run(self, graph_input: Any) -> None:
-        """Run the graph on ``graph_input``; with ``on_event``, stream and forward the custom (event) chunks."""
+    def _run(self, graph_input: Any) -> TurnResult:
+        """Run the graph on ``graph_input`` and return the turn's result; with ``on_event``, stream and forward the
+        custom (event) chunks. Without it, the result is built from what ``invoke`` returns (the final state values
+        and ``__interrupt__``), so the state is not read again after the run."""
         if self.on_event is None:
-            self.graph.invoke(graph_input, self.config, context=self.context)
-            return
+            out = self.graph.invoke(graph_input, self.config, context=self.context)
+            if isinstance(out, dict):
+                interrupts = out.get("__interrupt__") or ()
+                values = {k: v for k, v in out.items() if k != "__interrupt__"}
+                return TurnResult.from_state(self.thread_id, values, interrupts[0].value if interrupts else None)
+            return self.result()
         for chunk in self.graph.stream(graph_input, self.config, context=self.context, stream_mode="custom"):
             if isinstance(chunk, dict) and "event" in chunk:
                 self.on_event(chunk)
+        return self.result()
+
+    def _snapshot(self) -> tuple[dict, Any]:
+        """``(state values, pending interrupt payload or None)`` of the thread, from one ``get_state``."""
+        snap = self.graph.get_state(self.config)
+        return dict(snap.values or {}), _interrupt_value(snap)
 
     @property
     def config(self) -> dict:
@@ -154,11 +167,7 @@ class Conversation:
 
     def pending(self) -> Any:
         """The pending interrupt's payload, or None."""
-        snap = self.graph.get_state(self.config)
-        for task in snap.tasks or ():
-            for intr in task.interrupts or ():
-                return intr.value
-        return None
+        return _interrupt_value(self.graph.get_state(self.config))
 
     def send(self, text: str) -> TurnResult:
         """Run one user turn. Raises InputError (nothing stored) on empty/over-long text, control characters other
@@ -170,12 +179,12 @@ class Conversation:
             raise InputError(f"the message is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
         check_message(text)  # control characters, invalid UTF-8: refused before anything is stored
         with self._thread_lock():
-            self._check_identity()
-            if self.pending() is not None:
+            values, pending = self._snapshot()  # the one read of the thread's state before the run
+            self._check_identity(values)
+            if pending is not None:
                 return self._while_paused(text)
             msg = ensure_ids([HumanMessage(content=text.strip())])
-            self._run({"messages": msg})
-            return self.result()
+            return self._run({"messages": msg})
 
     def _while_paused(self, text: str) -> TurnResult:
         """A customer's message while the thread waits for an approval (``policies.cancellation``): a wish to cancel is
@@ -278,8 +287,7 @@ class Conversation:
                 raise self._deny(d.decision, f"not authorized: {exc}", request.get("task_id")) from None
             if not won:
                 raise InputError(f"already decided: {earlier.decision} by {earlier.approver} at {earlier.decided_at}")
-        self._run(Command(resume=d.model_dump(exclude_none=True, exclude={"approver"})))
-        return self.result()
+        return self._run(Command(resume=d.model_dump(exclude_none=True, exclude={"approver"})))
 
     def recover(self) -> TurnResult | None:
         """Finish work a crashed process left behind on this thread; returns the turn's result, or None when
@@ -332,6 +340,14 @@ class Conversation:
     def result(self) -> TurnResult:
         """The last turn's :class:`graph.results.TurnResult` read from the checkpoint."""
         return TurnResult.from_state(self.thread_id, self.state, self.pending())
+
+
+def _interrupt_value(snap: Any) -> Any:
+    """The payload of the first pending interrupt of a ``StateSnapshot``, or None."""
+    for task in snap.tasks or ():
+        for intr in task.interrupts or ():
+            return intr.value
+    return None
 
 
 def _event_log_of(graph: Any) -> Any:

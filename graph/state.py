@@ -6,7 +6,10 @@ checkpoints need no custom serializer; typed views are built with :mod:`graph.pa
 
 The transcript uses LangGraph's ``DeltaChannel`` (beta in LangGraph 1.2): a checkpoint stores only the
 new messages of its step instead of the whole list, which keeps a thread's storage linear in its number
-of turns instead of quadratic (DESIGN.md, "Storage growth").
+of turns instead of quadratic (DESIGN.md, "Storage growth").  Every ``SNAPSHOT_EVERY`` updates of such a channel
+LangGraph stores one full copy (a snapshot) so that reading a thread replays at most that many writes: the knob
+``DeltaChannel(snapshot_frequency=…)`` (default 100, i.e. a copy of the whole transcript every ~50 turns, which
+made the total grow quadratically again).
 """
 
 from __future__ import annotations
@@ -20,8 +23,16 @@ from langgraph.channels import DeltaChannel
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-__all__ = ["SupportState", "last_value", "keep_first", "max_int", "union_ordered", "append_batch", "messages_reducer",
+__all__ = ["SupportState", "SNAPSHOT_EVERY",
+           "last_value", "keep_first", "max_int", "union_ordered", "append_batch", "messages_reducer",
            "ensure_ids", "TaskState", "Outcome", "USAGE_KEYS", "add_usage", "usage_of", "TurnInput"]
+
+
+#: ``DeltaChannel.snapshot_frequency`` of the append-only channels (``messages``, ``handoff_path``, the expert lists):
+#: a full copy every 250 updates.  The transcript is updated about twice per turn, so a thread stores its first
+#: snapshot after ~125 turns, and a read replays at most ~250 writes (about 500 checkpoints walked back).  The 100-turn
+#: offline thread stays linear and under 1 MB (bench/storage.py); LangGraph's default, 100, snapshots every ~50 turns.
+SNAPSHOT_EVERY = 250
 
 
 def last_value(_old: Any, new: Any) -> Any:
@@ -129,10 +140,10 @@ class Outcome(TypedDict, total=False):
 class SupportState(TypedDict, total=False):
     """Graph state. See DESIGN.md for the meaning of each key."""
 
-    messages: Annotated[list[AnyMessage], DeltaChannel(messages_reducer)]
+    messages: Annotated[list[AnyMessage], DeltaChannel(messages_reducer, snapshot_frequency=SNAPSHOT_EVERY)]
     active_agent: Annotated[str | None, last_value]
     visited_agents: Annotated[list[str], union_ordered]
-    handoff_path: Annotated[list[dict], DeltaChannel(append_batch)]
+    handoff_path: Annotated[list[dict], DeltaChannel(append_batch, snapshot_frequency=SNAPSHOT_EVERY)]
     handoff_count: Annotated[int, max_int]
     state_version: Annotated[int, max_int]
     handoff: Annotated[dict | None, last_value]
@@ -158,8 +169,8 @@ class SupportState(TypedDict, total=False):
     entry_reason: Annotated[str | None, last_value]
     # agent as tool: the supervisor's calls of experts (graph.agent_as_tool.ExpertCall as JSON; not hops) and their
     # results (parallel writes)
-    expert_calls: Annotated[list[dict], DeltaChannel(append_batch)]
-    expert_results: Annotated[list[dict], DeltaChannel(append_batch)]
+    expert_calls: Annotated[list[dict], DeltaChannel(append_batch, snapshot_frequency=SNAPSHOT_EVERY)]
+    expert_results: Annotated[list[dict], DeltaChannel(append_batch, snapshot_frequency=SNAPSHOT_EVERY)]
     # the supervisor's fan-out of the current turn (graph.agent_as_tool.SupervisorPlan as JSON)
     supervisor_plan: Annotated[dict | None, last_value]
 

@@ -1,0 +1,107 @@
+"""The rows of the ``make bench`` table, from the JSON figures the scoreboard benchmarks write (``bench/run.py``).
+
+Each row: figure, switchboard, anchor (langgraph-swarm unless the cell names another baseline), ratio
+switchboard / anchor, target (issue "speed and footprint"). A benchmark that did not run or failed gives no rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Row = tuple[str, str, str, str, str]
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}x" if a is not None and b else "-"
+
+
+def _handoff(f: dict) -> list[Row]:
+    sw = f.get("swarm") or {}
+    return [
+        ("per-handoff overhead, median ms", f"{f['on']['median_ms']:.2f}", f"{sw['median_ms']:.2f}" if sw else "n/a",
+         _ratio(f["on"]["median_ms"], sw.get("median_ms")), "<= 0.45x"),
+        ("per-handoff overhead, p95 ms", f"{f['on']['p95_ms']:.2f}", f"{sw['p95_ms']:.2f}" if sw else "n/a",
+         _ratio(f["on"]["p95_ms"], sw.get("p95_ms")), ""),
+        ("  event log on vs off, median ms", f"{f['on']['median_ms']:.2f}", f"{f['off']['median_ms']:.2f} (events off)",
+         f"{f['on_vs_off']:.2f}x", "<= 1.10x"),
+        ("  events per turn (2 handoffs)", f"{f['events_per_turn']}", "", "", ""),
+    ]
+
+
+def _pingpong(f: dict) -> list[Row]:
+    sb, sw = f["switchboard"], f["swarm"]
+    return [("model calls under ping-pong", f"{sb['model_calls']} ({sb['status']})",
+             f"{sw['model_calls']} ({sw['exception'] or sw['status']})", _ratio(sb["model_calls"], sw["model_calls"]),
+             "stops early")]
+
+
+def _storage(f: dict) -> list[Row]:
+    sb, sw = f["runs"]["switchboard"], f["runs"].get("swarm")
+    out: list[Row] = []
+    for n, b in sb["bytes"].items():
+        other = sw["bytes"].get(n) if sw else None
+        out.append((f"checkpoint bytes, {n} turns", f"{b:,}", f"{other:,}" if other else "n/a", _ratio(b, other),
+                    "<= 1 MB" if str(n) == "100" else ""))
+    growth = sb["last_turn_added"] / sb["turn_10_added"]
+    sw_growth = sw["last_turn_added"] / sw["turn_10_added"] if sw else None
+    out.append(("  last turn added / 10th turn added", f"{growth:.2f}", f"{sw_growth:.2f}" if sw_growth else "n/a", "",
+                "<= 1.10"))
+    out.append(("  full transcript read back", "yes" if sb.get("transcript_recovered") else "NO", "", "", "yes"))
+    return out
+
+
+def _router(f: dict) -> list[Row]:
+    one, batch = f["single_median_us"], f["batch_rows_per_s"]
+    return [
+        ("router: one route(), median µs", f"{one['plain_arrays']:.0f}", f"{one['scikit_learn']:,.0f} (scikit-learn)",
+         _ratio(one["plain_arrays"], one["scikit_learn"]), "<= 1000 µs"),
+        ("router: single calls/s", f"{f['single_calls_per_s']['plain_arrays']:,.0f}",
+         f"{f['single_calls_per_s']['scikit_learn']:,.0f} (scikit-learn)",
+         _ratio(f["single_calls_per_s"]["plain_arrays"], f["single_calls_per_s"]["scikit_learn"]), ""),
+        ("router: batch rows/s", f"{batch['plain_arrays']:,.0f}", f"{batch['scikit_learn']:,.0f} (scikit-learn)",
+         _ratio(batch["plain_arrays"], batch["scikit_learn"]), ""),
+        ("  max |p - p_scikit-learn|", f"{f['max_probability_difference']:.1e}", "", "", "< 1e-9"),
+    ]
+
+
+def _startup(f: dict) -> list[Row]:
+    c = f["commands"]
+    out: list[Row] = [(f"CLI start-up `{name}`, median s", f"{c[name]['median_s']:.2f}", "", "", "<= 0.5 s")
+                      for name in ("--help", "threads", "pending", "history")]
+    chat, bare = c["chat (one-shot)"], c["bare LangGraph"]
+    out.append(("one-shot chat, median s", f"{chat['median_s']:.2f}", f"{bare['median_s']:.2f} (bare LangGraph)",
+                _ratio(chat["median_s"], bare["median_s"]), "<= 1.3x"))
+    return out
+
+
+def _throughput(f: dict) -> list[Row]:
+    t, rss = f["turns_per_s"], f["peak_rss_mb"]
+    out: list[Row] = []
+    for workers, rate in t["switchboard"].items():
+        other = (t.get("swarm") or {}).get(workers)
+        out.append((f"turns/s, {workers} at a time", f"{rate:.1f}", f"{other:.1f}" if other else "n/a",
+                    _ratio(rate, other), ">= 1x"))
+    out.append(("peak RSS of 100 turns, MB", f"{rss['switchboard']:.0f}", f"{rss['swarm']:.0f}" if "swarm" in rss else "n/a",
+                _ratio(rss["switchboard"], rss.get("swarm")), "<= 1.5x"))
+    return out
+
+
+_ROWS = {"handoff": _handoff, "pingpong": _pingpong, "storage": _storage, "router": _router, "startup": _startup,
+         "throughput": _throughput}
+
+
+def rows(benchmarks: dict[str, Any]) -> list[Row]:
+    """Table rows for the benchmarks that produced figures (``{name: {"figures": {...}, "load_before": [...]}}``); a
+    section header row per benchmark carries its load average."""
+    out: list[Row] = []
+    for name, entry in benchmarks.items():
+        figures = entry.get("figures")
+        if name not in _ROWS or not figures:
+            continue
+        load = figures.get("load_average") or entry.get("load_before") or []
+        out.append((f"[bold]{name}[/bold] (load {load[0] if load else '?'})", "", "", "", ""))
+        try:
+            out.extend(_ROWS[name](figures))
+        except (KeyError, TypeError, ZeroDivisionError) as exc:  # figures of an older format: say so, keep the rest
+            out.append((f"  (figures unreadable: {type(exc).__name__} {exc})", "", "", "", ""))
+    return out

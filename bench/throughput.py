@@ -1,0 +1,137 @@
+"""Throughput and memory: one-shot turns per second against langgraph-swarm, and the peak RSS of a long conversation.
+
+* turns/s: 200 distinct threads, one turn each (triage -> billing -> refunds, the same scripted model for both, which
+  answers at once), SQLite checkpointer on disk, in this one process, with 1, 2 and 4 conversations at a time
+  (threads of this process); switchboard through ``Conversation.send``, swarm through ``invoke``;
+* peak RSS: a new process per framework runs a 100-turn conversation (switchboard: the offline model, with its
+  router; swarm: a scripted model, 4 messages per turn) and reports its own peak resident memory.
+
+Targets (issue "speed and footprint", items 3 and 5): turns/s >= swarm's; peak RSS <= 1.5x swarm's.
+Usage: ``python bench/throughput.py [--threads 200] [--json FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import chain_policy, load_average, swarm_app, swarm_available, write_json  # noqa: E402
+
+CONCURRENCY = (1, 2, 4)
+
+
+def _switchboard_send(home: Path):
+    from checkpoints import open_checkpointer
+    from checkpoints.business import open_store
+    from graph.builder import build_desk
+    from graph.conversation import Conversation
+    from graph.settings import Settings
+    from nodes.scripted_models import KeywordRouter, ScriptedChatModel
+
+    desk = build_desk(model=ScriptedChatModel(policy=chain_policy), checkpointer=open_checkpointer(home / "c.db"),
+                      router=KeywordRouter(), store=open_store(home / "b.db"), settings=Settings.from_env(db=home / "c.db"))
+    return lambda tid, text: Conversation(tid, desk=desk).send(text)
+
+
+def _swarm_send(home: Path):
+    from langchain_core.messages import HumanMessage
+
+    from checkpoints import open_checkpointer
+
+    app, _ = swarm_app(chain_policy, open_checkpointer(home / "swarm.db"))
+    return lambda tid, text: app.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": tid}})
+
+
+def turns_per_s(senders: dict, n: int, workers: int, batches: int = 10) -> dict[str, float]:
+    """Turns per second of each sender over ``n`` new threads, ``workers`` at a time; the threads are run in
+    ``batches`` slices, the senders taking turns slice by slice (order rotated) so that machine noise hits all alike."""
+    spent = dict.fromkeys(senders, 0.0)
+    names = list(senders)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for name, send in senders.items():
+            send(f"{name}-{workers}-warm", "I was charged twice, please refund it")
+        for b in range(batches):
+            ids = range(b * n // batches, (b + 1) * n // batches)
+            for name in names[b % len(names):] + names[:b % len(names)]:
+                send = senders[name]
+                t0 = time.perf_counter()
+                list(pool.map(lambda i, send=send, name=name: send(f"{name}-{workers}-{i}",
+                                                                   f"I was charged twice, please refund it (#{i})"), ids))
+                spent[name] += time.perf_counter() - t0
+    return {name: n / secs for name, secs in spent.items()}
+
+
+def long_conversation(kind: str, turns: int = 100) -> None:
+    """Run in a child process: a ``turns``-turn conversation of ``kind`` (switchboard | swarm)."""
+    home = Path(tempfile.mkdtemp())
+    if kind == "switchboard":
+        from checkpoints import open_checkpointer
+        from graph.builder import build_desk
+        from graph.conversation import Conversation
+        from graph.settings import Settings
+
+        s = Settings.from_env(db=home / "c.db", business_db=home / "b.db")
+        conv = Conversation("long", desk=build_desk(checkpointer=open_checkpointer(s.db), settings=s))
+        for t in range(turns):
+            conv.send(f"Where is my refund? (asking again, #{t})")
+        return
+    from storage import swarm  # the same 4-messages-per-turn swarm thread as the storage benchmark
+
+    swarm(turns)
+
+
+def peak_rss_mb(kind: str) -> float:
+    """Peak RSS (MB) of a child process running :func:`long_conversation` (``os.wait4``: that child's own usage)."""
+    env = {**os.environ, "SWITCHBOARD_HOME": tempfile.mkdtemp(), "SWITCHBOARD_MODEL": "offline"}
+    p = subprocess.Popen([sys.executable, __file__, "--child", kind], env=env, stdout=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"error: the {kind} child process failed")
+    return ru.ru_maxrss / 1024
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=200)
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        long_conversation(args.child)
+        return 0
+    home = Path(tempfile.mkdtemp(prefix="switchboard-throughput-"))
+    os.environ.setdefault("SWITCHBOARD_HOME", str(home))  # the per-thread turn locks
+    senders = {"switchboard": _switchboard_send(home)}
+    if swarm_available():
+        senders["swarm"] = _swarm_send(home)
+    fig: dict = {"threads": args.threads, "turns_per_s": {}, "peak_rss_mb": {}}
+    for workers in CONCURRENCY:
+        for name, rate in turns_per_s(senders, args.threads, workers).items():
+            fig["turns_per_s"].setdefault(name, {})[workers] = round(rate, 1)
+    for name in senders:
+        fig["peak_rss_mb"][name] = round(peak_rss_mb(name), 1)
+    print(f"one-shot turns/s, {args.threads} new threads, SQLite on disk   load average {load_average()}")
+    for workers in CONCURRENCY:
+        row = fig["turns_per_s"]
+        line = "   ".join(f"{name} {row[name][workers]:6.1f}" for name in senders)
+        ratio = f"   ratio {row['switchboard'][workers] / row['swarm'][workers]:.2f}x (target >= 1)" if "swarm" in row else ""
+        print(f"  {workers} at a time: {line}{ratio}")
+    rss = fig["peak_rss_mb"]
+    print("peak RSS of a 100-turn conversation: " + ", ".join(f"{k} {v:.0f} MB" for k, v in rss.items())
+          + (f"   ratio {rss['switchboard'] / rss['swarm']:.2f}x (target <= 1.5)" if "swarm" in rss else ""))
+    fig["own_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    write_json(args.json, fig)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
