@@ -21,7 +21,6 @@ BENCHES = {
     "crash": ["bench/crash_approval.py", "--runs", "50"],   # issue 4: SIGKILL at random points, then recover
     "store": ["bench/store_calls.py"],                      # issue 15: business store per-call cost (SQLite)
     "router": ["bench/router_speed.py"],                    # issue 14: route() plain arrays vs scikit-learn
-    "serve": ["bench/serve_load.py"],                       # issue 15: served desk, 1 vs 2 instances, SIGKILL
 }
 
 
