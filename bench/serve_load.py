@@ -260,10 +260,18 @@ class Load:
             except Exception:  # noqa: BLE001 - instance down, or Aegra's thread status lost with a killed run
                 pass
             state = self._try_state(tid, self.threads[tid]["customer"], inst)
+            log = self.threads[tid].setdefault("log", [])
             if state is not None and not _interrupted(state) and not state.get("next"):
+                log.append(f"resume attempt {attempt}: decided already")
                 break  # decided already (a retry after a lost response)
-            if state is not None and _interrupted(state) and attempt >= 2:
-                self._resume_here(tid)  # the engine refuses to resume (its thread status): over the shared database
+            if state is not None and attempt >= 2:
+                if _interrupted(state):
+                    self._resume_here(tid)  # the engine refuses to resume (its thread status): over the shared DB
+                    log.append(f"resume attempt {attempt}: resumed over the shared database")
+                else:
+                    self._recover(tid)  # the resumed run was killed between nodes: finish it
+                    log.append(f"resume attempt {attempt}: recovered (next={state.get('next')})")
+                    self.stats.bump("recovered")
                 self.stats.bump("resume_fallbacks")
                 break
             time.sleep(1)

@@ -220,3 +220,12 @@ def test_serve_refuses_a_file_database(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["serve", "--db", str(tmp_path / "x.db")])
     assert result.exit_code != 0
     assert "needs --db postgresql://" in str(result.exception)
+
+
+def test_serve_names_what_it_does_not_launch() -> None:
+    from graph.cli import app
+
+    result = CliRunner().invoke(app, ["serve", "--engine", "langgraph-pg", "--db", "postgresql://u@h/d"])
+    assert result.exit_code != 0 and "does not launch LangGraph's Agent Server" in str(result.exception)
+    result = CliRunner().invoke(app, ["serve", "--engine", "nginx", "--db", "postgresql://u@h/d"])
+    assert result.exit_code != 0 and "unknown engine 'nginx'" in str(result.exception)
