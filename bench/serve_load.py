@@ -231,12 +231,16 @@ class Load:
             humans = sum(1 for m in msgs if m.get("type") == "human")
             if humans >= rec["sent"]:
                 if msgs and msgs[-1].get("type") == "ai" and not state.get("next"):
+                    rec.setdefault("log", []).append(f"turn {rec['sent']}: answered")
                     return
                 if _interrupted(state):
+                    rec.setdefault("log", []).append(f"turn {rec['sent']}: paused")
                     return  # paused for approval: the resume follows
                 self._recover(tid)
+                rec.setdefault("log", []).append(f"turn {rec['sent']}: recovered (next={state.get('next')})")
                 self.stats.bump("recovered")
                 return
+            rec.setdefault("log", []).append(f"turn {rec['sent']}: resent (humans={humans})")
             self.stats.bump("resent")
             try:
                 self.clients[cid][(inst + 1) % self.t.instances].runs.wait(tid, "switchboard", input={
@@ -256,10 +260,18 @@ class Load:
             except Exception:  # noqa: BLE001 - instance down, or Aegra's thread status lost with a killed run
                 pass
             state = self._try_state(tid, self.threads[tid]["customer"], inst)
+            log = self.threads[tid].setdefault("log", [])
             if state is not None and not _interrupted(state) and not state.get("next"):
+                log.append(f"resume attempt {attempt}: decided already")
                 break  # decided already (a retry after a lost response)
-            if state is not None and _interrupted(state) and attempt >= 2:
-                self._resume_here(tid)  # the engine refuses to resume (its thread status): over the shared database
+            if state is not None and attempt >= 2:
+                if _interrupted(state):
+                    self._resume_here(tid)  # the engine refuses to resume (its thread status): over the shared DB
+                    log.append(f"resume attempt {attempt}: resumed over the shared database")
+                else:
+                    self._recover(tid)  # the resumed run was killed between nodes: finish it
+                    log.append(f"resume attempt {attempt}: recovered (next={state.get('next')})")
+                    self.stats.bump("recovered")
                 self.stats.bump("resume_fallbacks")
                 break
             time.sleep(1)
@@ -388,6 +400,7 @@ def _kill_midway(load: Load, args: argparse.Namespace) -> None:
 def verify(load: Load, store: Any) -> dict:
     """Lost turns, interleaved turns, duplicate refunds and the ledger, from the stored state."""
     lost = interleaved = unfinished = 0
+    odd: list[dict] = []
     for tid, rec in load.threads.items():
         state = load._try_state(tid, rec["customer"], 0) or {}
         msgs = (state.get("values") or {}).get("messages") or []
@@ -398,6 +411,9 @@ def verify(load: Load, store: Any) -> dict:
         interleaved += sum(1 for a, b in zip(kinds, kinds[1:]) if a == "human" and b == "human")
         if state.get("next"):
             unfinished += 1
+        if humans != rec["sent"] or state.get("next") or "human" in kinds[-1:]:
+            odd.append({"thread": tid, "sent": rec["sent"], "kinds": kinds, "next": state.get("next"),
+                        "log": rec.get("log", [])})
     executed = duplicates = 0
     with store.engine.connect() as conn:
         from sqlalchemy import text
@@ -411,7 +427,7 @@ def verify(load: Load, store: Any) -> dict:
     approvals = sum(1 for r in load.threads.values() if r["approval"])
     return {"lost_turns": lost, "interleaved_turns": interleaved, "unfinished_threads": unfinished,
             "duplicate_refunds": duplicates, "executed_refunds": executed, "refund_side_effects": effects,
-            "approvals": approvals, "ledger_ok": executed == approvals == effects}
+            "approvals": approvals, "ledger_ok": executed == approvals == effects, "odd_threads": odd[:5]}
 
 
 def main() -> int:

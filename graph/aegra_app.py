@@ -16,11 +16,9 @@ import json
 import re
 from typing import Any
 
-from fastapi import FastAPI
-
 from graph.auth import authenticate, check_run_request, principal_claims, run_context_for
 
-__all__ = ["app", "RunGuard"]
+__all__ = ["RunGuard", "checked_body"]  # and `app`, made on first access (module __getattr__)
 
 #: The run endpoints: with or without a thread, create / wait / stream.
 RUN_PATH = re.compile(r"^(?:/threads/[^/]+)?/runs(?:/wait|/stream)?/?$")
@@ -87,5 +85,18 @@ class RunGuard:
         await self.app(scope, replay, send)
 
 
-app = FastAPI()
-app.add_middleware(RunGuard)
+def __getattr__(name: str) -> Any:
+    """``app``: a FastAPI app with :class:`RunGuard` (made on first access, so that importing this module does not
+    need FastAPI, which comes with Aegra)."""
+    if name != "app":
+        raise AttributeError(f"module 'graph.aegra_app' has no attribute {name!r}")
+    global _APP
+    if _APP is None:
+        from fastapi import FastAPI
+
+        _APP = FastAPI()
+        _APP.add_middleware(RunGuard)
+    return _APP
+
+
+_APP: Any = None

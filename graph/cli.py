@@ -655,7 +655,7 @@ def train_router(
 
 @app.command()
 def serve(
-    engine: str = typer.Option("aegra", "--engine", help="The LangGraph-API engine: aegra (Apache-2.0, "
+    engine: str = typer.Option("aegra", "--engine", help="The LangGraph-API engine: aegra (Apache-2.0, the only one launched; "
                                "pip install 'switchboard[serve]')."),
     instances: int = typer.Option(1, "--instances", "-n", help="Engine processes, on consecutive ports."),
     port: int = typer.Option(2024, "--port", "-p", help="Port of the first instance."),

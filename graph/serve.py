@@ -80,6 +80,10 @@ class Launcher:
 
     def check(self) -> None:
         """Refuse a bad configuration before anything starts. Raises ConfigError."""
+        if self.engine == "langgraph-pg":
+            raise ConfigError("switchboard serve does not launch LangGraph's Agent Server (langgraph-api with the "
+                              "PostgreSQL runtime, Elastic License 2.0, needs Redis): deploy langgraph.json as its "
+                              "documentation says, with SWITCHBOARD_DB set to the same PostgreSQL; or use --engine aegra")
         if self.engine not in ENGINES:
             raise ConfigError(f"unknown engine {self.engine!r}; use one of: {', '.join(ENGINES)}")
         if not is_postgres(self.db):

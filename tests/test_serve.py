@@ -29,6 +29,7 @@ from tests.conftest import postgres_database
 REPO = Path(__file__).resolve().parents[1]
 START_LIMIT_S = 240
 BIG = "I want a refund for tx_1001 please"  # £23.80: pauses for one approver
+TURN = "I was charged twice for my coffee"
 
 
 def _free_ports(n: int) -> int:
@@ -165,6 +166,46 @@ def test_other_customer_refused_and_run_shapes_checked_on_every_endpoint(served:
 @pytest.mark.postgres
 @pytest.mark.subprocess
 @pytest.mark.slow
+def test_a_second_run_on_a_busy_thread_is_refused_and_stores_nothing(served: Served) -> None:
+    from checkpoints.locks import thread_lock
+
+    ada = served.client("c_ada", 0)
+    tid = ada.threads.create()["thread_id"]
+    ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "Where is my card?"}]})
+    before = ada.threads.get_state(tid)["values"]["messages"]
+    with thread_lock(served.url, tid, 5.0):  # a turn in progress elsewhere (another instance, or the CLI)
+        out = ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "hello again"}]})
+        assert "outcome" not in out  # Aegra: the run failed ("busy with another turn"), its output is empty
+        runs = ada.runs.list(tid)
+        assert any(r["status"] == "error" for r in runs)
+    assert ada.threads.get_state(tid)["values"]["messages"] == before  # nothing of the refused run was stored
+    again = ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "hello again"}]})
+    assert again["turn"] == 2
+
+
+@pytest.mark.postgres
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_a_killed_instance_is_restarted(served: Served) -> None:
+    import json
+
+    listing = Path(served.out).parent / "home" / "serve" / "aegra" / "instances.json"
+    pid = next(r["pid"] for r in json.loads(listing.read_text()) if r["index"] == 1)
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + START_LIMIT_S
+    while "instance 1: back on port" not in served.out.read_text():
+        assert time.monotonic() < deadline, served.out.read_text()[-2000:]
+        time.sleep(0.3)
+    assert next(r["pid"] for r in json.loads(listing.read_text()) if r["index"] == 1) != pid
+    ada = served.client("c_ada", 1)
+    tid = ada.threads.create()["thread_id"]
+    out = ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": TURN}]})
+    assert out["outcome"]["agent"] == "billing"
+
+
+@pytest.mark.postgres
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_ctrl_c_stops_every_instance(served: Served) -> None:
     # runs last in this module (pytest keeps file order): the fixture's launcher is stopped here
     os.killpg(served.proc.pid, signal.SIGINT)
@@ -179,3 +220,12 @@ def test_serve_refuses_a_file_database(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["serve", "--db", str(tmp_path / "x.db")])
     assert result.exit_code != 0
     assert "needs --db postgresql://" in str(result.exception)
+
+
+def test_serve_names_what_it_does_not_launch() -> None:
+    from graph.cli import app
+
+    result = CliRunner().invoke(app, ["serve", "--engine", "langgraph-pg", "--db", "postgresql://u@h/d"])
+    assert result.exit_code != 0 and "does not launch LangGraph's Agent Server" in str(result.exception)
+    result = CliRunner().invoke(app, ["serve", "--engine", "nginx", "--db", "postgresql://u@h/d"])
+    assert result.exit_code != 0 and "unknown engine 'nginx'" in str(result.exception)
