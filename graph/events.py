@@ -23,11 +23,13 @@ __all__ = ["EventKind", "EVENT_KINDS", "Event", "COLUMNS", "INT_FIELDS"]
 #: ``loop_detected`` — a guard fired (fingerprint, bounce-back, hop budget, tool rounds); ``interrupt`` /
 #: ``resumed`` — a pause for a human and its resume; ``access_denied`` — a caller was refused (a run or resume on
 #: another customer's thread, a decision by someone who may not take it, an operator command without the role;
-#: ``detail`` holds the principal ref and the action).
+#: ``detail`` holds the principal ref and the action); ``entry_decided`` — where a turn starts and why
+#: (``policies.entry``; ``detail`` holds the decision's inputs).
 EventKind = Literal[
     "run_started", "agent_started", "model_called", "tool_called", "tool_finished", "handoff_requested",
     "handoff_accepted", "handoff_refused", "expert_called", "loop_detected", "interrupt", "resumed", "agent_finished",
     "run_completed", "run_failed", "access_denied",
+    "entry_decided",
 ]
 
 #: :data:`EventKind` as a tuple (for validation and documentation).

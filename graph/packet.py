@@ -85,7 +85,10 @@ class HandoffRecord(BaseModel):
 
 def render_packet(packet: dict) -> str:
     """The packet as the short text block a receiving model reads (history mode ``packet_only``)."""
-    lines = [f"Handoff from {packet.get('from_agent')} to {packet.get('to_agent')}.",
+    opening = (f"Continuing the conversation with {packet.get('to_agent')} (notes kept from earlier turns)."
+               if packet.get("from_agent") == "entry" else
+               f"Handoff from {packet.get('from_agent')} to {packet.get('to_agent')}.")
+    lines = [opening,
              f"Objective: {packet.get('objective')}", f"Reason: {packet.get('reason')}"]
     facts = packet.get("known_facts") or []
     if facts:

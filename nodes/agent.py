@@ -41,12 +41,14 @@ from nodes.principal import acting_context
 from nodes.prompts import system_prompt
 from nodes.tool_runner import ToolRunner, ToolUnavailable
 from nodes.tools import ToolSpec, as_langchain_tool, tools_for
-from nodes.transcript import known_call_ids, last_user_text, thread_id_of, tool_call_views, unique_call_ids
+from nodes.transcript import desk_answers, known_call_ids, last_user_text, thread_id_of, tool_call_views, unique_call_ids
+from policies.answers import instead_of_repeat, same_answer
 from policies.approval import needs_risk_check
 from policies.edges import FALLBACK, FLOW_NODES, SPECIALISTS, SUPERVISOR, TRIAGE, handoff_targets
 from policies.handoff import Arbitration, CallOutcome, ToolCallView, arbitrate
 from policies.history import policy_for_edge, shape_history
 from policies.loops import check_loop, fingerprint, hop_budget_exceeded, is_bounce_back
+from policies.replies import open_question_of
 
 __all__ = ["AgentVisit", "make_agent_node"]
 
@@ -138,7 +140,7 @@ class AgentVisit:
         """The packet that brought control here this turn (None when the turn started here)."""
         p = self.state.get("handoff")
         if p and p.get("to_agent") == self.agent and (int(self.state.get("turn_hops") or 0) > 0
-                                                       or p.get("from_agent") in FLOW_NODES):
+                                                       or p.get("from_agent") in (*FLOW_NODES, "entry")):
             return p
         return None
 
@@ -354,7 +356,31 @@ class AgentVisit:
                                                                    "task": self.task or None})
 
     # -------------------------------------------------------------- endings
+    def _unrepeated(self, text: str) -> str | None:
+        """``text``, or what to say instead when it repeats an earlier answer of this agent in the thread
+        (``policies.answers``; the transcript then holds the replacement, recorded on ``agent_finished``); None when
+        the replacement was said already too (no progress: the caller goes to fallback)."""
+        previous = [str(m.content) for m in desk_answers(self.messages) if m.name == self.agent]
+        if not previous:
+            return text
+        asked = open_question_of(previous[-1])
+        questions = [*((self.packet_in or {}).get("open_questions") or ()), *([asked] if asked else [])]
+        instead = instead_of_repeat(self.agent, text, previous, questions)
+        if instead is None:
+            return text
+        if any(same_answer(instead, p) for p in previous):
+            return None  # it said so already: no progress
+        note(repeat_avoided=True)
+        last = self.new[-1]
+        if isinstance(last, AIMessage) and not last.tool_calls:
+            self.new[-1] = last.model_copy(update={"content": instead})
+        return instead
+
     def _answer(self, text: str) -> Command:
+        fresh = self._unrepeated(text)
+        if fresh is None:
+            return self._to_fallback(f"{self.agent} has nothing new to say and the customer's replies add nothing")
+        text = fresh
         status = "clarify" if self.agent == "clarify" else "answered"
         task = dict(self.task)
         if task:
