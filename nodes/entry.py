@@ -30,8 +30,8 @@ from nodes.packets import build_packet
 from nodes.principal import acting_context, resolve_principal
 from nodes.transcript import desk_answers, last_user_text, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
-from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK
-from policies.entry import NEW_TOPIC_CONFIDENCE, EntryDecision, choose_entry
+from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE
+from policies.entry import NEW_TOPIC_CONFIDENCE, EntryDecision, choose_entry, scope_of
 from policies.replies import classify_reply, listed_items_of, open_question_of
 
 __all__ = ["make_entry_node", "make_access_denied_node", "turn_verdict", "incoming_messages", "decide_entry"]
@@ -63,7 +63,10 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     packet_questions = tuple((state.get("handoff") or {}).get("open_questions") or ())
     question = open_question_of(last_text) or (packet_questions[-1] if packet_questions else None)
     listed = listed_items_of(last_text)
-    reply = classify_reply(text, listed, has_topic=routed not in (None, "other") and confidence >= NEW_TOPIC_CONFIDENCE)
+    scope = scope_of(routed, route.intent if route else None)
+    # a message has a topic of its own when the router is sure of a specialist or of "not served here"
+    own_topic = routed is not None and confidence >= NEW_TOPIC_CONFIDENCE and scope != "conversational"
+    reply = classify_reply(text, listed, has_topic=own_topic)
     rounds = 0
     for m in reversed(earlier):
         if m.name != CLARIFY:
@@ -72,10 +75,11 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     task = dict(state.get("task") or {})
     decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,
                             identity_changed=identity_changed, available=deps.available, task_status=task.get("status"),
-                            reply=reply.kind, open_question=question, clarify_rounds=rounds)
+                            reply=reply.kind, open_question=question, clarify_rounds=rounds,
+                            scope=scope)
     return decision, {
         "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
-        "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
+        "scope": scope, "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
         "clarify_rounds": rounds, "task_status": task.get("status"), "identity_changed": identity_changed}
 
 
@@ -127,7 +131,7 @@ def make_entry_node(deps: Deps):
         task = dict(state.get("task") or {})
         target = decision.target
         continuing = target == state.get("active_agent") and task.get("status") == "open"
-        if not continuing and target != FALLBACK:
+        if not continuing and target not in (FALLBACK, OUT_OF_SCOPE):  # out of scope opens no task
             task = {"task_id": f"task_{uuid.uuid4().hex[:12]}", "status": "open", "current_owner": target, "owner_version": 1}
         emit("entry_decided", turn=turn, task_id=task.get("task_id"), to_agent=target, reason=decision.reason, detail=inputs)
         packet = _entry_packet(state, runtime, decision, task)
@@ -142,7 +146,7 @@ def make_entry_node(deps: Deps):
             "seen_fingerprints": [],
             "tool_attempts": 0,
             "entry_reason": decision.reason,
-            "active_agent": target,
+            "active_agent": state.get("active_agent") if target == OUT_OF_SCOPE else target,
             "visited_agents": [target],
             "handoff_path": [record],
             "task": task,

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Literal
 
-from policies.edges import CLARIFY, FALLBACK, SPECIALISTS, TRIAGE
+from policies.edges import CLARIFY, FALLBACK, OUT_OF_SCOPE, SPECIALISTS, TRIAGE
 from policies.replies import ReplyKind
 
-__all__ = ["EntryDecision", "choose_entry", "CONTINUE_CONFIDENCE", "NEW_TOPIC_CONFIDENCE", "MAX_CLARIFY_ROUNDS",
-           "NO_SPECIALIST"]
+__all__ = ["EntryDecision", "choose_entry", "scope_of", "CONTINUE_CONFIDENCE", "NEW_TOPIC_CONFIDENCE",
+           "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "OUT_OF_SCOPE_TOPICS", "Scope"]
 
 #: Minimum router confidence for keeping the current agent on a self-contained request; below it the message is
 #: re-triaged. Chosen on the shipped router's calibration: wrong-agent predictions cluster below 0.35.
@@ -28,6 +29,23 @@ NEW_TOPIC_CONFIDENCE = 0.5
 MAX_CLARIFY_ROUNDS = 2
 #: The router's label for "no specialist" (greetings, thanks, off-topic, other products).
 NO_SPECIALIST = "other"
+
+#: The router's fine labels (topics of ``nodes/data/router_examples.csv``) under "no specialist" that mean "a request
+#: the desk does not serve" (other banking products, other domains); every other "no specialist" label (greetings,
+#: thanks, yes/no, are-you-a-bot, gibberish) is conversational.
+OUT_OF_SCOPE_TOPICS = frozenset({"out_of_scope_finance", "off_topic"})
+
+#: The router's reading of a message: a specialist's topic (None), or one of the two "no specialist" kinds.
+Scope = Literal["out_of_scope", "conversational"] | None
+
+
+def scope_of(routed_agent: str | None, intent: str | None) -> Scope:
+    """``"out_of_scope"`` when the router gives no specialist and its topic is in :data:`OUT_OF_SCOPE_TOPICS`,
+    ``"conversational"`` for any other no-specialist topic, None when a specialist was chosen."""
+    if routed_agent != NO_SPECIALIST:
+        return None
+    return "out_of_scope" if intent in OUT_OF_SCOPE_TOPICS else "conversational"
+
 
 #: Reply kinds that answer the active agent's own question or offer: they stay with it whatever the router says.
 _ANSWERS = frozenset({"yes_no", "choice", "cancel"})
@@ -53,7 +71,9 @@ def _checked(decision: EntryDecision, active_agent: str, available: Collection[s
     return decision
 
 
-def _after_clarify(routed_agent: str | None, route_confidence: float, clarify_rounds: int) -> EntryDecision:
+def _after_clarify(routed_agent: str | None, route_confidence: float, clarify_rounds: int, scope: Scope) -> EntryDecision:
+    if scope == "out_of_scope":
+        return EntryDecision(OUT_OF_SCOPE, "the answer to clarify asks for something the desk does not serve")
     if routed_agent in SPECIALISTS and route_confidence >= CONTINUE_CONFIDENCE:
         return EntryDecision(TRIAGE, f"the answer to clarify names a topic (router: {routed_agent} at {route_confidence:.2f})")
     if clarify_rounds >= MAX_CLARIFY_ROUNDS:
@@ -74,6 +94,7 @@ def choose_entry(
     reply: ReplyKind = "request",
     open_question: str | None = None,
     clarify_rounds: int = 0,
+    scope: Scope = None,
 ) -> EntryDecision:
     """Choose the entry node of a new turn.
 
@@ -88,31 +109,37 @@ def choose_entry(
         reply: the kind of the new message read against the previous answer (``policies.replies.classify_reply``).
         open_question: the question the active agent left open (its last answer's question, or the packet's), if any.
         clarify_rounds: clarifying answers in a row just before this message (0 when the last answer was not clarify's).
+        scope: the router's no-specialist kind of the message (:func:`scope_of`), None when it chose a specialist.
 
     Returns:
-        In order: triage when the identity changed; fallback when the active agent is unavailable or its task waits
-        for a human; after clarify, triage when the answer names a topic, fallback after :data:`MAX_CLARIFY_ROUNDS`
-        rounds without one, else triage; with an active specialist: the active agent for a reply that answers it
-        (yes/no, choice among listed items, cancel — cancellation follows ``policies.approval`` there — or an
-        identifier when it had asked a question), for a fragment or an unasked identifier unless the router gives
-        another specialist >= :data:`NEW_TOPIC_CONFIDENCE`, for a request the
-        router gives it (>= :data:`CONTINUE_CONFIDENCE`) and for a conversational message (router: no specialist)
-        when it had asked something; triage otherwise (a new topic, or nobody holds the conversation).
+        In order: triage when the identity changed; after clarify, out_of_scope for an out-of-scope answer, triage
+        when the answer names a topic, fallback after :data:`MAX_CLARIFY_ROUNDS` rounds without one, else triage;
+        out_of_scope for an out-of-scope message on a thread nobody holds, or a self-contained out-of-scope request
+        (never for a reply that answers the active agent); triage when nobody holds the conversation or permission
+        lapsed. With an active specialist: itself for a reply that answers it (yes/no, choice among listed items,
+        cancel — cancellation follows ``policies.approval`` there — or an identifier when it had asked a question),
+        for a fragment or an unasked identifier unless the router gives another specialist >=
+        :data:`NEW_TOPIC_CONFIDENCE`, for a request the router gives it (>= :data:`CONTINUE_CONFIDENCE`) and for a
+        conversational message (it holds the conversation); triage otherwise (a new topic). Continuing is turned into
+        fallback when the agent is unavailable or its task waits for a human.
     """
     if identity_changed:
         return EntryDecision(TRIAGE, "identity or tenant changed since the thread started")
     if active_agent == CLARIFY and clarify_rounds > 0:
-        return _after_clarify(routed_agent, route_confidence, clarify_rounds)
-    if not active_agent or active_agent not in SPECIALISTS:
+        return _after_clarify(routed_agent, route_confidence, clarify_rounds, scope)
+    holder = active_agent if active_agent in SPECIALISTS else None
+    if scope == "out_of_scope" and (holder is None or reply == "request"):
+        return EntryDecision(OUT_OF_SCOPE, f"no specialist serves this (router: {routed_agent} at {route_confidence:.2f})")
+    if holder is None:
         return EntryDecision(TRIAGE, "no specialist holds the conversation")
     if not permitted:
-        return EntryDecision(TRIAGE, f"permission for {active_agent} no longer holds")
-    return _checked(_continue_or_triage(active_agent, routed_agent, route_confidence, reply, open_question),
-                    active_agent, available, task_status)
+        return EntryDecision(TRIAGE, f"permission for {holder} no longer holds")
+    return _checked(_continue_or_triage(holder, routed_agent, route_confidence, reply, open_question, scope),
+                    holder, available, task_status)
 
 
 def _continue_or_triage(active_agent: str, routed_agent: str | None, route_confidence: float, reply: ReplyKind,
-                        open_question: str | None) -> EntryDecision:
+                        open_question: str | None, scope: Scope) -> EntryDecision:
     asked = f" to {active_agent}'s question" if open_question else ""
     if reply in _ANSWERS or (reply == "identifier" and open_question):
         return EntryDecision(active_agent, f"{reply.replace('_', '/')} reply{asked}: continues with {active_agent}")
@@ -124,6 +151,6 @@ def _continue_or_triage(active_agent: str, routed_agent: str | None, route_confi
                                            f"continues with {active_agent}")
     if routed_agent == active_agent and route_confidence >= CONTINUE_CONFIDENCE:
         return EntryDecision(active_agent, f"topic continues with {active_agent}")
-    if routed_agent == NO_SPECIALIST and open_question and route_confidence < NEW_TOPIC_CONFIDENCE:
-        return EntryDecision(active_agent, f"reply{asked} names no other topic: continues with {active_agent}")
+    if scope == "conversational":
+        return EntryDecision(active_agent, f"conversational reply: {active_agent} holds the conversation")
     return EntryDecision(TRIAGE, f"topic changed (router: {routed_agent} at {route_confidence:.2f})")

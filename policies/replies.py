@@ -30,7 +30,7 @@ _YES_NO_RE = re.compile(
 _ORDINAL_RE = re.compile(r"\b(?:first|second|third|fourth|fifth|last|latest|earlier|later|other|1st|2nd|3rd|"
                          r"top|bottom|former|latter)\b(?:\s+one)?", re.I)
 _FOLLOW_UP_RE = re.compile(r"^\s*(?:and|also|what about|how about|which|why|when|so|but|then|ok(?:ay)? (?:and|so)|"
-                           r"what (?:was|is|were|did)|is it|was it|did it|can you|could you)\b", re.I)
+                           r"what (?:was|is|were|did)|is it|was it|did it)\b", re.I)
 _ITEM_RE = re.compile(r"\b(?:tx|rf|tr|card)_[A-Za-z0-9]+\b")
 _WORD_RE = re.compile(r"[A-Za-z0-9_£€$.']+")
 

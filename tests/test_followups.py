@@ -23,6 +23,7 @@ from policies.replies import classify_reply, listed_items_of, open_question_of
 REFUND = "I'd like my money back for a purchase"
 UNKNOWN_CHARGE = "there's a charge on my card I don't recognise"
 TWICE = "I think I was charged twice for my coffee"
+RATE = "what is the exchange rate at weekends?"
 
 CASES: list[tuple[str, list[tuple[str, str]]]] = [
     # refunds
@@ -41,8 +42,8 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     ("billing-choice-merchant", [(UNKNOWN_CHARGE, "billing"), ("the Uber one", "billing")]),
     ("billing-choice-id", [(UNKNOWN_CHARGE, "billing"), ("tx_1010", "billing")]),
     ("billing-declined-id", [("why was my payment declined?", "billing"), ("tx_1010", "billing")]),
-    ("billing-first-one", [("check my recent transactions", "billing"), ("the first one", "billing")]),
-    ("billing-then-refund", [("check my recent transactions", "billing"), ("I want a refund for that", "refunds")]),
+    ("billing-first-one", [("show my recent transactions", "billing"), ("the first one", "billing")]),
+    ("billing-then-refund", [("show my recent transactions", "billing"), ("I want a refund for that", "refunds")]),
     ("billing-twice-money-back", [("I was charged twice", "billing"), ("I want my money back", "refunds")]),
     ("billing-thanks", [("I was charged twice", "billing"), ("thanks", "billing")]),
     # cards
@@ -53,7 +54,7 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     ("cards-unblock-it", [("is my card blocked?", "cards"), ("unblock it please", "cards")]),
     ("cards-choice-1881", [("is my card blocked?", "cards"), ("the one ending 1881", "cards")]),
     ("cards-new-topic-after-policy", [("show me my cards", "policy"), ("the virtual one", "cards")]),
-    ("cards-freeze-after-policy", [("show me my cards", "policy"), ("freeze the one ending 8899", "cards")]),
+    ("cards-freeze-after-policy", [("show me my cards", "policy"), ("freeze my card ending 8899", "cards")]),
     # transfers
     ("transfers-id", [("has my transfer arrived?", "transfers"), ("tr_3001", "transfers")]),
     ("transfers-second", [("has my transfer arrived?", "transfers"), ("the second one", "transfers")]),
@@ -69,10 +70,17 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     ("account-thanks-refund", [("what's my account email?", "account"), ("thanks", "account"),
                                ("where is my refund?", "refunds")]),
     # policy
-    ("policy-ok-thanks", [("what are your fees for foreign payments?", "policy"), ("ok thanks", "policy")]),
-    ("policy-weekdays", [("what is the exchange rate at weekends?", "policy"), ("and on weekdays?", "policy")]),
-    ("policy-weekends", [("what are your fees for foreign payments?", "policy"), ("what about weekends?", "policy")]),
-    ("policy-then-card", [("what are your fees for foreign payments?", "policy"), ("I lost my card", "cards")]),
+    ("policy-ok-thanks", [(RATE, "policy"), ("ok thanks", "policy")]),
+    ("policy-and-weekdays", [(RATE, "policy"), ("and on weekdays?", "policy")]),
+    ("policy-what-about-weekdays", [(RATE, "policy"), ("what about weekdays?", "policy")]),
+    ("policy-then-card", [(RATE, "policy"), ("I lost my card", "cards")]),
+    # requests the desk does not serve: no specialist, the holder keeps the conversation
+    ("oos-first-turn", [("can I get a bigger credit limit?", "out_of_scope")]),
+    ("oos-after-clarify", [("hi", "clarify"), ("what's a good mortgage rate?", "out_of_scope")]),
+    ("oos-mid-policy", [(RATE, "policy"), ("what's a good mortgage rate?", "out_of_scope")]),
+    ("oos-then-back-to-billing", [(TWICE, "billing"), ("can you book me a flight to Rome?", "out_of_scope"),
+                                  ("and which one was the duplicate?", "billing")]),
+    ("conversational-bot", [("where is my refund?", "refunds"), ("are you a bot?", "refunds")]),
     # clarify: a new question each round, fallback after two answers without progress
     ("clarify-then-card", [("hello", "clarify"), ("I lost my card", "cards")]),
     ("clarify-then-stolen", [("blah", "clarify"), ("my card was stolen", "cards")]),
@@ -90,7 +98,7 @@ def desk(store):
 def test_table_covers_every_specialist_and_reply_kind():
     assert len(CASES) >= 40 and len({c for c, _ in CASES}) == len(CASES)
     agents = {a for _, turns in CASES for _, a in turns}
-    assert {"cards", "billing", "refunds", "transfers", "account", "policy", "clarify", "fallback"} <= agents
+    assert {"cards", "billing", "refunds", "transfers", "account", "policy", "clarify", "fallback", "out_of_scope"} <= agents
 
 
 @pytest.mark.parametrize("case,turns", CASES, ids=[c for c, _ in CASES])
@@ -100,6 +108,12 @@ def test_followup_answering_agent_of_every_turn(desk, case, turns):
     assert got == turns
     decided = desk.deps.events.events(case, kinds=["entry_decided"])
     assert len(decided) == len(turns) and all(e.reason and "reply" in e.detail for e in decided)
+    if any(a == "out_of_scope" for _, a in turns):  # no specialist visited, no task opened on those turns
+        values = conv.state
+        oos_turns = [i + 1 for i, (_, a) in enumerate(turns) if a == "out_of_scope"]
+        assert all(h["to_agent"] == "out_of_scope" for h in values["handoff_path"] if h["turn"] in oos_turns)
+        tasks = {e.turn: e.task_id for e in decided}
+        assert all(tasks[t] == tasks.get(t - 1) for t in oos_turns)  # no task opened (an earlier one is kept)
 
 
 def test_issue_examples_stay_with_the_agent_and_never_repeat(desk):
@@ -157,8 +171,13 @@ def test_entry_rule():
     assert c("billing", "cards", 0.9, False, reply="fragment").target == "triage"
     assert c("billing", "cards", 0.3, False, reply="fragment").target == "billing"
     assert c("billing", "cards", 0.9, False, reply="cancel").target == "billing"
-    assert c("billing", "other", 0.4, False, open_question=q).target == "billing"
-    assert c("billing", "other", 0.9, False).target == "triage"
+    assert c("billing", "other", 0.4, False, open_question=q, scope="conversational").target == "billing"
+    assert c("billing", "other", 0.9, False, scope="out_of_scope").target == "out_of_scope"
+    assert c("billing", "other", 0.9, False, reply="fragment", scope="out_of_scope").target == "billing"
+    assert c(None, "other", 0.9, False, scope="out_of_scope").target == "out_of_scope"
+    assert c(None, "other", 0.9, False, scope="conversational").target == "triage"
+    assert c("clarify", "other", 0.9, False, clarify_rounds=1, scope="out_of_scope").target == "out_of_scope"
+    assert c("billing", "cards", 0.2, False).target == "triage"
     assert c("clarify", "other", 0.5, False, reply="fragment", clarify_rounds=1).target == "triage"
     assert c("clarify", "other", 0.5, False, reply="fragment", clarify_rounds=2).target == "fallback"
     assert c("clarify", "cards", 0.8, False, clarify_rounds=2).target == "triage"
