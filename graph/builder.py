@@ -25,6 +25,7 @@ from nodes.expert import make_expert_node
 from nodes.fallback import fallback_node
 from nodes.instrumentation import EventRecorder
 from nodes.models import is_openai_model, make_model
+from nodes.out_of_scope import out_of_scope_node
 from nodes.principal import guard_node
 from nodes.supervisor import make_merge_node, make_supervisor_node
 from policies.edges import (
@@ -35,6 +36,7 @@ from policies.edges import (
     EXPERT_NODE,
     FALLBACK,
     MERGE_NODE,
+    OUT_OF_SCOPE,
     SUPERVISOR,
     EdgeTable,
 )
@@ -178,6 +180,7 @@ def build_desk(model: BaseChatModel | None = None, checkpointer: BaseCheckpointS
     for agent in AGENTS:
         add(agent, make_agent_node(agent, deps), destinations=table.destinations(agent))
     add(FALLBACK, fallback_node, destinations=table.destinations(FALLBACK))
+    add(OUT_OF_SCOPE, out_of_scope_node, destinations=table.destinations(OUT_OF_SCOPE))
     add("risk", make_risk_node(deps), destinations=table.destinations("risk"))
     add("human_approval", make_human_approval_node(deps), destinations=table.destinations("human_approval"))
     add("refund_execute", make_refund_execute_node(deps), destinations=table.destinations("refund_execute"))

@@ -56,6 +56,8 @@ class HandoffPacket(BaseModel):
     open_questions: tuple[str, ...] = ()
     constraints: Constraints = Constraints()
     deadline: str | None = Field(default=None, description="ISO-8601 UTC time by which the task should be answered")
+    sender_note: str = Field(default="", description="what the handing agent wrote together with the handoff, in its "
+                             "own words (not verified; never shown to the customer as the answer)")
 
     @staticmethod
     def deadline_in(hours: float) -> str:
@@ -87,13 +89,18 @@ class HandoffRecord(BaseModel):
 
 def render_packet(packet: dict) -> str:
     """The packet as the short text block a receiving model reads (history mode ``packet_only``)."""
-    lines = [f"Handoff from {packet.get('from_agent')} to {packet.get('to_agent')}.",
+    opening = (f"Continuing the conversation with {packet.get('to_agent')} (notes kept from earlier turns)."
+               if packet.get("from_agent") == "entry" else
+               f"Handoff from {packet.get('from_agent')} to {packet.get('to_agent')}.")
+    lines = [opening,
              f"Objective: {packet.get('objective')}", f"Reason: {packet.get('reason')}"]
     facts = packet.get("known_facts") or []
     if facts:
         lines.append("Known facts: " + "; ".join(f"{f['key']}={f['value']} ({f['source']})" for f in facts))
     if packet.get("open_questions"):
         lines.append("Open questions: " + "; ".join(packet["open_questions"]))
+    if packet.get("sender_note"):
+        lines.append(f"Note from {packet.get('from_agent')} (its own words, not verified): {packet['sender_note']}")
     c = packet.get("constraints") or {}
     if c.get("forbidden_actions"):
         lines.append("Do not: " + ", ".join(c["forbidden_actions"]))

@@ -18,7 +18,7 @@ __all__ = ["TurnStatus", "ModelFailureKind", "ModelFailure", "TurnResult"]
 
 #: How a turn ended: an agent answered; clarify asked what the customer needs; fallback handed the request to a
 #: person; the run paused for a human approval.
-TurnStatus = Literal["answered", "clarify", "fallback", "awaiting_approval"]
+TurnStatus = Literal["answered", "clarify", "fallback", "awaiting_approval", "out_of_scope"]
 
 #: Classes of model-call failures (``nodes.models.describe_model_error``).
 ModelFailureKind = Literal["connection", "timeout", "auth", "not_found", "rate_limit", "server", "bad_request", "other"]

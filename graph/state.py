@@ -127,7 +127,7 @@ class TaskState(TypedDict, total=False):
 
 class Outcome(TypedDict, total=False):
     """What the last turn produced: ``agent`` that answered, ``text``, ``status``
-    (answered|fallback|awaiting_approval|clarify), ``turn``; ``answer``: the typed SupervisorAnswer
+    (answered|fallback|awaiting_approval|clarify|out_of_scope), ``turn``; ``answer``: the typed SupervisorAnswer
     (``graph.agent_as_tool``, as JSON) when the supervisor answered."""
 
     agent: str

@@ -39,16 +39,27 @@ from nodes.models import describe_model_error, model_name
 from nodes.packets import build_packet
 from nodes.principal import acting_context
 from nodes.prompts import system_prompt
+from nodes.text_tool_calls import read_text_tool_calls
 from nodes.tool_runner import ToolRunner, ToolUnavailable
 from nodes.tools import ToolSpec, as_langchain_tool, tools_for
-from nodes.transcript import known_call_ids, last_user_text, thread_id_of, tool_call_views, unique_call_ids
+from nodes.transcript import (
+    desk_answers,
+    known_call_ids,
+    last_user_text,
+    new_call_id,
+    thread_id_of,
+    tool_call_views,
+    unique_call_ids,
+)
+from policies.answers import instead_of_repeat, same_answer
 from policies.approval import needs_risk_check
 from policies.edges import FALLBACK, FLOW_NODES, SPECIALISTS, SUPERVISOR, TRIAGE, handoff_targets
-from policies.handoff import Arbitration, CallOutcome, ToolCallView, arbitrate
+from policies.handoff import Arbitration, CallOutcome, ToolCallView, arbitrate, handoff_tool_name
 from policies.history import policy_for_edge, shape_history
 from policies.loops import check_loop, fingerprint, hop_budget_exceeded, is_bounce_back
+from policies.replies import open_question_of
 
-__all__ = ["AgentVisit", "make_agent_node"]
+__all__ = ["AgentVisit", "make_agent_node", "TOOL_CHOICE_REFUSED", "refuses_tool_choice"]
 
 
 @dataclass
@@ -83,13 +94,19 @@ class AgentVisit:
         deps: the graph's shared dependencies.
         business: the agent's business tools by name.
         bound: the model with the agent's tools bound.
+        tools_bound: triage only: the model bound for tool routing (``transfer_to_*``); when it differs from ``bound``
+            (structured routing) and the server answers HTTP 400 naming ``tool_choice``, the visit switches to it.
         state: the graph state at the start of the visit.
         ctx: the run context (identity; never from the model).
     """
 
     def __init__(self, agent: str, deps: Deps, business: dict[str, ToolSpec], bound: Any, state: dict,
-                 ctx: RunContext):
+                 ctx: RunContext, tools_bound: Any = None):
         self.agent, self.deps, self.business, self.bound = agent, deps, business, bound
+        # triage's binding for tool routing, used when the server refuses the forced tool_choice (auto routing)
+        self.tools_bound = tools_bound
+        self.structured = agent == TRIAGE and deps.structured_routing and tools_bound is not bound
+        self.reroute = False
         self.state, self.ctx = state, ctx
         self.thread_id = thread_id_of()
         self.messages: list[BaseMessage] = list(state.get("messages") or [])
@@ -115,11 +132,20 @@ class AgentVisit:
         system, shaped = self._prompt()
         for _ in range(self.deps.settings.max_tool_rounds):
             ai = self._call_model(system, shaped)
+            if ai is None and self.reroute:  # the server refused tool_choice: route with transfer tools instead
+                self.reroute = False
+                system, shaped = self._prompt()
+                ai = self._call_model(system, shaped)
             if ai is None:
                 return self._to_fallback(self.failure_reason)
             calls = tool_call_views(ai)
             if not calls:
-                return self._answer(str(ai.content))
+                checked = self._checked_text(ai, system, shaped)
+                if isinstance(checked, Command):
+                    return checked
+                calls = tool_call_views(checked)
+                if not calls:
+                    return self._answer(str(checked.content))
             decision = self._arbitrate(calls)
             stop = self._guard(decision)
             if stop is not None:
@@ -138,7 +164,7 @@ class AgentVisit:
         """The packet that brought control here this turn (None when the turn started here)."""
         p = self.state.get("handoff")
         if p and p.get("to_agent") == self.agent and (int(self.state.get("turn_hops") or 0) > 0
-                                                       or p.get("from_agent") in FLOW_NODES):
+                                                       or p.get("from_agent") in (*FLOW_NODES, "entry")):
             return p
         return None
 
@@ -151,7 +177,7 @@ class AgentVisit:
         lead = 0
         while lead < len(shaped) and isinstance(shaped[lead], SystemMessage):
             lead += 1
-        prompt = system_prompt(self.agent, self.agent == TRIAGE and self.deps.structured_routing)
+        prompt = system_prompt(self.agent, self.structured)
         system = SystemMessage(content="\n".join([prompt, *(str(m.content) for m in shaped[:lead])]))
         return system, shaped[lead:]
 
@@ -165,6 +191,8 @@ class AgentVisit:
         try:
             out = self.bound.invoke([system, *shaped, *self.new])
         except Exception as exc:  # noqa: BLE001 - the model's client already retried transient errors
+            if self._switch_to_tool_routing(exc):
+                return None
             self._model_failed(exc, items, time.perf_counter() - t0)
             return None
         ai = out if isinstance(out, AIMessage) else AIMessage(content=str(getattr(out, "content", out)))
@@ -178,21 +206,90 @@ class AgentVisit:
         self.call_names.update({str(tc["id"]): tc["name"] for tc in ai.tool_calls if tc["name"] == ROUTE_TOOL})
         return ai
 
+    def _switch_to_tool_routing(self, exc: Exception) -> bool:
+        """Triage with auto routing whose server rejected the forced tool_choice (HTTP 400 naming ``tool_choice``):
+        remember the model (:data:`TOOL_CHOICE_REFUSED`, this process), record ``routing_changed`` and switch this
+        visit to tool routing (``run`` calls the model again). False when this does not apply."""
+        if not (self.structured and self.tools_bound is not None and self.deps.settings.routing == "auto"
+                and refuses_tool_choice(exc)):
+            return False
+        TOOL_CHOICE_REFUSED.add(model_name(None, self.deps.model))
+        emit("routing_changed", reason=f"the server refused the forced tool_choice ({str(exc)[:160]}); triage now "
+             "routes with transfer tools for this model (SWITCHBOARD_ROUTING=auto)",
+             detail={"from": "structured", "to": "tools"})
+        self.structured, self.bound, self.reroute = False, self.tools_bound, True
+        return True
+
     def _model_failed(self, exc: Exception, history_items: int, secs: float) -> None:
         timeout = getattr(self.deps.model, "request_timeout", None)
         failure = describe_model_error(exc, timeout_s=timeout if isinstance(timeout, (int, float)) else None)
         status = "timeout" if isinstance(exc, TimeoutError) or "timeout" in type(exc).__name__.lower() else "error"
         reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+        if self.agent == TRIAGE:  # a routing failure names the setting that changes how triage routes
+            reason += (f" [triage routing: {'structured' if self.structured else 'tools'}; "
+                       f"SWITCHBOARD_ROUTING={self.deps.settings.routing}, set tools or structured to change it]")
         self.failure_reason = f"the model failed ({reason})"
         emit("model_called", model=model_name(None, self.deps.model), history_items=history_items, status=status,
              reason=reason, latency_ms=round(secs * 1000, 2))
         note(status=status, error=reason)
         self.model_error = failure.model_copy(update={"turn": self.turn, "agent": self.agent}).as_dict()
 
+    # -------------------------------------------------------------- step 1b: text that is not an answer
+    def _known_tools(self) -> set[str]:
+        names = set(self.business) | {handoff_tool_name(t) for t in handoff_targets(self.agent, self.deps.table)}
+        if self.structured:
+            names.add(ROUTE_TOOL)
+        return names
+
+    def _checked_text(self, ai: AIMessage, system: SystemMessage, shaped: list[BaseMessage]) -> AIMessage | Command:
+        """A model message without tool calls, checked before it may become the answer (issue 12 §3): a tool call
+        written as text (``nodes.text_tool_calls``) of one known tool with JSON-object arguments becomes a real call
+        (then arbitrated like any other); any other text-form call, or an empty answer, is taken out of the transcript
+        and the model is asked once more with a corrective note; a second failure goes to fallback. Every case is
+        recorded as ``model_output_repaired`` (status converted, retry or fallback)."""
+        retried = False
+        while True:
+            text = str(ai.content or "")
+            found = read_text_tool_calls(text, self._known_tools())
+            if found.form == "none" and text.strip():
+                return ai
+            if found.usable:
+                return self._as_real_call(ai, found.form, found.calls[0])
+            problem = found.problem or "the answer was empty"
+            self.new.pop()  # never stored, never shown to the customer
+            if retried:
+                emit("model_output_repaired", status="fallback", reason=problem, detail={"form": found.form})
+                return self._to_fallback(f"the model's output could not be used twice ({problem})")
+            emit("model_output_repaired", status="retry", reason=problem, detail={"form": found.form})
+            retried = True
+            note = (f"\n\nYour previous reply could not be used ({problem}). Call a tool only through the "
+                    "tool-calling interface, never as text; otherwise answer the customer in plain sentences.")
+            again = self._call_model(SystemMessage(content=str(system.content) + note), shaped)
+            if again is None:
+                return self._to_fallback(self.failure_reason)
+            if again.tool_calls or again.invalid_tool_calls:
+                return again
+            ai = again
+
+    def _as_real_call(self, ai: AIMessage, form: str, call: dict) -> AIMessage:
+        """Replace the visit's last message (``ai``, text) by the same message with ``call`` as a real tool call."""
+        call_id = new_call_id()
+        self.call_ids.add(call_id)
+        fixed = AIMessage(content="", id=ai.id, name=self.agent, response_metadata=ai.response_metadata,
+                          tool_calls=[{"name": call["name"], "args": call["args"], "id": call_id, "type": "tool_call"}])
+        self.new[-1] = fixed
+        if call["name"] == ROUTE_TOOL:
+            self.call_names[call_id] = ROUTE_TOOL
+        emit("model_output_repaired", status="converted", reason=f"{form} call of {call['name']} made a real tool call",
+             detail={"form": form, "tool": call["name"]})
+        return fixed
+
     # -------------------------------------------------------------- step 2: arbitrate
     def _arbitrate(self, calls: list[ToolCallView]) -> _Decision:
         """Ask the policies which calls run, which handoff wins and which are refused; record the requests."""
         decision = _Decision(arb=None, calls=calls)  # type: ignore[arg-type]
+        last = self.new[-1] if self.new else None
+        words = str(last.content).strip() if isinstance(last, AIMessage) and isinstance(last.content, str) else ""
 
         def packet_for(target: str, call: ToolCallView) -> dict:
             args = call.args or {}
@@ -201,7 +298,7 @@ class AgentVisit:
                              messages=self.messages + self.new, ctx=self.ctx, thread_id=self.thread_id,
                              task=self.task, trace_id=self.ctx.request_id,
                              model_facts=args.get("facts") if isinstance(args.get("facts"), dict) else None,
-                             carried=self.packet_in)
+                             carried=self.packet_in, sender_note=words)
             decision.packets[call.id] = p
             return p
 
@@ -362,7 +459,31 @@ class AgentVisit:
                                                                    "task": self.task or None})
 
     # -------------------------------------------------------------- endings
+    def _unrepeated(self, text: str) -> str | None:
+        """``text``, or what to say instead when it repeats an earlier answer of this agent in the thread
+        (``policies.answers``; the transcript then holds the replacement, recorded on ``agent_finished``); None when
+        the replacement was said already too (no progress: the caller goes to fallback)."""
+        previous = [str(m.content) for m in desk_answers(self.messages) if m.name == self.agent]
+        if not previous:
+            return text
+        asked = open_question_of(previous[-1])
+        questions = [*((self.packet_in or {}).get("open_questions") or ()), *([asked] if asked else [])]
+        instead = instead_of_repeat(self.agent, text, previous, questions)
+        if instead is None:
+            return text
+        if any(same_answer(instead, p) for p in previous):
+            return None  # it said so already: no progress
+        note(repeat_avoided=True)
+        last = self.new[-1]
+        if isinstance(last, AIMessage) and not last.tool_calls:
+            self.new[-1] = last.model_copy(update={"content": instead})
+        return instead
+
     def _answer(self, text: str) -> Command:
+        fresh = self._unrepeated(text)
+        if fresh is None:
+            return self._to_fallback(f"{self.agent} has nothing new to say and the customer's replies add nothing")
+        text = fresh
         status = "clarify" if self.agent == "clarify" else "answered"
         task = dict(self.task)
         if task:
@@ -405,6 +526,14 @@ class AgentVisit:
 #: The refusal of a side-effect call made in the same model message after a refund that now waits for its risk check.
 _ONE_AT_A_TIME = ("Refused: another request in this message is already waiting for its risk check; one side effect "
                   "at a time — ask again after it is decided")
+#: Model names whose server refused a forced tool_choice in this process: triage routes with transfer tools for them.
+TOOL_CHOICE_REFUSED: set[str] = set()
+
+
+def refuses_tool_choice(exc: Exception) -> bool:
+    """Is ``exc`` an HTTP 400 whose message names ``tool_choice`` (a server without forced tool calls)?"""
+    status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
+    return status == 400 and "tool_choice" in str(exc)
 
 
 def _tool_status(result: Mapping[str, Any]) -> str:
@@ -424,16 +553,17 @@ def make_agent_node(agent: str, deps: Deps) -> Callable[[dict, Runtime[RunContex
     """
     specs = tools_for(agent) if agent in SPECIALISTS else []
     business = {s.name: s for s in specs}
+    lc_tools = [as_langchain_tool(s) for s in specs] + [handoff_tool(t) for t in handoff_targets(agent, deps.table)]
+    tools_bound = deps.model.bind_tools(lc_tools) if lc_tools else deps.model
+    bound = tools_bound
     if agent == TRIAGE and deps.structured_routing:
         # triage decides with one structured RouteDecision (forced tool call); the policies still check it
         bound = deps.model.bind_tools([route_tool(handoff_targets(agent, deps.table))], tool_choice=ROUTE_TOOL)
-    else:
-        lc_tools = [as_langchain_tool(s) for s in specs] + [handoff_tool(t) for t in handoff_targets(agent, deps.table)]
-        bound = deps.model.bind_tools(lc_tools) if lc_tools else deps.model
 
     def node(state: dict, runtime: Runtime[RunContext]) -> Command:
         ctx = acting_context(state, runtime)  # the thread owner's records; read-only in an operator's run
-        return AgentVisit(agent, deps, business, bound, state, ctx).run()
+        refused = agent == TRIAGE and model_name(None, deps.model) in TOOL_CHOICE_REFUSED
+        return AgentVisit(agent, deps, business, tools_bound if refused else bound, state, ctx, tools_bound).run()
 
     node.__name__ = f"{agent}_node"
     return node

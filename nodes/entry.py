@@ -26,13 +26,15 @@ from graph.errors import AccessDenied
 from graph.packet import HandoffRecord
 from nodes.deps import Deps
 from nodes.instrumentation import emit
-from nodes.principal import resolve_principal
-from nodes.transcript import last_user_text, thread_id_of
+from nodes.packets import build_packet
+from nodes.principal import acting_context, resolve_principal
+from nodes.transcript import desk_answers, last_user_text, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
-from policies.edges import ACCESS_DENIED, END, FALLBACK
-from policies.entry import choose_entry
+from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE
+from policies.entry import NEW_TOPIC_CONFIDENCE, EntryDecision, choose_entry, scope_of
+from policies.replies import classify_reply, listed_items_of, open_question_of
 
-__all__ = ["make_entry_node", "make_access_denied_node", "turn_verdict", "incoming_messages"]
+__all__ = ["make_entry_node", "make_access_denied_node", "turn_verdict", "incoming_messages", "decide_entry"]
 
 
 def incoming_messages(messages: list[Any]) -> list[Any]:
@@ -44,6 +46,41 @@ def incoming_messages(messages: list[Any]) -> list[Any]:
             break
         out.append(m)
     return out[::-1]
+
+
+def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[EntryDecision, dict]:
+    """Gather the inputs of ``policies.entry.choose_entry`` from the thread's state (the previous answer, its open
+    question and listed items, the reply kind, the router, clarify rounds) and decide. Returns the decision and its
+    inputs (the ``detail`` of the ``entry_decided`` event)."""
+    messages = list(state.get("messages") or [])
+    incoming = incoming_messages(messages)
+    earlier = desk_answers(messages[:len(messages) - len(incoming)])
+    last = earlier[-1] if earlier else None
+    last_text = str(last.content) if last is not None else ""
+    text = last_user_text(messages)
+    route = deps.router.route(text) if text else None
+    routed, confidence = (route.agent, float(route.confidence)) if route else (None, 0.0)
+    packet_questions = tuple((state.get("handoff") or {}).get("open_questions") or ())
+    question = open_question_of(last_text) or (packet_questions[-1] if packet_questions else None)
+    listed = listed_items_of(last_text)
+    scope = scope_of(routed, route.intent if route else None)
+    # a message has a topic of its own when the router is sure of a specialist or of "not served here"
+    own_topic = routed is not None and confidence >= NEW_TOPIC_CONFIDENCE and scope != "conversational"
+    reply = classify_reply(text, listed, has_topic=own_topic)
+    rounds = 0
+    for m in reversed(earlier):
+        if m.name != CLARIFY:
+            break
+        rounds += 1
+    task = dict(state.get("task") or {})
+    decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,
+                            identity_changed=identity_changed, available=deps.available, task_status=task.get("status"),
+                            reply=reply.kind, open_question=question, clarify_rounds=rounds,
+                            scope=scope)
+    return decision, {
+        "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
+        "scope": scope, "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
+        "clarify_rounds": rounds, "task_status": task.get("status"), "identity_changed": identity_changed}
 
 
 def turn_verdict(state: dict, runtime: Runtime[RunContext], deps: Deps) -> tuple[AuthzDecision, Any]:
@@ -59,6 +96,20 @@ def turn_verdict(state: dict, runtime: Runtime[RunContext], deps: Deps) -> tuple
         except StoreError as exc:
             return AuthzDecision(False, f"the customer could not be verified ({exc})"), p
     return authorize_turn(p, owner_of(state), known), p
+
+
+def _entry_packet(state: dict, runtime: Runtime[RunContext], decision: EntryDecision, task: dict) -> dict | None:
+    """The packet the entry node hands with the turn: to fallback (facts so far, open questions) or to the agent that
+    continues (what earlier turns established, carried from the previous packet, so a bounded model input still knows
+    it); None when the turn is re-triaged (a new topic starts clean)."""
+    active = state.get("active_agent")
+    if decision.target != FALLBACK and decision.target != active:
+        return None
+    messages = list(state.get("messages") or [])
+    ctx = acting_context(state, runtime)
+    return build_packet(source="entry", target=decision.target, reason=decision.reason,
+                        objective=last_user_text(messages), messages=messages, ctx=ctx, thread_id=thread_id_of(),
+                        task=task, trace_id=ctx.request_id, carried=state.get("handoff"))
 
 
 def make_entry_node(deps: Deps):
@@ -82,23 +133,17 @@ def make_entry_node(deps: Deps):
         identity = {"user_id": principal.id, "tenant_id": principal.tenant_id}
         stored = state.get("identity")
         identity_changed = bool(stored) and stored != identity
-        text = last_user_text(list(state.get("messages") or []))
-        route = deps.router.route(text) if text else None
+        decision, inputs = decide_entry(state, deps, identity_changed)
         task = dict(state.get("task") or {})
-        decision = choose_entry(
-            active_agent=state.get("active_agent"),
-            routed_agent=route.agent if route else None,
-            route_confidence=route.confidence if route else 0.0,
-            identity_changed=identity_changed,
-            available=deps.available,
-            task_status=task.get("status"),
-        )
         target = decision.target
         continuing = target == state.get("active_agent") and task.get("status") == "open"
-        if not continuing and target != FALLBACK:
+        if not continuing and target not in (FALLBACK, OUT_OF_SCOPE):  # out of scope opens no task
             task = {"task_id": f"task_{uuid.uuid4().hex[:12]}", "status": "open", "current_owner": target, "owner_version": 1}
+        emit("entry_decided", turn=turn, task_id=task.get("task_id"), to_agent=target, reason=decision.reason, detail=inputs)
+        packet = _entry_packet(state, runtime, decision, task)
         record = HandoffRecord(hop=int(state.get("handoff_count") or 0), turn=turn, from_agent="entry", to_agent=target,
-                               kind="entry", reason=decision.reason).model_dump()
+                               kind="entry", reason=decision.reason,
+                               packet=packet if target == FALLBACK else None).model_dump()
         return Command(goto=target, update={
             "turn": turn,
             "owner": {"customer_id": principal.id, "tenant_id": principal.tenant_id},  # kept only on the first turn
@@ -107,12 +152,14 @@ def make_entry_node(deps: Deps):
             "seen_fingerprints": [],
             "tool_attempts": 0,
             "entry_reason": decision.reason,
-            "active_agent": target,
+            "active_agent": state.get("active_agent") if target == OUT_OF_SCOPE else target,
             "visited_agents": [target],
             "handoff_path": [record],
             "task": task,
             "outcome": None,
-            "handoff": None,  # a packet belongs to its turn; earlier ones stay in handoff_path
+            # a packet belongs to its turn (earlier ones stay in handoff_path); a continuing agent or fallback gets the
+            # thread's facts and open questions carried from the previous packet
+            "handoff": packet,
         })
 
     return entry

@@ -139,7 +139,8 @@ class OfflineChatModel(BaseChatModel):
         refused = [r for r in results if str(r[1].get("text", "")).startswith(("Refused", "Not executed"))]
         # only business-tool results feed facts and answers; handoff acknowledgements do not
         results = [r for r in results if not r[0].startswith("transfer_to_")]
-        from_specialist = bool(re.search(r"^Handoff from (?!triage\b)\w+ to", system, re.M))
+        # a colleague's handoff, or next-turn entry keeping the conversation here (policies.entry already decided)
+        from_specialist = bool(re.search(r"^(?:Handoff from (?!triage\b)\w+ to|Continuing the conversation with)", system, re.M))
         facts = dict(extract_facts(user_text))
         named = set(facts) & _REFERENCES  # ids the customer named: resolved exactly, never replaced by another record
         for key, value, src in _FACT_LINE.findall(system):

@@ -45,13 +45,14 @@ def _questions(target: str, keys: set[str], extra: tuple[str, ...], carried: Map
 def build_packet(*, source: str, target: str, reason: str, objective: str, messages: list[BaseMessage],
                  ctx: RunContext, thread_id: str, task: Mapping[str, Any] | None, trace_id: str,
                  model_facts: Mapping[str, str] | None = None, extra_questions: tuple[str, ...] = (),
-                 carried: Mapping[str, Any] | None = None) -> dict:
+                 carried: Mapping[str, Any] | None = None, sender_note: str = "") -> dict:
     """The HandoffPacket (as a JSON dict, ``HandoffPacket.model_dump(mode="json")``) that travels with control from
     ``source`` to ``target``.
 
     Facts: those found in ``messages`` (:func:`nodes.facts.collect_facts`, with ``model_facts`` the model passed),
     plus those of ``carried`` (the packet that brought control to ``source``) that were not found again, with their
-    original source; its open questions are carried too. Evidence refs: the ids among the system-verified facts.
+    original source; its open questions are carried too. ``sender_note``: text the source model wrote together with
+    the handoff, passed on as its own words (capped at 1,000 characters). Evidence refs: the ids among the system-verified facts.
     Allowed actions: the target's business tools; forbidden: :data:`FORBIDDEN_ACTIONS`.
     """
     facts = _carried_facts(collect_facts(messages, model_facts), carried)
@@ -72,5 +73,6 @@ def build_packet(*, source: str, target: str, reason: str, objective: str, messa
         open_questions=tuple(_questions(target, keys, extra_questions, carried)),
         constraints=Constraints(allowed_actions=allowed, forbidden_actions=FORBIDDEN_ACTIONS),
         deadline=HandoffPacket.deadline_in(ANSWER_WITHIN_HOURS),
+        sender_note=sender_note[:1000],
     )
     return packet.model_dump(mode="json")

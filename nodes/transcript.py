@@ -19,7 +19,8 @@ from pydantic import ValidationError
 from nodes.handoff_tools import ROUTE_TOOL, HandoffArgs, RouteDecision
 from policies.handoff import ToolCallView, handoff_target_of, handoff_tool_name
 
-__all__ = ["last_user_text", "thread_id_of", "known_call_ids", "unique_call_ids", "tool_call_views", "new_call_id"]
+__all__ = ["desk_answers", "last_user_text", "thread_id_of", "known_call_ids", "unique_call_ids", "tool_call_views",
+           "new_call_id"]
 
 
 def new_call_id() -> str:
@@ -33,6 +34,12 @@ def last_user_text(messages: Iterable[BaseMessage]) -> str:
         if isinstance(m, HumanMessage):
             return str(m.content)
     return ""
+
+
+def desk_answers(messages: Iterable[BaseMessage]) -> list[AIMessage]:
+    """The desk's final answers in ``messages`` (AIMessages with text and no tool calls), oldest first."""
+    return [m for m in messages if isinstance(m, AIMessage) and m.content and not m.tool_calls
+            and not m.invalid_tool_calls]
 
 
 def thread_id_of() -> str:

@@ -23,6 +23,7 @@ __all__ = [
     "TRIAGE",
     "FALLBACK",
     "CLARIFY",
+    "OUT_OF_SCOPE",
     "SUPERVISOR",
     "EXPERT_NODE",
     "MERGE_NODE",
@@ -50,6 +51,9 @@ ACCESS_DENIED = "access_denied"
 TRIAGE = "triage"
 FALLBACK = "fallback"
 CLARIFY = "clarify"
+#: Where a request the desk does not serve ends (issue 12 §2): a short answer saying what the desk can help with; no
+#: specialist, no task, no model call (``nodes.out_of_scope``).
+OUT_OF_SCOPE = "out_of_scope"
 #: Supervisor mode (agent as tool, DESIGN.md "The two relations between agents"): the ``supervisor`` agent
 #: calls experts as tools in the ``expert`` worker node (fanned out with ``Send``, one task per expert)
 #: and merges their results in ``supervisor_merge``.  The supervisor keeps control; experts never hold it.
@@ -152,11 +156,11 @@ def _default_table() -> EdgeTable:
         (ENTRY_NODE, ACCESS_DENIED), (ENTRY_NODE, "human_approval")}
     return EdgeTable(
         handoffs=HANDOFF_EDGES,
-        # A turn starts at triage, at the stored active specialist when the topic continues, or at
-        # fallback when that agent is unavailable (rule 6).
-        entry=frozenset({TRIAGE, *SPECIALISTS, FALLBACK}),
+        # A turn starts at triage, at the stored active specialist when the topic continues, at fallback when that
+        # agent is unavailable (rule 6), or at out_of_scope for a request the desk does not serve.
+        entry=frozenset({TRIAGE, *SPECIALISTS, FALLBACK, OUT_OF_SCOPE}),
         extra=frozenset(extra),
-        terminal=frozenset({*SPECIALISTS, CLARIFY, TRIAGE, FALLBACK, SUPERVISOR, MERGE_NODE, ACCESS_DENIED}),
+        terminal=frozenset({*SPECIALISTS, CLARIFY, TRIAGE, FALLBACK, SUPERVISOR, MERGE_NODE, ACCESS_DENIED, OUT_OF_SCOPE}),
     )
 
 

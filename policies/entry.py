@@ -1,17 +1,54 @@
-"""Where the next turn of a thread starts (control-flow rule 6)."""
+"""Where the next turn of a thread starts (control-flow rule 6), decided from the thread's state, not the router alone.
+
+Inputs are plain data (the nodes gather them; every input and the reason go into the ``entry_decided`` event): who
+holds the conversation, the question it left open, what kind of reply the new message is
+(:mod:`policies.replies`), the router's reading of it, and the thread's guards (identity, permission, availability,
+a task waiting for a human, clarify rounds without progress).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Literal
 
-from policies.edges import FALLBACK, SPECIALISTS, TRIAGE
+from policies.edges import CLARIFY, FALLBACK, OUT_OF_SCOPE, SPECIALISTS, TRIAGE
+from policies.replies import ReplyKind
 
-__all__ = ["EntryDecision", "choose_entry", "CONTINUE_CONFIDENCE"]
+__all__ = ["EntryDecision", "choose_entry", "scope_of", "CONTINUE_CONFIDENCE", "NEW_TOPIC_CONFIDENCE",
+           "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "OUT_OF_SCOPE_TOPICS", "Scope"]
 
-#: Minimum router confidence for keeping the current agent; below it the message is re-triaged.
-#: Chosen on the shipped router's calibration: wrong-agent predictions cluster below 0.35.
+#: Minimum router confidence for keeping the current agent on a self-contained request; below it the message is
+#: re-triaged. Chosen on the shipped router's calibration: wrong-agent predictions cluster below 0.35.
 CONTINUE_CONFIDENCE = 0.35
+#: A short follow-up (a fragment, or an identifier nobody asked for) leaves the active agent only when the router gives
+#: another specialist at least this probability (a clear new topic such as "the virtual one" after a fees question);
+#: chosen on the follow-up table of ``tests/test_followups.py``.
+NEW_TOPIC_CONFIDENCE = 0.5
+#: Clarifying answers in a row after which an answer that still names no specialist goes to fallback (issue 12 §1).
+MAX_CLARIFY_ROUNDS = 2
+#: The router's label for "no specialist" (greetings, thanks, off-topic, other products).
+NO_SPECIALIST = "other"
+
+#: The router's fine labels (topics of ``nodes/data/router_examples.csv``) under "no specialist" that mean "a request
+#: the desk does not serve" (other banking products, other domains); every other "no specialist" label (greetings,
+#: thanks, yes/no, are-you-a-bot, gibberish) is conversational.
+OUT_OF_SCOPE_TOPICS = frozenset({"out_of_scope_finance", "off_topic"})
+
+#: The router's reading of a message: a specialist's topic (None), or one of the two "no specialist" kinds.
+Scope = Literal["out_of_scope", "conversational"] | None
+
+
+def scope_of(routed_agent: str | None, intent: str | None) -> Scope:
+    """``"out_of_scope"`` when the router gives no specialist and its topic is in :data:`OUT_OF_SCOPE_TOPICS`,
+    ``"conversational"`` for any other no-specialist topic, None when a specialist was chosen."""
+    if routed_agent != NO_SPECIALIST:
+        return None
+    return "out_of_scope" if intent in OUT_OF_SCOPE_TOPICS else "conversational"
+
+
+#: Reply kinds that answer the active agent's own question or offer: they stay with it whatever the router says.
+_ANSWERS = frozenset({"yes_no", "choice", "cancel"})
 
 
 @dataclass(frozen=True)
@@ -22,6 +59,29 @@ class EntryDecision:
     reason: str
 
 
+def _checked(decision: EntryDecision, active_agent: str, available: Collection[str],
+             task_status: str | None) -> EntryDecision:
+    """A decision to continue with ``active_agent`` holds only while it is available and its task is not with a person."""
+    if decision.target != active_agent:
+        return decision
+    if active_agent not in available:
+        return EntryDecision(FALLBACK, f"{active_agent} is unavailable")
+    if task_status == "fallback":
+        return EntryDecision(FALLBACK, "the task waits for a human")
+    return decision
+
+
+def _after_clarify(routed_agent: str | None, route_confidence: float, clarify_rounds: int, scope: Scope) -> EntryDecision:
+    if scope == "out_of_scope":
+        return EntryDecision(OUT_OF_SCOPE, "the answer to clarify asks for something the desk does not serve")
+    if routed_agent in SPECIALISTS and route_confidence >= CONTINUE_CONFIDENCE:
+        return EntryDecision(TRIAGE, f"the answer to clarify names a topic (router: {routed_agent} at {route_confidence:.2f})")
+    if clarify_rounds >= MAX_CLARIFY_ROUNDS:
+        return EntryDecision(FALLBACK, f"{clarify_rounds} clarifying answers without progress")
+    return EntryDecision(TRIAGE, f"clarify round {clarify_rounds}: still no topic (router: {routed_agent} at "
+                                 f"{route_confidence:.2f})")
+
+
 def choose_entry(
     active_agent: str | None,
     routed_agent: str | None,
@@ -30,33 +90,67 @@ def choose_entry(
     permitted: bool = True,
     available: Collection[str] = SPECIALISTS,
     task_status: str | None = None,
+    *,
+    reply: ReplyKind = "request",
+    open_question: str | None = None,
+    clarify_rounds: int = 0,
+    scope: Scope = None,
 ) -> EntryDecision:
     """Choose the entry node of a new turn.
 
     Args:
         active_agent: the agent stored as active after the previous turn (None on a new thread).
-        routed_agent: the agent the router assigns the new message to.
+        routed_agent: the agent the router assigns the new message to (``"other"`` = no specialist).
         route_confidence: the router's probability for ``routed_agent`` (0..1).
         identity_changed: the run context's user or tenant differs from the one the thread was started with.
         permitted: the caller may still talk to ``active_agent`` (authorization outcome).
         available: agents that can take turns now.
         task_status: status of the thread's task; a task in ``fallback`` (a person took over) stays with fallback.
+        reply: the kind of the new message read against the previous answer (``policies.replies.classify_reply``).
+        open_question: the question the active agent left open (its last answer's question, or the packet's), if any.
+        clarify_rounds: clarifying answers in a row just before this message (0 when the last answer was not clarify's).
+        scope: the router's no-specialist kind of the message (:func:`scope_of`), None when it chose a specialist.
 
     Returns:
-        The active agent when the topic continues (router agrees with enough confidence) and permission
-        still holds; triage when the topic or the identity/tenant changed; fallback when the agent that
-        should continue is unavailable.
+        In order: triage when the identity changed; after clarify, out_of_scope for an out-of-scope answer, triage
+        when the answer names a topic, fallback after :data:`MAX_CLARIFY_ROUNDS` rounds without one, else triage;
+        out_of_scope for an out-of-scope message on a thread nobody holds, or a self-contained out-of-scope request
+        (never for a reply that answers the active agent); triage when nobody holds the conversation or permission
+        lapsed. With an active specialist: itself for a reply that answers it (yes/no, choice among listed items,
+        cancel — cancellation follows ``policies.approval`` there — or an identifier when it had asked a question),
+        for a fragment or an unasked identifier unless the router gives another specialist >=
+        :data:`NEW_TOPIC_CONFIDENCE`, for a request the router gives it (>= :data:`CONTINUE_CONFIDENCE`) and for a
+        conversational message (it holds the conversation); triage otherwise (a new topic). Continuing is turned into
+        fallback when the agent is unavailable or its task waits for a human.
     """
     if identity_changed:
         return EntryDecision(TRIAGE, "identity or tenant changed since the thread started")
-    if not active_agent or active_agent not in SPECIALISTS:
+    if active_agent == CLARIFY and clarify_rounds > 0:
+        return _after_clarify(routed_agent, route_confidence, clarify_rounds, scope)
+    holder = active_agent if active_agent in SPECIALISTS else None
+    if scope == "out_of_scope" and (holder is None or reply == "request"):
+        return EntryDecision(OUT_OF_SCOPE, f"no specialist serves this (router: {routed_agent} at {route_confidence:.2f})")
+    if holder is None:
         return EntryDecision(TRIAGE, "no specialist holds the conversation")
     if not permitted:
-        return EntryDecision(TRIAGE, f"permission for {active_agent} no longer holds")
-    if routed_agent != active_agent or route_confidence < CONTINUE_CONFIDENCE:
-        return EntryDecision(TRIAGE, f"topic changed (router: {routed_agent} at {route_confidence:.2f})")
-    if active_agent not in available:
-        return EntryDecision(FALLBACK, f"{active_agent} is unavailable")
-    if task_status == "fallback":
-        return EntryDecision(FALLBACK, "the task waits for a human")
-    return EntryDecision(active_agent, f"topic continues with {active_agent}")
+        return EntryDecision(TRIAGE, f"permission for {holder} no longer holds")
+    return _checked(_continue_or_triage(holder, routed_agent, route_confidence, reply, open_question, scope),
+                    holder, available, task_status)
+
+
+def _continue_or_triage(active_agent: str, routed_agent: str | None, route_confidence: float, reply: ReplyKind,
+                        open_question: str | None, scope: Scope) -> EntryDecision:
+    asked = f" to {active_agent}'s question" if open_question else ""
+    if reply in _ANSWERS or (reply == "identifier" and open_question):
+        return EntryDecision(active_agent, f"{reply.replace('_', '/')} reply{asked}: continues with {active_agent}")
+    other_specialist = routed_agent in SPECIALISTS and routed_agent != active_agent
+    if reply in ("fragment", "identifier"):
+        if other_specialist and route_confidence >= NEW_TOPIC_CONFIDENCE:
+            return EntryDecision(TRIAGE, f"topic changed (router: {routed_agent} at {route_confidence:.2f})")
+        return EntryDecision(active_agent, f"{'follow-up' if reply == 'fragment' else 'identifier'}{asked}: "
+                                           f"continues with {active_agent}")
+    if routed_agent == active_agent and route_confidence >= CONTINUE_CONFIDENCE:
+        return EntryDecision(active_agent, f"topic continues with {active_agent}")
+    if scope == "conversational":
+        return EntryDecision(active_agent, f"conversational reply: {active_agent} holds the conversation")
+    return EntryDecision(TRIAGE, f"topic changed (router: {routed_agent} at {route_confidence:.2f})")

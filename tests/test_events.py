@@ -42,6 +42,7 @@ def seq(evts):
 
 TWO_HANDOFFS = [
     ("run_started", None, None, None, None),
+    ("entry_decided", "entry", None, "triage", None),
     ("agent_started", "triage", "entry", None, None),
     ("model_called", "triage", None, None, None),
     ("handoff_requested", "triage", "triage", "billing", None),
@@ -174,9 +175,9 @@ def test_stream_carries_the_events_live(make_desk):
     for mode, chunk in g.stream({"messages": ensure_ids([HumanMessage("charged twice")])}, cfg,
                                 stream_mode=["custom", "updates"]):
         order.append(chunk["event"] if mode == "custom" else f"update:{next(iter(chunk))}")
-    assert order[:6] == ["update:entry", "agent_started", "model_called", "handoff_requested", "handoff_accepted",
-                         "agent_finished"]
-    assert order.index("update:triage") == 6  # the node's events arrive before its state update
+    assert order[:7] == ["entry_decided", "update:entry", "agent_started", "model_called", "handoff_requested",
+                         "handoff_accepted", "agent_finished"]
+    assert order.index("update:triage") == 7  # the node's events arrive before its state update
     stored = [e.kind for e in gd.deps.events.events("ts") if e.kind not in ("run_started", "run_completed")]
     assert [o for o in order if not o.startswith("update:")] == stored
 
@@ -284,6 +285,7 @@ def test_a_failing_node_records_agent_error_and_run_failed():
 # ---------------------------------------------------------------- the approval flow (issue 4) end to end
 APPROVAL_PAUSE = [
     ("run_started", None, None, None, None),
+    ("entry_decided", "entry", None, "triage", None),
     ("agent_started", "triage", "entry", None, None),
     ("model_called", "triage", None, None, None),
     ("handoff_requested", "triage", "triage", "refunds", None),

@@ -1,0 +1,96 @@
+"""What kind of reply a customer message is, read against the desk's previous answer (input of next-turn entry).
+
+Pure functions over text, no I/O. The patterns are this module's own; they cover the short replies people give to a
+support agent's question: an identifier it asked for, yes/no, a choice among the items it listed, cancel/stop, or a
+short fragment that only makes sense in the conversation ("and the other one?").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from policies.approval import is_cancellation
+
+__all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "FRAGMENT_MAX_WORDS"]
+
+#: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
+#: the previous answer listed; ``cancel``: asks to stop/cancel; ``fragment``: a short follow-up that leans on the
+#: conversation; ``request``: a self-contained message (may be a new topic).
+ReplyKind = Literal["identifier", "yes_no", "choice", "cancel", "fragment", "request"]
+
+#: A message of at most this many words without a topic of its own counts as a fragment (a follow-up).
+FRAGMENT_MAX_WORDS = 7
+
+_ID_RE = re.compile(r"\b(?:tx|rf|tr|card|c)_[A-Za-z0-9]+\b|\b\d{4}\b")
+_YES_NO_RE = re.compile(
+    r"^\s*(?:yes|yeah|yep|yup|sure|ok(?:ay)?|please(?: do)?|go ahead|do it|correct|right|that'?s (?:right|it|correct)|"
+    r"exactly|confirm(?:ed)?|no|nope|nah|not really|no thanks?|i do|i don'?t|it is|it isn'?t|that one)\b", re.I)
+_ORDINAL_RE = re.compile(r"\b(?:first|second|third|fourth|fifth|last|latest|earlier|later|other|1st|2nd|3rd|"
+                         r"top|bottom|former|latter)\b(?:\s+one)?", re.I)
+_FOLLOW_UP_RE = re.compile(r"^\s*(?:and|also|what about|how about|which|why|when|so|but|then|ok(?:ay)? (?:and|so)|"
+                           r"what (?:was|is|were|did)|is it|was it|did it)\b", re.I)
+_ITEM_RE = re.compile(r"\b(?:tx|rf|tr|card)_[A-Za-z0-9]+\b")
+_WORD_RE = re.compile(r"[A-Za-z0-9_£€$.']+")
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The classification of one customer message: ``kind`` and the ``item`` it picked or named (an id), if any."""
+
+    kind: ReplyKind
+    item: str | None = None
+
+
+def open_question_of(answer: str) -> str | None:
+    """The last question the desk asked in ``answer`` (the last sentence ending with "?"), or None."""
+    sentences = re.split(r"(?<=[.!?])\s+", (answer or "").strip())
+    questions = [s.strip() for s in sentences if s.strip().endswith("?")]
+    return questions[-1] if questions else None
+
+
+def listed_items_of(answer: str) -> tuple[str, ...]:
+    """The record ids (``tx_…``, ``rf_…``, ``tr_…``, ``card_…``) an answer listed, first-seen order."""
+    return tuple(dict.fromkeys(_ITEM_RE.findall(answer or "")))
+
+
+def _words(text: str) -> list[str]:
+    return _WORD_RE.findall(text)
+
+
+def classify_reply(text: str, listed: tuple[str, ...] = (), has_topic: bool = False) -> Reply:
+    """Classify ``text`` as a reply to the previous answer.
+
+    Args:
+        text: the customer's new message.
+        listed: the items the previous answer listed (:func:`listed_items_of`).
+        has_topic: the router found a specialist topic in ``text`` with confidence (a short message with its own topic,
+            such as "my card was stolen", is a request, not a fragment).
+
+    Returns:
+        The first matching kind, in this order: ``cancel`` (a cancellation rule of ``policies.approval`` in a message
+        of at most 8 words), ``choice`` (names one of ``listed`` or an ordinal when something was listed),
+        ``identifier`` (an id or 4 digits in a message of at most 8 words), ``yes_no`` (starts with yes/no/ok/… in at
+        most 8 words), ``fragment`` (a follow-up opener such as "and …"/"which …" in at most 12 words, or at most
+        :data:`FRAGMENT_MAX_WORDS` words without a topic of its own), else ``request``.
+    """
+    words = _words(text)
+    n = len(words)
+    if n == 0:
+        return Reply("fragment")
+    if n <= 8 and is_cancellation(text):
+        return Reply("cancel")
+    picked = next((i for i in listed if re.search(rf"\b{re.escape(i)}\b", text, re.I)), None)
+    if picked is not None:
+        return Reply("choice", picked)
+    if listed and n <= 8 and _ORDINAL_RE.search(text):
+        return Reply("choice")
+    ident = _ID_RE.search(text)
+    if ident and n <= 8:
+        return Reply("identifier", ident.group(0))
+    if n <= 8 and _YES_NO_RE.search(text):
+        return Reply("yes_no")
+    if (n <= 12 and _FOLLOW_UP_RE.search(text)) or (n <= FRAGMENT_MAX_WORDS and not has_topic):
+        return Reply("fragment")
+    return Reply("request")

@@ -1,0 +1,191 @@
+"""Follow-ups stay with the agent that asked (issue 12 §1): a table of multi-turn conversations with the offline model
+and the shipped default router, each asserting the answering agent of every turn, plus the entry rule's own cases.
+
+Each row: an id, then ``(customer message, agent expected to answer)`` per turn. Kinds covered: identifiers, yes/no,
+choices among listed items, short fragments, topic changes, cancellations, conversational replies and clarify rounds.
+"""
+
+from __future__ import annotations
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from graph.builder import build_desk
+from graph.conversation import Conversation
+from graph.observe import compute_stats
+from graph.settings import Settings
+from nodes.offline_model import OfflineChatModel
+from nodes.router import default_router
+from policies import entry
+from policies.answers import CLARIFY_QUESTIONS, instead_of_repeat
+from policies.replies import classify_reply, listed_items_of, open_question_of
+
+REFUND = "I'd like my money back for a purchase"
+UNKNOWN_CHARGE = "there's a charge on my card I don't recognise"
+TWICE = "I think I was charged twice for my coffee"
+RATE = "what is the exchange rate at weekends?"
+
+CASES: list[tuple[str, list[tuple[str, str]]]] = [
+    # refunds
+    ("refund-id", [(REFUND, "refunds"), ("tx_1001", "refunds")]),
+    ("refund-id-yes", [(REFUND, "refunds"), ("tx_1001", "refunds"), ("yes please", "refunds")]),
+    ("refund-status-id", [("where is my refund?", "refunds"), ("rf_5001", "refunds")]),
+    ("refund-thanks", [("where is my refund?", "refunds"), ("thanks", "refunds")]),
+    ("refund-hello", [("where is my refund?", "refunds"), ("hello?", "refunds")]),
+    ("refund-cancel", [("where is my refund?", "refunds"), ("cancel it", "refunds")]),
+    ("refund-never-mind", [("I want a refund for tx_1003", "refunds"), ("never mind", "refunds")]),
+    ("refund-yes-stop", [("I want a refund for tx_1008", "refunds"), ("yes", "refunds"), ("stop", "refunds")]),
+    ("refund-then-card", [("where is my refund?", "refunds"), ("my card was stolen", "cards")]),
+    # billing
+    ("billing-yes", [(TWICE, "billing"), ("yes go ahead", "billing")]),
+    ("billing-which-duplicate", [(UNKNOWN_CHARGE, "billing"), ("and which one was the duplicate?", "billing")]),
+    ("billing-choice-merchant", [(UNKNOWN_CHARGE, "billing"), ("the Uber one", "billing")]),
+    ("billing-choice-id", [(UNKNOWN_CHARGE, "billing"), ("tx_1010", "billing")]),
+    ("billing-declined-id", [("why was my payment declined?", "billing"), ("tx_1010", "billing")]),
+    ("billing-first-one", [("show my recent transactions", "billing"), ("the first one", "billing")]),
+    ("billing-then-refund", [("show my recent transactions", "billing"), ("I want a refund for that", "refunds")]),
+    ("billing-twice-money-back", [("I was charged twice", "billing"), ("I want my money back", "refunds")]),
+    ("billing-thanks", [("I was charged twice", "billing"), ("thanks", "billing")]),
+    # cards
+    ("cards-last4", [("I lost my card", "cards"), ("the one ending 4242", "cards")]),
+    ("cards-yes", [("I lost my card", "cards"), ("yes", "cards")]),
+    ("cards-then-fee", [("I lost my card", "cards"), ("why was I charged a fee?", "billing")]),
+    ("cards-then-refund", [("I lost my card", "cards"), ("I want a refund for tx_1003", "refunds")]),
+    ("cards-unblock-it", [("is my card blocked?", "cards"), ("unblock it please", "cards")]),
+    ("cards-choice-1881", [("is my card blocked?", "cards"), ("the one ending 1881", "cards")]),
+    ("cards-new-topic-after-policy", [("show me my cards", "policy"), ("the virtual one", "cards")]),
+    ("cards-freeze-after-policy", [("show me my cards", "policy"), ("freeze my card ending 8899", "cards")]),
+    # transfers
+    ("transfers-id", [("has my transfer arrived?", "transfers"), ("tr_3001", "transfers")]),
+    ("transfers-second", [("has my transfer arrived?", "transfers"), ("the second one", "transfers")]),
+    ("transfers-other-one", [("has my transfer arrived?", "transfers"), ("and the other one?", "transfers")]),
+    ("transfers-then-refund", [("has my transfer arrived?", "transfers"), ("where is my refund?", "refunds")]),
+    ("transfers-unknown-id", [("show my transfers", "transfers"), ("tr_3101", "transfers")]),
+    ("transfers-stop", [("has my transfer arrived?", "transfers"), ("stop", "transfers")]),
+    ("transfers-yes", [("has my transfer arrived?", "transfers"), ("yes", "transfers")]),
+    # account
+    ("account-change-it", [("what's my account email?", "account"), ("can I change it?", "account")]),
+    ("account-no", [("what's my account email?", "account"), ("no", "account")]),
+    ("account-then-card", [("what's my account email?", "account"), ("my card doesn't work", "cards")]),
+    ("account-thanks-refund", [("what's my account email?", "account"), ("thanks", "account"),
+                               ("where is my refund?", "refunds")]),
+    # policy
+    ("policy-ok-thanks", [(RATE, "policy"), ("ok thanks", "policy")]),
+    ("policy-and-weekdays", [(RATE, "policy"), ("and on weekdays?", "policy")]),
+    ("policy-what-about-weekdays", [(RATE, "policy"), ("what about weekdays?", "policy")]),
+    ("policy-then-card", [(RATE, "policy"), ("I lost my card", "cards")]),
+    # requests the desk does not serve: no specialist, the holder keeps the conversation
+    ("oos-first-turn", [("can I get a bigger credit limit?", "out_of_scope")]),
+    ("oos-after-clarify", [("hi", "clarify"), ("what's a good mortgage rate?", "out_of_scope")]),
+    ("oos-mid-policy", [(RATE, "policy"), ("what's a good mortgage rate?", "out_of_scope")]),
+    ("oos-then-back-to-billing", [(TWICE, "billing"), ("can you book me a flight to Rome?", "out_of_scope"),
+                                  ("and which one was the duplicate?", "billing")]),
+    ("conversational-bot", [("where is my refund?", "refunds"), ("are you a bot?", "refunds")]),
+    # clarify: a new question each round, fallback after two answers without progress
+    ("clarify-then-card", [("hello", "clarify"), ("I lost my card", "cards")]),
+    ("clarify-then-stolen", [("blah", "clarify"), ("my card was stolen", "cards")]),
+    ("clarify-rounds-fallback", [("hello", "clarify"), ("hmm", "clarify"), ("dunno", "fallback")]),
+]
+
+
+@pytest.fixture
+def desk(store):
+    router = default_router()
+    return build_desk(model=OfflineChatModel(router=router), checkpointer=InMemorySaver(), settings=Settings.from_env(),
+                      router=router, store=store)
+
+
+def test_table_covers_every_specialist_and_reply_kind():
+    assert len(CASES) >= 40 and len({c for c, _ in CASES}) == len(CASES)
+    agents = {a for _, turns in CASES for _, a in turns}
+    assert {"cards", "billing", "refunds", "transfers", "account", "policy", "clarify", "fallback", "out_of_scope"} <= agents
+
+
+@pytest.mark.parametrize("case,turns", CASES, ids=[c for c, _ in CASES])
+def test_followup_answering_agent_of_every_turn(desk, case, turns):
+    conv = Conversation(case, desk=desk)
+    got = [(text, conv.send(text).agent) for text, _ in turns]
+    assert got == turns
+    decided = desk.deps.events.events(case, kinds=["entry_decided"])
+    assert len(decided) == len(turns) and all(e.reason and "reply" in e.detail for e in decided)
+    if any(a == "out_of_scope" for _, a in turns):  # no specialist visited, no task opened on those turns
+        values = conv.state
+        oos_turns = [i + 1 for i, (_, a) in enumerate(turns) if a == "out_of_scope"]
+        assert all(h["to_agent"] == "out_of_scope" for h in values["handoff_path"] if h["turn"] in oos_turns)
+        tasks = {e.turn: e.task_id for e in decided}
+        assert all(tasks[t] == tasks.get(t - 1) for t in oos_turns)  # no task opened (an earlier one is kept)
+
+
+def test_issue_examples_stay_with_the_agent_and_never_repeat(desk):
+    conv = Conversation("ex", desk=desk)
+    first = conv.send(REFUND)
+    second = conv.send("tx_1001")
+    assert (first.agent, second.agent) == ("refunds", "refunds") and [h.to_agent for h in second.handoff_path] == ["refunds"]
+    assert "tx_1001" in second.text
+    conv = Conversation("dup", desk=desk)
+    a = conv.send(UNKNOWN_CHARGE).text
+    b = conv.send("and which one was the duplicate?").text
+    c = conv.send("and which one was the duplicate?")
+    assert c.agent == "billing" and len({a, b, c.text}) == 3  # never the same answer twice
+
+
+def test_clarify_never_asks_twice_and_stats_count_no_repeated_question(desk):
+    # one store for all: conversations that open refunds would meet each other's refunds, so they are left out here
+    for case, turns in [(c, t) for c, t in CASES if not any("refund for" in text for text, _ in t)]:
+        conv = Conversation(case, desk=desk)
+        for text, _ in turns:
+            conv.send(text)
+    conv = Conversation("clarify", desk=desk)
+    texts = [conv.send(t).text for t in ("hello", "hmm", "dunno", "no idea", "what")]
+    clar = [t for t in texts if t in CLARIFY_QUESTIONS]
+    assert len(clar) == len(set(clar)) >= 3
+    stats = compute_stats(desk.deps.events.events())
+    assert stats.questions > 0 and stats.repeated_questions == 0
+
+
+# ---------------------------------------------------------------- the pure rules
+def test_reply_kinds():
+    listed = listed_items_of("Your transfers: tr_3002 is pending; tr_3001 is completed.")
+    assert listed == ("tr_3002", "tr_3001")
+    assert classify_reply("tr_3001", listed).kind == "choice"
+    assert classify_reply("the second one", listed).kind == "choice"
+    assert classify_reply("tx_1001").kind == "identifier"
+    assert classify_reply("the one ending 4242").kind == "identifier"
+    assert classify_reply("yes go ahead").kind == "yes_no"
+    assert classify_reply("no thanks").kind == "yes_no"
+    assert classify_reply("cancel it").kind == "cancel"
+    assert classify_reply("and which one was the duplicate?").kind == "fragment"
+    assert classify_reply("my card was stolen", has_topic=True).kind == "request"
+    assert classify_reply("I would like to know why my transfer to my landlord has not arrived yet").kind == "request"
+    assert open_question_of("Found it. Which transaction would you like refunded? Please give its id.") == \
+        "Which transaction would you like refunded?"
+
+
+def test_entry_rule():
+    c = entry.choose_entry
+    q = "Which transaction would you like refunded?"
+    assert c("refunds", "cards", 0.3, False, reply="identifier", open_question=q).target == "refunds"
+    assert c("refunds", "cards", 0.9, False, reply="identifier", open_question=q).target == "refunds"
+    assert c("billing", "cards", 0.9, False, reply="identifier").target == "triage"  # an unasked id with its own topic
+    assert c("billing", "other", 0.6, False, reply="yes_no").target == "billing"
+    assert c("billing", "cards", 0.9, False, reply="fragment").target == "triage"
+    assert c("billing", "cards", 0.3, False, reply="fragment").target == "billing"
+    assert c("billing", "cards", 0.9, False, reply="cancel").target == "billing"
+    assert c("billing", "other", 0.4, False, open_question=q, scope="conversational").target == "billing"
+    assert c("billing", "other", 0.9, False, scope="out_of_scope").target == "out_of_scope"
+    assert c("billing", "other", 0.9, False, reply="fragment", scope="out_of_scope").target == "billing"
+    assert c(None, "other", 0.9, False, scope="out_of_scope").target == "out_of_scope"
+    assert c(None, "other", 0.9, False, scope="conversational").target == "triage"
+    assert c("clarify", "other", 0.9, False, clarify_rounds=1, scope="out_of_scope").target == "out_of_scope"
+    assert c("billing", "cards", 0.2, False).target == "triage"
+    assert c("clarify", "other", 0.5, False, reply="fragment", clarify_rounds=1).target == "triage"
+    assert c("clarify", "other", 0.5, False, reply="fragment", clarify_rounds=2).target == "fallback"
+    assert c("clarify", "cards", 0.8, False, clarify_rounds=2).target == "triage"
+    assert c("billing", "billing", 0.9, False, reply="yes_no", task_status="fallback").target == "fallback"
+
+
+def test_instead_of_repeat():
+    assert instead_of_repeat("billing", "new text", ["old text"]) is None
+    said = instead_of_repeat("refunds", "Same.", ["same."], ["Which transaction would you like refunded?"])
+    assert said is not None and "?" not in said and "which transaction would you like refunded" in said.lower()
+    assert instead_of_repeat("clarify", CLARIFY_QUESTIONS[0], [CLARIFY_QUESTIONS[0]]) == CLARIFY_QUESTIONS[1]
