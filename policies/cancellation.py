@@ -36,6 +36,8 @@ _NEGATION = re.compile(
     r"|will not|wouldn'?t|would not|rather not|without|refuse to|no)\b")
 #: Words before the verb that make it a question about cancelling, not a wish: "what happens if I cancel?".
 _HYPOTHETICAL = re.compile(r"\b(?:if|whether|what happens|what if|would it|suppose|in case)\b")
+#: A message that is only "stop" ("stop", "please stop", "stop now!"): the customer wants what is going on to stop.
+_BARE_STOP = re.compile(r"(?:please )?stop(?: (?:please|now|that))?[.!]*")
 _CLAUSE = re.compile(r"[.;!?]|,|\bbut\b|\bhowever\b|\bthough\b")
 
 _YES = re.compile(r"^(?:yes|y|yeah|yep|yup|sure|confirm(?:ed)?|correct|please do|do it|go ahead|ok(?:ay)?|absolutely"
@@ -57,7 +59,7 @@ def wants_to_cancel(text: str) -> bool:
     more"), and no negation ("don't", "not", "no need to", "rather not", …) or hypothetical ("if", "what happens if")
     comes before the verb in the same clause. "Please don't cancel it" -> False; "cancel it, please" -> True."""
     t = _norm(text)
-    if _NOT_WANTED.search(t):
+    if _NOT_WANTED.search(t) or _BARE_STOP.fullmatch(t):
         return True
     for clause in _CLAUSE.split(t):
         for m in _CANCEL_VERB.finditer(clause):

@@ -15,6 +15,8 @@ CANCEL = [
     "Actually, cancel my refund please",
     "please cancel it",
     "cancel it",
+    "stop",
+    "please stop!",
     "I want to withdraw my request",
     "withdraw the refund request",
     "call it off",
