@@ -28,6 +28,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
 from nodes import playbook
+from nodes.desk_knowledge import load_knowledge
 from nodes.facts import extract_facts, facts_from_tool_result
 from nodes.prompts import agent_from_prompt
 from policies.compound import COMPOUND_THRESHOLD, CompoundDecision, detect_compound, split_requests
@@ -42,6 +43,8 @@ BILLING_FIRST_SCORE = 0.25
 CLARIFY_BELOW = 0.25
 
 _REFUND_RE = re.compile(r"\b(refund|money back|reimburs\w*|get (it|that|this) back|pay (me )?back|reverse the)", re.I)
+_CLARIFY_QUESTION = ("I'm not sure I understood. Is this about a card, a payment or charge, a refund, a transfer, "
+                     "your account, or our fees and limits?")
 _FACT_LINE = re.compile(r"(\w+)=([^;()]+?) \((user_said|system_verified)\)")
 
 
@@ -164,8 +167,7 @@ class OfflineChatModel(BaseChatModel):
                 return AIMessage(content="", tool_calls=[_call(tool, {"reason": f"{route.intent or target} (router {route.confidence:.2f})"})])
             return AIMessage(content="Could you tell me a bit more about what you need help with?")
         if agent == "clarify":
-            return AIMessage(content="I'm not sure I understood. Is this about a card, a payment or charge, a refund, "
-                                     "a transfer, your account, or our fees and limits?")
+            return AIMessage(content=self._clarify_text(user_text))
 
         flow = re.search(r"^Handoff from (risk|human_approval|refund_execute) to", system, re.M)
         if flow and not results:
@@ -173,13 +175,10 @@ class OfflineChatModel(BaseChatModel):
         done = [n for n, _ in results]
         # A fresh request that plainly belongs to another agent: hand it on before doing anything.
         # Not when a colleague handed it here on purpose (its packet says why).
-        if not results and not refused and not from_specialist:
-            route = self._router().route(user_text)
-            tool = f"transfer_to_{route.agent}"
-            if (route.agent not in (agent, "other") and route.confidence >= MISROUTE_CONFIDENCE and tool in names
-                    and not (agent == "billing" and route.agent == "refunds")):
-                return AIMessage(content="", tool_calls=[_call(tool, {"reason": f"request is about {route.intent or route.agent}"})])
-        plan = playbook.plan_tool_call(agent, user_text, facts, done)
+        if not results and not refused and not from_specialist and (handoff := self._misrouted(agent, user_text, names)):
+            return handoff
+        hint = self._intent_hint(agent, user_text)
+        plan = playbook.plan_tool_call(agent, user_text, facts, done, hint)
         if plan is not None and plan.name in names and plan.name not in done:
             return AIMessage(content="", tool_calls=[_call(plan.name, dict(plan.args))])
         if agent == "billing" and wants_refund(user_text) and "transfer_to_refunds" in names and not refused:
@@ -187,7 +186,40 @@ class OfflineChatModel(BaseChatModel):
             if facts.get("transaction_id"):
                 args["facts"] = {k: v for k, v in facts.items() if k in ("transaction_id", "amount", "merchant")}
             return AIMessage(content="", tool_calls=[_call("transfer_to_refunds", args)])
-        return AIMessage(content=playbook.compose_answer(agent, user_text, results))
+        return AIMessage(content=playbook.compose_answer(agent, user_text, results, hint))
+
+    def _misrouted(self, agent: str, user_text: str, names: set[str]) -> AIMessage | None:
+        """A handoff for a fresh request that plainly belongs to another agent (the router gives it at least
+        ``MISROUTE_CONFIDENCE``, or the desk handbook's patterns match another agent's intent better than any of
+        ``agent``'s), when that transfer tool is bound; billing keeps refund requests (it identifies the charge)."""
+        route = self._router().route(user_text)
+        target, reason = None, ""
+        if route.agent not in (agent, "other") and route.confidence >= MISROUTE_CONFIDENCE:
+            target, reason = route.agent, f"request is about {route.intent or route.agent}"
+        elif (owner := load_knowledge().owner_by_patterns(agent, user_text)) is not None:
+            target, reason = owner, f"the desk handbook puts this request with {owner}"
+        if target is None or f"transfer_to_{target}" not in names or (agent == "billing" and target == "refunds"):
+            return None
+        return AIMessage(content="", tool_calls=[_call(f"transfer_to_{target}", {"reason": reason})])
+
+    def _intent_hint(self, agent: str, user_text: str) -> str | None:
+        """The router's fine label for ``user_text`` when the router also picks ``agent`` (else None)."""
+        try:
+            route = self._router().route(user_text)
+        except (ValueError, RuntimeError):
+            return None
+        return getattr(route, "intent", None) if route.agent == agent else None
+
+    def _clarify_text(self, user_text: str) -> str:
+        """Clarify's words: the desk's conversational answer for a greeting, thanks, goodbye or off-topic text
+        (router topic of the ``other`` class, ``nodes/data/desk_knowledge.json``), else one question."""
+        answers = load_knowledge().conversational
+        try:
+            route = self._router().route(user_text)
+        except (ValueError, RuntimeError):
+            route = None
+        topic = getattr(route, "intent", None) if route is not None and route.agent == "other" else None
+        return answers.get(topic or "", answers.get("gibberish", _CLARIFY_QUESTION))
 
     def _supervise(self, user_text: str, names: set[str], answered: bool) -> AIMessage:
         """The supervisor: one ``expert_<expert>`` call per intent (objective = that intent's segments)."""
