@@ -249,3 +249,32 @@ def test_the_issue_examples_get_their_own_answer(make_desk) -> None:
     assert r.agent == "cards" and "4242 isn't frozen" in r.text and "Link a card" not in r.text
     bye = Conversation("ex-bye", desk=desk).send("bye")
     assert bye.agent == "clarify" and "Goodbye" in bye.text and "not sure I understood" not in bye.text
+
+
+def test_safety_first_in_compound_requests(make_desk, store) -> None:
+    from graph.conversation import Conversation
+    from nodes.router import load_router
+
+    desk = make_desk(router=load_router())
+    r = Conversation("safety-1", desk=desk).send("I lost my card yesterday, and what is the fee for international transfers?")
+    assert r.path_str.startswith("entry → triage → cards") and "supervisor" not in r.path_str, r.path_str
+    assert store.get_card("c_ada", "card_ada_phys").status == "frozen"
+    assert "frozen your card ending 4242" in r.text and "£0.50" in r.text
+    assert "Not done yet" not in r.text and not any(leak in r.text for leak in LEAKS)
+
+    r = Conversation("safety-2", desk=desk).send("Someone has used my card for things I never bought. Also where is my refund?")
+    assert r.agent == "cards" and "frozen" in r.text
+    assert "where is my refund" in r.text and "refunds team" in r.text
+    assert not any(leak in r.text for leak in LEAKS)
+
+
+def test_supervisor_never_shows_tool_or_card_ids() -> None:
+    from graph.agent_as_tool import ProposedAction
+    from nodes.supervisor import compose_answer_text
+    from policies.merge import MergeOutcome
+
+    text = compose_answer_text(MergeOutcome(status="complete", reason="", parts=()),
+                               (ProposedAction(expert="cards", tool="freeze_card", args={"card_id": "card_ada_phys"}),
+                                ProposedAction(expert="cards", tool="freeze_card", args={"card_id": "4242"})))
+    assert "card_ada" not in text and "freeze_card" not in text and "freeze your card" in text
+    assert "ending 4242" in text
