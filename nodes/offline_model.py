@@ -259,6 +259,8 @@ class OfflineChatModel(BaseChatModel):
         """A handoff for a fresh request that plainly belongs to another agent (the router gives it at least
         ``MISROUTE_CONFIDENCE``, or the desk handbook's patterns match another agent's intent better than any of
         ``agent``'s), when that transfer tool is bound; billing keeps refund requests (it identifies the charge)."""
+        if agent == "cards" and _is_safety(user_text):
+            return None  # safety first: a lost/stolen card or fraud is handled here before anything else
         route = self._router().route(user_text)
         target, reason = None, ""
         if route.agent not in (agent, "other") and route.confidence >= MISROUTE_CONFIDENCE:
