@@ -17,10 +17,26 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
-from graph.cli_output import THREAD_KEYS, history_rows, pending_dict, print_json, print_rows, turn_dict
+from graph.cli_output import (
+    THREAD_KEYS,
+    history_rows,
+    pending_dict,
+    print_json,
+    print_rows,
+    print_training_report,
+    turn_dict,
+)
 from graph.errors import InputError, SwitchboardError
 from graph.operator_cli import (
     DECIDE_ROLES,
@@ -602,22 +618,40 @@ def train_router(
     csv_path: Path = typer.Argument(..., metavar="CSV", help="Labelled CSV with columns text,category."),
     labels: Path = typer.Option(..., "--labels", help="JSON mapping agents to categories (agent_map.json shape)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Where to store the router. Default: $SWITCHBOARD_HOME/router-trained.npz, used by later runs."),
+    force: bool = typer.Option(False, "--force", help="Install the trained router even when it is worse than the shipped "
+                               "one on a held-out figure."),
 ) -> None:
-    """Fit the offline router on a user's labelled data and store it for later runs (the shipped default stays available:
-    delete the file or pass --router to route)."""
-    from nodes.router import IntentRouter, load_label_map, read_labelled_csv, trained_router_path
+    """Fit the offline router on a user's labelled data, compare it with the shipped router on held-out data, and store
+    it for later runs only when it is not worse (or with --force). The desk's conversational and out-of-scope examples
+    are merged in unless the label map has its own 'other' labels (nodes/router_training.py). The shipped default
+    stays available: delete the file or pass --router to route. Exit 1 when the router is refused."""
+    from nodes.router import load_label_map, read_labelled_csv, trained_router_path
+    from nodes.router_training import train_with_holdout
 
     texts, cats = read_labelled_csv(csv_path)
     label_map = load_label_map(labels)
     target = out or trained_router_path()
-    with console.status(f"fitting on {len(texts)} examples…"):
-        t0 = time.perf_counter()
-        router = IntentRouter().fit(texts, cats, label_to_agent=label_map,
-                                    data_sha256=hashlib.sha256(csv_path.read_bytes()).hexdigest())
-        router.source = str(csv_path)
-        router.save(target)
-    console.print(f"trained on {len(texts)} examples, {len(set(cats))} categories, "
-                  f"{len(set(label_map[c] for c in cats))} agents in {time.perf_counter() - t0:.1f} s -> {target}")
+    t0 = time.perf_counter()
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True) as bar:
+        job = bar.add_task("training", total=3)
+
+        def step(description: str) -> None:
+            done = {"merging": 0, "fitting": 1, "measuring": 2}.get(description.split()[0], 0)
+            bar.update(job, completed=done, description=description)
+
+        router, report = train_with_holdout(texts, cats, label_map, step=step,
+                                            data_sha256=hashlib.sha256(csv_path.read_bytes()).hexdigest())
+        bar.update(job, completed=3)
+    router.source = str(csv_path)
+    print_training_report(console, report, time.perf_counter() - t0)
+    if report.worse_on and not force:
+        err.print(f"error: not installed: the trained router is worse than the shipped one on "
+                  f"{' and '.join(report.worse_on)}; pass --force to install it anyway", highlight=False)
+        raise typer.Exit(1)
+    router.save(target)
+    console.print(f"installed -> {target}" + (" (--force: worse on " + ", ".join(report.worse_on) + ")"
+                                               if report.worse_on else ""), highlight=False)
     from nodes.router import AGENTS as ROUTER_AGENTS
 
     missing = sorted(set(ROUTER_AGENTS) - {label_map[c] for c in cats})

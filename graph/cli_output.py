@@ -21,8 +21,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["print_json", "print_rows", "turn_dict", "pending_dict", "waiting_for", "history_rows", "THREAD_KEYS",
-           "HISTORY_KEYS", "PENDING_KEYS"]
+__all__ = ["print_json", "print_rows", "print_training_report", "turn_dict", "pending_dict", "waiting_for",
+           "history_rows", "THREAD_KEYS", "HISTORY_KEYS", "PENDING_KEYS"]
 
 THREAD_KEYS: tuple[str, ...] = ("thread_id", "customer_id", "turns", "active_agent", "status", "handoffs")
 HISTORY_KEYS: tuple[str, ...] = ("turn", "user", "agent", "status", "answer", "path", "waiting_for")
@@ -115,3 +115,16 @@ def history_rows(turns: Sequence[Mapping[str, Any]], pending: Mapping[str, Any] 
                      "answer": "" if paused else t.get("answer", ""), "path": t.get("path", ""),
                      "waiting_for": waiting_for(pending) if paused and pending is not None else None})
     return rows
+
+
+def print_training_report(console: Console, report: Any, seconds: float) -> None:
+    """``train-router``'s comparison (a ``nodes.router_training.TrainingReport``): held-out agent accuracy and
+    conversational/out-of-scope recall of the trained and the shipped router on the same data, and what was merged."""
+    c, s = report.candidate, report.shipped
+    merged = (f"merged {report.merged_desk_rows} conversational/out-of-scope examples of the desk"
+              if report.merged_desk_rows else "kept the data's own 'other' labels")
+    console.print(f"fitted on {report.n_train} examples in {seconds:.1f} s ({merged})", highlight=False)
+    print_rows(console, ("figure", "trained", "shipped", "measured on"),
+               [("held-out accuracy (agent)", f"{c.accuracy:.4f}", f"{s.accuracy:.4f}", f"{c.n_held_out} held-out rows"),
+                ("conversational/out-of-scope -> other", f"{c.other_recall:.4f}", f"{s.other_recall:.4f}",
+                 f"{c.n_other} sentences (nodes/data/router_holdout.csv)")], empty="")

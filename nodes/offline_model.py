@@ -288,7 +288,8 @@ class OfflineChatModel(BaseChatModel):
         except (ValueError, RuntimeError):
             route = None
         topic = getattr(route, "intent", None) if route is not None and route.agent == "other" else None
-        return answers.get(topic or "", answers.get("gibberish", _CLARIFY_QUESTION))
+        topic = (topic or "").rsplit(":", 1)[-1]  # a trained router's merged desk labels are "desk_other:<topic>"
+        return answers.get(topic, answers.get("gibberish", _CLARIFY_QUESTION))
 
     def _supervise(self, user_text: str, names: set[str], answered: bool) -> AIMessage:
         """The supervisor: one ``expert_<expert>`` call per intent (objective = that intent's segments)."""
