@@ -89,6 +89,14 @@ def _is_safety(segment: str) -> bool:
     return intent is not None and intent.kind == "freeze"
 
 
+_RECORD_OWNERS = (("transaction_id", "billing"), ("refund_id", "refunds"), ("transfer_id", "transfers"))
+
+
+def _record_owner(facts: dict[str, str]) -> str | None:
+    """The agent that owns a record the customer named (a transaction, refund or transfer id), or None."""
+    return next((agent for key, agent in _RECORD_OWNERS if facts.get(key)), None)
+
+
 def _frozen_line(facts: dict[str, str]) -> str:
     if facts.get("card_status") != "frozen":
         return ""
@@ -243,6 +251,9 @@ class OfflineChatModel(BaseChatModel):
         target = route.agent if route.agent != "other" else "clarify"
         if route.confidence < CLARIFY_BELOW:
             target = "clarify"
+        if target == "clarify":
+            # A named record or a request the desk handbook recognises is not small talk: send it to its owner.
+            target = _record_owner(facts) or load_knowledge().owner_by_patterns("clarify", user_text) or target
         # A refund of a charge nobody has identified yet starts at billing, which finds the charge and
         # hands over with the verified transaction (refunds would otherwise have to ask for it).
         if (target == "refunds" and "transaction_id" not in facts

@@ -429,7 +429,8 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
         if rendered:
             parts.append(rendered)
     intent = resolve_intent(agent, user_text, hint)
-    if intent is not None and intent.answer and "unfreeze_card" not in names and (intent.tool is None or intent.tool in names
+    record_specific = {"unfreeze_card", "explain_transaction", "transfer_status", "check_refund_eligibility"} & set(names)
+    if intent is not None and intent.answer and not record_specific and (intent.tool is None or intent.tool in names
                                                  or (intent.kind == "freeze" and "card_status" in names)):
         parts.append(intent.answer)
     if not parts:
