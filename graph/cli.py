@@ -17,9 +17,26 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
+from graph.cli_output import (
+    THREAD_KEYS,
+    history_rows,
+    pending_dict,
+    print_json,
+    print_rows,
+    print_training_report,
+    turn_dict,
+)
 from graph.db_cli import db_app
 from graph.errors import InputError, SwitchboardError
 from graph.operator_cli import (
@@ -54,6 +71,7 @@ DbOpt = typer.Option(None, "--db",
 ModelOpt = typer.Option(None, "--model", help="'offline' (default, embedded) or 'openai:<model>'. Env: SWITCHBOARD_MODEL.")
 TimeoutOpt = typer.Option(None, "--timeout",
                           help="Seconds per model request attempt (openai models; default 30). Env: SWITCHBOARD_MODEL_TIMEOUT.")
+JsonOpt = typer.Option(False, "--json", help="Print JSON on stdout instead of text (stable keys: README 'Scripting the CLI').")
 RetriesOpt = typer.Option(None, "--retries",
                           help="Model request retries on 429/5xx/timeouts/connection errors (default 2). "
                                "Env: SWITCHBOARD_MODEL_RETRIES.")
@@ -149,6 +167,7 @@ def chat(
     stream: bool = typer.Option(False, "--stream", "-s", help="Show which agent is working and each handoff as it happens."),
     timeout: Optional[float] = TimeoutOpt,
     retries: Optional[int] = RetriesOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Send one message on a thread (or chat interactively) and print the answer and the handoff path.
 
@@ -167,10 +186,13 @@ def chat(
     settings = _settings(model, db, model_timeout_s=timeout, model_retries=retries)
     conv = Conversation(thread, desk=_desk(settings), context=RunContext(user_id=user, tenant_id=tenant),
                         on_event=_print_live_event if stream else None)
-    console.print(f"[dim]thread {conv.thread_id}[/]")
+    if as_json and message is None:
+        raise InputError("--json needs the message as an argument (one turn)")
+    if not as_json:
+        console.print(f"[dim]thread {conv.thread_id}[/]")
     if message is not None:
         r = conv.send(message)
-        _print_turn(r)
+        print_json(turn_dict(r)) if as_json else _print_turn(r)
         if _report_model_error(r):
             raise typer.Exit(1)
         return
@@ -257,18 +279,18 @@ def _checkpointer(db: str | None):
 
 
 @app.command()
-def threads(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt) -> None:
+def threads(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt, as_json: bool = JsonOpt) -> None:
     """List the stored threads of your tenant: customer, turns, active agent, last status. Needs --as an operator."""
     from checkpoints.threads import thread_summaries
 
     acting = acting_operator(as_, READ_ROLES, "threads", db=db)
     saver = _checkpointer(db)
     rows = thread_summaries(saver, tenant_id=acting.tenant_id) if saver is not None else []
-    table = Table("thread", "customer", "turns", "active agent", "last status", "handoffs")
-    for r in rows:
-        table.add_row(r["thread_id"], r["customer_id"] or "-", str(r["turns"]), str(r["active_agent"] or "-"),
-                      r["status"], str(r["handoffs"]))
-    console.print(table if rows else "no threads yet")
+    if as_json:
+        print_json([{k: r.get(k) for k in THREAD_KEYS} for r in rows])
+        return
+    print_rows(console, ("thread", "customer", "turns", "active agent", "last status", "handoffs"),
+               ([r[k] for k in THREAD_KEYS] for r in rows), empty="no threads yet")
 
 
 def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, reveal: bool,
@@ -291,21 +313,27 @@ def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, 
 
 @app.command()
 def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[str] = DbOpt,
-            as_: Optional[str] = AsOpt, reveal: bool = RevealOpt) -> None:
+            as_: Optional[str] = AsOpt, reveal: bool = RevealOpt, as_json: bool = JsonOpt) -> None:
     """Show one thread turn by turn: the user's message, the answering agent and the handoff path. Needs --as an
     operator of the thread's tenant; card numbers, e-mail and phone numbers are hidden unless --reveal."""
-    from checkpoints.threads import thread_turns
+    from checkpoints.threads import thread_turns, thread_values
     from policies.redaction import redact
 
     _, saver = _operator_thread(as_, thread, db, "history", reveal)
     turns = thread_turns(saver, thread)
     if not turns:
         raise InputError(f"unknown thread {thread!r}")
-    show = _safe if reveal else (lambda x: _safe(redact(x)))
-    table = Table("turn", "user", "answered by", "path", "answer", show_lines=True)
-    for t in turns:
-        table.add_row(str(t["turn"]), show(t["user"]), t["agent"] or "-", t["path"], show(t["answer"]))
-    console.print(table)
+    show = _safe if reveal else (lambda x: _safe(redact(x)))  # a stored message never drives the terminal
+    values = thread_values(saver, thread)
+    rows = history_rows(turns, values.get("pending_approval") or None)
+    for row in rows:
+        row["user"], row["answer"] = show(row["user"]), show(row["answer"])
+    if as_json:
+        print_json(rows)
+        return
+    print_rows(console, ("turn", "user", "answered by", "status", "path", "answer / waits for"),
+               ([r["turn"], r["user"], r["agent"], r["status"], r["path"], r["waiting_for"] or r["answer"]] for r in rows),
+               empty=f"thread {thread} has no turns", show_lines=True)
 
 
 def _event_log(db: str | None):
@@ -432,33 +460,31 @@ def _overdue(req: dict, now, deadline_h: float) -> bool:
 @app.command()
 def pending(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt,
             overdue: bool = typer.Option(False, "--overdue", help="Only approvals past their deadline "
-                                         "(SWITCHBOARD_APPROVAL_DEADLINE_H, default 72 h).")) -> None:
+                                         "(SWITCHBOARD_APPROVAL_DEADLINE_H, default 72 h)."),
+            as_json: bool = JsonOpt) -> None:
     """List your tenant's threads paused for a human approval and what each waits for. Needs --as an operator."""
     from checkpoints.threads import pending_interrupt, thread_summaries
 
     acting = acting_operator(as_, READ_ROLES, "pending", db=db)
     settings = _settings(None, db)
-    if db is None and not _stored(settings.db):
-        console.print("nothing is waiting for approval")
+    rows: list[dict] = []
+    if db is not None or _stored(settings.db):
+        saver = _checkpointer(db)  # no graph: the paused threads' interrupts are read from the checkpoints
+        if saver is None:
+            raise InputError(f"no checkpoint database at {settings.db} (pass --db)")
+        now = acting.store.now()
+        for tid in [r["thread_id"] for r in thread_summaries(saver, tenant_id=acting.tenant_id)]:
+            req = pending_interrupt(saver, tid)
+            if isinstance(req, dict) and not (overdue and not _overdue(req, now, settings.approval_deadline_h)):
+                rows.append(pending_dict(tid, req))
+    if as_json:
+        print_json(rows)
         return
-    saver = _checkpointer(db)  # no graph: the paused threads' interrupts are read from the checkpoints
-    if saver is None:
-        raise InputError(f"no checkpoint database at {settings.db} (pass --db)")
-    now = acting.store.now()
-    table = Table("thread", "task", "customer", "amount", "refund", "risk flags", "approvals", "requested at",
-                  "deadline")
-    n = 0
-    for tid in [r["thread_id"] for r in thread_summaries(saver, tenant_id=acting.tenant_id)]:
-        req = pending_interrupt(saver, tid)
-        if not isinstance(req, dict) or (overdue and not _overdue(req, now, settings.approval_deadline_h)):
-            continue
-        n += 1
-        got = len(req.get("approvals") or [])
-        table.add_row(tid, req.get("task_id", ""), req.get("customer_id", ""), req.get("amount", ""),
-                      req.get("refund_id", ""), "; ".join(req.get("risk_flags") or []),
-                      f"{got}/{req.get('approvals_required') or 1}", req.get("requested_at", ""),
-                      req.get("deadline") or "-")
-    console.print(table if n else ("nothing is overdue" if overdue else "nothing is waiting for approval"))
+    print_rows(console, ("thread", "task", "customer", "amount", "refund", "risk flags", "approvals", "requested at",
+                         "deadline"),
+               ([r["thread_id"], r["task_id"], r["customer_id"], r["amount"], r["refund_id"], r["risk_flags"],
+                 f"{len(r['approvals'])}/{r['approvals_required']}", r["requested_at"], r["deadline"]] for r in rows),
+               empty="nothing is overdue" if overdue else "nothing is waiting for approval")
 
 
 @app.command()
@@ -473,6 +499,7 @@ def resume(
     db: Optional[str] = DbOpt,
     model: Optional[str] = ModelOpt,
     stream: bool = typer.Option(False, "--stream", "-s", help="Show each agent and step as the resumed run proceeds."),
+    as_json: bool = JsonOpt,
 ) -> None:
     """Resume a thread paused for approval with your decision (recorded under your operator name). Needs --as an
     approver of the thread's tenant who is not the refund's customer; the higher risk tier needs two different
@@ -495,7 +522,7 @@ def resume(
     desk = _approval_desk(db, model)
     conv = Conversation(thread, desk=desk, context=acting.context(), on_event=_print_live_event if stream else None)
     r = conv.resume({"decision": "approve" if approve else "reject", "note": note})
-    _print_turn(r)
+    print_json(turn_dict(r)) if as_json else _print_turn(r)
 
 
 @app.command()
@@ -529,8 +556,12 @@ def recover(
         r = Conversation(tid, desk=desk, context=acting.context()).recover()
         if r is not None:
             done += 1
-            console.print(f"{tid}: recovered -> {r.status} ({r.agent})")
-    console.print(f"recovered {done} of {len(targets)} thread(s)")
+            console.print(f"{tid}: found an interrupted run; finished it -> {r.status} ({r.agent})", highlight=False)
+    if done == 0:
+        console.print(f"nothing to recover: checked {len(targets)} thread(s); none had a run left unfinished "
+                      "(approvals still waiting for a decision stay pending)", highlight=False)
+    else:
+        console.print(f"recovered {done} run(s); {len(targets) - done} other thread(s) needed nothing", highlight=False)
 
 
 def _expire(desk, acting, targets: list[str]) -> None:
@@ -559,7 +590,8 @@ def route(
     model: Optional[str] = ModelOpt,
     router_path: Optional[Path] = typer.Option(
         None, "--router", help="A router file from train-router (default: trained if present, else shipped)."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the figures as JSON to this file."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the figures as JSON to this file; "
+                                            "'--json -' prints them on stdout instead of the table."),
     db: Optional[Path] = typer.Option(None, "--db", help="Keep the runs' checkpoints and events in this database (then "
                                       "'switchboard stats --db' reads them). Default: in memory, nothing kept."),
     timeout: Optional[float] = TimeoutOpt,
@@ -585,7 +617,8 @@ def route(
         saver = open_checkpointer(db)
     else:
         saver = InMemorySaver()
-    if json_out is not None and (json_out.is_dir() or not json_out.parent.exists()):
+    to_stdout = json_out is not None and str(json_out) == "-"
+    if json_out is not None and not to_stdout and (json_out.is_dir() or not json_out.parent.exists()):
         raise InputError(f"--json {json_out}: not a writable file path")
     desk = _desk(settings, checkpointer=saver, store=open_store(scratch / "business.db"))
     graph, deps = desk.graph, desk.deps
@@ -596,8 +629,11 @@ def route(
         job = bar.add_task("route", total=len(texts))
         report = evaluate(graph, texts, expected, router=str(deps.router.source), model=settings.model,
                           thread_prefix=prefix, progress=lambda done, total: bar.update(job, completed=done))
-    _print_report(report)
-    if json_out:
+    if to_stdout:
+        print_json(report.figures())
+    else:
+        _print_report(report)
+    if json_out and not to_stdout:
         json_out.write_text(json.dumps(report.figures(), indent=2) + "\n")
     failed = report.model_failures
     if failed:
@@ -629,22 +665,40 @@ def train_router(
     labels: Path = typer.Option(..., "--labels", help="JSON mapping agents to categories (agent_map.json shape)."),
     out: Optional[Path] = typer.Option(
         None, "--out", help="Where to store the router. Default: $SWITCHBOARD_HOME/router-trained.npz, used by later runs."),
+    force: bool = typer.Option(False, "--force", help="Install the trained router even when it is worse than the shipped "
+                               "one on a held-out figure."),
 ) -> None:
-    """Fit the offline router on a user's labelled data and store it for later runs (the shipped default stays available:
-    delete the file or pass --router to route)."""
-    from nodes.router import IntentRouter, load_label_map, read_labelled_csv, trained_router_path
+    """Fit the offline router on a user's labelled data, compare it with the shipped router on held-out data, and store
+    it for later runs only when it is not worse (or with --force). The desk's conversational and out-of-scope examples
+    are merged in unless the label map has its own 'other' labels (nodes/router_training.py). The shipped default
+    stays available: delete the file or pass --router to route. Exit 1 when the router is refused."""
+    from nodes.router import load_label_map, read_labelled_csv, trained_router_path
+    from nodes.router_training import train_with_holdout
 
     texts, cats = read_labelled_csv(csv_path)
     label_map = load_label_map(labels)
     target = out or trained_router_path()
-    with console.status(f"fitting on {len(texts)} examples…"):
-        t0 = time.perf_counter()
-        router = IntentRouter().fit(texts, cats, label_to_agent=label_map,
-                                    data_sha256=hashlib.sha256(csv_path.read_bytes()).hexdigest())
-        router.source = str(csv_path)
-        router.save(target)
-    console.print(f"trained on {len(texts)} examples, {len(set(cats))} categories, "
-                  f"{len(set(label_map[c] for c in cats))} agents in {time.perf_counter() - t0:.1f} s -> {target}")
+    t0 = time.perf_counter()
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True) as bar:
+        job = bar.add_task("training", total=3)
+
+        def step(description: str) -> None:
+            done = {"merging": 0, "fitting": 1, "measuring": 2}.get(description.split()[0], 0)
+            bar.update(job, completed=done, description=description)
+
+        router, report = train_with_holdout(texts, cats, label_map, step=step,
+                                            data_sha256=hashlib.sha256(csv_path.read_bytes()).hexdigest())
+        bar.update(job, completed=3)
+    router.source = str(csv_path)
+    print_training_report(console, report, time.perf_counter() - t0)
+    if report.worse_on and not force:
+        err.print(f"error: not installed: the trained router is worse than the shipped one on "
+                  f"{' and '.join(report.worse_on)}; pass --force to install it anyway", highlight=False)
+        raise typer.Exit(1)
+    router.save(target)
+    console.print(f"installed -> {target}" + (" (--force: worse on " + ", ".join(report.worse_on) + ")"
+                                               if report.worse_on else ""), highlight=False)
     from nodes.router import AGENTS as ROUTER_AGENTS
 
     missing = sorted(set(ROUTER_AGENTS) - {label_map[c] for c in cats})

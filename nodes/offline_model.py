@@ -28,11 +28,13 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
 from nodes import playbook
+from nodes.desk_knowledge import load_knowledge
 from nodes.facts import extract_facts, facts_from_tool_result
 from nodes.prompts import agent_from_prompt
 from policies.compound import COMPOUND_THRESHOLD, CompoundDecision, detect_compound, split_requests
 
-__all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE"]
+__all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE", "SAFETY_REASON",
+           "SAFETY_REASON_AFTER"]
 
 #: A specialist hands a fresh request on when the router gives another agent at least this probability.
 MISROUTE_CONFIDENCE = 0.6
@@ -42,6 +44,8 @@ BILLING_FIRST_SCORE = 0.25
 CLARIFY_BELOW = 0.25
 
 _REFUND_RE = re.compile(r"\b(refund|money back|reimburs\w*|get (it|that|this) back|pay (me )?back|reverse the)", re.I)
+_CLARIFY_QUESTION = ("I'm not sure I understood. Is this about a card, a payment or charge, a refund, a transfer, "
+                     "your account, or our fees and limits?")
 _FACT_LINE = re.compile(r"(\w+)=([^;()]+?) \((user_said|system_verified|model_written)\)")
 
 
@@ -75,6 +79,59 @@ def approval_outcome_text(facts: dict[str, str]) -> str:
     if status == "already_decided":
         return f"{what[0].upper() + what[1:]} had already been decided" + (f" by {who}" if who else "") + "; nothing more was done."
     return f"Your {what} is being reviewed."
+
+
+#: Triage's handoff reason when a compound request reports a lost/stolen card or fraud (cards acts first).
+SAFETY_REASON = "safety first: a lost, stolen or compromised card is frozen before anything else"
+#: The cards agent's handoff reason when it passes the rest of such a request on after the freeze.
+SAFETY_REASON_AFTER = "the card is frozen; the customer's other question follows"
+
+
+def _is_safety(segment: str) -> bool:
+    """Does this request segment report a lost, stolen, swallowed or compromised card, or fraud (a ``freeze`` intent
+    of the desk knowledge)?"""
+    intent = load_knowledge().resolve("cards", segment)
+    return intent is not None and intent.kind == "freeze"
+
+
+_RECORD_OWNERS = (("transaction_id", "billing"), ("refund_id", "refunds"), ("transfer_id", "transfers"))
+
+
+def _record_owner(facts: dict[str, str]) -> str | None:
+    """The agent that owns a record the customer named (a transaction, refund or transfer id), or None."""
+    return next((agent for key, agent in _RECORD_OWNERS if facts.get(key)), None)
+
+
+def _frozen_line(facts: dict[str, str]) -> str:
+    if facts.get("card_status") != "frozen":
+        return ""
+    last4 = facts.get("card_last4")
+    return f"I've frozen your card{' ending ' + last4 if last4 else ''}, so nobody can pay with it. "
+
+
+def _turn(messages: list[BaseMessage]) -> tuple[str, list[tuple[str, dict]]]:
+    """The last user message's text and the tool results after it (``(tool name, payload dict)``, in order)."""
+    last_human = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+    user_text = str(messages[last_human].content) if last_human is not None else ""
+    results: list[tuple[str, dict]] = []
+    for m in messages[last_human + 1 :] if last_human is not None else []:
+        if isinstance(m, ToolMessage):
+            try:
+                payload = json.loads(m.content) if isinstance(m.content, str) else m.content
+            except (TypeError, ValueError):
+                payload = {"text": m.content}
+            results.append((m.name or "", payload if isinstance(payload, dict) else {"value": payload}))
+    return user_text, results
+
+
+def _safety_context(system: str, user_text: str, from_specialist: bool) -> tuple[str, str]:
+    """After the cards agent froze a card and handed the rest of a compound request on: the text to work on (the
+    packet's objective) and the sentence confirming the freeze; otherwise ``(user_text, "")``."""
+    if not (from_specialist and re.search(rf"^Reason: {SAFETY_REASON_AFTER}", system, re.M)):
+        return user_text, ""
+    objective = re.search(r"^Objective: (.+)$", system, re.M)
+    prefix = _frozen_line({k: v.strip() for k, v, _ in _FACT_LINE.findall(system)})
+    return (objective.group(1).strip() if objective else user_text), prefix
 
 
 def _call(name: str, args: dict) -> dict:
@@ -124,23 +181,14 @@ class OfflineChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
     def _decide(self, agent: str, messages: list[BaseMessage], names: set[str], system: str) -> AIMessage:
-        last_human = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
-        user_text = str(messages[last_human].content) if last_human is not None else ""
-        # tool results in the current turn (after the last user message)
-        turn = messages[last_human + 1 :] if last_human is not None else []
-        results: list[tuple[str, dict]] = []
-        for m in turn:
-            if isinstance(m, ToolMessage):
-                try:
-                    payload = json.loads(m.content) if isinstance(m.content, str) else m.content
-                except (TypeError, ValueError):
-                    payload = {"text": m.content}
-                results.append((m.name or "", payload if isinstance(payload, dict) else {"value": payload}))
+        user_text, results = _turn(messages)
         refused = [r for r in results if str(r[1].get("text", "")).startswith(("Refused", "Not executed"))]
         # only business-tool results feed facts and answers; handoff acknowledgements do not
         results = [r for r in results if not r[0].startswith("transfer_to_")]
         # a colleague's handoff, or next-turn entry keeping the conversation here (policies.entry already decided)
-        from_specialist = bool(re.search(r"^(?:Handoff from (?!triage\b)\w+ to|Continuing the conversation with)", system, re.M))
+        from_specialist = bool(re.search(r"^(?:Handoff from (?!triage\b)\w+ to|Continuing the conversation with)", system,
+                                         re.M))
+        user_text, safety_prefix = _safety_context(system, user_text, from_specialist)
         facts = dict(extract_facts(user_text))
         named = set(facts) & _REFERENCES  # ids the customer named: resolved exactly, never replaced by another record
         for key, value, src in _FACT_LINE.findall(system):
@@ -151,31 +199,12 @@ class OfflineChatModel(BaseChatModel):
         for name, res in results:
             facts.update(facts_from_tool_result(name, res))
 
-        if agent == "triage" and "transfer_to_supervisor" in names and not refused:
-            decision, _segments = self.compound(user_text)
-            if decision.compound:
-                return AIMessage(content="", tool_calls=[_call("transfer_to_supervisor", {"reason": decision.reason})])
+        if agent == "triage":
+            return self._triage(user_text, names, bool(refused), facts)
         if agent == "supervisor":
             return self._supervise(user_text, names, bool(results or refused))
-        if agent == "triage":
-            route = self._router().route(user_text)
-            target = route.agent if route.agent != "other" else "clarify"
-            if route.confidence < CLARIFY_BELOW:
-                target = "clarify"
-            # A refund of a charge nobody has identified yet starts at billing, which finds the charge and
-            # hands over with the verified transaction (refunds would otherwise have to ask for it).
-            if (target == "refunds" and "transaction_id" not in facts
-                    and (getattr(route, "scores", None) or {}).get("billing", 0.0) >= BILLING_FIRST_SCORE):
-                target = "billing"
-                return AIMessage(content="", tool_calls=[_call("transfer_to_billing", {
-                    "reason": "identify the charge the customer wants refunded"})])
-            tool = f"transfer_to_{target}"
-            if tool in names and not refused:
-                return AIMessage(content="", tool_calls=[_call(tool, {"reason": f"{route.intent or target} (router {route.confidence:.2f})"})])
-            return AIMessage(content="Could you tell me a bit more about what you need help with?")
         if agent == "clarify":
-            return AIMessage(content="I'm not sure I understood. Is this about a card, a payment or charge, a refund, "
-                                     "a transfer, your account, or our fees and limits?")
+            return AIMessage(content=self._clarify_text(user_text))
 
         flow = re.search(r"^Handoff from (risk|human_approval|refund_execute) to", system, re.M)
         if flow and not results:
@@ -183,21 +212,106 @@ class OfflineChatModel(BaseChatModel):
         done = [n for n, _ in results]
         # A fresh request that plainly belongs to another agent: hand it on before doing anything.
         # Not when a colleague handed it here on purpose (its packet says why).
-        if not results and not refused and not from_specialist:
-            route = self._router().route(user_text)
-            tool = f"transfer_to_{route.agent}"
-            if (route.agent not in (agent, "other") and route.confidence >= MISROUTE_CONFIDENCE and tool in names
-                    and not (agent == "billing" and route.agent == "refunds")):
-                return AIMessage(content="", tool_calls=[_call(tool, {"reason": f"request is about {route.intent or route.agent}"})])
-        plan = playbook.plan_tool_call(agent, user_text, facts, done)
+        if not results and not refused and not from_specialist and (handoff := self._misrouted(agent, user_text, names)):
+            return handoff
+        hint = self._intent_hint(agent, user_text)
+        plan = playbook.plan_tool_call(agent, user_text, facts, done, hint)
         if plan is not None and plan.name in names and plan.name not in done:
             return AIMessage(content="", tool_calls=[_call(plan.name, dict(plan.args))])
+        follow = self._after_safety(user_text, names, dict(results)) \
+            if agent == "cards" and done and not from_specialist and _is_safety(user_text) else None
+        if isinstance(follow, AIMessage):
+            return follow
         if agent == "billing" and wants_refund(user_text) and "transfer_to_refunds" in names and not refused:
             args: dict[str, Any] = {"reason": "customer wants the money back for the charge identified by billing"}
             if facts.get("transaction_id"):
                 args["facts"] = {k: v for k, v in facts.items() if k in ("transaction_id", "amount", "merchant")}
             return AIMessage(content="", tool_calls=[_call("transfer_to_refunds", args)])
-        return AIMessage(content=playbook.compose_answer(agent, user_text, results))
+        answer = playbook.compose_answer(agent, user_text, results, hint)
+        return AIMessage(content=" ".join(p for p in (safety_prefix.strip(), answer, follow or "") if p))
+
+    def _after_safety(self, user_text: str, names: set[str], results: dict[str, dict]) -> AIMessage | str | None:
+        """After the cards agent froze a card for a compound request: hand the other questions to their agent (with the
+        freeze as facts) when that edge is bound, else a sentence saying where they go; None when nothing else was
+        asked."""
+        rest = [seg for seg in (split_requests(user_text) or [user_text]) if not _is_safety(seg)]
+        if not rest:
+            return None
+        objective = " ".join(rest)
+        target = self._router().route(objective).agent
+        frozen = results.get("freeze_card") or {}
+        if target not in ("cards", "other") and f"transfer_to_{target}" in names and frozen.get("ok"):
+            facts = {"card_last4": str(frozen.get("last4", "")), "card_status": "frozen"}
+            return AIMessage(content="", tool_calls=[_call(f"transfer_to_{target}", {
+                "reason": SAFETY_REASON_AFTER, "objective": objective, "facts": facts})])
+        team = f"our {target}" if target not in ("cards", "other") else "the right"
+        return f"Your other question (\u201c{objective}\u201d) is for {team} team: send it as its own message and they'll answer."
+
+    def _triage(self, user_text: str, names: set[str], refused: bool, facts: dict[str, str]) -> AIMessage:
+        """Triage: safety first (a lost/stolen card or fraud in any segment goes to cards), a compound request to the
+        supervisor, else the router's agent (clarify below ``CLARIFY_BELOW``; a refund of an unidentified charge to
+        billing first)."""
+        if "transfer_to_supervisor" in names and not refused:
+            decision, segments = self.compound(user_text)
+            if "transfer_to_cards" in names and any(_is_safety(seg) for seg in segments):
+                # Safety first: the cards agent freezes the card, then hands the rest on (``_after_safety``).
+                return AIMessage(content="", tool_calls=[_call("transfer_to_cards", {"reason": SAFETY_REASON})])
+            if decision.compound:
+                return AIMessage(content="", tool_calls=[_call("transfer_to_supervisor", {"reason": decision.reason})])
+        route = self._router().route(user_text)
+        target = route.agent if route.agent != "other" else "clarify"
+        if route.confidence < CLARIFY_BELOW:
+            target = "clarify"
+        if target == "clarify":
+            # A named record or a request the desk handbook recognises is not small talk: send it to its owner.
+            target = _record_owner(facts) or load_knowledge().owner_by_patterns("clarify", user_text) or target
+        # A refund of a charge nobody has identified yet starts at billing, which finds the charge and
+        # hands over with the verified transaction (refunds would otherwise have to ask for it).
+        if (target == "refunds" and "transaction_id" not in facts
+                and (getattr(route, "scores", None) or {}).get("billing", 0.0) >= BILLING_FIRST_SCORE):
+            return AIMessage(content="", tool_calls=[_call("transfer_to_billing", {
+                "reason": "identify the charge the customer wants refunded"})])
+        tool = f"transfer_to_{target}"
+        if tool in names and not refused:
+            reason = f"{route.intent or target} (router {route.confidence:.2f})"
+            return AIMessage(content="", tool_calls=[_call(tool, {"reason": reason})])
+        return AIMessage(content="Could you tell me a bit more about what you need help with?")
+
+    def _misrouted(self, agent: str, user_text: str, names: set[str]) -> AIMessage | None:
+        """A handoff for a fresh request that plainly belongs to another agent (the router gives it at least
+        ``MISROUTE_CONFIDENCE``, or the desk handbook's patterns match another agent's intent better than any of
+        ``agent``'s), when that transfer tool is bound; billing keeps refund requests (it identifies the charge)."""
+        if agent == "cards" and _is_safety(user_text):
+            return None  # safety first: a lost/stolen card or fraud is handled here before anything else
+        route = self._router().route(user_text)
+        target, reason = None, ""
+        if route.agent not in (agent, "other") and route.confidence >= MISROUTE_CONFIDENCE:
+            target, reason = route.agent, f"request is about {route.intent or route.agent}"
+        elif (owner := load_knowledge().owner_by_patterns(agent, user_text)) is not None:
+            target, reason = owner, f"the desk handbook puts this request with {owner}"
+        if target is None or f"transfer_to_{target}" not in names or (agent == "billing" and target == "refunds"):
+            return None
+        return AIMessage(content="", tool_calls=[_call(f"transfer_to_{target}", {"reason": reason})])
+
+    def _intent_hint(self, agent: str, user_text: str) -> str | None:
+        """The router's fine label for ``user_text`` when the router also picks ``agent`` (else None)."""
+        try:
+            route = self._router().route(user_text)
+        except (ValueError, RuntimeError):
+            return None
+        return getattr(route, "intent", None) if route.agent == agent else None
+
+    def _clarify_text(self, user_text: str) -> str:
+        """Clarify's words: the desk's conversational answer for a greeting, thanks, goodbye or off-topic text
+        (router topic of the ``other`` class, ``nodes/data/desk_knowledge.json``), else one question."""
+        answers = load_knowledge().conversational
+        try:
+            route = self._router().route(user_text)
+        except (ValueError, RuntimeError):
+            route = None
+        topic = getattr(route, "intent", None) if route is not None and route.agent == "other" else None
+        topic = (topic or "").rsplit(":", 1)[-1]  # a trained router's merged desk labels are "desk_other:<topic>"
+        return answers.get(topic, answers.get("gibberish", _CLARIFY_QUESTION))
 
     def _supervise(self, user_text: str, names: set[str], answered: bool) -> AIMessage:
         """The supervisor: one ``expert_<expert>`` call per intent (objective = that intent's segments)."""

@@ -20,17 +20,21 @@ shapes of each agent's requests, not every phrasing.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from checkpoints.business import money, money_plain, parse_iso
+from nodes.desk_knowledge import DeskIntent, load_knowledge
+from nodes.desk_render import render_desk_tool
 from nodes.tools import TOOLS, match_policy_topic
 
 __all__ = [
     "ToolCallPlan",
     "plan_tool_call",
     "compose_answer",
+    "resolve_intent",
 ]
 
 @dataclass(frozen=True)
@@ -70,96 +74,154 @@ _EXPLAIN = (r"\bwhat is\b", r"\bwhat'?s\b", r"\bexplain\b", r"\bdon'?t recogni[s
             r"\bdeclined\b", r"\brevert", r"\bwhy\b", r"\bunknown\b", r"\bstrange\b")
 
 
+_UNFREEZE = (r"\bunfreeze\b", r"\bun-freeze\b", r"\bunblock (?:my|the) card\b", r"\bfound (?:my|the) card\b",
+             r"\b(?:reactivate|re-activate)\b")
+
+
+def resolve_intent(agent: str, user_text: str, hint: str | None = None) -> DeskIntent | None:
+    """The desk intent of ``agent`` that ``user_text`` asks about (:meth:`DeskKnowledge.resolve`: the project's
+    keyword patterns first, then ``hint``, the router's fine label, when it belongs to ``agent``), or None."""
+    return load_knowledge().resolve(agent, user_text, hint)
+
+
 def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
-                   done_tools: list[str]) -> ToolCallPlan | None:
+                   done_tools: list[str], hint: str | None = None) -> ToolCallPlan | None:
     """The next tool the offline ``agent`` should call for ``user_text`` given ``facts`` (user-said and
     system-verified, see the module doc) and the tools already called this turn, or None when it has
     enough to answer. Never returns a tool in ``done_tools`` and never a tool of another agent; agents
-    without business tools (triage, clarify, fallback, ...) always get None.
+    without business tools (triage, clarify, fallback, ...) always get None. ``hint``: the router's fine
+    label for the text (used when no keyword pattern of the desk knowledge matches).
 
-    Rules (keyword based, lower-cased text):
+    Rules (keyword based, lower-cased text), safety and named records first, then the desk intent
+    (:func:`resolve_intent`, ``nodes/data/desk_knowledge.json``): its tool with its fixed arguments, or no
+    tool for a ``knowledge`` intent (the answer comes from the handbook text).
     billing: "twice/duplicate/double charge" -> find_duplicate_charges; a transaction id with
-    "what/why/pending/declined/don't recognise" (or just an id) -> explain_transaction; fee words ->
-    explain_fees; otherwise list_recent_transactions. One tool, then answer.
+    "what/why/pending/declined/don't recognise" (or just an id) -> explain_transaction; then the intent's
+    tool; no intent: fee words -> explain_fees, else list_recent_transactions. One tool, then answer.
     refunds: "where/status/not showing" or a known refund id -> refund_status; a money-back request with
     a known transaction id -> request_refund (reason "duplicate charge" when the text says so), but
     "refundable/eligible" -> check_refund_eligibility; a known
     transaction id otherwise -> check_refund_eligibility; nothing known -> refund_status (to show the
     open refunds and ask which transaction).
-    cards: lost/stolen/freeze words -> card_status, then freeze_card(the card id the user named, else card_last4,
-    else the verified card_id) — a named card is never replaced by another;
-    otherwise card_status.
-    transfers: a transfer id -> transfer_status, else list_transfers.
-    account: account_profile. policy: lookup_policy(best matching topic, or the text itself).
+    cards: card_status first (except a knowledge intent or the delivery estimate); lost/stolen/fraud words or
+    a ``freeze`` intent -> freeze_card(the card the customer named — card_ref or card_last4 — else the verified
+    card_id; a named card is never replaced by another); "unfreeze/found my card" with the card's last four digits
+    -> unfreeze_card (naming the card is the confirmation).
+    transfers: a transfer id -> transfer_status, else the intent's tool (list_transfers) or none.
+    account / policy: the intent's tool (account_profile, account_balance, request_operator_case,
+    lookup_policy with its topic); no intent: account_profile / lookup_policy(best matching topic).
     """
+    planner = _PLANNERS.get(agent)
+    if planner is None:
+        return None
     text = user_text.lower()
     done = set(done_tools)
+    intent = resolve_intent(agent, user_text, hint)
 
     def plan(name: str, **args: Any) -> ToolCallPlan | None:
-        if name in done or TOOLS[name].agent != agent:
+        if name in done or name not in TOOLS or TOOLS[name].agent != agent:
             return None
         return ToolCallPlan(name, args)
 
-    if agent == "billing":
-        if done:
-            return None
-        tx_id = facts.get("transaction_id")
-        if _has(text, *_DUPLICATE):
-            return plan("find_duplicate_charges")
-        if tx_id and (_has(text, *_EXPLAIN) or not _has(text, *_FEES)):
-            return plan("explain_transaction", transaction_id=tx_id)
-        if _has(text, *_FEES):
-            return plan("explain_fees")
-        return plan("list_recent_transactions", limit=5)
+    return planner(text, facts, done, intent, plan)
 
-    if agent == "refunds":
-        if done & {"request_refund", "refund_status", "check_refund_eligibility"}:
-            # One refund tool settles the turn, except: eligibility said yes and the user wants money back.
-            if ("check_refund_eligibility" in done and facts.get("refund_eligible") == "yes"
-                    and _has(text, *_MONEY_BACK) and facts.get("transaction_id")):
-                return plan("request_refund", transaction_id=facts["transaction_id"],
-                            reason=_refund_reason(text))
-            return None
-        tx_id = facts.get("transaction_id")
-        wants_status = _has(text, *_REFUND_WHERE) and not _has(text, *_DUPLICATE)
-        if facts.get("refund_id") and (wants_status or not tx_id):
-            return plan("refund_status", refund_id=facts["refund_id"])
-        if wants_status:
-            return plan("refund_status")
-        if tx_id and _has(text, *_ELIGIBILITY):
-            return plan("check_refund_eligibility", transaction_id=tx_id)
-        if tx_id and (_has(text, *_MONEY_BACK) or _has(text, *_DUPLICATE)):
-            return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
-        if tx_id:
-            return plan("check_refund_eligibility", transaction_id=tx_id)
-        return plan("refund_status")
 
-    if agent == "cards":
-        wants_freeze = _has(text, *_CARD_FREEZE)
-        if "card_status" not in done:
-            return plan("card_status")
-        if wants_freeze and "freeze_card" not in done:
-            # the card the customer named, exactly (card_ref / last four); the verified card only when they named none
-            target = facts.get("card_ref") or facts.get("card_last4") or facts.get("card_id")
-            if target:
-                return plan("freeze_card", card_id=target)
+_Plan = Callable[..., "ToolCallPlan | None"]
+
+
+def _intent_plan(intent: DeskIntent | None, plan: _Plan) -> ToolCallPlan | None:
+    if intent is None or intent.tool is None:
         return None
+    return plan(intent.tool, **intent.args)
 
-    if agent == "transfers":
-        if done:
-            return None
-        if facts.get("transfer_id"):
-            return plan("transfer_status", transfer_id=facts["transfer_id"])
-        return plan("list_transfers")
 
-    if agent == "account":
-        return plan("account_profile")
+def _plan_billing(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
+                  plan: _Plan) -> ToolCallPlan | None:
+    if done:
+        return None
+    tx_id = facts.get("transaction_id")
+    if _has(text, *_DUPLICATE):
+        return plan("find_duplicate_charges")
+    if tx_id and (_has(text, *_EXPLAIN) or not _has(text, *_FEES)):
+        return plan("explain_transaction", transaction_id=tx_id)
+    if intent is not None:
+        return _intent_plan(intent, plan)
+    if _has(text, *_FEES):
+        return plan("explain_fees")
+    return plan("list_recent_transactions", limit=5)
 
-    if agent == "policy":
-        topic = match_policy_topic(user_text) or user_text.strip()[:200] or "fees"
-        return plan("lookup_policy", topic=topic)
 
+def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
+                  plan: _Plan) -> ToolCallPlan | None:
+    if done & {"request_refund", "refund_status", "check_refund_eligibility"}:
+        # One refund tool settles the turn, except: eligibility said yes and the user wants money back.
+        if ("check_refund_eligibility" in done and facts.get("refund_eligible") == "yes"
+                and _has(text, *_MONEY_BACK) and facts.get("transaction_id")):
+            return plan("request_refund", transaction_id=facts["transaction_id"], reason=_refund_reason(text))
+        return None
+    tx_id = facts.get("transaction_id")
+    wants_status = _has(text, *_REFUND_WHERE) and not _has(text, *_DUPLICATE)
+    if facts.get("refund_id") and (wants_status or not tx_id):
+        return plan("refund_status", refund_id=facts["refund_id"])
+    if wants_status:
+        return plan("refund_status")
+    if tx_id and _has(text, *_ELIGIBILITY):
+        return plan("check_refund_eligibility", transaction_id=tx_id)
+    if tx_id and (_has(text, *_MONEY_BACK) or _has(text, *_DUPLICATE)):
+        return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
+    if tx_id:
+        return plan("check_refund_eligibility", transaction_id=tx_id)
+    return plan("refund_status")
+
+
+def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
+                plan: _Plan) -> ToolCallPlan | None:
+    wants_freeze = _has(text, *_CARD_FREEZE) or (intent is not None and intent.kind == "freeze")
+    wants_unfreeze = _has(text, *_UNFREEZE) and not _has(text, r"\b(?:lost|stolen|compromis|fraud)")
+    if not (wants_freeze or wants_unfreeze) and intent is not None and intent.tool != "card_status":
+        return _intent_plan(intent, plan)
+    if "card_status" not in done:
+        return plan("card_status")
+    if wants_unfreeze and facts.get("card_last4"):
+        return plan("unfreeze_card", card_id=facts["card_last4"])
+    if wants_freeze and not wants_unfreeze and "freeze_card" not in done:
+        # the card the customer named, exactly (card_ref / last four); the verified card only when they named none
+        target = facts.get("card_ref") or facts.get("card_last4") or facts.get("card_id")
+        if target:
+            return plan("freeze_card", card_id=target)
     return None
+
+
+def _plan_transfers(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
+                    plan: _Plan) -> ToolCallPlan | None:
+    if done:
+        return None
+    if facts.get("transfer_id"):
+        return plan("transfer_status", transfer_id=facts["transfer_id"])
+    if intent is not None:
+        return _intent_plan(intent, plan)
+    return plan("list_transfers")
+
+
+def _plan_account(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
+                  plan: _Plan) -> ToolCallPlan | None:
+    if intent is not None:
+        return _intent_plan(intent, plan)
+    return plan("account_profile")
+
+
+def _plan_policy(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
+                 plan: _Plan) -> ToolCallPlan | None:
+    if intent is not None and intent.tool == "lookup_policy":
+        return plan("lookup_policy", **intent.args)
+    topic = match_policy_topic(text) or text.strip()[:200] or "fees"
+    return plan("lookup_policy", topic=topic)
+
+
+_PLANNERS: dict[str, Callable[..., ToolCallPlan | None]] = {
+    "billing": _plan_billing, "refunds": _plan_refunds, "cards": _plan_cards, "transfers": _plan_transfers,
+    "account": _plan_account, "policy": _plan_policy,
+}
 
 
 def _refund_reason(text: str) -> str:
@@ -347,29 +409,45 @@ _NO_TOOL_ANSWERS = {
 }
 
 
-def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dict[str, Any]]]) -> str:
+def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dict[str, Any]]],
+                   hint: str | None = None) -> str:
     """A concise customer-facing answer for ``agent`` from this turn's ``(tool_name, result)`` pairs,
-    naming concrete things from the results (transaction id, merchant, amount, refund id and status).
+    naming concrete things from the results (transaction id, merchant, amount, refund id and status),
+    followed by the desk intent's own answer (:func:`resolve_intent` with ``hint``) when that intent needs no
+    tool or its tool was the one called.
 
     Each result is rendered by a per-tool template in order (card_status is left out when freeze_card
-    follows, since the freeze says what matters); with no results the agent asks for what it needs.
-    Refunds: after request_refund the answer names the refund, the amount as "4.50 GBP", the merchant
-    and the transaction id, and says nothing is paid yet. When the refunds agent only listed refunds,
+    or unfreeze_card follows, since that says what matters); with no results and no intent the agent asks for
+    what it needs. Refunds: after request_refund the answer names the refund, the amount as "4.50 GBP", the
+    merchant and the transaction id, and says nothing is paid yet. When the refunds agent only listed refunds,
     it also asks which transaction to refund."""
     text = user_text.lower()
     names = [name for name, _ in tool_results]
     parts: list[str] = []
     for name, result in tool_results:
-        if name == "card_status" and "freeze_card" in names and result.get("ok"):
+        if name == "card_status" and {"freeze_card", "unfreeze_card"} & set(names) and result.get("ok"):
             continue
-        rendered = _render(name, result, user_text)
+        rendered = render_desk_tool(name, result) or _render(name, result, user_text)
         if rendered:
             parts.append(rendered)
+    intent = resolve_intent(agent, user_text, hint)
+    record_specific = {"unfreeze_card", "explain_transaction", "transfer_status", "check_refund_eligibility"} & set(names)
+    if intent is not None and intent.answer and not record_specific and (intent.tool is None or intent.tool in names
+                                                 or (intent.kind == "freeze" and "card_status" in names)):
+        parts.append(intent.answer)
     if not parts:
         return _NO_TOOL_ANSWERS.get(agent, "How can I help?")
     if agent == "refunds" and names == ["refund_status"] and _has(text, *_MONEY_BACK) \
             and not _has(text, *_REFUND_WHERE):
         parts.append("Which transaction would you like refunded? Please give its id (such as tx_1234).")
-    if agent == "cards" and names == ["card_status"] and _has(text, *_CARD_FREEZE):
-        parts.append("Tell me which card (its last four digits) and I'll freeze it right away.")
+    if agent == "cards" and names == ["card_status"]:
+        parts.extend(_card_follow_up(text))
     return " ".join(parts)
+
+
+def _card_follow_up(text: str) -> list[str]:
+    if _has(text, *_UNFREEZE):
+        return ["Tell me which card to unfreeze (its last four digits) and I'll do it right away."]
+    if _has(text, *_CARD_FREEZE):
+        return ["Tell me which card (its last four digits) and I'll freeze it right away."]
+    return []

@@ -199,9 +199,20 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
 _STATUS_TEXT = {"failed": "failed", "timeout": "did not answer in time", "missing": "returned nothing"}
 
 
+_ACTION_WORDS = {"freeze_card": "freeze your card", "unfreeze_card": "unfreeze your card",
+                 "request_operator_case": "pass your request to our team"}
+
+
 def _action_text(a: ProposedAction) -> str:
-    args = ", ".join(f"{k} {v}" for k, v in a.args.items() if k != "reason")
-    return f"{a.tool.replace('_', ' ')}{' (' + args + ')' if args else ''}"
+    """A proposed action in the customer's words: no tool ids, no internal record ids (a card's last four digits and
+    transaction ids, which the customer sees in the app, are kept)."""
+    words = _ACTION_WORDS.get(a.tool, a.tool.replace("_", " "))
+    card, tx = str(a.args.get("card_id", "")), a.args.get("transaction_id")
+    if card.isdigit() and len(card) == 4:
+        words += f" ending {card}"
+    if tx:
+        words += f" for {tx}"
+    return words
 
 
 def compose_answer_text(merged: MergeOutcome, proposed: tuple[ProposedAction, ...] = ()) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -267,6 +267,17 @@ POLICY_KB: dict[str, PolicyEntry] = {e.key: e for e in [
 ]}
 
 
+def _knowledge_topics() -> dict[str, PolicyEntry]:
+    from nodes.desk_knowledge import load_knowledge
+
+    return {k: PolicyEntry(k, v["title"], v["text"], tuple(v.get("keywords", ())))
+            for k, v in load_knowledge().policy_topics.items()}
+
+
+# More topics of the same handbook, kept as data in nodes/data/desk_knowledge.json ("policy_topics").
+POLICY_KB.update({k: v for k, v in _knowledge_topics().items() if k not in POLICY_KB})
+
+
 def _words(text: str) -> set[str]:
     return set(re.findall(r"[a-z0-9]+", text.lower()))
 
@@ -474,6 +485,109 @@ def _lookup_policy(store: BusinessStore, ctx: ToolContext, topic: str) -> dict[s
             "source": POLICY_SOURCE}
 
 
+class CardRefArgs(_Args):
+    card_id: str = Field(..., min_length=1, max_length=40,
+                         description="The card id from card_status, or the card's last four digits.")
+
+
+class ServiceRequestArgs(_Args):
+    kind: Literal["close_account", "freeze_account"] = Field(
+        ..., description="What the operator is asked to do: close_account or freeze_account.")
+
+
+_OUTGOING_KINDS = ("card_payment", "atm", "fee", "transfer_out")
+_INCOMING_KINDS = ("transfer_in", "top_up")
+
+
+def _card_delivery_estimate(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
+    from nodes.desk_knowledge import load_knowledge
+
+    customer = store.get_customer(ctx.customer_id, ctx.tenant_id)
+    country = str((customer.flags.get("country") if customer else None) or "")
+    days = load_knowledge().delivery_days
+    lo, hi = days.get(country) or days.get("default", (7, 12))
+    return {"ok": True, "country": country or None, "min_business_days": lo, "max_business_days": hi}
+
+
+def _unfreeze_card(store: BusinessStore, ctx: ToolContext, card_id: str) -> dict[str, Any]:
+    cards = store.list_cards(ctx.customer_id)
+    if re.fullmatch(r"\d{4}", card_id):
+        matches = [c for c in cards if c.last4 == card_id]
+        if len(matches) != 1:
+            return _refused(f"no single card ending {card_id} on this account")
+        card = matches[0]
+    else:
+        found = next((c for c in cards if c.id == card_id), None)
+        if found is None:
+            return _refused(f"no card {card_id} on this account")
+        card = found
+    return {"ok": True, **store.unfreeze_card(ctx.customer_id, card.id, f"unfreeze:{ctx.task_key}:{card.id}")}
+
+
+def _money_totals(txs: list[Transaction], kinds: tuple[str, ...]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for tx in txs:
+        if tx.kind in kinds and tx.status == "posted":
+            totals[tx.currency] = totals.get(tx.currency, 0) + tx.amount_minor
+    return totals
+
+
+def _spending_summary(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
+    txs = store.list_transactions(ctx.customer_id, limit=100)
+    spent = _money_totals(txs, ("card_payment", "atm", "fee"))
+    by_merchant: dict[str, int] = {}
+    for tx in txs:
+        if tx.kind == "card_payment" and tx.status == "posted":
+            by_merchant[tx.merchant] = by_merchant.get(tx.merchant, 0) + tx.amount_minor
+    top = sorted(by_merchant.items(), key=lambda kv: -kv[1])[:3]
+    return {"ok": True, "spent": [{"currency": c, "amount_minor": v, "amount": money(v, c)} for c, v in spent.items()],
+            "top_merchants": [{"merchant": m, "amount_minor": v} for m, v in top],
+            "transactions_counted": sum(1 for t in txs if t.kind in ("card_payment", "atm", "fee") and t.status == "posted")}
+
+
+def _account_balance(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
+    txs = store.list_transactions(ctx.customer_id, limit=10_000)
+    incoming, outgoing = _money_totals(txs, _INCOMING_KINDS), _money_totals(txs, _OUTGOING_KINDS)
+    held: dict[str, int] = {}
+    for tx in txs:
+        if tx.kind in _OUTGOING_KINDS and tx.status == "pending":
+            held[tx.currency] = held.get(tx.currency, 0) + tx.amount_minor
+    balances = []
+    for ccy in sorted(set(incoming) | set(outgoing)):
+        minor = incoming.get(ccy, 0) - outgoing.get(ccy, 0)
+        available = minor - held.get(ccy, 0)
+        balances.append({"currency": ccy, "amount_minor": minor, "amount": money(minor, ccy),
+                         "available_minor": available, "available": money(available, ccy)})
+    return {"ok": True, "balances": balances, "as_of": store.now().isoformat(timespec="seconds")}
+
+
+def _request_operator_case(store: BusinessStore, ctx: ToolContext, kind: str) -> dict[str, Any]:
+    return {"ok": True, **store.open_service_request(ctx.customer_id, kind, f"service:{ctx.task_key}:{kind}")}
+
+
+_DESK_TOOLS: list[ToolSpec] = [
+    ToolSpec("card_delivery_estimate",
+             "How many business days a new or replacement card takes to arrive at the customer's address.",
+             NoArgs, "cards", False, _card_delivery_estimate),
+    ToolSpec("unfreeze_card",
+             "Unfreeze one of the customer's frozen cards (by card id or last four digits). Only when the customer "
+             "named the card and asked for it.",
+             CardRefArgs, "cards", True, _unfreeze_card),
+    ToolSpec("spending_summary",
+             "Total spent by card, at ATMs and in fees over the newest 100 transactions, by currency, and the top "
+             "merchants.",
+             NoArgs, "billing", False, _spending_summary),
+    ToolSpec("account_balance",
+             "The customer's balance per currency from posted transactions, and what is available after pending "
+             "payments.",
+             NoArgs, "account", False, _account_balance),
+    ToolSpec("request_operator_case",
+             "Ask an operator to close or freeze the customer's account (the agent cannot do it itself); opens one "
+             "request per task.",
+             ServiceRequestArgs, "account", True, _request_operator_case),
+]
+
+
 # --------------------------------------------------------------------------------------------------
 # Registry
 # --------------------------------------------------------------------------------------------------
@@ -522,6 +636,8 @@ TOOLS: dict[str, ToolSpec] = {s.name: s for s in [
              "Look up the bank's published policy on a topic: " + ", ".join(sorted(POLICY_KB)) + ".",
              LookupPolicyArgs, "policy", False, _lookup_policy),
 ]}
+
+TOOLS.update({s.name: s for s in _DESK_TOOLS})
 
 #: The agents that own at least one business tool.
 AGENTS_WITH_TOOLS: tuple[str, ...] = tuple(dict.fromkeys(s.agent for s in TOOLS.values()))

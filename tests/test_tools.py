@@ -46,11 +46,12 @@ def store(tmp_path: Path) -> BusinessStore:
 def test_registry_shape() -> None:
     assert set(AGENTS_WITH_TOOLS) == {"billing", "refunds", "cards", "transfers", "account", "policy"}
     assert [s.name for s in tools_for("billing")] == [
-        "list_recent_transactions", "find_duplicate_charges", "explain_transaction", "explain_fees"]
+        "list_recent_transactions", "find_duplicate_charges", "explain_transaction", "explain_fees", "spending_summary"]
     assert [s.name for s in tools_for("refunds")] == [
         "refund_status", "check_refund_eligibility", "request_refund"]
     assert tools_for("triage") == [] and tools_for("fallback") == []
-    assert {s.name for s in TOOLS.values() if s.side_effect} == {"request_refund", "freeze_card"}
+    assert {s.name for s in TOOLS.values() if s.side_effect} == {"request_refund", "freeze_card", "unfreeze_card",
+                                                                 "request_operator_case"}
     for name, spec in TOOLS.items():
         assert spec.name == name and spec.description
         assert not IDENTITY_WORDS & set(spec.args_schema.model_json_schema().get("properties", {}))
@@ -105,7 +106,7 @@ def test_read_tools_return_json(store: BusinessStore) -> None:
         "explain_transaction": {"transaction_id": "tx_1009"}, "refund_status": {},
         "check_refund_eligibility": {"transaction_id": "tx_1008"}, "card_status": {},
         "list_transfers": {}, "transfer_status": {"transfer_id": "tr_3002"}, "account_profile": {},
-        "lookup_policy": {"topic": "fees"},
+        "lookup_policy": {"topic": "fees"}, "spending_summary": {}, "card_delivery_estimate": {}, "account_balance": {},
     }
     assert set(calls) == {n for n, s in TOOLS.items() if not s.side_effect}
     for name, args in calls.items():
@@ -329,3 +330,24 @@ def test_plans_are_valid_and_never_repeat(agent: str, text: str, facts: dict[str
     else:  # pragma: no cover
         pytest.fail("plan_tool_call never returned None")
     assert len(done) <= 2
+
+
+def test_desk_tools_balance_unfreeze_and_operator_request(store: BusinessStore) -> None:
+    bal = run_tool("account_balance", {}, store, ADA)
+    # seed: top-up 500.00 in, out 23.80 + 100.00 + 1.50 + 250.00 + 59.99 + 4.50 + 4.50; Uber 12.30 pending
+    assert bal["balances"] == [{"currency": "GBP", "amount_minor": 5571, "amount": "£55.71",
+                                "available_minor": 4341, "available": "£43.41"}]
+    assert run_tool("unfreeze_card", {"card_id": "4242"}, store, ADA)["already_active"] is True
+    run_tool("freeze_card", {"card_id": "4242"}, store, ADA)
+    thawed = run_tool("unfreeze_card", {"card_id": "4242"}, store, ADA)
+    assert thawed["already_active"] is True  # same task key: the first unfreeze's result is replayed
+    other_task = ToolContext(customer_id="c_ada", tenant_id="t_demo", thread_id="th-9", task_id="task-9")
+    thawed = run_tool("unfreeze_card", {"card_id": "4242"}, store, other_task)
+    assert thawed["previous_status"] == "frozen" and store.get_card("c_ada", "card_ada_phys").status == "active"
+    assert run_tool("unfreeze_card", {"card_id": "1881"}, store, other_task)["ok"] is False  # blocked: needs a new card
+    first = run_tool("request_operator_case", {"kind": "close_account"}, store, ADA)
+    again = run_tool("request_operator_case", {"kind": "close_account"}, store, ADA)
+    assert first["request_id"] == again["request_id"] and again["replayed"] is True
+    assert [e.action for e in store.audit_entries(action="service_request")] == ["service_request"]
+    with pytest.raises(ToolArgumentError):
+        run_tool("request_operator_case", {"kind": "pay_me"}, store, ADA)

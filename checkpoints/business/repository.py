@@ -640,6 +640,51 @@ class BusinessStore:
             self._record_effect(conn, idempotency_key, result)
         return {**result, "replayed": False}
 
+    def unfreeze_card(self, customer_id: str, card_id: str, idempotency_key: str) -> dict[str, Any]:
+        """Unfreeze one of the customer's frozen cards, idempotent by key (a repeat returns the first result with
+        ``"replayed": True``). An active card succeeds with ``"already_active": True`` and changes nothing.
+
+        Result shape: ``{"card_id", "last4", "kind", "previous_status", "status": "active", "already_active",
+        "idempotency_key", "replayed"}``. Raises :class:`NotFoundError` (not this customer's card),
+        :class:`BusinessRuleError` (card blocked or expired: it cannot be used again, a new card is needed)."""
+        cards = t.cards
+        with self._write() as conn:
+            row = conn.execute(select(*_CARD).where(cards.c.id == card_id, cards.c.customer_id == customer_id)
+                               .with_for_update()).mappings().first()
+            recorded = self._claim_key(conn, idempotency_key, "unfreeze_card")
+            if recorded is not None:
+                return {**recorded, "replayed": True}
+            if row is None:
+                raise NotFoundError(f"no card {card_id} on this account")
+            card = Card(**row)
+            if card.status in ("blocked", "expired"):
+                raise BusinessRuleError(f"card ending {card.last4} is {card.status} and cannot be unfrozen")
+            if card.status == "frozen":
+                self._cas(conn, cards, card.id, card.version, status="active")
+            result = {
+                "card_id": card.id, "last4": card.last4, "kind": card.kind, "previous_status": card.status,
+                "status": "active", "already_active": card.status == "active", "idempotency_key": idempotency_key,
+            }
+            self._record_effect(conn, idempotency_key, result)
+        return {**result, "replayed": False}
+
+    def open_service_request(self, customer_id: str, kind: str, idempotency_key: str) -> dict[str, Any]:
+        """Record a request that only an operator can carry out (``kind``, e.g. ``"close_account"``), once per key
+        (a repeat returns the first result with ``"replayed": True``), and append an audit row
+        (action ``service_request``, outcome ``allowed``) so operators find it.
+
+        Result shape: ``{"request_id", "kind", "status": "open", "opened_at", "idempotency_key", "replayed"}``."""
+        with self._write() as conn:
+            recorded = self._claim_key(conn, idempotency_key, f"service_request:{kind}")
+            if recorded is not None:
+                return {**recorded, "replayed": True}
+            result = {"request_id": f"sr_{uuid.uuid4().hex[:10]}", "kind": kind, "status": "open",
+                      "opened_at": iso(self.now()), "idempotency_key": idempotency_key}
+            self._record_effect(conn, idempotency_key, result)
+        self.record_audit(f"customer:{customer_id}", "service_request", target=result["request_id"],
+                          detail={"kind": kind}, key=idempotency_key)
+        return {**result, "replayed": False}
+
     # -- writes: tasks and decisions ----------------------------------------------------------------
 
     def create_task(self, task_id: str, thread_id: str, owner: str, refund_id: str | None = None) -> Task:

@@ -1,0 +1,130 @@
+"""How the CLI prints results: JSON for scripts (``--json``), rich tables in a terminal, unwrapped tables when
+stdout is a pipe or a file (as wide as the cells need, so no word is ever cut to fit a width), and the dicts behind
+both.
+
+The JSON shapes are stable (README "Scripting the CLI"); every command prints one JSON document on stdout:
+
+* a turn (``chat``, ``resume``): :func:`turn_dict` — ``thread_id, turn, status, agent, text, path, experts, pending,
+  model_error``;
+* ``threads``: a list of ``{thread_id, customer_id, turns, active_agent, status, handoffs}``;
+* ``history``: a list of ``{turn, user, agent, status, answer, path, waiting_for}``;
+* ``pending``: a list of ``{thread_id, task_id, customer_id, amount, refund_id, transaction_id, risk_flags,
+  approvals, approvals_required, requested_at, deadline}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["print_json", "print_rows", "print_training_report", "turn_dict", "pending_dict", "waiting_for",
+           "history_rows", "THREAD_KEYS", "HISTORY_KEYS", "PENDING_KEYS"]
+
+THREAD_KEYS: tuple[str, ...] = ("thread_id", "customer_id", "turns", "active_agent", "status", "handoffs")
+HISTORY_KEYS: tuple[str, ...] = ("turn", "user", "agent", "status", "answer", "path", "waiting_for")
+PENDING_KEYS: tuple[str, ...] = ("thread_id", "task_id", "customer_id", "amount", "refund_id", "transaction_id",
+                                 "risk_flags", "approvals", "approvals_required", "requested_at", "deadline")
+
+
+def print_json(data: Any) -> None:
+    """``data`` as indented JSON on stdout (plain ``print``: no markup, no wrapping; non-JSON values via ``str``)."""
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def _cell(value: Any) -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, (list, tuple)):
+        return "; ".join(str(v) for v in value) or "-"
+    return str(value)
+
+
+def print_rows(console: Console, headers: Sequence[str], rows: Iterable[Sequence[Any]], *, empty: str,
+               show_lines: bool = False) -> None:
+    """Print ``rows`` under ``headers`` as a rich table: fitted to the terminal when ``console`` is one, else (a pipe
+    or a file) as wide as the longest cells need, so no cell is wrapped or cut. With no rows, prints ``empty``."""
+    rows = [[_cell(v) for v in row] for row in rows]
+    if not rows:
+        console.print(empty, highlight=False)
+        return
+    table = Table(*headers, show_lines=show_lines)
+    for row in rows:
+        table.add_row(*row)
+    if console.is_terminal:
+        console.print(table)
+        return
+    widths = [max(len(str(line[i])) for line in [list(headers), *rows]) for i in range(len(headers))]
+    wide = Console(width=sum(widths) + 3 * len(widths) + 1, highlight=False, soft_wrap=False)
+    wide.print(table)
+
+
+def _pending_value(pending: Any) -> dict[str, Any] | None:
+    if pending is None:
+        return None
+    data = pending.model_dump(mode="json") if hasattr(pending, "model_dump") else dict(pending)
+    keep = ("refund_id", "transaction_id", "amount", "risk_flags", "approvals", "approvals_required", "task_id",
+            "deadline")
+    return {k: data.get(k) for k in keep}
+
+
+def turn_dict(r: Any) -> dict[str, Any]:
+    """A turn result (``graph.results.TurnResult``) as the stable JSON dict: ``thread_id, turn, status, agent, text,
+    path`` (node names of this turn's hops, entry first), ``experts`` (experts the supervisor called), ``pending``
+    (None, or ``{refund_id, transaction_id, amount, risk_flags, approvals, approvals_required, task_id, deadline}``)
+    and ``model_error`` (None or its one-line message)."""
+    hops = list(getattr(r, "handoff_path", ()) or ())
+    path = ([hops[0].from_agent] + [h.to_agent for h in hops]) if hops else []
+    err = getattr(r, "model_error", None)
+    return {
+        "thread_id": r.thread_id, "turn": r.turn, "status": r.status, "agent": r.agent, "text": r.text,
+        "path": path, "experts": [c.expert for c in getattr(r, "expert_calls", ()) or ()],
+        "pending": _pending_value(getattr(r, "pending", None)),
+        "model_error": getattr(err, "message", None) if err else None,
+    }
+
+
+def pending_dict(thread_id: str, req: Mapping[str, Any]) -> dict[str, Any]:
+    """One paused approval (the interrupt payload ``req``) as the stable ``pending`` row (:data:`PENDING_KEYS`)."""
+    return {"thread_id": thread_id, "task_id": req.get("task_id"), "customer_id": req.get("customer_id"),
+            "amount": req.get("amount"), "refund_id": req.get("refund_id"), "transaction_id": req.get("transaction_id"),
+            "risk_flags": list(req.get("risk_flags") or []), "approvals": list(req.get("approvals") or []),
+            "approvals_required": req.get("approvals_required") or 1, "requested_at": req.get("requested_at"),
+            "deadline": req.get("deadline")}
+
+
+def waiting_for(req: Mapping[str, Any]) -> str:
+    """What a paused turn waits for, in words: ``"approval of refund rf_1 (£23.80 for tx_1001) by 1 more approver"``."""
+    need = max(int(req.get("approvals_required") or 1) - len(req.get("approvals") or []), 1)
+    what = f"refund {req.get('refund_id') or '?'}"
+    detail = " for ".join(str(x) for x in (req.get("amount"), req.get("transaction_id")) if x)
+    return f"approval of {what}" + (f" ({detail})" if detail else "") + f" by {need} more approver{'s' if need > 1 else ''}"
+
+
+def history_rows(turns: Sequence[Mapping[str, Any]], pending: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The ``history`` rows (:data:`HISTORY_KEYS`): each turn with ``status`` ``answered``, or ``paused`` for the
+    last turn when the thread waits for an approval (``waiting_for`` says for what; ``agent`` is the paused node)."""
+    rows = []
+    for i, t in enumerate(turns):
+        paused = pending is not None and i == len(turns) - 1
+        rows.append({"turn": t["turn"], "user": t["user"], "agent": "human_approval" if paused else t.get("agent"),
+                     "status": "paused" if paused else ("answered" if t.get("answer") else "-"),
+                     "answer": "" if paused else t.get("answer", ""), "path": t.get("path", ""),
+                     "waiting_for": waiting_for(pending) if paused and pending is not None else None})
+    return rows
+
+
+def print_training_report(console: Console, report: Any, seconds: float) -> None:
+    """``train-router``'s comparison (a ``nodes.router_training.TrainingReport``): held-out agent accuracy and
+    conversational/out-of-scope recall of the trained and the shipped router on the same data, and what was merged."""
+    c, s = report.candidate, report.shipped
+    merged = (f"merged {report.merged_desk_rows} conversational/out-of-scope examples of the desk"
+              if report.merged_desk_rows else "kept the data's own 'other' labels")
+    console.print(f"fitted on {report.n_train} examples in {seconds:.1f} s ({merged})", highlight=False)
+    print_rows(console, ("figure", "trained", "shipped", "measured on"),
+               [("held-out accuracy (agent)", f"{c.accuracy:.4f}", f"{s.accuracy:.4f}", f"{c.n_held_out} held-out rows"),
+                ("conversational/out-of-scope -> other", f"{c.other_recall:.4f}", f"{s.other_recall:.4f}",
+                 f"{c.n_other} sentences (nodes/data/router_holdout.csv)")], empty="")

@@ -1,0 +1,82 @@
+"""Customer-facing wording of the desk tools added for the per-intent behaviours (``card_delivery_estimate``,
+``unfreeze_card``, ``spending_summary``, ``account_balance``, ``request_operator_case``), used by the offline
+playbook. Each renderer takes the tool's ``ok`` result dict (shapes: ``nodes.tools``) and returns one or two
+sentences; ids shown are the customer's own references (request ids), never internal tool or card ids."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from checkpoints.business import money, parse_iso
+
+__all__ = ["DESK_RENDERERS", "render_desk_tool"]
+
+
+def _delivery(r: dict[str, Any]) -> str:
+    where = f" to an address in {r['country']}" if r.get("country") else ""
+    return (f"A new or replacement card usually arrives within {r['min_business_days']} to "
+            f"{r['max_business_days']} business days of ordering{where}.")
+
+
+def _unfreeze(r: dict[str, Any]) -> str:
+    if r.get("already_active"):
+        return f"Your {r['kind']} card ending {r['last4']} isn't frozen: it is active and ready to use."
+    return f"I've unfrozen your {r['kind']} card ending {r['last4']}, so you can pay with it again."
+
+
+def _spending(r: dict[str, Any]) -> str:
+    spent = r.get("spent") or []
+    if not spent:
+        return "You haven't spent anything by card, at ATMs or in fees recently."
+    totals = " and ".join(s["amount"] for s in spent)
+    top = r.get("top_merchants") or []
+    ccy = spent[0]["currency"]
+    most = ", ".join(f"{m['merchant']} {money(m['amount_minor'], ccy)}" for m in top)
+    return (f"Across your last {r.get('transactions_counted', 0)} card payments, cash withdrawals and fees you spent "
+            f"{totals}" + (f"; the most at {most}" if most else "") + ".")
+
+
+def _balance(r: dict[str, Any]) -> str:
+    rows = r.get("balances") or []
+    if not rows:
+        return "Your balance is zero: there is no money in your account yet."
+    parts = []
+    for b in rows:
+        held = b["amount_minor"] != b["available_minor"]
+        parts.append(b["amount"] + (f" ({b['available']} available after pending payments)" if held else ""))
+    when = ""
+    try:
+        dt = parse_iso(r["as_of"])
+        when = f" as of {dt.day} {dt.strftime('%b')} {dt.strftime('%H:%M')} UTC"
+    except (KeyError, TypeError, ValueError):
+        pass
+    return f"Your balance{when}: " + "; ".join(parts) + "."
+
+
+_REQUEST_WORDS = {"close_account": "close your account", "freeze_account": "freeze your account"}
+
+
+def _operator_case(r: dict[str, Any]) -> str:
+    what = _REQUEST_WORDS.get(r.get("kind", ""), "handle your request")
+    if r.get("replayed"):
+        return f"Your request to {what} is already with our team (reference {r['request_id']})."
+    return f"I've passed your request to {what} to our team (reference {r['request_id']})."
+
+
+DESK_RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "card_delivery_estimate": _delivery,
+    "unfreeze_card": _unfreeze,
+    "spending_summary": _spending,
+    "account_balance": _balance,
+    "request_operator_case": _operator_case,
+}
+
+
+def render_desk_tool(tool: str, result: dict[str, Any]) -> str | None:
+    """The sentence for an ``ok`` result of one of :data:`DESK_RENDERERS`' tools, or None (not one of them, or a
+    refusal: the caller words those)."""
+    fn = DESK_RENDERERS.get(tool)
+    if fn is None or not result.get("ok"):
+        return None
+    return fn(result)

@@ -1,0 +1,78 @@
+"""The CLI for scripts and pipes (issue 13, section 3): ``--json`` with stable keys on threads, history, pending,
+chat and resume; tables that keep every word when stdout is not a terminal; a paused turn shown as paused with what
+it waits for; ``recover`` says what it found."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from graph import cli
+from graph.cli import app
+from graph.cli_output import HISTORY_KEYS, PENDING_KEYS, THREAD_KEYS, print_rows
+from graph.conversation import Conversation
+from tests.test_approval import BIG, _setup
+
+TURN_KEYS = {"thread_id", "turn", "status", "agent", "text", "path", "experts", "pending", "model_error"}
+
+
+@pytest.fixture
+def paused(isolated_home, monkeypatch):
+    """Thread ``p`` paused for approval (c_ada's £23.80 refund), approvers ann and ben, a non-terminal console."""
+    g, store = _setup(isolated_home)
+    Conversation("p", graph=g).send(BIG)
+    monkeypatch.delenv("SWITCHBOARD_OPERATOR", raising=False)
+    return isolated_home
+
+
+def _json(*args: str):
+    r = CliRunner().invoke(app, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def test_json_outputs_have_stable_keys(paused) -> None:
+    threads = _json("threads", "--as", "ann")
+    assert [set(t) for t in threads] == [set(THREAD_KEYS)] and threads[0]["thread_id"] == "p"
+    pending = _json("pending", "--as", "ann")
+    assert set(pending[0]) == set(PENDING_KEYS) and pending[0]["refund_id"] and pending[0]["approvals_required"] >= 1
+    history = _json("history", "p", "--as", "ann")
+    assert set(history[0]) == set(HISTORY_KEYS)
+    assert history[-1]["status"] == "paused" and history[-1]["agent"] == "human_approval"
+    assert history[-1]["waiting_for"].startswith(f"approval of refund {pending[0]['refund_id']}")
+    resumed = _json("resume", "p", "--approve", "--as", "ann")
+    assert set(resumed) == TURN_KEYS and resumed["thread_id"] == "p"
+    assert resumed["status"] in ("answered", "awaiting_approval")
+    chat = _json("chat", "How do I activate my new card?")
+    assert set(chat) == TURN_KEYS and chat["agent"] == "cards" and chat["path"][0] == "entry"
+    assert chat["pending"] is None and chat["model_error"] is None
+
+
+def test_history_text_shows_the_paused_turn(paused, monkeypatch) -> None:
+    r = CliRunner().invoke(app, ["history", "p", "--as", "ann"])
+    assert r.exit_code == 0 and "paused" in r.output and "approval of refund" in r.output
+
+
+def test_piped_tables_keep_every_word(capsys) -> None:
+    long = "a very long answer " * 20
+    print_rows(Console(width=40, force_terminal=False), ("turn", "answer"), [(1, long.strip())], empty="none")
+    out = capsys.readouterr().out
+    assert long.strip() in out  # one unwrapped line, nothing cut or folded
+    print_rows(Console(width=40, force_terminal=False), ("turn",), [], empty="nothing here")
+    assert "nothing here" in capsys.readouterr().out
+
+
+def test_recover_says_what_it_found(paused, monkeypatch) -> None:
+    monkeypatch.setattr(cli, "console", Console(width=250))
+    r = CliRunner().invoke(app, ["recover", "--as", "ann"])
+    assert r.exit_code == 0 and "nothing to recover" in r.output and " of " not in r.output, r.output
+
+
+def test_chat_json_needs_a_message(isolated_home) -> None:
+    from graph.errors import InputError
+
+    r = CliRunner().invoke(app, ["chat", "--json"])
+    assert isinstance(r.exception, InputError) and "--json needs the message" in str(r.exception)

@@ -1,0 +1,92 @@
+"""train-router is safe to use (issue 13, section 2): the desk's conversational and out-of-scope classes are kept,
+held-out figures are reported beside the shipped router's on the same data, and a worse router is not installed
+without --force."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from graph.cli import app
+from nodes.router import read_router_examples, trained_router_path
+from nodes.router_training import DESK_PREFIX, merge_desk_classes, read_holdout, split_held_out
+
+
+def test_merge_keeps_the_desk_classes_unless_the_data_has_its_own() -> None:
+    texts, labels, mapping, added = merge_desk_classes(["my card is lost"], ["lost"], {"lost": "cards"})
+    ex_texts, ex_topics, topic_agent = read_router_examples()
+    assert added == sum(topic_agent[t] == "other" for t in ex_topics) > 0
+    assert len(texts) == 1 + added and all(lab.startswith(DESK_PREFIX) for lab in labels[1:])
+    assert {mapping[lab] for lab in labels[1:]} == {"other"} and mapping["lost"] == "cards"
+    own = merge_desk_classes(["hi"], ["hello"], {"hello": "other"})
+    assert own == (["hi"], ["hello"], {"hello": "other"}, 0)
+
+
+def test_split_is_stratified_and_deterministic() -> None:
+    labels = ["a"] * 10 + ["b"] * 5 + ["c"]
+    train, held = split_held_out(labels)
+    assert (train, held) == split_held_out(labels)
+    assert sorted(train + held) == list(range(16))
+    assert [labels[i] for i in held].count("a") == 2 and [labels[i] for i in held].count("b") == 1
+    assert "c" not in [labels[i] for i in held]  # a single example stays in train
+
+
+def test_holdout_sentences_are_not_training_examples() -> None:
+    texts, agents = read_holdout()
+    ex_texts, _, _ = read_router_examples()
+    assert len(texts) >= 40 and set(agents) == {"other"}
+    assert not {t.lower() for t in texts} & {t.lower() for t in ex_texts}
+
+
+def _small_data(tmp_path: Path) -> tuple[Path, Path]:
+    """A deliberately thin data set (6 of our own sentences per agent, taken from the shipped examples) with its own
+    tiny small-talk label: no desk examples are merged, so the result routes much less small talk to ``other``."""
+    texts, topics, topic_agent = read_router_examples()
+    rows, seen = [], {}
+    for t, topic in zip(texts, topics):
+        agent = topic_agent[topic]
+        if agent != "other" and seen.get(agent, 0) < 6:
+            seen[agent] = seen.get(agent, 0) + 1
+            rows.append((t, agent + "_things"))
+    data = tmp_path / "small.csv"
+    with open(data, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["text", "category"])
+        w.writerows(rows)
+    rows += [("hello there friend", "chit_chat"), ("many thanks friend", "chit_chat")]
+    with open(data, "a", newline="") as fh:
+        csv.writer(fh).writerows(rows[-2:])
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps({"agents": {**{a: [a + "_things"] for a in seen}, "other": ["chit_chat"]}}))
+    return data, labels
+
+
+def test_a_worse_router_is_refused_unless_forced(tmp_path: Path, isolated_home) -> None:
+    data, labels = _small_data(tmp_path)
+    r = CliRunner().invoke(app, ["train-router", str(data), "--labels", str(labels)])
+    assert r.exit_code == 1, r.output
+    assert "held-out accuracy" in r.output and "shipped" in r.output and "own 'other' labels" in r.output
+    assert "not installed" in r.output and "conversational/out-of-scope" in r.output
+    assert not trained_router_path().exists()
+    forced = CliRunner().invoke(app, ["train-router", str(data), "--labels", str(labels), "--force"])
+    assert forced.exit_code == 0 and "installed" in forced.output and trained_router_path().exists()
+
+
+@pytest.mark.slow
+@pytest.mark.data
+def test_banking77_router_beats_the_shipped_one_and_keeps_small_talk(isolated_home) -> None:
+    from tests.conftest import banking77
+
+    folder = banking77()
+    r = CliRunner().invoke(app, ["train-router", str(folder / "train.csv"), "--labels", str(folder / "agent_map.json")])
+    assert r.exit_code == 0 and "installed" in r.output, r.output
+    from nodes.router import clear_router_cache, load_router
+
+    clear_router_cache()
+    router = load_router()
+    for text in ("hi", "hello", "thanks, that's all"):
+        assert router.route(text).agent == "other", text
