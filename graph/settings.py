@@ -67,6 +67,9 @@ class Settings(BaseSettings):
         approval_deadline_h: hours a refund may wait for a human decision (> 0, default 72); after that
             ``switchboard pending --overdue`` lists it and ``switchboard recover --expire`` ends it, nothing paid
             [SWITCHBOARD_APPROVAL_DEADLINE_H].
+        max_input_tokens: the budget of every model call's input, estimated tokens (>= 500, default 6,000; issue 12
+            §4): older turns are trimmed (``policies.history.bound_messages``), the packet carries what they
+            established [SWITCHBOARD_MAX_INPUT_TOKENS].
 
     Raises:
         ConfigError: a value of the wrong type or out of range, from a keyword or the environment.
@@ -97,6 +100,8 @@ class Settings(BaseSettings):
     max_experts: int = Field(default=3, ge=1)
     expert_timeout_s: float = Field(default=30.0, gt=0)
     on_expert_failure: Literal["continue", "fail"] = "continue"
+    max_input_tokens: int = Field(default=6000, ge=500,
+                                  validation_alias=AliasChoices("max_input_tokens", "SWITCHBOARD_MAX_INPUT_TOKENS"))
     approval_deadline_h: float = Field(default=72.0, gt=0,
                                        validation_alias=AliasChoices("approval_deadline_h",
                                                                      "SWITCHBOARD_APPROVAL_DEADLINE_H"))

@@ -53,9 +53,9 @@ from nodes.transcript import (
 )
 from policies.answers import instead_of_repeat, same_answer
 from policies.approval import needs_risk_check
-from policies.edges import FALLBACK, FLOW_NODES, SPECIALISTS, SUPERVISOR, TRIAGE, handoff_targets
+from policies.edges import CLARIFY, FALLBACK, FLOW_NODES, SPECIALISTS, SUPERVISOR, TRIAGE, handoff_targets
 from policies.handoff import Arbitration, CallOutcome, ToolCallView, arbitrate, handoff_tool_name
-from policies.history import policy_for_edge, shape_history
+from policies.history import bound_messages, policy_for_edge, shape_history
 from policies.loops import check_loop, fingerprint, hop_budget_exceeded, is_bounce_back
 from policies.replies import open_question_of
 
@@ -186,10 +186,11 @@ class AgentVisit:
         """One model call; the response (named after the agent, call ids made unique) is appended to the visit's new
         messages. Returns None when the call failed after the client's retries (``self.model_error`` is set)."""
         t0 = time.perf_counter()
-        items = len(shaped) + len(self.new)
+        bounded = bound_messages([system, *shaped, *self.new], self.deps.settings.max_input_tokens)
+        items = len(bounded.messages) - 1
         self.model_calls += 1
         try:
-            out = self.bound.invoke([system, *shaped, *self.new])
+            out = self.bound.invoke(bounded.messages)
         except Exception as exc:  # noqa: BLE001 - the model's client already retried transient errors
             if self._switch_to_tool_routing(exc):
                 return None
@@ -198,7 +199,8 @@ class AgentVisit:
         ai = out if isinstance(out, AIMessage) else AIMessage(content=str(getattr(out, "content", out)))
         usage = usage_of(ai)
         emit("model_called", model=model_name(ai, self.deps.model), history_items=items,
-             latency_ms=round((time.perf_counter() - t0) * 1000, 2), tool_calls=len(ai.tool_calls), **(usage or {}))
+             latency_ms=round((time.perf_counter() - t0) * 1000, 2), tool_calls=len(ai.tool_calls),
+             input_estimate=bounded.tokens, trimmed=bounded.cut, **(usage or {}))
         self.usage = add_usage(self.usage, {**(usage or {}), "calls": 1})
         ai = unique_call_ids(ai, self.call_ids)
         ai.name = self.agent
@@ -466,6 +468,8 @@ class AgentVisit:
         previous = [str(m.content) for m in desk_answers(self.messages) if m.name == self.agent]
         if not previous:
             return text
+        if self.agent != CLARIFY:
+            previous = previous[-1:]  # a specialist never repeats its previous answer; clarify never any question
         asked = open_question_of(previous[-1])
         questions = [*((self.packet_in or {}).get("open_questions") or ()), *([asked] if asked else [])]
         instead = instead_of_repeat(self.agent, text, previous, questions)

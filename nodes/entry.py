@@ -98,10 +98,12 @@ def turn_verdict(state: dict, runtime: Runtime[RunContext], deps: Deps) -> tuple
     return authorize_turn(p, owner_of(state), known), p
 
 
-def _entry_packet(state: dict, runtime: Runtime[RunContext], decision: EntryDecision, task: dict) -> dict | None:
+def _entry_packet(state: dict, runtime: Runtime[RunContext], decision: EntryDecision, task: dict,
+                  open_question: str | None) -> dict | None:
     """The packet the entry node hands with the turn: to fallback (facts so far, open questions) or to the agent that
     continues (what earlier turns established, carried from the previous packet, so a bounded model input still knows
-    it); None when the turn is re-triaged (a new topic starts clean)."""
+    it; the open question is the one its last answer asked, earlier ones are not carried on); None when the turn is
+    re-triaged (a new topic starts clean)."""
     active = state.get("active_agent")
     if decision.target != FALLBACK and decision.target != active:
         return None
@@ -109,7 +111,8 @@ def _entry_packet(state: dict, runtime: Runtime[RunContext], decision: EntryDeci
     ctx = acting_context(state, runtime)
     return build_packet(source="entry", target=decision.target, reason=decision.reason,
                         objective=last_user_text(messages), messages=messages, ctx=ctx, thread_id=thread_id_of(),
-                        task=task, trace_id=ctx.request_id, carried=state.get("handoff"))
+                        task=task, trace_id=ctx.request_id, extra_questions=(open_question,) if open_question else (),
+                        carried={**(state.get("handoff") or {}), "open_questions": []})
 
 
 def make_entry_node(deps: Deps):
@@ -140,7 +143,7 @@ def make_entry_node(deps: Deps):
         if not continuing and target not in (FALLBACK, OUT_OF_SCOPE):  # out of scope opens no task
             task = {"task_id": f"task_{uuid.uuid4().hex[:12]}", "status": "open", "current_owner": target, "owner_version": 1}
         emit("entry_decided", turn=turn, task_id=task.get("task_id"), to_agent=target, reason=decision.reason, detail=inputs)
-        packet = _entry_packet(state, runtime, decision, task)
+        packet = _entry_packet(state, runtime, decision, task, inputs.get("open_question"))
         record = HandoffRecord(hop=int(state.get("handoff_count") or 0), turn=turn, from_agent="entry", to_agent=target,
                                kind="entry", reason=decision.reason,
                                packet=packet if target == FALLBACK else None).model_dump()

@@ -10,8 +10,9 @@ sigmoid-calibrated over 3 folds; deterministic), then exported to plain arrays a
 ``bench/router_speed.py``).  When trained on fine labels (intents or topics) with a ``label_to_agent`` map,
 the agent probability is the sum of its intents' probabilities.  Measured on BANKING77
 (``../shared/data/banking77``, agent level, test.csv, 3,080 queries): trained on the 10,003 train.csv intents
-0.977 (fit 8-55 s on 2 shared cores; file 7.8 MB); the shipped default (``router_examples.csv``, 2,382
-sentences of our own, fine labels = topics) 0.890 (file 3.5 MB).  ``tests/test_router.py`` enforces >= 0.97 and
+0.977 (fit 8-55 s on 2 shared cores; file 7.8 MB); the shipped default (``router_examples.csv``, 2,967
+sentences of our own, fine labels = topics, including "no specialist" topics, README "How a conversation flows")
+0.886 (file 4.2 MB).  ``tests/test_router.py`` enforces >= 0.97 and
 >= 0.80.
 
 Files (format: ``nodes.router_model``, one ``.npz`` of arrays + JSON metadata, never a pickle):

@@ -11,9 +11,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
+from langchain_core.messages.utils import count_tokens_approximately
 
-__all__ = ["HistoryMode", "HistoryPolicy", "DEFAULT_HISTORY", "policy_for_edge", "shape_history"]
+__all__ = ["HistoryMode", "HistoryPolicy", "DEFAULT_HISTORY", "policy_for_edge", "shape_history", "bound_messages",
+           "Bounded", "estimate_tokens"]
 
 HistoryMode = Literal["full", "last_k", "packet_only", "no_tool_calls"]
 
@@ -93,3 +95,41 @@ def shape_history(messages: Sequence[BaseMessage], policy: HistoryPolicy,
     if packet_summary and policy.mode != "full":
         shaped = [SystemMessage(content=packet_summary), *shaped]
     return shaped
+
+
+def estimate_tokens(messages: Sequence[BaseMessage]) -> int:
+    """Estimated input tokens of ``messages``: langchain_core's ``count_tokens_approximately`` (4 characters per token
+    plus 3 per message, names counted). A documented estimate, used because the desk never downloads a tokenizer's
+    vocabulary (``tiktoken`` fetches its files from the internet on first use)."""
+    return count_tokens_approximately(list(messages))
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """One model input after :func:`bound_messages`: ``messages`` to send, ``cut`` = messages left out,
+    ``tokens`` = the estimate of what is sent (:func:`estimate_tokens`)."""
+
+    messages: list[BaseMessage]
+    cut: int
+    tokens: int
+
+
+def bound_messages(messages: Sequence[BaseMessage], max_tokens: int) -> Bounded:
+    """Bound one model input to ``max_tokens`` (issue 12 §4) with langchain_core's ``trim_messages``: the leading
+    system message is kept, the oldest turns go first, and the input starts on a user message, so an assistant
+    message with tool calls is never separated from its ToolMessages. The current turn (the last user message and
+    everything after it) is never cut: when it alone exceeds the budget, the input is the system message plus the
+    current turn. What is cut lives on in the packet (facts with their source, open questions), rendered into the
+    system message by the caller.
+    """
+    msgs = list(messages)
+    total = estimate_tokens(msgs)
+    if total <= max_tokens:
+        return Bounded(msgs, 0, total)
+    kept = trim_messages(msgs, max_tokens=max_tokens, token_counter=estimate_tokens, strategy="last",
+                         include_system=True, start_on="human", allow_partial=False)
+    starts = _user_turn_starts(msgs)
+    current = msgs[starts[-1]:] if starts else msgs[1:]
+    if len(kept) < len(current) + 1 or kept[-len(current):] != current:
+        kept = [*msgs[:1], *current] if msgs and isinstance(msgs[0], SystemMessage) else list(current)
+    return Bounded(kept, len(msgs) - len(kept), estimate_tokens(kept))

@@ -85,7 +85,8 @@ def isolated_home(tmp_path, monkeypatch):
     reach a real model server by accident)."""
     monkeypatch.setenv("SWITCHBOARD_HOME", str(tmp_path / "home"))
     for var in ("SWITCHBOARD_MODEL", "SWITCHBOARD_DB", "SWITCHBOARD_MAX_HOPS", "SWITCHBOARD_MODEL_TIMEOUT",
-                "SWITCHBOARD_MODEL_RETRIES", "SWITCHBOARD_ROUTING", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+                "SWITCHBOARD_MODEL_RETRIES", "SWITCHBOARD_ROUTING", "SWITCHBOARD_MAX_INPUT_TOKENS",
+                "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     return tmp_path / "home"
 

@@ -1,0 +1,74 @@
+"""Bounded context for every model call (issue 12 §4): a 200-turn thread with one agent stays under the input budget,
+the packet still knows the transaction id from turn 1, and the checkpoint keeps the full transcript."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+from graph.conversation import Conversation
+from graph.errors import ConfigError
+from graph.settings import Settings
+from nodes.scripted_models import ScriptedChatModel, tool_call
+from policies.history import bound_messages, estimate_tokens
+
+FILLER = "the parcel came late, the box was open and the receipt shows the evening order from the shop "
+
+
+def one_agent_model() -> ScriptedChatModel:
+    """Triage hands every new topic to refunds; refunds answers every turn with a different, longish text."""
+
+    def policy(agent, user, names, i, msgs):
+        if agent == "triage":
+            return AIMessage(content="", tool_calls=[tool_call("transfer_to_refunds", reason="a refund question")])
+        return AIMessage(content=f"Noted ({i}): {user[:60]}. " + FILLER * 2)
+
+    return ScriptedChatModel(policy=policy)
+
+
+def run_thread(make_desk, turns: int, **settings) -> tuple[Conversation, ScriptedChatModel]:
+    model = one_agent_model()
+    desk = make_desk(model, **settings)
+    conv = Conversation("long", desk=desk)
+    conv.send("I'd like a refund for tx_1001 please")
+    for n in range(2, turns + 1):
+        r = conv.send(f"About the refund, one more detail number {n}: " + FILLER)
+        assert r.agent == "refunds", f"turn {n} went to {r.agent}"
+    return conv, model
+
+
+@pytest.mark.slow
+def test_200_turns_with_one_agent_stay_under_the_budget(make_desk):
+    budget = Settings().max_input_tokens
+    conv, model = run_thread(make_desk, 200)
+    sizes = [estimate_tokens(msgs) for agent, msgs in model.log if agent == "refunds"]
+    assert len(sizes) == 200 and max(sizes) <= budget
+    assert sizes[-1] > budget * 0.8  # the budget is used, not an accident of short turns
+    last_input = model.log[-1][1]
+    assert isinstance(last_input[0], SystemMessage) and "transaction_id=tx_1001 (user_said)" in last_input[0].content
+    assert not any("tx_1001" in str(m.content) for m in last_input[1:])  # turn 1 itself was trimmed away
+    facts = {(f["key"], f["value"]) for f in conv.state["handoff"]["known_facts"]}
+    assert ("transaction_id", "tx_1001") in facts
+    users = [m for m in conv.state["messages"] if isinstance(m, HumanMessage)]
+    assert len(users) == 200 and "tx_1001" in users[0].content  # the checkpoint keeps the full transcript
+    trimmed = [e for e in conv.events.events("long", kinds=["model_called"]) if e.detail.get("trimmed")]
+    assert trimmed and all(e.detail["input_estimate"] <= budget for e in trimmed)
+
+
+def test_budget_setting_from_env(monkeypatch):
+    monkeypatch.setenv("SWITCHBOARD_MAX_INPUT_TOKENS", "1200")
+    assert Settings.from_env().max_input_tokens == 1200
+    monkeypatch.setenv("SWITCHBOARD_MAX_INPUT_TOKENS", "10")
+    with pytest.raises(ConfigError, match="SWITCHBOARD_MAX_INPUT_TOKENS"):
+        Settings.from_env()
+
+
+def test_bounding_keeps_the_current_turn_and_tool_pairs():
+    old = [HumanMessage("x" * 4000), AIMessage("y" * 4000)] * 3
+    call = AIMessage("", tool_calls=[tool_call("card_status")])
+    current = [HumanMessage("now"), call, ToolMessage("z" * 400, tool_call_id=call.tool_calls[0]["id"])]
+    b = bound_messages([SystemMessage("sys"), *old, *current], 2000)
+    assert b.messages[0].content == "sys" and b.messages[-3:] == current and b.tokens <= 2000 and b.cut == 6
+    huge = [HumanMessage("now " + "w" * 40000)]
+    b = bound_messages([SystemMessage("sys"), *old, *huge], 2000)
+    assert b.messages == [SystemMessage("sys"), *huge]  # the current turn is never cut, even over budget
