@@ -177,17 +177,16 @@ def chat(
     from graph.context import RunContext
     from graph.conversation import Conversation
     from graph.inputs import check_message, check_thread_id
-    from nodes.models import FATAL_MODEL_ERRORS
 
     if thread is not None:
         check_thread_id(thread)  # before anything is opened or created
     if message is not None:
         check_message(message)
+    if as_json and message is None:
+        raise InputError("--json needs the message as an argument (one turn)")
     settings = _settings(model, db, model_timeout_s=timeout, model_retries=retries)
     conv = Conversation(thread, desk=_desk(settings), context=RunContext(user_id=user, tenant_id=tenant),
                         on_event=_print_live_event if stream else None)
-    if as_json and message is None:
-        raise InputError("--json needs the message as an argument (one turn)")
     if not as_json:
         console.print(f"[dim]thread {conv.thread_id}[/]")
     if message is not None:
@@ -196,6 +195,16 @@ def chat(
         if _report_model_error(r):
             raise typer.Exit(1)
         return
+    code = _chat_session(conv)
+    if code:
+        raise typer.Exit(code)
+
+
+def _chat_session(conv) -> int:
+    """The interactive chat on ``conv`` until an empty line or end of input. Returns the exit code: 2 when a line was
+    refused (bad input), 1 when a model call failed (the session stops at once on a fatal one), else 0."""
+    from nodes.models import FATAL_MODEL_ERRORS
+
     console.print("[dim]Type a message; an empty line or Ctrl-D ends.[/]")
     failed = refused = False
     while True:
@@ -220,10 +229,7 @@ def chat(
             failed = True
             if r.model_error is not None and r.model_error.kind in FATAL_MODEL_ERRORS:
                 break
-    if refused:
-        raise typer.Exit(2)  # a refused line: the session's input was partly bad
-    if failed:
-        raise typer.Exit(1)
+    return 2 if refused else (1 if failed else 0)  # a refused line: the session's input was partly bad
 
 
 @app.command()
