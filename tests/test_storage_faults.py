@@ -57,7 +57,7 @@ def test_a_new_home_may_create_the_business_store(tmp_path):
 @pytest.mark.subprocess
 def test_every_storage_fault_is_one_line_exit_2_without_traceback(tmp_path):
     outcomes = storage_faults.run_all(tmp_path)
-    assert len(outcomes) == len(storage_faults.SCENARIOS) >= 19
+    assert len(outcomes) == len(storage_faults.SCENARIOS) >= 24
     bad = [(o.name, o.code, o.last_line) for o in outcomes
            if o.traceback or o.code != 2 or o.reseeded or not o.last_line.startswith("error: ")
            or len(o.stderr.strip().splitlines()) != 1 or "database" not in o.last_line]
@@ -66,3 +66,4 @@ def test_every_storage_fault_is_one_line_exit_2_without_traceback(tmp_path):
     assert "corrupt" in causes["corrupt business.db: chat"] and "read-only" in causes["read-only home: chat"]
     assert "disk full" in causes["disk full (ulimit -f): chat"]
     assert "is missing" in causes["business.db deleted: resume"]
+    assert "read-only" in causes["read-only home: trace"] and "corrupt" in causes["corrupt switchboard.db: trace"]
