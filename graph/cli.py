@@ -143,8 +143,6 @@ def chat(
     exit code is 1. An interactive session stops at once when the server is unreachable or refuses the key."""
     from graph.context import RunContext
     from graph.conversation import Conversation
-    from nodes.models import FATAL_MODEL_ERRORS
-
     from graph.inputs import check_message, check_thread_id
 
     if thread is not None:
@@ -161,6 +159,16 @@ def chat(
         if _report_model_error(r):
             raise typer.Exit(1)
         return
+    code = _chat_session(conv)
+    if code:
+        raise typer.Exit(code)
+
+
+def _chat_session(conv) -> int:
+    """The interactive chat on ``conv`` until an empty line or end of input. Returns the exit code: 2 when a line was
+    refused (bad input), else 1 when a model call failed, else 0."""
+    from nodes.models import FATAL_MODEL_ERRORS
+
     console.print("[dim]Type a message; an empty line or Ctrl-D ends.[/]")
     failed = refused = False
     while True:
@@ -185,10 +193,7 @@ def chat(
             failed = True
             if r.model_error.kind in FATAL_MODEL_ERRORS:
                 break
-    if refused:
-        raise typer.Exit(2)  # a refused line: the session's input was partly bad
-    if failed:
-        raise typer.Exit(1)
+    return 2 if refused else 1 if failed else 0
 
 
 @app.command()

@@ -24,7 +24,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import StructuredTool
@@ -169,7 +169,8 @@ class ExpertRun:
         for k, v in said.items():
             if (k, str(v), "system_verified") not in facts:
                 # the objective may be the supervisor model's words: what the customer did not say is model-written
-                src = "user_said" if not task.request or str(v) in task.request else "model_written"
+                src: Literal["user_said", "model_written"] = (
+                    "user_said" if not task.request or str(v) in task.request else "model_written")
                 facts.setdefault((k, str(v), src), ExpertFact(key=k, value=str(v), source=src))
         refs = tuple(sorted({f.value for f in facts.values() if f.source == "system_verified" and f.key.endswith("_id")}))
         questions = tuple(q.strip() for q in _QUESTION.findall(answer or "")) if status == "ok" else ()
