@@ -48,6 +48,11 @@ def test_a_missing_business_store_next_to_threads_is_refused(tmp_path):
 
 def test_a_new_home_may_create_the_business_store(tmp_path):
     require_business_store(tmp_path / "business.db", tmp_path / "switchboard.db")  # no checkpoints at all
+    other = sqlite3.connect(tmp_path / "switchboard.db")
+    other.execute("CREATE TABLE events (id TEXT)")  # only the event log so far
+    other.commit()
+    other.close()
+    require_business_store(tmp_path / "business.db", tmp_path / "switchboard.db")
     _checkpoints(tmp_path / "switchboard.db", 0)
     require_business_store(tmp_path / "business.db", tmp_path / "switchboard.db")  # an empty checkpoint database
     require_business_store("postgresql://x@h/db", tmp_path / "switchboard.db")  # servers are not checked
