@@ -239,7 +239,9 @@ def open_event_log(target: str | Path | None) -> EventLog:
         conn.execute("PRAGMA synchronous=NORMAL")
         return EventLog(conn, "sqlite", str(p))
     except (OSError, sqlite3.Error) as exc:
-        raise ConfigError(f"cannot open event log {p}: {exc}") from exc
+        from checkpoints.business.faults import storage_cause
+
+        raise ConfigError(f"cannot open event log {p}: {storage_cause(str(exc), p)}") from exc
 
 
 def event_log_for(checkpointer: Any) -> EventLog:

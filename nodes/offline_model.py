@@ -59,6 +59,20 @@ def wants_refund(text: str) -> bool:
 _REFERENCES = frozenset({"transaction_id", "transaction_ids", "refund_id", "transfer_id", "card_ref", "card_last4"})
 
 
+def _known_facts(user_text: str, system: str) -> dict[str, str]:
+    """Facts before any tool of this visit: the user's message, then the packet's facts (``Known facts: …`` in the
+    system prompt). A system-verified value wins over a said one (issue 11, §3), except for a reference the customer
+    named in this message: that record is the one acted on."""
+    facts = dict(extract_facts(user_text))
+    named = set(facts) & _REFERENCES
+    for key, value, src in _FACT_LINE.findall(system):
+        if src == "system_verified" and key not in named:
+            facts[key] = value.strip()
+        else:
+            facts.setdefault(key, value.strip())
+    return facts
+
+
 def approval_outcome_text(facts: dict[str, str]) -> str:
     """The refunds agent's answer after the approval flow, from the packet's system-verified facts."""
     rid, tx, amount = facts.get("refund_id", "your refund"), facts.get("transaction_id"), facts.get("amount", "")
@@ -189,13 +203,7 @@ class OfflineChatModel(BaseChatModel):
         from_specialist = bool(re.search(r"^(?:Handoff from (?!triage\b)\w+ to|Continuing the conversation with)", system,
                                          re.M))
         user_text, safety_prefix = _safety_context(system, user_text, from_specialist)
-        facts = dict(extract_facts(user_text))
-        named = set(facts) & _REFERENCES  # ids the customer named: resolved exactly, never replaced by another record
-        for key, value, src in _FACT_LINE.findall(system):
-            if src == "system_verified" and key not in named:  # a verified value wins over a said one (issue 11, §3)
-                facts[key] = value.strip()
-            else:
-                facts.setdefault(key, value.strip())
+        facts = _known_facts(user_text, system)
         for name, res in results:
             facts.update(facts_from_tool_result(name, res))
 

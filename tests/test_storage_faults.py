@@ -48,6 +48,11 @@ def test_a_missing_business_store_next_to_threads_is_refused(tmp_path):
 
 def test_a_new_home_may_create_the_business_store(tmp_path):
     require_business_store(tmp_path / "business.db", tmp_path / "switchboard.db")  # no checkpoints at all
+    other = sqlite3.connect(tmp_path / "switchboard.db")
+    other.execute("CREATE TABLE events (id TEXT)")  # only the event log so far
+    other.commit()
+    other.close()
+    require_business_store(tmp_path / "business.db", tmp_path / "switchboard.db")
     _checkpoints(tmp_path / "switchboard.db", 0)
     require_business_store(tmp_path / "business.db", tmp_path / "switchboard.db")  # an empty checkpoint database
     require_business_store("postgresql://x@h/db", tmp_path / "switchboard.db")  # servers are not checked
@@ -57,7 +62,7 @@ def test_a_new_home_may_create_the_business_store(tmp_path):
 @pytest.mark.subprocess
 def test_every_storage_fault_is_one_line_exit_2_without_traceback(tmp_path):
     outcomes = storage_faults.run_all(tmp_path)
-    assert len(outcomes) == len(storage_faults.SCENARIOS) >= 19
+    assert len(outcomes) == len(storage_faults.SCENARIOS) >= 24
     bad = [(o.name, o.code, o.last_line) for o in outcomes
            if o.traceback or o.code != 2 or o.reseeded or not o.last_line.startswith("error: ")
            or len(o.stderr.strip().splitlines()) != 1 or "database" not in o.last_line]
@@ -66,3 +71,4 @@ def test_every_storage_fault_is_one_line_exit_2_without_traceback(tmp_path):
     assert "corrupt" in causes["corrupt business.db: chat"] and "read-only" in causes["read-only home: chat"]
     assert "disk full" in causes["disk full (ulimit -f): chat"]
     assert "is missing" in causes["business.db deleted: resume"]
+    assert "read-only" in causes["read-only home: trace"] and "corrupt" in causes["corrupt switchboard.db: trace"]

@@ -79,6 +79,10 @@ def _has_checkpoints(checkpoint_db: Path) -> bool:
         return checkpoint_db.stat().st_size > 0
     try:
         return conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone() is not None
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return False  # only the event log (or nothing yet) lives there: no thread to protect
+        return checkpoint_db.stat().st_size > 0
     except sqlite3.Error:
         return checkpoint_db.stat().st_size > 0  # unreadable: assume it holds threads (never re-seed over them)
     finally:
