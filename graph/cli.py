@@ -31,6 +31,7 @@ from rich.table import Table
 from graph.cli_output import (
     THREAD_KEYS,
     history_rows,
+    paused_request,
     pending_dict,
     print_json,
     print_rows,
@@ -203,7 +204,10 @@ def draw(
     spec = drawing.graph_spec()
     path: list = []
     if thread:
-        path = drawing.run_path(_checkpointer(db), thread)
+        saver = _checkpointer(db)
+        if saver is None:
+            raise InputError(f"unknown thread {thread!r} (nothing stored yet)")
+        path = drawing.run_path(saver, thread)
     fmt = format.lower()
     if fmt == "mermaid":
         text = drawing.render_mermaid(spec, path)
@@ -285,7 +289,7 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[P
         raise InputError(f"unknown thread {thread!r}")
     show = (lambda x: x) if reveal else redact
     values = thread_values(saver, thread)
-    rows = history_rows(turns, values.get("pending_approval") or None)
+    rows = history_rows(turns, paused_request(values))
     for row in rows:
         row["user"], row["answer"] = show(row["user"]), show(row["answer"])
     if as_json:
