@@ -293,3 +293,13 @@ def test_a_paid_refund_is_never_reported_as_requested(make_desk, store) -> None:
     assert later.agent == "refunds" and f"{refund.id} for £4.50" in later.text, later.text
     mine = later.text.split(refund.id, 1)[1].split(";")[0]
     assert "paid back" in mine and "requested" not in mine
+
+
+def test_fallback_text_keeps_exceptions_and_internal_ids_out() -> None:
+    from nodes.fallback import fallback_text
+
+    text = fallback_text({"reason": "the card_status service is unavailable (ConnectionError: pool exhausted)",
+                          "known_facts": [{"key": "card_id", "value": "card_ada_phys", "source": "system_verified"},
+                                          {"key": "card_last4", "value": "4242", "source": "user_said"}]})
+    assert "one of our services is unavailable" in text and "4242" in text
+    assert not any(leak in text for leak in ("ConnectionError", "card_status", "card_ada", "pool exhausted"))
