@@ -31,6 +31,7 @@ from rich.table import Table
 from graph.cli_output import (
     THREAD_KEYS,
     history_rows,
+    paused_request,
     pending_dict,
     print_json,
     print_rows,
@@ -247,7 +248,10 @@ def draw(
     spec = drawing.graph_spec()
     path: list = []
     if thread:
-        path = drawing.run_path(_checkpointer(db), thread)
+        saver = _checkpointer(db)
+        if saver is None:
+            raise InputError(f"unknown thread {thread!r} (nothing stored yet)")
+        path = drawing.run_path(saver, thread)
     fmt = format.lower()
     if fmt == "mermaid":
         text = drawing.render_mermaid(spec, path)
@@ -331,7 +335,7 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[s
         raise InputError(f"unknown thread {thread!r}")
     show = _safe if reveal else (lambda x: _safe(redact(x)))  # a stored message never drives the terminal
     values = thread_values(saver, thread)
-    rows = history_rows(turns, values.get("pending_approval") or None)
+    rows = history_rows(turns, paused_request(values))
     for row in rows:
         row["user"], row["answer"] = show(row["user"]), show(row["answer"])
     if as_json:

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 __all__ = ["print_json", "print_rows", "print_training_report", "turn_dict", "pending_dict", "waiting_for",
-           "history_rows", "THREAD_KEYS", "HISTORY_KEYS", "PENDING_KEYS"]
+           "history_rows", "paused_request", "THREAD_KEYS", "HISTORY_KEYS", "PENDING_KEYS"]
 
 THREAD_KEYS: tuple[str, ...] = ("thread_id", "customer_id", "turns", "active_agent", "status", "handoffs")
 HISTORY_KEYS: tuple[str, ...] = ("turn", "user", "agent", "status", "answer", "path", "waiting_for")
@@ -102,6 +102,18 @@ def waiting_for(req: Mapping[str, Any]) -> str:
     what = f"refund {req.get('refund_id') or '?'}"
     detail = " for ".join(str(x) for x in (req.get("amount"), req.get("transaction_id")) if x)
     return f"approval of {what}" + (f" ({detail})" if detail else "") + f" by {need} more approver{'s' if need > 1 else ''}"
+
+
+def paused_request(values: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The approval request a thread's last turn waits for, from its state ``values``, or None. The stored request
+    (``pending_approval``) outlives its decision, so the thread counts as paused only while no outcome of the current
+    turn was recorded (``outcome`` missing, older than ``turn``, or ``awaiting_approval``)."""
+    request = values.get("pending_approval")
+    if not request:
+        return None
+    outcome = values.get("outcome") or {}
+    current = int(outcome.get("turn") or 0) >= int(values.get("turn") or 0)
+    return None if outcome and current and outcome.get("status") != "awaiting_approval" else request
 
 
 def history_rows(turns: Sequence[Mapping[str, Any]], pending: Mapping[str, Any] | None) -> list[dict[str, Any]]:

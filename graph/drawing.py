@@ -98,12 +98,20 @@ class PathStep:
         source: node control left (or the caller, for an agent-as-tool call).
         target: node control reached (or the expert called).
         kind: ``"handoff"``, ``"agent_as_tool"``, ``"fallback"``, ``"resume"`` or another label.
+        turn: the conversation turn of the hop (0 = not known); hop numbers restart at 1 each turn, since the hop
+            budget is per turn, and the drawing shows them as ``turn.hop``.
     """
 
     hop: int
     source: str
     target: str
     kind: str = "handoff"
+    turn: int = 0
+
+    @property
+    def label(self) -> str:
+        """``"2.1"`` (turn 2, hop 1) when the turn is known, else ``"1"``."""
+        return f"{self.turn}.{self.hop}" if self.turn else str(self.hop)
 
 
 _KINDS = {START: "entry", END: "terminal", ENTRY_NODE: "entry", "fallback": "terminal", "access_denied": "terminal",
@@ -121,7 +129,7 @@ def graph_spec(table: EdgeTable = DEFAULT_EDGE_TABLE) -> GraphSpec:
 class _PathInfo:
     """A path folded onto edges: hop numbers and kinds per edge, edges/nodes the spec does not know."""
 
-    hops: Mapping[tuple[str, str], tuple[int, ...]]
+    hops: Mapping[tuple[str, str], tuple[str, ...]]
     kinds: Mapping[tuple[str, str], tuple[str, ...]]
     unknown_edges: tuple[tuple[str, str], ...]
     unknown_nodes: tuple[str, ...]
@@ -129,11 +137,11 @@ class _PathInfo:
 
 
 def _fold_path(spec: GraphSpec, path: Sequence[PathStep]) -> _PathInfo:
-    hops: dict[tuple[str, str], list[int]] = {}
+    hops: dict[tuple[str, str], list[str]] = {}
     kinds: dict[tuple[str, str], list[str]] = {}
     for step in path:
         e = (str(step.source), str(step.target))
-        hops.setdefault(e, []).append(int(step.hop))
+        hops.setdefault(e, []).append(step.label)
         kinds.setdefault(e, []).append(str(step.kind))
     visited = {n for e in hops for n in e}
     return _PathInfo(
@@ -145,7 +153,7 @@ def _fold_path(spec: GraphSpec, path: Sequence[PathStep]) -> _PathInfo:
     )
 
 
-def _hop_label(hops: Sequence[int]) -> str:
+def _hop_label(hops: Sequence[str]) -> str:
     return ", ".join(str(h) for h in hops)
 
 
@@ -333,10 +341,10 @@ def render_ascii(spec: GraphSpec, path: Sequence[PathStep] = (), *, width: int =
         out = _adjacency(spec, info, width) + ["use --format mermaid or --format png for the full drawing"]
     if path:
         out += ["", "path:"]
-        digits = len(str(max(abs(int(p.hop)) for p in path)))
+        digits = max(len(p.label) for p in path)
         for p in path:
             mark = "" if (p.source, p.target) in spec.edges else "  [not in graph]"
-            out.append(f"{int(p.hop):>{digits}}. {p.source} -> {p.target} ({p.kind}){mark}")
+            out.append(f"{p.label:>{digits}}. {p.source} -> {p.target} ({p.kind}){mark}")
     return "\n".join(out) + "\n"
 
 
@@ -636,7 +644,7 @@ def render_png(
         why = "it is a directory" if out.is_dir() else f"directory {out.parent} does not exist"
         raise ValueError(f"cannot write PNG to {out}: {why}")
     scene = _Scene.of(spec, path)
-    hops = _pack([f"{p.hop}. {p.source} \u2192 {p.target}" for p in path], 130, "    ")
+    hops = _pack([f"{p.label}. {p.source} \u2192 {p.target}" for p in path], 130, "    ")
     hop_text = "\n".join(hops[:4]) + ("    \u2026" if len(hops) > 4 else "")
     title_pt = 30.0 if title else 6.0
     header_pt = title_pt + (12.0 * min(len(hops), 4) + 8.0 if hops else 0.0)
@@ -659,7 +667,8 @@ def render_png(
 
 # ---------------------------------------------------------------- the legal graph and a thread's path
 def run_path(saver: Any, thread_id: str) -> list[PathStep]:
-    """The thread's hops in order as PathSteps (hop numbers 1..n over the whole thread, entry hops included), with
+    """The thread's hops in order as PathSteps (hop numbers restart at 1 each turn, entry hops included; approval-flow
+    steps are hops of their own), with
     every expert the supervisor called as a tool drawn on the graph's edge ``supervisor -> expert`` (kind
     ``agent_as_tool``) after the hop that reached the supervisor. Raises InputError for an unknown thread."""
     from checkpoints.threads import thread_values
@@ -673,9 +682,16 @@ def run_path(saver: Any, thread_id: str) -> list[PathStep]:
     for c in values.get("expert_calls") or []:
         calls_by_turn[int(c.get("turn") or 0)] = calls_by_turn.get(int(c.get("turn") or 0), 0) + 1
     steps: list[PathStep] = []
+    per_turn: dict[int, int] = {}
+
+    def add(turn: int, source: str, target: str, kind: str) -> None:
+        per_turn[turn] = per_turn.get(turn, 0) + 1
+        steps.append(PathStep(hop=per_turn[turn], source=source, target=target, kind=kind, turn=turn))
+
     for h in values.get("handoff_path") or []:
-        steps.append(PathStep(hop=len(steps) + 1, source=h["from_agent"], target=h["to_agent"], kind=h.get("kind", "handoff")))
+        turn = int(h.get("turn") or 0)
+        add(turn, h["from_agent"], h["to_agent"], h.get("kind", "handoff"))
         if h["to_agent"] == SUPERVISOR:
-            for _ in range(calls_by_turn.pop(int(h.get("turn") or 0), 0)):
-                steps.append(PathStep(hop=len(steps) + 1, source=SUPERVISOR, target=EXPERT_NODE, kind="agent_as_tool"))
+            for _ in range(calls_by_turn.pop(turn, 0)):
+                add(turn, SUPERVISOR, EXPERT_NODE, "agent_as_tool")
     return steps

@@ -6,26 +6,49 @@ and marks the task status ``fallback`` (a person takes over). It calls no model,
 
 from __future__ import annotations
 
+import re
+
 from langchain_core.messages import AIMessage
 from langgraph.graph import END
 from langgraph.types import Command
 
 from graph.state import ensure_ids
 
-__all__ = ["fallback_node", "fallback_text"]
+__all__ = ["fallback_node", "fallback_text", "customer_reason"]
+
+
+_DETAIL = re.compile(r"\s*\((?:[^()]|\([^()]*\))*\)")  # "(ConnectionError: down)", "(timeout: ReadTimeout(...))"
+_SERVICE = re.compile(r"\bthe (\w+) service\b")
+_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b:?\s*")
+#: Packet facts that are internal record ids, not shown to the customer (the card's last four digits are).
+_INTERNAL_FACTS = frozenset({"card_id"})
+
+
+def customer_reason(reason: str) -> str:
+    """``reason`` in the customer's words: parenthesised technical detail (exception names, raw error text) and tool
+    names removed — those stay in the packet and the event log. ``"the card_status service is unavailable
+    (ConnectionError: down)"`` -> ``"one of our services is unavailable"``."""
+    text = _EXCEPTION.sub("", _DETAIL.sub("", reason or "")).strip()
+    text = _SERVICE.sub("one of our services", text)
+    if text.startswith("one of our services"):
+        return text
+    return text.replace("the model failed", "our automated assistant could not answer") or \
+        "the request could not be completed automatically"
 
 #: How the customer sees a fact nobody verified: what they said, or what an agent noted (model-written).
 _SOURCE_NOTE = {"user_said": " (you told us)", "model_written": " (noted, not yet checked)"}
 
 
 def fallback_text(packet: dict | None) -> str:
-    """The customer-facing fallback answer for ``packet`` (a HandoffPacket dict or None)."""
+    """The customer-facing fallback answer for ``packet`` (a HandoffPacket dict or None): the reason in customer words
+    (:func:`customer_reason`), the facts so far without internal record ids, and the open questions."""
     packet = packet or {}
-    reason = packet.get("reason") or "the request could not be completed automatically"
+    reason = customer_reason(packet.get("reason") or "the request could not be completed automatically")
     parts = ["I'm sorry, I couldn't complete this automatically, so I've passed it to a member of our team.",
              f"(Reason: {reason}.)"]
-    facts = [f for f in packet.get("known_facts") or [] if f.get("source") == "system_verified"]
-    facts += [f for f in packet.get("known_facts") or [] if f.get("source") != "system_verified"]
+    known = [f for f in packet.get("known_facts") or [] if f.get("key") not in _INTERNAL_FACTS]
+    facts = [f for f in known if f.get("source") == "system_verified"]
+    facts += [f for f in known if f.get("source") != "system_verified"]
     if facts:
         parts.append("What we know so far: " + "; ".join(
             f"{f['key'].replace('_', ' ')}: {f['value']}" + _SOURCE_NOTE.get(str(f.get("source")), "")

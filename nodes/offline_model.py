@@ -104,8 +104,9 @@ SAFETY_REASON_AFTER = "the card is frozen; the customer's other question follows
 def _is_safety(segment: str) -> bool:
     """Does this request segment report a lost, stolen, swallowed or compromised card, or fraud (a ``freeze`` intent
     of the desk knowledge)?"""
-    intent = load_knowledge().resolve("cards", segment)
-    return intent is not None and intent.kind == "freeze"
+    knowledge = load_knowledge()
+    intent = knowledge.resolve("cards", segment)
+    return intent is not None and intent.kind == "freeze" and knowledge.owner_by_patterns("cards", segment) is None
 
 
 _RECORD_OWNERS = (("transaction_id", "billing"), ("refund_id", "refunds"), ("transfer_id", "transfers"))

@@ -140,6 +140,8 @@ def _plan_billing(text: str, facts: dict[str, str], done: set[str], intent: Desk
     if done:
         return None
     tx_id = facts.get("transaction_id")
+    if tx_id and intent is not None and tx_id.lower() not in text:
+        tx_id = None  # a transaction carried from earlier does not hijack a new, recognised request
     if _has(text, *_DUPLICATE):
         return plan("find_duplicate_charges")
     if tx_id and (_has(text, *_EXPLAIN) or not _has(text, *_FEES)):

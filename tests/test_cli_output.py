@@ -46,6 +46,8 @@ def test_json_outputs_have_stable_keys(paused) -> None:
     resumed = _json("resume", "p", "--approve", "--as", "ann")
     assert set(resumed) == TURN_KEYS and resumed["thread_id"] == "p"
     assert resumed["status"] in ("answered", "awaiting_approval")
+    if resumed["status"] == "answered":
+        assert [row["status"] for row in _json("history", "p", "--as", "ann")] == ["answered"]
     chat = _json("chat", "How do I activate my new card?")
     assert set(chat) == TURN_KEYS and chat["agent"] == "cards" and chat["path"][0] == "entry"
     assert chat["pending"] is None and chat["model_error"] is None
@@ -76,3 +78,20 @@ def test_chat_json_needs_a_message(isolated_home) -> None:
 
     r = CliRunner().invoke(app, ["chat", "--json"])
     assert isinstance(r.exception, InputError) and "--json needs the message" in str(r.exception)
+
+
+def test_hop_numbers_restart_each_turn(paused) -> None:
+    from checkpoints import open_checkpointer
+    from graph.context import RunContext
+    from graph.drawing import run_path
+    from tests.test_approval import _setup
+
+    g, _ = _setup(paused)
+    Conversation("p", graph=g, context=RunContext.for_operator("ann", "t_demo")).resume({"decision": "approve"})
+    Conversation("p", graph=g).send("How do I activate my new card?")
+    steps = run_path(open_checkpointer(paused / "switchboard.db"), "p")
+    labels = [s.label for s in steps]
+    assert labels[0] == "1.1" and "2.1" in labels and labels == sorted(labels, key=lambda x: tuple(map(int, x.split("."))))
+    first_turn = [s for s in steps if s.turn == 1]
+    assert [s.hop for s in first_turn] == list(range(1, len(first_turn) + 1))  # approval-flow steps numbered on
+    assert [s.hop for s in steps if s.turn == 2] == [1, 2]

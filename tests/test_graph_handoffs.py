@@ -156,7 +156,8 @@ def test_model_failure_ends_in_fallback_not_exception(make_graph):
     g = make_graph(sm.raises(ConnectionError("server unreachable")))
     r = Conversation("t", graph=g).send("charged twice")
     assert r.status == "fallback" and r.agent == "fallback"
-    assert "ConnectionError" in r.text
+    assert "ConnectionError" not in r.text and "could not answer" in r.text  # customer words; the cause is recorded:
+    assert r.model_error.error_type == "ConnectionError" and "ConnectionError" in r.handoff_path[-1].reason
     assert Conversation("t", graph=g).state["task"]["status"] == "fallback"
 
 

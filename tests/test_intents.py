@@ -278,3 +278,28 @@ def test_supervisor_never_shows_tool_or_card_ids() -> None:
                                 ProposedAction(expert="cards", tool="freeze_card", args={"card_id": "4242"})))
     assert "card_ada" not in text and "freeze_card" not in text and "freeze your card" in text
     assert "ending 4242" in text
+
+
+def test_a_paid_refund_is_never_reported_as_requested(make_desk, store) -> None:
+    from graph.conversation import Conversation
+    from nodes.router import load_router
+
+    conv = Conversation("paid", desk=make_desk(router=load_router()))
+    first = conv.send("Please refund tx_1008, it was a duplicate coffee")  # small: approved and paid in the same turn
+    assert "paid back" in first.text
+    refund = next(r for r in store.list_refunds("c_ada") if r.transaction_id == "tx_1008")
+    assert refund.status == "executed"
+    later = conv.send("where is my refund?")
+    assert later.agent == "refunds" and f"{refund.id} for £4.50" in later.text, later.text
+    mine = later.text.split(refund.id, 1)[1].split(";")[0]
+    assert "paid back" in mine and "requested" not in mine
+
+
+def test_fallback_text_keeps_exceptions_and_internal_ids_out() -> None:
+    from nodes.fallback import fallback_text
+
+    text = fallback_text({"reason": "the card_status service is unavailable (ConnectionError: pool exhausted)",
+                          "known_facts": [{"key": "card_id", "value": "card_ada_phys", "source": "system_verified"},
+                                          {"key": "card_last4", "value": "4242", "source": "user_said"}]})
+    assert "one of our services is unavailable" in text and "4242" in text
+    assert not any(leak in text for leak in ("ConnectionError", "card_status", "card_ada", "pool exhausted"))
