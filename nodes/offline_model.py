@@ -83,15 +83,18 @@ def approval_outcome_text(facts: dict[str, str]) -> str:
         return f"Good news: {what} has been approved and paid back to your account. You'll see it as a credit shortly."
     if status == "rejected":
         why = facts.get("decision_note")
-        return f"I'm sorry, {what} was not approved" + (f" ({why})" if why else "") + ". Nothing was paid; you can reply if you'd like us to look again."
+        return (f"I'm sorry, {what} was not approved" + (f" ({why})" if why else "")
+                + ". Nothing was paid; you can reply if you'd like us to look again.")
     if status == "cancelled":
         return f"As you asked, {what} is cancelled. Nothing was paid."
     if status == "expired":
-        return f"I'm sorry, {what} was not decided in time, so the request has expired. Nothing was paid; you can ask again."
+        return (f"I'm sorry, {what} was not decided in time, so the request has expired. Nothing was paid; "
+                "you can ask again.")
     if status == "closed":
         return f"Our team closed {what}. Nothing was paid; reply if you'd like us to look at it again."
     if status == "already_decided":
-        return f"{what[0].upper() + what[1:]} had already been decided" + (f" by {who}" if who else "") + "; nothing more was done."
+        return (f"{what[0].upper() + what[1:]} had already been decided" + (f" by {who}" if who else "")
+                + "; nothing more was done.")
     return f"Your {what} is being reviewed."
 
 

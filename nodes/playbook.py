@@ -60,7 +60,8 @@ _DUPLICATE = (r"\btwice\b", r"\bdouble[ -]?(?:charged|charge|billed|payment)", r
               r"\bcharged (?:me )?two times\b", r"\bcharged (?:me )?again\b")
 _MONEY_BACK = (r"\brefund(?!able)", r"\bmoney back\b", r"\breimburs", r"\bget (?:it|this|that|them) back\b",
                r"\breturn (?:my|the) money\b", r"\bpay (?:me )?back\b", r"\bcompensat")
-_REFUND_WHERE = (r"\bwhere(?:'s| is| can| do| will)\b", r"\b(?:see|check|track)\b.*\brefund", r"\bstatus\b", r"\bnot (?:showing|arrived|received|there)\b",
+_REFUND_WHERE = (r"\bwhere(?:'s| is| can| do| will)\b", r"\b(?:see|check|track)\b.*\brefund", r"\bstatus\b",
+                 r"\bnot (?:showing|arrived|received|there)\b",
                  r"\bhaven'?t (?:got|received|seen)\b", r"\bstill (?:waiting|not|no)\b",
                  r"\bwhen will\b", r"\bhas(?:n'?t| not)\b.*\b(?:arrived|come|appeared)",
                  r"\bhow long\b", r"\bany news\b", r"\bupdate on\b")
@@ -274,127 +275,164 @@ def _tx_line(tx: dict[str, Any]) -> str:
     return f"{tx['id']}: {tx['merchant']} {_amt(tx)} on {_day(tx['created_at'])}{status}"
 
 
-def _render(tool: str, result: dict[str, Any], user_text: str) -> str:
-    text = user_text.lower()
-    if not result.get("ok"):
-        err = result.get("error", "that request could not be completed")
-        if tool == "request_refund":
-            return f"I couldn't open a refund: {err}."
-        if tool == "freeze_card":
-            return f"I couldn't freeze the card: {err}."
-        if tool == "lookup_policy":
-            return ("I don't have a published policy on that. I can answer questions about fees, limits, "
-                    "currencies, countries, age, top-ups, exchange rates, verification, ATMs, refunds and "
-                    "transfer times.")
-        return f"I couldn't do that: {err}."
-
-    if tool == "find_duplicate_charges":
-        pairs = result.get("duplicates") or []
-        if not pairs:
-            return ("I checked your recent card payments and found no duplicate charges: no two posted "
-                    "payments to the same merchant for the same amount within 24 hours.")
-        parts = []
-        for p in pairs:
-            o, d = p["original"], p["duplicate"]
-            line = (f"{d['merchant']} charged you {_amt(d)} twice on {_day(d['created_at'])}: "
-                    f"{o['id']} at {_when(o['created_at'])[-5:]} and {d['id']} at "
-                    f"{_when(d['created_at'])[-5:]}. {d['id']} is the duplicate.")
-            if p.get("existing_refund"):
-                rf = p["existing_refund"]
-                line += f" Refund {rf['id']} for it is already {rf['status']}."
-            parts.append(line)
-        head = ("I found a duplicate charge. " if len(pairs) == 1
-                else f"I found {len(pairs)} duplicate charges. ")
-        tail = "" if all(p.get("existing_refund") for p in pairs) else \
-            " The duplicate can be refunded; our refunds team handles that."
-        return head + " ".join(parts) + tail
-
-    if tool == "list_recent_transactions":
-        txs = result.get("transactions") or []
-        if not txs:
-            return "There are no transactions on your account yet."
-        return "Your latest transactions: " + "; ".join(_tx_line(t) for t in txs) + "."
-
-    if tool == "explain_transaction":
-        tx = result["transaction"]
-        card = f" on the card ending {result['card_last4']}" if result.get("card_last4") else ""
-        return (f"{tx['id']} is {tx['merchant']}, {_amt(tx)}{card} on {_day(tx['created_at'])}, "
-                f"status {tx['status']}. {result['explanation']}")
-
-    if tool == "explain_fees":
-        fees = result.get("fees_charged") or []
-        charged = ("Fees on your account: " + "; ".join(_tx_line(t) for t in fees) + ". ") if fees \
-            else "You have not been charged any fees recently. "
-        return charged + "Our fee schedule: " + result["schedule"]
-
+def _render_refusal(tool: str, result: dict[str, Any]) -> str:
+    """The answer when a tool call did not succeed (``result["ok"]`` false)."""
+    err = result.get("error", "that request could not be completed")
     if tool == "request_refund":
-        rf, tx = result["refund"], result["transaction"]
-        what = "duplicate " if ("duplicate" in rf.get("reason", "") or _has(text, *_DUPLICATE)) else ""
-        again = "already " if result.get("replayed") else ""
-        return (f"I've {again}opened refund {rf['id']} for {money_plain(rf['amount_minor'], rf['currency'])} "
-                f"for the {what}{tx['merchant']} charge ({tx['id']}). Its status is {rf['status']}: nothing "
-                "has been paid yet; once it is approved the money goes back to your account, usually "
-                "within 5 business days.")
-
-    if tool == "refund_status":
-        refunds = result.get("refunds") or []
-        if not refunds:
-            return "You have no refunds on your account."
-        lines = []
-        for rf in refunds:
-            merchant = f"{rf['merchant']}, " if rf.get("merchant") else ""
-            lines.append(f"refund {rf['id']} for {_amt(rf)} ({merchant}{rf['transaction_id']}) is "
-                         f"{_REFUND_STATUS_TEXT.get(rf['status'], rf['status'])} "
-                         f"(opened {_day(rf['created_at'])})")
-        body = "; ".join(lines)
-        return body[0].upper() + body[1:] + "."
-
-    if tool == "check_refund_eligibility":
-        tx = result["transaction"]
-        if result["eligible"]:
-            return (f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) can be refunded. Shall I open a refund "
-                    "request for it?")
-        return f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) can't be refunded: {result['reason']}."
-
-    if tool == "card_status":
-        cards = result.get("cards") or []
-        if not cards:
-            return "You have no cards on your account."
-        return "Your cards: " + "; ".join(
-            f"{c['kind']} card ending {c['last4']} is {c['status']}" for c in cards) + "."
-
+        return f"I couldn't open a refund: {err}."
     if tool == "freeze_card":
-        if result.get("already_frozen"):
-            return (f"Your {result['kind']} card ending {result['last4']} was already frozen; "
-                    "it cannot be used.")
-        return (f"I've frozen your {result['kind']} card ending {result['last4']}, so nobody can pay "
-                "with it. If you find it you can unfreeze it in the app; if it was stolen, order a "
-                "replacement there and check your recent transactions.")
-
-    if tool == "list_transfers":
-        trs = result.get("transfers") or []
-        if not trs:
-            return "You have no transfers."
-        return "Your transfers: " + "; ".join(
-            f"{t['id']} to {t['beneficiary']} for {_amt(t)} on {_day(t['created_at'])} is {t['status']}"
-            for t in trs) + "."
-
-    if tool == "transfer_status":
-        t = result["transfer"]
-        return (f"Transfer {t['id']} to {t['beneficiary']} for {_amt(t)} (sent {_day(t['created_at'])}) "
-                f"is {t['status']}. {result.get('explanation', '')}").strip()
-
-    if tool == "account_profile":
-        c = result["customer"]
-        verified = "verified" if c.get("identity_verified") else "not verified yet"
-        return (f"Your account: {c['name']}, email {c['email']}, {c.get('plan') or 'standard'} plan, "
-                f"identity {verified}, {result.get('active_cards', 0)} active card(s). You can edit "
-                "your personal details in the app under Profile.")
-
+        return f"I couldn't freeze the card: {err}."
     if tool == "lookup_policy":
-        return f"{result['title']}: {result['text']}"
+        return ("I don't have a published policy on that. I can answer questions about fees, limits, "
+                "currencies, countries, age, top-ups, exchange rates, verification, ATMs, refunds and "
+                "transfer times.")
+    return f"I couldn't do that: {err}."
 
-    return ""
+
+def _render_find_duplicate_charges(result: dict[str, Any], text: str) -> str:
+    pairs = result.get("duplicates") or []
+    if not pairs:
+        return ("I checked your recent card payments and found no duplicate charges: no two posted "
+                "payments to the same merchant for the same amount within 24 hours.")
+    parts = []
+    for p in pairs:
+        o, d = p["original"], p["duplicate"]
+        line = (f"{d['merchant']} charged you {_amt(d)} twice on {_day(d['created_at'])}: "
+                f"{o['id']} at {_when(o['created_at'])[-5:]} and {d['id']} at "
+                f"{_when(d['created_at'])[-5:]}. {d['id']} is the duplicate.")
+        if p.get("existing_refund"):
+            rf = p["existing_refund"]
+            line += f" Refund {rf['id']} for it is already {rf['status']}."
+        parts.append(line)
+    head = ("I found a duplicate charge. " if len(pairs) == 1
+            else f"I found {len(pairs)} duplicate charges. ")
+    tail = "" if all(p.get("existing_refund") for p in pairs) else \
+        " The duplicate can be refunded; our refunds team handles that."
+    return head + " ".join(parts) + tail
+
+
+def _render_list_recent_transactions(result: dict[str, Any], text: str) -> str:
+    txs = result.get("transactions") or []
+    if not txs:
+        return "There are no transactions on your account yet."
+    return "Your latest transactions: " + "; ".join(_tx_line(t) for t in txs) + "."
+
+
+def _render_explain_transaction(result: dict[str, Any], text: str) -> str:
+    tx = result["transaction"]
+    card = f" on the card ending {result['card_last4']}" if result.get("card_last4") else ""
+    return (f"{tx['id']} is {tx['merchant']}, {_amt(tx)}{card} on {_day(tx['created_at'])}, "
+            f"status {tx['status']}. {result['explanation']}")
+
+
+def _render_explain_fees(result: dict[str, Any], text: str) -> str:
+    fees = result.get("fees_charged") or []
+    charged = ("Fees on your account: " + "; ".join(_tx_line(t) for t in fees) + ". ") if fees \
+        else "You have not been charged any fees recently. "
+    return charged + "Our fee schedule: " + result["schedule"]
+
+
+def _render_request_refund(result: dict[str, Any], text: str) -> str:
+    rf, tx = result["refund"], result["transaction"]
+    what = "duplicate " if ("duplicate" in rf.get("reason", "") or _has(text, *_DUPLICATE)) else ""
+    again = "already " if result.get("replayed") else ""
+    return (f"I've {again}opened refund {rf['id']} for {money_plain(rf['amount_minor'], rf['currency'])} "
+            f"for the {what}{tx['merchant']} charge ({tx['id']}). Its status is {rf['status']}: nothing "
+            "has been paid yet; once it is approved the money goes back to your account, usually "
+            "within 5 business days.")
+
+
+def _render_refund_status(result: dict[str, Any], text: str) -> str:
+    refunds = result.get("refunds") or []
+    if not refunds:
+        return "You have no refunds on your account."
+    lines = []
+    for rf in refunds:
+        merchant = f"{rf['merchant']}, " if rf.get("merchant") else ""
+        lines.append(f"refund {rf['id']} for {_amt(rf)} ({merchant}{rf['transaction_id']}) is "
+                     f"{_REFUND_STATUS_TEXT.get(rf['status'], rf['status'])} "
+                     f"(opened {_day(rf['created_at'])})")
+    body = "; ".join(lines)
+    return body[0].upper() + body[1:] + "."
+
+
+def _render_check_refund_eligibility(result: dict[str, Any], text: str) -> str:
+    tx = result["transaction"]
+    if result["eligible"]:
+        return (f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) can be refunded. Shall I open a refund "
+                "request for it?")
+    return f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) can't be refunded: {result['reason']}."
+
+
+def _render_card_status(result: dict[str, Any], text: str) -> str:
+    cards = result.get("cards") or []
+    if not cards:
+        return "You have no cards on your account."
+    return "Your cards: " + "; ".join(
+        f"{c['kind']} card ending {c['last4']} is {c['status']}" for c in cards) + "."
+
+
+def _render_freeze_card(result: dict[str, Any], text: str) -> str:
+    if result.get("already_frozen"):
+        return (f"Your {result['kind']} card ending {result['last4']} was already frozen; "
+                "it cannot be used.")
+    return (f"I've frozen your {result['kind']} card ending {result['last4']}, so nobody can pay "
+            "with it. If you find it you can unfreeze it in the app; if it was stolen, order a "
+            "replacement there and check your recent transactions.")
+
+
+def _render_list_transfers(result: dict[str, Any], text: str) -> str:
+    trs = result.get("transfers") or []
+    if not trs:
+        return "You have no transfers."
+    return "Your transfers: " + "; ".join(
+        f"{t['id']} to {t['beneficiary']} for {_amt(t)} on {_day(t['created_at'])} is {t['status']}"
+        for t in trs) + "."
+
+
+def _render_transfer_status(result: dict[str, Any], text: str) -> str:
+    t = result["transfer"]
+    return (f"Transfer {t['id']} to {t['beneficiary']} for {_amt(t)} (sent {_day(t['created_at'])}) "
+            f"is {t['status']}. {result.get('explanation', '')}").strip()
+
+
+def _render_account_profile(result: dict[str, Any], text: str) -> str:
+    c = result["customer"]
+    verified = "verified" if c.get("identity_verified") else "not verified yet"
+    return (f"Your account: {c['name']}, email {c['email']}, {c.get('plan') or 'standard'} plan, "
+            f"identity {verified}, {result.get('active_cards', 0)} active card(s). You can edit "
+            "your personal details in the app under Profile.")
+
+
+def _render_lookup_policy(result: dict[str, Any], text: str) -> str:
+    return f"{result['title']}: {result['text']}"
+
+
+#: One renderer per business tool: ``(result, lowercased user text) -> answer`` (empty: nothing to say).
+_RENDERERS: dict[str, Callable[[dict[str, Any], str], str]] = {
+    "find_duplicate_charges": _render_find_duplicate_charges,
+    "list_recent_transactions": _render_list_recent_transactions,
+    "explain_transaction": _render_explain_transaction,
+    "explain_fees": _render_explain_fees,
+    "request_refund": _render_request_refund,
+    "refund_status": _render_refund_status,
+    "check_refund_eligibility": _render_check_refund_eligibility,
+    "card_status": _render_card_status,
+    "freeze_card": _render_freeze_card,
+    "list_transfers": _render_list_transfers,
+    "transfer_status": _render_transfer_status,
+    "account_profile": _render_account_profile,
+    "lookup_policy": _render_lookup_policy,
+}
+
+
+def _render(tool: str, result: dict[str, Any], user_text: str) -> str:
+    """The offline agent's answer for one tool result: a refusal line when the call failed, else the tool's renderer
+    in ``_RENDERERS`` ("" for a tool without one)."""
+    if not result.get("ok"):
+        return _render_refusal(tool, result)
+    renderer = _RENDERERS.get(tool)
+    return renderer(result, user_text.lower()) if renderer is not None else ""
 
 
 _NO_TOOL_ANSWERS = {
