@@ -12,7 +12,10 @@ Row = tuple[str, str, str, str, str]
 
 
 def _ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}x" if a is not None and b else "-"
+    if a is None or not b:
+        return "-"
+    r = a / b
+    return f"{r:.2f}x" if r >= 0.1 else f"{r:.4f}x"
 
 
 def _handoff(f: dict) -> list[Row]:
@@ -99,7 +102,7 @@ def rows(benchmarks: dict[str, Any]) -> list[Row]:
         if name not in _ROWS or not figures:
             continue
         load = figures.get("load_average") or entry.get("load_before") or []
-        out.append((f"[bold]{name}[/bold] (load {load[0] if load else '?'})", "", "", "", ""))
+        out.append((f"[bold]{name}[/bold] (load {round(load[0], 2) if load else '?'})", "", "", "", ""))
         try:
             out.extend(_ROWS[name](figures))
         except (KeyError, TypeError, ZeroDivisionError) as exc:  # figures of an older format: say so, keep the rest
