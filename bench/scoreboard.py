@@ -84,6 +84,11 @@ def _throughput(f: dict) -> list[Row]:
         other = (t.get("swarm") or {}).get(workers)
         out.append((f"turns/s, {workers} at a time", f"{rate:.1f}", f"{other:.1f}" if other else "n/a",
                     _ratio(rate, other), ">= 1x"))
+    cpu = f.get("cpu_ms_per_turn") or {}
+    for workers, ms in (cpu.get("switchboard") or {}).items():
+        other = (cpu.get("swarm") or {}).get(workers)
+        out.append((f"  CPU ms per turn, {workers} at a time", f"{ms:.1f}", f"{other:.1f}" if other else "n/a",
+                    _ratio(ms, other), ""))
     out.append(("peak RSS of 100 turns, MB", f"{rss['switchboard']:.0f}", f"{rss['swarm']:.0f}" if "swarm" in rss else "n/a",
                 _ratio(rss["switchboard"], rss.get("swarm")), "<= 1.5x"))
     return out
