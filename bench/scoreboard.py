@@ -94,7 +94,21 @@ def _throughput(f: dict) -> list[Row]:
     return out
 
 
-_ROWS = {"handoff": _handoff, "pingpong": _pingpong, "storage": _storage, "router": _router, "startup": _startup,
+def _model_input(f: dict) -> list[Row]:
+    sizes = f["messages_per_call"]
+    sw = sizes.get("swarm") or {}
+    out: list[Row] = []
+    for name, row in sizes.items():
+        if name == "swarm":
+            continue
+        marks = list(row)
+        out.append((f"model input, messages/call at turns {'/'.join(marks)}: {name.split(' ', 1)[1]}",
+                    " / ".join(f"{row[n]:g}" for n in marks), " / ".join(f"{sw[n]:g}" for n in marks) if sw else "n/a",
+                    _ratio(row[marks[-1]], sw.get(marks[-1])), ""))
+    return out
+
+
+_ROWS = {"handoff": _handoff, "model_input": _model_input, "pingpong": _pingpong, "storage": _storage, "router": _router, "startup": _startup,
          "throughput": _throughput}
 
 
