@@ -108,8 +108,8 @@ def _model_input(f: dict) -> list[Row]:
     return out
 
 
-_ROWS = {"handoff": _handoff, "model_input": _model_input, "pingpong": _pingpong, "storage": _storage, "router": _router, "startup": _startup,
-         "throughput": _throughput}
+_ROWS = {"handoff": _handoff, "model_input": _model_input, "pingpong": _pingpong, "storage": _storage,
+         "router": _router, "startup": _startup, "throughput": _throughput}
 
 
 def rows(benchmarks: dict[str, Any]) -> list[Row]:
