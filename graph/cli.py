@@ -235,7 +235,8 @@ def threads(db: Optional[Path] = DbOpt, as_: Optional[str] = AsOpt) -> None:
 
 def _operator_thread(as_: str | None, thread: str, db: Path | None, action: str, reveal: bool,
                      roles: frozenset[str] = READ_ROLES):
-    """The acting operator of ``action`` on ``thread`` (its tenant's), recording ``--reveal``; and the checkpointer."""
+    """The acting operator of ``action`` on ``thread`` (its tenant's), recording ``--reveal``; the checkpointer and the
+    thread's state values."""
     from checkpoints.threads import thread_values
 
     acting = acting_operator(as_, roles, action, db=db, thread=thread)
@@ -246,7 +247,7 @@ def _operator_thread(as_: str | None, thread: str, db: Path | None, action: str,
     require_thread_tenant(acting, values, thread, action, _settings(None, db))
     if reveal:
         record_allowed(acting, f"{action} --reveal", f"thread:{thread}")
-    return acting, saver
+    return acting, saver, values
 
 
 @app.command()
@@ -257,8 +258,8 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[P
     from checkpoints.threads import thread_turns
     from policies.redaction import redact
 
-    _, saver = _operator_thread(as_, thread, db, "history", reveal)
-    turns = thread_turns(saver, thread)
+    _, saver, values = _operator_thread(as_, thread, db, "history", reveal)
+    turns = thread_turns(saver, thread, values)  # the state is replayed once
     if not turns:
         raise InputError(f"unknown thread {thread!r}")
     show = (lambda x: x) if reveal else redact
