@@ -2,7 +2,7 @@
 
 Runs the scoreboard benchmarks one after another, each a new process writing its figures as JSON (their own
 printouts go to ``bench/results/<time>.log``), then prints one table and writes every figure, with the machine's
-load average before and after each benchmark, to ``bench/results/<time>.json``. About 4-6 minutes on a quiet
+load average before and after each benchmark, to ``bench/results/<time>.json``. About 6 minutes on a loaded
 2-core machine. Ratios are measured in the same script (the machine is shared: compare ratios, not absolute times).
 
 Pass names to run a subset, or other benchmarks of the project (not on the scoreboard)::
@@ -35,6 +35,7 @@ SCOREBOARD = {
     "handoff": ["bench/handoff_overhead.py", "--turns", "200"],  # per-handoff overhead, events on/off, vs swarm
     "pingpong": ["bench/pingpong.py"],                           # model calls until a ping-pong stops
     "storage": ["bench/storage.py"],                             # checkpoint bytes at 10/50/100 turns
+    "model_input": ["bench/model_input.py"],                     # messages per model call per history mode
     "router": ["bench/router_speed.py"],                         # route() plain arrays vs scikit-learn
     "startup": ["bench/startup.py"],                             # CLI start-up, one-shot chat vs bare LangGraph
     "throughput": ["bench/throughput.py"],                       # turns/s at 1/2/4, peak RSS of 100 turns

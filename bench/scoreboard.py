@@ -12,7 +12,10 @@ Row = tuple[str, str, str, str, str]
 
 
 def _ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}x" if a is not None and b else "-"
+    if a is None or not b:
+        return "-"
+    r = a / b
+    return f"{r:.2f}x" if r >= 0.1 else f"{r:.4f}x"
 
 
 def _handoff(f: dict) -> list[Row]:
@@ -81,13 +84,32 @@ def _throughput(f: dict) -> list[Row]:
         other = (t.get("swarm") or {}).get(workers)
         out.append((f"turns/s, {workers} at a time", f"{rate:.1f}", f"{other:.1f}" if other else "n/a",
                     _ratio(rate, other), ">= 1x"))
+    cpu = f.get("cpu_ms_per_turn") or {}
+    for workers, ms in (cpu.get("switchboard") or {}).items():
+        other = (cpu.get("swarm") or {}).get(workers)
+        out.append((f"  CPU ms per turn, {workers} at a time", f"{ms:.1f}", f"{other:.1f}" if other else "n/a",
+                    _ratio(ms, other), ""))
     out.append(("peak RSS of 100 turns, MB", f"{rss['switchboard']:.0f}", f"{rss['swarm']:.0f}" if "swarm" in rss else "n/a",
                 _ratio(rss["switchboard"], rss.get("swarm")), "<= 1.5x"))
     return out
 
 
-_ROWS = {"handoff": _handoff, "pingpong": _pingpong, "storage": _storage, "router": _router, "startup": _startup,
-         "throughput": _throughput}
+def _model_input(f: dict) -> list[Row]:
+    sizes = f["messages_per_call"]
+    sw = sizes.get("swarm") or {}
+    out: list[Row] = []
+    for name, row in sizes.items():
+        if name == "swarm":
+            continue
+        marks = list(row)
+        out.append((f"model input, messages/call at turns {'/'.join(marks)}: {name.split(' ', 1)[1]}",
+                    " / ".join(f"{row[n]:g}" for n in marks), " / ".join(f"{sw[n]:g}" for n in marks) if sw else "n/a",
+                    _ratio(row[marks[-1]], sw.get(marks[-1])), ""))
+    return out
+
+
+_ROWS = {"handoff": _handoff, "model_input": _model_input, "pingpong": _pingpong, "storage": _storage,
+         "router": _router, "startup": _startup, "throughput": _throughput}
 
 
 def rows(benchmarks: dict[str, Any]) -> list[Row]:
@@ -99,7 +121,7 @@ def rows(benchmarks: dict[str, Any]) -> list[Row]:
         if name not in _ROWS or not figures:
             continue
         load = figures.get("load_average") or entry.get("load_before") or []
-        out.append((f"[bold]{name}[/bold] (load {load[0] if load else '?'})", "", "", "", ""))
+        out.append((f"[bold]{name}[/bold] (load {round(load[0], 2) if load else '?'})", "", "", "", ""))
         try:
             out.extend(_ROWS[name](figures))
         except (KeyError, TypeError, ZeroDivisionError) as exc:  # figures of an older format: say so, keep the rest

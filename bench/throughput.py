@@ -51,10 +51,12 @@ def _swarm_send(home: Path):
     return lambda tid, text: app.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": tid}})
 
 
-def turns_per_s(senders: dict, n: int, workers: int, batches: int = 10) -> dict[str, float]:
-    """Turns per second of each sender over ``n`` new threads, ``workers`` at a time; the threads are run in
+def turns_per_s(senders: dict, n: int, workers: int, batches: int = 10) -> tuple[dict[str, float], dict[str, float]]:
+    """Turns per second of each sender over ``n`` new threads, ``workers`` at a time, and the process CPU
+    milliseconds per turn (all threads; steadier than wall time on a loaded machine); the threads are run in
     ``batches`` slices, the senders taking turns slice by slice (order rotated) so that machine noise hits all alike."""
     spent = dict.fromkeys(senders, 0.0)
+    cpu = dict.fromkeys(senders, 0.0)
     names = list(senders)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for name, send in senders.items():
@@ -63,11 +65,12 @@ def turns_per_s(senders: dict, n: int, workers: int, batches: int = 10) -> dict[
             ids = range(b * n // batches, (b + 1) * n // batches)
             for name in names[b % len(names):] + names[:b % len(names)]:
                 send = senders[name]
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 list(pool.map(lambda i, send=send, name=name: send(f"{name}-{workers}-{i}",
                                                                    f"I was charged twice, please refund it (#{i})"), ids))
                 spent[name] += time.perf_counter() - t0
-    return {name: n / secs for name, secs in spent.items()}
+                cpu[name] += time.process_time() - c0
+    return {name: n / secs for name, secs in spent.items()}, {name: c / n * 1e3 for name, c in cpu.items()}
 
 
 def long_conversation(kind: str, turns: int = 100) -> None:
@@ -113,10 +116,12 @@ def main() -> int:
     senders = {"switchboard": _switchboard_send(home)}
     if swarm_available():
         senders["swarm"] = _swarm_send(home)
-    fig: dict = {"threads": args.threads, "turns_per_s": {}, "peak_rss_mb": {}}
+    fig: dict = {"threads": args.threads, "turns_per_s": {}, "cpu_ms_per_turn": {}, "peak_rss_mb": {}}
     for workers in CONCURRENCY:
-        for name, rate in turns_per_s(senders, args.threads, workers).items():
+        rates, cpu = turns_per_s(senders, args.threads, workers)
+        for name, rate in rates.items():
             fig["turns_per_s"].setdefault(name, {})[workers] = round(rate, 1)
+            fig["cpu_ms_per_turn"].setdefault(name, {})[workers] = round(cpu[name], 2)
     for name in senders:
         fig["peak_rss_mb"][name] = round(peak_rss_mb(name), 1)
     print(f"one-shot turns/s, {args.threads} new threads, SQLite on disk   load average {load_average()}")
@@ -124,7 +129,8 @@ def main() -> int:
         row = fig["turns_per_s"]
         line = "   ".join(f"{name} {row[name][workers]:6.1f}" for name in senders)
         ratio = f"   ratio {row['switchboard'][workers] / row['swarm'][workers]:.2f}x (target >= 1)" if "swarm" in row else ""
-        print(f"  {workers} at a time: {line}{ratio}")
+        print(f"  {workers} at a time: {line}{ratio}   CPU ms per turn: "
+              + ", ".join(f"{name} {fig['cpu_ms_per_turn'][name][workers]:.1f}" for name in senders))
     rss = fig["peak_rss_mb"]
     print("peak RSS of a 100-turn conversation: " + ", ".join(f"{k} {v:.0f} MB" for k, v in rss.items())
           + (f"   ratio {rss['switchboard'] / rss['swarm']:.2f}x (target <= 1.5)" if "swarm" in rss else ""))

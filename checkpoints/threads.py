@@ -91,12 +91,12 @@ def thread_summaries(saver: BaseCheckpointSaver, tenant_id: str | None = None) -
     return out
 
 
-def thread_turns(saver: BaseCheckpointSaver, thread_id: str) -> list[dict[str, Any]]:
+def thread_turns(saver: BaseCheckpointSaver, thread_id: str, values: dict | None = None) -> list[dict[str, Any]]:
     """The thread turn by turn: ``{turn, user, agent, answer, path}`` (path like ``triage → billing → refunds``,
-    experts called as tools listed apart)."""
+    experts called as tools listed apart). ``values``: the thread's :func:`thread_values` when already read."""
     from langchain_core.messages import AIMessage, HumanMessage
 
-    v = thread_values(saver, thread_id)
+    v = values if values is not None else thread_values(saver, thread_id)
     if not v:
         return []
     turns: list[dict[str, Any]] = []

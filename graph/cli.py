@@ -305,7 +305,8 @@ def threads(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt, as_json: bool
 
 def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, reveal: bool,
                      roles: frozenset[str] = READ_ROLES):
-    """The acting operator of ``action`` on ``thread`` (its tenant's), recording ``--reveal``; and the checkpointer."""
+    """The acting operator of ``action`` on ``thread`` (its tenant's), recording ``--reveal``; the checkpointer and the
+    thread's state values."""
     from checkpoints.threads import thread_values
     from graph.inputs import check_thread_id
 
@@ -318,7 +319,7 @@ def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, 
     require_thread_tenant(acting, values, thread, action, _settings(None, db))
     if reveal:
         record_allowed(acting, f"{action} --reveal", f"thread:{thread}")
-    return acting, saver
+    return acting, saver, values
 
 
 @app.command()
@@ -329,8 +330,8 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[s
     from checkpoints.threads import thread_turns, thread_values
     from policies.redaction import redact
 
-    _, saver = _operator_thread(as_, thread, db, "history", reveal)
-    turns = thread_turns(saver, thread)
+    _, saver, values = _operator_thread(as_, thread, db, "history", reveal)
+    turns = thread_turns(saver, thread, values)  # the state is replayed once
     if not turns:
         raise InputError(f"unknown thread {thread!r}")
     show = _safe if reveal else (lambda x: _safe(redact(x)))  # a stored message never drives the terminal

@@ -97,6 +97,8 @@ class _RunCallbacks(BaseCallbackHandler):
 
     run_inline = True  # keep the handler on the caller's thread (ordering with node events)
     raise_error = False
+    # only chain events matter: LangChain then skips this handler for every model, tool, retry and custom event
+    ignore_llm = ignore_chat_model = ignore_retry = ignore_agent = ignore_retriever = ignore_custom_event = True
 
     def __init__(self, recorder: "EventRecorder"):
         self.recorder = recorder

@@ -116,6 +116,33 @@ def test_events_are_stored_in_the_checkpoint_database(tmp_path, make_desk):
     assert [e.turn for e in reopened if e.kind == "run_completed"] == [1, 2]
 
 
+def test_a_node_visit_is_one_transaction_on_the_savers_own_connection(tmp_path, make_desk):
+    saver = open_checkpointer(tmp_path / "switchboard.db")
+    gd = make_desk(two_hop_model(), checkpointer=saver)
+    log = gd.deps.events
+    assert log.conn is saver.conn  # one writer on the file: the saver's connection and lock
+    batches: list[list[str]] = []
+    real = log.record_many
+    log.record_many = lambda items: (batches.append([k for k, _ in items]), real(items))[1]
+    Conversation("tb", graph=gd.graph).send("charged twice")
+    # run_started rides with triage's batch; billing and refunds one batch each; run_completed alone at the end
+    assert [b[:2] for b in batches] == [["run_started", "agent_started"], ["agent_started", "model_called"],
+                                        ["agent_started", "model_called"], ["run_completed"]]
+    assert [k for b in batches for k in b] == [e.kind for e in real.__self__.events("tb")]
+    log.close()  # leaves the saver's connection open
+    assert saver.conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == sum(map(len, batches))
+
+
+def test_record_many_is_idempotent_within_and_across_batches():
+    log = open_event_log("memory")
+    items = [("agent_started", {"key": f"k{i}", "thread_id": "t"}) for i in range(450)]  # 3 INSERT statements
+    first = log.record_many(items + [("agent_started", {"key": "k7", "thread_id": "t"})])
+    assert [e is not None for e in first] == [True] * 450 + [False]
+    again = log.record_many([("run_completed", {"key": "k9"}), ("run_completed", {"key": "new"})])
+    assert [e.kind if e else None for e in again] == [None, "run_completed"]
+    assert len(log.events("t")) == 450 and len(log.events()) == 451
+
+
 def test_refused_handoffs_and_loops_are_events(make_desk):
     gd = make_desk(sm.ping_pong("billing", "refunds"))
     g = gd.graph
