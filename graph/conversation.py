@@ -259,7 +259,7 @@ class Conversation:
             return self._recover()
 
     def _recover(self) -> TurnResult | None:
-        from policies.edges import ACCESS_DENIED
+        from policies.edges import ACCESS_DENIED, ENTRY_NODE
 
         snap = self.graph.get_state(self.config)
         if not snap.values:
@@ -277,7 +277,7 @@ class Conversation:
         if tuple(snap.next) == (ACCESS_DENIED,):
             return None  # a refused run: nothing of the owner's is unfinished
         msgs = snap.values.get("messages") or []
-        if not snap.next and msgs and isinstance(msgs[-1], HumanMessage):
+        if tuple(snap.next) == (ENTRY_NODE,) or (not snap.next and msgs and isinstance(msgs[-1], HumanMessage)):
             return self._continue_unentered(snap.values)
         outcome = snap.values.get("outcome") or {}
         finished = not snap.next and outcome and outcome.get("turn") == snap.values.get("turn")
@@ -288,7 +288,8 @@ class Conversation:
 
     def _continue_unentered(self, values: dict) -> TurnResult | None:
         """A turn whose message was stored (the run's input) but whose first node never ran (killed in between;
-        LangGraph then shows no next node): continue it as the thread's customer — it is their message, and the
+        LangGraph then shows the entry node next, or no next node when only the input's writes were stored):
+        continue it as the thread's customer — it is their message, and the
         entry node admits only the owner's turns (an operator's context there would be refused, and the refusal
         takes the message out). None for a first turn (no owner recorded yet: the customer sends it again)."""
         owner = values.get("owner") or {}
