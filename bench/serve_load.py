@@ -375,8 +375,8 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict:
             killer.join(timeout=130)
             load.stats.kill["failed_requests_after_kill"] = load.stats.errors - load.stats.kill.get("errors_before", 0)
         checks = verify(load, open_store(target.store_target()))
-        if checks["odd_threads"] and dbname:
-            print(f"kept database {dbname} for inspection (odd threads)", file=sys.stderr)
+        if (checks["odd_threads"] or not checks["ledger_ok"]) and dbname:
+            print(f"kept database {dbname} for inspection (odd threads or ledger)", file=sys.stderr)
             dbname = None  # not dropped
         lat = sorted(load.stats.latencies)
         return {"mode": mode, "conversations": len(load.threads), "turns": load.stats.turns,
