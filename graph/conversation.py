@@ -302,7 +302,7 @@ class Conversation:
             return self._recover()
 
     def _recover(self) -> TurnResult | None:
-        from policies.edges import ACCESS_DENIED
+        from policies.edges import ACCESS_DENIED, ENTRY_NODE
 
         snap = self.graph.get_state(self.config)
         if not snap.values:
@@ -319,12 +319,30 @@ class Conversation:
             return self.result()
         if tuple(snap.next) == (ACCESS_DENIED,):
             return None  # a refused run: nothing of the owner's is unfinished
+        msgs = snap.values.get("messages") or []
+        if tuple(snap.next) == (ENTRY_NODE,) or (not snap.next and msgs and isinstance(msgs[-1], HumanMessage)):
+            return self._continue_unentered(snap.values)
         outcome = snap.values.get("outcome") or {}
         finished = not snap.next and outcome and outcome.get("turn") == snap.values.get("turn")
         if not finished:  # stopped between nodes, or before the first node ran: continue from the checkpoint
             self.graph.invoke(None, self.config, context=self.context)
             return self.result()
         return None
+
+    def _continue_unentered(self, values: dict) -> TurnResult | None:
+        """A turn whose message was stored (the run's input) but whose first node never ran (killed in between;
+        LangGraph then shows the entry node next, or no next node when only the input's writes were stored):
+        continue it as the thread's customer — it is their message, and the
+        entry node admits only the owner's turns (an operator's context there would be refused, and the refusal
+        takes the message out). None for a first turn (no owner recorded yet: the customer sends it again)."""
+        owner = values.get("owner") or {}
+        if not owner.get("customer_id"):
+            return None
+        ctx = self.context
+        if ctx.user_id != owner["customer_id"]:
+            ctx = RunContext.for_customer(owner["customer_id"], owner.get("tenant_id") or ctx.tenant_id)
+        self.graph.invoke(None, self.config, context=ctx)
+        return self.result()
 
     def _unconsumed_decision(self, request: dict) -> Any:
         """The first decision claimed in the business store for the paused task that the graph has not taken yet (a

@@ -176,8 +176,10 @@ class Launcher:
         self._write_pids()
 
     def _write_pids(self) -> None:
-        (self.run_dir / "instances.json").write_text(json.dumps(
-            [{"index": i.index, "port": i.port, "pid": i.proc.pid} for i in self.procs]) + "\n")
+        """``run_dir/instances.json``: index, port and pid of each instance (replaced atomically)."""
+        tmp = self.run_dir / "instances.json.tmp"
+        tmp.write_text(json.dumps([{"index": i.index, "port": i.port, "pid": i.proc.pid} for i in self.procs]) + "\n")
+        tmp.replace(self.run_dir / "instances.json")
 
     def watch(self, should_stop: Callable[[], bool]) -> None:
         """Until ``should_stop()``: restart any instance that died (each restart printed and counted)."""

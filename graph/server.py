@@ -30,15 +30,25 @@ def make_graph() -> CompiledStateGraph:
     ``graph.settings.Settings.from_env``), built once per server process. Every store of ours comes from the
     environment: ``SWITCHBOARD_DB`` = ``postgresql://…`` puts the business store and the event log in that database
     (``switchboard serve`` sets it), and then each run holds its thread's advisory lock
-    (``nodes.thread_guard.ThreadRunGuard``: a second run on a busy thread fails at once instead of racing)."""
+    (``nodes.thread_guard.ThreadRunGuard``: a second run on a busy thread fails at once instead of racing) and its
+    checkpoints are written step by step (durability ``"sync"``)."""
     from checkpoints.event_log import open_event_log
     from graph.builder import build_graph
     from graph.settings import Settings, is_postgres
     from nodes.thread_guard import ThreadRunGuard
 
     settings = Settings.from_env()
-    guards = [ThreadRunGuard(settings.db)] if is_postgres(settings.db) else []
-    return build_graph(checkpointer=None, settings=settings, events=open_event_log(settings.db), run_callbacks=guards)
+    if not is_postgres(settings.db):
+        return build_graph(checkpointer=None, settings=settings, events=open_event_log(settings.db))
+    graph = build_graph(checkpointer=None, settings=settings, events=open_event_log(settings.db),
+                        run_callbacks=[ThreadRunGuard(settings.db)])
+    # Several instances, any of which may be killed: each step's checkpoint is written before the next step starts
+    # (LangGraph's durability "sync"; its default, "async", writes in the background, and an instance killed mid-run
+    # could lose the steps after the run's input). The engines pass no durability of their own, so LangGraph reads
+    # it from the graph's config.
+    from langgraph._internal._constants import CONFIG_KEY_DURABILITY
+
+    return graph.with_config(configurable={CONFIG_KEY_DURABILITY: "sync"})
 
 
 #: What ``langgraph.json`` points at.

@@ -97,6 +97,18 @@ def test_create_run_overwrites_the_context_with_the_principal():
     assert op["context"]["operator"] == "ann" and op["context"]["user_id"] is None
 
 
+def test_create_run_on_aegra_returns_the_context_it_must_apply():
+    # Aegra 0.6 passes the request body itself and takes the context only from the handler's answer
+    body = {"input": {"messages": [{"role": "user", "content": "hi"}]}, "config": {}, "checkpoint": None,
+            "context": {"user_id": "c_bob", "roles": ["approver"]}, "command": None, "thread_id": "t"}
+    out = asyncio.run(A.on_run(_ctx(ADA, "create_run"), body))
+    assert out["owner"] == "c_ada"
+    assert out["context"] == {"tenant_id": "t_demo", "roles": ["customer"], "user_id": "c_ada", "operator": None,
+                              "locale": "en"}
+    assert _status(A.on_run(_ctx(ADA, "create_run"), {**body, "command": {"goto": "refund_execute"}})) == 403
+    assert _status(A.on_run(_ctx(ADA, "create_run"), {**body, "checkpoint": {"checkpoint_id": "1ef"}})) == 403
+
+
 @pytest.mark.parametrize("who, kwargs, reason", [
     (ADA, {"command": {"goto": "refund_execute"}}, "only a resume"),
     (ADA, {"command": {"resume": "x", "update": {"owner": {}}}}, "only a resume"),

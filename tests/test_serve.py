@@ -229,3 +229,24 @@ def test_serve_names_what_it_does_not_launch() -> None:
     assert result.exit_code != 0 and "does not launch LangGraph's Agent Server" in str(result.exception)
     result = CliRunner().invoke(app, ["serve", "--engine", "nginx", "--db", "postgresql://u@h/d"])
     assert result.exit_code != 0 and "unknown engine 'nginx'" in str(result.exception)
+
+
+def test_run_guard_checks_every_run_body(store) -> None:
+    import asyncio
+    import json
+
+    from graph.aegra_app import RUN_PATH, checked_body
+
+    token = store.issue_token("customer", "c_ada", "t_demo")[1]
+    headers = [(b"authorization", f"Bearer {token}".encode())]
+    body = json.dumps({"input": {"messages": [{"role": "user", "content": "hi"}]},
+                       "context": {"user_id": "c_bob", "roles": ["approver"]}}).encode()
+    status, _, new = asyncio.run(checked_body(headers, body))
+    assert status == 200 and json.loads(new)["context"]["user_id"] == "c_ada"
+    assert json.loads(new)["context"]["roles"] == ["customer"]
+    goto = json.dumps({"command": {"goto": "refund_execute"}}).encode()
+    assert asyncio.run(checked_body(headers, goto))[:2] == (403, "a run may carry only a resume command (no goto, no update)")
+    assert asyncio.run(checked_body([], body))[0] == 401
+    assert all(RUN_PATH.match(p) for p in ("/threads/t1/runs", "/threads/t1/runs/wait", "/threads/t1/runs/stream",
+                                           "/runs/wait"))
+    assert not RUN_PATH.match("/threads/t1/runs/r1/cancel") and not RUN_PATH.match("/threads/t1/state")

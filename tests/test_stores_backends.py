@@ -190,3 +190,42 @@ def test_thread_run_guard_refuses_a_run_on_a_busy_thread(isolated_home) -> None:
         assert graph.invoke(turn, cfg, context=RunContext())["turn"] == 2  # released after each run
         with thread_lock(url, "busy", 0.5):  # and free now
             pass
+
+
+# -- recovery of a turn killed between its input and its first node -------------------------------
+
+
+@pytest.mark.parametrize("keep", ["input", "entry"])
+def test_recover_continues_a_turn_killed_before_its_first_node(isolated_home, keep: str) -> None:
+    """An engine that writes checkpoints in the background (LangGraph's default durability, "async") and is killed
+    right after storing a run's input leaves the new message in state and no next node. An operator's ``recover``
+    continues that turn as the customer's (the entry node refuses operators' turns, and its refusal would take the
+    customer's message out)."""
+    import sqlite3
+
+    from graph.conversation import Conversation
+
+    db = str(isolated_home / "switchboard.db")
+    open_store(Settings(db=db).business_db).add_operator("ann", "t_demo", ["approver"])
+    Conversation("k", db=db).send("I was charged twice for my coffee")
+    Conversation("k", db=db).send("Where is my card?")
+    conn = sqlite3.connect(db)  # forget everything of turn 2 after its input checkpoint, as a killed engine would
+    rows = conn.execute("SELECT checkpoint_id, json_extract(metadata, '$.source'), json_extract(metadata, '$.step') "
+                        "FROM checkpoints WHERE thread_id = 'k' ORDER BY checkpoint_id").fetchall()
+    last_input = [r for r in rows if r[1] == "input"][-1]
+    kept = last_input[0] if keep == "input" else min(r[0] for r in rows if r[0] > last_input[0])  # + entry's step
+    later = [r[0] for r in rows if r[0] > kept]
+    conn.executemany("DELETE FROM checkpoints WHERE thread_id = 'k' AND checkpoint_id = ?", [(c,) for c in later])
+    conn.executemany("DELETE FROM writes WHERE thread_id = 'k' AND checkpoint_id = ?",
+                     [(c,) for c in later + ([kept] if keep == "entry" else [])])  # entry killed before its writes
+    conn.commit()
+    conn.close()
+    stuck = Conversation("k", db=db)
+    snap = stuck.graph.get_state(stuck.config)
+    assert tuple(snap.next) == (() if keep == "input" else ("entry",))
+    assert snap.values["messages"][-1].content == "Where is my card?"  # stored, unanswered
+    r = Conversation("k", db=db, context=RunContext.for_operator("ann", "t_demo")).recover()
+    assert r is not None and r.turn == 2 and r.agent
+    msgs = stuck.graph.get_state(stuck.config).values["messages"]
+    assert [m.content for m in msgs if m.type == "human"] == ["I was charged twice for my coffee", "Where is my card?"]
+    assert msgs[-1].type == "ai"
