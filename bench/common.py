@@ -53,7 +53,7 @@ def chain_policy(agent: str, user: str, names: set, i: int, msgs: list) -> Any:
     """The scripted model of the handoff chain (``CHAIN``): each agent hands to the next, the last one answers at once."""
     from langchain_core.messages import AIMessage
 
-    from nodes.scripted_models import tool_call
+    from nodes.testing.scripted import tool_call
 
     if agent in CHAIN[:-1]:
         nxt = CHAIN[CHAIN.index(agent) + 1]
@@ -68,7 +68,7 @@ def swarm_app(policy: Any, checkpointer: Any, agents: tuple[str, ...] = CHAIN, t
     from langchain.agents import create_agent
     from langgraph_swarm import create_handoff_tool, create_swarm
 
-    from nodes.scripted_models import ScriptedChatModel
+    from nodes.testing.scripted import ScriptedChatModel
 
     model = ScriptedChatModel(policy=policy)
     members = [create_agent(model, tools=[*(tools or []), *(create_handoff_tool(agent_name=o) for o in agents if o != a)],

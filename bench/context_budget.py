@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from graph.builder import build_desk
     from graph.conversation import Conversation
     from graph.settings import Settings
-    from nodes.scripted_models import KeywordRouter, ScriptedChatModel, tool_call
+    from nodes.testing.scripted import KeywordRouter, ScriptedChatModel, tool_call
     from policies.history import estimate_tokens
 
     filler = "the parcel came late, the box was open and the receipt shows the evening order from the shop "

@@ -45,7 +45,7 @@ from graph.context import RunContext
 from graph.conversation import Conversation
 from graph.settings import Settings
 from nodes.offline_model import OfflineChatModel
-from nodes.scripted_models import KeywordRouter
+from nodes.testing.scripted import KeywordRouter
 r = KeywordRouter()
 s = Settings.from_env(db=home / "switchboard.db", business_db=home / "business.db")
 g = build_graph(model=OfflineChatModel(router=r), checkpointer=open_checkpointer(s.db), settings=s, router=r)
@@ -67,7 +67,7 @@ def _desk(home: Path):
     from graph.builder import build_desk
     from graph.settings import Settings
     from nodes.offline_model import OfflineChatModel
-    from nodes.scripted_models import KeywordRouter
+    from nodes.testing.scripted import KeywordRouter
 
     r = KeywordRouter()
     s = Settings.from_env(db=home / "switchboard.db", business_db=home / "business.db")

@@ -29,7 +29,7 @@ def _switchboard(home: Path, events: bool):
     from checkpoints.business import open_store
     from graph.builder import build_graph
     from graph.settings import Settings
-    from nodes.scripted_models import KeywordRouter, ScriptedChatModel
+    from nodes.testing.scripted import KeywordRouter, ScriptedChatModel
 
     home.mkdir()
     return build_graph(model=ScriptedChatModel(policy=chain_policy), checkpointer=open_checkpointer(home / "c.db"),

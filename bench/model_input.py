@@ -35,7 +35,7 @@ def switchboard(mode: str, turns: int) -> dict[int, float]:
     from graph.conversation import Conversation
     from graph.settings import Settings
     from nodes.offline_model import OfflineChatModel
-    from nodes.scripted_models import KeywordRouter
+    from nodes.testing.scripted import KeywordRouter
     from policies.history import HistoryPolicy
 
     home = Path(tempfile.mkdtemp())
@@ -57,7 +57,7 @@ def swarm(turns: int) -> dict[int, float]:
     from langchain_core.tools import tool
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from nodes.scripted_models import tool_call
+    from nodes.testing.scripted import tool_call
 
     @tool
     def refund_status(refund_id: str = "") -> str:

@@ -24,7 +24,7 @@ def switchboard_calls() -> dict:
     from graph import build_graph
     from graph.conversation import Conversation
     from graph.settings import Settings
-    from nodes.scripted_models import KeywordRouter, ping_pong
+    from nodes.testing.scripted import KeywordRouter, ping_pong
 
     model = ping_pong("billing", "refunds")
     home = Path(tempfile.mkdtemp())
@@ -42,7 +42,7 @@ def swarm_calls(recursion_limit: int = 25) -> dict:
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph_swarm import create_handoff_tool, create_swarm
 
-    from nodes.scripted_models import ScriptedChatModel, tool_call
+    from nodes.testing.scripted import ScriptedChatModel, tool_call
 
     def policy(agent, user, names, i, msgs):
         other = "refunds" if agent == "billing" else "billing"

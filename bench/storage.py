@@ -70,7 +70,7 @@ def switchboard(turns: int, kind: str = "delta") -> dict:
     from graph.conversation import Conversation
     from graph.settings import Settings
     from nodes.offline_model import OfflineChatModel
-    from nodes.scripted_models import KeywordRouter
+    from nodes.testing.scripted import KeywordRouter
 
     home = Path(tempfile.mkdtemp())
     original = builder.SupportState
@@ -96,7 +96,7 @@ def swarm(turns: int) -> dict:
     from langchain_core.tools import tool
 
     from checkpoints import open_checkpointer
-    from nodes.scripted_models import tool_call
+    from nodes.testing.scripted import tool_call
 
     @tool
     def refund_status(refund_id: str = "") -> str:

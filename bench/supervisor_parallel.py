@@ -28,7 +28,7 @@ from checkpoints.business import open_store  # noqa: E402
 from graph import RunContext, build_graph  # noqa: E402
 from graph.settings import Settings  # noqa: E402
 from nodes.expert import EXPERT_NOTE  # noqa: E402
-from nodes.scripted_models import ScriptedChatModel, tool_call  # noqa: E402
+from nodes.testing.scripted import ScriptedChatModel, tool_call  # noqa: E402
 
 EXPERTS = ("billing", "refunds", "cards")
 

@@ -35,7 +35,7 @@ def _switchboard_send(home: Path):
     from graph.builder import build_desk
     from graph.conversation import Conversation
     from graph.settings import Settings
-    from nodes.scripted_models import KeywordRouter, ScriptedChatModel
+    from nodes.testing.scripted import KeywordRouter, ScriptedChatModel
 
     desk = build_desk(model=ScriptedChatModel(policy=chain_policy), checkpointer=open_checkpointer(home / "c.db"),
                       router=KeywordRouter(), store=open_store(home / "b.db"), settings=Settings.from_env(db=home / "c.db"))

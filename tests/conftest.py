@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from nodes.scripted_models import KeywordRouter, KwRoute  # noqa: F401  (re-exported for tests)
+from nodes.testing.scripted import KeywordRouter, KwRoute  # noqa: F401  (re-exported for tests)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data" / "banking77"

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from graph.conversation import Conversation
 from graph.errors import ConfigError
 from graph.settings import Settings
-from nodes.scripted_models import ScriptedChatModel, tool_call
+from nodes.testing.scripted import ScriptedChatModel, tool_call
 from policies.history import bound_messages, estimate_tokens
 
 FILLER = "the parcel came late, the box was open and the receipt shows the evening order from the shop "

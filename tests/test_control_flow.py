@@ -6,7 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from graph.conversation import Conversation
-from nodes import scripted_models as sm
+from nodes.testing import scripted as sm
 from policies.history import HistoryPolicy
 from tests.transcript import transcript_errors
 

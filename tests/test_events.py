@@ -17,8 +17,8 @@ from graph.conversation import Conversation
 from graph.events import EVENT_KINDS
 from graph.state import ensure_ids
 from nodes import instrumentation as events
-from nodes import scripted_models as sm
 from nodes.instrumentation import EventRecorder
+from nodes.testing import scripted as sm
 
 
 def two_hop_model():

@@ -13,7 +13,7 @@ from graph.context import RunContext
 from graph.conversation import Conversation
 from nodes.facts import collect_facts, extract_facts
 from nodes.fallback import fallback_text
-from nodes.scripted_models import ScriptedChatModel, tool_call
+from nodes.testing.scripted import ScriptedChatModel, tool_call
 from nodes.tools import ToolContext, run_tool
 
 ADA = ToolContext(customer_id="c_ada", tenant_id="t_demo", thread_id="t1")

@@ -6,7 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from graph.conversation import Conversation
-from nodes import scripted_models as sm
+from nodes.testing import scripted as sm
 from policies.edges import HANDOFF_EDGES
 from tests.transcript import transcript_errors
 

@@ -21,7 +21,7 @@ from graph.errors import AccessDenied, InputError
 from graph.settings import Settings
 from nodes import principal as principal_mod
 from nodes.offline_model import OfflineChatModel
-from nodes.scripted_models import KeywordRouter
+from nodes.testing.scripted import KeywordRouter
 
 BIG = "I want a refund for tx_1001 please, that Tesco order never happened"  # £23.80: one approver
 BOB_REFUND = "Please refund tx_2001, I never got my sandwich"  # £6.20, Bob's identity not verified: two approvers

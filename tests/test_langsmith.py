@@ -21,7 +21,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from graph import build_graph
 from nodes.offline_model import OfflineChatModel
-from nodes.scripted_models import KeywordRouter
+from nodes.testing.scripted import KeywordRouter
 r = KeywordRouter()
 g = build_graph(model=OfflineChatModel(router=r), checkpointer=InMemorySaver(), router=r)
 out = g.invoke({"messages": [HumanMessage("I was charged twice for my coffee")]}, {"configurable": {"thread_id": "ls"}})

@@ -14,9 +14,9 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from graph.conversation import Conversation
+from nodes.testing.openai_stub import Reply, ToolCall, ToolCalls
 from nodes.text_tool_calls import read_text_tool_calls
 from tests import test_openai_e2e as e2e
-from tests.openai_stub import Reply, ToolCall, ToolCalls
 from tests.test_openai_e2e import ByAgent, check_server, route
 
 stub = e2e.stub  # the fixtures of the OpenAI end-to-end tests
@@ -136,7 +136,7 @@ def test_reader_forms_and_prose():
 
 def test_server_refusing_tool_choice_switches_triage_to_tool_routing_once(stub, env_graph):
     from nodes.agent import TOOL_CHOICE_REFUSED
-    from tests.openai_stub import HTTPError
+    from nodes.testing.openai_stub import HTTPError
 
     TOOL_CHOICE_REFUSED.clear()
     refusal = HTTPError(400, body={"error": {"message": "tool_choice of type 'function' is not supported by this server",
@@ -161,7 +161,7 @@ def test_server_refusing_tool_choice_switches_triage_to_tool_routing_once(stub, 
 
 
 def test_routing_failure_names_the_setting(stub, env_graph):
-    from tests.openai_stub import HTTPError
+    from nodes.testing.openai_stub import HTTPError
 
     srv = stub(ByAgent(triage=[HTTPError(400)]))
     desk = env_graph(srv.base_url, SWITCHBOARD_ROUTING="structured")

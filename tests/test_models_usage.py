@@ -11,9 +11,9 @@ from graph.conversation import Conversation
 from graph.errors import ConfigError
 from graph.settings import Settings
 from graph.state import USAGE_KEYS, add_usage, usage_of
-from nodes import scripted_models as sm
 from nodes.handoff_tools import ROUTE_TOOL, HandoffArgs, RouteDecision, route_tool
 from nodes.models import describe_model_error, is_openai_model, make_model
+from nodes.testing import scripted as sm
 from tests.transcript import transcript_errors
 
 try:  # the HTTP library the installed openai client is built on

@@ -18,8 +18,8 @@ from graph.errors import InputError
 from graph.events import Event
 from graph.observe import compute_stats, describe, parse_since
 from graph.settings import Settings
-from nodes import scripted_models as sm
 from nodes.offline_model import OfflineChatModel
+from nodes.testing import scripted as sm
 from tests.conftest import KeywordRouter
 from tests.test_events import TWO_HANDOFFS, two_hop_model
 

@@ -1,6 +1,6 @@
 """The OpenAI-compatible model path end to end, over real HTTP (issue 6).
 
-``ChatOpenAI`` -> ``openai`` client -> HTTP -> :class:`tests.openai_stub.ScriptedOpenAIServer` on 127.0.0.1 (a free
+``ChatOpenAI`` -> ``openai`` client -> HTTP -> :class:`nodes.testing.openai_stub.ScriptedOpenAIServer` on 127.0.0.1 (a free
 port; never the internet). The stub answers by the agent named on the first line of the system prompt
 (``You are the <agent> agent``) and rejects, with HTTP 400, any request a strict backend would reject; every test
 also re-checks every request it received (:func:`check_server`).
@@ -28,8 +28,8 @@ from graph.settings import Settings
 from nodes.agent import usage_of
 from nodes.models import is_openai_model
 from nodes.prompts import agent_from_prompt
+from nodes.testing.openai_stub import HTTPError, Reply, ScriptedOpenAIServer, ToolCall, ToolCalls, Usage, validate_request
 from policies.edges import HANDOFF_EDGES
-from tests.openai_stub import HTTPError, Reply, ScriptedOpenAIServer, ToolCall, ToolCalls, Usage, validate_request
 from tests.transcript import transcript_errors
 
 CFG = {"configurable": {"thread_id": "t1"}}

@@ -1,4 +1,4 @@
-"""Tests for tests/openai_stub.py: the strict validator alone, then real HTTP round-trips through
+"""Tests for nodes/testing/openai_stub.py: the strict validator alone, then real HTTP round-trips through
 ``langchain_openai.ChatOpenAI`` -> ``openai`` client -> the stub on 127.0.0.1 (never the internet)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
-from tests.openai_stub import (
+from nodes.testing.openai_stub import (
     HTTPError,
     Reply,
     ScriptedOpenAIServer,

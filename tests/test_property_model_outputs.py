@@ -14,7 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from graph import build_graph
 from graph.conversation import Conversation
 from graph.settings import Settings
-from nodes.scripted_models import ScriptedChatModel, tool_call
+from nodes.testing.scripted import ScriptedChatModel, tool_call
 from nodes.tools import TOOLS
 from policies.edges import AGENTS
 from tests.conftest import KeywordRouter

@@ -11,7 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from graph import build_graph
 from graph.conversation import Conversation
 from graph.settings import Settings
-from nodes.scripted_models import ScriptedChatModel, tool_call
+from nodes.testing.scripted import ScriptedChatModel, tool_call
 from policies.edges import AGENTS, EXPERTS, FALLBACK, SUPERVISOR, is_legal_handoff
 from tests.conftest import KeywordRouter
 from tests.transcript import transcript_errors

@@ -13,9 +13,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from graph.agent_as_tool import ExpertTask, SupervisorAnswer
 from graph.conversation import Conversation
 from graph.state import SupportState
-from nodes import scripted_models as sm
 from nodes.expert import EXPERT_NOTE, run_expert
 from nodes.supervisor import expert_results_of
+from nodes.testing import scripted as sm
 from policies.edges import DEFAULT_EDGE_TABLE, EXPERT_NODE, EXPERTS, SUPERVISOR
 from tests.transcript import transcript_errors
 
