@@ -418,20 +418,24 @@ def _card_status(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
     return {"ok": True, "cards": [_card_view(c) for c in cards], "count": len(cards)}
 
 
-def _freeze_card(store: BusinessStore, ctx: ToolContext, card_id: str) -> dict[str, Any]:
-    """Freeze the caller's card named exactly by ``card_id`` (its id, or last four digits matching one card):
-    another customer's id or an unknown one is refused, never replaced by a card of the caller's (issue 11, §3)."""
+def _named_card(store: BusinessStore, ctx: ToolContext, card_id: str) -> Card | dict[str, Any]:
+    """The caller's card named exactly by ``card_id`` (its id, or last four digits matching one card), or the refusal
+    dict: another customer's id or an unknown one is refused, never replaced by a card of the caller's (issue 11, §3)."""
     cards = store.list_cards(ctx.customer_id)
     if re.fullmatch(r"\d{4}", card_id):
         matches = [c for c in cards if c.last4 == card_id]
         if len(matches) != 1:
             return _refused(f"no such card ending {card_id} on your account (or more than one)")
-        card = matches[0]
-    else:
-        found = next((c for c in cards if c.id == card_id), None)
-        if found is None:
-            return _refused(f"no such card {card_id} on your account")
-        card = found
+        return matches[0]
+    found = next((c for c in cards if c.id == card_id), None)
+    return found if found is not None else _refused(f"no such card {card_id} on your account")
+
+
+def _freeze_card(store: BusinessStore, ctx: ToolContext, card_id: str) -> dict[str, Any]:
+    """Freeze the caller's card named exactly by ``card_id`` (see :func:`_named_card`)."""
+    card = _named_card(store, ctx, card_id)
+    if isinstance(card, dict):
+        return card
     result = store.freeze_card(ctx.customer_id, card.id, freeze_idempotency_key(ctx, card.id))
     return {"ok": True, **result}
 
@@ -510,17 +514,11 @@ def _card_delivery_estimate(store: BusinessStore, ctx: ToolContext) -> dict[str,
 
 
 def _unfreeze_card(store: BusinessStore, ctx: ToolContext, card_id: str) -> dict[str, Any]:
-    cards = store.list_cards(ctx.customer_id)
-    if re.fullmatch(r"\d{4}", card_id):
-        matches = [c for c in cards if c.last4 == card_id]
-        if len(matches) != 1:
-            return _refused(f"no single card ending {card_id} on this account")
-        card = matches[0]
-    else:
-        found = next((c for c in cards if c.id == card_id), None)
-        if found is None:
-            return _refused(f"no card {card_id} on this account")
-        card = found
+    """Unfreeze the caller's card named exactly by ``card_id`` (see :func:`_named_card`); naming it is the
+    confirmation."""
+    card = _named_card(store, ctx, card_id)
+    if isinstance(card, dict):
+        return card
     return {"ok": True, **store.unfreeze_card(ctx.customer_id, card.id, f"unfreeze:{ctx.task_key}:{card.id}")}
 
 
