@@ -596,7 +596,9 @@ def _expire(desk, acting, targets: list[str]) -> None:
 def route(
     csv_path: Path = typer.Argument(..., metavar="CSV", help="CSV with columns text,category (e.g. BANKING77 test.csv)."),
     labels: Path = typer.Option(..., "--labels",
-                                help="JSON mapping agents to categories: {\"agents\": {agent: \\[category, …]}}."),
+                                help="JSON mapping agents to categories: {\"agents\": {agent: \\[category, …]}}, "
+                                "optionally \"no_specialist\": {group: \\[category, …]} (correct: no specialist "
+                                "answered; CLINC150's desk_map.json)."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N rows."),
     model: Optional[str] = ModelOpt,
     router_path: Optional[Path] = typer.Option(
@@ -609,7 +611,9 @@ def route(
     retries: Optional[int] = RetriesOpt,
 ) -> None:
     """Run every query of CSV through the compiled graph (a fresh thread each) and report agent-level accuracy,
-    a confusion table, handoffs per query and p50/p95 seconds per query.
+    a confusion table, handoffs per query and p50/p95 seconds per query; the share of in-scope queries wrongly
+    refused; with a "no_specialist" group in the label map, each group's share that no specialist answered
+    (out-of-scope recall, conversational no-specialist).
 
     Runs use a scratch business database and, unless --db is given, an in-memory checkpointer and event log, so
     evaluation writes no records."""
@@ -668,6 +672,12 @@ def _print_report(report) -> None:
                   f"(triage's first handoff: {report.accuracy_first_handoff:.4f})")
     console.print(f"handoffs per query: {round(report.handoffs_per_query, 3)}   p50 {report.p50_s:.4f} s   "
                   f"p95 {report.p95_s:.4f} s per query   router: {report.router}")
+    if report.desk_accuracy is not None:
+        console.print(f"in-scope queries: agent accuracy {report.desk_accuracy:.4f}   wrongly refused (out of scope) "
+                      f"{report.in_scope_refused:.4f}   no specialist {report.in_scope_no_specialist:.4f}")
+    if report.no_specialist_recall:
+        console.print("no specialist answered (correct): " + "   ".join(
+            f"{group} {rate:.4f}" for group, rate in report.no_specialist_recall.items()))
 
 
 @app.command("train-router")

@@ -6,6 +6,10 @@ that answered (and triage's first handoff) with the expected agent.  Metrics com
 (accuracy, confusion matrix, per-agent precision/recall), imported only when a report is computed; latency
 percentiles from ``numpy.percentile`` (``method="weibull"``, the definition of ``statistics.quantiles``'
 default ``exclusive`` method that ``route`` used before).
+
+A label map may also name categories no specialist should answer (issue 12 §2; ``../shared/data/clinc150/
+desk_map.json``): ``{"agents": {...}, "no_specialist": {group: [category, ...]}}``.  Such a query expects
+``"no_specialist:<group>"`` and counts as correct when no specialist answered it (:func:`no_specialist_answered`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +26,20 @@ from langchain_core.messages import HumanMessage
 from graph.context import RunContext
 from graph.errors import InputError
 from graph.state import ensure_ids
+from policies.edges import CLARIFY, OUT_OF_SCOPE, SPECIALISTS, SUPERVISOR, TRIAGE
 
-__all__ = ["QueryOutcome", "AgentScore", "EvaluationReport", "evaluate", "summarise", "read_evaluation_set"]
+__all__ = ["QueryOutcome", "AgentScore", "EvaluationReport", "evaluate", "summarise", "read_evaluation_set",
+           "no_specialist_answered", "NO_SPECIALIST_PREFIX"]
 
 #: Recorded as the answering agent / first handoff when a run produced none.
 NONE = "none"
+
+#: Expected value of a query whose category is in the label map's ``no_specialist`` group ``g``: ``f"{prefix}{g}"``.
+NO_SPECIALIST_PREFIX = "no_specialist:"
+
+#: Turn endings that involve no specialist: the out-of-scope answer, a clarifying answer, or triage answering itself
+#: (issue 12 §2: "no specialist answered").  ``fallback`` (a human takeover) and failed runs are not among them.
+_NO_SPECIALIST_ENDINGS = frozenset({OUT_OF_SCOPE, CLARIFY, TRIAGE})
 
 
 @dataclass(frozen=True)
@@ -42,6 +55,7 @@ class QueryOutcome:
         handoffs: number of handoffs in the turn.
         seconds: wall time of the run (``time.perf_counter``), seconds.
         error: the model error message or the exception text when the run failed, else None.
+        visited: the targets of the turn's handoffs, in order (empty when none).
     """
 
     index: int
@@ -51,6 +65,20 @@ class QueryOutcome:
     handoffs: int
     seconds: float
     error: str | None = None
+    visited: tuple[str, ...] = ()
+
+
+def no_specialist_answered(outcome: QueryOutcome) -> bool:
+    """True when the turn ended as ``out_of_scope``, ``clarify`` or triage's own answer and no handoff went to a
+    specialist or the supervisor (which calls specialists as experts).  A fallback or a failed run is False."""
+    return outcome.answered in _NO_SPECIALIST_ENDINGS and not any(
+        v in SPECIALISTS or v == SUPERVISOR for v in outcome.visited)
+
+
+def _correct(outcome: QueryOutcome) -> bool:
+    if outcome.expected.startswith(NO_SPECIALIST_PREFIX):
+        return no_specialist_answered(outcome)
+    return outcome.answered == outcome.expected
 
 
 @dataclass(frozen=True)
@@ -69,9 +97,19 @@ class EvaluationReport:
 
     Attributes:
         outcomes: one :class:`QueryOutcome` per query, in input order.
-        accuracy: fraction of queries answered by the expected agent, 0..1.
-        accuracy_first_handoff: fraction whose first handoff went to the expected agent, 0..1.
-        per_agent: expected agent -> :class:`AgentScore` (sorted by agent name).
+        accuracy: fraction of queries answered correctly, 0..1: by the expected agent, or for a ``no_specialist``
+            query by no specialist (:func:`no_specialist_answered`).
+        accuracy_first_handoff: fraction whose first handoff went to the expected agent (for a ``no_specialist``
+            query: to no specialist nor the supervisor), 0..1.
+        desk_accuracy: agent accuracy over the queries that expect an agent, 0..1 (None when there are none).
+        in_scope_refused: share of the queries expecting an agent whose turn ended ``out_of_scope`` (wrongly
+            refused), 0..1 or None.
+        in_scope_no_specialist: share of the queries expecting an agent that no specialist answered (refused or
+            sent to clarify), 0..1 or None.
+        no_specialist_recall: group -> share of that ``no_specialist`` group's queries that no specialist answered
+            (``out_of_scope`` recall, ``conversational`` no-specialist rate, ...); empty without such groups.
+        per_agent: expected agent -> :class:`AgentScore` (sorted by agent name; a ``no_specialist:<group>`` row
+            counts a query as recalled when no specialist answered it).
         confusion_rows: the expected agents (rows of ``confusion``), sorted.
         confusion_columns: ``confusion_rows`` then every other answering label seen (``clarify``, ``none``, …).
         confusion: counts, ``len(confusion_rows) x len(confusion_columns)`` (row: expected, column: answered).
@@ -95,6 +133,10 @@ class EvaluationReport:
     router: str
     model: str
     failures: tuple[QueryOutcome, ...]
+    desk_accuracy: float | None = None
+    in_scope_refused: float | None = None
+    in_scope_no_specialist: float | None = None
+    no_specialist_recall: dict[str, float] = field(default_factory=dict)
 
     @property
     def queries(self) -> int:
@@ -108,26 +150,39 @@ class EvaluationReport:
 
     def figures(self) -> dict[str, Any]:
         """The summary ``route --json`` writes: queries, the two accuracies (4 decimals), handoffs per query
-        (3 decimals), p50/p95 seconds (4 decimals), router and model."""
+        (3 decimals), p50/p95 seconds (4 decimals), router and model; then ``desk_accuracy``,
+        ``in_scope_refused``, ``in_scope_no_specialist``, ``out_of_scope_recall``, ``conversational_no_specialist``
+        (4 decimals, null when the set has no query of that kind) and ``no_specialist_recall`` (group -> rate)."""
+        def r4(x: float | None) -> float | None:
+            return None if x is None else round(x, 4)
+
         return {"queries": self.queries, "accuracy_answering_agent": round(self.accuracy, 4),
                 "accuracy_first_handoff": round(self.accuracy_first_handoff, 4),
                 "handoffs_per_query": round(self.handoffs_per_query, 3), "p50_s": round(self.p50_s, 4),
-                "p95_s": round(self.p95_s, 4), "router": self.router, "model": self.model}
+                "p95_s": round(self.p95_s, 4), "router": self.router, "model": self.model,
+                "desk_accuracy": r4(self.desk_accuracy), "in_scope_refused": r4(self.in_scope_refused),
+                "in_scope_no_specialist": r4(self.in_scope_no_specialist),
+                "out_of_scope_recall": r4(self.no_specialist_recall.get("out_of_scope")),
+                "conversational_no_specialist": r4(self.no_specialist_recall.get("conversational")),
+                "no_specialist_recall": {g: round(v, 4) for g, v in self.no_specialist_recall.items()}}
 
 
 def read_evaluation_set(csv_path: Path, labels: Path, limit: int | None = None) -> tuple[list[str], list[str]]:
-    """Queries and their expected agents from a ``text,category`` CSV and an ``agent_map.json``-shaped map.
+    """Queries and their expected agents from a ``text,category`` CSV and an ``agent_map.json``-shaped map,
+    optionally with ``"no_specialist": {group: [category, ...]}`` (the shape of CLINC150's ``desk_map.json``).
 
     Returns:
-        ``(texts, expected_agents)``, the first ``limit`` rows when given.
+        ``(texts, expected)``, the first ``limit`` rows when given; ``expected`` is an agent name or
+        ``"no_specialist:<group>"``.
 
     Raises:
-        InputError: unreadable/malformed CSV or map, a category missing from the map, ``limit < 1``.
+        InputError: unreadable/malformed CSV or map, a category missing from the map or listed twice, ``limit < 1``.
     """
     from nodes.router import load_label_map, read_labelled_csv
 
     texts, cats = read_labelled_csv(csv_path)
     label_map = load_label_map(labels)
+    label_map.update(_no_specialist_groups(labels, label_map))
     unknown = sorted({c for c in cats if c not in label_map})
     if unknown:
         raise InputError(f"{len(unknown)} categories of {csv_path} are not in {labels}: {', '.join(unknown[:5])}")
@@ -136,6 +191,26 @@ def read_evaluation_set(csv_path: Path, labels: Path, limit: int | None = None) 
             raise InputError("--limit must be >= 1")
         texts, cats = texts[:limit], cats[:limit]
     return texts, [label_map[c] for c in cats]
+
+
+def _no_specialist_groups(path: Path, agents: dict[str, str]) -> dict[str, str]:
+    """``{category: "no_specialist:<group>"}`` from the map's optional ``no_specialist`` object (already known to be
+    readable JSON: :func:`nodes.router.load_label_map` read it first).  Raises InputError on a wrong shape or a
+    category listed twice."""
+    import json
+
+    groups = json.loads(Path(path).read_text(encoding="utf-8")).get("no_specialist", {})
+    if not isinstance(groups, dict):
+        raise InputError(f'{path}: "no_specialist" must be {{group: [category, ...]}}')
+    out: dict[str, str] = {}
+    for group, cats in groups.items():
+        if not group or not isinstance(cats, list) or not all(isinstance(c, str) and c for c in cats):
+            raise InputError(f"{path}: no_specialist.{group} must be a list of non-empty strings")
+        for c in cats:
+            if c in agents or c in out:
+                raise InputError(f"{path}: category {c!r} is listed twice")
+            out[c] = f"{NO_SPECIALIST_PREFIX}{group}"
+    return out
 
 
 def evaluate(graph: Any, texts: Sequence[str], expected: Sequence[str], *, router: str, model: str,
@@ -177,7 +252,8 @@ def evaluate(graph: Any, texts: Sequence[str], expected: Sequence[str], *, route
         outcomes.append(QueryOutcome(index=i, expected=expected[i],
                                      answered=(values.get("outcome") or {}).get("agent") or NONE,
                                      first_handoff=path[0]["to_agent"] if path else NONE,
-                                     handoffs=len(path), seconds=seconds, error=error))
+                                     handoffs=len(path), seconds=seconds, error=error,
+                                     visited=tuple(h["to_agent"] for h in path)))
         if progress is not None:
             progress(i + 1, len(texts))
     return summarise(outcomes, router=router, model=model)
@@ -197,18 +273,25 @@ def summarise(outcomes: Sequence[QueryOutcome], *, router: str, model: str) -> E
     truth = [o.expected for o in outcomes]
     answered = [o.answered for o in outcomes]
     agents = sorted(set(truth))
-    columns = agents + sorted(set(answered) - set(agents))
+    labels = agents + sorted(set(answered) - set(agents))
     with warnings.catch_warnings():  # every label is passed explicitly: the one-label shape warning does not apply
         warnings.filterwarnings("ignore", message="A single label was found", category=UserWarning)
-        matrix = confusion_matrix(truth, answered, labels=columns)[: len(agents)]
-    precision, recall, _, support = precision_recall_fscore_support(truth, answered, labels=agents,
+        matrix = confusion_matrix(truth, answered, labels=labels)[: len(agents)]
+    # no run ever answers as "no_specialist:<group>": those labels are rows only
+    keep = [k for k, c in enumerate(labels) if not c.startswith(NO_SPECIALIST_PREFIX)]
+    columns, matrix = [labels[k] for k in keep], matrix[:, keep]
+    # scored: a no_specialist query no specialist answered counts as its expected label (precision/recall, accuracy)
+    scored = [o.expected if _correct(o) else o.answered for o in outcomes]
+    first = [o.expected if o.expected.startswith(NO_SPECIALIST_PREFIX) and o.first_handoff not in (*SPECIALISTS, SUPERVISOR)
+             else o.first_handoff for o in outcomes]
+    precision, recall, _, support = precision_recall_fscore_support(truth, scored, labels=agents,
                                                                     zero_division=0)
     secs = np.array([o.seconds for o in outcomes])
     p50, p95 = np.percentile(secs, [50, 95], method="weibull")
     return EvaluationReport(
         outcomes=tuple(outcomes),
-        accuracy=float(accuracy_score(truth, answered)),
-        accuracy_first_handoff=float(accuracy_score(truth, [o.first_handoff for o in outcomes])),
+        accuracy=float(accuracy_score(truth, scored)),
+        accuracy_first_handoff=float(accuracy_score(truth, first)),
         per_agent={a: AgentScore(recall=float(recall[k]), precision=float(precision[k]), support=int(support[k]))
                    for k, a in enumerate(agents)},
         confusion_rows=tuple(agents), confusion_columns=tuple(columns),
@@ -216,4 +299,23 @@ def summarise(outcomes: Sequence[QueryOutcome], *, router: str, model: str) -> E
         handoffs_per_query=float(np.mean([o.handoffs for o in outcomes])),
         p50_s=float(p50), p95_s=float(p95), router=router, model=model,
         failures=tuple(o for o in outcomes if o.error is not None),
+        **_scope_figures(outcomes),
     )
+
+
+def _scope_figures(outcomes: Sequence[QueryOutcome]) -> dict[str, Any]:
+    """``desk_accuracy``, ``in_scope_refused``, ``in_scope_no_specialist`` and ``no_specialist_recall`` of
+    :class:`EvaluationReport` (rates 0..1, None when no query expects an agent)."""
+    desk = [o for o in outcomes if not o.expected.startswith(NO_SPECIALIST_PREFIX)]
+    groups: dict[str, list[bool]] = {}
+    for o in outcomes:
+        if o.expected.startswith(NO_SPECIALIST_PREFIX):
+            groups.setdefault(o.expected[len(NO_SPECIALIST_PREFIX):], []).append(no_specialist_answered(o))
+
+    def share(hits: list[bool]) -> float | None:
+        return sum(hits) / len(hits) if hits else None
+
+    return {"desk_accuracy": share([o.answered == o.expected for o in desk]),
+            "in_scope_refused": share([o.answered == OUT_OF_SCOPE for o in desk]),
+            "in_scope_no_specialist": share([no_specialist_answered(o) for o in desk]),
+            "no_specialist_recall": {g: sum(h) / len(h) for g, h in sorted(groups.items())}}

@@ -34,7 +34,9 @@ def test_summarise_counts_by_hand():
     assert r.failures == ()
     fig = r.figures()
     assert set(fig) == {"queries", "accuracy_answering_agent", "accuracy_first_handoff", "handoffs_per_query",
-                        "p50_s", "p95_s", "router", "model"}
+                        "p50_s", "p95_s", "router", "model", "desk_accuracy", "in_scope_refused",
+                        "in_scope_no_specialist", "out_of_scope_recall", "conversational_no_specialist",
+                        "no_specialist_recall"}
     assert json.loads(json.dumps(fig)) == fig
 
 
