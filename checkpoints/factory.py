@@ -18,6 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from checkpoints.business.faults import storage_cause
 from graph.errors import ConfigError, InfrastructureError
+from graph.settings import check_database_target
 
 __all__ = ["open_checkpointer", "sqlite_connection", "opened_files", "storage_error_line", "SETUP_LOCK"]
 
@@ -69,7 +70,7 @@ def open_checkpointer(target: str | Path | None) -> BaseCheckpointSaver:
     """Open the checkpointer named by ``target`` (see module doc). Raises ConfigError when it cannot be opened."""
     if target is None or str(target) == "memory":
         return InMemorySaver()
-    text = str(target)
+    text = check_database_target(str(target))  # mysql://… is refused, never taken as a path
     if text.startswith(("postgres://", "postgresql://", "postgresql+psycopg://")):
         return _postgres_saver(text)
     if text.startswith("sqlite:///"):

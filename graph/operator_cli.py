@@ -11,8 +11,9 @@ The CLI trusts the local account: whoever can run it on a home can also read its
 whose permissions apply and who is recorded; it is not a password. Remote callers authenticate with bearer tokens
 (``graph/auth.py``), which ``switchboard tokens issue`` makes.
 
-Bootstrapping a new home: ``switchboard operators add NAME --tenant T --role admin`` works without ``--as`` only
-while no enabled admin exists anywhere, and only for an operator that gets the ``admin`` role; after that every
+Bootstrapping a new home: ``switchboard operators add NAME --tenant T --role admin`` works without ``--as`` (an
+exported ``SWITCHBOARD_OPERATOR`` is ignored) only while no enabled admin exists anywhere, and only for an operator
+that gets the ``admin`` role; after that every
 ``operators``/``tokens`` command needs ``--as`` an admin of the same tenant.
 """
 
@@ -162,10 +163,11 @@ def operators_add(
     as_: Optional[str] = AsOpt,
 ) -> None:
     """Register an operator. Needs --as an admin of the same tenant; on a new home the first admin is added
-    without --as (allowed only while no enabled admin exists, and only with the admin role)."""
+    without --as (allowed only while no enabled admin exists, and only with the admin role; a --as or an exported
+    SWITCHBOARD_OPERATOR is ignored then, since no operator can be acting yet)."""
     settings = _settings()
     store = business_store(settings, create=True)
-    if as_ is None and not store.has_admin():
+    if not store.has_admin():  # bootstrap: --as / SWITCHBOARD_OPERATOR names nobody yet, so it is not consulted
         if "admin" not in role:
             raise refuse(store, settings, "unknown", "operators add", "the first operator of a home must be an admin "
                          "(--role admin); after that, operators are added --as an admin", target=f"operator:{name}")

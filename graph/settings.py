@@ -8,6 +8,7 @@ module: it imports nothing of the project above ``graph.errors``.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,12 +17,30 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graph.errors import ConfigError
 
-__all__ = ["Settings", "home_dir", "is_postgres", "DEFAULT_MAX_HOPS"]
+__all__ = ["Settings", "home_dir", "is_postgres", "check_database_target", "DEFAULT_MAX_HOPS"]
 
 #: Default handoffs per turn: the longest legal simple path of the default edge table (triage → billing → refunds →
 #: risk → human_approval → refund_execute → refunds: 6 hops) + 1. Source: ``policies.loops.default_max_hops()``; a
 #: test keeps the two equal (this contract module may not import the policies that compute it).
 DEFAULT_MAX_HOPS = 7
+
+
+#: A URL's scheme (RFC 3986 §3.1) followed by ``://``; anything else in ``db`` / ``business_db`` is a file path.
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+#: The ``user:password@`` part of a URL, hidden in messages.
+_USERINFO = re.compile(r"(://[^/@:]*):[^/@]*@")
+
+
+def check_database_target(value: str) -> str:
+    """``value`` unchanged when it is a SQLite file path, ``memory``, ``sqlite://…``, or a PostgreSQL URL
+    (``postgres://``, ``postgresql://``, ``postgresql+<driver>://``). Raises ConfigError (one line, the password
+    hidden) for any other URL scheme (``mysql://x`` would otherwise be taken as a relative path and create a
+    directory ``mysql:``)."""
+    m = _SCHEME.match(value)
+    if m is None or m.group(1).lower() == "sqlite" or is_postgres(value):
+        return value
+    shown = _USERINFO.sub(r"\1:***@", value)
+    raise ConfigError(f"unsupported database URL {shown!r} (use a SQLite file path or postgresql://…)")
 
 
 def home_dir() -> Path:
@@ -115,7 +134,7 @@ class Settings(BaseSettings):
     @field_validator("db", "business_db", mode="before")
     @classmethod
     def _path_text(cls, v: Any) -> Any:
-        return str(v) if isinstance(v, Path) else v
+        return str(v) if isinstance(v, Path) else check_database_target(v) if isinstance(v, str) else v
 
     @field_validator("routing", mode="before")
     @classmethod

@@ -106,13 +106,22 @@ def authorize_resume(principal: Principal | None, owner: tuple[str, str] | None,
     return AuthzDecision(True)
 
 
+def _same_principal(customer_id: str, *ids: str | None) -> bool:
+    """True when any of ``ids`` (an operator's own customer account, its name, the caller's id) names the refund's
+    customer ``customer_id``, compared without surrounding blanks and case (ids are lower-case by convention, so a
+    difference in case is never a different person)."""
+    wanted = (customer_id or "").strip().casefold()
+    return bool(wanted) and any(i is not None and i.strip().casefold() == wanted for i in ids)
+
+
 def authorize_decision(principal: Principal, operator: OperatorFacts | None, decision: str, customer_id: str,
                        approvals: Sequence[str] = (), overdue: bool = False) -> AuthzDecision:
     """May ``principal`` take ``decision`` on the refund of ``customer_id``?
 
     * ``cancel``: the customer who asked for the refund, or an approver;
     * ``approve`` / ``reject``: an enabled, registered operator with the ``approver`` role (:data:`DECIDING_ROLES`)
-      who is not the refund's customer (``operator.customer_id``), whose name is not reserved
+      who is not the refund's customer (neither ``operator.customer_id`` nor the operator's own name/id equals
+      ``customer_id``), whose name is not reserved
       (``graph.context.RESERVED_NAMES``), and — for ``approve`` — who has not already approved it (``approvals``:
       refs of the approvals recorded so far; the two-approver tier needs two *different* people);
     * ``expire``: an approver, only when the request is past its deadline (``overdue``);
@@ -131,7 +140,7 @@ def authorize_decision(principal: Principal, operator: OperatorFacts | None, dec
                                     f"{', '.join(sorted(operator.roles)) or 'none'})")
     if operator.name in RESERVED_NAMES:
         return AuthzDecision(False, f"{operator.name!r} is a reserved name and may not decide")
-    if operator.customer_id and operator.customer_id == customer_id:
+    if _same_principal(customer_id, operator.customer_id, operator.name, principal.id):
         return AuthzDecision(False, f"operator {operator.name} is the refund's customer and may not decide it")
     if decision in ("cancel", "reject"):
         return AuthzDecision(True)

@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
 
 from checkpoints import open_checkpointer
+from checkpoints.business.records import BusinessRuleError
 from graph.builder import build_desk
 from graph.context import RunContext
 from graph.conversation import Conversation
@@ -22,6 +23,7 @@ from graph.settings import Settings
 from nodes import principal as principal_mod
 from nodes.offline_model import OfflineChatModel
 from nodes.testing.scripted import KeywordRouter
+from policies.authz import OperatorFacts, authorize_decision
 
 BIG = "I want a refund for tx_1001 please, that Tesco order never happened"  # £23.80: one approver
 BOB_REFUND = "Please refund tx_2001, I never got my sandwich"  # £6.20, Bob's identity not verified: two approvers
@@ -278,6 +280,21 @@ def test_disabled_other_tenant_and_own_account_approvers_are_refused(isolated_ho
         with pytest.raises(AccessDenied, match=reason):
             g.invoke(Command(resume={"decision": "approve"}), _cfg("p"), context=RunContext.for_operator(name, tenant))
     assert _paid(store) == [] and Conversation("p", desk=d).pending() is not None
+
+
+def test_an_operator_named_as_a_customer_is_refused_and_never_decides_that_customers_refund(isolated_home):
+    d, _ = _desk(isolated_home)
+    store = d.deps.store
+    with pytest.raises(BusinessRuleError, match="'c_ada' is the id of a customer"):
+        store.add_operator("c_ada", "t_demo", ["approver"])
+    assert store.get_operator("c_ada") is None
+    # a record made before the check (or by hand) still never approves its namesake customer's refund
+    for name in ("c_ada", "C_Ada"):
+        facts = OperatorFacts(name=name, tenant_id="t_demo", roles=frozenset({"approver"}))
+        verdict = authorize_decision(RunContext.for_operator(name, "t_demo").principal(), facts, "approve", "c_ada")
+        assert not verdict.allowed and "is the refund's customer" in verdict.reason
+    ann = OperatorFacts(name="ann", tenant_id="t_demo", roles=frozenset({"approver"}))
+    assert authorize_decision(ANN.principal(), ann, "approve", "c_ada").allowed
 
 
 def test_conversation_takes_the_approver_from_its_context_never_from_the_decision(isolated_home):

@@ -182,6 +182,18 @@ def test_first_admin_bootstrap_then_admin_only(isolated_home):
     assert added == [("operator:ida", "operator:ann"), ("bootstrap", "operator:ida")]
 
 
+def test_bootstrap_ignores_an_exported_operator_until_the_first_admin_exists(isolated_home):
+    env = {"SWITCHBOARD_OPERATOR": "ann"}  # someone's shell profile, on a home with no operator yet
+    r = _cli(isolated_home, "operators", "add", "ida", "--tenant", "t_demo", "--role", "admin", env=env)
+    assert r.returncode == 0 and "added operator ida" in r.stdout, r.stderr
+    r = _cli(isolated_home, "operators", "add", "eve", "--tenant", "t_demo", "--role", "admin", env=env)
+    assert r.returncode == 2 and r.stderr.strip() == "error: unknown operator 'ann'"  # now it names who acts
+    store = open_store(isolated_home / "business.db")
+    assert store.get_operator("eve") is None
+    assert [(a.actor, a.target) for a in store.audit_entries(action="operators add", limit=5)
+            if a.outcome == "allowed"] == [("bootstrap", "operator:ida")]
+
+
 def test_tokens_are_printed_once_and_stored_hashed(home):
     issued = _run("tokens", "issue", "--customer", "c_ada", "--label", "ada's phone", "--as", "ida")
     assert issued.exit_code == 0, issued.output

@@ -46,6 +46,21 @@ def test_a_missing_business_store_next_to_threads_is_refused(tmp_path):
     assert not (tmp_path / "business.db").exists()
 
 
+def test_an_empty_or_truncated_business_store_next_to_threads_is_refused(tmp_path):
+    _checkpoints(tmp_path / "switchboard.db", 1)
+    business = tmp_path / "business.db"
+    business.write_bytes(b"")
+    with pytest.raises(MissingBusinessStore, match=r"business.db is empty \(0 bytes\) but the checkpoint database"):
+        require_business_store(business, tmp_path / "switchboard.db")
+    business.write_bytes(b"SQLite format 3\x00")
+    with pytest.raises(MissingBusinessStore, match=r"is truncated \(16 bytes"):
+        require_business_store(business, tmp_path / "switchboard.db")
+    assert business.read_bytes() == b"SQLite format 3\x00"  # nothing re-created or re-seeded
+    business.unlink()
+    sqlite3.connect(business).execute("CREATE TABLE customers (id TEXT)").connection.commit()
+    require_business_store(business, tmp_path / "switchboard.db")  # a real database passes
+
+
 def test_a_new_home_may_create_the_business_store(tmp_path):
     require_business_store(tmp_path / "business.db", tmp_path / "switchboard.db")  # no checkpoints at all
     other = sqlite3.connect(tmp_path / "switchboard.db")

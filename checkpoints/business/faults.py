@@ -27,8 +27,29 @@ _FULL = ("database or disk is full", "disk i/o error", "file too large", "no spa
 
 
 class MissingBusinessStore(StorageUnavailable):
-    """The business database file is missing while the checkpoint database holds threads: one-line message naming
-    both files. Nothing is created; restore the file from a backup (or start a new home)."""
+    """The business database file is missing, empty or truncated while the checkpoint database holds threads:
+    one-line message naming both files and the cause. Nothing is created; restore the file from a backup (or start
+    a new home)."""
+
+
+#: Bytes of a SQLite database header (https://www.sqlite.org/fileformat.html §1.3): any shorter file is no database.
+_SQLITE_HEADER = 100
+
+
+def _missing_cause(path: Path) -> str | None:
+    """Why the SQLite file ``path`` holds no database: ``"missing"``, ``"empty (0 bytes)"``, ``"truncated (N bytes,
+    shorter than a SQLite header)"``; None when it is at least a header long (SQLite itself judges the rest)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return None
+    if size == 0:
+        return "empty (0 bytes)"  # SQLite would treat it as a new database, and switchboard would re-seed it
+    if size < _SQLITE_HEADER:
+        return f"truncated ({size} bytes, shorter than a SQLite header)"
+    return None
 
 
 def _read_only(path: Path | None) -> bool:
@@ -90,16 +111,18 @@ def _has_checkpoints(checkpoint_db: Path) -> bool:
 
 
 def require_business_store(business_db: str | Path, checkpoint_db: str | Path | None) -> None:
-    """Raise :class:`MissingBusinessStore` when ``business_db`` is a SQLite file that does not exist while
-    ``checkpoint_db`` (a SQLite file) holds checkpoints. Servers (``postgresql://``) and ``memory`` are not checked:
+    """Raise :class:`MissingBusinessStore` when ``business_db`` is a SQLite file that does not exist, is empty
+    (0 bytes) or is shorter than a SQLite header while ``checkpoint_db`` (a SQLite file) holds checkpoints.
+    Servers (``postgresql://``) and ``memory`` are not checked:
     a server database is created by its operator, never by switchboard."""
     b, c = str(business_db), str(checkpoint_db or "")
     if b.startswith(("postgres://", "postgresql://")) or not c or c == "memory" or c.startswith(("postgres", "sqlite:")):
         return
     b = b.removeprefix("sqlite:///")
-    if Path(b).exists() or not Path(c).is_file():
+    cause = _missing_cause(Path(b))
+    if cause is None or not Path(c).is_file():
         return
     if _has_checkpoints(Path(c)):
-        raise MissingBusinessStore(f"business database {b} is missing but the checkpoint database {c} holds threads; "
+        raise MissingBusinessStore(f"business database {b} is {cause} but the checkpoint database {c} holds threads; "
                                    "restore it from a backup (it is never re-created or re-seeded over existing "
                                    "threads)")

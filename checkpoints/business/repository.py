@@ -925,8 +925,9 @@ class BusinessStore:
         """Register operator ``name`` of ``tenant_id`` with ``roles`` (a non-empty subset of
         :data:`OPERATOR_ROLES`), enabled. ``customer_id``: the operator's own customer account in the tenant, if
         any. Raises ``ValueError`` (a name outside ``graph.context.OPERATOR_NAME_RE`` or reserved, unknown or no
-        roles, empty tenant), :class:`BusinessRuleError` (the name exists; ``customer_id`` is not a customer of the
-        tenant)."""
+        roles, empty tenant), :class:`BusinessRuleError` (the name exists; the name is a customer's id, which would
+        make the operator and that customer one principal to the approval rules; ``customer_id`` is not a customer
+        of the tenant)."""
         if not OPERATOR_NAME_RE.match(name or ""):
             raise ValueError(f"invalid operator name {name!r}: 2-64 characters, a-z first, then a-z 0-9 . _ -")
         if name in RESERVED_NAMES:
@@ -939,6 +940,9 @@ class BusinessStore:
             raise ValueError("an operator needs a tenant")
         if customer_id is not None and self.get_customer(customer_id, tenant_id) is None:
             raise BusinessRuleError(f"no customer {customer_id} in tenant {tenant_id}")
+        if self.get_customer(name) is not None:
+            raise BusinessRuleError(f"operator name {name!r} is the id of a customer; choose another name (an operator "
+                                    "is never a customer's id; link an own account with --customer)")
         with self._write() as conn:
             inserted = conn.execute(self._insert_ignoring(t.operators, {
                 "id": name, "tenant_id": tenant_id, "roles": ",".join(wanted), "enabled": 1,
