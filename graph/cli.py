@@ -31,7 +31,6 @@ from rich.table import Table
 from graph.cli_output import (
     THREAD_KEYS,
     history_rows,
-    paused_request,
     pending_dict,
     print_json,
     print_rows,
@@ -327,24 +326,28 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[s
             as_: Optional[str] = AsOpt, reveal: bool = RevealOpt, as_json: bool = JsonOpt) -> None:
     """Show one thread turn by turn: the user's message, the answering agent and the handoff path. Needs --as an
     operator of the thread's tenant; card numbers, e-mail and phone numbers are hidden unless --reveal."""
-    from checkpoints.threads import thread_turns, thread_values
+    from checkpoints.threads import pending_interrupt, thread_turns
     from policies.redaction import redact
 
     _, saver, values = _operator_thread(as_, thread, db, "history", reveal)
     turns = thread_turns(saver, thread, values)  # the state is replayed once
     if not turns:
         raise InputError(f"unknown thread {thread!r}")
-    show = _safe if reveal else (lambda x: _safe(redact(x)))  # a stored message never drives the terminal
-    values = thread_values(saver, thread)
-    rows = history_rows(turns, paused_request(values))
+    pending = pending_interrupt(saver, thread)  # paused only while the thread really waits on an interrupt
+    rows = history_rows(turns, pending if isinstance(pending, dict) else None)
+    text = (lambda x: x) if reveal else redact
     for row in rows:
-        row["user"], row["answer"] = show(row["user"]), show(row["answer"])
+        row["user"], row["answer"] = text(row["user"]), text(row["answer"])
     if as_json:
-        print_json(rows)
+        print_json(rows)  # the stored (redacted) text itself: json.dumps escapes control characters
         return
+    # a stored message never drives the terminal: control characters shown, rich markup escaped
     print_rows(console, ("turn", "user", "answered by", "status", "path", "answer / waits for"),
-               ([r["turn"], r["user"], r["agent"], r["status"], r["path"], r["waiting_for"] or r["answer"]] for r in rows),
-               empty=f"thread {thread} has no turns", show_lines=True)
+               ([r["turn"], _safe(r["user"]), r["agent"], r["status"], r["path"], r["waiting_for"] or _safe(r["answer"])]
+                for r in rows), empty=f"thread {thread} has no turns", show_lines=True)
+    if any("human_approval" in str(r["path"]) for r in rows):
+        console.print("Messages sent while a refund waited for approval (cancel questions, status answers) are not "
+                      "turns; they are in the audit log (action cancel_confirmation).", highlight=False)
 
 
 def _event_log(db: str | None):
