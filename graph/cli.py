@@ -143,8 +143,17 @@ _LIVE_STYLE = {"agent_started": "bold cyan", "handoff_accepted": "bold magenta",
 _LIVE_KINDS = frozenset(_LIVE_STYLE) | {"handoff_requested", "agent_finished"}
 
 
-def _print_live_event(ev: dict) -> None:
-    """One line per live event of ``chat --stream`` (model calls are left out unless they failed)."""
+def _live_printer(stream: bool, as_json: bool):
+    """The ``on_event`` of ``chat``/``resume``: None without ``--stream``; with ``--json`` the stream lines go to
+    stderr, so stdout holds the one JSON document only."""
+    if not stream:
+        return None
+    return (lambda ev: _print_live_event(ev, err)) if as_json else _print_live_event
+
+
+def _print_live_event(ev: dict, out: Console | None = None) -> None:
+    """One line per live event of ``chat --stream`` on ``out`` (default: stdout's console); model calls are left out
+    unless they failed."""
     from graph.observe import describe
 
     kind = ev.get("event")
@@ -153,7 +162,7 @@ def _print_live_event(ev: dict) -> None:
     if kind == "agent_finished" and ev.get("status") not in ("error", "timeout", "fallback"):
         return
     style = _LIVE_STYLE.get(kind, "dim")
-    console.print(f"  [{style}]{ev.get('agent') or '':>15} │ {describe(ev)}[/]", highlight=False)
+    (out or console).print(f"  [{style}]{ev.get('agent') or '':>15} │ {describe(ev)}[/]", highlight=False)
 
 
 @app.command()
@@ -186,7 +195,7 @@ def chat(
         raise InputError("--json needs the message as an argument (one turn)")
     settings = _settings(model, db, model_timeout_s=timeout, model_retries=retries)
     conv = Conversation(thread, desk=_desk(settings), context=RunContext(user_id=user, tenant_id=tenant),
-                        on_event=_print_live_event if stream else None)
+                        on_event=_live_printer(stream, as_json))
     if not as_json:
         console.print(f"[dim]thread {conv.thread_id}[/]")
     if message is not None:
@@ -534,7 +543,7 @@ def resume(
         err.print("warning: --approver is deprecated; use --as NAME", highlight=False)
     acting = acting_operator(as_ or approver, DECIDE_ROLES, "resume", db=db, thread=thread)
     desk = _approval_desk(db, model)
-    conv = Conversation(thread, desk=desk, context=acting.context(), on_event=_print_live_event if stream else None)
+    conv = Conversation(thread, desk=desk, context=acting.context(), on_event=_live_printer(stream, as_json))
     r = conv.resume({"decision": "approve" if approve else "reject", "note": note})
     print_json(turn_dict(r)) if as_json else _print_turn(r)
 

@@ -137,3 +137,11 @@ def test_history_json_holds_the_raw_redacted_text(isolated_home) -> None:
     assert rows[0]["user"] == "[bold red]How do I activate my new card?"
     r = CliRunner().invoke(app, ["history", "m", "--as", "ann"])
     assert r.exit_code == 0 and "[bold red]How" in r.output  # shown literally, not as markup
+
+
+def test_chat_stream_json_keeps_stdout_json(isolated_home) -> None:
+    """QA: ``chat --stream --json`` mixed the stream lines into stdout; they go to stderr, stdout is one JSON document."""
+    r = CliRunner().invoke(app, ["chat", "--stream", "--json", "How do I activate my new card?"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["agent"] == "cards"
+    assert "cards" in r.stderr and "│" in r.stderr  # the live lines, on stderr
