@@ -92,8 +92,9 @@ def thread_summaries(saver: BaseCheckpointSaver, tenant_id: str | None = None) -
 
 
 def thread_turns(saver: BaseCheckpointSaver, thread_id: str, values: dict | None = None) -> list[dict[str, Any]]:
-    """The thread turn by turn: ``{turn, user, agent, answer, path}`` (path like ``triage → billing → refunds``,
-    experts called as tools listed apart). ``values``: the thread's :func:`thread_values` when already read."""
+    """The thread turn by turn: ``{turn, user, agent, answer, path, last_node}`` (path like ``triage → billing →
+    refunds``, experts called as tools listed apart; ``last_node``: the node the turn's last hop reached, None without
+    hops). ``values``: the thread's :func:`thread_values` when already read."""
     from langchain_core.messages import AIMessage, HumanMessage
 
     v = values if values is not None else thread_values(saver, thread_id)
@@ -109,4 +110,5 @@ def thread_turns(saver: BaseCheckpointSaver, thread_id: str, values: dict | None
         names = [h["to_agent"] for h in v.get("handoff_path") or [] if h.get("turn") == t["turn"]]
         experts = [c["expert"] for c in v.get("expert_calls") or [] if c.get("turn") == t["turn"]]
         t["path"] = " → ".join(names) + (f" (experts: {', '.join(experts)})" if experts else "")
+        t["last_node"] = names[-1] if names else None
     return turns

@@ -31,7 +31,6 @@ from rich.table import Table
 from graph.cli_output import (
     THREAD_KEYS,
     history_rows,
-    paused_request,
     pending_dict,
     print_json,
     print_rows,
@@ -144,8 +143,17 @@ _LIVE_STYLE = {"agent_started": "bold cyan", "handoff_accepted": "bold magenta",
 _LIVE_KINDS = frozenset(_LIVE_STYLE) | {"handoff_requested", "agent_finished"}
 
 
-def _print_live_event(ev: dict) -> None:
-    """One line per live event of ``chat --stream`` (model calls are left out unless they failed)."""
+def _live_printer(stream: bool, as_json: bool):
+    """The ``on_event`` of ``chat``/``resume``: None without ``--stream``; with ``--json`` the stream lines go to
+    stderr, so stdout holds the one JSON document only."""
+    if not stream:
+        return None
+    return (lambda ev: _print_live_event(ev, err)) if as_json else _print_live_event
+
+
+def _print_live_event(ev: dict, out: Console | None = None) -> None:
+    """One line per live event of ``chat --stream`` on ``out`` (default: stdout's console); model calls are left out
+    unless they failed."""
     from graph.observe import describe
 
     kind = ev.get("event")
@@ -154,7 +162,7 @@ def _print_live_event(ev: dict) -> None:
     if kind == "agent_finished" and ev.get("status") not in ("error", "timeout", "fallback"):
         return
     style = _LIVE_STYLE.get(kind, "dim")
-    console.print(f"  [{style}]{ev.get('agent') or '':>15} │ {describe(ev)}[/]", highlight=False)
+    (out or console).print(f"  [{style}]{ev.get('agent') or '':>15} │ {describe(ev)}[/]", highlight=False)
 
 
 @app.command()
@@ -187,7 +195,7 @@ def chat(
         raise InputError("--json needs the message as an argument (one turn)")
     settings = _settings(model, db, model_timeout_s=timeout, model_retries=retries)
     conv = Conversation(thread, desk=_desk(settings), context=RunContext(user_id=user, tenant_id=tenant),
-                        on_event=_print_live_event if stream else None)
+                        on_event=_live_printer(stream, as_json))
     if not as_json:
         console.print(f"[dim]thread {conv.thread_id}[/]")
     if message is not None:
@@ -327,24 +335,28 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[s
             as_: Optional[str] = AsOpt, reveal: bool = RevealOpt, as_json: bool = JsonOpt) -> None:
     """Show one thread turn by turn: the user's message, the answering agent and the handoff path. Needs --as an
     operator of the thread's tenant; card numbers, e-mail and phone numbers are hidden unless --reveal."""
-    from checkpoints.threads import thread_turns, thread_values
+    from checkpoints.threads import pending_interrupt, thread_turns
     from policies.redaction import redact
 
     _, saver, values = _operator_thread(as_, thread, db, "history", reveal)
     turns = thread_turns(saver, thread, values)  # the state is replayed once
     if not turns:
         raise InputError(f"unknown thread {thread!r}")
-    show = _safe if reveal else (lambda x: _safe(redact(x)))  # a stored message never drives the terminal
-    values = thread_values(saver, thread)
-    rows = history_rows(turns, paused_request(values))
+    pending = pending_interrupt(saver, thread)  # paused only while the thread really waits on an interrupt
+    rows = history_rows(turns, pending if isinstance(pending, dict) else None)
+    text = (lambda x: x) if reveal else redact
     for row in rows:
-        row["user"], row["answer"] = show(row["user"]), show(row["answer"])
+        row["user"], row["answer"] = text(row["user"]), text(row["answer"])
     if as_json:
-        print_json(rows)
+        print_json(rows)  # the stored (redacted) text itself: json.dumps escapes control characters
         return
+    # a stored message never drives the terminal: control characters shown, rich markup escaped
     print_rows(console, ("turn", "user", "answered by", "status", "path", "answer / waits for"),
-               ([r["turn"], r["user"], r["agent"], r["status"], r["path"], r["waiting_for"] or r["answer"]] for r in rows),
-               empty=f"thread {thread} has no turns", show_lines=True)
+               ([r["turn"], _safe(r["user"]), r["agent"], r["status"], r["path"], r["waiting_for"] or _safe(r["answer"])]
+                for r in rows), empty=f"thread {thread} has no turns", show_lines=True)
+    if any("human_approval" in str(r["path"]) for r in rows):
+        console.print("Messages sent while a refund waited for approval (cancel questions, status answers) are not "
+                      "turns; they are in the audit log (action cancel_confirmation).", highlight=False)
 
 
 def _event_log(db: str | None):
@@ -531,7 +543,7 @@ def resume(
         err.print("warning: --approver is deprecated; use --as NAME", highlight=False)
     acting = acting_operator(as_ or approver, DECIDE_ROLES, "resume", db=db, thread=thread)
     desk = _approval_desk(db, model)
-    conv = Conversation(thread, desk=desk, context=acting.context(), on_event=_print_live_event if stream else None)
+    conv = Conversation(thread, desk=desk, context=acting.context(), on_event=_live_printer(stream, as_json))
     r = conv.resume({"decision": "approve" if approve else "reject", "note": note})
     print_json(turn_dict(r)) if as_json else _print_turn(r)
 

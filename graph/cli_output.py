@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 __all__ = ["print_json", "print_rows", "print_training_report", "turn_dict", "pending_dict", "waiting_for",
-           "history_rows", "paused_request", "THREAD_KEYS", "HISTORY_KEYS", "PENDING_KEYS"]
+           "history_rows", "THREAD_KEYS", "HISTORY_KEYS", "PENDING_KEYS"]
 
 THREAD_KEYS: tuple[str, ...] = ("thread_id", "customer_id", "turns", "active_agent", "status", "handoffs")
 HISTORY_KEYS: tuple[str, ...] = ("turn", "user", "agent", "status", "answer", "path", "waiting_for")
@@ -104,26 +104,21 @@ def waiting_for(req: Mapping[str, Any]) -> str:
     return f"approval of {what}" + (f" ({detail})" if detail else "") + f" by {need} more approver{'s' if need > 1 else ''}"
 
 
-def paused_request(values: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The approval request a thread's last turn waits for, from its state ``values``, or None. The stored request
-    (``pending_approval``) outlives its decision, so the thread counts as paused only while no outcome of the current
-    turn was recorded (``outcome`` missing, older than ``turn``, or ``awaiting_approval``)."""
-    request = values.get("pending_approval")
-    if not request:
-        return None
-    outcome = values.get("outcome") or {}
-    current = int(outcome.get("turn") or 0) >= int(values.get("turn") or 0)
-    return None if outcome and current and outcome.get("status") != "awaiting_approval" else request
-
-
 def history_rows(turns: Sequence[Mapping[str, Any]], pending: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The ``history`` rows (:data:`HISTORY_KEYS`): each turn with ``status`` ``answered``, or ``paused`` for the
-    last turn when the thread waits for an approval (``waiting_for`` says for what; ``agent`` is the paused node)."""
+    """The ``history`` rows (:data:`HISTORY_KEYS`) of ``turns`` (``checkpoints.threads.thread_turns``); ``pending``:
+    the payload of the interrupt the thread is paused on now (``checkpoints.threads.pending_interrupt``), or None.
+
+    ``status`` is ``answered``; ``paused`` for the last turn while ``pending`` is set (``waiting_for`` says for what,
+    ``agent`` is the paused node ``human_approval``); ``decided`` for a turn that stopped at ``human_approval`` and
+    whose decision came with a later turn (a customer's confirmed cancel is its own turn); else ``-``. The state's
+    ``pending_approval`` is not read: it keeps the last request after its decision (for "already decided" answers)."""
     rows = []
     for i, t in enumerate(turns):
         paused = pending is not None and i == len(turns) - 1
-        rows.append({"turn": t["turn"], "user": t["user"], "agent": "human_approval" if paused else t.get("agent"),
-                     "status": "paused" if paused else ("answered" if t.get("answer") else "-"),
+        stopped = not t.get("answer") and t.get("last_node") == "human_approval"
+        status = "paused" if paused else "answered" if t.get("answer") else "decided" if stopped else "-"
+        rows.append({"turn": t["turn"], "user": t["user"],
+                     "agent": "human_approval" if paused or stopped else t.get("agent"), "status": status,
                      "answer": "" if paused else t.get("answer", ""), "path": t.get("path", ""),
                      "waiting_for": waiting_for(pending) if paused and pending is not None else None})
     return rows

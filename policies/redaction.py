@@ -21,7 +21,9 @@ from typing import Any
 
 __all__ = ["redact", "redact_value", "luhn_ok"]
 
-_CARD = re.compile(r"(?<![\w.,])(?:\d[ -]?){12,18}\d(?![\w,]|\.\d)")
+# not inside a longer number: no word character or "." "," before it, and after it no word character and no "." or
+# "," followed by a digit (a decimal or thousands part); punctuation that ends a sentence ("…1111, thanks") is fine
+_CARD = re.compile(r"(?<![\w.,])(?:\d[ -]?){12,18}\d(?!\w|[.,]\d)")
 _EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![\w-])")
 _PHONE = re.compile(r"(?<![\w+])(?:\+\d[\d ().-]{6,20}\d|\(?0\d[\d ().-]{7,15}\d)(?![\w])")
 

@@ -265,6 +265,13 @@ def test_risk_tiers():
     ("call 07700 900123", "call <phone>"),
     ("refund tx_1001 of £1,000.00 on 2025-01-31T10:00:00Z ref 12345678", None),
     ("ids rf_5001 card_ada_phys ending 4242", None),
+    ("card 4111 1111 1111 1111, thanks", "card •••• 1111, thanks"),  # QA: a trailing comma hid nothing
+    ("card 4111 1111 1111 1111. Thanks", "card •••• 1111. Thanks"),
+    ("card 4111111111111111; and 4242-4242-4242-4242!", "card •••• 1111; and •••• 4242!"),
+    ("(4111 1111 1111 1111)", "(•••• 1111)"),
+    ("paid 1,234.56 and 12,345,678.90 and 1.234,56", None),  # amounts are not cards
+    ("total 4111111111111111.00", None),  # a decimal part: an amount, not a card
+    ("total 4111111111111111,50", None),
 ])
 def test_redaction(given, shown):
     assert redact(given) == (given if shown is None else shown)

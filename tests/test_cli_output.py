@@ -95,3 +95,53 @@ def test_hop_numbers_restart_each_turn(paused) -> None:
     first_turn = [s for s in steps if s.turn == 1]
     assert [s.hop for s in first_turn] == list(range(1, len(first_turn) + 1))  # approval-flow steps numbered on
     assert [s.hop for s in steps if s.turn == 2] == [1, 2]
+
+
+def test_history_of_a_finished_refund_is_not_paused(isolated_home) -> None:
+    """QA: a paid refund left ``pending_approval`` in the state and history showed the next turn as paused."""
+    from tests.test_approval import SMALL
+
+    g, _ = _setup(isolated_home)
+    conv = Conversation("f", graph=g)
+    assert conv.send(SMALL).status == "answered"
+    assert conv.send("I think I lost my card yesterday").agent == "cards"
+    assert conv.state.get("pending_approval")  # the stale request is still there
+    rows = _json("history", "f", "--as", "ann")
+    assert [(r["agent"], r["status"], r["waiting_for"]) for r in rows] == [
+        ("refunds", "answered", None), ("cards", "answered", None)]
+
+
+def test_history_of_a_cancelled_refund(paused) -> None:
+    """QA: paused, questions while paused, then a confirmed cancel: turn 1 stopped at human_approval and was decided;
+    the cancel is turn 2, answered; the messages exchanged while paused are not turns (the table says where they are)."""
+    from tests.test_approval import _setup as setup
+
+    g, _ = setup(paused)
+    conv = Conversation("p", graph=g)
+    for text in ("cancel my refund", "Please don't cancel it", "any news?", "cancel my refund"):
+        assert conv.send(text).status == "awaiting_approval"
+    assert conv.send("yes").status == "answered"
+    rows = _json("history", "p", "--as", "ann")
+    assert [(r["turn"], r["agent"], r["status"], r["waiting_for"]) for r in rows] == [
+        (1, "human_approval", "decided", None), (2, "refunds", "answered", None)]
+    assert "cancelled" in rows[1]["answer"]
+    r = CliRunner().invoke(app, ["history", "p", "--as", "ann"])
+    assert r.exit_code == 0 and "paused" not in r.output and "audit log" in r.output, r.output
+
+
+def test_history_json_holds_the_raw_redacted_text(isolated_home) -> None:
+    """QA: ``history --json`` carried rich escaping (``\\[bold]``); only the terminal table escapes markup."""
+    g, _ = _setup(isolated_home)
+    Conversation("m", graph=g).send("[bold red]How do I activate my new card?")
+    rows = _json("history", "m", "--as", "ann")
+    assert rows[0]["user"] == "[bold red]How do I activate my new card?"
+    r = CliRunner().invoke(app, ["history", "m", "--as", "ann"])
+    assert r.exit_code == 0 and "[bold red]How" in r.output  # shown literally, not as markup
+
+
+def test_chat_stream_json_keeps_stdout_json(isolated_home) -> None:
+    """QA: ``chat --stream --json`` mixed the stream lines into stdout; they go to stderr, stdout is one JSON document."""
+    r = CliRunner().invoke(app, ["chat", "--stream", "--json", "How do I activate my new card?"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["agent"] == "cards"
+    assert "cards" in r.stderr and "│" in r.stderr  # the live lines, on stderr
