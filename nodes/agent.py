@@ -228,8 +228,11 @@ class AgentVisit:
         status = "timeout" if isinstance(exc, TimeoutError) or "timeout" in type(exc).__name__.lower() else "error"
         reason = f"{type(exc).__name__}: {str(exc)[:200]}"
         if self.agent == TRIAGE:  # a routing failure names the setting that changes how triage routes
-            reason += (f" [triage routing: {'structured' if self.structured else 'tools'}; "
-                       f"SWITCHBOARD_ROUTING={self.deps.settings.routing}, set tools or structured to change it]")
+            hint = (f"triage routing: {'structured' if self.structured else 'tools'}; "
+                    f"SWITCHBOARD_ROUTING={self.deps.settings.routing}, set tools or structured to change it")
+            reason += f" [{hint}]"
+            if failure.kind in ("bad_request", "other"):  # the server refused the request: the routing mode may be why
+                failure = failure.model_copy(update={"message": f"{failure.message} ({hint})"})  # the operator's line
         self.failure_reason = f"the model failed ({reason})"
         emit("model_called", model=model_name(None, self.deps.model), history_items=history_items, status=status,
              reason=reason, latency_ms=round(secs * 1000, 2))

@@ -24,7 +24,7 @@ the owner's records but not change them.
 from __future__ import annotations
 
 import functools
-import importlib.util
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -67,16 +67,18 @@ def claim(user: Any, key: str) -> Any:
         return getattr(user, key, None)
 
 
-@functools.lru_cache(maxsize=1)
 def _on_aegra() -> bool:
-    try:
-        return importlib.util.find_spec("aegra_api") is not None
-    except (ImportError, ValueError):
-        return False
+    """Is this process serving the graph under Aegra? True when Aegra's application module (``aegra_api.main``, what
+    ``uvicorn aegra_api.main:app`` loads) is imported — the package merely being installed does not count (a
+    ``langgraph dev`` or Python-API process with the ``serve`` extra installed trusts its own sources)."""
+    return "aegra_api.main" in sys.modules
 
 
 def server_user(runtime: Any, config: Mapping | None = None) -> Any:
-    """The user an authenticating server vouched for, or None (see the module doc for the order of sources)."""
+    """The user an authenticating server vouched for, or None (see the module doc for the order of sources).
+
+    Under Aegra only Aegra's auth context for the request is trusted: a ``langgraph_auth_user`` in the run's config
+    could come from the client there."""
     if _on_aegra():
         try:
             from aegra_api.core.auth_ctx import get_auth_ctx  # type: ignore[import-not-found]

@@ -125,9 +125,11 @@ def test_a_node_visit_is_one_transaction_on_the_savers_own_connection(tmp_path, 
     real = log.record_many
     log.record_many = lambda items: (batches.append([k for k, _ in items]), real(items))[1]
     Conversation("tb", graph=gd.graph).send("charged twice")
-    # run_started rides with triage's batch; billing and refunds one batch each; run_completed alone at the end
-    assert [b[:2] for b in batches] == [["run_started", "agent_started"], ["agent_started", "model_called"],
-                                        ["agent_started", "model_called"], ["run_completed"]]
+    # run_started rides with the entry node's batch (its entry_decided); triage, billing and refunds one batch each;
+    # run_completed alone at the end
+    assert [b[:2] for b in batches] == [["run_started", "entry_decided"], ["agent_started", "model_called"],
+                                        ["agent_started", "model_called"], ["agent_started", "model_called"],
+                                        ["run_completed"]]
     assert [k for b in batches for k in b] == [e.kind for e in real.__self__.events("tb")]
     log.close()  # leaves the saver's connection open
     assert saver.conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == sum(map(len, batches))

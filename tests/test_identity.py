@@ -208,11 +208,12 @@ def test_on_aegra_only_its_auth_context_is_trusted(isolated_home, monkeypatch):
         "aegra_api.core.auth_ctx")
     mod.get_auth_ctx = lambda: holder["ctx"]
     pkg.__path__, core.__path__ = [], []  # packages, so importlib finds the submodules in sys.modules
-    for name, m in (("aegra_api", pkg), ("aegra_api.core", core), ("aegra_api.core.auth_ctx", mod)):
+    assert not principal_mod._on_aegra()  # installed or not, a process that does not serve Aegra's app is not on Aegra
+    app = types.ModuleType("aegra_api.main")  # what `uvicorn aegra_api.main:app` loads in a serving process
+    for name, m in (("aegra_api", pkg), ("aegra_api.core", core), ("aegra_api.core.auth_ctx", mod),
+                    ("aegra_api.main", app)):
         monkeypatch.setitem(sys.modules, name, m)
-    monkeypatch.setattr(principal_mod.importlib.util, "find_spec",
-                        lambda name, *a: types.SimpleNamespace() if name == "aegra_api" else None)
-    principal_mod._on_aegra.cache_clear()
+    assert principal_mod._on_aegra()
     try:
         # a forged langgraph_auth_user in the config is ignored on Aegra: the run is Bob's, from get_auth_ctx()
         forged = _server_cfg("a", kind="customer", principal_id="c_ada", tenant_id="t_demo", roles=["customer"])
@@ -224,7 +225,7 @@ def test_on_aegra_only_its_auth_context_is_trusted(isolated_home, monkeypatch):
         with pytest.raises(AccessDenied, match="belongs to another customer"):
             g.invoke({"messages": [HumanMessage("hi")]}, _cfg("a"), context=ADA)
     finally:
-        principal_mod._on_aegra.cache_clear()
+        holder["ctx"] = None
 
 
 # -- resume: who may resume, who may decide --------------------------------------------------------------------------

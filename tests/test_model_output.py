@@ -166,4 +166,6 @@ def test_routing_failure_names_the_setting(stub, env_graph):
     srv = stub(ByAgent(triage=[HTTPError(400)]))
     desk = env_graph(srv.base_url, SWITCHBOARD_ROUTING="structured")
     r = Conversation("t", desk=desk).send("is my card ok?")
-    assert r.status == "fallback" and "SWITCHBOARD_ROUTING" in r.text
+    # the operator's error line names the setting; the customer's text stays free of internals (issue 13)
+    assert r.status == "fallback" and r.model_error is not None and "SWITCHBOARD_ROUTING" in r.model_error.message
+    assert "SWITCHBOARD_ROUTING" not in r.text
