@@ -170,11 +170,23 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
         return plan("refund_status")
     if tx_id and _has(text, *_ELIGIBILITY):
         return plan("check_refund_eligibility", transaction_id=tx_id)
-    if tx_id and (_has(text, *_MONEY_BACK) or _has(text, *_DUPLICATE)):
+    if tx_id and (_has(text, *_MONEY_BACK) or _has(text, *_DUPLICATE) or is_plain_yes(text)):
+        # a plain "yes" here answers refunds' own "Shall I open a refund request for it?" (next-turn entry kept the
+        # conversation with refunds); the request still goes through the store's eligibility check and risk
         return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
     if tx_id:
         return plan("check_refund_eligibility", transaction_id=tx_id)
     return plan("refund_status")
+
+
+_YES = re.compile(r"(?:yes|yeah|yep|sure|ok(?:ay)?|please do|go ahead|do it)\b[\w ,.!']{0,40}")
+_NOT = re.compile(r"\b(?:no|not|don'?t|never)\b")
+
+
+def is_plain_yes(text: str) -> bool:
+    """A short affirmative reply ("yes", "yes please", "sure, go ahead") without a negation; ``text`` lowercased."""
+    t = text.strip()
+    return bool(_YES.fullmatch(t)) and not _NOT.search(t)
 
 
 def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,

@@ -192,3 +192,21 @@ def test_instead_of_repeat():
     said = instead_of_repeat("refunds", "Same.", ["same."], ["Which transaction would you like refunded?"])
     assert said is not None and "?" not in said and "which transaction would you like refunded" in said.lower()
     assert instead_of_repeat("clarify", CLARIFY_QUESTIONS[0], [CLARIFY_QUESTIONS[0]]) == CLARIFY_QUESTIONS[1]
+
+
+def test_yes_to_refunds_question_opens_the_refund(desk):
+    # refunds asks "Shall I open a refund request for it?"; a plain yes opens it (and it goes to risk: £23.80 pauses)
+    conv = Conversation("yes-opens", desk=desk)
+    conv.send("I'd like my money back for a purchase")
+    asked = conv.send("tx_1001")
+    assert asked.agent == "refunds" and "Shall I open a refund request" in asked.text
+    r = conv.send("yes please")
+    assert r.status == "awaiting_approval" and r.pending is not None and r.pending.transaction_id == "tx_1001"
+
+
+def test_a_no_or_a_long_sentence_is_not_a_plain_yes():
+    from nodes.playbook import is_plain_yes
+
+    assert is_plain_yes("yes") and is_plain_yes("sure, go ahead") and is_plain_yes("ok")
+    assert not is_plain_yes("no") and not is_plain_yes("yes but not now")
+    assert not is_plain_yes("yesterday I bought a coffee") and not is_plain_yes("maybe")
