@@ -74,3 +74,25 @@ def swarm_app(policy: Any, checkpointer: Any, agents: tuple[str, ...] = CHAIN, t
     members = [create_agent(model, tools=[*(tools or []), *(create_handoff_tool(agent_name=o) for o in agents if o != a)],
                             system_prompt=f"You are the {a} agent.", name=a) for a in agents]
     return create_swarm(members, default_active_agent=agents[0]).compile(checkpointer=checkpointer), model
+
+
+def refund_status_swarm(checkpointer: Any) -> tuple[Any, Any]:
+    """The langgraph-swarm anchor of the growth benchmarks (storage, model input): refunds and billing as a swarm,
+    refunds answering "where is my refund?" with one ``refund_status`` tool call, then the answer. Returns
+    ``(compiled app, its scripted model)``, as :func:`swarm_app`."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+
+    from nodes.testing.scripted import tool_call
+
+    @tool
+    def refund_status(refund_id: str = "") -> str:
+        """The status of the customer's latest refund."""
+        return "Refund rf_2001 of 23.80 EUR: approved, paid back on 20 Nov."
+
+    def policy(agent: str, user: str, names: set, i: int, msgs: list) -> Any:
+        if msgs and msgs[-1].type == "tool":
+            return AIMessage(content="Your refund rf_2001 of 23.80 EUR was paid back on 20 Nov.")
+        return AIMessage(content="", tool_calls=[tool_call("refund_status")])
+
+    return swarm_app(policy, checkpointer, agents=("refunds", "billing"), tools=[refund_status])

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import load_average, swarm_app, swarm_available, write_json  # noqa: E402
+from common import load_average, refund_status_swarm, swarm_available, write_json  # noqa: E402
 
 MARKS = (10, 50, 100)
 MODES = ("default", "full", "last_k", "packet_only", "no_tool_calls")
@@ -53,23 +53,10 @@ def switchboard(mode: str, turns: int) -> dict[int, float]:
 
 
 def swarm(turns: int) -> dict[int, float]:
-    from langchain_core.messages import AIMessage, HumanMessage
-    from langchain_core.tools import tool
+    from langchain_core.messages import HumanMessage
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from nodes.testing.scripted import tool_call
-
-    @tool
-    def refund_status(refund_id: str = "") -> str:
-        """The status of the customer's latest refund."""
-        return "Refund rf_2001 of 23.80 EUR: approved, paid back on 20 Nov."
-
-    def policy(agent, user, names, i, msgs):
-        if msgs and msgs[-1].type == "tool":
-            return AIMessage(content="Your refund rf_2001 of 23.80 EUR was paid back on 20 Nov.")
-        return AIMessage(content="", tool_calls=[tool_call("refund_status")])
-
-    app, model = swarm_app(policy, InMemorySaver(), agents=("refunds", "billing"), tools=[refund_status])
+    app, model = refund_status_swarm(InMemorySaver())
     out: dict[int, float] = {}
     for t in range(1, turns + 1):
         before = len(model.log)

@@ -22,7 +22,7 @@ from typing import Annotated
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import load_average, swarm_app, swarm_available, write_json  # noqa: E402
+from common import load_average, refund_status_swarm, swarm_available, write_json  # noqa: E402
 
 MARKS = (10, 50, 100)
 
@@ -92,24 +92,12 @@ def switchboard(turns: int, kind: str = "delta") -> dict:
 
 
 def swarm(turns: int) -> dict:
-    from langchain_core.messages import AIMessage, HumanMessage
-    from langchain_core.tools import tool
+    from langchain_core.messages import HumanMessage
 
     from checkpoints import open_checkpointer
-    from nodes.testing.scripted import tool_call
-
-    @tool
-    def refund_status(refund_id: str = "") -> str:
-        """The status of the customer's latest refund."""
-        return "Refund rf_2001 of 23.80 EUR: approved, paid back on 20 Nov."
-
-    def policy(agent, user, names, i, msgs):
-        if msgs and msgs[-1].type == "tool":
-            return AIMessage(content="Your refund rf_2001 of 23.80 EUR was paid back on 20 Nov.")
-        return AIMessage(content="", tool_calls=[tool_call("refund_status")])
 
     saver = open_checkpointer(Path(tempfile.mkdtemp()) / "swarm.db")
-    app, _ = swarm_app(policy, saver, agents=("refunds", "billing"), tools=[refund_status])
+    app, _ = refund_status_swarm(saver)
     cfg = {"configurable": {"thread_id": "grow"}}
     return _grow(lambda text: app.invoke({"messages": [HumanMessage(text)]}, cfg), saver, "grow", turns)
 
