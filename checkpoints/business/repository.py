@@ -618,27 +618,8 @@ class BusinessStore:
         Result shape: ``{"card_id", "last4", "kind", "previous_status", "status": "frozen",
         "already_frozen", "idempotency_key", "replayed"}``. Raises :class:`NotFoundError` (not this
         customer's card), :class:`BusinessRuleError` (card blocked or expired: nothing to freeze)."""
-        cards = t.cards
-        with self._write() as conn:
-            row = conn.execute(select(*_CARD).where(cards.c.id == card_id, cards.c.customer_id == customer_id)
-                               .with_for_update()).mappings().first()
-            recorded = self._claim_key(conn, idempotency_key, "freeze_card")
-            if recorded is not None:
-                return {**recorded, "replayed": True}
-            if row is None:
-                raise NotFoundError(f"no card {card_id} on this account")
-            card = Card(**row)
-            if card.status in ("blocked", "expired"):
-                raise BusinessRuleError(f"card ending {card.last4} is already {card.status} and cannot be used")
-            if card.status == "active":
-                self._cas(conn, cards, card.id, card.version, status="frozen")
-            result = {
-                "card_id": card.id, "last4": card.last4, "kind": card.kind,
-                "previous_status": card.status, "status": "frozen",
-                "already_frozen": card.status == "frozen", "idempotency_key": idempotency_key,
-            }
-            self._record_effect(conn, idempotency_key, result)
-        return {**result, "replayed": False}
+        return self._switch_card(customer_id, card_id, idempotency_key, "freeze_card", "active", "frozen",
+                                 "already_frozen", "is already {status} and cannot be used")
 
     def unfreeze_card(self, customer_id: str, card_id: str, idempotency_key: str) -> dict[str, Any]:
         """Unfreeze one of the customer's frozen cards, idempotent by key (a repeat returns the first result with
@@ -647,23 +628,33 @@ class BusinessStore:
         Result shape: ``{"card_id", "last4", "kind", "previous_status", "status": "active", "already_active",
         "idempotency_key", "replayed"}``. Raises :class:`NotFoundError` (not this customer's card),
         :class:`BusinessRuleError` (card blocked or expired: it cannot be used again, a new card is needed)."""
+        return self._switch_card(customer_id, card_id, idempotency_key, "unfreeze_card", "frozen", "active",
+                                 "already_active", "is {status} and cannot be unfrozen")
+
+    def _switch_card(self, customer_id: str, card_id: str, idempotency_key: str, effect: str, from_status: str,
+                     to_status: str, already_key: str, unusable: str) -> dict[str, Any]:
+        """Move the customer's card from ``from_status`` to ``to_status`` under optimistic concurrency, once per
+        idempotency key (a repeat returns the first result with ``"replayed": True``); a card already in
+        ``to_status`` succeeds with ``already_key`` true and changes nothing. Blocked or expired cards raise
+        :class:`BusinessRuleError` ("card ending NNNN " + ``unusable`` with ``{status}``); another customer's or an
+        unknown card raises :class:`NotFoundError`. The result shape is in :meth:`freeze_card` / :meth:`unfreeze_card`."""
         cards = t.cards
         with self._write() as conn:
             row = conn.execute(select(*_CARD).where(cards.c.id == card_id, cards.c.customer_id == customer_id)
                                .with_for_update()).mappings().first()
-            recorded = self._claim_key(conn, idempotency_key, "unfreeze_card")
+            recorded = self._claim_key(conn, idempotency_key, effect)
             if recorded is not None:
                 return {**recorded, "replayed": True}
             if row is None:
                 raise NotFoundError(f"no card {card_id} on this account")
             card = Card(**row)
             if card.status in ("blocked", "expired"):
-                raise BusinessRuleError(f"card ending {card.last4} is {card.status} and cannot be unfrozen")
-            if card.status == "frozen":
-                self._cas(conn, cards, card.id, card.version, status="active")
+                raise BusinessRuleError(f"card ending {card.last4} " + unusable.format(status=card.status))
+            if card.status == from_status:
+                self._cas(conn, cards, card.id, card.version, status=to_status)
             result = {
                 "card_id": card.id, "last4": card.last4, "kind": card.kind, "previous_status": card.status,
-                "status": "active", "already_active": card.status == "active", "idempotency_key": idempotency_key,
+                "status": to_status, already_key: card.status == to_status, "idempotency_key": idempotency_key,
             }
             self._record_effect(conn, idempotency_key, result)
         return {**result, "replayed": False}
