@@ -31,7 +31,7 @@ from nodes import playbook
 from nodes.desk_knowledge import load_knowledge
 from nodes.facts import extract_facts, facts_from_tool_result
 from nodes.prompts import agent_from_prompt
-from policies.compound import COMPOUND_THRESHOLD, CompoundDecision, detect_compound, split_requests
+from policies.compound import COMPOUND_THRESHOLD, CompoundDecision, asks_something, detect_compound, split_requests
 
 __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE", "SAFETY_REASON",
            "SAFETY_REASON_AFTER", "PATTERN_HANDON_BELOW", "PATTERN_OWNER_MIN"]
@@ -185,12 +185,14 @@ class OfflineChatModel(BaseChatModel):
 
     def compound(self, text: str) -> tuple[CompoundDecision, list[str]]:
         """Compound detection on ``text``: the request segments and the decision of ``policies.compound`` over the
-        router's per-agent scores of each segment (a router without ``scores`` counts as ``{agent: confidence}``)."""
+        router's per-agent scores of each segment that asks something (``asks_something``; a context statement of a
+        several-segment message scores nothing; a router without ``scores`` counts as ``{agent: confidence}``)."""
         segments = split_requests(text) or [text]
-        scores = []
-        for seg in segments:
+        scores: list[dict[str, float]] = []
+        for seg, asks in zip(segments, asks_something(segments) if len(segments) > 1 else [True]):
             r = self._router().route(seg)
-            scores.append(dict(r.scores) if getattr(r, "scores", None) else {r.agent: r.confidence})
+            # a segment that only gives context carries no intent of its own (policies.compound.asks_something)
+            scores.append((dict(r.scores) if getattr(r, "scores", None) else {r.agent: r.confidence}) if asks else {})
         return detect_compound(scores, self.compound_threshold), segments
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any):

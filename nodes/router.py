@@ -58,6 +58,7 @@ __all__ = [
     "load_router",
     "trained_router_path",
     "load_label_map",
+    "load_training_labels",
     "read_labelled_csv",
     "read_router_examples",
     "clear_router_cache",
@@ -442,6 +443,39 @@ def load_label_map(path: Path) -> dict[str, str]:
             if mapping.setdefault(label, agent) != agent:
                 raise InputError(f"{path}: label {label!r} is listed under both {mapping[label]} and {agent}")
     return mapping
+
+
+def load_training_labels(path: Path, categories: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Training labels for ``categories`` from a label map that may also have a ``no_specialist`` object, the shape
+    of CLINC150's ``desk_map.json``: ``{"agents": {...}, "no_specialist": {group: [category, ...]}}``.
+
+    A category of group ``g`` becomes the fine label ``"g:<category>"`` of agent ``other`` (no specialist), so the
+    group stays readable from the router's intent (``policies.entry.scope_of``: ``out_of_scope:…`` is out of scope,
+    any other group conversational); agent categories keep their names.
+
+    Returns:
+        ``(labels, label_to_agent)``: one label per category, and the map of every label to its agent.
+
+    Raises:
+        InputError: as :func:`load_label_map`; ``no_specialist`` not ``{group: [category, ...]}`` (group names of
+            letters, digits and ``_``), or a category listed twice.
+    """
+    mapping = load_label_map(path)
+    groups = json.loads(Path(path).read_text(encoding="utf-8")).get("no_specialist") or {}
+    if not isinstance(groups, dict):
+        raise InputError(f'{path}: "no_specialist" must be {{group: [category, ...]}}')
+    renamed: dict[str, str] = {}
+    for group, cats in groups.items():
+        if not (isinstance(group, str) and group.isidentifier()) or not isinstance(cats, list) \
+                or not all(isinstance(c, str) and c for c in cats):
+            raise InputError(f"{path}: no_specialist.{group} must be a list of non-empty strings under a name of "
+                             "letters, digits and _")
+        for c in cats:
+            if c in mapping or c in renamed:
+                raise InputError(f"{path}: category {c!r} is listed twice")
+            renamed[c] = f"{group}:{c}"
+    mapping.update({label: OTHER for label in renamed.values()})
+    return [renamed.get(c, c) for c in categories], mapping
 
 
 # ---------------------------------------------------------------------- shipped and trained routers
