@@ -420,7 +420,7 @@ def test_shipped_default_is_not_stale():
         "the fit settings changed since router-default.npz was built: run 'make router'"
     texts, _, _ = read_router_examples()
     assert meta["n_examples"] == len(texts)
-    assert default_router_path().stat().st_size < 5_000_000
+    assert default_router_path().stat().st_size < 10_000_000  # issue 12 §2: the shipped fitted file stays under 10 MB
 
 
 @pytest.mark.slow
