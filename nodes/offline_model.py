@@ -40,9 +40,9 @@ __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUT
 MISROUTE_CONFIDENCE = 0.6
 #: The desk handbook's keyword patterns overrule the router (a specialist hands a fresh request on to the agent whose
 #: intent patterns match better) only while the router gives the specialist holding it less than this probability and
-#: the patterns' owner at least :data:`PATTERN_OWNER_MIN`. Measured on BANKING77 train.csv (10,003 queries, none in the
-#: shipped router's examples; /tmp script in the routing branch's note): unconditional pattern hand-ons moved 178
-#: queries to their agent and 647 away from it; with 0.5 / 0.2, 103 to it and 71 away (the best of 0.3-0.6 x 0-0.3).
+#: the patterns' owner at least :data:`PATTERN_OWNER_MIN`. Measured with ``python bench/handon_patterns.py`` (shipped
+#: router, BANKING77 train.csv, 10,003 queries, none a router example): unconditional pattern hand-ons would move 189
+#: queries to their agent and 609 away from it; with 0.5 / 0.2, 114 to it and 77 away (the best of the bench's grid).
 PATTERN_HANDON_BELOW = 0.5
 #: See :data:`PATTERN_HANDON_BELOW`.
 PATTERN_OWNER_MIN = 0.2
