@@ -4,7 +4,8 @@ Prints one JSON object: ``clinc150`` (test.csv: desk accuracy, desk refused, out
 no-specialist) and ``banking77`` (test.csv: agent accuracy, share refused as out of scope). Routes with the router
 the graph would use (``nodes.router.load_router``: a trained one in $SWITCHBOARD_HOME, else the shipped default).
 
-Usage: ``python bench/router_scope.py [--data ../shared/data]``
+Usage: ``python bench/router_scope.py [--data ../shared/data] [--margin P]``; ``--margin`` overrides
+``nodes.router.NO_SPECIALIST_MIN`` (the least "no specialist" probability that refuses) for this run.
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     """Measure and print; exit 2 with one ``error:`` line when the data is missing or malformed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--margin", type=float, default=None, help="override nodes.router.NO_SPECIALIST_MIN (0..1)")
     args = parser.parse_args(argv)
+    if args.margin is not None:
+        import nodes.router
+
+        nodes.router.NO_SPECIALIST_MIN = args.margin
     try:
         router = load_router()
         texts, cats = read_labelled_csv(args.data / "clinc150" / "test.csv")
@@ -38,10 +44,16 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, ConfigError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps({"router": router.source, "clinc150": clinc.as_dict(),
+    print(json.dumps({"router": router.source, "no_specialist_min": _margin(), "clinc150": clinc.as_dict(),
                       "banking77": {"queries": b77.queries, "agent_accuracy": round(b77.desk_accuracy or 0, 4),
                                     "refused": round(b77.desk_refused or 0, 4)}}, indent=2))
     return 0
+
+
+def _margin() -> float:
+    import nodes.router
+
+    return nodes.router.NO_SPECIALIST_MIN
 
 
 if __name__ == "__main__":

@@ -695,7 +695,9 @@ def _print_report(report) -> None:
 @app.command("train-router")
 def train_router(
     csv_path: Path = typer.Argument(..., metavar="CSV", help="Labelled CSV with columns text,category."),
-    labels: Path = typer.Option(..., "--labels", help="JSON mapping agents to categories (agent_map.json shape)."),
+    labels: Path = typer.Option(..., "--labels", help="JSON mapping agents to categories (agent_map.json shape), "
+                                "optionally \"no_specialist\": {group: \\[category, …]} (CLINC150's desk_map.json): "
+                                "categories no specialist serves (group out_of_scope: the out-of-scope answer)."),
     out: Optional[Path] = typer.Option(
         None, "--out", help="Where to store the router. Default: $SWITCHBOARD_HOME/router-trained.npz, used by later runs."),
     force: bool = typer.Option(False, "--force", help="Install the trained router even when it is worse than the shipped "
@@ -705,11 +707,11 @@ def train_router(
     it for later runs only when it is not worse (or with --force). The desk's conversational and out-of-scope examples
     are merged in unless the label map has its own 'other' labels (nodes/router_training.py). The shipped default
     stays available: delete the file or pass --router to route. Exit 1 when the router is refused."""
-    from nodes.router import load_label_map, read_labelled_csv, trained_router_path
+    from nodes.router import load_training_labels, read_labelled_csv, trained_router_path
     from nodes.router_training import train_with_holdout
 
     texts, cats = read_labelled_csv(csv_path)
-    label_map = load_label_map(labels)
+    cats, label_map = load_training_labels(labels, cats)
     target = out or trained_router_path()
     t0 = time.perf_counter()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -16,7 +16,7 @@ from policies.edges import CLARIFY, FALLBACK, OUT_OF_SCOPE, SPECIALISTS, TRIAGE
 from policies.replies import ReplyKind
 
 __all__ = ["EntryDecision", "choose_entry", "scope_of", "CONTINUE_CONFIDENCE", "NEW_TOPIC_CONFIDENCE",
-           "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "OUT_OF_SCOPE_TOPICS", "Scope"]
+           "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "OUT_OF_SCOPE_TOPICS", "OUT_OF_SCOPE_PREFIX", "Scope"]
 
 #: Minimum router confidence for keeping the current agent on a self-contained request; below it the message is
 #: re-triaged. Chosen on the shipped router's calibration: wrong-agent predictions cluster below 0.35.
@@ -39,12 +39,22 @@ OUT_OF_SCOPE_TOPICS = frozenset({"out_of_scope_finance", "off_topic"})
 Scope = Literal["out_of_scope", "conversational"] | None
 
 
+#: Prefix of a trained router's fine labels of a label map's ``no_specialist.out_of_scope`` group
+#: (``switchboard train-router`` renames such a category ``c`` to ``out_of_scope:c``; ``nodes.router``).
+OUT_OF_SCOPE_PREFIX = "out_of_scope:"
+
+
 def scope_of(routed_agent: str | None, intent: str | None) -> Scope:
-    """``"out_of_scope"`` when the router gives no specialist and its topic is in :data:`OUT_OF_SCOPE_TOPICS`,
-    ``"conversational"`` for any other no-specialist topic, None when a specialist was chosen."""
+    """``"out_of_scope"`` when the router gives no specialist and its topic is in :data:`OUT_OF_SCOPE_TOPICS` (also
+    under a trained router's ``desk_other:`` prefix) or is a label of a training map's ``out_of_scope`` group
+    (:data:`OUT_OF_SCOPE_PREFIX`); ``"conversational"`` for any other no-specialist topic; None when a specialist was
+    chosen."""
     if routed_agent != NO_SPECIALIST:
         return None
-    return "out_of_scope" if intent in OUT_OF_SCOPE_TOPICS else "conversational"
+    label = intent or ""
+    if label.startswith(OUT_OF_SCOPE_PREFIX) or label.rsplit(":", 1)[-1] in OUT_OF_SCOPE_TOPICS:
+        return "out_of_scope"
+    return "conversational"
 
 
 #: Reply kinds that answer the active agent's own question or offer: they stay with it whatever the router says.

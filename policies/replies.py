@@ -29,6 +29,8 @@ _YES_NO_RE = re.compile(
     r"exactly|confirm(?:ed)?|no|nope|nah|not really|no thanks?|i do|i don'?t|it is|it isn'?t|that one)\b", re.I)
 _ORDINAL_RE = re.compile(r"\b(?:first|second|third|fourth|fifth|last|latest|earlier|later|other|1st|2nd|3rd|"
                          r"top|bottom|former|latter)\b(?:\s+one)?", re.I)
+#: "the Uber one", "that one from Tesco": picks among listed items by a detail of one of them.
+_THE_ONE_RE = re.compile(r"^\s*(?:the|that)\b.{0,40}\bone\b", re.I)
 _FOLLOW_UP_RE = re.compile(r"^\s*(?:and|also|what about|how about|which|why|when|so|but|then|ok(?:ay)? (?:and|so)|"
                            r"what (?:was|is|were|did)|is it|was it|did it)\b", re.I)
 _ITEM_RE = re.compile(r"\b(?:tx|rf|tr|card)_[A-Za-z0-9]+\b")
@@ -70,7 +72,7 @@ def classify_reply(text: str, listed: tuple[str, ...] = (), has_topic: bool = Fa
 
     Returns:
         The first matching kind, in this order: ``cancel`` (a cancellation rule of ``policies.approval`` in a message
-        of at most 8 words), ``choice`` (names one of ``listed`` or an ordinal when something was listed),
+        of at most 8 words), ``choice`` (names one of ``listed``, or an ordinal or "the … one" when something was listed),
         ``identifier`` (an id or 4 digits in a message of at most 8 words), ``yes_no`` (starts with yes/no/ok/… in at
         most 8 words), ``fragment`` (a follow-up opener such as "and …"/"which …" in at most 12 words, or at most
         :data:`FRAGMENT_MAX_WORDS` words without a topic of its own), else ``request``.
@@ -84,7 +86,7 @@ def classify_reply(text: str, listed: tuple[str, ...] = (), has_topic: bool = Fa
     picked = next((i for i in listed if re.search(rf"\b{re.escape(i)}\b", text, re.I)), None)
     if picked is not None:
         return Reply("choice", picked)
-    if listed and n <= 8 and _ORDINAL_RE.search(text):
+    if listed and n <= 8 and (_ORDINAL_RE.search(text) or _THE_ONE_RE.search(text)):
         return Reply("choice")
     ident = _ID_RE.search(text)
     if ident and n <= 8:

@@ -53,8 +53,8 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     ("cards-then-refund", [("I lost my card", "cards"), ("I want a refund for tx_1003", "refunds")]),
     ("cards-unblock-it", [("is my card blocked?", "cards"), ("unblock it please", "cards")]),
     ("cards-choice-1881", [("is my card blocked?", "cards"), ("the one ending 1881", "cards")]),
-    ("cards-new-topic-after-policy", [("show me my cards", "policy"), ("the virtual one", "cards")]),
-    ("cards-freeze-after-policy", [("show me my cards", "policy"), ("freeze my card ending 8899", "cards")]),
+    ("cards-new-topic-after-policy", [("which currencies can I hold?", "policy"), ("the virtual one", "cards")]),
+    ("cards-freeze-after-policy", [("which currencies can I hold?", "policy"), ("freeze my card ending 8899", "cards")]),
     # transfers
     ("transfers-id", [("has my transfer arrived?", "transfers"), ("tr_3001", "transfers")]),
     ("transfers-second", [("has my transfer arrived?", "transfers"), ("the second one", "transfers")]),

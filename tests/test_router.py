@@ -420,7 +420,7 @@ def test_shipped_default_is_not_stale():
         "the fit settings changed since router-default.npz was built: run 'make router'"
     texts, _, _ = read_router_examples()
     assert meta["n_examples"] == len(texts)
-    assert default_router_path().stat().st_size < 5_000_000
+    assert default_router_path().stat().st_size < 10_000_000  # issue 12 §2: the shipped fitted file stays under 10 MB
 
 
 @pytest.mark.slow
@@ -530,13 +530,13 @@ def test_shipped_examples_cover_every_banking77_theme():
     texts, topics, topic_to_agent = read_router_examples()
     amap = load_label_map(_banking77() / "agent_map.json")
     counts = Counter(topics)
-    assert 1800 <= len(texts) <= 3200
+    assert 1800 <= len(texts) <= 4000
     for intent, agent in amap.items():
         topic = intent.lower().rstrip("?")
         assert counts[topic] >= 20, f"theme {intent} has only {counts[topic]} examples"
         assert topic_to_agent[topic] == agent, f"theme {intent} filed under {topic_to_agent[topic]}, map says {agent}"
     other = sum(n for t, n in counts.items() if topic_to_agent[t] == "other")
-    assert 400 <= other <= 800  # greetings, thanks, gibberish, and the out-of-scope negatives (issue 12 §2)
+    assert 400 <= other <= 1200  # greetings, thanks, gibberish, and the out-of-scope negatives (issue 12 §2)
     rows = {(t, topic_to_agent[p]) for t, p in zip(texts, topics)}
     assert ("I was charged twice for the same coffee", "billing") in rows
     assert ("I want my money back for that double charge", "refunds") in rows

@@ -264,3 +264,13 @@ def test_multi_handoff_supervisor_rule_falls_back_to_first_when_it_does_not_appl
     assert not owned.fanout
     with pytest.raises(ValueError):
         handoff.arbitrate(TRIAGE, [], frozenset(), _packet_for, None, multi_handoff="random")
+
+
+@pytest.mark.parametrize("segments,expected", [
+    (["I just moved some money to my savings.", "Why was I charged a fee?"], [False, True]),
+    (["My card was declined at the shop.", "Also, where is my refund?"], [True, True]),
+    (["Can you freeze my card", "I also want to know my balance"], [True, True]),
+    (["It was very embarrassing.", "Thanks."], [False, False]),
+])
+def test_only_segments_that_ask_something_carry_an_intent(segments, expected):
+    assert compound.asks_something(segments) == expected

@@ -96,3 +96,23 @@ def test_banking77_router_keeps_small_talk_and_is_installed_only_when_not_worse(
     router = load_router()
     for text in ("hi", "hello", "thanks, that's all"):
         assert router.route(text).agent == "other", text
+
+
+def test_no_specialist_groups_become_other_labels_that_keep_their_group(tmp_path: Path) -> None:
+    from graph.errors import InputError
+    from nodes.router import load_training_labels
+    from policies.entry import scope_of
+
+    labels = tmp_path / "desk_map.json"
+    labels.write_text(json.dumps({"agents": {"cards": ["lost_card"]},
+                                  "no_specialist": {"out_of_scope": ["weather"], "conversational": ["greeting"]}}))
+    cats, mapping = load_training_labels(labels, ["lost_card", "weather", "greeting"])
+    assert cats == ["lost_card", "out_of_scope:weather", "conversational:greeting"]
+    assert mapping == {"lost_card": "cards", "out_of_scope:weather": "other", "conversational:greeting": "other"}
+    assert scope_of("other", cats[1]) == "out_of_scope"
+    assert scope_of("other", cats[2]) == "conversational"
+    assert scope_of("other", "desk_other:off_topic") == "out_of_scope"  # the desk's merged examples keep their kind
+    assert scope_of("cards", cats[0]) is None
+    labels.write_text(json.dumps({"agents": {"cards": ["lost_card"]}, "no_specialist": {"out_of_scope": ["lost_card"]}}))
+    with pytest.raises(InputError, match="listed twice"):
+        load_training_labels(labels, ["lost_card"])
