@@ -1,8 +1,9 @@
 """Helpers shared by the benchmarks: the scripted policies both frameworks run, the langgraph-swarm anchor graph,
 percentiles, and the JSON figure file every benchmark may write (``--json FILE``) for ``bench/run.py``.
 
-langgraph-swarm is a bench-only dependency (``pip install -e '.[bench]'``); :func:`swarm_available` says whether
-it is installed, and a benchmark prints "n/a" for its column when it is not.
+langgraph-swarm and langgraph-supervisor are bench-only dependencies (``pip install -e '.[bench]'``, also in the dev
+extra); :func:`swarm_available` and :func:`supervisor_available` say whether they are installed, and a benchmark
+prints "n/a" for a column whose anchor is not.
 """
 
 from __future__ import annotations
@@ -96,3 +97,81 @@ def refund_status_swarm(checkpointer: Any) -> tuple[Any, Any]:
         return AIMessage(content="", tool_calls=[tool_call("refund_status")])
 
     return swarm_app(policy, checkpointer, agents=("refunds", "billing"), tools=[refund_status])
+
+
+def refund_status_supervisor(checkpointer: Any) -> tuple[Any, Any]:
+    """The langgraph-supervisor anchor of the storage benchmark: the supervisor delegates "where is my refund?" to a
+    refunds worker, which answers with one ``refund_status`` tool call and the answer, and hands back; the supervisor
+    then answers. Returns ``(compiled app, its scripted model)``, as :func:`supervisor_app`."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+
+    from nodes.testing.scripted import tool_call
+
+    @tool
+    def refund_status(refund_id: str = "") -> str:
+        """The status of the customer's latest refund."""
+        return "Refund rf_2001 of 23.80 EUR: approved, paid back on 20 Nov."
+
+    def worker(agent: str, user: str, names: set, i: int, msgs: list) -> Any:
+        if msgs and msgs[-1].type == "tool" and msgs[-1].name == "refund_status":
+            return AIMessage(content="Your refund rf_2001 of 23.80 EUR was paid back on 20 Nov.")
+        return AIMessage(content="", tool_calls=[tool_call("refund_status")])
+
+    return supervisor_app(worker, checkpointer, workers=("refunds",), tools=[refund_status])
+
+
+def supervisor_available() -> bool:
+    """True when langgraph-supervisor (the second anchor, a central supervisor graph) is importable."""
+    try:
+        import langgraph_supervisor  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def supervisor_app(worker_policy: Any, checkpointer: Any, workers: tuple[str, ...] = ("refunds",),
+                   tools: list | None = None, delegate: Any = None, recursion_limit: int | None = None) -> tuple[Any, Any]:
+    """A langgraph-supervisor graph (``create_supervisor``): a supervisor agent delegating to ``workers`` (each a
+    ``create_agent`` with ``tools``) by its handoff tools; a worker that answers hands control back to the supervisor
+    (the library's handoff-back messages). One ScriptedChatModel drives all: workers by ``worker_policy`` (the
+    :func:`chain_policy` signature), the supervisor by ``delegate(call, messages) -> worker name | None`` (None: it
+    answers; default: the first worker on the turn's first supervisor call, then answer). Returns ``(app, model)``.
+
+    Where it applies: a supervisor graph has no peer-to-peer handoff, so a turn that reaches ``refunds`` costs two
+    handoffs (supervisor -> refunds, refunds -> supervisor) and three model calls, as the chain of :data:`CHAIN`."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph_supervisor import create_supervisor
+
+    from nodes.testing.scripted import ScriptedChatModel, tool_call
+
+    def first_then_answer(call: int, msgs: list) -> str | None:
+        since_user = msgs[max(i for i, m in enumerate(msgs) if isinstance(m, HumanMessage)):]
+        return None if any(m.type == "tool" for m in since_user) else workers[0]
+
+    choose = delegate or first_then_answer
+
+    def policy(agent: str, user: str, names: set, i: int, msgs: list) -> Any:
+        if agent != "supervisor":
+            return worker_policy(agent, user, names, i, msgs)
+        target = choose(i, msgs)
+        if target is None:
+            return AIMessage(content="The supervisor answers: done.")
+        return AIMessage(content="", tool_calls=[tool_call(f"transfer_to_{target}")])
+
+    model = ScriptedChatModel(policy=policy)
+    members = [create_agent(model, tools=list(tools or []), system_prompt=f"You are the {w} agent.", name=w)
+               for w in workers]
+    graph = create_supervisor(members, model=model, prompt="You are the supervisor agent.")
+    app = graph.compile(checkpointer=checkpointer)
+    if recursion_limit is not None:
+        app = app.with_config(recursion_limit=recursion_limit)
+    return app, model
+
+
+def answer_at_once(agent: str, user: str, names: set, i: int, msgs: list) -> Any:
+    """A worker policy: answer at once (the supervisor anchor of the per-handoff and throughput benchmarks)."""
+    from langchain_core.messages import AIMessage
+
+    return AIMessage(content=f"{agent} answers: done.")

@@ -2,7 +2,9 @@
 
 Every query is one turn on a new thread of a SQLite checkpointer on disk: triage -> billing -> refunds, refunds
 answers (2 handoffs, 3 calls of the same scripted model, which answers at once, so the time is the framework's).
-The three graphs take turns query by query (order rotated) so that machine noise hits them alike. Figures: seconds
+A langgraph-supervisor graph (the supervisor
+delegates to refunds, which answers and hands back: also 2 handoffs and 3 model calls) is the second anchor.
+The graphs take turns query by query (order rotated) so that machine noise hits them alike. Figures: seconds
 per handoff (turn time / 2), median and p95; the ratios on/swarm, off/swarm and on/off; events stored per turn.
 
 Targets (issue "speed and footprint", item 2): events on <= 0.45x swarm and <= 1.10x events off.
@@ -21,7 +23,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import CHAIN, chain_policy, load_average, pct, swarm_app, swarm_available, write_json  # noqa: E402
+from common import (  # noqa: E402
+    CHAIN,
+    answer_at_once,
+    chain_policy,
+    load_average,
+    pct,
+    supervisor_app,
+    supervisor_available,
+    swarm_app,
+    swarm_available,
+    write_json,
+)
 
 
 def _switchboard(home: Path, events: bool):
@@ -52,6 +65,8 @@ def main() -> int:
     runners = {"on": _switchboard(tmp / "on", True), "off": _switchboard(tmp / "off", False)}
     if swarm_available():
         runners["swarm"] = swarm_app(chain_policy, open_checkpointer(tmp / "swarm.db"))[0]
+    if supervisor_available():  # supervisor -> refunds -> back to the supervisor: 2 handoffs, 3 model calls too
+        runners["supervisor"] = supervisor_app(answer_at_once, open_checkpointer(tmp / "supervisor.db"))[0]
     hops = len(CHAIN) - 1
     secs: dict[str, list[float]] = {k: [] for k in runners}
     names = list(runners)
@@ -73,6 +88,8 @@ def main() -> int:
     if "swarm" in med:
         fig["on_vs_swarm"] = round(med["on"] / med["swarm"], 3)
         fig["off_vs_swarm"] = round(med["off"] / med["swarm"], 3)
+    if "supervisor" in med:
+        fig["on_vs_supervisor"] = round(med["on"] / med["supervisor"], 3)
     la = load_average()
     print(f"per-handoff overhead, {args.turns} one-turn threads x {hops} handoffs, SQLite on disk   load average {la}")
     for name in secs:
@@ -80,6 +97,8 @@ def main() -> int:
     print(f"  events on / off = {fig['on_vs_off']:.2f}x (target <= 1.10)   events per turn {fig['events_per_turn']}")
     if "swarm" in med:
         print(f"  on / swarm = {fig['on_vs_swarm']:.2f}x (target <= 0.45)   off / swarm = {fig['off_vs_swarm']:.2f}x")
+    if "supervisor" in med:
+        print(f"  on / langgraph-supervisor = {fig['on_vs_supervisor']:.2f}x")
     write_json(args.json, fig)
     return 0
 

@@ -1,4 +1,5 @@
-"""``make bench``: the scoreboard of issue "speed and footprint" — one table, switchboard | langgraph-swarm | ratio.
+"""``make bench``: the scoreboard of issue "speed and footprint" — one table, switchboard | langgraph-swarm | ratio |
+langgraph-supervisor | ratio (where it applies).
 
 Runs the scoreboard benchmarks one after another, each a new process writing its figures as JSON (their own
 printouts go to ``bench/results/<time>.log``), then prints one table and writes every figure, with the machine's
@@ -25,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scoreboard import rows  # noqa: E402
+from scoreboard import COLUMNS, rows  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -86,7 +87,7 @@ def run_scoreboard(names: list[str], stamp: str) -> int:
             figures["benchmarks"][name] = entry
             progress.advance(task)
     (RESULTS / f"{stamp}.json").write_text(json.dumps(figures, indent=2) + "\n")
-    table = Table("figure", "switchboard", "langgraph-swarm", "ratio", "target", title=f"make bench  {stamp}")
+    table = Table(*COLUMNS, title=f"make bench  {stamp}")
     for row in rows(figures["benchmarks"]):
         table.add_row(*row)
     console.print(table)

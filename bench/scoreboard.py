@@ -1,14 +1,23 @@
 """The rows of the ``make bench`` table, from the JSON figures the scoreboard benchmarks write (``bench/run.py``).
 
 Each row: figure, switchboard, anchor (langgraph-swarm unless the cell names another baseline), ratio
-switchboard / anchor, target (issue "speed and footprint"). A benchmark that did not run or failed gives no rows.
+switchboard / anchor, the langgraph-supervisor anchor and switchboard / it where it applies (per-handoff overhead,
+model calls under ping-pong, checkpoint bytes, turns/s; "" elsewhere), target (issue "speed and footprint"). A
+benchmark that did not run or failed gives no rows.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-Row = tuple[str, str, str, str, str]
+Row = tuple[str, str, str, str, str, str, str]
+#: The table's columns, in the order of a :data:`Row`.
+COLUMNS = ("figure", "switchboard", "langgraph-swarm", "ratio", "langgraph-supervisor", "ratio (sup.)", "target")
+
+
+def _row(figure: str, sb: str, anchor: str = "", ratio: str = "", target: str = "", sup: str = "",
+         sup_ratio: str = "") -> Row:
+    return (figure, sb, anchor, ratio, sup, sup_ratio, target)
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -18,62 +27,71 @@ def _ratio(a: float | None, b: float | None) -> str:
     return f"{r:.2f}x" if r >= 0.1 else f"{r:.4f}x"
 
 
+def _sup(value: float | None, fmt: str = "{:.2f}") -> str:
+    return fmt.format(value) if value is not None else "n/a"
+
+
 def _handoff(f: dict) -> list[Row]:
-    sw = f.get("swarm") or {}
+    sw, su = f.get("swarm") or {}, f.get("supervisor") or {}
     return [
-        ("per-handoff overhead, median ms", f"{f['on']['median_ms']:.2f}", f"{sw['median_ms']:.2f}" if sw else "n/a",
-         _ratio(f["on"]["median_ms"], sw.get("median_ms")), "<= 0.45x"),
-        ("per-handoff overhead, p95 ms", f"{f['on']['p95_ms']:.2f}", f"{sw['p95_ms']:.2f}" if sw else "n/a",
-         _ratio(f["on"]["p95_ms"], sw.get("p95_ms")), ""),
-        ("  event log on vs off, median ms", f"{f['on']['median_ms']:.2f}", f"{f['off']['median_ms']:.2f} (events off)",
-         f"{f['on_vs_off']:.2f}x", "<= 1.10x"),
-        ("  events per turn (2 handoffs)", f"{f['events_per_turn']}", "", "", ""),
+        _row("per-handoff overhead, median ms", f"{f['on']['median_ms']:.2f}", f"{sw['median_ms']:.2f}" if sw else "n/a",
+             _ratio(f["on"]["median_ms"], sw.get("median_ms")), "<= 0.45x", _sup(su.get("median_ms")),
+             _ratio(f["on"]["median_ms"], su.get("median_ms"))),
+        _row("per-handoff overhead, p95 ms", f"{f['on']['p95_ms']:.2f}", f"{sw['p95_ms']:.2f}" if sw else "n/a",
+             _ratio(f["on"]["p95_ms"], sw.get("p95_ms")), "", _sup(su.get("p95_ms")),
+             _ratio(f["on"]["p95_ms"], su.get("p95_ms"))),
+        _row("  event log on vs off, median ms", f"{f['on']['median_ms']:.2f}", f"{f['off']['median_ms']:.2f} (events off)",
+             f"{f['on_vs_off']:.2f}x", "<= 1.10x"),
+        _row("  events per turn (2 handoffs)", f"{f['events_per_turn']}"),
     ]
 
 
 def _pingpong(f: dict) -> list[Row]:
-    sb, sw = f["switchboard"], f["swarm"]
-    return [("model calls under ping-pong", f"{sb['model_calls']} ({sb['status']})",
-             f"{sw['model_calls']} ({sw['exception'] or sw['status']})", _ratio(sb["model_calls"], sw["model_calls"]),
-             "stops early")]
+    sb, sw, su = f["switchboard"], f["swarm"], f.get("supervisor")
+    return [_row("model calls under ping-pong", f"{sb['model_calls']} ({sb['status']})",
+                 f"{sw['model_calls']} ({sw['exception'] or sw['status']})", _ratio(sb["model_calls"], sw["model_calls"]),
+                 "stops early", f"{su['model_calls']} ({su['exception'] or su['status']})" if su else "n/a",
+                 _ratio(sb["model_calls"], su["model_calls"]) if su else "-")]
 
 
 def _storage(f: dict) -> list[Row]:
-    sb, sw = f["runs"]["switchboard"], f["runs"].get("swarm")
+    sb, sw, su = f["runs"]["switchboard"], f["runs"].get("swarm"), f["runs"].get("supervisor")
     out: list[Row] = []
     for n, b in sb["bytes"].items():
         other = sw["bytes"].get(n) if sw else None
-        out.append((f"checkpoint bytes, {n} turns", f"{b:,}", f"{other:,}" if other else "n/a", _ratio(b, other),
-                    "<= 1 MB" if str(n) == "100" else ""))
+        sup = su["bytes"].get(n) if su else None
+        out.append(_row(f"checkpoint bytes, {n} turns", f"{b:,}", f"{other:,}" if other else "n/a", _ratio(b, other),
+                        "<= 1 MB" if str(n) == "100" else "", f"{sup:,}" if sup else "n/a", _ratio(b, sup)))
     growth = sb["last_turn_added"] / sb["turn_10_added"]
     sw_growth = sw["last_turn_added"] / sw["turn_10_added"] if sw else None
-    out.append(("  last turn added / 10th turn added", f"{growth:.2f}", f"{sw_growth:.2f}" if sw_growth else "n/a", "",
-                "<= 1.10"))
-    out.append(("  full transcript read back", "yes" if sb.get("transcript_recovered") else "NO", "", "", "yes"))
+    su_growth = su["last_turn_added"] / su["turn_10_added"] if su else None
+    out.append(_row("  last turn added / 10th turn added", f"{growth:.2f}", f"{sw_growth:.2f}" if sw_growth else "n/a", "",
+                    "<= 1.10", f"{su_growth:.2f}" if su_growth else "n/a"))
+    out.append(_row("  full transcript read back", "yes" if sb.get("transcript_recovered") else "NO", target="yes"))
     return out
 
 
 def _router(f: dict) -> list[Row]:
     one, batch = f["single_median_us"], f["batch_rows_per_s"]
     return [
-        ("router: one route(), median µs", f"{one['plain_arrays']:.0f}", f"{one['scikit_learn']:,.0f} (scikit-learn)",
+        _row("router: one route(), median µs", f"{one['plain_arrays']:.0f}", f"{one['scikit_learn']:,.0f} (scikit-learn)",
          _ratio(one["plain_arrays"], one["scikit_learn"]), "<= 1000 µs"),
-        ("router: single calls/s", f"{f['single_calls_per_s']['plain_arrays']:,.0f}",
+        _row("router: single calls/s", f"{f['single_calls_per_s']['plain_arrays']:,.0f}",
          f"{f['single_calls_per_s']['scikit_learn']:,.0f} (scikit-learn)",
          _ratio(f["single_calls_per_s"]["plain_arrays"], f["single_calls_per_s"]["scikit_learn"]), ""),
-        ("router: batch rows/s", f"{batch['plain_arrays']:,.0f}", f"{batch['scikit_learn']:,.0f} (scikit-learn)",
+        _row("router: batch rows/s", f"{batch['plain_arrays']:,.0f}", f"{batch['scikit_learn']:,.0f} (scikit-learn)",
          _ratio(batch["plain_arrays"], batch["scikit_learn"]), ""),
-        ("  max |p - p_scikit-learn|", f"{f['max_probability_difference']:.1e}", "", "", "< 1e-9"),
+        _row("  max |p - p_scikit-learn|", f"{f['max_probability_difference']:.1e}", target="< 1e-9"),
     ]
 
 
 def _startup(f: dict) -> list[Row]:
     c = f["commands"]
-    out: list[Row] = [(f"CLI start-up `{name}`, median s", f"{c[name]['median_s']:.2f}", "", "", "<= 0.5 s")
+    out: list[Row] = [_row(f"CLI start-up `{name}`, median s", f"{c[name]['median_s']:.2f}", target="<= 0.5 s")
                       for name in ("--help", "threads", "pending", "history")]
     chat, bare = c["chat (one-shot)"], c["bare LangGraph"]
-    out.append(("one-shot chat, median s", f"{chat['median_s']:.2f}", f"{bare['median_s']:.2f} (bare LangGraph)",
-                _ratio(chat["median_s"], bare["median_s"]), "<= 1.3x"))
+    out.append(_row("one-shot chat, median s", f"{chat['median_s']:.2f}", f"{bare['median_s']:.2f} (bare LangGraph)",
+                    _ratio(chat["median_s"], bare["median_s"]), "<= 1.3x"))
     return out
 
 
@@ -82,15 +100,17 @@ def _throughput(f: dict) -> list[Row]:
     out: list[Row] = []
     for workers, rate in t["switchboard"].items():
         other = (t.get("swarm") or {}).get(workers)
-        out.append((f"turns/s, {workers} at a time", f"{rate:.1f}", f"{other:.1f}" if other else "n/a",
-                    _ratio(rate, other), ">= 1x"))
+        sup = (t.get("supervisor") or {}).get(workers)
+        out.append(_row(f"turns/s, {workers} at a time", f"{rate:.1f}", f"{other:.1f}" if other else "n/a",
+                        _ratio(rate, other), ">= 1x", f"{sup:.1f}" if sup else "n/a", _ratio(rate, sup)))
     cpu = f.get("cpu_ms_per_turn") or {}
     for workers, ms in (cpu.get("switchboard") or {}).items():
         other = (cpu.get("swarm") or {}).get(workers)
-        out.append((f"  CPU ms per turn, {workers} at a time", f"{ms:.1f}", f"{other:.1f}" if other else "n/a",
-                    _ratio(ms, other), ""))
-    out.append(("peak RSS of 100 turns, MB", f"{rss['switchboard']:.0f}", f"{rss['swarm']:.0f}" if "swarm" in rss else "n/a",
-                _ratio(rss["switchboard"], rss.get("swarm")), "<= 1.5x"))
+        sup = (cpu.get("supervisor") or {}).get(workers)
+        out.append(_row(f"  CPU ms per turn, {workers} at a time", f"{ms:.1f}", f"{other:.1f}" if other else "n/a",
+                        _ratio(ms, other), "", f"{sup:.1f}" if sup else "n/a", _ratio(ms, sup)))
+    out.append(_row("peak RSS of 100 turns, MB", f"{rss['switchboard']:.0f}", f"{rss['swarm']:.0f}" if "swarm" in rss else "n/a",
+                    _ratio(rss["switchboard"], rss.get("swarm")), "<= 1.5x"))
     return out
 
 
@@ -102,9 +122,9 @@ def _model_input(f: dict) -> list[Row]:
         if name == "swarm":
             continue
         marks = list(row)
-        out.append((f"model input, messages/call at turns {'/'.join(marks)}: {name.split(' ', 1)[1]}",
-                    " / ".join(f"{row[n]:g}" for n in marks), " / ".join(f"{sw[n]:g}" for n in marks) if sw else "n/a",
-                    _ratio(row[marks[-1]], sw.get(marks[-1])), ""))
+        out.append(_row(f"model input, messages/call at turns {'/'.join(marks)}: {name.split(' ', 1)[1]}",
+                        " / ".join(f"{row[n]:g}" for n in marks), " / ".join(f"{sw[n]:g}" for n in marks) if sw else "n/a",
+                        _ratio(row[marks[-1]], sw.get(marks[-1]))))
     return out
 
 
@@ -121,9 +141,9 @@ def rows(benchmarks: dict[str, Any]) -> list[Row]:
         if name not in _ROWS or not figures:
             continue
         load = figures.get("load_average") or entry.get("load_before") or []
-        out.append((f"[bold]{name}[/bold] (load {round(load[0], 2) if load else '?'})", "", "", "", ""))
+        out.append(_row(f"[bold]{name}[/bold] (load {round(load[0], 2) if load else '?'})", ""))
         try:
             out.extend(_ROWS[name](figures))
         except (KeyError, TypeError, ZeroDivisionError) as exc:  # figures of an older format: say so, keep the rest
-            out.append((f"  (figures unreadable: {type(exc).__name__} {exc})", "", "", "", ""))
+            out.append(_row(f"  (figures unreadable: {type(exc).__name__} {exc})", ""))
     return out

@@ -4,7 +4,9 @@ One thread of 100 turns on a SQLite checkpointer, in one process: switchboard wi
 refund-status question per turn: 4 messages, one business tool call; transcript in LangGraph's ``DeltaChannel``),
 and a langgraph-swarm graph whose scripted model makes the same 4 messages per turn (a tool call, then an answer;
 ``add_messages``: every checkpoint stores the whole list). Prints bytes per thread after 10, 50 and 100 turns, the
-bytes the 10th and the 100th turn added, the wall time, and checks that the whole transcript is read back.
+bytes the 10th and the 100th turn added, the wall time, and checks that the whole transcript is read back. The second
+anchor, a langgraph-supervisor graph, answers the same question through a refunds worker (delegate, tool call,
+answer, hand back, the supervisor's answer).
 ``--baseline`` adds switchboard with ``Annotated[list, add_messages]`` instead of DeltaChannel (slow: ~3 minutes).
 
 Targets (issue "speed and footprint", item 4): <= 1 MB for 100 turns; linear: the 100th turn adds <= 1.1x the 10th.
@@ -22,7 +24,7 @@ from typing import Annotated
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import load_average, refund_status_swarm, swarm_available, write_json  # noqa: E402
+from common import load_average, refund_status_supervisor, refund_status_swarm, supervisor_available, swarm_available, write_json  # noqa: E402
 
 MARKS = (10, 50, 100)
 
@@ -102,6 +104,19 @@ def swarm(turns: int) -> dict:
     return _grow(lambda text: app.invoke({"messages": [HumanMessage(text)]}, cfg), saver, "grow", turns)
 
 
+def supervisor(turns: int) -> dict:
+    """The langgraph-supervisor anchor: the supervisor delegates each question to refunds (one ``refund_status`` call,
+    then the answer), which hands back; the supervisor answers (``add_messages`` transcript, 9 messages a turn)."""
+    from langchain_core.messages import HumanMessage
+
+    from checkpoints import open_checkpointer
+
+    saver = open_checkpointer(Path(tempfile.mkdtemp()) / "supervisor.db")
+    app, _ = refund_status_supervisor(saver)
+    cfg = {"configurable": {"thread_id": "grow"}}
+    return _grow(lambda text: app.invoke({"messages": [HumanMessage(text)]}, cfg), saver, "grow", turns)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--turns", type=int, default=100)
@@ -111,6 +126,8 @@ def main() -> int:
     runs = {"switchboard": switchboard(args.turns)}
     if swarm_available():
         runs["swarm"] = swarm(args.turns)
+    if supervisor_available():
+        runs["supervisor"] = supervisor(args.turns)
     if args.baseline:
         runs["add_messages"] = switchboard(args.turns, "add_messages")
     print(f"checkpoint bytes per thread (SQLite saver, 4 messages per turn)   load average {load_average()}")
@@ -126,6 +143,10 @@ def main() -> int:
     if "swarm" in runs:
         sw = runs["swarm"]["bytes"]
         print("  ratio switchboard / swarm: " + ", ".join(f"{n} turns {sb['bytes'][n] / sw[n]:.3f}x" for n in sw))
+    if "supervisor" in runs:
+        su = runs["supervisor"]["bytes"]
+        print("  ratio switchboard / langgraph-supervisor: "
+              + ", ".join(f"{n} turns {sb['bytes'][n] / su[n]:.3f}x" for n in su))
     write_json(args.json, {"turns": args.turns, "runs": runs})
     return 0 if sb["transcript_recovered"] else 1
 

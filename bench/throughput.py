@@ -2,7 +2,8 @@
 
 * turns/s: 200 distinct threads, one turn each (triage -> billing -> refunds, the same scripted model for both, which
   answers at once), SQLite checkpointer on disk, in this one process, with 1, 2 and 4 conversations at a time
-  (threads of this process); switchboard through ``Conversation.send``, swarm through ``invoke``;
+  (threads of this process); switchboard through ``Conversation.send``, swarm through ``invoke``, and a
+  langgraph-supervisor graph (supervisor -> refunds -> back: also 2 handoffs and 3 model calls) through ``invoke``;
 * peak RSS: a new process per framework runs a 100-turn conversation (switchboard: the offline model, with its
   router; swarm: a scripted model, 4 messages per turn) and reports its own peak resident memory.
 
@@ -24,7 +25,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import chain_policy, load_average, swarm_app, swarm_available, write_json  # noqa: E402
+from common import (  # noqa: E402
+    answer_at_once,
+    chain_policy,
+    load_average,
+    supervisor_app,
+    supervisor_available,
+    swarm_app,
+    swarm_available,
+    write_json,
+)
 
 CONCURRENCY = (1, 2, 4)
 
@@ -48,6 +58,15 @@ def _swarm_send(home: Path):
     from checkpoints import open_checkpointer
 
     app, _ = swarm_app(chain_policy, open_checkpointer(home / "swarm.db"))
+    return lambda tid, text: app.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": tid}})
+
+
+def _supervisor_send(home: Path):
+    from langchain_core.messages import HumanMessage
+
+    from checkpoints import open_checkpointer
+
+    app, _ = supervisor_app(answer_at_once, open_checkpointer(home / "supervisor.db"))
     return lambda tid, text: app.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": tid}})
 
 
@@ -116,6 +135,8 @@ def main() -> int:
     senders = {"switchboard": _switchboard_send(home)}
     if swarm_available():
         senders["swarm"] = _swarm_send(home)
+    if supervisor_available():  # supervisor -> refunds -> back: 2 handoffs, 3 model calls, as the chain
+        senders["supervisor"] = _supervisor_send(home)
     fig: dict = {"threads": args.threads, "turns_per_s": {}, "cpu_ms_per_turn": {}, "peak_rss_mb": {}}
     for workers in CONCURRENCY:
         rates, cpu = turns_per_s(senders, args.threads, workers)
@@ -123,7 +144,8 @@ def main() -> int:
             fig["turns_per_s"].setdefault(name, {})[workers] = round(rate, 1)
             fig["cpu_ms_per_turn"].setdefault(name, {})[workers] = round(cpu[name], 2)
     for name in senders:
-        fig["peak_rss_mb"][name] = round(peak_rss_mb(name), 1)
+        if name != "supervisor":  # peak RSS: the 100-turn conversation is measured against swarm only
+            fig["peak_rss_mb"][name] = round(peak_rss_mb(name), 1)
     print(f"one-shot turns/s, {args.threads} new threads, SQLite on disk   load average {load_average()}")
     for workers in CONCURRENCY:
         row = fig["turns_per_s"]

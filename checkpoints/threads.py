@@ -10,15 +10,16 @@ they read the plain channels of each thread's latest checkpoint (``turn``, ``own
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
+if TYPE_CHECKING:  # the listing commands read SQLite files without LangGraph (checkpoints.sqlite_reader)
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["thread_ids", "thread_values", "thread_owner", "thread_summaries", "thread_turns", "latest_checkpoints",
            "pending_interrupt"]
 
 
-def latest_checkpoints(saver: BaseCheckpointSaver) -> dict[str, Any]:
+def latest_checkpoints(saver: "BaseCheckpointSaver") -> dict[str, Any]:
     """``{thread_id: CheckpointTuple}``: the latest root checkpoint of every stored thread (checkpoint ids are
     time-ordered UUIDv6), most recently updated thread first."""
     latest: dict[str, Any] = {}
@@ -32,14 +33,17 @@ def latest_checkpoints(saver: BaseCheckpointSaver) -> dict[str, Any]:
     return dict(sorted(latest.items(), key=lambda kv: str(kv[1].checkpoint["id"]), reverse=True))
 
 
-def thread_ids(saver: BaseCheckpointSaver) -> list[str]:
+def thread_ids(saver: "BaseCheckpointSaver") -> list[str]:
     """Thread ids stored in ``saver``, most recently updated first."""
     return list(latest_checkpoints(saver))
 
 
-def pending_interrupt(saver: BaseCheckpointSaver, thread_id: str) -> Any:
+def pending_interrupt(saver: Any, thread_id: str) -> Any:
     """The payload of the interrupt ``thread_id`` is paused on (the latest checkpoint's pending ``__interrupt__``
-    write, as ``CompiledStateGraph.get_state(...).tasks[i].interrupts`` shows it), or None."""
+    write, as ``CompiledStateGraph.get_state(...).tasks[i].interrupts`` shows it), or None. ``saver``: a checkpointer
+    or a :class:`checkpoints.sqlite_reader.SqliteCheckpointReader`."""
+    if hasattr(saver, "latest_channel_values"):
+        return saver.pending_interrupt(thread_id)
     tup = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
     for _task, channel, value in (tup.pending_writes or []) if tup is not None else []:
         if channel == "__interrupt__":
@@ -48,7 +52,7 @@ def pending_interrupt(saver: BaseCheckpointSaver, thread_id: str) -> Any:
     return None
 
 
-def thread_values(saver: BaseCheckpointSaver, thread_id: str) -> dict:
+def thread_values(saver: "BaseCheckpointSaver", thread_id: str) -> dict:
     """The latest state values stored for ``thread_id`` ({} when the thread is unknown)."""
     from langgraph.graph import StateGraph
 
@@ -73,14 +77,18 @@ def thread_owner(values: dict) -> tuple[str, str] | None:
     return (str(ident["user_id"]), str(ident.get("tenant_id") or "")) if ident.get("user_id") else None
 
 
-def thread_summaries(saver: BaseCheckpointSaver, tenant_id: str | None = None) -> list[dict[str, Any]]:
+def thread_summaries(saver: Any, tenant_id: str | None = None) -> list[dict[str, Any]]:
     """One dict per thread, most recent first: ``thread_id``, ``turns``, ``active_agent``, ``status`` (of the last
     turn: answered | clarify | fallback | awaiting_approval | -), ``handoffs``, ``customer_id``, ``tenant_id``.
     With ``tenant_id``, only the threads owned by a customer of that tenant. Reads the plain channels of each
-    thread's latest checkpoint (no graph, see the module doc)."""
+    thread's latest checkpoint (no graph, see the module doc). ``saver``: a checkpointer, or a
+    :class:`checkpoints.sqlite_reader.SqliteCheckpointReader` (no LangGraph import)."""
+    if hasattr(saver, "latest_channel_values"):
+        latest = saver.latest_channel_values()
+    else:
+        latest = {tid: cp.checkpoint.get("channel_values") or {} for tid, cp in latest_checkpoints(saver).items()}
     out = []
-    for tid, cp in latest_checkpoints(saver).items():
-        v = cp.checkpoint.get("channel_values") or {}
+    for tid, v in latest.items():
         owner = thread_owner(v) or ("", "")
         if tenant_id is not None and owner[1] != tenant_id:
             continue
@@ -91,7 +99,7 @@ def thread_summaries(saver: BaseCheckpointSaver, tenant_id: str | None = None) -
     return out
 
 
-def thread_turns(saver: BaseCheckpointSaver, thread_id: str, values: dict | None = None) -> list[dict[str, Any]]:
+def thread_turns(saver: "BaseCheckpointSaver", thread_id: str, values: dict | None = None) -> list[dict[str, Any]]:
     """The thread turn by turn: ``{turn, user, agent, answer, path, last_node}`` (path like ``triage → billing →
     refunds``, experts called as tools listed apart; ``last_node``: the node the turn's last hop reached, None without
     hops). ``values``: the thread's :func:`thread_values` when already read."""

@@ -296,13 +296,33 @@ def _checkpointer(db: str | None):
     return open_checkpointer(settings.db)
 
 
+def _listing_reader(db: str | None):
+    """For the listing commands (``threads``, ``pending``): a :class:`checkpoints.sqlite_reader.SqliteCheckpointReader`
+    of the SQLite checkpoint file (no LangGraph import, so they start fast), else the checkpointer (PostgreSQL, or a
+    file the reader cannot read); None when nothing is stored yet."""
+    from graph.settings import is_postgres
+
+    settings = _settings(None, db)
+    target = str(settings.db)
+    if _stored(settings.db) and not is_postgres(target):
+        from checkpoints.sqlite_reader import SqliteCheckpointReader, Unreadable
+
+        try:
+            reader = SqliteCheckpointReader(target.removeprefix("sqlite:///"))
+            reader.latest_channel_values()  # decodes every latest checkpoint once: Unreadable here, not mid-listing
+            return reader
+        except Unreadable:
+            pass
+    return _checkpointer(db)
+
+
 @app.command()
 def threads(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt, as_json: bool = JsonOpt) -> None:
     """List the stored threads of your tenant: customer, turns, active agent, last status. Needs --as an operator."""
     from checkpoints.threads import thread_summaries
 
     acting = acting_operator(as_, READ_ROLES, "threads", db=db)
-    saver = _checkpointer(db)
+    saver = _listing_reader(db)
     rows = thread_summaries(saver, tenant_id=acting.tenant_id) if saver is not None else []
     if as_json:
         print_json([{k: r.get(k) for k in THREAD_KEYS} for r in rows])
@@ -492,7 +512,7 @@ def pending(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt,
     settings = _settings(None, db)
     rows: list[dict] = []
     if db is not None or _stored(settings.db):
-        saver = _checkpointer(db)  # no graph: the paused threads' interrupts are read from the checkpoints
+        saver = _listing_reader(db)  # no graph: the paused threads' interrupts are read from the checkpoints
         if saver is None:
             raise InputError(f"no checkpoint database at {settings.db} (pass --db)")
         now = acting.store.now()

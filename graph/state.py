@@ -6,8 +6,10 @@ checkpoints need no custom serializer; typed views are built with :mod:`graph.pa
 
 The transcript uses LangGraph's ``DeltaChannel`` (beta in LangGraph 1.2): a checkpoint stores only the
 new messages of its step instead of the whole list, which keeps a thread's storage linear in its number
-of turns instead of quadratic (DESIGN.md, "Storage growth").  Every ``SNAPSHOT_EVERY`` updates of such a channel
-LangGraph stores one full copy (a snapshot) so that reading a thread replays at most that many writes: the knob
+of turns instead of quadratic (DESIGN.md, "Storage growth"). The current handoff packet (``handoff``) is a
+DeltaChannel too, with a newest-write-wins reducer: rewritten each turn, it would otherwise sit in every
+checkpoint.  Every ``SNAPSHOT_EVERY`` updates of such a channel LangGraph stores one full copy (a snapshot) so
+that reading a thread replays at most that many writes: the knob
 ``DeltaChannel(snapshot_frequency=…)`` (default 100, i.e. a copy of the whole transcript every ~50 turns, which
 made the total grow quadratically again).
 """
@@ -24,7 +26,7 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 __all__ = ["SupportState", "SNAPSHOT_EVERY",
-           "last_value", "keep_first", "max_int", "union_ordered", "append_batch", "messages_reducer",
+           "last_value", "latest_write", "keep_first", "max_int", "union_ordered", "append_batch", "messages_reducer",
            "ensure_ids", "TaskState", "Outcome", "USAGE_KEYS", "add_usage", "usage_of", "TurnInput"]
 
 
@@ -38,6 +40,13 @@ SNAPSHOT_EVERY = 250
 def last_value(_old: Any, new: Any) -> Any:
     """Reducer: the newest write wins (writes of one superstep are applied in task order)."""
     return new
+
+
+def latest_write(state: Any, writes: Sequence[Any]) -> Any:
+    """DeltaChannel reducer with :func:`last_value`'s meaning (``handoff``): the newest of a batch of writes wins
+    (batching-invariant by construction). As a DeltaChannel the value is stored once, in the write that set it, instead
+    of in every checkpoint the thread takes until it changes again."""
+    return writes[-1] if writes else state
 
 
 def keep_first(old: Any, new: Any) -> Any:
@@ -146,7 +155,10 @@ class SupportState(TypedDict, total=False):
     handoff_path: Annotated[list[dict], DeltaChannel(append_batch, snapshot_frequency=SNAPSHOT_EVERY)]
     handoff_count: Annotated[int, max_int]
     state_version: Annotated[int, max_int]
-    handoff: Annotated[dict | None, last_value]
+    # the current HandoffPacket (None: no packet). A continuing turn's entry node writes one every turn (facts and open
+    # questions carried on), so as a plain channel every checkpoint of the thread held a copy (~0.75 kB x 4 a turn,
+    # bench/storage.py); as a DeltaChannel it is stored once per write. Before any write it reads as {} (no packet).
+    handoff: Annotated[dict, DeltaChannel(latest_write, snapshot_frequency=SNAPSHOT_EVERY)]
     task: Annotated[TaskState | None, last_value]
     pending_approval: Annotated[dict | None, last_value]
     # per-thread bookkeeping

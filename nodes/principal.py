@@ -139,9 +139,16 @@ def resolve_principal(runtime: Any, config: Mapping | None = None) -> Resolution
                 return Resolution(p, f"the run context names {claimed.ref} but the server authenticated {p.ref}")
         return Resolution(p)
     try:
-        return Resolution((ctx or RunContext()).principal())
+        return Resolution(ctx.principal() if ctx is not None else _default_principal())
     except ValueError as exc:
         return Resolution(None, str(exc))
+
+
+@functools.lru_cache(maxsize=1)
+def _default_principal() -> Principal:
+    """The principal of a run without a context: ``RunContext()``'s (the demo customer), built once; a new
+    ``RunContext()`` per node visit drew a random request id each time for nothing (issue 14, per-handoff cost)."""
+    return RunContext().principal()
 
 
 def acting_context(state: Mapping, runtime: Any, config: Mapping | None = None) -> RunContext:
