@@ -121,15 +121,17 @@ def _report_model_error(r) -> bool:
 def _print_turn(r) -> None:
     who = r.agent or "?"
     if r.status == "awaiting_approval":
-        if r.text:  # an answer while paused (the cancel question, a status answer)
-            console.print(f"[bold green]{who}[/]: {_safe(r.text)}", highlight=False)
+        # the customer's text: that it waits for approval, or an answer while paused (the cancel question, a status)
+        speaker = "refunds" if who in ("human_approval", "risk", "?") else who
+        console.print(f"[bold green]{speaker}[/]: {_safe(r.text)}", highlight=False)
         p = r.pending
         need = p.approvals_required - len(p.approvals)
         who = f"{need} more approver{'s' if need > 1 else ''}" + (f" (approved so far: {', '.join(p.approvals)})"
                                                                   if p.approvals else "")
-        console.print(f"[yellow]⏸ paused[/]: refund {p.refund_id} of {p.amount} for {p.transaction_id} "
-                      f"waits for {who} ({'; '.join(p.risk_flags) or 'review'}). "
-                      f"An approver decides with: switchboard resume {r.thread_id} --approve --as NAME", highlight=False)
+        console.print(f"[yellow]⏸ paused[/]: waiting for approval of refund {p.refund_id}", highlight=False)
+        # for the operator (stderr, not the customer's answer): what it waits for and the approver's command
+        err.print(f"[dim]operator: refund {p.refund_id} waits for {who} ({'; '.join(p.risk_flags) or 'review'}). "
+                  f"An approver decides with: switchboard resume {r.thread_id} --approve --as NAME[/]", highlight=False)
     else:
         style = {"fallback": "red", "clarify": "yellow"}.get(r.status, "green")
         console.print(f"[bold {style}]{who}[/]: {_safe(r.text)}")

@@ -17,6 +17,7 @@ top to bottom (:meth:`AgentVisit.run`):
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -33,6 +34,7 @@ from graph.context import RunContext
 from graph.packet import HandoffRecord, render_packet
 from graph.state import add_usage, ensure_ids, usage_of
 from nodes.deps import Deps
+from nodes.desk_knowledge import social_answers
 from nodes.handoff_tools import ROUTE_TOOL, handoff_tool, route_tool
 from nodes.instrumentation import emit, note
 from nodes.models import describe_model_error, model_name
@@ -471,6 +473,14 @@ class AgentVisit:
         previous = [str(m.content) for m in desk_answers(self.messages) if m.name == self.agent]
         if not previous:
             return text
+        if text in social_answers():  # a second thanks gets "You're welcome!" again, without asking its question again
+            if not any(same_answer(text, p) for p in previous):
+                return text
+            short = " ".join(x for x in re.split(r"(?<=[.!?])\s+", text) if not x.endswith("?")) or text
+            last = self.new[-1]
+            if isinstance(last, AIMessage) and not last.tool_calls:
+                self.new[-1] = last.model_copy(update={"content": short})
+            return short
         if self.agent != CLARIFY:
             previous = previous[-1:]  # a specialist never repeats its previous answer; clarify never any question
         asked = open_question_of(previous[-1])

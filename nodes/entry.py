@@ -25,6 +25,7 @@ from graph.context import RunContext
 from graph.errors import AccessDenied
 from graph.packet import HandoffRecord
 from nodes.deps import Deps
+from nodes.desk_knowledge import SOCIAL_TOPICS, load_knowledge, social_topic
 from nodes.instrumentation import emit
 from nodes.packets import build_packet
 from nodes.principal import acting_context, resolve_principal
@@ -32,7 +33,7 @@ from nodes.transcript import desk_answers, last_user_text, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
 from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE
 from policies.entry import NEW_TOPIC_CONFIDENCE, EntryDecision, choose_entry, scope_of
-from policies.replies import classify_reply, listed_items_of, open_question_of
+from policies.replies import classify_reply, listed_items_of, open_question_of, refers_back
 
 __all__ = ["make_entry_node", "make_access_denied_node", "turn_verdict", "incoming_messages", "decide_entry"]
 
@@ -48,9 +49,23 @@ def incoming_messages(messages: list[Any]) -> list[Any]:
     return out[::-1]
 
 
+def _clarify_rounds(earlier: list[Any]) -> int:
+    """Clarify's answers in a row at the end of ``earlier`` that asked the customer to clarify: its conversational
+    answers (to a greeting, thanks or goodbye, ``nodes.desk_knowledge.SOCIAL_TOPICS``) are not rounds without
+    progress."""
+    social = {load_knowledge().conversational.get(t) for t in SOCIAL_TOPICS}
+    rounds = 0
+    for m in reversed(earlier):
+        if m.name != CLARIFY:
+            break
+        rounds += str(m.content) not in social
+    return rounds
+
+
 def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[EntryDecision, dict]:
     """Gather the inputs of ``policies.entry.choose_entry`` from the thread's state (the previous answer, its open
-    question and listed items, the reply kind, the router, clarify rounds) and decide. Returns the decision and its
+    question and listed items, the reply kind, the router, clarify rounds — none for a greeting, thanks or goodbye, which
+    clarify answers) and decide. Returns the decision and its
     inputs (the ``detail`` of the ``entry_decided`` event)."""
     messages = list(state.get("messages") or [])
     incoming = incoming_messages(messages)
@@ -67,20 +82,17 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     # a message has a topic of its own when the router is sure of a specialist or of "not served here"
     own_topic = routed is not None and confidence >= NEW_TOPIC_CONFIDENCE and scope != "conversational"
     reply = classify_reply(text, listed, has_topic=own_topic)
-    rounds = 0
-    for m in reversed(earlier):
-        if m.name != CLARIFY:
-            break
-        rounds += 1
+    rounds = 0 if social_topic(route) else _clarify_rounds(earlier)
     task = dict(state.get("task") or {})
     decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,
                             identity_changed=identity_changed, available=deps.available, task_status=task.get("status"),
                             reply=reply.kind, open_question=question, clarify_rounds=rounds,
-                            scope=scope)
+                            scope=scope, refers_back=refers_back(text, listed))
     return decision, {
         "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
         "scope": scope, "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
-        "clarify_rounds": rounds, "task_status": task.get("status"), "identity_changed": identity_changed}
+        "clarify_rounds": rounds, "refers_back": refers_back(text, listed), "task_status": task.get("status"),
+        "identity_changed": identity_changed}
 
 
 def turn_verdict(state: dict, runtime: Runtime[RunContext], deps: Deps) -> tuple[AuthzDecision, Any]:
