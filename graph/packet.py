@@ -12,20 +12,32 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["PACKET_SCHEMA_VERSION", "Fact", "Constraints", "HandoffPacket", "HandoffRecord", "render_packet"]
+__all__ = ["PACKET_SCHEMA_VERSION", "Fact", "Constraints", "HandoffPacket", "HandoffRecord", "render_packet",
+           "observed_now"]
 
 #: Version of the HandoffPacket schema; bump on any incompatible field change of the packet.
 PACKET_SCHEMA_VERSION = 1
 
 
+def observed_now() -> str:
+    """Now as the ``observed_at`` of a fact: UTC ISO-8601 to the second, ``"2026-11-30T23:20:57+00:00"``."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
 class Fact(BaseModel):
     """One known fact with its provenance: what the user said is not what the system verified, and what a model
-    wrote into a handoff (``model_written``) is neither: nobody vouches for it until a tool confirms it."""
+    wrote into a handoff (``model_written``) is neither: nobody vouches for it until a tool confirms it.
+
+    A system-verified fact is dated: ``observed_at`` is when a business tool read it, and it travels unchanged from
+    packet to packet, so a fact verified in an earlier turn says "as of" then, not now (issue 13: facts carried in
+    packets are re-read or dated; statuses are re-read as well)."""
 
     model_config = ConfigDict(frozen=True)
     key: str = Field(description="snake_case name, e.g. transaction_id, amount, merchant")
     value: str = Field(description="the value as text (amounts as '4.50 GBP')")
     source: Literal["user_said", "system_verified", "model_written"] = Field(description="who vouches for the value")
+    observed_at: str | None = Field(default=None, description="UTC ISO-8601 time a business tool read the value "
+                                    "(system-verified facts); None for what someone said or wrote")
 
 
 class Constraints(BaseModel):
@@ -96,7 +108,9 @@ def render_packet(packet: dict) -> str:
              f"Objective: {packet.get('objective')}", f"Reason: {packet.get('reason')}"]
     facts = packet.get("known_facts") or []
     if facts:
-        lines.append("Known facts: " + "; ".join(f"{f['key']}={f['value']} ({f['source']})" for f in facts))
+        lines.append("Known facts: " + "; ".join(
+            f"{f['key']}={f['value']} ({f['source']}" + (f", as of {f['observed_at']}" if f.get("observed_at") else "")
+            + ")" for f in facts))
     if packet.get("open_questions"):
         lines.append("Open questions: " + "; ".join(packet["open_questions"]))
     if packet.get("sender_note"):

@@ -31,7 +31,7 @@ from langgraph.types import Command
 
 from graph.agent_as_tool import ExpertTask, SupervisorPlan
 from graph.context import RunContext
-from graph.packet import HandoffRecord, render_packet
+from graph.packet import HandoffRecord, observed_now, render_packet
 from graph.state import add_usage, ensure_ids, usage_of
 from nodes.deps import Deps
 from nodes.desk_knowledge import social_answers
@@ -537,7 +537,10 @@ class AgentVisit:
 
     def _tool_message(self, call_id: str, name: str, content: str | dict) -> ToolMessage:
         text = content if isinstance(content, str) else json.dumps(content, default=str)
-        return ToolMessage(content=text, tool_call_id=call_id, name=self.call_names.get(call_id, name))
+        # when the result was read: the date of the facts found in it (``nodes.facts.collect_facts``); never sent to a
+        # model server (response_metadata stays local)
+        return ToolMessage(content=text, tool_call_id=call_id, name=self.call_names.get(call_id, name),
+                           response_metadata={"observed_at": observed_now()})
 
 
 #: The refusal of a side-effect call made in the same model message after a refund that now waits for its risk check.

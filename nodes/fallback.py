@@ -70,6 +70,19 @@ def _money_text(value: str, facts: dict[str, str]) -> str:
 _SOURCE_NOTE = {"user_said": " (you told us)", "model_written": " (noted, not yet checked)"}
 
 
+def _as_of(fact: dict) -> str:
+    """`` (as of 30 Nov 23:20 UTC)`` for a system-verified fact with its ``observed_at``; "" otherwise."""
+    from checkpoints.business import parse_iso
+
+    if fact.get("source") != "system_verified" or not fact.get("observed_at"):
+        return ""
+    try:
+        dt = parse_iso(str(fact["observed_at"]))
+    except (TypeError, ValueError):
+        return ""
+    return f" (as of {dt.day} {dt.strftime('%b')} {dt.strftime('%H:%M')} UTC)"
+
+
 def fallback_text(packet: dict | None) -> str:
     """The customer-facing fallback answer for ``packet`` (a HandoffPacket dict or None): the reason in customer words
     (:func:`customer_reason`), the facts so far without internal record ids, and the open questions."""
@@ -86,7 +99,7 @@ def fallback_text(packet: dict | None) -> str:
     if facts:
         parts.append("What we know so far: " + "; ".join(
             customer_fact(str(f["key"]), str(f["value"]), values) + _SOURCE_NOTE.get(str(f.get("source")), "")
-            for f in facts) + ".")
+            + _as_of(f) for f in facts) + ".")
     questions = list(packet.get("open_questions") or [])
     if questions:
         parts.append("Still open: " + " ".join(questions))

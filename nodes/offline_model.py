@@ -47,7 +47,7 @@ _REFUND_RE = re.compile(r"\b(refund|money back|reimburs\w*|get (it|that|this) ba
 _CLARIFY_QUESTION = ("I'm not sure I understood. Is this about a card, a payment or charge, a refund, a transfer, "
                      "your account, or our fees and limits?")
 _TX_ID = re.compile(r"\btx_\w+")
-_FACT_LINE = re.compile(r"(\w+)=([^;()]+?) \((user_said|system_verified|model_written)\)")
+_FACT_LINE = re.compile(r"(\w+)=([^;()]+?) \((user_said|system_verified|model_written)(?:, as of [^)]+)?\)")
 
 
 def wants_refund(text: str) -> bool:

@@ -142,3 +142,39 @@ def test_lost_card_on_a_paused_thread_is_frozen_and_the_approval_stays_pending(d
     audit = store.audit_entries(action="urgent_freeze_while_paused", limit=5)
     assert audit and audit[0].detail["frozen_last4"] == "4242"
     assert "You're welcome!" in conv.send("thanks").text and conv.pending() == before
+
+
+# ---------------------------------------------------------------- facts in packets are dated (issue 13 §1, last bullet)
+def test_a_verified_fact_from_an_earlier_turn_keeps_its_original_date(desk, monkeypatch):
+    import nodes.agent
+    from graph.packet import render_packet
+
+    monkeypatch.setattr(nodes.agent, "observed_now", lambda: "2026-01-02T03:04:05+00:00")
+    conv = Conversation("dated", desk=desk)
+    conv.send("I don't recognise tx_1005")  # billing reads tx_1005 "at" 03:04:05 on 2 Jan
+    monkeypatch.setattr(nodes.agent, "observed_now", lambda: "2026-01-03T00:00:00+00:00")
+    conv.send("no")  # next turn: entry keeps billing and carries the facts in its packet
+    packet = conv.state["handoff"]
+    facts = {f["key"]: f for f in packet["known_facts"]}
+    assert facts["transaction_id"]["source"] == "system_verified"
+    assert facts["transaction_id"]["observed_at"] == "2026-01-02T03:04:05+00:00"  # its own date, not this turn's
+    assert facts["merchant"]["observed_at"] == "2026-01-02T03:04:05+00:00"
+    assert "transaction_id=tx_1005 (system_verified, as of 2026-01-02T03:04:05+00:00)" in render_packet(packet)
+    text = fallback_text(packet)
+    assert "transaction: tx_1005 (as of 2 Jan 03:04 UTC)" in text
+
+
+def test_a_fact_read_again_gets_the_new_date(desk, monkeypatch):
+    import nodes.agent
+
+    monkeypatch.setattr(nodes.agent, "observed_now", lambda: "2026-01-02T00:00:00+00:00")
+    conv = Conversation("redated", desk=desk)
+    conv.send("where is my refund?")
+    monkeypatch.setattr(nodes.agent, "observed_now", lambda: "2026-01-05T00:00:00+00:00")
+    conv.send("any news on it?")  # refunds re-reads the status: the status fact is dated now
+    facts = {f["key"]: f for f in conv.state["handoff"]["known_facts"]}
+    assert facts["refund_status"]["observed_at"] == "2026-01-02T00:00:00+00:00"  # the packet the turn started with
+    from nodes.facts import collect_facts
+
+    dated = {f.key: f.observed_at for f in collect_facts(list(conv.state["messages"])) if f.source == "system_verified"}
+    assert dated["refund_status"] == "2026-01-05T00:00:00+00:00"
