@@ -7,13 +7,14 @@ plain JSON dict (``HandoffPacket.model_dump(mode="json")``) so checkpoints need 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["PACKET_SCHEMA_VERSION", "Fact", "Constraints", "HandoffPacket", "HandoffRecord", "render_packet",
-           "observed_now"]
+           "observed_now", "step_number", "number_steps"]
 
 #: Version of the HandoffPacket schema; bump on any incompatible field change of the packet.
 PACKET_SCHEMA_VERSION = 1
@@ -86,7 +87,8 @@ class HandoffRecord(BaseModel):
     """One hop of the handoff path (kept in state, in order)."""
 
     model_config = ConfigDict(frozen=True)
-    hop: int = Field(description="1-based hop number within the thread (entry and flow records repeat the last number)")
+    hop: int = Field(description="1-based step number within its turn (:func:`step_number`): the entry is step 1, "
+                     "each handoff, approval-flow step or fallback the next; the hop budget is per turn too")
     turn: int
     from_agent: str
     to_agent: str
@@ -97,6 +99,26 @@ class HandoffRecord(BaseModel):
     handoff_id: str | None = None
     packet: dict | None = Field(default=None,
                                 description="the HandoffPacket that travelled with this hop (handoffs and fallback)")
+
+
+def number_steps(turns: Iterable[int]) -> list[int]:
+    """The step number of each item of a path given the turn of each, in order: numbers restart at 1 with each turn
+    (the hop budget is per turn). ``[1, 1, 1, 2, 2] -> [1, 2, 3, 1, 2]``. The one numbering of hops: the records of
+    ``handoff_path`` (:func:`step_number`), the events (``handoff_accepted`` and ``agent_started`` carry the record's
+    number), ``switchboard trace`` and ``switchboard draw --thread`` (``graph.drawing.run_path``)."""
+    out: list[int] = []
+    counts: dict[int, int] = {}
+    for turn in turns:
+        counts[turn] = counts.get(turn, 0) + 1
+        out.append(counts[turn])
+    return out
+
+
+def step_number(path: Sequence[Mapping[str, object]], turn: int) -> int:
+    """The number the next step of ``turn`` gets after ``path`` (the thread's ``handoff_path`` so far, records as
+    dicts): one more than that turn's records (:func:`number_steps`), so approval-flow steps after a resume go on from
+    the pause instead of repeating its number."""
+    return number_steps([*(int(str(h.get("turn") or 0)) for h in path), turn])[-1]
 
 
 def render_packet(packet: dict) -> str:

@@ -31,7 +31,7 @@ from langgraph.types import Command
 
 from graph.agent_as_tool import ExpertTask, SupervisorPlan
 from graph.context import RunContext
-from graph.packet import HandoffRecord, observed_now, render_packet
+from graph.packet import HandoffRecord, observed_now, render_packet, step_number
 from graph.state import add_usage, ensure_ids, usage_of
 from nodes.deps import Deps
 from nodes.desk_knowledge import social_answers
@@ -367,8 +367,9 @@ class AgentVisit:
         return self._handoff_command(winner.target, decision.packets[winner.call_id], extra)
 
     def _handoff_command(self, target: str, packet: dict, extra: Mapping[str, Any] | None = None) -> Command:
-        hop = int(self.state.get("handoff_count") or 0) + 1
-        record = HandoffRecord(hop=hop, turn=self.turn, from_agent=self.agent, to_agent=target, kind="handoff",
+        hop = int(self.state.get("handoff_count") or 0) + 1  # handoffs in the thread (metrics)
+        step = step_number(self.state.get("handoff_path") or [], self.turn)
+        record = HandoffRecord(hop=step, turn=self.turn, from_agent=self.agent, to_agent=target, kind="handoff",
                                reason=packet["reason"], handoff_id=packet["handoff_id"], packet=packet).model_dump()
         task = dict(self.task)
         if task:
@@ -376,7 +377,7 @@ class AgentVisit:
             task["owner_version"] = int(task.get("owner_version") or 0) + 1
         forwarded = shape_history(self.messages + self.new, policy_for_edge(self.agent, target, self.deps.history),
                                   render_packet(packet))
-        emit("handoff_accepted", from_agent=self.agent, to_agent=target, reason=packet["reason"], hop=hop,
+        emit("handoff_accepted", from_agent=self.agent, to_agent=target, reason=packet["reason"], hop=step,
              handoff_id=packet["handoff_id"], history_items=len(forwarded), state_version=self.version)
         update = self._base_update() | {
             "active_agent": target,
@@ -460,8 +461,9 @@ class AgentVisit:
         pa = {"refund_id": refund_id, "task_id": self.task.get("task_id", ""),
               "handoff_id": packet_in.get("handoff_id"), "transaction_id": refund.get("transaction_id"),
               "amount": refund.get("amount"), "stage": "risk"}
-        record = HandoffRecord(hop=int(self.state.get("handoff_count") or 0), turn=self.turn, from_agent=self.agent,
-                               to_agent="risk", kind="flow", reason=f"refund {refund_id} requested").model_dump()
+        record = HandoffRecord(hop=step_number(self.state.get("handoff_path") or [], self.turn), turn=self.turn,
+                               from_agent=self.agent, to_agent="risk", kind="flow",
+                               reason=f"refund {refund_id} requested").model_dump()
         return Command(goto="risk", update=self._base_update() | {"pending_approval": pa, "handoff_path": [record],
                                                                    "task": self.task or None})
 
@@ -519,7 +521,7 @@ class AgentVisit:
         packet = build_packet(source=self.agent, target=FALLBACK, reason=reason, objective=self.user_text,
                               messages=self.messages + self.new, ctx=self.ctx, thread_id=self.thread_id,
                               task=self.task, trace_id=self.ctx.request_id, carried=self.packet_in)
-        record = HandoffRecord(hop=int(self.state.get("handoff_count") or 0) + 1, turn=self.turn,
+        record = HandoffRecord(hop=step_number(self.state.get("handoff_path") or [], self.turn), turn=self.turn,
                                from_agent=self.agent, to_agent=FALLBACK, kind="fallback", reason=reason,
                                handoff_id=packet["handoff_id"], packet=packet).model_dump()
         update = self._base_update() | {"handoff": packet, "handoff_path": [record], "visited_agents": [FALLBACK]}

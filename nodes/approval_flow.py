@@ -37,7 +37,7 @@ from checkpoints.business import BusinessRuleError, NotFoundError, StaleVersionE
 from graph.approval import ApprovalRequest, parse_decision
 from graph.context import SYSTEM_RISK_POLICY, Principal, RunContext
 from graph.errors import AccessDenied, InputError
-from graph.packet import Fact, HandoffPacket, HandoffRecord, observed_now
+from graph.packet import Fact, HandoffPacket, HandoffRecord, observed_now, step_number
 from graph.state import ensure_ids
 from nodes.deps import Deps
 from nodes.instrumentation import emit
@@ -73,7 +73,8 @@ def decision_key(raw: Any, task_id: str, index: int) -> str:
 
 
 def _record(state: dict, source: str, target: str, reason: str) -> dict:
-    return HandoffRecord(hop=int(state.get("handoff_count") or 0), turn=int(state.get("turn") or 0),
+    turn = int(state.get("turn") or 0)
+    return HandoffRecord(hop=step_number(state.get("handoff_path") or [], turn), turn=turn,
                          from_agent=source, to_agent=target, kind="flow", reason=reason).model_dump()
 
 

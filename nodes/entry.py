@@ -23,7 +23,7 @@ from langgraph.types import Command
 from checkpoints.business import StoreError
 from graph.context import RunContext
 from graph.errors import AccessDenied
-from graph.packet import HandoffRecord
+from graph.packet import HandoffRecord, step_number
 from nodes.deps import Deps
 from nodes.desk_knowledge import SOCIAL_TOPICS, load_knowledge, social_topic
 from nodes.instrumentation import emit
@@ -154,9 +154,11 @@ def make_entry_node(deps: Deps):
         continuing = target == state.get("active_agent") and task.get("status") == "open"
         if not continuing and target not in (FALLBACK, OUT_OF_SCOPE):  # out of scope opens no task
             task = {"task_id": f"task_{uuid.uuid4().hex[:12]}", "status": "open", "current_owner": target, "owner_version": 1}
-        emit("entry_decided", turn=turn, task_id=task.get("task_id"), to_agent=target, reason=decision.reason, detail=inputs)
+        emit("entry_decided", turn=turn, task_id=task.get("task_id"), to_agent=target, reason=decision.reason,
+             detail={**inputs, "hop": step_number(state.get("handoff_path") or [], turn)})
         packet = _entry_packet(state, runtime, decision, task, inputs.get("open_question"))
-        record = HandoffRecord(hop=int(state.get("handoff_count") or 0), turn=turn, from_agent="entry", to_agent=target,
+        record = HandoffRecord(hop=step_number(state.get("handoff_path") or [], turn), turn=turn, from_agent="entry",
+                               to_agent=target,
                                kind="entry", reason=decision.reason,
                                packet=packet if target == FALLBACK else None).model_dump()
         return Command(goto=target, update={
