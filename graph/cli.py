@@ -34,6 +34,7 @@ from graph.cli_output import (
     pending_dict,
     print_json,
     print_rows,
+    print_table,
     print_training_report,
     turn_dict,
 )
@@ -399,7 +400,7 @@ def trace(
               "interrupt": "yellow", "resumed": "yellow", "run_started": "dim", "run_completed": "green"}
     for i, (e, turn) in enumerate(zip(evts, turns_of(evts)), start=1):
         table.add_row(str(i), e.ts[11:23], str(turn or ""), e.kind, e.agent or "", show(describe(e)), style=styles.get(e.kind))
-    console.print(table)
+    print_table(console, table)
 
 
 @app.command()
@@ -452,11 +453,11 @@ def stats(
             "approval_pause_ratio", "duplicate_side_effects_blocked", "repeated_question_rate"]
     for (name, value, counts), key in zip(rows, keys):
         table.add_row(name, value, counts, METRIC_DEFINITIONS[key])
-    console.print(table)
+    print_table(console, table)
     per = Table("agent", "visits", "errors", "error rate", "timeouts", "timeout rate", title="per agent")
     for agent, a in st.per_agent.items():
         per.add_row(agent, str(a.visits), str(a.errors), pct(a.error_rate), str(a.timeouts), pct(a.timeout_rate))
-    console.print(per)
+    print_table(console, per)
     if st.input_tokens is not None:
         console.print(f"tokens: {st.input_tokens} in, {st.output_tokens} out")
 
@@ -681,7 +682,7 @@ def _print_report(report) -> None:
     for agent, row in zip(report.confusion_rows, report.confusion):
         score = report.per_agent[agent]
         table.add_row(agent, *[str(n) for n in row], f"{score.recall:.3f}" if score.support else "-")
-    console.print(table)
+    print_table(console, table)  # piped: as wide as the cells need, no header cut at 80 columns
     console.print(f"queries: {report.queries}   agent accuracy (answering agent): [bold]{report.accuracy:.4f}[/]   "
                   f"(triage's first handoff: {report.accuracy_first_handoff:.4f})")
     console.print(f"handoffs per query: {round(report.handoffs_per_query, 3)}   p50 {report.p50_s:.4f} s   "

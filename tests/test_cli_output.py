@@ -170,3 +170,41 @@ def test_trace_and_events_number_hops_like_draw(paused, monkeypatch) -> None:
     out = CliRunner().invoke(app, ["trace", "p", "--as", "ann"]).output
     assert out.count("step 1 entry → ") == 2 and "(step 2 of the turn" in out
     assert "(step 4 from risk" in out and "(step 5 from human_approval" in out and "(step 6 from refund_execute" in out
+
+
+def test_route_confusion_table_is_not_cut_when_piped(isolated_home, tmp_path, monkeypatch) -> None:
+    """Issue 13 §3: ``route``'s confusion table used to be cut at 80 columns (headers such as "transfe…") when stdout
+    was a pipe; piped, it is as wide as its cells need, even with a narrow terminal (COLUMNS=40) or none."""
+    from tests.test_route_no_specialist import _write
+
+    csv, amap = _write(tmp_path)
+    monkeypatch.setattr(cli, "console", Console())  # stdout as CliRunner gives it: not a terminal
+    for columns in ("40", None):
+        if columns:
+            monkeypatch.setenv("COLUMNS", columns)
+        else:
+            monkeypatch.delenv("COLUMNS", raising=False)
+        r = CliRunner().invoke(app, ["route", str(csv), "--labels", str(amap)])
+        assert r.exit_code == 0, r.output
+        header = next(line for line in r.stdout.splitlines() if line.startswith("┃ expected"))
+        cells = {c.strip() for c in header.split("┃")}
+        assert "…" not in r.stdout, r.stdout
+        assert {"billing", "cards", "transfers", "clarify", "out_of_scope", "recall"} <= cells, header
+        assert len(header) > 80 and all(len(line) <= len(header) for line in r.stdout.splitlines()[:8])
+
+
+def test_print_table_fits_a_terminal_and_not_a_pipe(capsys) -> None:
+    from rich.table import Table
+
+    from graph.cli_output import print_table
+
+    def table() -> Table:
+        t = Table("expected", *[f"column_{i}_long_name" for i in range(8)])
+        t.add_row("x", *["1"] * 8)
+        return t
+
+    print_table(Console(width=60, force_terminal=False), table())
+    piped = capsys.readouterr().out
+    assert all(f"column_{i}_long_name" in piped for i in range(8))
+    print_table(Console(width=60, force_terminal=True, color_system=None), table())  # a terminal: fitted to 60 columns
+    assert max(len(line) for line in capsys.readouterr().out.splitlines()) <= 60
