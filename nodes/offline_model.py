@@ -34,7 +34,7 @@ from nodes.prompts import agent_from_prompt
 from policies.compound import COMPOUND_THRESHOLD, CompoundDecision, detect_compound, split_requests
 
 __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE", "SAFETY_REASON",
-           "SAFETY_REASON_AFTER", "DISPUTE_REASON", "is_safety_report"]
+           "SAFETY_REASON_AFTER", "DISPUTE_REASON", "DUPLICATE_REASON", "is_safety_report"]
 
 #: A specialist hands a fresh request on when the router gives another agent at least this probability.
 MISROUTE_CONFIDENCE = 0.6
@@ -81,7 +81,7 @@ def approval_outcome_text(facts: dict[str, str]) -> str:
     status = facts.get("refund_status", "")
     who = facts.get("decided_by")
     if status == "executed":
-        return f"Good news: {what} has been approved and paid back to your account. You'll see it as a credit shortly."
+        return f"Good news: {what} has been approved and paid back to your account; the money is already in your balance."
     if status == "rejected":
         why = facts.get("decision_note")
         return (f"I'm sorry, {what} was not approved" + (f" ({why})" if why else "")
@@ -103,6 +103,8 @@ def approval_outcome_text(facts: dict[str, str]) -> str:
 SAFETY_REASON = "safety first: a lost, stolen or compromised card is frozen before anything else"
 #: Billing's handoff reason when the customer agreed to dispute a payment they did not make (refunds opens the request).
 DISPUTE_REASON = "the customer agreed to dispute a payment they did not make"
+#: Billing's handoff reason when the customer agreed to refund the duplicate charge billing found.
+DUPLICATE_REASON = "the customer agreed to refund the duplicate charge billing found"
 #: The cards agent's handoff reason when it passes the rest of such a request on after the freeze.
 SAFETY_REASON_AFTER = "the card is frozen; the customer's other question follows"
 
@@ -155,7 +157,7 @@ def _safety_context(system: str, user_text: str, from_specialist: bool) -> tuple
     """After the cards agent froze a card and handed the rest of a compound request on, or billing handed on a dispute
     the customer agreed to: the text to work on (the packet's objective) and the sentence confirming the freeze;
     otherwise ``(user_text, "")``."""
-    if from_specialist and re.search(rf"^Reason: {DISPUTE_REASON}", system, re.M):
+    if from_specialist and re.search(rf"^Reason: (?:{DISPUTE_REASON}|{DUPLICATE_REASON})", system, re.M):
         objective = re.search(r"^Objective: (.+)$", system, re.M)
         return (objective.group(1).strip() if objective else user_text), ""
     if not (from_specialist and re.search(rf"^Reason: {SAFETY_REASON_AFTER}", system, re.M)):
@@ -288,7 +290,8 @@ class OfflineChatModel(BaseChatModel):
         (``playbook.dispute_offer``): a yes (or "I didn't make it") hands the dispute to refunds with the payment as
         the objective — a refund request through the usual eligibility check, risk rules and approval; a no leaves the
         payment alone. None otherwise (the turn goes on as usual)."""
-        offered = re.search(r"^Open questions:.*\bShall I dispute (tx_\w+)\b", system, re.M)
+        offered = re.search(r"^Open questions:.*\bShall I (dispute|ask our refunds team to refund the duplicate,) "
+                            r"(tx_\w+)\b", system, re.M)
         if offered is None:
             if not playbook.DISPUTE_WHICH_RE.search(system) or _TX_ID.search(user_text):
                 return None
@@ -298,16 +301,18 @@ class OfflineChatModel(BaseChatModel):
             # the customer names the payment some other way ("the Tesco one"): look further back than the list shown
             return AIMessage(content="", tool_calls=[_call("list_recent_transactions", {"limit": 20})]) \
                 if "list_recent_transactions" in names else None
-        tx, text = offered.group(1), user_text.lower()
+        duplicate, tx, text = offered.group(1) != "dispute", offered.group(2), user_text.lower()
         if playbook.is_plain_no(text):
             return AIMessage(content=f"All right: I've left {tx} as it is. Tell me if anything else looks wrong.")
         agreed = playbook.is_plain_yes(text) or bool(re.search(r"\b(?:didn'?t|did not|never) (?:make|made)\b|\bdispute\b",
                                                               text))
         if not agreed or "transfer_to_refunds" not in names:
             return None
+        objective = f"refund the duplicate charge {tx}" if duplicate else \
+            f"dispute {tx}: the customer did not make this payment and wants the money back"
         return AIMessage(content="", tool_calls=[_call("transfer_to_refunds", {
-            "reason": DISPUTE_REASON, "objective": f"dispute {tx}: the customer did not make this payment and wants the "
-                                                   "money back", "facts": {"transaction_id": tx}})])
+            "reason": DUPLICATE_REASON if duplicate else DISPUTE_REASON, "objective": objective,
+            "facts": {"transaction_id": tx}})])
 
     def _after_safety(self, user_text: str, names: set[str], results: dict[str, dict]) -> AIMessage | str | None:
         """After the cards agent froze a card for a compound request: hand the other questions to their agent (with the

@@ -66,7 +66,7 @@ _DUPLICATE = (r"\btwice\b", r"\bdouble[ -]?(?:charged|charge|billed|payment)", r
               r"\bcharged (?:me )?two times\b", r"\bcharged (?:me )?again\b")
 _MONEY_BACK = (r"\brefund(?!able)", r"\bmoney back\b", r"\breimburs", r"\bget (?:it|this|that|them) back\b",
                r"\breturn (?:my|the) money\b", r"\bpay (?:me )?back\b", r"\bcompensat")
-_REFUND_WHERE = (r"\bwhere(?:'s| is| can| do| will)\b", r"\b(?:see|check|track)\b.*\brefund", r"\bstatus\b",
+_REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all) (?:other )?refunds\b", r"\b(?:see|check|track)\b.*\brefund", r"\bstatus\b",
                  r"\bnot (?:showing|arrived|received|there)\b",
                  r"\bhaven'?t (?:got|received|seen)\b", r"\bstill (?:waiting|not|no)\b",
                  r"\bwhen will\b", r"\bhas(?:n'?t| not)\b.*\b(?:arrived|come|appeared)",
@@ -172,6 +172,8 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
         return None
     tx_id = facts.get("transaction_id")
     wants_status = _has(text, *_REFUND_WHERE) and not _has(text, *_DUPLICATE)
+    if wants_status and _has(text, r"\b(?:other|all|my) refunds\b"):
+        return plan("refund_status")  # every refund, not only the one carried from earlier
     if facts.get("refund_id") and (wants_status or not tx_id):
         return plan("refund_status", refund_id=facts["refund_id"])
     if wants_status:
@@ -349,8 +351,10 @@ def _render_find_duplicate_charges(result: dict[str, Any], text: str) -> str:
         parts.append(line)
     head = ("I found a duplicate charge. " if len(pairs) == 1
             else f"I found {len(pairs)} duplicate charges. ")
-    tail = "" if all(p.get("existing_refund") for p in pairs) else \
-        " The duplicate can be refunded; our refunds team handles that."
+    open_pairs = [p for p in pairs if not p.get("existing_refund")]
+    tail = "" if not open_pairs else \
+        f" Shall I ask our refunds team to refund the duplicate, {open_pairs[0]['duplicate']['id']}?" \
+        if len(open_pairs) == 1 else " The duplicates can be refunded; our refunds team handles that."
     return head + " ".join(parts) + tail
 
 
@@ -519,6 +523,8 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
             parts.append(rendered)
     intent = resolve_intent(agent, user_text, hint)
     record_specific = {"unfreeze_card", "explain_transaction", "transfer_status", "check_refund_eligibility"} & set(names)
+    if intent is not None and intent.key == "cancel_transfer":
+        record_specific.discard("transfer_status")  # "can I cancel it?": the transfer's status, then how to cancel
     if intent is not None and intent.answer and not record_specific and (intent.tool is None or intent.tool in names
                                                  or (intent.kind == "freeze" and "card_status" in names)):
         parts.append(intent.answer)

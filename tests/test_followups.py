@@ -37,7 +37,8 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     ("refund-yes-stop", [("I want a refund for tx_1008", "refunds"), ("yes", "refunds"), ("stop", "refunds")]),
     ("refund-then-card", [("where is my refund?", "refunds"), ("my card was stolen", "cards")]),
     # billing
-    ("billing-yes", [(TWICE, "billing"), ("yes go ahead", "billing")]),
+    # billing asks "Shall I ask our refunds team to refund the duplicate, tx_1008?": a yes opens it (issue 13 review)
+    ("billing-yes", [(TWICE, "billing"), ("yes go ahead", "refunds")]),
     ("billing-which-duplicate", [(UNKNOWN_CHARGE, "billing"), ("and which one was the duplicate?", "billing")]),
     ("billing-choice-merchant", [(UNKNOWN_CHARGE, "billing"), ("the Uber one", "billing")]),
     ("billing-choice-id", [(UNKNOWN_CHARGE, "billing"), ("tx_1010", "billing")]),
