@@ -66,7 +66,8 @@ _DUPLICATE = (r"\btwice\b", r"\bdouble[ -]?(?:charged|charge|billed|payment)", r
               r"\bcharged (?:me )?two times\b", r"\bcharged (?:me )?again\b")
 _MONEY_BACK = (r"\brefund(?!able)", r"\bmoney back\b", r"\breimburs", r"\bget (?:it|this|that|them) back\b",
                r"\breturn (?:my|the) money\b", r"\bpay (?:me )?back\b", r"\bcompensat")
-_REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all) (?:other )?refunds\b", r"\b(?:see|check|track)\b.*\brefund", r"\bstatus\b",
+_REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all) (?:other )?refunds\b",
+                 r"\b(?:see|check|track)\b.*\brefund", r"\bstatus\b",
                  r"\bnot (?:showing|arrived|received|there)\b",
                  r"\bhaven'?t (?:got|received|seen)\b", r"\bstill (?:waiting|not|no)\b",
                  r"\bwhen will\b", r"\bhas(?:n'?t| not)\b.*\b(?:arrived|come|appeared)",
