@@ -34,6 +34,7 @@ from graph.cli_output import (
     pending_dict,
     print_json,
     print_rows,
+    print_table,
     print_training_report,
     turn_dict,
 )
@@ -121,15 +122,17 @@ def _report_model_error(r) -> bool:
 def _print_turn(r) -> None:
     who = r.agent or "?"
     if r.status == "awaiting_approval":
-        if r.text:  # an answer while paused (the cancel question, a status answer)
-            console.print(f"[bold green]{who}[/]: {_safe(r.text)}", highlight=False)
+        # the customer's text: that it waits for approval, or an answer while paused (the cancel question, a status)
+        speaker = "refunds" if who in ("human_approval", "risk", "?") else who
+        console.print(f"[bold green]{speaker}[/]: {_safe(r.text)}", highlight=False)
         p = r.pending
         need = p.approvals_required - len(p.approvals)
         who = f"{need} more approver{'s' if need > 1 else ''}" + (f" (approved so far: {', '.join(p.approvals)})"
                                                                   if p.approvals else "")
-        console.print(f"[yellow]⏸ paused[/]: refund {p.refund_id} of {p.amount} for {p.transaction_id} "
-                      f"waits for {who} ({'; '.join(p.risk_flags) or 'review'}). "
-                      f"An approver decides with: switchboard resume {r.thread_id} --approve --as NAME", highlight=False)
+        console.print(f"[yellow]⏸ paused[/]: waiting for approval of refund {p.refund_id}", highlight=False)
+        # for the operator (stderr, not the customer's answer): what it waits for and the approver's command
+        err.print(f"[dim]operator: refund {p.refund_id} waits for {who} ({'; '.join(p.risk_flags) or 'review'}). "
+                  f"An approver decides with: switchboard resume {r.thread_id} --approve --as NAME[/]", highlight=False)
     else:
         style = {"fallback": "red", "clarify": "yellow"}.get(r.status, "green")
         console.print(f"[bold {style}]{who}[/]: {_safe(r.text)}")
@@ -417,7 +420,7 @@ def trace(
               "interrupt": "yellow", "resumed": "yellow", "run_started": "dim", "run_completed": "green"}
     for i, (e, turn) in enumerate(zip(evts, turns_of(evts)), start=1):
         table.add_row(str(i), e.ts[11:23], str(turn or ""), e.kind, e.agent or "", show(describe(e)), style=styles.get(e.kind))
-    console.print(table)
+    print_table(console, table)
 
 
 @app.command()
@@ -470,11 +473,11 @@ def stats(
             "approval_pause_ratio", "duplicate_side_effects_blocked", "repeated_question_rate"]
     for (name, value, counts), key in zip(rows, keys):
         table.add_row(name, value, counts, METRIC_DEFINITIONS[key])
-    console.print(table)
+    print_table(console, table)
     per = Table("agent", "visits", "errors", "error rate", "timeouts", "timeout rate", title="per agent")
     for agent, a in st.per_agent.items():
         per.add_row(agent, str(a.visits), str(a.errors), pct(a.error_rate), str(a.timeouts), pct(a.timeout_rate))
-    console.print(per)
+    print_table(console, per)
     if st.input_tokens is not None:
         console.print(f"tokens: {st.input_tokens} in, {st.output_tokens} out")
 
@@ -699,7 +702,7 @@ def _print_report(report) -> None:
     for agent, row in zip(report.confusion_rows, report.confusion):
         score = report.per_agent[agent]
         table.add_row(agent, *[str(n) for n in row], f"{score.recall:.3f}" if score.support else "-")
-    console.print(table)
+    print_table(console, table)  # piped: as wide as the cells need, no header cut at 80 columns
     console.print(f"queries: {report.queries}   agent accuracy (answering agent): [bold]{report.accuracy:.4f}[/]   "
                   f"(triage's first handoff: {report.accuracy_first_handoff:.4f})")
     console.print(f"handoffs per query: {round(report.handoffs_per_query, 3)}   p50 {report.p50_s:.4f} s   "

@@ -21,7 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["print_json", "print_rows", "print_training_report", "turn_dict", "pending_dict", "waiting_for",
+__all__ = ["print_json", "print_rows", "print_table", "print_training_report", "turn_dict", "pending_dict", "waiting_for",
            "history_rows", "THREAD_KEYS", "HISTORY_KEYS", "PENDING_KEYS"]
 
 THREAD_KEYS: tuple[str, ...] = ("thread_id", "customer_id", "turns", "active_agent", "status", "handoffs")
@@ -54,12 +54,22 @@ def print_rows(console: Console, headers: Sequence[str], rows: Iterable[Sequence
     table = Table(*headers, show_lines=show_lines)
     for row in rows:
         table.add_row(*row)
+    print_table(console, table)
+
+
+#: The width a table is laid out in when stdout is not a terminal: wide enough for any table the CLI prints, so rich
+#: never folds or cuts a cell (a table is only as wide as its cells need; this is a ceiling, not a width).
+UNBOUNDED_WIDTH = 10_000
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print a rich ``table`` on ``console`` when it is a terminal (fitted to its width), else — stdout is a pipe or a
+    file, whose "width" (80 columns, or ``COLUMNS``) means nothing — laid out as wide as its cells need, so no header
+    or cell is cut ("transfe…") or folded, whatever the width of the terminal that started the command."""
     if console.is_terminal:
         console.print(table)
         return
-    widths = [max(len(str(line[i])) for line in [list(headers), *rows]) for i in range(len(headers))]
-    wide = Console(width=sum(widths) + 3 * len(widths) + 1, highlight=False, soft_wrap=False)
-    wide.print(table)
+    Console(file=console.file, width=UNBOUNDED_WIDTH, highlight=False, soft_wrap=False, no_color=True).print(table)
 
 
 def _pending_value(pending: Any) -> dict[str, Any] | None:

@@ -67,6 +67,7 @@ class Conversation:
             settings = settings or Settings.from_env(db=db)
             desk = build_desk(model=model, checkpointer=open_checkpointer(db or settings.db), settings=settings)
         events = None
+        self._router = desk.deps.router if desk is not None else None
         if desk is not None:
             graph, store = desk.graph, store if store is not None else desk.deps.store
             settings, events = settings or desk.deps.settings, desk.deps.events
@@ -195,6 +196,9 @@ class Conversation:
 
         request = self.pending()
         request = request if isinstance(request, dict) else {}
+        served = self._urgent_or_social_while_paused(text, request)
+        if served is not None:
+            return dataclasses.replace(self.result(), text=served)
         key = f"cancel_confirmation:{self.thread_id}:{request.get('task_id', '')}"
         entries = self.store.audit_entries(key=key, action="cancel_confirmation", limit=1)
         awaiting = bool(entries) and entries[0].detail.get("state") == "asked"
@@ -215,9 +219,47 @@ class Conversation:
             answer = f"All right: your {what} stays with our team for review; nothing has been paid yet."
         else:
             answer = (f"Your {what} for {request.get('transaction_id', '')} is waiting for review by our team "
-                      f"(requested {request.get('requested_at', '')}); nothing has been paid yet. You can say "
-                      "'cancel my refund' to withdraw it.")
+                      f"(requested {_customer_time(request.get('requested_at'))}); nothing has been paid yet. You can "
+                      "say 'cancel my refund' to withdraw it.")
         return dataclasses.replace(self.result(), text=answer)
+
+    def _urgent_or_social_while_paused(self, text: str, request: dict) -> str | None:
+        """Served on a paused thread without touching the pause: a lost, stolen or compromised card is frozen at once
+        (``nodes.paused_safety``; recorded in the audit log and as a ``tool_finished`` event), a greeting, thanks or
+        goodbye gets the desk's answer; None for anything else (the caller reads it as cancel/status/other)."""
+        from nodes.desk_knowledge import load_knowledge, social_topic
+        from nodes.paused_safety import freeze_while_paused
+
+        waiting = (f"Your refund {request.get('refund_id', '')} of {request.get('amount', '')} is still waiting for "
+                   "approval by our team; nothing has been paid yet.")
+        done = freeze_while_paused(text, self.store, self.context, self.thread_id)
+        if done is not None:
+            self._record_paused_action("urgent_freeze_while_paused", {
+                "calls": [list(c) for c in done.calls], "frozen_last4": done.frozen_last4,
+                "refund_id": request.get("refund_id"), "task_id": request.get("task_id")})
+            return f"{done.text} {waiting}"
+        router = self._router
+        if router is None:
+            from nodes.router import load_router
+
+            router = load_router()
+        topic = social_topic(router.route(text))
+        return f"{load_knowledge().conversational[topic]} {waiting}" if topic else None
+
+    def _record_paused_action(self, action: str, detail: dict) -> None:
+        """An action served while paused, in the audit log and the thread's event log (best effort, like refusals)."""
+        who = self.context.principal().ref
+        if self.events is not None:
+            try:
+                from checkpoints.event_log import event_key, now_iso
+
+                self.events.record("tool_finished", key=event_key("conversation", self.thread_id, uuid.uuid4().hex),
+                                   ts=now_iso(), thread_id=self.thread_id, agent="cards",
+                                   reason="served while the thread waits for an approval", detail={"action": action,
+                                                                                                   **detail})
+            except Exception:  # noqa: BLE001 - the freeze stands even when its event cannot be written
+                pass
+        self.store.record_audit(who, action, target=f"thread:{self.thread_id}", detail=detail)
 
     def resume(self, decision: Any) -> TurnResult:
         """Resume a paused approval with ``decision`` (an ApprovalDecision or its dict: ``{"decision": "approve" |
@@ -358,6 +400,17 @@ class Conversation:
     def result(self) -> TurnResult:
         """The last turn's :class:`graph.results.TurnResult` read from the checkpoint."""
         return TurnResult.from_state(self.thread_id, self.state, self.pending())
+
+
+def _customer_time(iso_text: Any) -> str:
+    """``"2026-11-30T23:20:57Z"`` -> ``"30 Nov at 23:20 UTC"`` for customer text (the raw value when unreadable)."""
+    from checkpoints.business import parse_iso
+
+    try:
+        dt = parse_iso(str(iso_text))
+    except (TypeError, ValueError):
+        return str(iso_text or "")
+    return f"{dt.day} {dt.strftime('%b')} at {dt.strftime('%H:%M')} UTC"
 
 
 def _interrupt_value(snap: Any) -> Any:

@@ -673,6 +673,7 @@ def run_path(saver: Any, thread_id: str) -> list[PathStep]:
     ``agent_as_tool``) after the hop that reached the supervisor. Raises InputError for an unknown thread."""
     from checkpoints.threads import thread_values
     from graph.errors import InputError
+    from graph.packet import number_steps
     from policies.edges import EXPERT_NODE, SUPERVISOR
 
     values = thread_values(saver, thread_id)
@@ -681,17 +682,12 @@ def run_path(saver: Any, thread_id: str) -> list[PathStep]:
     calls_by_turn: dict[int, int] = {}
     for c in values.get("expert_calls") or []:
         calls_by_turn[int(c.get("turn") or 0)] = calls_by_turn.get(int(c.get("turn") or 0), 0) + 1
-    steps: list[PathStep] = []
-    per_turn: dict[int, int] = {}
-
-    def add(turn: int, source: str, target: str, kind: str) -> None:
-        per_turn[turn] = per_turn.get(turn, 0) + 1
-        steps.append(PathStep(hop=per_turn[turn], source=source, target=target, kind=kind, turn=turn))
-
+    raw: list[tuple[int, str, str, str]] = []
     for h in values.get("handoff_path") or []:
         turn = int(h.get("turn") or 0)
-        add(turn, h["from_agent"], h["to_agent"], h.get("kind", "handoff"))
+        raw.append((turn, h["from_agent"], h["to_agent"], h.get("kind", "handoff")))
         if h["to_agent"] == SUPERVISOR:
-            for _ in range(calls_by_turn.pop(turn, 0)):
-                add(turn, SUPERVISOR, EXPERT_NODE, "agent_as_tool")
-    return steps
+            raw.extend((turn, SUPERVISOR, EXPERT_NODE, "agent_as_tool") for _ in range(calls_by_turn.pop(turn, 0)))
+    # the one numbering of hops (graph.packet.number_steps): what trace and the events show for the same records
+    return [PathStep(hop=n, source=s, target=t, kind=k, turn=turn)
+            for n, (turn, s, t, k) in zip(number_steps(r[0] for r in raw), raw)]

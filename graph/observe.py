@@ -196,9 +196,19 @@ def _describe_run_completed(ev: Event | Mapping[str, Any]) -> str:
     return f"run completed: {status}" + (f" by {dst}" if dst else "")
 
 
+def _step(ev: Event | Mapping[str, Any]) -> str:
+    """``"step 3 "`` for an event that carries its hop's number within the turn (``graph.packet.number_steps``)."""
+    hop = _detail(ev).get("hop")
+    return f"step {hop} " if hop else ""
+
+
 def _describe_agent_started(ev: Event | Mapping[str, Any]) -> str:
     src = _get(ev, "from_agent")
-    return f"started (from {src}{_why(ev)})" if src else "started"
+    return f"started ({_step(ev)}from {src}{_why(ev)})" if src else "started"
+
+
+def _describe_entry_decided(ev: Event | Mapping[str, Any]) -> str:
+    return f"{_step(ev)}entry → {_get(ev, 'to_agent')}{_why(ev)}"
 
 
 def _describe_agent_finished(ev: Event | Mapping[str, Any]) -> str:
@@ -227,7 +237,7 @@ def _describe_tool_finished(ev: Event | Mapping[str, Any]) -> str:
 
 
 def _describe_handoff_accepted(ev: Event | Mapping[str, Any]) -> str:
-    return (f"HANDOFF {_get(ev, 'from_agent')} → {_get(ev, 'to_agent')} (hop {_detail(ev).get('hop')}, "
+    return (f"HANDOFF {_get(ev, 'from_agent')} → {_get(ev, 'to_agent')} ({_step(ev)}of the turn, "
             f"{_get(ev, 'history_items')} history items forwarded){_why(ev)}")
 
 
@@ -264,6 +274,7 @@ _DESCRIBERS: dict[str, Callable[[Any], str]] = {
     "interrupt": _describe_interrupt,
     "resumed": _describe_resumed,
     "access_denied": _describe_denied,
+    "entry_decided": _describe_entry_decided,
 }
 
 

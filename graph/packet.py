@@ -7,25 +7,38 @@ plain JSON dict (``HandoffPacket.model_dump(mode="json")``) so checkpoints need 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["PACKET_SCHEMA_VERSION", "Fact", "Constraints", "HandoffPacket", "HandoffRecord", "render_packet"]
+__all__ = ["PACKET_SCHEMA_VERSION", "Fact", "Constraints", "HandoffPacket", "HandoffRecord", "render_packet",
+           "observed_now", "step_number", "number_steps"]
 
 #: Version of the HandoffPacket schema; bump on any incompatible field change of the packet.
 PACKET_SCHEMA_VERSION = 1
 
 
+def observed_now() -> str:
+    """Now as the ``observed_at`` of a fact: UTC ISO-8601 to the second, ``"2026-11-30T23:20:57+00:00"``."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
 class Fact(BaseModel):
     """One known fact with its provenance: what the user said is not what the system verified, and what a model
-    wrote into a handoff (``model_written``) is neither: nobody vouches for it until a tool confirms it."""
+    wrote into a handoff (``model_written``) is neither: nobody vouches for it until a tool confirms it.
+
+    A system-verified fact is dated: ``observed_at`` is when a business tool read it, and it travels unchanged from
+    packet to packet, so a fact verified in an earlier turn says "as of" then, not now (issue 13: facts carried in
+    packets are re-read or dated; statuses are re-read as well)."""
 
     model_config = ConfigDict(frozen=True)
     key: str = Field(description="snake_case name, e.g. transaction_id, amount, merchant")
     value: str = Field(description="the value as text (amounts as '4.50 GBP')")
     source: Literal["user_said", "system_verified", "model_written"] = Field(description="who vouches for the value")
+    observed_at: str | None = Field(default=None, description="UTC ISO-8601 time a business tool read the value "
+                                    "(system-verified facts); None for what someone said or wrote")
 
 
 class Constraints(BaseModel):
@@ -74,7 +87,8 @@ class HandoffRecord(BaseModel):
     """One hop of the handoff path (kept in state, in order)."""
 
     model_config = ConfigDict(frozen=True)
-    hop: int = Field(description="1-based hop number within the thread (entry and flow records repeat the last number)")
+    hop: int = Field(description="1-based step number within its turn (:func:`step_number`): the entry is step 1, "
+                     "each handoff, approval-flow step or fallback the next; the hop budget is per turn too")
     turn: int
     from_agent: str
     to_agent: str
@@ -87,6 +101,26 @@ class HandoffRecord(BaseModel):
                                 description="the HandoffPacket that travelled with this hop (handoffs and fallback)")
 
 
+def number_steps(turns: Iterable[int]) -> list[int]:
+    """The step number of each item of a path given the turn of each, in order: numbers restart at 1 with each turn
+    (the hop budget is per turn). ``[1, 1, 1, 2, 2] -> [1, 2, 3, 1, 2]``. The one numbering of hops: the records of
+    ``handoff_path`` (:func:`step_number`), the events (``handoff_accepted`` and ``agent_started`` carry the record's
+    number), ``switchboard trace`` and ``switchboard draw --thread`` (``graph.drawing.run_path``)."""
+    out: list[int] = []
+    counts: dict[int, int] = {}
+    for turn in turns:
+        counts[turn] = counts.get(turn, 0) + 1
+        out.append(counts[turn])
+    return out
+
+
+def step_number(path: Sequence[Mapping[str, object]], turn: int) -> int:
+    """The number the next step of ``turn`` gets after ``path`` (the thread's ``handoff_path`` so far, records as
+    dicts): one more than that turn's records (:func:`number_steps`), so approval-flow steps after a resume go on from
+    the pause instead of repeating its number."""
+    return number_steps([*(int(str(h.get("turn") or 0)) for h in path), turn])[-1]
+
+
 def render_packet(packet: dict) -> str:
     """The packet as the short text block a receiving model reads (history mode ``packet_only``)."""
     opening = (f"Continuing the conversation with {packet.get('to_agent')} (notes kept from earlier turns)."
@@ -96,7 +130,9 @@ def render_packet(packet: dict) -> str:
              f"Objective: {packet.get('objective')}", f"Reason: {packet.get('reason')}"]
     facts = packet.get("known_facts") or []
     if facts:
-        lines.append("Known facts: " + "; ".join(f"{f['key']}={f['value']} ({f['source']})" for f in facts))
+        lines.append("Known facts: " + "; ".join(
+            f"{f['key']}={f['value']} ({f['source']}" + (f", as of {f['observed_at']}" if f.get("observed_at") else "")
+            + ")" for f in facts))
     if packet.get("open_questions"):
         lines.append("Open questions: " + "; ".join(packet["open_questions"]))
     if packet.get("sender_note"):

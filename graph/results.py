@@ -14,7 +14,7 @@ from graph.agent_as_tool import ExpertCall, SupervisorAnswer
 from graph.approval import ApprovalRequest
 from graph.packet import HandoffRecord
 
-__all__ = ["TurnStatus", "ModelFailureKind", "ModelFailure", "TurnResult"]
+__all__ = ["TurnStatus", "ModelFailureKind", "ModelFailure", "TurnResult", "waiting_text"]
 
 #: How a turn ended: an agent answered; clarify asked what the customer needs; fallback handed the request to a
 #: person; the run paused for a human approval.
@@ -48,6 +48,14 @@ class ModelFailure(BaseModel):
     def as_dict(self) -> dict[str, Any]:
         """JSON-able dict of the fields."""
         return self.model_dump(mode="json")
+
+
+def waiting_text(request: ApprovalRequest) -> str:
+    """What the customer is told while their refund waits for a person: that it waits for approval and nothing is
+    paid yet — never how an operator decides (the approver's command is for operators: ``pending``, the events, the
+    CLI's stderr)."""
+    return (f"Your refund {request.refund_id} of {request.amount} for {request.transaction_id} is waiting for approval "
+            "by our team; nothing has been paid yet. You'll get the answer in this conversation once it is decided.")
 
 
 @dataclass(frozen=True)
@@ -99,7 +107,8 @@ class TurnResult:
         calls = tuple(ExpertCall.model_validate(c) for c in values.get("expert_calls") or [] if c.get("turn") == turn)
         if pending is not None:
             request = pending if isinstance(pending, ApprovalRequest) else ApprovalRequest.model_validate(pending)
-            return cls(thread_id, turn, "", values.get("active_agent"), "awaiting_approval", path, calls, request)
+            return cls(thread_id, turn, waiting_text(request), values.get("active_agent"), "awaiting_approval", path,
+                       calls, request)
         outcome = values.get("outcome") or {}
         error = values.get("model_error")
         failure = ModelFailure.model_validate(error) if isinstance(error, dict) and error.get("turn") == turn else None

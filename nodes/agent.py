@@ -17,6 +17,7 @@ top to bottom (:meth:`AgentVisit.run`):
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -30,9 +31,10 @@ from langgraph.types import Command
 
 from graph.agent_as_tool import ExpertTask, SupervisorPlan
 from graph.context import RunContext
-from graph.packet import HandoffRecord, render_packet
+from graph.packet import HandoffRecord, observed_now, render_packet, step_number
 from graph.state import add_usage, ensure_ids, usage_of
 from nodes.deps import Deps
+from nodes.desk_knowledge import social_answers
 from nodes.handoff_tools import ROUTE_TOOL, handoff_tool, route_tool
 from nodes.instrumentation import emit, note
 from nodes.models import describe_model_error, model_name
@@ -365,8 +367,9 @@ class AgentVisit:
         return self._handoff_command(winner.target, decision.packets[winner.call_id], extra)
 
     def _handoff_command(self, target: str, packet: dict, extra: Mapping[str, Any] | None = None) -> Command:
-        hop = int(self.state.get("handoff_count") or 0) + 1
-        record = HandoffRecord(hop=hop, turn=self.turn, from_agent=self.agent, to_agent=target, kind="handoff",
+        hop = int(self.state.get("handoff_count") or 0) + 1  # handoffs in the thread (metrics)
+        step = step_number(self.state.get("handoff_path") or [], self.turn)
+        record = HandoffRecord(hop=step, turn=self.turn, from_agent=self.agent, to_agent=target, kind="handoff",
                                reason=packet["reason"], handoff_id=packet["handoff_id"], packet=packet).model_dump()
         task = dict(self.task)
         if task:
@@ -374,7 +377,7 @@ class AgentVisit:
             task["owner_version"] = int(task.get("owner_version") or 0) + 1
         forwarded = shape_history(self.messages + self.new, policy_for_edge(self.agent, target, self.deps.history),
                                   render_packet(packet))
-        emit("handoff_accepted", from_agent=self.agent, to_agent=target, reason=packet["reason"], hop=hop,
+        emit("handoff_accepted", from_agent=self.agent, to_agent=target, reason=packet["reason"], hop=step,
              handoff_id=packet["handoff_id"], history_items=len(forwarded), state_version=self.version)
         update = self._base_update() | {
             "active_agent": target,
@@ -458,8 +461,9 @@ class AgentVisit:
         pa = {"refund_id": refund_id, "task_id": self.task.get("task_id", ""),
               "handoff_id": packet_in.get("handoff_id"), "transaction_id": refund.get("transaction_id"),
               "amount": refund.get("amount"), "stage": "risk"}
-        record = HandoffRecord(hop=int(self.state.get("handoff_count") or 0), turn=self.turn, from_agent=self.agent,
-                               to_agent="risk", kind="flow", reason=f"refund {refund_id} requested").model_dump()
+        record = HandoffRecord(hop=step_number(self.state.get("handoff_path") or [], self.turn), turn=self.turn,
+                               from_agent=self.agent, to_agent="risk", kind="flow",
+                               reason=f"refund {refund_id} requested").model_dump()
         return Command(goto="risk", update=self._base_update() | {"pending_approval": pa, "handoff_path": [record],
                                                                    "task": self.task or None})
 
@@ -471,6 +475,14 @@ class AgentVisit:
         previous = [str(m.content) for m in desk_answers(self.messages) if m.name == self.agent]
         if not previous:
             return text
+        if text in social_answers():  # a second thanks gets "You're welcome!" again, without asking its question again
+            if not any(same_answer(text, p) for p in previous):
+                return text
+            short = " ".join(x for x in re.split(r"(?<=[.!?])\s+", text) if not x.endswith("?")) or text
+            last = self.new[-1]
+            if isinstance(last, AIMessage) and not last.tool_calls:
+                self.new[-1] = last.model_copy(update={"content": short})
+            return short
         if self.agent != CLARIFY:
             previous = previous[-1:]  # a specialist never repeats its previous answer; clarify never any question
         asked = open_question_of(previous[-1])
@@ -509,7 +521,7 @@ class AgentVisit:
         packet = build_packet(source=self.agent, target=FALLBACK, reason=reason, objective=self.user_text,
                               messages=self.messages + self.new, ctx=self.ctx, thread_id=self.thread_id,
                               task=self.task, trace_id=self.ctx.request_id, carried=self.packet_in)
-        record = HandoffRecord(hop=int(self.state.get("handoff_count") or 0) + 1, turn=self.turn,
+        record = HandoffRecord(hop=step_number(self.state.get("handoff_path") or [], self.turn), turn=self.turn,
                                from_agent=self.agent, to_agent=FALLBACK, kind="fallback", reason=reason,
                                handoff_id=packet["handoff_id"], packet=packet).model_dump()
         update = self._base_update() | {"handoff": packet, "handoff_path": [record], "visited_agents": [FALLBACK]}
@@ -527,7 +539,10 @@ class AgentVisit:
 
     def _tool_message(self, call_id: str, name: str, content: str | dict) -> ToolMessage:
         text = content if isinstance(content, str) else json.dumps(content, default=str)
-        return ToolMessage(content=text, tool_call_id=call_id, name=self.call_names.get(call_id, name))
+        # when the result was read: the date of the facts found in it (``nodes.facts.collect_facts``); never sent to a
+        # model server (response_metadata stays local)
+        return ToolMessage(content=text, tool_call_id=call_id, name=self.call_names.get(call_id, name),
+                           response_metadata={"observed_at": observed_now()})
 
 
 #: The refusal of a side-effect call made in the same model message after a refund that now waits for its risk check.

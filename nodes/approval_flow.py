@@ -37,7 +37,7 @@ from checkpoints.business import BusinessRuleError, NotFoundError, StaleVersionE
 from graph.approval import ApprovalRequest, parse_decision
 from graph.context import SYSTEM_RISK_POLICY, Principal, RunContext
 from graph.errors import AccessDenied, InputError
-from graph.packet import Fact, HandoffPacket, HandoffRecord
+from graph.packet import Fact, HandoffPacket, HandoffRecord, observed_now, step_number
 from graph.state import ensure_ids
 from nodes.deps import Deps
 from nodes.instrumentation import emit
@@ -73,13 +73,15 @@ def decision_key(raw: Any, task_id: str, index: int) -> str:
 
 
 def _record(state: dict, source: str, target: str, reason: str) -> dict:
-    return HandoffRecord(hop=int(state.get("handoff_count") or 0), turn=int(state.get("turn") or 0),
+    turn = int(state.get("turn") or 0)
+    return HandoffRecord(hop=step_number(state.get("handoff_path") or [], turn), turn=turn,
                          from_agent=source, to_agent=target, kind="flow", reason=reason).model_dump()
 
 
 def _back_to_refunds(state: dict, source: str, pa: dict, reason: str, extra: dict | None = None) -> Command:
     """Return control to the refunds agent with a packet whose facts describe the outcome."""
-    facts = [Fact(key=k, value=str(v), source="system_verified") for k, v in (
+    at = observed_now()  # the approval flow read these from the store just now
+    facts = [Fact(key=k, value=str(v), source="system_verified", observed_at=at) for k, v in (
         ("refund_id", pa.get("refund_id")), ("transaction_id", pa.get("transaction_id")),
         ("amount", pa.get("amount")), ("refund_status", pa.get("stage")),
         ("decided_by", (pa.get("decision") or {}).get("approver")),
@@ -105,7 +107,8 @@ def _back_to_refunds(state: dict, source: str, pa: dict, reason: str, extra: dic
 def _to_fallback(state: dict, source: str, pa: dict, reason: str) -> Command:
     packet = HandoffPacket(task_id=pa.get("task_id", ""), session_id=thread_id_of(), trace_id=pa.get("task_id", ""),
                            from_agent=source, to_agent=FALLBACK, reason=reason, objective="refund request",
-                           known_facts=(Fact(key="refund_id", value=str(pa.get("refund_id")), source="system_verified"),),
+                           known_facts=(Fact(key="refund_id", value=str(pa.get("refund_id")), source="system_verified",
+                                             observed_at=observed_now()),),
                            open_questions=("Check and finish this refund by hand.",)).model_dump(mode="json")
     return Command(goto=FALLBACK, update={"pending_approval": pa, "handoff": packet,
                                           "handoff_path": [_record(state, source, FALLBACK, reason)]})

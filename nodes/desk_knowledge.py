@@ -19,11 +19,38 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DeskIntent", "DeskKnowledge", "KNOWLEDGE_PATH", "INTENT_KINDS", "load_knowledge", "normalise_label"]
+__all__ = ["DeskIntent", "DeskKnowledge", "KNOWLEDGE_PATH", "INTENT_KINDS", "SOCIAL_TOPICS", "SOCIAL_CONFIDENCE",
+           "load_knowledge", "normalise_label", "social_topic", "social_answers"]
 
 KNOWLEDGE_PATH = Path(__file__).resolve().parent / "data" / "desk_knowledge.json"
 #: The behaviour kinds of an intent (see the module doc).
 INTENT_KINDS: tuple[str, ...] = ("tool", "knowledge", "freeze", "operator")
+
+#: The router's no-specialist topics that are social moves (a greeting, thanks, a goodbye): whoever holds the
+#: conversation answers them with the desk's ``conversational`` answer; they are never a clarifying round without
+#: progress (issue 13, fresh-user review: "hi", "thanks!", "bye" ended in fallback).
+SOCIAL_TOPICS = frozenset({"greeting", "thanks", "goodbye"})
+#: Minimum router probability for reading a message as social (the shipped router gives 0.71-0.89 to plain greetings,
+#: thanks and goodbyes, ``tests/test_followups.py``).
+SOCIAL_CONFIDENCE = 0.5
+
+
+def social_topic(route: Any) -> str | None:
+    """The social topic (one of :data:`SOCIAL_TOPICS`) of a router result (``agent``, ``intent``, ``confidence``), or
+    None: the router gave no specialist (``other``) with at least :data:`SOCIAL_CONFIDENCE` and a social topic (a
+    trained router's merged labels ``desk_other:<topic>`` count by their topic)."""
+    if route is None or getattr(route, "agent", None) != "other":
+        return None
+    if float(getattr(route, "confidence", 0.0) or 0.0) < SOCIAL_CONFIDENCE:
+        return None
+    topic = str(getattr(route, "intent", "") or "").rsplit(":", 1)[-1]
+    return topic if topic in SOCIAL_TOPICS else None
+
+
+def social_answers() -> frozenset[str]:
+    """The desk's answers to a greeting, thanks or goodbye (the ``conversational`` texts of :data:`SOCIAL_TOPICS`)."""
+    answers = load_knowledge().conversational
+    return frozenset(answers[t] for t in SOCIAL_TOPICS if t in answers)
 
 
 def normalise_label(label: str) -> str:

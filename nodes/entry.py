@@ -23,8 +23,9 @@ from langgraph.types import Command
 from checkpoints.business import StoreError
 from graph.context import RunContext
 from graph.errors import AccessDenied
-from graph.packet import HandoffRecord
+from graph.packet import HandoffRecord, step_number
 from nodes.deps import Deps
+from nodes.desk_knowledge import SOCIAL_TOPICS, load_knowledge, social_topic
 from nodes.instrumentation import emit
 from nodes.packets import build_packet
 from nodes.principal import acting_context, resolve_principal
@@ -32,7 +33,7 @@ from nodes.transcript import desk_answers, last_user_text, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
 from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE
 from policies.entry import NEW_TOPIC_CONFIDENCE, EntryDecision, choose_entry, scope_of
-from policies.replies import classify_reply, listed_items_of, open_question_of
+from policies.replies import classify_reply, listed_items_of, open_question_of, refers_back
 
 __all__ = ["make_entry_node", "make_access_denied_node", "turn_verdict", "incoming_messages", "decide_entry"]
 
@@ -48,9 +49,23 @@ def incoming_messages(messages: list[Any]) -> list[Any]:
     return out[::-1]
 
 
+def _clarify_rounds(earlier: list[Any]) -> int:
+    """Clarify's answers in a row at the end of ``earlier`` that asked the customer to clarify: its conversational
+    answers (to a greeting, thanks or goodbye, ``nodes.desk_knowledge.SOCIAL_TOPICS``) are not rounds without
+    progress."""
+    social = {load_knowledge().conversational.get(t) for t in SOCIAL_TOPICS}
+    rounds = 0
+    for m in reversed(earlier):
+        if m.name != CLARIFY:
+            break
+        rounds += str(m.content) not in social
+    return rounds
+
+
 def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[EntryDecision, dict]:
     """Gather the inputs of ``policies.entry.choose_entry`` from the thread's state (the previous answer, its open
-    question and listed items, the reply kind, the router, clarify rounds) and decide. Returns the decision and its
+    question and listed items, the reply kind, the router, clarify rounds — none for a greeting, thanks or goodbye, which
+    clarify answers) and decide. Returns the decision and its
     inputs (the ``detail`` of the ``entry_decided`` event)."""
     messages = list(state.get("messages") or [])
     incoming = incoming_messages(messages)
@@ -67,20 +82,17 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     # a message has a topic of its own when the router is sure of a specialist or of "not served here"
     own_topic = routed is not None and confidence >= NEW_TOPIC_CONFIDENCE and scope != "conversational"
     reply = classify_reply(text, listed, has_topic=own_topic)
-    rounds = 0
-    for m in reversed(earlier):
-        if m.name != CLARIFY:
-            break
-        rounds += 1
+    rounds = 0 if social_topic(route) else _clarify_rounds(earlier)
     task = dict(state.get("task") or {})
     decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,
                             identity_changed=identity_changed, available=deps.available, task_status=task.get("status"),
                             reply=reply.kind, open_question=question, clarify_rounds=rounds,
-                            scope=scope)
+                            scope=scope, refers_back=refers_back(text, listed))
     return decision, {
         "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
         "scope": scope, "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
-        "clarify_rounds": rounds, "task_status": task.get("status"), "identity_changed": identity_changed}
+        "clarify_rounds": rounds, "refers_back": refers_back(text, listed), "task_status": task.get("status"),
+        "identity_changed": identity_changed}
 
 
 def turn_verdict(state: dict, runtime: Runtime[RunContext], deps: Deps) -> tuple[AuthzDecision, Any]:
@@ -142,9 +154,11 @@ def make_entry_node(deps: Deps):
         continuing = target == state.get("active_agent") and task.get("status") == "open"
         if not continuing and target not in (FALLBACK, OUT_OF_SCOPE):  # out of scope opens no task
             task = {"task_id": f"task_{uuid.uuid4().hex[:12]}", "status": "open", "current_owner": target, "owner_version": 1}
-        emit("entry_decided", turn=turn, task_id=task.get("task_id"), to_agent=target, reason=decision.reason, detail=inputs)
+        emit("entry_decided", turn=turn, task_id=task.get("task_id"), to_agent=target, reason=decision.reason,
+             detail={**inputs, "hop": step_number(state.get("handoff_path") or [], turn)})
         packet = _entry_packet(state, runtime, decision, task, inputs.get("open_question"))
-        record = HandoffRecord(hop=int(state.get("handoff_count") or 0), turn=turn, from_agent="entry", to_agent=target,
+        record = HandoffRecord(hop=step_number(state.get("handoff_path") or [], turn), turn=turn, from_agent="entry",
+                               to_agent=target,
                                kind="entry", reason=decision.reason,
                                packet=packet if target == FALLBACK else None).model_dump()
         return Command(goto=target, update={

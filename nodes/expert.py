@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 
 from graph.agent_as_tool import ExpertFact, ExpertResult, ExpertTask, ProposedAction
 from graph.context import RunContext
+from graph.packet import observed_now
 from nodes.deps import Deps
 from nodes.facts import extract_facts, facts_from_tool_result
 from nodes.principal import acting_context
@@ -144,14 +145,17 @@ class ExpertRun:
                     args = dict(by_id[o.call_id].args)
                     result = self._run_tool(o.name, args)
                     self.tools_called.append(o.name)
+                    at = observed_now()
                     for k, v in facts_from_tool_result(o.name, result).items():
-                        verified.append(ExpertFact(key=k, value=str(v), source="system_verified", via=o.name))
+                        verified.append(ExpertFact(key=k, value=str(v), source="system_verified", via=o.name,
+                                                   observed_at=at))
                     content = json.dumps(result, default=str)
                 else:
                     if o.action == "proposed":
                         proposed.append(ProposedAction(tool=o.name, args=dict(by_id[o.call_id].args), expert=task.expert))
                     content = o.message
-                new.append(ToolMessage(content=content, tool_call_id=o.call_id, name=o.name))
+                new.append(ToolMessage(content=content, tool_call_id=o.call_id, name=o.name,
+                                       response_metadata={"observed_at": observed_now()}))
         return self._result("failed", t0, verified=verified, proposed=proposed,
                             error=f"{task.expert} used its {self.deps.settings.max_tool_rounds} model calls without answering")
 

@@ -177,20 +177,26 @@ def _payload(m: ToolMessage) -> dict:
 def collect_facts(messages: list[BaseMessage], model_facts: Mapping[str, str] | None = None) -> list[Fact]:
     """Facts known so far in ``messages``, each with its source.
 
-    System-verified: extracted by code from business-tool results in the transcript (newest wins).
+    System-verified: extracted by code from business-tool results in the transcript (newest wins), dated with the
+    ``observed_at`` the tool message carries in its ``response_metadata`` (when the tool ran; None for older
+    transcripts).
     User-said: extracted from the last user message. Model-written: a fact the model put in ``model_facts`` (the
     handoff's ``facts`` argument) that neither a tool verified nor the user said.
     """
     verified: dict[str, str] = {}
+    observed: dict[str, str | None] = {}
     for m in messages:
         if isinstance(m, ToolMessage) and m.name and not m.name.startswith("transfer_to_"):
             payload = _payload(m)
             if payload.get("ok", True):
-                verified.update({k: str(v) for k, v in facts_from_tool_result(m.name, payload).items()})
+                found = {k: str(v) for k, v in facts_from_tool_result(m.name, payload).items()}
+                verified.update(found)
+                at = (m.response_metadata or {}).get("observed_at")
+                observed.update({k: str(at) if at else None for k in found})
     said = {k: str(v) for k, v in extract_facts(last_user_text(messages)).items()}
     written = {str(k): str(v) for k, v in (model_facts or {}).items()
                if verified.get(str(k)) != str(v) and said.get(str(k)) != str(v) and str(k) not in said}
-    facts = [Fact(key=k, value=v, source="system_verified") for k, v in verified.items()]
+    facts = [Fact(key=k, value=v, source="system_verified", observed_at=observed.get(k)) for k, v in verified.items()]
     facts += [Fact(key=k, value=v, source="user_said") for k, v in said.items() if verified.get(k) != v]
     facts += [Fact(key=k, value=v, source="model_written") for k, v in written.items()]
     return facts

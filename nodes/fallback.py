@@ -14,14 +14,22 @@ from langgraph.types import Command
 
 from graph.state import ensure_ids
 
-__all__ = ["fallback_node", "fallback_text", "customer_reason"]
+__all__ = ["fallback_node", "fallback_text", "customer_reason", "customer_fact"]
 
 
 _DETAIL = re.compile(r"\s*\((?:[^()]|\([^()]*\))*\)")  # "(ConnectionError: down)", "(timeout: ReadTimeout(...))"
 _SERVICE = re.compile(r"\bthe (\w+) service\b")
 _EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b:?\s*")
-#: Packet facts that are internal record ids, not shown to the customer (the card's last four digits are).
-_INTERNAL_FACTS = frozenset({"card_id"})
+#: Packet facts not shown to the customer: internal record ids (the card's last four digits are shown) and the raw
+#: parts of an amount (``amount_minor``, ``currency``: the amount is shown once, formatted with its currency).
+_INTERNAL_FACTS = frozenset({"card_id", "amount_minor", "currency"})
+#: How each fact key reads in customer text (keys not listed read as their words: ``policy_topic`` -> "policy topic").
+_FACT_LABELS = {
+    "transaction_id": "transaction", "transaction_ids": "transactions", "original_transaction_id": "original payment",
+    "refund_id": "refund", "refund_status": "refund status", "transfer_id": "transfer", "transfer_status":
+    "transfer status", "card_last4": "card ending", "card_ref": "card", "card_status": "card status",
+    "refund_eligible": "can be refunded", "policy_topic": "question about",
+}
 
 
 def customer_reason(reason: str) -> str:
@@ -35,8 +43,44 @@ def customer_reason(reason: str) -> str:
     return text.replace("the model failed", "our automated assistant could not answer") or \
         "the request could not be completed automatically"
 
+def customer_fact(key: str, value: str, facts: dict[str, str] | None = None) -> str:
+    """One packet fact in customer words: ``"amount", "100.00 GBP"`` -> ``"amount: £100.00"`` (money formatted with
+    babel through ``checkpoints.business.money``, as everywhere in customer text; the minor units of ``facts`` when
+    present, else the value parsed), ``"transaction_id", "tx_1008"`` -> ``"transaction: tx_1008"``."""
+    label = _FACT_LABELS.get(key, key.replace("_", " "))
+    if key == "amount":
+        value = _money_text(value, facts or {})
+    return f"{label}: {value}"
+
+
+def _money_text(value: str, facts: dict[str, str]) -> str:
+    from checkpoints.business import money, parse_money
+
+    minor, ccy = facts.get("amount_minor", ""), facts.get("currency", "")
+    if minor.lstrip("-").isdigit() and ccy:
+        try:
+            return money(int(minor), ccy)
+        except (ValueError, KeyError):
+            pass
+    parsed = parse_money(value)
+    return money(*parsed) if parsed is not None else value
+
+
 #: How the customer sees a fact nobody verified: what they said, or what an agent noted (model-written).
 _SOURCE_NOTE = {"user_said": " (you told us)", "model_written": " (noted, not yet checked)"}
+
+
+def _as_of(fact: dict) -> str:
+    """`` (as of 30 Nov 23:20 UTC)`` for a system-verified fact with its ``observed_at``; "" otherwise."""
+    from checkpoints.business import parse_iso
+
+    if fact.get("source") != "system_verified" or not fact.get("observed_at"):
+        return ""
+    try:
+        dt = parse_iso(str(fact["observed_at"]))
+    except (TypeError, ValueError):
+        return ""
+    return f" (as of {dt.day} {dt.strftime('%b')} {dt.strftime('%H:%M')} UTC)"
 
 
 def fallback_text(packet: dict | None) -> str:
@@ -46,13 +90,16 @@ def fallback_text(packet: dict | None) -> str:
     reason = customer_reason(packet.get("reason") or "the request could not be completed automatically")
     parts = ["I'm sorry, I couldn't complete this automatically, so I've passed it to a member of our team.",
              f"(Reason: {reason}.)"]
-    known = [f for f in packet.get("known_facts") or [] if f.get("key") not in _INTERNAL_FACTS]
+    all_facts = list(packet.get("known_facts") or [])
+    values = {str(f.get("key")): str(f.get("value")) for f in all_facts if f.get("source") == "system_verified"}
+    values.update({str(f.get("key")): str(f.get("value")) for f in all_facts if str(f.get("key")) not in values})
+    known = [f for f in all_facts if f.get("key") not in _INTERNAL_FACTS]
     facts = [f for f in known if f.get("source") == "system_verified"]
     facts += [f for f in known if f.get("source") != "system_verified"]
     if facts:
         parts.append("What we know so far: " + "; ".join(
-            f"{f['key'].replace('_', ' ')}: {f['value']}" + _SOURCE_NOTE.get(str(f.get("source")), "")
-            for f in facts) + ".")
+            customer_fact(str(f["key"]), str(f["value"]), values) + _SOURCE_NOTE.get(str(f.get("source")), "")
+            + _as_of(f) for f in facts) + ".")
     questions = list(packet.get("open_questions") or [])
     if questions:
         parts.append("Still open: " + " ".join(questions))

@@ -327,6 +327,7 @@ class _Scope:
         came = path[-1] if path and path[-1].get("to_agent") == self.node else {}
         self.emit("agent_started", {
             "from_agent": came.get("from_agent"), "reason": came.get("reason"), "via": came.get("kind"),
+            "hop": came.get("hop"),
             "fingerprint": fingerprint(self.node, _last_user_text(s.get("messages") or []),
                                        int(s.get("state_version") or 0), int(s.get("tool_attempts") or 0)),
         })

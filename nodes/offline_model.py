@@ -28,13 +28,14 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
 from nodes import playbook
-from nodes.desk_knowledge import load_knowledge
+from nodes.desk_knowledge import load_knowledge, social_topic
 from nodes.facts import extract_facts, facts_from_tool_result
 from nodes.prompts import agent_from_prompt
 from policies.compound import COMPOUND_THRESHOLD, CompoundDecision, asks_something, detect_compound, split_requests
 
 __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE", "SAFETY_REASON",
-           "SAFETY_REASON_AFTER", "PATTERN_HANDON_BELOW", "PATTERN_OWNER_MIN"]
+           "SAFETY_REASON_AFTER", "PATTERN_HANDON_BELOW", "PATTERN_OWNER_MIN", "DISPUTE_REASON", "DUPLICATE_REASON",
+           "is_safety_report"]
 
 #: A specialist hands a fresh request on when the router gives another agent at least this probability.
 MISROUTE_CONFIDENCE = 0.6
@@ -54,7 +55,8 @@ CLARIFY_BELOW = 0.25
 _REFUND_RE = re.compile(r"\b(refund|money back|reimburs\w*|get (it|that|this) back|pay (me )?back|reverse the)", re.I)
 _CLARIFY_QUESTION = ("I'm not sure I understood. Is this about a card, a payment or charge, a refund, a transfer, "
                      "your account, or our fees and limits?")
-_FACT_LINE = re.compile(r"(\w+)=([^;()]+?) \((user_said|system_verified|model_written)\)")
+_TX_ID = re.compile(r"\btx_\w+")
+_FACT_LINE = re.compile(r"(\w+)=([^;()]+?) \((user_said|system_verified|model_written)(?:, as of [^)]+)?\)")
 
 
 def wants_refund(text: str) -> bool:
@@ -88,7 +90,7 @@ def approval_outcome_text(facts: dict[str, str]) -> str:
     status = facts.get("refund_status", "")
     who = facts.get("decided_by")
     if status == "executed":
-        return f"Good news: {what} has been approved and paid back to your account. You'll see it as a credit shortly."
+        return f"Good news: {what} has been approved and paid back to your account; the money is already in your balance."
     if status == "rejected":
         why = facts.get("decision_note")
         return (f"I'm sorry, {what} was not approved" + (f" ({why})" if why else "")
@@ -108,8 +110,18 @@ def approval_outcome_text(facts: dict[str, str]) -> str:
 
 #: Triage's handoff reason when a compound request reports a lost/stolen card or fraud (cards acts first).
 SAFETY_REASON = "safety first: a lost, stolen or compromised card is frozen before anything else"
+#: Billing's handoff reason when the customer agreed to dispute a payment they did not make (refunds opens the request).
+DISPUTE_REASON = "the customer agreed to dispute a payment they did not make"
+#: Billing's handoff reason when the customer agreed to refund the duplicate charge billing found.
+DUPLICATE_REASON = "the customer agreed to refund the duplicate charge billing found"
 #: The cards agent's handoff reason when it passes the rest of such a request on after the freeze.
 SAFETY_REASON_AFTER = "the card is frozen; the customer's other question follows"
+
+
+def is_safety_report(segment: str) -> bool:
+    """Public name of the safety-first rule (:func:`_is_safety`): does ``segment`` report a lost, stolen, swallowed or
+    compromised card, or fraud?"""
+    return _is_safety(segment)
 
 
 def _is_safety(segment: str) -> bool:
@@ -151,13 +163,32 @@ def _turn(messages: list[BaseMessage]) -> tuple[str, list[tuple[str, dict]]]:
 
 
 def _safety_context(system: str, user_text: str, from_specialist: bool) -> tuple[str, str]:
-    """After the cards agent froze a card and handed the rest of a compound request on: the text to work on (the
-    packet's objective) and the sentence confirming the freeze; otherwise ``(user_text, "")``."""
+    """After the cards agent froze a card and handed the rest of a compound request on, or billing handed on a dispute
+    the customer agreed to: the text to work on (the packet's objective) and the sentence confirming the freeze;
+    otherwise ``(user_text, "")``."""
+    if from_specialist and re.search(rf"^Reason: (?:{DISPUTE_REASON}|{DUPLICATE_REASON})", system, re.M):
+        objective = re.search(r"^Objective: (.+)$", system, re.M)
+        return (objective.group(1).strip() if objective else user_text), ""
     if not (from_specialist and re.search(rf"^Reason: {SAFETY_REASON_AFTER}", system, re.M)):
         return user_text, ""
     objective = re.search(r"^Objective: (.+)$", system, re.M)
     prefix = _frozen_line({k: v.strip() for k, v, _ in _FACT_LINE.findall(system)})
     return (objective.group(1).strip() if objective else user_text), prefix
+
+
+def _billing_answer(answer: str, user_text: str, system: str, results: list[tuple[str, dict]], hint: str | None) -> str:
+    """Billing's answer when the customer does not recognise a payment (the intent, or billing's open question asking
+    which one): the named payment with the offer to dispute it (``playbook.dispute_answer``); when billing asked which
+    payment and none is named, it says so; else ``answer`` unchanged."""
+    asked_which = bool(playbook.DISPUTE_WHICH_RE.search(system))
+    intent = playbook.resolve_intent("billing", user_text, hint)
+    if not asked_which and getattr(intent, "key", None) != playbook.NOT_RECOGNISED:
+        return answer
+    offer = playbook.dispute_answer(user_text, results, answer)
+    if offer is None and asked_which and not _TX_ID.search(user_text):
+        offer = ("I can't tell which payment you mean. Please give its id (such as tx_1009) from the list, or the "
+                 "merchant's name as it appears there.")
+    return offer or answer
 
 
 def _call(name: str, args: dict) -> dict:
@@ -228,14 +259,10 @@ class OfflineChatModel(BaseChatModel):
         if agent == "clarify":
             return AIMessage(content=self._clarify_text(user_text))
 
-        flow = re.search(r"^Handoff from (risk|human_approval|refund_execute) to", system, re.M)
-        if flow and not results:
-            return AIMessage(content=approval_outcome_text(facts))
+        early = self._before_plan(agent, user_text, system, names, facts, bool(results or refused), from_specialist)
+        if early is not None:
+            return early
         done = [n for n, _ in results]
-        # A fresh request that plainly belongs to another agent: hand it on before doing anything.
-        # Not when a colleague handed it here on purpose (its packet says why).
-        if not results and not refused and not from_specialist and (handoff := self._misrouted(agent, user_text, names)):
-            return handoff
         hint = self._intent_hint(agent, user_text)
         plan = playbook.plan_tool_call(agent, user_text, facts, done, hint)
         if plan is not None and plan.name in names and plan.name not in done:
@@ -250,7 +277,53 @@ class OfflineChatModel(BaseChatModel):
                 args["facts"] = {k: v for k, v in facts.items() if k in ("transaction_id", "amount", "merchant")}
             return AIMessage(content="", tool_calls=[_call("transfer_to_refunds", args)])
         answer = playbook.compose_answer(agent, user_text, results, hint)
+        if agent == "billing":
+            answer = _billing_answer(answer, user_text, system, results, hint)
         return AIMessage(content=" ".join(p for p in (safety_prefix.strip(), answer, follow or "") if p))
+
+    def _before_plan(self, agent: str, user_text: str, system: str, names: set[str], facts: dict[str, str],
+                     acted: bool, from_specialist: bool) -> AIMessage | None:
+        """A specialist's step before its playbook plan, when nothing was called yet this visit (``acted`` False): the
+        answer after the approval flow, a social answer, billing's dispute step, or a handoff for a fresh request that
+        plainly belongs to another agent (not when a colleague handed it here on purpose: its packet says why)."""
+        if acted:
+            return None
+        if re.search(r"^Handoff from (risk|human_approval|refund_execute) to", system, re.M):
+            return AIMessage(content=approval_outcome_text(facts))
+        if social := self._social_answer(user_text):
+            return AIMessage(content=social)  # the agent holding the conversation answers a greeting, thanks, goodbye
+        if agent == "billing" and (step := self._dispute_reply(user_text, system, names)):
+            return step
+        return None if from_specialist else self._misrouted(agent, user_text, names)
+
+    def _dispute_reply(self, user_text: str, system: str, names: set[str]) -> AIMessage | None:
+        """Billing's next step when its open question (carried in the packet) offered to dispute a named payment
+        (``playbook.dispute_offer``): a yes (or "I didn't make it") hands the dispute to refunds with the payment as
+        the objective — a refund request through the usual eligibility check, risk rules and approval; a no leaves the
+        payment alone. None otherwise (the turn goes on as usual)."""
+        offered = re.search(r"^Open questions:.*\bShall I (dispute|ask our refunds team to refund the duplicate,) "
+                            r"(tx_\w+)\b", system, re.M)
+        if offered is None:
+            if not playbook.DISPUTE_WHICH_RE.search(system) or _TX_ID.search(user_text):
+                return None
+            if playbook.is_plain_yes(user_text.lower()):
+                return AIMessage(content="Which payment didn't you make? Please give its id (such as tx_1009) or the "
+                                         "merchant's name.")
+            # the customer names the payment some other way ("the Tesco one"): look further back than the list shown
+            return AIMessage(content="", tool_calls=[_call("list_recent_transactions", {"limit": 20})]) \
+                if "list_recent_transactions" in names else None
+        duplicate, tx, text = offered.group(1) != "dispute", offered.group(2), user_text.lower()
+        if playbook.is_plain_no(text):
+            return AIMessage(content=f"All right: I've left {tx} as it is. Tell me if anything else looks wrong.")
+        agreed = playbook.is_plain_yes(text) or bool(re.search(r"\b(?:didn'?t|did not|never) (?:make|made)\b|\bdispute\b",
+                                                              text))
+        if not agreed or "transfer_to_refunds" not in names:
+            return None
+        objective = f"refund the duplicate charge {tx}" if duplicate else \
+            f"dispute {tx}: the customer did not make this payment and wants the money back"
+        return AIMessage(content="", tool_calls=[_call("transfer_to_refunds", {
+            "reason": DUPLICATE_REASON if duplicate else DISPUTE_REASON, "objective": objective,
+            "facts": {"transaction_id": tx}})])
 
     def _after_safety(self, user_text: str, names: set[str], results: dict[str, dict]) -> AIMessage | str | None:
         """After the cards agent froze a card for a compound request: hand the other questions to their agent (with the
@@ -326,6 +399,14 @@ class OfflineChatModel(BaseChatModel):
         except (ValueError, RuntimeError):
             return None
         return getattr(route, "intent", None) if route.agent == agent else None
+
+    def _social_answer(self, user_text: str) -> str | None:
+        """The desk's answer to a greeting, thanks or goodbye (``nodes.desk_knowledge.social_topic``), else None."""
+        try:
+            topic = social_topic(self._router().route(user_text))
+        except (ValueError, RuntimeError):
+            return None
+        return load_knowledge().conversational.get(topic) if topic else None
 
     def _clarify_text(self, user_text: str) -> str:
         """Clarify's words: the desk's conversational answer for a greeting, thanks, goodbye or off-topic text

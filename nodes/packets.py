@@ -28,7 +28,8 @@ def _carried_facts(facts: list[Fact], carried: Mapping[str, Any] | None) -> list
     out = list(facts)
     for f in (carried or {}).get("known_facts") or ():
         if f.get("key") not in keys:
-            out.append(Fact(key=f["key"], value=str(f["value"]), source=f.get("source", "user_said")))
+            out.append(Fact(key=f["key"], value=str(f["value"]), source=f.get("source", "user_said"),
+                            observed_at=f.get("observed_at")))
             keys.add(f["key"])
     return out
 
@@ -51,8 +52,9 @@ def build_packet(*, source: str, target: str, reason: str, objective: str, messa
 
     Facts: those found in ``messages`` (:func:`nodes.facts.collect_facts`, with ``model_facts`` the model passed),
     plus those of ``carried`` (the packet that brought control to ``source``) that were not found again, with their
-    original source; its open questions are carried too. ``sender_note``: text the source model wrote together with
-    the handoff, passed on as its own words (capped at 1,000 characters). Evidence refs: the ids among the system-verified facts.
+    original source and date (``observed_at``); its open questions are carried too. ``sender_note``: text the source
+    model wrote together with the handoff, passed on as its own words (capped at 1,000 characters). Evidence refs: the
+    ids among the system-verified facts.
     Allowed actions: the target's business tools; forbidden: :data:`FORBIDDEN_ACTIONS`.
     """
     facts = _carried_facts(collect_facts(messages, model_facts), carried)

@@ -31,6 +31,12 @@ from nodes.desk_render import render_desk_tool
 from nodes.tools import TOOLS, match_policy_topic
 
 __all__ = [
+    "DISPUTE_WHICH",
+    "DISPUTE_WHICH_RE",
+    "NOT_RECOGNISED",
+    "dispute_answer",
+    "dispute_offer",
+    "is_plain_no",
     "ToolCallPlan",
     "plan_tool_call",
     "compose_answer",
@@ -60,7 +66,8 @@ _DUPLICATE = (r"\btwice\b", r"\bdouble[ -]?(?:charged|charge|billed|payment)", r
               r"\bcharged (?:me )?two times\b", r"\bcharged (?:me )?again\b")
 _MONEY_BACK = (r"\brefund(?!able)", r"\bmoney back\b", r"\breimburs", r"\bget (?:it|this|that|them) back\b",
                r"\breturn (?:my|the) money\b", r"\bpay (?:me )?back\b", r"\bcompensat")
-_REFUND_WHERE = (r"\bwhere(?:'s| is| can| do| will)\b", r"\b(?:see|check|track)\b.*\brefund", r"\bstatus\b",
+_REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all) (?:other )?refunds\b",
+                 r"\b(?:see|check|track)\b.*\brefund", r"\bstatus\b",
                  r"\bnot (?:showing|arrived|received|there)\b",
                  r"\bhaven'?t (?:got|received|seen)\b", r"\bstill (?:waiting|not|no)\b",
                  r"\bwhen will\b", r"\bhas(?:n'?t| not)\b.*\b(?:arrived|come|appeared)",
@@ -71,6 +78,8 @@ _CARD_FREEZE = (r"\blost\b", r"\bstolen\b", r"\bmissing\b", r"\bcompromis", r"\b
                 r"\bsomeone (?:has|took|used)")
 _FEES = (r"\bfees?\b", r"\bcharged? (?:me )?(?:for|a)\b", r"\bcommission\b", r"\bextra charge",
          r"\bwhy (?:was|am|did) i (?:charged|pay)")
+_NOT_MINE = (r"\b(?:didn'?t|did not|never) (?:make|made|authori[sz]e)\b", r"\bnot (?:made|authori[sz]ed) by\b",
+             r"\bdispute\b")
 _EXPLAIN = (r"\bwhat is\b", r"\bwhat'?s\b", r"\bexplain\b", r"\bdon'?t recogni[sz]e\b", r"\bpending\b",
             r"\bdeclined\b", r"\brevert", r"\bwhy\b", r"\bunknown\b", r"\bstrange\b")
 
@@ -164,6 +173,8 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
         return None
     tx_id = facts.get("transaction_id")
     wants_status = _has(text, *_REFUND_WHERE) and not _has(text, *_DUPLICATE)
+    if wants_status and _has(text, r"\b(?:other|all|my) refunds\b"):
+        return plan("refund_status")  # every refund, not only the one carried from earlier
     if facts.get("refund_id") and (wants_status or not tx_id):
         return plan("refund_status", refund_id=facts["refund_id"])
     if wants_status:
@@ -187,6 +198,14 @@ def is_plain_yes(text: str) -> bool:
     """A short affirmative reply ("yes", "yes please", "sure, go ahead") without a negation; ``text`` lowercased."""
     t = text.strip()
     return bool(_YES.fullmatch(t)) and not _NOT.search(t)
+
+
+_NO = re.compile(r"(?:no|nope|nah|no thanks?|not now|don'?t|leave it)\b[\w ,.!']{0,40}")
+
+
+def is_plain_no(text: str) -> bool:
+    """A short negative reply ("no", "no thanks", "leave it"); ``text`` lowercased."""
+    return bool(_NO.fullmatch(text.strip()))
 
 
 def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
@@ -242,6 +261,8 @@ _PLANNERS: dict[str, Callable[..., ToolCallPlan | None]] = {
 def _refund_reason(text: str) -> str:
     if _has(text, *_DUPLICATE):
         return "duplicate charge"
+    if _has(text, *_NOT_MINE):
+        return "payment the customer did not make"
     if _has(text, r"\bnot (?:received|delivered|arrived)\b", r"\bnever (?:got|received|arrived)\b"):
         return "goods or service not received"
     if _has(text, r"\breturn(?:ed)?\b"):
@@ -259,6 +280,19 @@ _REFUND_STATUS_TEXT = {
     "rejected": "rejected",
     "executed": "paid back to your account",
     "cancelled": "cancelled",
+}
+
+
+#: When a refund's money arrives, by status (answer to "when will it arrive?"; the 5 business days are the desk's
+#: refund answer, ``_render_request_refund``). ``{paid}``: the day the credit was posted; ``{amount}``: the amount.
+_REFUND_ARRIVAL = {
+    "requested": "Nothing has been paid yet: once it is approved the money usually reaches your account within 5 "
+                 "business days.",
+    "approved": "It has been approved; the money usually reaches your account within 5 business days.",
+    "executed": "The {amount} was credited to your account on {paid}, so it is already in your balance: there is "
+                "nothing more to wait for.",
+    "rejected": "It was not approved, so no money will arrive; you can reply if you'd like us to look again.",
+    "cancelled": "It was cancelled, so no money will arrive.",
 }
 
 
@@ -318,8 +352,10 @@ def _render_find_duplicate_charges(result: dict[str, Any], text: str) -> str:
         parts.append(line)
     head = ("I found a duplicate charge. " if len(pairs) == 1
             else f"I found {len(pairs)} duplicate charges. ")
-    tail = "" if all(p.get("existing_refund") for p in pairs) else \
-        " The duplicate can be refunded; our refunds team handles that."
+    open_pairs = [p for p in pairs if not p.get("existing_refund")]
+    tail = "" if not open_pairs else \
+        f" Shall I ask our refunds team to refund the duplicate, {open_pairs[0]['duplicate']['id']}?" \
+        if len(open_pairs) == 1 else " The duplicates can be refunded; our refunds team handles that."
     return head + " ".join(parts) + tail
 
 
@@ -365,7 +401,11 @@ def _render_refund_status(result: dict[str, Any], text: str) -> str:
                      f"{_REFUND_STATUS_TEXT.get(rf['status'], rf['status'])} "
                      f"(opened {_day(rf['created_at'])})")
     body = "; ".join(lines)
-    return body[0].upper() + body[1:] + "."
+    answer = body[0].upper() + body[1:] + "."
+    if len(refunds) == 1 and _has(text, *_REFUND_WHERE):
+        answer += " " + _REFUND_ARRIVAL.get(refunds[0]["status"], "").format(
+            paid=_day(refunds[0].get("paid_at") or ""), amount=_amt(refunds[0])).strip()
+    return answer.strip()
 
 
 def _render_check_refund_eligibility(result: dict[str, Any], text: str) -> str:
@@ -484,6 +524,8 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
             parts.append(rendered)
     intent = resolve_intent(agent, user_text, hint)
     record_specific = {"unfreeze_card", "explain_transaction", "transfer_status", "check_refund_eligibility"} & set(names)
+    if intent is not None and intent.key == "cancel_transfer":
+        record_specific.discard("transfer_status")  # "can I cancel it?": the transfer's status, then how to cancel
     if intent is not None and intent.answer and not record_specific and (intent.tool is None or intent.tool in names
                                                  or (intent.kind == "freeze" and "card_status" in names)):
         parts.append(intent.answer)
@@ -503,3 +545,51 @@ def _card_follow_up(text: str) -> list[str]:
     if _has(text, *_CARD_FREEZE):
         return ["Tell me which card (its last four digits) and I'll freeze it right away."]
     return []
+
+
+# --------------------------------------------------------------------------------------------------
+# A payment the customer does not recognise: billing names it and offers a dispute; a yes opens it (refunds)
+# --------------------------------------------------------------------------------------------------
+
+#: The billing intent of a card payment the customer does not recognise (``nodes/data/desk_knowledge.json``).
+NOT_RECOGNISED = "card_payment_not_recognised"
+#: The question of that intent's answer after the list of recent payments (the knowledge file's text ends with it).
+DISPUTE_WHICH = "Which of these payments didn't you make?"
+#: Billing's open question asking which payment to dispute (:data:`DISPUTE_WHICH`, or its short form after a bare yes).
+DISPUTE_WHICH_RE = re.compile(r"^Open questions:.*\bWhich (?:of these )?payments? didn't you make\?", re.M)
+
+
+def dispute_offer(tx: dict[str, Any]) -> str:
+    """The yes/no question billing asks about one named payment: ``"Shall I dispute tx_1001 (Tesco, £23.80) and ask
+    for your money back?"``. A yes opens the dispute: a refund request through the refunds agent, with its usual
+    eligibility check, risk rules and approval (``nodes.offline_model``)."""
+    return f"Shall I dispute {tx['id']} ({tx['merchant']}, {_amt(tx)}) and ask for your money back?"
+
+
+def _named_payment(text: str, results: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], bool] | None:
+    """The one payment this turn's results name: the explained transaction (True: already described), or the one
+    listed transaction whose merchant the customer named (False)."""
+    for name, result in results:
+        if not result.get("ok"):
+            continue
+        if name == "explain_transaction":
+            return result["transaction"], True
+        if name == "list_recent_transactions":
+            low = text.lower()
+            hits = [t for t in result.get("transactions") or []
+                    if t.get("kind") != "top_up" and t["merchant"].lower().split()[0] in low]
+            if len({t["merchant"] for t in hits}) == 1:
+                return hits[0], False
+    return None
+
+
+def dispute_answer(user_text: str, results: list[tuple[str, dict[str, Any]]], answer: str) -> str | None:
+    """Billing's answer when the customer does not recognise a payment and one payment is named (its id, or the
+    merchant among the recent payments): ``answer`` (the explanation) or that payment's line, then
+    :func:`dispute_offer`. None when no single payment is named (the list and :data:`DISPUTE_WHICH` stand)."""
+    found = _named_payment(user_text, results)
+    if found is None:
+        return None
+    tx, described = found
+    head = answer if described else f"That is {_tx_line(tx)}."
+    return f"{head} {dispute_offer(tx)}"

@@ -30,7 +30,7 @@ from langgraph.types import Command, Send
 
 from graph.agent_as_tool import ExpertCall, ExpertResult, ExpertTask, ProposedAction, SupervisorAnswer, SupervisorPlan
 from graph.context import RunContext
-from graph.packet import Fact, HandoffRecord, render_packet
+from graph.packet import Fact, HandoffRecord, render_packet, step_number
 from graph.state import ensure_ids
 from nodes.deps import Deps
 from nodes.expert import expert_tool
@@ -69,7 +69,8 @@ def _fallback(state: dict, ctx: RunContext, reason: str, new: list[BaseMessage],
     if facts:  # what the experts verified replaces what the transcript alone shows
         packet["known_facts"] = [f.model_dump(mode="json") for f in facts]
     packet["open_questions"] = list(dict.fromkeys([*packet["open_questions"], *questions]))
-    record = HandoffRecord(hop=int(state.get("handoff_count") or 0) + 1, turn=int(state.get("turn") or 0),
+    record = HandoffRecord(hop=step_number(state.get("handoff_path") or [], int(state.get("turn") or 0)),
+                           turn=int(state.get("turn") or 0),
                            from_agent=SUPERVISOR, to_agent=FALLBACK, kind="fallback", reason=reason,
                            handoff_id=packet["handoff_id"]).model_dump()
     update = {"messages": ensure_ids(new), "model_calls": model_calls, "handoff": packet, "handoff_path": [record],

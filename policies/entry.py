@@ -105,6 +105,7 @@ def choose_entry(
     open_question: str | None = None,
     clarify_rounds: int = 0,
     scope: Scope = None,
+    refers_back: bool = False,
 ) -> EntryDecision:
     """Choose the entry node of a new turn.
 
@@ -120,6 +121,9 @@ def choose_entry(
         open_question: the question the active agent left open (its last answer's question, or the packet's), if any.
         clarify_rounds: clarifying answers in a row just before this message (0 when the last answer was not clarify's).
         scope: the router's no-specialist kind of the message (:func:`scope_of`), None when it chose a specialist.
+        refers_back: the message points back at a record the previous answer named (``policies.replies.refers_back``):
+            a fragment that does stays with the active agent whatever the router says ("when will it arrive?" after a
+            paid refund is about that refund, not transfer times).
 
     Returns:
         In order: triage when the identity changed; after clarify, out_of_scope for an out-of-scope answer, triage
@@ -144,17 +148,20 @@ def choose_entry(
         return EntryDecision(TRIAGE, "no specialist holds the conversation")
     if not permitted:
         return EntryDecision(TRIAGE, f"permission for {holder} no longer holds")
-    return _checked(_continue_or_triage(holder, routed_agent, route_confidence, reply, open_question, scope),
-                    holder, available, task_status)
+    return _checked(_continue_or_triage(holder, routed_agent, route_confidence, reply, open_question, scope,
+                                        refers_back), holder, available, task_status)
 
 
 def _continue_or_triage(active_agent: str, routed_agent: str | None, route_confidence: float, reply: ReplyKind,
-                        open_question: str | None, scope: Scope) -> EntryDecision:
+                        open_question: str | None, scope: Scope, refers_back: bool = False) -> EntryDecision:
     asked = f" to {active_agent}'s question" if open_question else ""
     if reply in _ANSWERS or (reply == "identifier" and open_question):
         return EntryDecision(active_agent, f"{reply.replace('_', '/')} reply{asked}: continues with {active_agent}")
     other_specialist = routed_agent in SPECIALISTS and routed_agent != active_agent
     if reply in ("fragment", "identifier"):
+        if reply == "fragment" and refers_back:
+            return EntryDecision(active_agent, f"follow-up about what {active_agent} just answered: continues with "
+                                               f"{active_agent}")
         if other_specialist and route_confidence >= NEW_TOPIC_CONFIDENCE:
             return EntryDecision(TRIAGE, f"topic changed (router: {routed_agent} at {route_confidence:.2f})")
         return EntryDecision(active_agent, f"{'follow-up' if reply == 'fragment' else 'identifier'}{asked}: "

@@ -13,7 +13,8 @@ from typing import Literal
 
 from policies.approval import is_cancellation
 
-__all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "FRAGMENT_MAX_WORDS"]
+__all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "refers_back",
+           "FRAGMENT_MAX_WORDS"]
 
 #: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
 #: the previous answer listed; ``cancel``: asks to stop/cancel; ``fragment``: a short follow-up that leans on the
@@ -34,6 +35,8 @@ _THE_ONE_RE = re.compile(r"^\s*(?:the|that)\b.{0,40}\bone\b", re.I)
 _FOLLOW_UP_RE = re.compile(r"^\s*(?:and|also|what about|how about|which|why|when|so|but|then|ok(?:ay)? (?:and|so)|"
                            r"what (?:was|is|were|did)|is it|was it|did it)\b", re.I)
 _ITEM_RE = re.compile(r"\b(?:tx|rf|tr|card)_[A-Za-z0-9]+\b")
+#: A pronoun that points back at something already said ("when will *it* arrive?", "is *that* done?").
+_BACK_REF_RE = re.compile(r"\b(?:it|its|it's|that|this|them|they|those)\b", re.I)
 _WORD_RE = re.compile(r"[A-Za-z0-9_£€$.']+")
 
 
@@ -55,6 +58,14 @@ def open_question_of(answer: str) -> str | None:
 def listed_items_of(answer: str) -> tuple[str, ...]:
     """The record ids (``tx_…``, ``rf_…``, ``tr_…``, ``card_…``) an answer listed, first-seen order."""
     return tuple(dict.fromkeys(_ITEM_RE.findall(answer or "")))
+
+
+def refers_back(text: str, listed: tuple[str, ...]) -> bool:
+    """Does ``text`` point back at a record the previous answer named? True when that answer listed records
+    (``listed``, :func:`listed_items_of`) and ``text`` is short (at most 12 words) with a pronoun such as "it", "that",
+    "them": "when will it arrive?" after "refund rf_… has been paid" asks about that refund, whatever the router
+    thinks of "arrive" (issue 13, fresh-user review)."""
+    return bool(listed) and len(_words(text)) <= 12 and bool(_BACK_REF_RE.search(text))
 
 
 def _words(text: str) -> list[str]:

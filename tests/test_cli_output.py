@@ -145,3 +145,66 @@ def test_chat_stream_json_keeps_stdout_json(isolated_home) -> None:
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["agent"] == "cards"
     assert "cards" in r.stderr and "│" in r.stderr  # the live lines, on stderr
+
+
+def test_trace_and_events_number_hops_like_draw(paused, monkeypatch) -> None:
+    """Issue 13 §3: hop numbers restart each turn in the events and ``trace`` too, and approval-flow steps after the
+    resume go on from the pause (no repeated number); one numbering (graph.packet.number_steps) for all three."""
+    from checkpoints import open_checkpointer
+    from checkpoints.event_log import open_event_log
+    from graph.context import RunContext
+    from graph.drawing import run_path
+
+    g, _ = _setup(paused)
+    Conversation("p", graph=g, context=RunContext.for_operator("ann", "t_demo")).resume({"decision": "approve"})
+    Conversation("p", graph=g).send("How do I activate my new card?")
+    steps = {(s.turn, s.hop, s.target) for s in run_path(open_checkpointer(paused / "switchboard.db"), "p")}
+    evts = open_event_log(paused / "switchboard.db").events("p")
+    started = {(e.turn, e.detail.get("hop"), e.agent) for e in evts if e.kind == "agent_started" and e.from_agent}
+    assert started == steps  # every step drawn is the step an agent started at, same number
+    turn1 = sorted(h for t, h, _ in started if t == 1)
+    assert turn1 == list(range(1, len(turn1) + 1)) and len(turn1) >= 5  # entry, triage, refunds, risk, approval, pay…
+    assert sorted(h for t, h, _ in started if t == 2) == [1, 2]
+    assert [e.detail["hop"] for e in evts if e.kind == "entry_decided"] == [1, 1]
+    monkeypatch.setattr(cli, "console", Console(width=250))
+    out = CliRunner().invoke(app, ["trace", "p", "--as", "ann"]).output
+    assert out.count("step 1 entry → ") == 2 and "(step 2 of the turn" in out
+    assert "(step 4 from risk" in out and "(step 5 from human_approval" in out and "(step 6 from refund_execute" in out
+
+
+def test_route_confusion_table_is_not_cut_when_piped(isolated_home, tmp_path, monkeypatch) -> None:
+    """Issue 13 §3: ``route``'s confusion table used to be cut at 80 columns (headers such as "transfe…") when stdout
+    was a pipe; piped, it is as wide as its cells need, even with a narrow terminal (COLUMNS=40) or none."""
+    from tests.test_route_no_specialist import _write
+
+    csv, amap = _write(tmp_path)
+    monkeypatch.setattr(cli, "console", Console())  # stdout as CliRunner gives it: not a terminal
+    for columns in ("40", None):
+        if columns:
+            monkeypatch.setenv("COLUMNS", columns)
+        else:
+            monkeypatch.delenv("COLUMNS", raising=False)
+        r = CliRunner().invoke(app, ["route", str(csv), "--labels", str(amap)])
+        assert r.exit_code == 0, r.output
+        header = next(line for line in r.stdout.splitlines() if line.startswith("┃ expected"))
+        cells = {c.strip() for c in header.split("┃")}
+        assert "…" not in r.stdout, r.stdout
+        assert {"billing", "cards", "transfers", "clarify", "out_of_scope", "recall"} <= cells, header
+        assert len(header) > 80 and all(len(line) <= len(header) for line in r.stdout.splitlines()[:8])
+
+
+def test_print_table_fits_a_terminal_and_not_a_pipe(capsys) -> None:
+    from rich.table import Table
+
+    from graph.cli_output import print_table
+
+    def table() -> Table:
+        t = Table("expected", *[f"column_{i}_long_name" for i in range(8)])
+        t.add_row("x", *["1"] * 8)
+        return t
+
+    print_table(Console(width=60, force_terminal=False), table())
+    piped = capsys.readouterr().out
+    assert all(f"column_{i}_long_name" in piped for i in range(8))
+    print_table(Console(width=60, force_terminal=True, color_system=None), table())  # a terminal: fitted to 60 columns
+    assert max(len(line) for line in capsys.readouterr().out.splitlines()) <= 60

@@ -192,7 +192,7 @@ def test_history_shaping_receiving_model_input(make_graph, mode, k):
         assert humans == ["I was charged twice, refund it"] and tools and packet
     elif mode == "packet_only":
         assert humans == ["I was charged twice, refund it"] and not tools
-        assert "transaction_id=tx_1008 (system_verified)" in packet[0].content
+        assert "transaction_id=tx_1008 (system_verified, as of " in packet[0].content
     else:
         assert len(humans) == 2 and not tools and not any(getattr(m, "tool_calls", None) for m in body)
     assert transcript_errors(body) == []

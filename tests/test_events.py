@@ -76,7 +76,9 @@ def test_two_handoff_conversation_exact_event_sequence(make_desk):
     # fields the issue asks for
     accepted = [e for e in evts if e.kind == "handoff_accepted"]
     assert [e.reason for e in accepted] == ["a charge question", "wants the money back"]
-    assert [e.detail["hop"] for e in accepted] == [1, 2]
+    # step numbers of the turn (graph.packet.number_steps): entry → triage is step 1, the two handoffs steps 2 and 3
+    assert [e.detail["hop"] for e in accepted] == [2, 3]
+    assert [e.detail["hop"] for e in evts if e.kind == "agent_started"] == [1, 2, 3]
     assert all(e.history_items and e.history_items > 0 for e in accepted)
     assert all(e.state_version == 0 for e in evts[1:])
     started = [e for e in evts if e.kind == "agent_started"]

@@ -169,7 +169,7 @@ def test_triage_billing_refunds_over_http_from_env_config(stub, env_graph):
     assert {"find_duplicate_charges", "transfer_to_refunds"} <= billing_tools and "route_to_agent" not in billing_tools
     # what triage extracted reaches billing as model-written facts; billing's verified id reaches refunds
     assert "merchant=Blue Bottle Coffee (model_written)" in srv.requests[1]["messages"][0]["content"]
-    assert "transaction_id=tx_1008 (system_verified)" in srv.requests[3]["messages"][0]["content"]
+    assert "transaction_id=tx_1008 (system_verified, as of " in srv.requests[3]["messages"][0]["content"]
     values = g.get_state(CFG).values
     assert values["state_version"] == 2  # the refund was requested once and paid once
     assert values["pending_approval"]["stage"] == "executed" and values["pending_approval"]["transaction_id"] == "tx_1008"

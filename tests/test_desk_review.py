@@ -1,0 +1,180 @@
+"""Gaps a fresh-user review of the embedded desk found (issue 13), each reproduced as a conversation with the offline
+model and the shipped router: an unrecognised payment is acted on after "yes"; greetings, thanks and goodbyes are
+answered, never fallback; fallback text shows facts in customer words; the paused answer tells the customer it waits
+for approval (the approver's command is for operators); "when will it arrive?" after a paid refund stays with
+refunds; a lost card on a paused thread is frozen while the approval stays pending."""
+
+from __future__ import annotations
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from typer.testing import CliRunner
+
+from graph.builder import build_desk
+from graph.conversation import Conversation
+from graph.settings import Settings
+from nodes.fallback import fallback_text
+from nodes.offline_model import OfflineChatModel
+from nodes.router import default_router
+
+UNKNOWN = "There's a charge I don't recognise"
+
+
+@pytest.fixture
+def desk(store):
+    router = default_router()
+    return build_desk(model=OfflineChatModel(router=router), checkpointer=InMemorySaver(), settings=Settings.from_env(),
+                      router=router, store=store)
+
+
+def _refunds(store, tx: str) -> list[str]:
+    return [r.status for r in store.list_refunds("c_ada") if r.transaction_id == tx]
+
+
+# ---------------------------------------------------------------- (a) an unrecognised payment, then "yes go ahead"
+def test_yes_to_billing_dispute_offer_opens_the_refund_through_risk_and_approval(desk, store):
+    conv = Conversation("dispute", desk=desk)
+    listed = conv.send(UNKNOWN)
+    assert listed.agent == "billing" and "Which of these payments didn't you make?" in listed.text
+    vague = conv.send("yes")  # agreed, but to which payment? billing asks, it does not guess
+    assert vague.agent == "billing" and "Which payment" in vague.text and _refunds(store, "tx_1001") == []
+    named = conv.send("the Tesco one")  # not among the five listed: billing looks further back and names it
+    assert named.agent == "billing" and "Shall I dispute tx_1001 (Tesco, £23.80)" in named.text
+    acted = conv.send("yes go ahead")
+    # £23.80 is above the auto-approval limit: the refund is opened by refunds and waits for a person
+    assert acted.status == "awaiting_approval" and acted.pending.transaction_id == "tx_1001"
+    assert [h.to_agent for h in acted.handoff_path] == ["billing", "refunds", "risk", "human_approval"]
+    assert _refunds(store, "tx_1001") == ["requested"]
+    reason = next(r.reason for r in store.list_refunds("c_ada") if r.transaction_id == "tx_1001")
+    assert reason == "payment the customer did not make"
+
+
+def test_dispute_of_a_named_payment_goes_through_the_store_guards(desk, store):
+    conv = Conversation("dispute-pending", desk=desk)
+    offer = conv.send("I don't recognise tx_1009")
+    assert offer.agent == "billing" and "Shall I dispute tx_1009" in offer.text
+    refused = conv.send("yes please")  # a pending payment cannot be refunded: the store's eligibility rule says so
+    assert refused.agent == "refunds" and "pending" in refused.text and _refunds(store, "tx_1009") == []
+
+
+def test_no_to_the_dispute_offer_changes_nothing(desk, store):
+    conv = Conversation("dispute-no", desk=desk)
+    conv.send("I don't recognise tx_1005")
+    no = conv.send("no")
+    assert no.agent == "billing" and "left tx_1005 as it is" in no.text and _refunds(store, "tx_1005") == ["requested"]
+
+
+# ---------------------------------------------------------------- (b) hi, thanks, bye
+@pytest.mark.parametrize("turns", [["hi", "thanks!", "bye"], ["hmm", "dunno", "bye"]])
+def test_social_messages_never_end_in_fallback(desk, turns):
+    conv = Conversation("social-" + turns[0], desk=desk)
+    results = [conv.send(t) for t in turns]
+    assert [r.agent for r in results] == ["clarify"] * len(turns)
+    assert "Goodbye" in results[-1].text
+
+
+def test_the_agent_holding_the_conversation_answers_thanks_and_goodbye(desk):
+    conv = Conversation("cards-social", desk=desk)
+    assert "frozen" in conv.send("I lost my card").text
+    first, second, bye = conv.send("thanks"), conv.send("thank you"), conv.send("bye")
+    assert (first.agent, second.agent, bye.agent) == ("cards", "cards", "cards")
+    assert first.text.startswith("You're welcome!") and second.text == "You're welcome!"  # its question not asked twice
+    assert bye.text.startswith("Goodbye")
+
+
+# ---------------------------------------------------------------- (c) facts in customer words
+def test_fallback_shows_money_with_its_currency_not_minor_units():
+    text = fallback_text({"reason": "r", "known_facts": [
+        {"key": "amount", "value": "100.00 GBP", "source": "system_verified"},
+        {"key": "amount_minor", "value": "10000", "source": "system_verified"},
+        {"key": "currency", "value": "GBP", "source": "system_verified"},
+        {"key": "transaction_id", "value": "tx_1002", "source": "user_said"},
+        {"key": "refund_status", "value": "requested", "source": "system_verified"}]})
+    assert "amount: £100.00" in text and "transaction: tx_1002 (you told us)" in text and "refund status: requested" in text
+    assert not any(raw in text for raw in ("minor", "10000", "currency", "refund_status", "transaction_id"))
+
+
+# ---------------------------------------------------------------- (d) the paused answer
+def test_paused_answer_tells_the_customer_it_waits_and_keeps_the_command_for_operators(isolated_home):
+    from graph.cli import app
+
+    r = CliRunner().invoke(app, ["chat", "I want a refund for tx_1001, the item never arrived", "--thread", "p"])
+    assert r.exit_code == 0, r.output
+    out, err = " ".join(r.stdout.split()), " ".join(r.stderr.split())
+    assert "waiting for approval by our team; nothing has been paid yet" in out
+    assert "switchboard resume" not in out and "--approve" not in out
+    assert "switchboard resume p --approve" in err  # the operator still sees how to decide
+    js = CliRunner().invoke(app, ["chat", "any news?", "--thread", "p", "--json"])
+    assert js.exit_code == 0 and "switchboard" not in js.stdout
+    assert " UTC)" in js.stdout and "Z)" not in js.stdout  # the request time in customer words, not raw ISO
+
+
+# ---------------------------------------------------------------- (e) "when will it arrive?" after a paid refund
+def test_when_will_it_arrive_after_a_paid_refund_stays_with_refunds(desk, store):
+    conv = Conversation("arrive", desk=desk)
+    paid = conv.send("I want a refund for tx_1008")
+    assert paid.agent == "refunds" and "paid back" in paid.text
+    later = conv.send("when will it arrive?")
+    assert later.agent == "refunds" and [h.to_agent for h in later.handoff_path] == ["refunds"]
+    refund = next(r for r in store.list_refunds("c_ada") if r.transaction_id == "tx_1008")
+    assert refund.id in later.text and "credited to your account on" in later.text and "Faster Payments" not in later.text
+    decided = desk.deps.events.events("arrive", kinds=["entry_decided"])[-1]
+    assert decided.detail["refers_back"] is True
+
+
+def test_a_new_topic_with_a_pronoun_is_not_kept_by_a_record_free_answer(desk):
+    conv = Conversation("no-record", desk=desk)
+    conv.send("How do I activate my new card?")  # the answer names no record
+    assert conv.send("how long does it take to send money abroad?").agent == "transfers"
+
+
+# ---------------------------------------------------------------- (f) a lost card while a refund waits for approval
+def test_lost_card_on_a_paused_thread_is_frozen_and_the_approval_stays_pending(desk, store):
+    conv = Conversation("paused-lost", desk=desk)
+    paused = conv.send("I want a refund for tx_1001, the item never arrived")
+    assert paused.status == "awaiting_approval"
+    before = conv.pending()
+    r = conv.send("I lost my card, freeze it")
+    assert r.status == "awaiting_approval" and "frozen your physical card ending 4242" in r.text
+    assert "still waiting for approval" in r.text
+    assert {c.last4: c.status for c in store.list_cards("c_ada")}["4242"] == "frozen"
+    assert conv.pending() == before and _refunds(store, "tx_1001") == ["requested"]  # the pause is untouched
+    audit = store.audit_entries(action="urgent_freeze_while_paused", limit=5)
+    assert audit and audit[0].detail["frozen_last4"] == "4242"
+    assert "You're welcome!" in conv.send("thanks").text and conv.pending() == before
+
+
+# ---------------------------------------------------------------- facts in packets are dated (issue 13 §1, last bullet)
+def test_a_verified_fact_from_an_earlier_turn_keeps_its_original_date(desk, monkeypatch):
+    import nodes.agent
+    from graph.packet import render_packet
+
+    monkeypatch.setattr(nodes.agent, "observed_now", lambda: "2026-01-02T03:04:05+00:00")
+    conv = Conversation("dated", desk=desk)
+    conv.send("I don't recognise tx_1005")  # billing reads tx_1005 "at" 03:04:05 on 2 Jan
+    monkeypatch.setattr(nodes.agent, "observed_now", lambda: "2026-01-03T00:00:00+00:00")
+    conv.send("no")  # next turn: entry keeps billing and carries the facts in its packet
+    packet = conv.state["handoff"]
+    facts = {f["key"]: f for f in packet["known_facts"]}
+    assert facts["transaction_id"]["source"] == "system_verified"
+    assert facts["transaction_id"]["observed_at"] == "2026-01-02T03:04:05+00:00"  # its own date, not this turn's
+    assert facts["merchant"]["observed_at"] == "2026-01-02T03:04:05+00:00"
+    assert "transaction_id=tx_1005 (system_verified, as of 2026-01-02T03:04:05+00:00)" in render_packet(packet)
+    text = fallback_text(packet)
+    assert "transaction: tx_1005 (as of 2 Jan 03:04 UTC)" in text
+
+
+def test_a_fact_read_again_gets_the_new_date(desk, monkeypatch):
+    import nodes.agent
+
+    monkeypatch.setattr(nodes.agent, "observed_now", lambda: "2026-01-02T00:00:00+00:00")
+    conv = Conversation("redated", desk=desk)
+    conv.send("where is my refund?")
+    monkeypatch.setattr(nodes.agent, "observed_now", lambda: "2026-01-05T00:00:00+00:00")
+    conv.send("any news on it?")  # refunds re-reads the status: the status fact is dated now
+    facts = {f["key"]: f for f in conv.state["handoff"]["known_facts"]}
+    assert facts["refund_status"]["observed_at"] == "2026-01-02T00:00:00+00:00"  # the packet the turn started with
+    from nodes.facts import collect_facts
+
+    dated = {f.key: f.observed_at for f in collect_facts(list(conv.state["messages"])) if f.source == "system_verified"}
+    assert dated["refund_status"] == "2026-01-05T00:00:00+00:00"
