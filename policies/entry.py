@@ -123,7 +123,9 @@ def choose_entry(
         scope: the router's no-specialist kind of the message (:func:`scope_of`), None when it chose a specialist.
         refers_back: the message points back at a record the previous answer named (``policies.replies.refers_back``):
             a fragment that does stays with the active agent whatever the router says ("when will it arrive?" after a
-            paid refund is about that refund, not transfer times).
+            paid refund is about that refund, not transfer times); a short request that does ("any news on it?")
+            stays with it too, and is never taken for out of scope, unless the router gives another specialist >=
+            :data:`NEW_TOPIC_CONFIDENCE`.
 
     Returns:
         In order: triage when the identity changed; after clarify, out_of_scope for an out-of-scope answer, triage
@@ -142,7 +144,7 @@ def choose_entry(
     if active_agent == CLARIFY and clarify_rounds > 0:
         return _after_clarify(routed_agent, route_confidence, clarify_rounds, scope)
     holder = active_agent if active_agent in SPECIALISTS else None
-    if scope == "out_of_scope" and (holder is None or reply == "request"):
+    if scope == "out_of_scope" and (holder is None or (reply == "request" and not refers_back)):
         return EntryDecision(OUT_OF_SCOPE, f"no specialist serves this (router: {routed_agent} at {route_confidence:.2f})")
     if holder is None:
         return EntryDecision(TRIAGE, "no specialist holds the conversation")
@@ -168,6 +170,9 @@ def _continue_or_triage(active_agent: str, routed_agent: str | None, route_confi
                                            f"continues with {active_agent}")
     if routed_agent == active_agent and route_confidence >= CONTINUE_CONFIDENCE:
         return EntryDecision(active_agent, f"topic continues with {active_agent}")
+    if refers_back and not (other_specialist and route_confidence >= NEW_TOPIC_CONFIDENCE):
+        return EntryDecision(active_agent, f"question about what {active_agent} just answered: continues with "
+                                           f"{active_agent}")
     if scope == "conversational":
         return EntryDecision(active_agent, f"conversational reply: {active_agent} holds the conversation")
     return EntryDecision(TRIAGE, f"topic changed (router: {routed_agent} at {route_confidence:.2f})")

@@ -190,6 +190,10 @@ def test_entry_rule():
     assert c("clarify", "other", 0.5, False, reply="fragment", clarify_rounds=2).target == "fallback"
     assert c("clarify", "cards", 0.8, False, clarify_rounds=2).target == "triage"
     assert c("billing", "billing", 0.9, False, reply="yes_no", task_status="fallback").target == "fallback"
+    # a short request pointing back at what the agent just answered ("any news on it?") stays, never out of scope
+    assert c("refunds", "other", 0.5, False, scope="out_of_scope", refers_back=True).target == "refunds"
+    assert c("refunds", "other", 0.5, False, scope="out_of_scope").target == "out_of_scope"
+    assert c("refunds", "cards", 0.9, False, refers_back=True).target == "triage"  # another specialist's clear topic
 
 
 def test_instead_of_repeat():
