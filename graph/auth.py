@@ -16,7 +16,9 @@ A revoked or unknown token, a customer no longer in the store, a disabled operat
 * ``threads.create`` — customers only; the thread's metadata gets ``owner`` (customer id) and ``tenant_id``;
 * ``threads.create_run`` — the run's ``context`` is **overwritten** with the authenticated principal (what the
   client sent is discarded, so ``roles=["approver"]`` in a client's context means nothing), and the request is
-  checked: a customer sends only user messages (no ids, no AI/tool/system messages) on their own threads; an
+  checked: a customer sends only user messages (no ids, no AI/tool/system messages) on their own threads (the
+  customer of a thread's first run is recorded as its owner in the business store before the run is queued,
+  :func:`record_thread_owner`, so ``recover`` can finish even a first turn killed before its entry node); an
   operator only resumes (``command`` with ``resume`` alone) threads of their tenant; nobody sends ``goto`` or
   ``update`` commands, webhooks, or runs from an older checkpoint. The graph then checks the principal again
   (``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide, four eyes;
@@ -43,7 +45,8 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-__all__ = ["auth", "authenticate", "resolve_bearer", "principal_claims", "check_run_request", "run_context_for"]
+__all__ = ["auth", "authenticate", "resolve_bearer", "principal_claims", "check_run_request", "run_context_for",
+           "record_thread_owner"]
 
 auth = Auth()
 
@@ -168,6 +171,34 @@ def run_context_for(kind: str, pid: str, tenant: str, roles: tuple[str, ...], se
     return ctx
 
 
+def record_thread_owner(thread_id: Any, kind: str, pid: str, tenant: str, store: Any = None) -> str | None:
+    """Before a run of an authenticated ``kind`` principal on ``thread_id`` is queued: a customer's run records the
+    customer as the thread's owner unless one is recorded already (``BusinessStore.claim_thread_owner``, write-once);
+    returns why the run is refused (the thread is another customer's), else None. Operators' runs and runs without a
+    thread record nothing. Blocking (database); async callers run it in a thread. Raises ``StoreError`` when the
+    business store cannot be reached."""
+    if kind != "customer" or not thread_id:
+        return None
+    store = store if store is not None else _store()
+    owner, _ = store.claim_thread_owner(str(thread_id), pid, tenant, source="server")
+    if (owner.customer_id, owner.tenant_id) != (pid, tenant):
+        return "the thread belongs to another customer"
+    return None
+
+
+async def checked_owner(thread_id: Any, kind: str, pid: str, tenant: str) -> None:
+    """:func:`record_thread_owner` off the event loop; 403 when the thread is another customer's, 503 when the
+    business store cannot be reached."""
+    from checkpoints.business import StoreError
+
+    try:
+        reason = await asyncio.to_thread(record_thread_owner, thread_id, kind, pid, tenant)
+    except StoreError as exc:
+        raise _HTTP_ERROR(status_code=503, detail=f"the business store is unavailable ({exc})") from None
+    if reason:
+        raise _HTTP_ERROR(status_code=403, detail=reason)
+
+
 @auth.on.threads.create
 async def on_thread_create(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     """Customers start threads; the thread's metadata records its owner and tenant."""
@@ -195,6 +226,7 @@ async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     reason = check_run_request(kind, body)
     if reason:
         raise _HTTP_ERROR(status_code=403, detail=reason)
+    await checked_owner(value.get("thread_id"), kind, pid, tenant)
     context = run_context_for(kind, pid, tenant, roles, body.get("context"))
     body["context"] = context
     if isinstance(kwargs, dict):

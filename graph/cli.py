@@ -466,11 +466,22 @@ def _approval_desk(db: str | None, model: str | None = None):
     return _desk(settings)
 
 
-def _tenant_threads(desk, acting) -> list[str]:
-    """Thread ids of the operator's tenant, most recent first."""
+def _tenant_threads(desk, acting, recorded: bool = False) -> list[str]:
+    """Thread ids of the operator's tenant, most recent first. With ``recorded``, a thread whose checkpoint names no
+    owner yet (a first turn killed before its entry node) counts by its owner recorded in the business store."""
     from checkpoints.threads import thread_summaries
 
-    return [r["thread_id"] for r in thread_summaries(desk.graph.checkpointer, tenant_id=acting.tenant_id)]
+    if not recorded:
+        return [r["thread_id"] for r in thread_summaries(desk.graph.checkpointer, tenant_id=acting.tenant_id)]
+    out = []
+    for r in thread_summaries(desk.graph.checkpointer):
+        tenant = r["tenant_id"]
+        if not r["customer_id"]:
+            row = desk.deps.store.thread_owner(r["thread_id"])
+            tenant = row.tenant_id if row is not None else ""
+        if tenant == acting.tenant_id:
+            out.append(r["thread_id"])
+    return out
 
 
 def _overdue(req: dict, now, deadline_h: float) -> bool:
@@ -559,14 +570,16 @@ def recover(
                                 "Needs an approver."),
 ) -> None:
     """Finish runs a crashed process left behind: replay an approval already claimed in the business store, or
-    continue a run stopped between nodes (an operator's run reads the customer's records but changes none).
-    Cleanly pending approvals stay pending. Use the same --model as the interrupted run. Needs --as an operator."""
+    continue a turn stopped between nodes or before its first node with the rights of the thread's owner (the
+    customer who started it, as recorded when the thread began), so an interrupted refund request is still made;
+    you are recorded as who triggered it (event 'recovered', audit). Cleanly pending approvals stay pending. Use the
+    same --model as the interrupted run. Needs --as an operator."""
     from graph.conversation import Conversation
 
     acting = acting_operator(as_, DECIDE_ROLES if expire else READ_ROLES, "recover --expire" if expire else "recover",
                              db=db, thread=thread)
     desk = _approval_desk(db, model)
-    mine = _tenant_threads(desk, acting)
+    mine = _tenant_threads(desk, acting, recorded=True)
     if thread is not None and thread not in mine:
         raise refuse(acting.store, _settings(None, db), acting.ref, "recover",
                      f"thread {thread} is not a thread of tenant {acting.tenant_id}", thread=thread)

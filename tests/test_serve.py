@@ -250,3 +250,34 @@ def test_run_guard_checks_every_run_body(store) -> None:
     assert all(RUN_PATH.match(p) for p in ("/threads/t1/runs", "/threads/t1/runs/wait", "/threads/t1/runs/stream",
                                            "/runs/wait"))
     assert not RUN_PATH.match("/threads/t1/runs/r1/cancel") and not RUN_PATH.match("/threads/t1/state")
+
+
+def test_a_customers_first_run_records_the_thread_owner_before_it_is_queued(store) -> None:
+    """Served runs record the thread's owner in the business store before the engine queues the run (the run guard on
+    Aegra, the ``threads.create_run`` handler on the LangGraph API), so ``recover`` can finish a first turn killed
+    before its entry node; another customer's run on that thread is then refused, operators' runs record nothing."""
+    import asyncio
+    import json
+
+    from graph.aegra_app import checked_body
+    from graph.auth import _store, record_thread_owner
+
+    _store.cache_clear()  # the server's store of this test's home
+    store.add_operator("ann", "t_demo", ["approver"])
+    ada, bob, ann = (store.issue_token(k, p, "t_demo")[1] for k, p in
+                     (("customer", "c_ada"), ("customer", "c_bob"), ("operator", "ann")))
+    body = json.dumps({"input": {"messages": [{"role": "user", "content": "hi"}]}}).encode()
+
+    def call(token: str, thread: str | None, payload: bytes = body) -> int:
+        return asyncio.run(checked_body([(b"authorization", f"Bearer {token}".encode())], payload, thread))[0]
+
+    assert call(ada, None) == 200 and store.thread_owner("None") is None  # a thread-less run records nothing
+    assert call(ann, "t-new", json.dumps({"command": {"resume": {"decision": "approve"}}}).encode()) == 200
+    assert store.thread_owner("t-new") is None  # an operator never becomes an owner
+    assert call(ada, "t-new") == 200
+    owner = store.thread_owner("t-new")
+    assert (owner.customer_id, owner.tenant_id, owner.source) == ("c_ada", "t_demo", "server")
+    assert call(bob, "t-new") == 403 and store.thread_owner("t-new").customer_id == "c_ada"
+    assert call(ada, "t-new") == 200  # the owner's later turns pass
+    assert record_thread_owner("t-x", "customer", "c_bob", "t_demo", store) is None
+    assert record_thread_owner("t-x", "customer", "c_ada", "t_demo", store) == "the thread belongs to another customer"
