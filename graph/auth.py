@@ -46,7 +46,7 @@ from typing import Any
 from langgraph_sdk import Auth
 
 __all__ = ["auth", "authenticate", "resolve_bearer", "principal_claims", "check_run_request", "run_context_for",
-           "record_thread_owner"]
+           "record_thread_owner", "checked_owner", "langgraph_api_run"]
 
 auth = Auth()
 
@@ -199,6 +199,31 @@ async def checked_owner(thread_id: Any, kind: str, pid: str, tenant: str) -> Non
         raise _HTTP_ERROR(status_code=403, detail=reason)
 
 
+def langgraph_api_run(kwargs: dict[str, Any]) -> None:
+    """Adjust a LangGraph API run request (``value["kwargs"]`` of ``threads.create_run``) in place, after it was
+    checked:
+
+    * with every store on PostgreSQL (``SWITCHBOARD_DB``), ``durability = "sync"``: each step's checkpoint is written
+      before the next step starts, so an instance killed mid-run loses no finished step. ``durability`` is the LangGraph
+      API's public run parameter; the server passes it to ``graph.stream`` itself (default ``"async"``), which
+      overrides anything compiled into the graph;
+    * on the MIT PostgreSQL runtime (``LANGGRAPH_RUNTIME_EDITION=pg``, langgraph-runtime-pg 0.11.1, which stores the
+      run's kwargs as JSON with the standard encoder), the authenticated user in ``config.configurable
+      .langgraph_auth_user`` becomes its plain claims dict (``model_dump()``); the runtime's worker turns it back into
+      the same user (``normalize_user``) before the graph runs. Without this that runtime fails every authenticated
+      run with "Object of type ProxyUser is not JSON serializable"."""
+    import os
+
+    from graph.settings import Settings, is_postgres
+
+    if is_postgres(Settings().db):
+        kwargs["durability"] = "sync"
+    configurable = (kwargs.get("config") or {}).get("configurable")
+    user = configurable.get("langgraph_auth_user") if isinstance(configurable, dict) else None
+    if os.environ.get("LANGGRAPH_RUNTIME_EDITION") == "pg" and callable(getattr(user, "model_dump", None)):
+        configurable["langgraph_auth_user"] = user.model_dump()  # type: ignore[index, union-attr]
+
+
 @auth.on.threads.create
 async def on_thread_create(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     """Customers start threads; the thread's metadata records its owner and tenant."""
@@ -230,6 +255,7 @@ async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     context = run_context_for(kind, pid, tenant, roles, body.get("context"))
     body["context"] = context
     if isinstance(kwargs, dict):
+        langgraph_api_run(kwargs)
         return _scope(kind, pid, tenant)
     return {**_scope(kind, pid, tenant), "context": {"locale": "en", **context}}
 
