@@ -755,20 +755,26 @@ def train_router(
 
 @app.command()
 def serve(
-    engine: str = typer.Option("aegra", "--engine", help="The LangGraph-API engine: aegra (Apache-2.0, the only one launched; "
-                               "pip install 'switchboard[serve]')."),
+    engine: str = typer.Option("aegra", "--engine", help="The LangGraph-API engine: aegra (Apache-2.0; pip install "
+                               "'switchboard[serve]') or langgraph-pg (LangGraph's langgraph-api, Elastic License 2.0, "
+                               "on the MIT PostgreSQL + Redis runtime; make langgraph-pg installs it apart)."),
     instances: int = typer.Option(1, "--instances", "-n", help="Engine processes, on consecutive ports."),
     port: int = typer.Option(2024, "--port", "-p", help="Port of the first instance."),
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind."),
     db: Optional[str] = typer.Option(None, "--db", help="postgresql://… holding every store (required; "
                                      "env: SWITCHBOARD_DB)."),
+    engine_venv: Optional[Path] = typer.Option(None, "--engine-venv", help="langgraph-pg: the virtual environment it "
+                                               "runs from (env SWITCHBOARD_ENGINE_VENV; default .venv-langgraph-pg)."),
+    redis: Optional[str] = typer.Option(None, "--redis", help="langgraph-pg: the Redis every instance shares (env "
+                                        "REDIS_URI; default redis://127.0.0.1:6379/0)."),
 ) -> None:
     """Serve the desk over LangGraph's API: migrate once, start N engine instances over one PostgreSQL, restart one
     that dies, stop all on Ctrl-C. Clients use the langgraph_sdk with a bearer token (switchboard tokens issue)."""
     from graph.serve import serve as run
 
     settings = _settings(None, db)
-    run(engine, settings.db, instances, port, host, say=lambda line: console.print(line, highlight=False))
+    run(engine, settings.db, instances, port, host, say=lambda line: console.print(line, highlight=False),
+        venv=engine_venv.absolute() if engine_venv else None, redis=redis or "")
 
 
 def main() -> None:

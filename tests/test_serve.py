@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +75,10 @@ class Served:
                                headers={"Authorization": f"Bearer {self.tokens[who]}"})
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory) -> Iterator[Served]:
-    tmp = tmp_path_factory.mktemp("serve")
+@contextmanager
+def launched(tmp: Path, *extra: str) -> Iterator[Served]:
+    """``switchboard serve --instances 2 [extra…]`` on free ports over a fresh database with tokens for c_ada, c_bob and
+    operator ann; stopped (SIGTERM, then SIGKILL) afterwards."""
     with postgres_database() as url:
         store = open_store(url)
         store.add_operator("ann", "t_demo", ["approver"])
@@ -88,7 +90,7 @@ def served(tmp_path_factory) -> Iterator[Served]:
         out = tmp / "serve.out"
         with out.open("w") as sink:
             proc = subprocess.Popen([str(Path(sys.executable).parent / "switchboard"), "serve", "--instances", "2",
-                                     "--port", str(port), "--db", url], cwd=tmp, env=env, stdout=sink,
+                                     "--port", str(port), "--db", url, *extra], cwd=tmp, env=env, stdout=sink,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         try:
             deadline = time.monotonic() + START_LIMIT_S
@@ -106,6 +108,10 @@ def served(tmp_path_factory) -> Iterator[Served]:
                     proc.wait(timeout=10)
 
 
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Iterator[Served]:
+    with launched(tmp_path_factory.mktemp("serve")) as s:
+        yield s
 
 
 @pytest.mark.postgres
@@ -222,13 +228,22 @@ def test_serve_refuses_a_file_database(tmp_path: Path) -> None:
     assert "needs --db postgresql://" in str(result.exception)
 
 
-def test_serve_names_what_it_does_not_launch() -> None:
+def test_serve_refuses_an_unknown_engine_and_a_missing_langgraph_pg_install(tmp_path: Path) -> None:
     from graph.cli import app
+    from graph.errors import ConfigError
 
-    result = CliRunner().invoke(app, ["serve", "--engine", "langgraph-pg", "--db", "postgresql://u@h/d"])
-    assert result.exit_code != 0 and "does not launch LangGraph's Agent Server" in str(result.exception)
     result = CliRunner().invoke(app, ["serve", "--engine", "nginx", "--db", "postgresql://u@h/d"])
     assert result.exit_code != 0 and "unknown engine 'nginx'" in str(result.exception)
+    result = CliRunner().invoke(app, ["serve", "--engine", "langgraph-pg", "--db", "postgresql://u@h/d",
+                                      "--engine-venv", str(tmp_path / "nowhere")])
+    assert isinstance(result.exception, ConfigError)
+    assert str(result.exception).startswith(f"engine langgraph-pg is not installed: no virtual environment at "
+                                            f"{tmp_path / 'nowhere'} (make langgraph-pg")
+    done = subprocess.run([str(Path(sys.executable).parent / "switchboard"), "serve", "--engine", "langgraph-pg",
+                           "--db", "postgresql://u@h/d", "--engine-venv", str(tmp_path / "nowhere")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.startswith("error: engine langgraph-pg is not installed")
+    assert len(done.stderr.strip().splitlines()) == 1  # one line, no traceback
 
 
 def test_run_guard_checks_every_run_body(store) -> None:
@@ -281,3 +296,30 @@ def test_a_customers_first_run_records_the_thread_owner_before_it_is_queued(stor
     assert call(ada, "t-new") == 200  # the owner's later turns pass
     assert record_thread_owner("t-x", "customer", "c_bob", "t_demo", store) is None
     assert record_thread_owner("t-x", "customer", "c_ada", "t_demo", store) == "the thread belongs to another customer"
+
+
+def test_langgraph_api_runs_get_sync_durability_and_a_storable_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    """graph.auth.langgraph_api_run: on PostgreSQL the run's public ``durability`` parameter becomes "sync" (the server
+    passes it to the graph, overriding the graph's own config); on langgraph-runtime-pg the authenticated user is stored
+    as its claims (the runtime's JSON encoder cannot store the server's user object); elsewhere both stay as sent."""
+    import json
+
+    from graph.auth import langgraph_api_run
+
+    class User:  # the shape of langgraph-api's ProxyUser: model_dump() -> the claims
+        def model_dump(self) -> dict:
+            return {"identity": "customer:c_ada", "kind": "customer", "principal_id": "c_ada", "tenant_id": "t_demo"}
+
+    def request() -> dict:
+        return {"durability": "async", "config": {"configurable": {"langgraph_auth_user": User()}}}
+
+    monkeypatch.delenv("LANGGRAPH_RUNTIME_EDITION", raising=False)
+    local = request()
+    langgraph_api_run(local)  # SQLite stores, in-memory runtime (langgraph dev): unchanged
+    assert local["durability"] == "async" and isinstance(local["config"]["configurable"]["langgraph_auth_user"], User)
+    monkeypatch.setenv("SWITCHBOARD_DB", "postgresql://u@h:5432/desk")
+    monkeypatch.setenv("LANGGRAPH_RUNTIME_EDITION", "pg")
+    served = request()
+    langgraph_api_run(served)
+    assert served["durability"] == "sync"
+    assert json.loads(json.dumps(served["config"]))["configurable"]["langgraph_auth_user"]["principal_id"] == "c_ada"
