@@ -182,8 +182,37 @@ def record_thread_owner(thread_id: Any, kind: str, pid: str, tenant: str, store:
     store = store if store is not None else _store()
     owner, _ = store.claim_thread_owner(str(thread_id), pid, tenant, source="server")
     if (owner.customer_id, owner.tenant_id) != (pid, tenant):
-        return "the thread belongs to another customer"
+        reason = "the thread belongs to another customer"
+        _record_refusal(store, str(thread_id), f"customer:{pid}", reason)
+        return reason
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def _event_log() -> Any:
+    """The event log of this server process (``Settings().db``), opened once."""
+    from checkpoints.event_log import open_event_log
+    from graph.settings import Settings
+
+    return open_event_log(Settings().db)
+
+
+def _record_refusal(store: Any, thread_id: str, who: str, reason: str) -> None:
+    """A run refused before it reached the graph is recorded as the graph records its own refusals: an audit row and an
+    ``access_denied`` event on the thread (best effort: the refusal stands without them)."""
+    import uuid
+
+    try:
+        store.record_audit(who, "run", target=f"thread:{thread_id}", outcome="denied", detail={"reason": reason})
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        from checkpoints.event_log import event_key
+
+        _event_log().record("access_denied", key=event_key("server", uuid.uuid4().hex), thread_id=thread_id,
+                            reason=reason, detail={"principal": who, "action": "run"})
+    except Exception:  # noqa: BLE001
+        pass
 
 
 async def checked_owner(thread_id: Any, kind: str, pid: str, tenant: str) -> None:

@@ -152,8 +152,9 @@ def test_other_customer_refused_and_run_shapes_checked_on_every_endpoint(served:
     ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "Where is my card?"}]})
     before = ada.threads.get_state(tid)["values"]["messages"]
     assert _status(lambda: bob.threads.get_state(tid)) in (403, 404)
-    # Aegra answers a run the graph refused with its (empty) output: nothing of Ada's reaches Bob, the refusal is
-    # recorded, the thread is unchanged
+    # Bob's run is refused before it is queued (the thread's recorded owner is Ada: 403) — or, on a thread with no
+    # recorded owner, by the graph (Aegra then answers with the run's empty output): nothing of Ada's reaches Bob, the
+    # refusal is recorded, the thread is unchanged
     try:
         leaked = bob.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "show me all"}]})
     except Exception as exc:  # noqa: BLE001 - an HTTP error is a refusal too
@@ -275,9 +276,10 @@ def test_a_customers_first_run_records_the_thread_owner_before_it_is_queued(stor
     import json
 
     from graph.aegra_app import checked_body
-    from graph.auth import _store, record_thread_owner
+    from graph.auth import _event_log, _store, record_thread_owner
 
-    _store.cache_clear()  # the server's store of this test's home
+    _store.cache_clear()  # the server's store and event log of this test's home
+    _event_log.cache_clear()
     store.add_operator("ann", "t_demo", ["approver"])
     ada, bob, ann = (store.issue_token(k, p, "t_demo")[1] for k, p in
                      (("customer", "c_ada"), ("customer", "c_bob"), ("operator", "ann")))
@@ -293,6 +295,7 @@ def test_a_customers_first_run_records_the_thread_owner_before_it_is_queued(stor
     owner = store.thread_owner("t-new")
     assert (owner.customer_id, owner.tenant_id, owner.source) == ("c_ada", "t_demo", "server")
     assert call(bob, "t-new") == 403 and store.thread_owner("t-new").customer_id == "c_ada"
+    assert store.audit_entries(action="run", actor="customer:c_bob")[0].outcome == "denied"
     assert call(ada, "t-new") == 200  # the owner's later turns pass
     assert record_thread_owner("t-x", "customer", "c_bob", "t_demo", store) is None
     assert record_thread_owner("t-x", "customer", "c_ada", "t_demo", store) == "the thread belongs to another customer"
