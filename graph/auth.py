@@ -20,8 +20,9 @@ A revoked or unknown token, a customer no longer in the store, a disabled operat
   customer of a thread's first run is recorded as its owner in the business store before the run is queued,
   :func:`record_thread_owner`, so ``recover`` can finish even a first turn killed before its entry node); an
   operator only resumes (``command`` with ``resume`` alone) threads of their tenant; nobody sends ``goto`` or
-  ``update`` commands, webhooks, or runs from an older checkpoint. The graph then checks the principal again
-  (``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide, four eyes;
+  ``update`` commands, webhooks, runs from an older checkpoint, or the multitask strategies ``interrupt``/``rollback``
+  (they would cut short or erase a turn in progress: a second message is enqueued or rejected). The graph then
+  checks the principal again (``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide, four eyes;
 * ``threads.update`` / ``threads.delete`` (state updates included) — admins of the tenant only;
 * ``assistants`` — read and search for everyone authenticated, changes for admins;
 * ``store``, ``crons`` — refused;
@@ -140,6 +141,8 @@ def check_run_request(kind: str, kwargs: Mapping[str, Any]) -> str | None:
             return "a run may carry only a resume command (no goto, no update)"
     if kwargs.get("webhook"):
         return "webhooks are not allowed"
+    if kwargs.get("multitask_strategy") in ("interrupt", "rollback"):
+        return "multitask_strategy interrupt/rollback would cut short or erase a turn in progress; use enqueue or reject"
     configurable = ((kwargs.get("config") or {}).get("configurable") or {}) if isinstance(kwargs.get("config"), Mapping) \
         else {}
     if configurable.get("checkpoint_id") or kwargs.get("checkpoint_id") or kwargs.get("checkpoint"):
@@ -277,7 +280,8 @@ async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     kind, pid, tenant, roles = principal_claims(ctx.user)
     kwargs = value.get("kwargs")
     body = kwargs if isinstance(kwargs, dict) else value
-    reason = check_run_request(kind, body)
+    strategy = value.get("multitask_strategy") or body.get("multitask_strategy")
+    reason = check_run_request(kind, {**body, "multitask_strategy": strategy})
     if reason:
         raise _HTTP_ERROR(status_code=403, detail=reason)
     await checked_owner(value.get("thread_id"), kind, pid, tenant)

@@ -6,7 +6,8 @@ The engine lives in a virtual environment of its own (``make langgraph-pg``; see
 tests run only when SWITCHBOARD_TEST_LANGGRAPH_PG names it (and SWITCHBOARD_TEST_POSTGRES a server), else they are
 deselected. Checked: a three-turn conversation with a handoff and an approval pause on instance 0, the approval
 resumed by an operator through instance 1 (paid once, a second resume refused), another customer refused, the thread's
-owner recorded before the first run, Ctrl-C stops both instances.
+owner recorded before the first run, a second message on a busy thread enqueued (409 with ``reject``), Ctrl-C
+stops both instances.
 """
 
 from __future__ import annotations
@@ -69,6 +70,26 @@ def test_conversation_on_langgraph_api_with_the_postgres_runtime(served_lg: Serv
     assert third["outcome"]["status"] == "answered" and third["turn"] == 3
     assert store.load_refund(refund_id).status == "executed"
     assert len([r for r in store.list_refunds("c_ada") if r.status == "executed" and r.transaction_id == "tx_1001"]) == 1
+
+
+def test_a_second_message_on_a_busy_thread_waits_its_turn_or_is_rejected(served_lg: Served) -> None:
+    """langgraph-api 0.11's default multitask strategy for a run is ``enqueue``: a second message sent while the first
+    turn is pending or running (here through the other instance) runs after it, in order; ``reject`` answers 409;
+    ``interrupt``/``rollback`` are refused (403, graph/auth.py)."""
+    ada, ada_other = served_lg.client("c_ada", 0), served_lg.client("c_ada", 1)
+    tid = ada.threads.create()["thread_id"]
+    first = ada.runs.create(tid, "switchboard", input={"messages": [
+        {"role": "user", "content": "I was charged twice for my coffee"}]})
+    second = ada_other.runs.create(tid, "switchboard", input={"messages": [{"role": "user", "content": "Where is my card?"}]})
+    assert _status(lambda: ada_other.runs.create(tid, "switchboard", multitask_strategy="reject", input={"messages": [
+        {"role": "user", "content": "hello?"}]})) == 409
+    assert _status(lambda: ada.runs.create(tid, "switchboard", multitask_strategy="rollback", input={"messages": [
+        {"role": "user", "content": "hello?"}]})) == 403
+    ada.runs.join(tid, first["run_id"])
+    ada.runs.join(tid, second["run_id"])
+    kinds = [m["type"] for m in ada.threads.get_state(tid)["values"]["messages"]]
+    humans = [i for i, k in enumerate(kinds) if k == "human"]
+    assert len(humans) == 2 and kinds[humans[1] - 1] == "ai" and kinds[-1] == "ai"  # one turn after the other
 
 
 def test_ctrl_c_stops_both_instances(served_lg: Served) -> None:
