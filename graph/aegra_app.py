@@ -8,7 +8,7 @@ command). :class:`RunGuard` runs before Aegra's routes on every ``POST …/runs`
 ``…/runs/stream``: it authenticates the bearer token with :func:`graph.auth.authenticate` (401), refuses what
 :func:`graph.auth.check_run_request` refuses (403), and replaces the body's ``context`` with the authenticated
 principal's (:func:`graph.auth.run_context_for`) before passing the request on; a customer's run on a thread records
-the customer as the thread's owner first (:func:`graph.auth.checked_owner`: 403 when the thread is another
+the customer as the thread's owner first (:func:`graph.auth.checked_owner`: 404 when the thread is another
 customer's). Aegra then authenticates again.
 """
 
@@ -54,7 +54,7 @@ async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes,
         return 403, reason, b""
     try:
         await checked_owner(thread_id, kind, pid, tenant)
-    except Exception as exc:  # noqa: BLE001 - 403 (another customer's thread) or 503 (store unavailable)
+    except Exception as exc:  # noqa: BLE001 - 404 (another customer's thread) or 503 (store unavailable)
         return int(getattr(exc, "status_code", 503)), str(getattr(exc, "detail", exc)), b""
     data["context"] = run_context_for(kind, pid, tenant, roles, data.get("context"))
     return 200, "", json.dumps(data).encode()

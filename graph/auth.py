@@ -219,8 +219,9 @@ def _record_refusal(store: Any, thread_id: str, who: str, reason: str) -> None:
 
 
 async def checked_owner(thread_id: Any, kind: str, pid: str, tenant: str) -> None:
-    """:func:`record_thread_owner` off the event loop; 403 when the thread is another customer's, 503 when the
-    business store cannot be reached."""
+    """:func:`record_thread_owner` off the event loop; 404 when the thread is another customer's (what the engines
+    answer for a thread their filters hide, so the answer does not tell that the thread exists), 503 when the business
+    store cannot be reached."""
     from checkpoints.business import StoreError
 
     try:
@@ -228,7 +229,7 @@ async def checked_owner(thread_id: Any, kind: str, pid: str, tenant: str) -> Non
     except StoreError as exc:
         raise _HTTP_ERROR(status_code=503, detail=f"the business store is unavailable ({exc})") from None
     if reason:
-        raise _HTTP_ERROR(status_code=403, detail=reason)
+        raise _HTTP_ERROR(status_code=404, detail=f"thread {thread_id} not found")
 
 
 def langgraph_api_run(kwargs: dict[str, Any]) -> None:

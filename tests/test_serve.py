@@ -271,7 +271,8 @@ def test_run_guard_checks_every_run_body(store) -> None:
 def test_a_customers_first_run_records_the_thread_owner_before_it_is_queued(store) -> None:
     """Served runs record the thread's owner in the business store before the engine queues the run (the run guard on
     Aegra, the ``threads.create_run`` handler on the LangGraph API), so ``recover`` can finish a first turn killed
-    before its entry node; another customer's run on that thread is then refused, operators' runs record nothing."""
+    before its entry node; another customer's run on that thread is then refused (404, as for a thread they cannot
+    see), operators' runs record nothing."""
     import asyncio
     import json
 
@@ -294,7 +295,7 @@ def test_a_customers_first_run_records_the_thread_owner_before_it_is_queued(stor
     assert call(ada, "t-new") == 200
     owner = store.thread_owner("t-new")
     assert (owner.customer_id, owner.tenant_id, owner.source) == ("c_ada", "t_demo", "server")
-    assert call(bob, "t-new") == 403 and store.thread_owner("t-new").customer_id == "c_ada"
+    assert call(bob, "t-new") == 404 and store.thread_owner("t-new").customer_id == "c_ada"
     assert store.audit_entries(action="run", actor="customer:c_bob")[0].outcome == "denied"
     assert call(ada, "t-new") == 200  # the owner's later turns pass
     assert record_thread_owner("t-x", "customer", "c_bob", "t_demo", store) is None
