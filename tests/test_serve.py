@@ -247,13 +247,26 @@ def test_serve_refuses_an_unknown_engine_and_a_missing_langgraph_pg_install(tmp_
     assert len(done.stderr.strip().splitlines()) == 1  # one line, no traceback
 
 
-def test_run_guard_checks_every_run_body(store) -> None:
+@pytest.fixture
+def fresh_server_store(store) -> Iterator[Any]:
+    """The test's business store, also as the one ``graph.auth`` opens for the server process (its cached store and
+    event log are reset before and after, so no other test's home leaks in or out)."""
+    from graph.auth import _event_log, _store
+
+    _store.cache_clear()
+    _event_log.cache_clear()
+    yield store
+    _store.cache_clear()
+    _event_log.cache_clear()
+
+
+def test_run_guard_checks_every_run_body(fresh_server_store) -> None:
     import asyncio
     import json
 
     from graph.aegra_app import RUN_PATH, checked_body
 
-    token = store.issue_token("customer", "c_ada", "t_demo")[1]
+    token = fresh_server_store.issue_token("customer", "c_ada", "t_demo")[1]
     headers = [(b"authorization", f"Bearer {token}".encode())]
     body = json.dumps({"input": {"messages": [{"role": "user", "content": "hi"}]},
                        "context": {"user_id": "c_bob", "roles": ["approver"]}}).encode()
@@ -268,7 +281,7 @@ def test_run_guard_checks_every_run_body(store) -> None:
     assert not RUN_PATH.match("/threads/t1/runs/r1/cancel") and not RUN_PATH.match("/threads/t1/state")
 
 
-def test_a_customers_first_run_records_the_thread_owner_before_it_is_queued(store) -> None:
+def test_a_customers_first_run_records_the_thread_owner_before_it_is_queued(fresh_server_store) -> None:
     """Served runs record the thread's owner in the business store before the engine queues the run (the run guard on
     Aegra, the ``threads.create_run`` handler on the LangGraph API), so ``recover`` can finish a first turn killed
     before its entry node; another customer's run on that thread is then refused (404, as for a thread they cannot
@@ -277,10 +290,9 @@ def test_a_customers_first_run_records_the_thread_owner_before_it_is_queued(stor
     import json
 
     from graph.aegra_app import checked_body
-    from graph.auth import _event_log, _store, record_thread_owner
+    from graph.auth import record_thread_owner
 
-    _store.cache_clear()  # the server's store and event log of this test's home
-    _event_log.cache_clear()
+    store = fresh_server_store
     store.add_operator("ann", "t_demo", ["approver"])
     ada, bob, ann = (store.issue_token(k, p, "t_demo")[1] for k, p in
                      (("customer", "c_ada"), ("customer", "c_bob"), ("operator", "ann")))
