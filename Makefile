@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench install clean studio router
+.PHONY: demo test test-fast lint bench install clean studio router langgraph-pg
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (set PYTHON=...)" >&2; exit 1; }
@@ -43,5 +43,18 @@ router: $(STAMP)
 studio: $(STAMP)
 	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true $(VENV)/bin/langgraph dev --host 127.0.0.1 --no-browser
 
+# `switchboard serve --engine langgraph-pg`: LangGraph's Agent Server (langgraph-api, Elastic License 2.0) on the MIT
+# PostgreSQL + Redis runtime, in a virtual environment of its own: langgraph-runtime-pg pins langgraph-api 0.11.1,
+# which would downgrade the langgraph-api that `make studio` (langgraph-cli[inmem]) uses.
+LG_PG_VENV ?= .venv-langgraph-pg
+langgraph-pg: $(LG_PG_VENV)/.installed
+
+$(LG_PG_VENV)/.installed: pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (set PYTHON=...)" >&2; exit 1; }
+	$(PYTHON) -m venv $(LG_PG_VENV)
+	$(LG_PG_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LG_PG_VENV)/bin/python -m pip install --quiet langhost==0.11.1.post1 langgraph-runtime-pg==0.11.1.post1 -e .
+	@touch $@
+
 clean:
-	rm -rf $(VENV) .switchboard
+	rm -rf $(VENV) $(LG_PG_VENV) .switchboard

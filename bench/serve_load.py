@@ -7,7 +7,9 @@ Modes (each on a fresh store, measured one after the other, same workload):
 * ``pg1`` — ``switchboard serve --instances 1`` (Aegra) with every store in one PostgreSQL database;
 * ``pg2`` — ``switchboard serve --instances 2``; conversations alternate between the instances, approvals are resumed
   through the other instance, and instance 1 is SIGKILLed once ``--kill-at`` of the turns are done (the launcher
-  restarts it).
+  restarts it);
+* ``lgpg2`` (not in the default modes) — the same as ``pg2`` on ``switchboard serve --engine langgraph-pg`` (LangGraph's
+  Agent Server on the PostgreSQL + Redis runtime, from the separate ``.venv-langgraph-pg``; ``--engine-venv``).
 
 Each conversation is its own customer (seeded here: a £23.80 payment and a duplicated coffee charge), 3 turns:
 "charged twice" (triage → billing), then either a refund of the £23.80 payment (``--approval-share`` of them: pauses
@@ -19,7 +21,8 @@ refunds (more than one executed refund or side effect per refund), interleaved t
 and the ledger (executed refunds in the one database = approvals).
 
 Usage: ``python bench/serve_load.py [--conversations 200] [--concurrency 16] [--modes sqlite1,pg1,pg2]
-[--approval-share 0.2] [--kill-at 0.4] [--limit-s 900] [--json out.json]``. PostgreSQL: ``--pg`` or
+[--approval-share 0.2] [--kill-at 0.4] [--limit-s 900] [--json out.json] [--engine-venv DIR]`` (``--modes lgpg2`` for
+the langgraph-pg engine). PostgreSQL: ``--pg`` or
 SWITCHBOARD_TEST_POSTGRES (default ``postgresql://postgres@127.0.0.1:5432/test``); each mode creates and drops its own
 database. Bounded: no new conversation starts after ``--limit-s`` seconds per mode. Exit 1 when an invariant fails.
 """
@@ -127,11 +130,12 @@ def seed_customers(store: Any, n: int) -> list[str]:
 class Target:
     """A running server (one or more instances) with its stores."""
 
-    def __init__(self, mode: str, pg: str, home: Path):
-        self.mode, self.pg, self.home = mode, pg, home
+    def __init__(self, mode: str, pg: str, home: Path, engine_venv: str | None = None):
+        self.mode, self.pg, self.home, self.engine_venv = mode, pg, home, engine_venv
         self.proc: subprocess.Popen | None = None
         self.db_url: str | None = None
-        self.instances = 2 if mode == "pg2" else 1
+        self.instances = 2 if mode in ("pg2", "lgpg2") else 1
+        self.engine = "langgraph-pg" if mode == "lgpg2" else "aegra"
         self.port = _free_ports(self.instances)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "OPENAI_"))}
         self.env.update(SWITCHBOARD_HOME=str(home), PYTHONUNBUFFERED="1", LANGGRAPH_CLI_NO_ANALYTICS="1",
@@ -151,7 +155,9 @@ class Target:
             ready = lambda: _healthy(f"http://127.0.0.1:{self.port}/ok")  # noqa: E731
         else:
             cmd = [str(bin_dir / "switchboard"), "serve", "--instances", str(self.instances), "--port", str(self.port),
-                   "--db", str(self.db_url)]
+                   "--db", str(self.db_url), "--engine", self.engine]
+            if self.engine == "langgraph-pg" and self.engine_venv:
+                cmd += ["--engine-venv", self.engine_venv]
             ready = lambda: f"serving {self.instances} instance" in self.out.read_text()  # noqa: E731
         self.proc = subprocess.Popen(cmd, cwd=self.home.parent, env=self.env, stdout=sink, stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -173,7 +179,7 @@ class Target:
     def pid_of(self, index: int) -> int:
         for _ in range(50):
             try:
-                rows = json.loads((self.home / "serve" / "aegra" / "instances.json").read_text())
+                rows = json.loads((self.home / "serve" / self.engine / "instances.json").read_text())
                 return next(r["pid"] for r in rows if r["index"] == index)
             except ValueError:  # being rewritten
                 time.sleep(0.05)
@@ -314,19 +320,14 @@ class Load:
             return self._desk
 
     def _recover(self, tid: str) -> None:
-        """``recover`` as operator ops; a run killed before its entry node is the customer's to continue (the entry
-        node refuses operators' turns), so then as the thread's customer (their client retrying)."""
+        """``recover`` as operator ops over the shared database: the interrupted turn is continued with the rights of
+        the thread's owner as recorded server-side (``Conversation.recover``), whatever node it stopped before."""
         from graph.context import RunContext
         from graph.conversation import Conversation
-        from graph.errors import AccessDenied
 
-        desk = self._desk_for_recovery()
-        try:
-            Conversation(tid, desk=desk, context=RunContext.for_operator("ops", "t_demo")).recover()
-        except AccessDenied:
-            self.threads[tid].setdefault("log", []).append("recover as ops refused: continued as the customer")
-            Conversation(tid, desk=desk, context=RunContext(user_id=self.threads[tid]["customer"],
-                                                            tenant_id="t_demo")).recover()
+        r = Conversation(tid, desk=self._desk_for_recovery(), context=RunContext.for_operator("ops", "t_demo")).recover()
+        if r is None:
+            self.threads[tid].setdefault("log", []).append("recover found nothing to finish")
 
     def _resume_here(self, tid: str) -> None:
         from graph.context import RunContext
@@ -346,7 +347,7 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict:
 
     tmp = Path(tempfile.mkdtemp(prefix=f"sb-load-{mode}-"))
     home = tmp / "home"
-    target = Target(mode, args.pg, home)
+    target = Target(mode, args.pg, home, args.engine_venv)
     dbname = None
     if mode != "sqlite1":
         import psycopg
@@ -363,7 +364,7 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict:
         tokens["ops"] = store.issue_token("operator", "ops", "t_demo")[1]
         target.start()
         load = Load(target, customers, tokens, args)
-        killer = threading.Thread(target=_kill_midway, args=(load, args), daemon=True) if mode == "pg2" else None
+        killer = threading.Thread(target=_kill_midway, args=(load, args), daemon=True) if load.t.instances == 2 else None
         t0 = time.perf_counter()
         deadline = time.monotonic() + args.limit_s
         if killer:
@@ -405,7 +406,7 @@ def _kill_midway(load: Load, args: argparse.Namespace) -> None:
     errors_before, at_turns = load.stats.errors, load.stats.turns
     os.kill(pid, signal.SIGKILL)
     killed = time.perf_counter()
-    url = f"http://127.0.0.1:{load.t.port + 1}/health"
+    url = f"http://127.0.0.1:{load.t.port + 1}/{'ok' if load.t.engine == 'langgraph-pg' else 'health'}"
     back = None
     while time.perf_counter() - killed < 120:
         if load.t.pid_of(1) != pid and _healthy(url):  # restarted by the launcher and answering
@@ -458,6 +459,8 @@ def main() -> int:
     ap.add_argument("--limit-s", type=float, default=900)
     ap.add_argument("--pg", default=os.environ.get("SWITCHBOARD_TEST_POSTGRES") or "postgresql://postgres@127.0.0.1:5432/test")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--engine-venv", default=None, help="lgpg2: the langgraph-pg virtual environment "
+                    "(default: the launcher's, .venv-langgraph-pg)")
     args = ap.parse_args()
     results = []
     for mode in args.modes.split(","):
@@ -465,11 +468,12 @@ def main() -> int:
         results.append(r)
         print(json.dumps(r), flush=True)
     print(f"\n{'mode':8} {'turns/s':>8} {'p50 ms':>7} {'p95 ms':>7} {'errors':>6} {'recov':>5} {'resent':>6} "
-          f"{'lost':>4} {'dup':>3} {'interl':>6} ledger")
+          f"{'lost':>4} {'dup':>3} {'interl':>6} {'paid':>7} ledger")
     for r in results:
         print(f"{r['mode']:8} {r['turns_per_s']:>8} {r['p50_ms']:>7} {r['p95_ms']:>7} {r['request_errors']:>6} "
               f"{r['recovered']:>5} {r['resent']:>6} {r['lost_turns']:>4} {r['duplicate_refunds']:>3} "
-              f"{r['interleaved_turns']:>6} {'ok' if r['ledger_ok'] else 'MISMATCH'}")
+              f"{r['interleaved_turns']:>6} {str(r['executed_refunds']) + '/' + str(r['approvals']):>7} "
+              f"{'ok' if r['ledger_ok'] else 'MISMATCH'}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     bad = [r for r in results if r["lost_turns"] or r["duplicate_refunds"] or r["interleaved_turns"] or not r["ledger_ok"]]

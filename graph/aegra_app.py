@@ -7,7 +7,9 @@ unchecked (the graph still refuses anyone but the thread's owner or a registered
 command). :class:`RunGuard` runs before Aegra's routes on every ``POST …/runs``, ``…/runs/wait``,
 ``…/runs/stream``: it authenticates the bearer token with :func:`graph.auth.authenticate` (401), refuses what
 :func:`graph.auth.check_run_request` refuses (403), and replaces the body's ``context`` with the authenticated
-principal's (:func:`graph.auth.run_context_for`) before passing the request on. Aegra then authenticates again.
+principal's (:func:`graph.auth.run_context_for`) before passing the request on; a customer's run on a thread records
+the customer as the thread's owner first (:func:`graph.auth.checked_owner`: 404 when the thread is another
+customer's). Aegra then authenticates again.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ import json
 import re
 from typing import Any
 
-from graph.auth import authenticate, check_run_request, principal_claims, run_context_for
+from graph.auth import authenticate, check_run_request, checked_owner, principal_claims, run_context_for
 
 __all__ = ["RunGuard", "checked_body"]  # and `app`, made on first access (module __getattr__)
 
 #: The run endpoints: with or without a thread, create / wait / stream.
-RUN_PATH = re.compile(r"^(?:/threads/[^/]+)?/runs(?:/wait|/stream)?/?$")
+RUN_PATH = re.compile(r"^(?:/threads/(?P<thread>[^/]+))?/runs(?:/wait|/stream)?/?$")
 
 
 async def _reply(send: Any, status: int, detail: str) -> None:
@@ -31,9 +33,11 @@ async def _reply(send: Any, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[int, str, bytes]:
+async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes,
+                       thread_id: str | None = None) -> tuple[int, str, bytes]:
     """``(200, "", new body)`` for a run request that may go ahead (its context replaced), else ``(status, why, b"")``.
-    A body that is not a JSON object is passed on unchanged (Aegra answers 422)."""
+    ``thread_id``: the thread of the request's path (None for a thread-less run); a customer's run records its
+    owner there. A body that is not a JSON object is passed on unchanged (Aegra answers 422)."""
     try:
         claims = await authenticate(headers)
         kind, pid, tenant, roles = principal_claims(claims)
@@ -48,6 +52,10 @@ async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes) -> tuple
     reason = check_run_request(kind, data)
     if reason:
         return 403, reason, b""
+    try:
+        await checked_owner(thread_id, kind, pid, tenant)
+    except Exception as exc:  # noqa: BLE001 - 404 (another customer's thread) or 503 (store unavailable)
+        return int(getattr(exc, "status_code", 503)), str(getattr(exc, "detail", exc)), b""
     data["context"] = run_context_for(kind, pid, tenant, roles, data.get("context"))
     return 200, "", json.dumps(data).encode()
 
@@ -59,7 +67,8 @@ class RunGuard:
         self.app = app
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope.get("type") != "http" or scope.get("method") != "POST" or not RUN_PATH.match(scope.get("path", "")):
+        match = RUN_PATH.match(scope.get("path", "")) if scope.get("type") == "http" else None
+        if scope.get("method") != "POST" or match is None:
             await self.app(scope, receive, send)
             return
         body, more = b"", True
@@ -67,7 +76,7 @@ class RunGuard:
             message = await receive()
             body += message.get("body", b"")
             more = message.get("more_body", False)
-        status, why, new_body = await checked_body(scope.get("headers") or [], body)
+        status, why, new_body = await checked_body(scope.get("headers") or [], body, match.group("thread"))
         if status != 200:
             await _reply(send, status, why)
             return

@@ -16,10 +16,13 @@ A revoked or unknown token, a customer no longer in the store, a disabled operat
 * ``threads.create`` — customers only; the thread's metadata gets ``owner`` (customer id) and ``tenant_id``;
 * ``threads.create_run`` — the run's ``context`` is **overwritten** with the authenticated principal (what the
   client sent is discarded, so ``roles=["approver"]`` in a client's context means nothing), and the request is
-  checked: a customer sends only user messages (no ids, no AI/tool/system messages) on their own threads; an
+  checked: a customer sends only user messages (no ids, no AI/tool/system messages) on their own threads (the
+  customer of a thread's first run is recorded as its owner in the business store before the run is queued,
+  :func:`record_thread_owner`, so ``recover`` can finish even a first turn killed before its entry node); an
   operator only resumes (``command`` with ``resume`` alone) threads of their tenant; nobody sends ``goto`` or
-  ``update`` commands, webhooks, or runs from an older checkpoint. The graph then checks the principal again
-  (``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide, four eyes;
+  ``update`` commands, webhooks, runs from an older checkpoint, or the multitask strategies ``interrupt``/``rollback``
+  (they would cut short or erase a turn in progress: a second message is enqueued or rejected). The graph then
+  checks the principal again (``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide, four eyes;
 * ``threads.update`` / ``threads.delete`` (state updates included) — admins of the tenant only;
 * ``assistants`` — read and search for everyone authenticated, changes for admins;
 * ``store``, ``crons`` — refused;
@@ -43,7 +46,8 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-__all__ = ["auth", "authenticate", "resolve_bearer", "principal_claims", "check_run_request", "run_context_for"]
+__all__ = ["auth", "authenticate", "resolve_bearer", "principal_claims", "check_run_request", "run_context_for",
+           "record_thread_owner", "checked_owner", "langgraph_api_run"]
 
 auth = Auth()
 
@@ -137,6 +141,8 @@ def check_run_request(kind: str, kwargs: Mapping[str, Any]) -> str | None:
             return "a run may carry only a resume command (no goto, no update)"
     if kwargs.get("webhook"):
         return "webhooks are not allowed"
+    if kwargs.get("multitask_strategy") in ("interrupt", "rollback"):
+        return "multitask_strategy interrupt/rollback would cut short or erase a turn in progress; use enqueue or reject"
     configurable = ((kwargs.get("config") or {}).get("configurable") or {}) if isinstance(kwargs.get("config"), Mapping) \
         else {}
     if configurable.get("checkpoint_id") or kwargs.get("checkpoint_id") or kwargs.get("checkpoint"):
@@ -168,6 +174,89 @@ def run_context_for(kind: str, pid: str, tenant: str, roles: tuple[str, ...], se
     return ctx
 
 
+def record_thread_owner(thread_id: Any, kind: str, pid: str, tenant: str, store: Any = None) -> str | None:
+    """Before a run of an authenticated ``kind`` principal on ``thread_id`` is queued: a customer's run records the
+    customer as the thread's owner unless one is recorded already (``BusinessStore.claim_thread_owner``, write-once);
+    returns why the run is refused (the thread is another customer's), else None. Operators' runs and runs without a
+    thread record nothing. Blocking (database); async callers run it in a thread. Raises ``StoreError`` when the
+    business store cannot be reached."""
+    if kind != "customer" or not thread_id:
+        return None
+    store = store if store is not None else _store()
+    owner, _ = store.claim_thread_owner(str(thread_id), pid, tenant, source="server")
+    if (owner.customer_id, owner.tenant_id) != (pid, tenant):
+        reason = "the thread belongs to another customer"
+        _record_refusal(store, str(thread_id), f"customer:{pid}", reason)
+        return reason
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _event_log() -> Any:
+    """The event log of this server process (``Settings().db``), opened once."""
+    from checkpoints.event_log import open_event_log
+    from graph.settings import Settings
+
+    return open_event_log(Settings().db)
+
+
+def _record_refusal(store: Any, thread_id: str, who: str, reason: str) -> None:
+    """A run refused before it reached the graph is recorded as the graph records its own refusals: an audit row and an
+    ``access_denied`` event on the thread (best effort: the refusal stands without them)."""
+    import uuid
+
+    try:
+        store.record_audit(who, "run", target=f"thread:{thread_id}", outcome="denied", detail={"reason": reason})
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        from checkpoints.event_log import event_key
+
+        _event_log().record("access_denied", key=event_key("server", uuid.uuid4().hex), thread_id=thread_id,
+                            reason=reason, detail={"principal": who, "action": "run"})
+    except Exception:  # noqa: BLE001
+        pass
+
+
+async def checked_owner(thread_id: Any, kind: str, pid: str, tenant: str) -> None:
+    """:func:`record_thread_owner` off the event loop; 404 when the thread is another customer's (what the engines
+    answer for a thread their filters hide, so the answer does not tell that the thread exists), 503 when the business
+    store cannot be reached."""
+    from checkpoints.business import StoreError
+
+    try:
+        reason = await asyncio.to_thread(record_thread_owner, thread_id, kind, pid, tenant)
+    except StoreError as exc:
+        raise _HTTP_ERROR(status_code=503, detail=f"the business store is unavailable ({exc})") from None
+    if reason:
+        raise _HTTP_ERROR(status_code=404, detail=f"thread {thread_id} not found")
+
+
+def langgraph_api_run(kwargs: dict[str, Any]) -> None:
+    """Adjust a LangGraph API run request (``value["kwargs"]`` of ``threads.create_run``) in place, after it was
+    checked:
+
+    * with every store on PostgreSQL (``SWITCHBOARD_DB``), ``durability = "sync"``: each step's checkpoint is written
+      before the next step starts, so an instance killed mid-run loses no finished step. ``durability`` is the LangGraph
+      API's public run parameter; the server passes it to ``graph.stream`` itself (default ``"async"``), which
+      overrides anything compiled into the graph;
+    * on the MIT PostgreSQL runtime (``LANGGRAPH_RUNTIME_EDITION=pg``, langgraph-runtime-pg 0.11.1, which stores the
+      run's kwargs as JSON with the standard encoder), the authenticated user in ``config.configurable
+      .langgraph_auth_user`` becomes its plain claims dict (``model_dump()``); the runtime's worker turns it back into
+      the same user (``normalize_user``) before the graph runs. Without this that runtime fails every authenticated
+      run with "Object of type ProxyUser is not JSON serializable"."""
+    import os
+
+    from graph.settings import Settings, is_postgres
+
+    if is_postgres(Settings().db):
+        kwargs["durability"] = "sync"
+    configurable = (kwargs.get("config") or {}).get("configurable")
+    user = configurable.get("langgraph_auth_user") if isinstance(configurable, dict) else None
+    if os.environ.get("LANGGRAPH_RUNTIME_EDITION") == "pg" and callable(getattr(user, "model_dump", None)):
+        configurable["langgraph_auth_user"] = user.model_dump()  # type: ignore[index, union-attr]
+
+
 @auth.on.threads.create
 async def on_thread_create(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     """Customers start threads; the thread's metadata records its owner and tenant."""
@@ -192,12 +281,15 @@ async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     kind, pid, tenant, roles = principal_claims(ctx.user)
     kwargs = value.get("kwargs")
     body = kwargs if isinstance(kwargs, dict) else value
-    reason = check_run_request(kind, body)
+    strategy = value.get("multitask_strategy") or body.get("multitask_strategy")
+    reason = check_run_request(kind, {**body, "multitask_strategy": strategy})
     if reason:
         raise _HTTP_ERROR(status_code=403, detail=reason)
+    await checked_owner(value.get("thread_id"), kind, pid, tenant)
     context = run_context_for(kind, pid, tenant, roles, body.get("context"))
     body["context"] = context
     if isinstance(kwargs, dict):
+        langgraph_api_run(kwargs)
         return _scope(kind, pid, tenant)
     return {**_scope(kind, pid, tenant), "context": {"locale": "en", **context}}
 

@@ -489,11 +489,22 @@ def _approval_desk(db: str | None, model: str | None = None):
     return _desk(settings)
 
 
-def _tenant_threads(desk, acting) -> list[str]:
-    """Thread ids of the operator's tenant, most recent first."""
+def _tenant_threads(desk, acting, recorded: bool = False) -> list[str]:
+    """Thread ids of the operator's tenant, most recent first. With ``recorded``, a thread whose checkpoint names no
+    owner yet (a first turn killed before its entry node) counts by its owner recorded in the business store."""
     from checkpoints.threads import thread_summaries
 
-    return [r["thread_id"] for r in thread_summaries(desk.graph.checkpointer, tenant_id=acting.tenant_id)]
+    if not recorded:
+        return [r["thread_id"] for r in thread_summaries(desk.graph.checkpointer, tenant_id=acting.tenant_id)]
+    out = []
+    for r in thread_summaries(desk.graph.checkpointer):
+        tenant = r["tenant_id"]
+        if not r["customer_id"]:
+            row = desk.deps.store.thread_owner(r["thread_id"])
+            tenant = row.tenant_id if row is not None else ""
+        if tenant == acting.tenant_id:
+            out.append(r["thread_id"])
+    return out
 
 
 def _overdue(req: dict, now, deadline_h: float) -> bool:
@@ -582,14 +593,16 @@ def recover(
                                 "Needs an approver."),
 ) -> None:
     """Finish runs a crashed process left behind: replay an approval already claimed in the business store, or
-    continue a run stopped between nodes (an operator's run reads the customer's records but changes none).
-    Cleanly pending approvals stay pending. Use the same --model as the interrupted run. Needs --as an operator."""
+    continue a turn stopped between nodes or before its first node with the rights of the thread's owner (the
+    customer who started it, as recorded when the thread began), so an interrupted refund request is still made;
+    you are recorded as who triggered it (event 'recovered', audit). Cleanly pending approvals stay pending. Use the
+    same --model as the interrupted run. Needs --as an operator."""
     from graph.conversation import Conversation
 
     acting = acting_operator(as_, DECIDE_ROLES if expire else READ_ROLES, "recover --expire" if expire else "recover",
                              db=db, thread=thread)
     desk = _approval_desk(db, model)
-    mine = _tenant_threads(desk, acting)
+    mine = _tenant_threads(desk, acting, recorded=True)
     if thread is not None and thread not in mine:
         raise refuse(acting.store, _settings(None, db), acting.ref, "recover",
                      f"thread {thread} is not a thread of tenant {acting.tenant_id}", thread=thread)
@@ -767,20 +780,26 @@ def train_router(
 
 @app.command()
 def serve(
-    engine: str = typer.Option("aegra", "--engine", help="The LangGraph-API engine: aegra (Apache-2.0, the only one launched; "
-                               "pip install 'switchboard[serve]')."),
+    engine: str = typer.Option("aegra", "--engine", help="The LangGraph-API engine: aegra (Apache-2.0; pip install "
+                               "'switchboard[serve]') or langgraph-pg (LangGraph's langgraph-api, Elastic License 2.0, "
+                               "on the MIT PostgreSQL + Redis runtime; make langgraph-pg installs it apart)."),
     instances: int = typer.Option(1, "--instances", "-n", help="Engine processes, on consecutive ports."),
     port: int = typer.Option(2024, "--port", "-p", help="Port of the first instance."),
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind."),
     db: Optional[str] = typer.Option(None, "--db", help="postgresql://… holding every store (required; "
                                      "env: SWITCHBOARD_DB)."),
+    engine_venv: Optional[Path] = typer.Option(None, "--engine-venv", help="langgraph-pg: the virtual environment it "
+                                               "runs from (env SWITCHBOARD_ENGINE_VENV; default .venv-langgraph-pg)."),
+    redis: Optional[str] = typer.Option(None, "--redis", help="langgraph-pg: the Redis every instance shares (env "
+                                        "REDIS_URI; default redis://127.0.0.1:6379/0)."),
 ) -> None:
     """Serve the desk over LangGraph's API: migrate once, start N engine instances over one PostgreSQL, restart one
     that dies, stop all on Ctrl-C. Clients use the langgraph_sdk with a bearer token (switchboard tokens issue)."""
     from graph.serve import serve as run
 
     settings = _settings(None, db)
-    run(engine, settings.db, instances, port, host, say=lambda line: console.print(line, highlight=False))
+    run(engine, settings.db, instances, port, host, say=lambda line: console.print(line, highlight=False),
+        venv=engine_venv.absolute() if engine_venv else None, redis=redis or "")
 
 
 def main() -> None:

@@ -122,7 +122,12 @@ class Conversation:
     def _check_identity(self, values: dict | None = None) -> None:
         """A thread belongs to the customer who started it; the customer must exist in the run context's tenant;
         operators do not send turns. Refusals are recorded (``access_denied``) and raise AccessDenied. ``values``:
-        the thread's state values when already read (else read here)."""
+        the thread's state values when already read (else read here).
+
+        A thread whose state names no owner yet (a new thread, or a first turn killed before its entry node) gets
+        its owner recorded here, before the graph runs (``BusinessStore.claim_thread_owner``, write-once): the
+        authenticated customer of this conversation, or — when another customer claimed the thread first — a
+        refusal. So every turn that reaches the graph has an owner that ``recover`` can continue it as."""
         from policies.authz import authorize_turn, owner_of
 
         try:
@@ -130,10 +135,40 @@ class Conversation:
         except ValueError as exc:
             raise self._deny("turn", str(exc)) from None
         known = principal.kind == "customer" and self.store.get_customer(principal.id, principal.tenant_id) is not None
-        verdict = authorize_turn(principal, owner_of(self.state if values is None else values), known)
+        owner = owner_of(self.state if values is None else values)
+        if owner is None and known:
+            owner = self._claim_owner(principal.id, principal.tenant_id)
+        verdict = authorize_turn(principal, owner, known)
         if not verdict.allowed:
             reason = verdict.reason.replace("the thread belongs", f"thread {self.thread_id} belongs")
             raise self._deny("turn", reason)
+
+    def _claim_owner(self, customer_id: str, tenant_id: str) -> tuple[str, str] | None:
+        """Record ``customer_id`` as the owner of this thread unless one is recorded already, and return the recorded
+        owner ``(customer_id, tenant_id)``; None when the business store keeps no owners (a test double)."""
+        claim = getattr(self.store, "claim_thread_owner", None)
+        if claim is None:
+            return None
+        owner, _ = claim(self.thread_id, customer_id, tenant_id, source="conversation")
+        return owner.customer_id, owner.tenant_id
+
+    def recorded_owner(self, values: dict | None = None) -> tuple[str, str] | None:
+        """``(customer_id, tenant_id)`` of the customer who started this thread, as recorded server-side: the business
+        store's ``thread_owners`` row (written before the thread's first run), else the write-once ``owner`` the entry
+        node put in the state (threads started before that table existed); None when neither exists. Never taken
+        from a message, a packet or a model's arguments.
+
+        Raises AccessDenied (recorded) when the two records name different customers."""
+        from policies.authz import owner_of
+
+        getter = getattr(self.store, "thread_owner", None)
+        row = getter(self.thread_id) if getter is not None else None
+        stored = (row.customer_id, row.tenant_id) if row is not None else None
+        in_state = owner_of(self.state if values is None else values)
+        if stored is not None and in_state is not None and stored != in_state:
+            raise self._deny("recover", f"thread {self.thread_id}: its recorded owner customer:{stored[0]} does not "
+                                        f"match its checkpoint's customer:{in_state[0]}")
+        return stored or in_state
 
     def _run(self, graph_input: Any) -> TurnResult:
         """Run the graph on ``graph_input`` and return the turn's result; with ``on_event``, stream and forward the
@@ -337,8 +372,17 @@ class Conversation:
 
         * paused at ``human_approval`` while the business store already holds a decision for its task (the
           deciding process died after claiming it): resume with that same decision (same ``decision_id``,
-          so the claim and the payment replay idempotently);
-        * stopped between nodes without an interrupt (killed mid-run): continue from the last checkpoint.
+          so the claim and the payment replay idempotently), as this conversation's principal;
+        * stopped between nodes without an interrupt (killed mid-run), or stored but never entered (killed before
+          its entry node, the first turn of a thread included): continue from the last checkpoint **with the rights
+          of the thread's owner** (:meth:`recorded_owner`: the customer who started the thread, as recorded
+          server-side), so an interrupted refund request is still made. Recovery adds no input: it finishes the
+          owner's own turn. The caller (the owner, or an operator of the owner's tenant: ``policies.authz.
+          authorize_resume``) is recorded as who triggered it: a ``recovered`` event and an audit row.
+
+        Raises:
+            InputError: unknown thread.
+            AccessDenied: the caller may not recover this thread, or its owner records disagree (recorded).
         """
         with self._thread_lock():
             return self._recover()
@@ -362,29 +406,57 @@ class Conversation:
         if tuple(snap.next) == (ACCESS_DENIED,):
             return None  # a refused run: nothing of the owner's is unfinished
         msgs = snap.values.get("messages") or []
-        if tuple(snap.next) == (ENTRY_NODE,) or (not snap.next and msgs and isinstance(msgs[-1], HumanMessage)):
-            return self._continue_unentered(snap.values)
+        unentered = tuple(snap.next) == (ENTRY_NODE,) or (not snap.next and msgs and isinstance(msgs[-1], HumanMessage))
         outcome = snap.values.get("outcome") or {}
         finished = not snap.next and outcome and outcome.get("turn") == snap.values.get("turn")
-        if not finished:  # stopped between nodes, or before the first node ran: continue from the checkpoint
-            self.graph.invoke(None, self.config, context=self.context)
-            return self.result()
-        return None
-
-    def _continue_unentered(self, values: dict) -> TurnResult | None:
-        """A turn whose message was stored (the run's input) but whose first node never ran (killed in between;
-        LangGraph then shows the entry node next, or no next node when only the input's writes were stored):
-        continue it as the thread's customer — it is their message, and the
-        entry node admits only the owner's turns (an operator's context there would be refused, and the refusal
-        takes the message out). None for a first turn (no owner recorded yet: the customer sends it again)."""
-        owner = values.get("owner") or {}
-        if not owner.get("customer_id"):
+        if finished and not unentered:
             return None
-        ctx = self.context
-        if ctx.user_id != owner["customer_id"]:
-            ctx = RunContext.for_customer(owner["customer_id"], owner.get("tenant_id") or ctx.tenant_id)
-        self.graph.invoke(None, self.config, context=ctx)
+        return self._continue_as_owner(snap, "unentered" if unentered else "between_nodes")
+
+    def _continue_as_owner(self, snap: Any, where: str) -> TurnResult | None:
+        """Continue the stopped turn in ``snap`` (``invoke(None)``) as the thread's owner, after checking that this
+        conversation's principal may recover it; None when the thread has no recorded owner (nothing of a customer's
+        to continue: a thread driven through the bare graph API that was killed before its entry node)."""
+        from nodes.principal import operator_facts
+        from policies.authz import authorize_resume
+
+        owner = self.recorded_owner(dict(snap.values or {}))
+        if owner is None:
+            return None
+        try:
+            principal = self.context.principal()
+        except ValueError as exc:
+            raise self._deny("recover", str(exc)) from None
+        facts = operator_facts(self.store, principal.id) if principal.kind == "operator" else None
+        verdict = authorize_resume(principal, owner, facts)
+        if not verdict.allowed:
+            raise self._deny("recover", f"not authorized: {verdict.reason}")
+        as_owner = RunContext.for_customer(owner[0], owner[1], locale=self.context.locale)
+        self._record_recovery(principal.ref, owner, where, list(snap.next), as_owner.request_id)
+        self.graph.invoke(None, self.config, context=as_owner)
         return self.result()
+
+    def _record_recovery(self, trigger: str, owner: tuple[str, str], where: str, next_nodes: list[str],
+                         request_id: str) -> None:
+        """Who triggered a recovery, on whose behalf: a ``recovered`` event on this thread (``detail``: triggered_by,
+        continued_as, where, next, request_id) and an audit row (actor = the trigger). Best effort, like refusals."""
+        detail = {"triggered_by": trigger, "continued_as": f"customer:{owner[0]}", "tenant_id": owner[1],
+                  "where": where, "next": next_nodes, "request_id": request_id}
+        if self.events is not None:
+            try:
+                from checkpoints.event_log import event_key, now_iso
+
+                self.events.record("recovered", key=event_key("conversation", self.thread_id, uuid.uuid4().hex),
+                                   ts=now_iso(), thread_id=self.thread_id, reason=f"recovered by {trigger}",
+                                   detail=detail)
+            except Exception:  # noqa: BLE001 - the recovery must not fail on its record
+                pass
+        recorder = getattr(self.store, "record_audit", None)
+        if recorder is not None:
+            try:
+                recorder(trigger, "recover", target=f"thread:{self.thread_id}", detail=detail)
+            except Exception:  # noqa: BLE001
+                pass
 
     def _unconsumed_decision(self, request: dict) -> Any:
         """The first decision claimed in the business store for the paused task that the graph has not taken yet (a

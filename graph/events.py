@@ -27,12 +27,14 @@ __all__ = ["EventKind", "EVENT_KINDS", "Event", "COLUMNS", "INT_FIELDS"]
 #: (``policies.entry``; ``detail`` holds the decision's inputs); ``model_output_repaired`` — a model message that was
 #: no usable answer (a tool call written as text, an empty answer): status converted (made a real call), retry or
 #: fallback; ``routing_changed`` — triage switched from structured to tool routing for a model whose server refused a
-#: forced tool_choice.
+#: forced tool_choice; ``recovered`` — a run a crash left unfinished was continued (``Conversation.recover``) with the
+#: thread owner's rights (``detail``: ``triggered_by``, the principal who asked for the recovery, e.g. an operator;
+#: ``continued_as``, the owner; ``where``, ``next``).
 EventKind = Literal[
     "run_started", "agent_started", "model_called", "tool_called", "tool_finished", "handoff_requested",
     "handoff_accepted", "handoff_refused", "expert_called", "loop_detected", "interrupt", "resumed", "agent_finished",
     "run_completed", "run_failed", "access_denied",
-    "entry_decided", "model_output_repaired", "routing_changed",
+    "entry_decided", "model_output_repaired", "routing_changed", "recovered",
 ]
 
 #: :data:`EventKind` as a tuple (for validation and documentation).

@@ -12,9 +12,19 @@ Nothing here speaks HTTP for the desk: the engine serves LangGraph's API (thread
 4. restarts an instance that dies (e.g. SIGKILL) and stops them all on Ctrl-C / SIGTERM (SIGTERM to each, SIGKILL
    after :data:`STOP_GRACE_S` seconds).
 
-Engines (:data:`ENGINES`): ``aegra`` — Aegra 0.6 (Apache-2.0; ``pip install 'switchboard[serve]'``), run with
-uvicorn from a folder of its own under ``$SWITCHBOARD_HOME/serve`` (Aegra reads ``./alembic.ini`` from its working
-directory; its generated ``aegra.json`` names our graph and auth by absolute path).
+Engines (:data:`ENGINES`):
+
+* ``aegra`` (default) — Aegra 0.6 (Apache-2.0; ``pip install 'switchboard[serve]'``), run with uvicorn from a folder
+  of its own under ``$SWITCHBOARD_HOME/serve`` (Aegra reads ``./alembic.ini`` from its working directory; its
+  generated ``aegra.json`` names our graph and auth by absolute path).
+* ``langgraph-pg`` — LangGraph's own Agent Server (``langgraph-api``, **Elastic License 2.0**: the user's choice, not
+  our default) on the MIT PostgreSQL + Redis runtime ``langgraph-runtime-pg``, started with its ``langhost serve``.
+  langgraph-runtime-pg 0.11.1.post1 (the only release) pins ``langgraph-api==0.11.1``, while ``make studio`` uses
+  ``langgraph-cli[inmem]`` with langgraph-api 0.16: the two cannot share one environment, so this engine runs from a
+  virtual environment of its own (``make langgraph-pg`` makes ``.venv-langgraph-pg``; ``--engine-venv`` or
+  ``SWITCHBOARD_ENGINE_VENV`` point elsewhere). Every instance shares the database and one Redis (``--redis`` /
+  ``REDIS_URI``, default ``redis://127.0.0.1:6379/0``): a run created on one instance may be executed by another's
+  worker, as that runtime is built to do.
 """
 
 from __future__ import annotations
@@ -35,10 +45,36 @@ from typing import Any
 from graph.errors import ConfigError, InfrastructureError
 from graph.settings import home_dir, is_postgres
 
-__all__ = ["ENGINES", "STOP_GRACE_S", "READY_TIMEOUT_S", "Instance", "Launcher", "engine_config"]
+__all__ = ["ENGINES", "EngineSpec", "STOP_GRACE_S", "READY_TIMEOUT_S", "Instance", "Launcher", "engine_config",
+           "langgraph_config", "engine_venv"]
 
-#: Engines the launcher knows, with the package that must be importable and how to install it.
-ENGINES = {"aegra": ("aegra_api", "pip install 'switchboard[serve]'  (aegra-api 0.6, Apache-2.0)")}
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """What the launcher needs to know about an engine: ``licence``, ``install`` (the command that installs it),
+    ``health`` (the path that answers 200 once an instance is up), ``separate`` (True when the engine runs from a
+    virtual environment of its own rather than this interpreter's)."""
+
+    licence: str
+    install: str
+    health: str
+    separate: bool = False
+
+
+#: Engines the launcher knows (module doc).
+ENGINES = {
+    "aegra": EngineSpec("Apache-2.0", "pip install 'switchboard[serve]'  (aegra-api 0.6)", "/health"),
+    "langgraph-pg": EngineSpec("Elastic-2.0 (langgraph-api); MIT (langgraph-runtime-pg, langhost)",
+                               "make langgraph-pg  (a separate .venv-langgraph-pg with langhost==0.11.1.post1)",
+                               "/ok", separate=True),
+}
+#: The MIT runtime's versions the launcher was built and tested with (the only release on PyPI at the time).
+LANGGRAPH_PG_PINS = ("langhost==0.11.1.post1", "langgraph-runtime-pg==0.11.1.post1")
+#: Background runs each langgraph-pg instance executes at once (langhost's ``--n-jobs-per-worker``; its default, 1,
+#: would run one turn at a time per instance).
+LANGGRAPH_PG_JOBS = 10
+#: Default Redis of the langgraph-pg engine (env ``REDIS_URI`` wins).
+DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 #: Seconds an instance may take to stop after SIGTERM before it is killed.
 STOP_GRACE_S = 10.0
 #: Seconds an instance may take to answer its health route after it was started.
@@ -68,6 +104,8 @@ class Launcher:
         port: the first port; instance ``i`` listens on ``port + i``.
         host: the interface to bind (default loopback).
         say: where progress lines go (default ``print``).
+        venv: the virtual environment of a ``separate`` engine (default :func:`engine_venv`).
+        redis: the Redis URL of the langgraph-pg engine (default ``REDIS_URI``, else :data:`DEFAULT_REDIS`).
     """
 
     engine: str
@@ -77,13 +115,11 @@ class Launcher:
     host: str = "127.0.0.1"
     say: Callable[[str], None] = print
     procs: list[Instance] = field(default_factory=list)
+    venv: Path | None = None
+    redis: str = ""
 
     def check(self) -> None:
         """Refuse a bad configuration before anything starts. Raises ConfigError."""
-        if self.engine == "langgraph-pg":
-            raise ConfigError("switchboard serve does not launch LangGraph's Agent Server (langgraph-api with the "
-                              "PostgreSQL runtime, Elastic License 2.0, needs Redis): deploy langgraph.json as its "
-                              "documentation says, with SWITCHBOARD_DB set to the same PostgreSQL; or use --engine aegra")
         if self.engine not in ENGINES:
             raise ConfigError(f"unknown engine {self.engine!r}; use one of: {', '.join(ENGINES)}")
         if not is_postgres(self.db):
@@ -93,15 +129,41 @@ class Launcher:
             raise ConfigError(f"--instances must be between 1 and 16 (got {self.instances})")
         if not 1024 <= self.port <= 65535 - self.instances:
             raise ConfigError(f"--port must leave room for {self.instances} consecutive ports (got {self.port})")
-        module, how = ENGINES[self.engine]
-        import importlib.util
+        if self.engine == "langgraph-pg":
+            self._check_langgraph_pg()
+        else:
+            import importlib.util
 
-        if importlib.util.find_spec(module) is None:
-            raise ConfigError(f"engine {self.engine} is not installed: {how}")
+            if importlib.util.find_spec("aegra_api") is None:
+                raise ConfigError(f"engine aegra is not installed: {ENGINES['aegra'].install}")
         for i in range(self.instances):
             with socket.socket() as s:
                 if s.connect_ex((self.host, self.port + i)) == 0:
                     raise ConfigError(f"port {self.port + i} on {self.host} is already in use")
+
+    def _check_langgraph_pg(self) -> None:
+        """The separate environment holds langhost, the runtime and switchboard; Redis answers. Raises ConfigError."""
+        self.venv = self.venv or engine_venv()
+        python = self.venv / "bin" / "python"
+        if not python.exists():
+            raise ConfigError(f"engine langgraph-pg is not installed: no virtual environment at {self.venv} "
+                              f"({ENGINES['langgraph-pg'].install}; or --engine-venv DIR)")
+        probe = subprocess.run([str(python), "-c", "import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) "
+                                "for m in ('langhost', 'langgraph_runtime_pg', 'graph.server')) else 1)"],
+                               capture_output=True, timeout=60)
+        if probe.returncode != 0:
+            raise ConfigError(f"engine langgraph-pg: {self.venv} lacks langhost, langgraph-runtime-pg or switchboard "
+                              f"({ENGINES['langgraph-pg'].install})")
+        self.redis = self.redis or os.environ.get("REDIS_URI") or DEFAULT_REDIS
+        from urllib.parse import urlsplit
+
+        where = urlsplit(self.redis)
+        try:
+            with socket.create_connection((where.hostname or "127.0.0.1", where.port or 6379), timeout=3):
+                pass
+        except OSError as exc:
+            raise ConfigError(f"engine langgraph-pg needs Redis: {self.redis} does not answer ({exc.strerror or exc}); "
+                              "give --redis URL or REDIS_URI") from None
 
     @property
     def run_dir(self) -> Path:
@@ -113,9 +175,14 @@ class Launcher:
         from checkpoints.postgres import libpq_url
 
         url = libpq_url(self.db)
-        return {**os.environ, "SWITCHBOARD_DB": url, "DATABASE_URL": url,
-                "AEGRA_CONFIG": str(self.run_dir / "aegra.json"), "LOG_LEVEL": os.environ.get("LOG_LEVEL", "WARNING"),
-                "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "SWITCHBOARD_DB": url, "LOG_LEVEL": os.environ.get("LOG_LEVEL", "WARNING"),
+               "PYTHONUNBUFFERED": "1"}
+        if self.engine == "langgraph-pg":
+            # migrations ran once in migrate(); no version check or analytics call from a launched server
+            return {**env, "DATABASE_URI": url, "REDIS_URI": self.redis, "LG_RUNTIME_PG_AUTO_MIGRATE": "false",
+                    "LANGGRAPH_NO_VERSION_CHECK": "true", "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+                    "N_JOBS_PER_WORKER": str(LANGGRAPH_PG_JOBS)}
+        return {**env, "DATABASE_URL": url, "AEGRA_CONFIG": str(self.run_dir / "aegra.json")}
 
     def migrate(self) -> None:
         """Our stores, then the engine's tables, once. Raises InfrastructureError when the engine's fail."""
@@ -124,28 +191,41 @@ class Launcher:
         out = upgrade_all(self.db)
         self.say(f"stores ready (business store at revision {out['business']})")
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "aegra.json").write_text(json.dumps(engine_config(), indent=2) + "\n")
-        done = subprocess.run([sys.executable, "-c", "from aegra_api.core.migrations import run_migrations; "
-                               "run_migrations()"], cwd=self.run_dir, env=self.env(), capture_output=True, text=True,
-                              timeout=300)
+        if self.engine == "langgraph-pg":
+            assert self.venv is not None  # set by check()
+            (self.run_dir / "langgraph.json").write_text(json.dumps(langgraph_config(), indent=2) + "\n")
+            cmd = [str(self.venv / "bin" / "langgraph-runtime-pg-migrate"), "upgrade"]
+        else:
+            (self.run_dir / "aegra.json").write_text(json.dumps(engine_config(), indent=2) + "\n")
+            cmd = [sys.executable, "-c", "from aegra_api.core.migrations import run_migrations; run_migrations()"]
+        done = subprocess.run(cmd, cwd=self.run_dir, env=self.env(), capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise InfrastructureError(f"the {self.engine} migrations failed: {last}")
         self.say(f"{self.engine} tables ready")
 
+    def command(self, inst: Instance) -> list[str]:
+        """The command line of instance ``inst``."""
+        if self.engine == "langgraph-pg":
+            assert self.venv is not None
+            return [str(self.venv / "bin" / "langhost"), "serve", "--config", str(self.run_dir / "langgraph.json"),
+                    "--host", self.host, "--port", str(inst.port), "--database-uri", self.env()["DATABASE_URI"],
+                    "--redis-uri", self.redis, "--n-jobs-per-worker", str(LANGGRAPH_PG_JOBS),
+                    "--server-log-level", "WARNING"]
+        return [sys.executable, "-m", "uvicorn", "aegra_api.main:app", "--host", self.host, "--port", str(inst.port),
+                "--no-access-log"]
+
     def start(self, inst: Instance) -> None:
         """Start (or restart) one instance; its output goes to ``run_dir/instance-<i>.log``."""
         log = open(self.run_dir / f"instance-{inst.index}.log", "ab")  # noqa: SIM115 - owned by the child's lifetime
-        cmd = [sys.executable, "-m", "uvicorn", "aegra_api.main:app", "--host", self.host, "--port", str(inst.port),
-               "--no-access-log"]
-        inst.proc = subprocess.Popen(cmd, cwd=self.run_dir, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        inst.proc = subprocess.Popen(self.command(inst), cwd=self.run_dir, env=self.env(), stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
 
     def wait_ready(self, inst: Instance) -> None:
         """Wait until the instance answers ``/health``. Raises InfrastructureError when it exits or times out."""
         deadline = time.monotonic() + READY_TIMEOUT_S
-        url = f"http://{self.host}:{inst.port}/health"
+        url = f"http://{self.host}:{inst.port}{ENGINES[self.engine].health}"
         while time.monotonic() < deadline:
             if inst.proc.poll() is not None:
                 raise InfrastructureError(f"instance {inst.index} exited with code {inst.proc.returncode}; see "
@@ -226,9 +306,29 @@ def engine_config() -> dict[str, Any]:
             "http": {"app": "graph.aegra_app:app"}}
 
 
-def serve(engine: str, db: str, instances: int, port: int, host: str, say: Callable[[str], None] = print) -> None:
+def langgraph_config() -> dict[str, Any]:
+    """The ``langgraph.json`` the launcher writes for langgraph-pg: our graph and authentication by absolute path (the
+    folder it is written to is not the repository); ``disable_studio_auth`` as in the repository's own file."""
+    here = Path(__file__).resolve().parent
+    return {"dependencies": ["."], "graphs": {"switchboard": f"{here / 'server.py'}:graph"},
+            "auth": {"path": f"{here / 'auth.py'}:auth", "disable_studio_auth": True}}
+
+
+def engine_venv() -> Path:
+    """Where the langgraph-pg engine's virtual environment is: ``SWITCHBOARD_ENGINE_VENV``, else
+    ``.venv-langgraph-pg`` in the current folder if it exists, else the one beside this package's checkout (where
+    ``make langgraph-pg`` puts it)."""
+    given = os.environ.get("SWITCHBOARD_ENGINE_VENV")
+    if given:
+        return Path(given).expanduser().absolute()
+    here = Path.cwd() / ".venv-langgraph-pg"
+    return here.absolute() if here.exists() else Path(__file__).resolve().parents[1] / ".venv-langgraph-pg"
+
+
+def serve(engine: str, db: str, instances: int, port: int, host: str, say: Callable[[str], None] = print,
+          venv: Path | None = None, redis: str = "") -> None:
     """Run the launcher in the foreground until SIGINT/SIGTERM; see :class:`Launcher`."""
-    launcher = Launcher(engine, db, instances, port, host, say)
+    launcher = Launcher(engine, db, instances, port, host, say, venv=venv, redis=redis)
     stopping: list[int] = []
 
     def on_signal(signum: int, _frame: Any) -> None:

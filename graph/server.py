@@ -44,8 +44,10 @@ def make_graph() -> CompiledStateGraph:
                         run_callbacks=[ThreadRunGuard(settings.db)])
     # Several instances, any of which may be killed: each step's checkpoint is written before the next step starts
     # (LangGraph's durability "sync"; its default, "async", writes in the background, and an instance killed mid-run
-    # could lose the steps after the run's input). The engines pass no durability of their own, so LangGraph reads
-    # it from the graph's config.
+    # could lose the steps after the run's input). LangGraph 1.2 has no public graph-level setting for it: `durability`
+    # is only an argument of invoke/stream/astream, and the engine makes that call. The LangGraph API passes the run's
+    # public `durability` parameter (graph/auth.py sets it to "sync", and it wins over this config); Aegra 0.6 passes
+    # none, and then Pregel reads the default from this private config key (pregel/main.py `_defaults`), the only hook.
     from langgraph._internal._constants import CONFIG_KEY_DURABILITY
 
     return graph.with_config(configurable={CONFIG_KEY_DURABILITY: "sync"})

@@ -20,18 +20,26 @@ SHARED_DATA = REPO.parent / "shared" / "data" / "banking77"
 POSTGRES_ENV = "SWITCHBOARD_TEST_POSTGRES"
 
 
+#: Path of the separate virtual environment of ``switchboard serve --engine langgraph-pg`` (``make langgraph-pg``) for
+#: the tests marked ``langgraph_pg``; unset: those tests are deselected.
+LANGGRAPH_PG_ENV = "SWITCHBOARD_TEST_LANGGRAPH_PG"
+
+
 def pytest_collection_modifyitems(config, items):
-    """Deselect (not skip) the tests marked ``postgres`` when SWITCHBOARD_TEST_POSTGRES is not set."""
-    if os.environ.get(POSTGRES_ENV):
-        return
-    deselected = [item for item in items if item.get_closest_marker("postgres")]
-    if deselected:
-        config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if not item.get_closest_marker("postgres")]
-    config.stash[_PG_DESELECTED] = len(deselected)
+    """Deselect (not skip) the tests marked ``postgres`` when SWITCHBOARD_TEST_POSTGRES is not set, and those marked
+    ``langgraph_pg`` when SWITCHBOARD_TEST_LANGGRAPH_PG is not set."""
+    for marker, env, key in (("postgres", POSTGRES_ENV, _PG_DESELECTED), ("langgraph_pg", LANGGRAPH_PG_ENV, _LG_DESELECTED)):
+        if os.environ.get(env):
+            continue
+        deselected = [item for item in items if item.get_closest_marker(marker)]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if not item.get_closest_marker(marker)]
+        config.stash[key] = len(deselected)
 
 
 _PG_DESELECTED = pytest.StashKey[int]()
+_LG_DESELECTED = pytest.StashKey[int]()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -42,6 +50,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     elif deselected:
         terminalreporter.write_line(f"postgres: {deselected} tests marked postgres deselected "
                                     f"({POSTGRES_ENV} is not set)")
+    if config.stash.get(_LG_DESELECTED, 0):
+        terminalreporter.write_line(f"langgraph-pg: {config.stash[_LG_DESELECTED]} tests marked langgraph_pg deselected "
+                                    f"({LANGGRAPH_PG_ENV} is not set)")
 
 
 @contextmanager

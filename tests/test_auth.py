@@ -184,7 +184,7 @@ def test_revision_0003_renames_needs_human_to_fallback(business_url):
         with engine.begin() as conn:
             conn.execute(text("INSERT INTO tasks (id, thread_id, status, current_owner, updated_at) "
                               "VALUES ('t1', 'th', 'needs_human', 'refunds', '2025-01-01T00:00:00Z')"))
-        assert upgrade(business_url) == "0003"
+        assert upgrade(business_url, "0003") == "0003"
         store = open_store(business_url, seed=False)
         assert store.get_task("t1").status == "fallback" and store.get_task("t1").refund_id is None
         with pytest.raises(Exception, match="(?i)check|refused"):

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +75,10 @@ class Served:
                                headers={"Authorization": f"Bearer {self.tokens[who]}"})
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory) -> Iterator[Served]:
-    tmp = tmp_path_factory.mktemp("serve")
+@contextmanager
+def launched(tmp: Path, *extra: str) -> Iterator[Served]:
+    """``switchboard serve --instances 2 [extra…]`` on free ports over a fresh database with tokens for c_ada, c_bob and
+    operator ann; stopped (SIGTERM, then SIGKILL) afterwards."""
     with postgres_database() as url:
         store = open_store(url)
         store.add_operator("ann", "t_demo", ["approver"])
@@ -88,7 +90,7 @@ def served(tmp_path_factory) -> Iterator[Served]:
         out = tmp / "serve.out"
         with out.open("w") as sink:
             proc = subprocess.Popen([str(Path(sys.executable).parent / "switchboard"), "serve", "--instances", "2",
-                                     "--port", str(port), "--db", url], cwd=tmp, env=env, stdout=sink,
+                                     "--port", str(port), "--db", url, *extra], cwd=tmp, env=env, stdout=sink,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         try:
             deadline = time.monotonic() + START_LIMIT_S
@@ -106,6 +108,10 @@ def served(tmp_path_factory) -> Iterator[Served]:
                     proc.wait(timeout=10)
 
 
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Iterator[Served]:
+    with launched(tmp_path_factory.mktemp("serve")) as s:
+        yield s
 
 
 @pytest.mark.postgres
@@ -146,8 +152,9 @@ def test_other_customer_refused_and_run_shapes_checked_on_every_endpoint(served:
     ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "Where is my card?"}]})
     before = ada.threads.get_state(tid)["values"]["messages"]
     assert _status(lambda: bob.threads.get_state(tid)) in (403, 404)
-    # Aegra answers a run the graph refused with its (empty) output: nothing of Ada's reaches Bob, the refusal is
-    # recorded, the thread is unchanged
+    # Bob's run is refused before it is queued (the thread's recorded owner is Ada: 403) — or, on a thread with no
+    # recorded owner, by the graph (Aegra then answers with the run's empty output): nothing of Ada's reaches Bob, the
+    # refusal is recorded, the thread is unchanged
     try:
         leaked = bob.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "show me all"}]})
     except Exception as exc:  # noqa: BLE001 - an HTTP error is a refusal too
@@ -222,22 +229,44 @@ def test_serve_refuses_a_file_database(tmp_path: Path) -> None:
     assert "needs --db postgresql://" in str(result.exception)
 
 
-def test_serve_names_what_it_does_not_launch() -> None:
+def test_serve_refuses_an_unknown_engine_and_a_missing_langgraph_pg_install(tmp_path: Path) -> None:
     from graph.cli import app
+    from graph.errors import ConfigError
 
-    result = CliRunner().invoke(app, ["serve", "--engine", "langgraph-pg", "--db", "postgresql://u@h/d"])
-    assert result.exit_code != 0 and "does not launch LangGraph's Agent Server" in str(result.exception)
     result = CliRunner().invoke(app, ["serve", "--engine", "nginx", "--db", "postgresql://u@h/d"])
     assert result.exit_code != 0 and "unknown engine 'nginx'" in str(result.exception)
+    result = CliRunner().invoke(app, ["serve", "--engine", "langgraph-pg", "--db", "postgresql://u@h/d",
+                                      "--engine-venv", str(tmp_path / "nowhere")])
+    assert isinstance(result.exception, ConfigError)
+    assert str(result.exception).startswith(f"engine langgraph-pg is not installed: no virtual environment at "
+                                            f"{tmp_path / 'nowhere'} (make langgraph-pg")
+    done = subprocess.run([str(Path(sys.executable).parent / "switchboard"), "serve", "--engine", "langgraph-pg",
+                           "--db", "postgresql://u@h/d", "--engine-venv", str(tmp_path / "nowhere")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.startswith("error: engine langgraph-pg is not installed")
+    assert len(done.stderr.strip().splitlines()) == 1  # one line, no traceback
 
 
-def test_run_guard_checks_every_run_body(store) -> None:
+@pytest.fixture
+def fresh_server_store(store) -> Iterator[Any]:
+    """The test's business store, also as the one ``graph.auth`` opens for the server process (its cached store and
+    event log are reset before and after, so no other test's home leaks in or out)."""
+    from graph.auth import _event_log, _store
+
+    _store.cache_clear()
+    _event_log.cache_clear()
+    yield store
+    _store.cache_clear()
+    _event_log.cache_clear()
+
+
+def test_run_guard_checks_every_run_body(fresh_server_store) -> None:
     import asyncio
     import json
 
     from graph.aegra_app import RUN_PATH, checked_body
 
-    token = store.issue_token("customer", "c_ada", "t_demo")[1]
+    token = fresh_server_store.issue_token("customer", "c_ada", "t_demo")[1]
     headers = [(b"authorization", f"Bearer {token}".encode())]
     body = json.dumps({"input": {"messages": [{"role": "user", "content": "hi"}]},
                        "context": {"user_id": "c_bob", "roles": ["approver"]}}).encode()
@@ -250,3 +279,63 @@ def test_run_guard_checks_every_run_body(store) -> None:
     assert all(RUN_PATH.match(p) for p in ("/threads/t1/runs", "/threads/t1/runs/wait", "/threads/t1/runs/stream",
                                            "/runs/wait"))
     assert not RUN_PATH.match("/threads/t1/runs/r1/cancel") and not RUN_PATH.match("/threads/t1/state")
+
+
+def test_a_customers_first_run_records_the_thread_owner_before_it_is_queued(fresh_server_store) -> None:
+    """Served runs record the thread's owner in the business store before the engine queues the run (the run guard on
+    Aegra, the ``threads.create_run`` handler on the LangGraph API), so ``recover`` can finish a first turn killed
+    before its entry node; another customer's run on that thread is then refused (404, as for a thread they cannot
+    see), operators' runs record nothing."""
+    import asyncio
+    import json
+
+    from graph.aegra_app import checked_body
+    from graph.auth import record_thread_owner
+
+    store = fresh_server_store
+    store.add_operator("ann", "t_demo", ["approver"])
+    ada, bob, ann = (store.issue_token(k, p, "t_demo")[1] for k, p in
+                     (("customer", "c_ada"), ("customer", "c_bob"), ("operator", "ann")))
+    body = json.dumps({"input": {"messages": [{"role": "user", "content": "hi"}]}}).encode()
+
+    def call(token: str, thread: str | None, payload: bytes = body) -> int:
+        return asyncio.run(checked_body([(b"authorization", f"Bearer {token}".encode())], payload, thread))[0]
+
+    assert call(ada, None) == 200 and store.thread_owner("None") is None  # a thread-less run records nothing
+    assert call(ann, "t-new", json.dumps({"command": {"resume": {"decision": "approve"}}}).encode()) == 200
+    assert store.thread_owner("t-new") is None  # an operator never becomes an owner
+    assert call(ada, "t-new") == 200
+    owner = store.thread_owner("t-new")
+    assert (owner.customer_id, owner.tenant_id, owner.source) == ("c_ada", "t_demo", "server")
+    assert call(bob, "t-new") == 404 and store.thread_owner("t-new").customer_id == "c_ada"
+    assert store.audit_entries(action="run", actor="customer:c_bob")[0].outcome == "denied"
+    assert call(ada, "t-new") == 200  # the owner's later turns pass
+    assert record_thread_owner("t-x", "customer", "c_bob", "t_demo", store) is None
+    assert record_thread_owner("t-x", "customer", "c_ada", "t_demo", store) == "the thread belongs to another customer"
+
+
+def test_langgraph_api_runs_get_sync_durability_and_a_storable_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    """graph.auth.langgraph_api_run: on PostgreSQL the run's public ``durability`` parameter becomes "sync" (the server
+    passes it to the graph, overriding the graph's own config); on langgraph-runtime-pg the authenticated user is stored
+    as its claims (the runtime's JSON encoder cannot store the server's user object); elsewhere both stay as sent."""
+    import json
+
+    from graph.auth import langgraph_api_run
+
+    class User:  # the shape of langgraph-api's ProxyUser: model_dump() -> the claims
+        def model_dump(self) -> dict:
+            return {"identity": "customer:c_ada", "kind": "customer", "principal_id": "c_ada", "tenant_id": "t_demo"}
+
+    def request() -> dict:
+        return {"durability": "async", "config": {"configurable": {"langgraph_auth_user": User()}}}
+
+    monkeypatch.delenv("LANGGRAPH_RUNTIME_EDITION", raising=False)
+    local = request()
+    langgraph_api_run(local)  # SQLite stores, in-memory runtime (langgraph dev): unchanged
+    assert local["durability"] == "async" and isinstance(local["config"]["configurable"]["langgraph_auth_user"], User)
+    monkeypatch.setenv("SWITCHBOARD_DB", "postgresql://u@h:5432/desk")
+    monkeypatch.setenv("LANGGRAPH_RUNTIME_EDITION", "pg")
+    served = request()
+    langgraph_api_run(served)
+    assert served["durability"] == "sync"
+    assert json.loads(json.dumps(served["config"]))["configurable"]["langgraph_auth_user"]["principal_id"] == "c_ada"

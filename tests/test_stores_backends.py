@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 from sqlalchemy import text
 from typer.testing import CliRunner
 
@@ -157,7 +158,7 @@ def test_db_upgrade_creates_every_store(db_url: str) -> None:
     runner = CliRunner()
     first = runner.invoke(app, ["db", "upgrade", "--db", db_url])
     assert first.exit_code == 0, first.output
-    assert "revision 0003" in first.output
+    assert "revision 0004" in first.output
     again = runner.invoke(app, ["db", "upgrade", "--db", db_url])  # idempotent
     assert again.exit_code == 0, again.output
     if db_url.startswith("postgresql"):
@@ -229,3 +230,109 @@ def test_recover_continues_a_turn_killed_before_its_first_node(isolated_home, ke
     msgs = stuck.graph.get_state(stuck.config).values["messages"]
     assert [m.content for m in msgs if m.type == "human"] == ["I was charged twice for my coffee", "Where is my card?"]
     assert msgs[-1].type == "ai"
+
+
+# -- recovery continues the owner's turn with the owner's rights -----------------------------------
+
+
+class _Killed(BaseException):
+    """Stands for a SIGKILL: not an Exception, so no node or policy of ours catches it."""
+
+
+class _KillBefore(BaseCallbackHandler):
+    """A callback that stops the run when node ``node`` is about to start (as if the process died right there)."""
+
+    raise_error = True
+    run_inline = True
+
+    def __init__(self, node: str):
+        self.node = node
+
+    def on_chain_start(self, serialized, inputs, *, metadata=None, **kw) -> None:
+        if (metadata or {}).get("langgraph_node") == self.node:
+            raise _Killed(f"killed before {self.node}")
+
+
+def _killed_turn(db: str, thread: str, text_: str, node: str, context: RunContext | None = None):
+    """Send ``text_`` on ``thread`` through ``Conversation`` and kill the run just before ``node`` starts; return
+    the thread's snapshot afterwards."""
+    from graph.conversation import Conversation
+
+    conv = Conversation(thread, db=db, context=context)
+    config = {"configurable": {"thread_id": thread}, "callbacks": [_KillBefore(node)]}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(type(conv), "config", property(lambda self: config))
+        with pytest.raises(_Killed):
+            conv.send(text_)
+    return conv.graph.get_state({"configurable": {"thread_id": thread}})
+
+
+def test_recover_between_triage_and_refunds_requests_the_refund_as_the_owner(db_url: str) -> None:
+    """The load test's lost approval: a turn killed after triage handed over to refunds and before refunds ran. An
+    operator's ``recover`` continues it with the rights of the customer who started the thread, so the refund is
+    requested (and pauses for approval), and the operator is recorded as who triggered the recovery."""
+    from graph.conversation import Conversation
+
+    store = open_store(Settings(db=db_url).business_db)
+    store.add_operator("ann", "t_demo", ["approver"])
+    snap = _killed_turn(db_url, "kr", BIG, "refunds")
+    assert tuple(snap.next) == ("refunds",) and snap.values["owner"]["customer_id"] == "c_ada"
+    assert not [r for r in store.list_refunds("c_ada") if r.transaction_id == "tx_1001"]
+    r = Conversation("kr", db=db_url, context=ANN).recover()
+    assert r is not None and r.status == "awaiting_approval" and r.pending.amount == "£23.80"
+    assert [x.status for x in store.list_refunds("c_ada") if x.transaction_id == "tx_1001"] == ["requested"]
+    rec = [e for e in open_event_log(db_url).events("kr") if e.kind == "recovered"]
+    assert len(rec) == 1 and rec[0].detail["triggered_by"] == "operator:ann"
+    assert rec[0].detail["continued_as"] == "customer:c_ada" and rec[0].detail["next"] == ["refunds"]
+    assert store.audit_entries(action="recover", actor="operator:ann")[0].target == "thread:kr"
+    # the approval then goes through as usual: paid once
+    done = Conversation("kr", db=db_url, context=ANN).resume({"decision": "approve"})
+    assert "approved" in done.text
+    assert [x.status for x in store.list_refunds("c_ada") if x.transaction_id == "tx_1001"] == ["executed"]
+
+
+def test_recover_refuses_an_operator_of_another_tenant_and_keeps_the_turn(db_url: str) -> None:
+    from graph.conversation import Conversation
+    from graph.errors import AccessDenied
+
+    store = open_store(Settings(db=db_url).business_db)
+    store.add_operator("zed", "t_other", ["approver"])
+    _killed_turn(db_url, "kz", BIG, "refunds")
+    with pytest.raises(AccessDenied, match="not authorized"):
+        Conversation("kz", db=db_url, context=RunContext.for_operator("zed", "t_other")).recover()
+    conv = Conversation("kz", db=db_url)
+    assert tuple(conv.graph.get_state(conv.config).next) == ("refunds",)  # untouched
+    r = conv.recover()  # the owner may finish their own turn
+    assert r is not None and r.status == "awaiting_approval"
+
+
+def test_a_first_turn_killed_before_its_entry_node_is_recovered_as_its_owner(db_url: str) -> None:
+    """The owner is recorded before the graph runs (``Conversation.send`` -> ``thread_owners``), so a first turn
+    that never reached its entry node (the state names no owner yet) is still finished by an operator's recover,
+    and no other customer can take the thread over in the meantime."""
+    from graph.conversation import Conversation
+    from graph.errors import AccessDenied
+
+    store = open_store(Settings(db=db_url).business_db)
+    store.add_operator("ann", "t_demo", ["approver"])
+    snap = _killed_turn(db_url, "kf", "I was charged twice for my coffee", "entry")
+    assert tuple(snap.next) == ("entry",) and not snap.values.get("owner")  # stored, never entered
+    assert store.thread_owner("kf").customer_id == "c_ada"
+    with pytest.raises(AccessDenied, match="belongs to another customer"):
+        Conversation("kf", db=db_url, context=RunContext.for_customer("c_bob", "t_demo")).send("hello")
+    r = Conversation("kf", db=db_url, context=ANN).recover()
+    assert r is not None and r.turn == 1 and r.agent
+    values = Conversation("kf", db=db_url).state
+    assert values["owner"] == {"customer_id": "c_ada", "tenant_id": "t_demo"}
+    assert [m.type for m in values["messages"]][-1] == "ai"
+    assert Conversation("kf", db=db_url, context=ANN).recover() is None  # finished: nothing left
+
+
+def test_cli_recover_finds_a_first_turn_by_its_recorded_owner(db_url: str) -> None:
+    from graph.cli import app
+
+    open_store(Settings(db=db_url).business_db).add_operator("ann", "t_demo", ["approver"])
+    _killed_turn(db_url, "kc", "Where is my card?", "entry")
+    out = CliRunner().invoke(app, ["recover", "kc", "--as", "ann", "--db", db_url])
+    assert out.exit_code == 0, out.output
+    assert "kc: found an interrupted run; finished it" in out.output

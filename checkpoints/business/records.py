@@ -302,3 +302,17 @@ class AuditEntry(_Record):
     outcome: str
     detail: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     key: str | None = None
+
+
+@dataclass(frozen=True)
+class ThreadOwner(_Record):
+    """Who a thread belongs to: the authenticated customer (``customer_id`` in ``tenant_id``) whose turn started it,
+    recorded once before that turn's run reached the graph and never changed (``recorded_at``: ISO-8601 UTC;
+    ``source``: where it was recorded — ``conversation`` (Python API / CLI), ``server`` (a served run's request),
+    ``state`` (taken over from the checkpoint of a thread started before revision 0004))."""
+
+    thread_id: str
+    customer_id: str
+    tenant_id: str
+    recorded_at: str
+    source: str = ""

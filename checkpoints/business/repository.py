@@ -83,6 +83,7 @@ from checkpoints.business.records import (
     Refund,
     StaleVersionError,
     Task,
+    ThreadOwner,
     Token,
     Transaction,
     Transfer,
@@ -113,6 +114,7 @@ _DECISION = _columns(t.decisions, Decision)
 _OPERATOR = _columns(t.operators, Operator)
 _TOKEN = _columns(t.tokens, Token)
 _AUDIT = _columns(t.audit, AuditEntry)
+_OWNER = _columns(t.thread_owners, ThreadOwner)
 #: What a refund becomes when its task is decided for good (``decide_approval``, ``close_task``).
 _REFUND_AFTER = {"approve": "approved", "reject": "rejected", "cancel": "cancelled", "expire": "cancelled",
                  "close": "cancelled"}
@@ -1023,6 +1025,33 @@ class BusinessStore:
         if row is None:
             raise NotFoundError(f"no token {token_id}")
         return Token(**row)
+
+    # -- thread owners ------------------------------------------------------------------------------
+
+    def claim_thread_owner(self, thread_id: str, customer_id: str, tenant_id: str,
+                           source: str = "") -> tuple[ThreadOwner, bool]:
+        """Record ``customer_id`` (of ``tenant_id``) as the owner of ``thread_id`` unless the thread has one already
+        (``INSERT … ON CONFLICT DO NOTHING``: of two concurrent first claims exactly one wins, on SQLite and
+        PostgreSQL alike), and return ``(the stored owner, whether this call recorded it)``. The caller compares the
+        stored owner with its principal: a different customer means the thread is someone else's. Call it only with
+        an authenticated customer (``graph.auth``, ``Conversation.send``), never with a name taken from a message.
+        Raises ``ValueError`` for an empty id, :class:`StorageUnavailable`."""
+        if not thread_id or not customer_id or not tenant_id:
+            raise ValueError("a thread owner needs a thread id, a customer id and a tenant id")
+        values = {"thread_id": thread_id, "customer_id": customer_id, "tenant_id": tenant_id,
+                  "recorded_at": iso(self.now()), "source": source}
+        with self._write() as conn:
+            won = conn.execute(self._insert_ignoring(t.thread_owners, values)).rowcount == 1
+            row = conn.execute(select(*_OWNER).where(t.thread_owners.c.thread_id == thread_id)).mappings().first()
+        owner = _record(ThreadOwner, row)
+        assert owner is not None  # inserted, or there before: the same transaction reads it
+        return owner, won
+
+    def thread_owner(self, thread_id: str) -> ThreadOwner | None:
+        """The recorded owner of ``thread_id`` (:meth:`claim_thread_owner`), or None."""
+        with self._read() as conn:
+            row = conn.execute(select(*_OWNER).where(t.thread_owners.c.thread_id == thread_id)).mappings().first()
+        return _record(ThreadOwner, row)
 
     # -- audit --------------------------------------------------------------------------------------
 

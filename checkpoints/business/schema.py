@@ -6,7 +6,8 @@ the first release (one SQLite file, same columns, CHECK constraints and indexes)
 column to ``refunds`` and ``decisions`` (insertion order: SQLite's implicit ``rowid`` served as a tiebreaker
 before, PostgreSQL has none); ``0003`` adds the principals (``operators``, ``tokens``), the ``audit`` table, the
 ``final`` flag of ``decisions`` (two-approver tier), the ``refund_id`` of ``tasks``, and renames the task status
-``needs_human`` to ``fallback``.
+``needs_human`` to ``fallback``; ``0004`` adds ``thread_owners`` (who started each thread, recorded before its first
+run).
 
 Types: ids, names and timestamps are ``TEXT`` (timestamps as ``YYYY-MM-DDTHH:MM:SSZ`` strings, so string order
 is time order); money is an integer in minor units, ``BIGINT`` on PostgreSQL (SQLite's ``INTEGER`` is 64-bit
@@ -42,11 +43,12 @@ __all__ = [
     "operators",
     "tokens",
     "audit",
+    "thread_owners",
     "TABLES_0001",
 ]
 
 #: The Alembic revision this code reads and writes (the head of ``migrations/versions``).
-SCHEMA_VERSION = "0003"
+SCHEMA_VERSION = "0004"
 
 #: The tables of revision 0001 (the first release); a database holding all of them but no version table
 #: was created by that release and is adopted (stamped 0001) by :func:`checkpoints.business.migrate.upgrade`.
@@ -207,4 +209,15 @@ audit = Table(
     Column("seq", Amount, nullable=False, server_default=text("0")),
     Index("audit_by_key", "key"),
     Index("audit_by_seq", "seq"),
+)
+
+# -- revision 0004: who started each thread ------------------------------------------------------------------------
+
+thread_owners = Table(
+    "thread_owners", metadata,
+    Column("thread_id", Text, primary_key=True),
+    Column("customer_id", Text, nullable=False),  # the authenticated customer who started the thread; written once
+    Column("tenant_id", Text, nullable=False),
+    Column("recorded_at", Text, nullable=False),
+    Column("source", Text, nullable=False, server_default=""),  # where it was recorded: conversation, server, state
 )
