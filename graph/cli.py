@@ -484,17 +484,18 @@ def _tenant_threads(desk, acting, recorded: bool = False) -> list[str]:
     return out
 
 
-def _overdue(req: dict, now, deadline_h: float) -> bool:
-    from checkpoints.business import parse_iso
+def _overdue(req: dict, now) -> bool:
+    """Is the approval request ``req`` past the deadline stored with it (``policies.authz.approval_overdue``)?"""
     from policies.authz import approval_overdue
 
-    return bool(req.get("requested_at")) and approval_overdue(parse_iso(req["requested_at"]), now, deadline_h)
+    return approval_overdue(req, now)
 
 
 @app.command()
 def pending(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt,
-            overdue: bool = typer.Option(False, "--overdue", help="Only approvals past their deadline "
-                                         "(SWITCHBOARD_APPROVAL_DEADLINE_H, default 72 h)."),
+            overdue: bool = typer.Option(False, "--overdue", help="Only approvals past the deadline stored "
+                                         "with each request (set when it was requested: "
+                                         "SWITCHBOARD_APPROVAL_DEADLINE_H, default 72 h)."),
             as_json: bool = JsonOpt) -> None:
     """List your tenant's threads paused for a human approval and what each waits for. Needs --as an operator."""
     from checkpoints.threads import pending_interrupt, thread_summaries
@@ -509,7 +510,7 @@ def pending(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt,
         now = acting.store.now()
         for tid in [r["thread_id"] for r in thread_summaries(saver, tenant_id=acting.tenant_id)]:
             req = pending_interrupt(saver, tid)
-            if isinstance(req, dict) and not (overdue and not _overdue(req, now, settings.approval_deadline_h)):
+            if isinstance(req, dict) and not (overdue and not _overdue(req, now)):
                 rows.append(pending_dict(tid, req))
     if as_json:
         print_json(rows)
@@ -565,8 +566,8 @@ def recover(
     db: Optional[str] = DbOpt,
     model: Optional[str] = ModelOpt,
     as_: Optional[str] = AsOpt,
-    expire: bool = typer.Option(False, "--expire", help="Instead: end every approval past its deadline "
-                                "(SWITCHBOARD_APPROVAL_DEADLINE_H, default 72 h); the customer is told, nothing is paid. "
+    expire: bool = typer.Option(False, "--expire", help="Instead: end every approval past the deadline "
+                                "stored with it (fixed when requested); the customer is told, nothing is paid. "
                                 "Needs an approver."),
 ) -> None:
     """Finish runs a crashed process left behind: replay an approval already claimed in the business store, or
@@ -604,14 +605,14 @@ def _expire(desk, acting, targets: list[str]) -> None:
     """``recover --expire``: end each overdue approval among ``targets`` with an ``expire`` decision."""
     from graph.conversation import Conversation
 
-    now, deadline = desk.deps.store.now(), desk.deps.settings.approval_deadline_h
+    now = desk.deps.store.now()
     done = 0
     for tid in targets:
         conv = Conversation(tid, desk=desk, context=acting.context())
         req = conv.pending()
-        if not isinstance(req, dict) or not _overdue(req, now, deadline):
+        if not isinstance(req, dict) or not _overdue(req, now):
             continue
-        r = conv.resume({"decision": "expire", "note": f"no decision within {deadline:g} h"})
+        r = conv.resume({"decision": "expire", "note": f"no decision by the deadline {req.get('deadline')}"})
         done += 1
         console.print(f"{tid}: expired refund {req.get('refund_id')} -> customer told: {r.text}", highlight=False)
     console.print(f"expired {done} overdue approval(s)")

@@ -276,7 +276,6 @@ class Conversation:
 
     def _authorize_decision(self, d: Any, request: dict) -> Any:
         """The principal, after checking that it may take decision ``d`` on ``request`` (AccessDenied if not)."""
-        from checkpoints.business import parse_iso
         from nodes.principal import operator_facts
         from policies.authz import AuthzDecision, approval_overdue, authorize_decision, authorize_resume, owner_of
 
@@ -289,8 +288,7 @@ class Conversation:
         if verdict.allowed and d.approver is not None and d.approver not in (principal.id, principal.ref):
             verdict = AuthzDecision(False, f"the decision names {d.approver!r} but the caller is {principal.ref}")
         if verdict.allowed:
-            overdue = bool(request.get("requested_at")) and approval_overdue(
-                parse_iso(request["requested_at"]), self.store.now(), self.settings.approval_deadline_h)
+            overdue = approval_overdue(request, self.store.now())
             verdict = authorize_decision(principal, operator, d.decision, str(request.get("customer_id") or ""),
                                          tuple(request.get("approvals") or ()), overdue)
         if not verdict.allowed:

@@ -33,7 +33,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
-from checkpoints.business import BusinessRuleError, NotFoundError, StaleVersionError, StoreError, iso, money, parse_iso
+from checkpoints.business import BusinessRuleError, NotFoundError, StaleVersionError, StoreError, iso, money
 from graph.approval import ApprovalRequest, parse_decision
 from graph.context import SYSTEM_RISK_POLICY, Principal, RunContext
 from graph.errors import AccessDenied, InputError
@@ -265,9 +265,8 @@ class _Approval:
             return AuthzDecision(False, f"the decision names {decision.approver!r} but was sent by {self.caller.ref}; "
                                         "the approver is the caller")
         overdue = False
-        if decision.decision == "expire" and self.request.get("requested_at"):
-            overdue = approval_overdue(parse_iso(self.request["requested_at"]), self.deps.store.now(),
-                                       self.deps.settings.approval_deadline_h)
+        if decision.decision == "expire":
+            overdue = approval_overdue(self.request, self.deps.store.now())
         return authorize_decision(self.caller, self.operator, decision.decision,
                                   str(self.request.get("customer_id") or ""), self.approvals, overdue)
 
