@@ -61,6 +61,23 @@ def test_an_empty_or_truncated_business_store_next_to_threads_is_refused(tmp_pat
     require_business_store(business, tmp_path / "switchboard.db")  # a real database passes
 
 
+def test_an_emptied_checkpoint_store_next_to_business_records_is_refused(tmp_path):
+    """The reverse of the above: an emptied switchboard.db is not silently re-created next to refund tasks."""
+    from checkpoints.business import open_store
+
+    business, checkpoints = tmp_path / "business.db", tmp_path / "switchboard.db"
+    store = open_store(business)
+    checkpoints.write_bytes(b"")
+    require_business_store(business, checkpoints)  # a seeded store with no thread yet: nothing to protect
+    store.claim_thread_owner("a1", "c_ada", "t_demo")
+    with pytest.raises(MissingBusinessStore, match=r"switchboard.db is empty \(0 bytes\) but the business database "
+                                                   r".*business.db holds"):
+        require_business_store(business, checkpoints)
+    assert checkpoints.read_bytes() == b""  # nothing re-created
+    checkpoints.unlink()
+    require_business_store(business, checkpoints)  # a missing file is a new checkpoint database (--db may name one)
+
+
 def test_a_new_home_may_create_the_business_store(tmp_path):
     require_business_store(tmp_path / "business.db", tmp_path / "switchboard.db")  # no checkpoints at all
     other = sqlite3.connect(tmp_path / "switchboard.db")
@@ -86,4 +103,6 @@ def test_every_storage_fault_is_one_line_exit_2_without_traceback(tmp_path):
     assert "corrupt" in causes["corrupt business.db: chat"] and "read-only" in causes["read-only home: chat"]
     assert "disk full" in causes["disk full (ulimit -f): chat"]
     assert "is missing" in causes["business.db deleted: resume"]
+    assert "switchboard.db is empty (0 bytes)" in causes["switchboard.db emptied: chat"]
+    assert "business.db" in causes["switchboard.db emptied: chat"]
     assert "read-only" in causes["read-only home: trace"] and "corrupt" in causes["corrupt switchboard.db: trace"]
