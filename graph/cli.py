@@ -199,7 +199,7 @@ def chat(
     if not as_json:
         console.print(f"[dim]thread {conv.thread_id}[/]")
     if message is not None:
-        r = conv.send(message)
+        r = _send(conv, message)
         print_json(turn_dict(r)) if as_json else _print_turn(r)
         if _report_model_error(r):
             raise typer.Exit(1)
@@ -207,6 +207,44 @@ def chat(
     code = _chat_session(conv)
     if code:
         raise typer.Exit(code)
+
+
+class Interrupted(Exception):
+    """Ctrl-C (SIGINT) cut a command short: ``main`` prints ``str(self)`` as one line on stderr and exits 130."""
+
+
+#: The line for a Ctrl-C whose effect on the thread is not known (outside a chat turn).
+INTERRUPTED = "interrupted: a turn cut short is finished by `switchboard recover [THREAD] --as OPERATOR`"
+
+
+def _send(conv, text: str):
+    """``conv.send(text)``; a Ctrl-C during the turn becomes :class:`Interrupted` with a line that says what
+    happened to the message (:func:`_interrupted_line`)."""
+    try:
+        return conv.send(text)
+    except KeyboardInterrupt:
+        raise Interrupted(_interrupted_line(conv, text)) from None
+
+
+def _interrupted_line(conv, text: str) -> str:
+    """What a Ctrl-C during the turn of ``text`` on ``conv`` left behind, read back from the checkpoint: the turn was
+    stored and cut short (``switchboard recover T`` or the customer's next message on T finishes it), or nothing
+    of the message was stored (it was not taken), or the turn had finished."""
+    tid = conv.thread_id
+    try:
+        cut = conv.cut_turn()
+        msgs = conv.state.get("messages") or []
+    except Exception:  # noqa: BLE001 - the store itself may be what was interrupted: fall back to the general line
+        return INTERRUPTED.replace("[THREAD]", tid)
+    from langchain_core.messages import HumanMessage
+
+    mine = [m for m in msgs if isinstance(m, HumanMessage) and str(m.content) == text.strip()]
+    if cut is not None:
+        return (f"interrupted: the turn was cut short; `switchboard recover {tid} --as OPERATOR` (or the customer's "
+                f"next message on thread {tid}) finishes it")
+    if not mine:
+        return f"interrupted: the message was not taken (nothing of it is stored on thread {tid}); send it again"
+    return f"interrupted after the turn finished; `switchboard history {tid} --as OPERATOR` shows its answer"
 
 
 def _chat_session(conv) -> int:
@@ -228,7 +266,7 @@ def _chat_session(conv) -> int:
         if not text.strip():
             break
         try:
-            r = conv.send(text)
+            r = _send(conv, text)
         except InputError as exc:
             err.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
             refused = True
@@ -785,8 +823,11 @@ def main() -> None:
     except SwitchboardError as exc:
         err.print(f"error: {exc}", highlight=False, soft_wrap=True)
         sys.exit(2)
+    except Interrupted as exc:
+        err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
+        sys.exit(130)
     except (typer.Abort, KeyboardInterrupt):
-        err.print("interrupted; a turn cut short is finished by 'switchboard recover [THREAD]'")
+        err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
         sys.exit(130)
     except OSError as exc:  # unwritable output path, SWITCHBOARD_HOME not a folder, …
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
@@ -806,6 +847,8 @@ def main() -> None:
             err.print(f"error: {line}", highlight=False, soft_wrap=True)
             sys.exit(2)
         raise
+    if code == 130:  # typer turns a KeyboardInterrupt inside a command into Exit(130), silently
+        err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
     if isinstance(code, int) and code:
         sys.exit(code)
 
