@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from graph.errors import InputError
+from graph.inputs import check_message
 
 __all__ = ["ApprovalRequest", "ApprovalDecision", "parse_decision"]
 
@@ -41,6 +42,10 @@ class ApprovalRequest(BaseModel):
                                                             "expired (Settings.approval_deadline_h after requested_at)")
 
 
+#: Longest approver's note (characters; the former schema limit).
+MAX_NOTE_CHARS = 2000
+
+
 class ApprovalDecision(BaseModel):
     """What a resume supplies: ``{"decision": "approve" | "reject" | "cancel" | "expire", "note": …}``.
 
@@ -54,7 +59,9 @@ class ApprovalDecision(BaseModel):
     decision: Literal["approve", "reject", "cancel", "expire"]
     approver: str | None = Field(default=None, max_length=100,
                                  description="deprecated: must name the resuming principal if given")
-    note: str = Field(default="", max_length=2000)
+    note: str = Field(default="", description="the decider's reason: internal (decision record, events, pending/"
+                      "history for operators), never shown to the customer; text as a message (graph.inputs."
+                      "check_message), at most MAX_NOTE_CHARS characters")
     decision_id: str | None = Field(default=None, min_length=1, max_length=100)
 
     @field_validator("approver")
@@ -63,6 +70,15 @@ class ApprovalDecision(BaseModel):
         if v is not None and not v.strip():
             raise ValueError("approver must not be blank")
         return v.strip() if v is not None else None
+
+    @field_validator("note", mode="before")
+    @classmethod
+    def _note_is_text(cls, v: object) -> object:
+        """The note passes the message checks (InputError, one line: control character, invalid UTF-8, too long)."""
+        check_message(v, "the note")
+        if isinstance(v, str) and len(v) > MAX_NOTE_CHARS:
+            raise InputError(f"the note is {len(v)} characters; the limit is {MAX_NOTE_CHARS}")
+        return v
 
     def with_id(self) -> "ApprovalDecision":
         """This decision with a fresh random ``decision_id`` when it has none (``dc_<12 hex>``)."""

@@ -202,7 +202,7 @@ def chat(
     if not as_json:
         console.print(f"[dim]thread {conv.thread_id}[/]")
     if message is not None:
-        r = conv.send(message)
+        r = _send(conv, message)
         print_json(turn_dict(r)) if as_json else _print_turn(r)
         if _report_model_error(r):
             raise typer.Exit(1)
@@ -210,6 +210,44 @@ def chat(
     code = _chat_session(conv)
     if code:
         raise typer.Exit(code)
+
+
+class Interrupted(Exception):
+    """Ctrl-C (SIGINT) cut a command short: ``main`` prints ``str(self)`` as one line on stderr and exits 130."""
+
+
+#: The line for a Ctrl-C whose effect on the thread is not known (outside a chat turn).
+INTERRUPTED = "interrupted: a turn cut short is finished by `switchboard recover [THREAD] --as OPERATOR`"
+
+
+def _send(conv, text: str):
+    """``conv.send(text)``; a Ctrl-C during the turn becomes :class:`Interrupted` with a line that says what
+    happened to the message (:func:`_interrupted_line`)."""
+    try:
+        return conv.send(text)
+    except KeyboardInterrupt:
+        raise Interrupted(_interrupted_line(conv, text)) from None
+
+
+def _interrupted_line(conv, text: str) -> str:
+    """What a Ctrl-C during the turn of ``text`` on ``conv`` left behind, read back from the checkpoint: the turn was
+    stored and cut short (``switchboard recover T`` or the customer's next message on T finishes it), or nothing
+    of the message was stored (it was not taken), or the turn had finished."""
+    tid = conv.thread_id
+    try:
+        cut = conv.cut_turn()
+        msgs = conv.state.get("messages") or []
+    except Exception:  # noqa: BLE001 - the store itself may be what was interrupted: fall back to the general line
+        return INTERRUPTED.replace("[THREAD]", tid)
+    from langchain_core.messages import HumanMessage
+
+    mine = [m for m in msgs if isinstance(m, HumanMessage) and str(m.content) == text.strip()]
+    if cut is not None:
+        return (f"interrupted: the turn was cut short; `switchboard recover {tid} --as OPERATOR` (or the customer's "
+                f"next message on thread {tid}) finishes it")
+    if not mine:
+        return f"interrupted: the message was not taken (nothing of it is stored on thread {tid}); send it again"
+    return f"interrupted after the turn finished; `switchboard history {tid} --as OPERATOR` shows its answer"
 
 
 def _chat_session(conv) -> int:
@@ -231,7 +269,7 @@ def _chat_session(conv) -> int:
         if not text.strip():
             break
         try:
-            r = conv.send(text)
+            r = _send(conv, text)
         except InputError as exc:
             err.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
             refused = True
@@ -507,17 +545,18 @@ def _tenant_threads(desk, acting, recorded: bool = False) -> list[str]:
     return out
 
 
-def _overdue(req: dict, now, deadline_h: float) -> bool:
-    from checkpoints.business import parse_iso
+def _overdue(req: dict, now) -> bool:
+    """Is the approval request ``req`` past the deadline stored with it (``policies.authz.approval_overdue``)?"""
     from policies.authz import approval_overdue
 
-    return bool(req.get("requested_at")) and approval_overdue(parse_iso(req["requested_at"]), now, deadline_h)
+    return approval_overdue(req, now)
 
 
 @app.command()
 def pending(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt,
-            overdue: bool = typer.Option(False, "--overdue", help="Only approvals past their deadline "
-                                         "(SWITCHBOARD_APPROVAL_DEADLINE_H, default 72 h)."),
+            overdue: bool = typer.Option(False, "--overdue", help="Only approvals past the deadline stored "
+                                         "with each request (set when it was requested: "
+                                         "SWITCHBOARD_APPROVAL_DEADLINE_H, default 72 h)."),
             as_json: bool = JsonOpt) -> None:
     """List your tenant's threads paused for a human approval and what each waits for. Needs --as an operator."""
     from checkpoints.threads import pending_interrupt, thread_summaries
@@ -532,7 +571,7 @@ def pending(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt,
         now = acting.store.now()
         for tid in [r["thread_id"] for r in thread_summaries(saver, tenant_id=acting.tenant_id)]:
             req = pending_interrupt(saver, tid)
-            if isinstance(req, dict) and not (overdue and not _overdue(req, now, settings.approval_deadline_h)):
+            if isinstance(req, dict) and not (overdue and not _overdue(req, now)):
                 rows.append(pending_dict(tid, req))
     if as_json:
         print_json(rows)
@@ -588,8 +627,8 @@ def recover(
     db: Optional[str] = DbOpt,
     model: Optional[str] = ModelOpt,
     as_: Optional[str] = AsOpt,
-    expire: bool = typer.Option(False, "--expire", help="Instead: end every approval past its deadline "
-                                "(SWITCHBOARD_APPROVAL_DEADLINE_H, default 72 h); the customer is told, nothing is paid. "
+    expire: bool = typer.Option(False, "--expire", help="Instead: end every approval past the deadline "
+                                "stored with it (fixed when requested); the customer is told, nothing is paid. "
                                 "Needs an approver."),
 ) -> None:
     """Finish runs a crashed process left behind: replay an approval already claimed in the business store, or
@@ -627,14 +666,14 @@ def _expire(desk, acting, targets: list[str]) -> None:
     """``recover --expire``: end each overdue approval among ``targets`` with an ``expire`` decision."""
     from graph.conversation import Conversation
 
-    now, deadline = desk.deps.store.now(), desk.deps.settings.approval_deadline_h
+    now = desk.deps.store.now()
     done = 0
     for tid in targets:
         conv = Conversation(tid, desk=desk, context=acting.context())
         req = conv.pending()
-        if not isinstance(req, dict) or not _overdue(req, now, deadline):
+        if not isinstance(req, dict) or not _overdue(req, now):
             continue
-        r = conv.resume({"decision": "expire", "note": f"no decision within {deadline:g} h"})
+        r = conv.resume({"decision": "expire", "note": f"no decision by the deadline {req.get('deadline')}"})
         done += 1
         console.print(f"{tid}: expired refund {req.get('refund_id')} -> customer told: {r.text}", highlight=False)
     console.print(f"expired {done} overdue approval(s)")
@@ -809,8 +848,11 @@ def main() -> None:
     except SwitchboardError as exc:
         err.print(f"error: {exc}", highlight=False, soft_wrap=True)
         sys.exit(2)
+    except Interrupted as exc:
+        err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
+        sys.exit(130)
     except (typer.Abort, KeyboardInterrupt):
-        err.print("interrupted; a turn cut short is finished by 'switchboard recover [THREAD]'")
+        err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
         sys.exit(130)
     except OSError as exc:  # unwritable output path, SWITCHBOARD_HOME not a folder, …
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
@@ -830,6 +872,8 @@ def main() -> None:
             err.print(f"error: {line}", highlight=False, soft_wrap=True)
             sys.exit(2)
         raise
+    if code == 130:  # typer turns a KeyboardInterrupt inside a command into Exit(130), silently
+        err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
     if isinstance(code, int) and code:
         sys.exit(code)
 

@@ -217,10 +217,20 @@ class Conversation:
         with self._thread_lock():
             values, pending = self._snapshot()  # the one read of the thread's state before the run
             self._check_identity(values)
+            if pending is None and values and self._finish_cut_turn():
+                values, pending = self._snapshot()
             if pending is not None:
                 return self._while_paused(text)
             msg = ensure_ids([HumanMessage(content=text.strip())])
             return self._run({"messages": msg})
+
+    def _finish_cut_turn(self) -> bool:
+        """Before a new message: finish the owner's turn a crash or Ctrl-C cut short (``recover``'s continuation, so
+        every message is answered in order and each turn keeps its own path); True when one was finished. The
+        sender passed the identity check, so it is the owner (or an operator who may act on the thread)."""
+        snap = self.graph.get_state(self.config)
+        where = _cut_short(snap)
+        return where is not None and self._continue_as_owner(snap, where) is not None
 
     def _while_paused(self, text: str) -> TurnResult:
         """A customer's message while the thread waits for an approval (``policies.cancellation``): a wish to cancel is
@@ -318,7 +328,6 @@ class Conversation:
 
     def _authorize_decision(self, d: Any, request: dict) -> Any:
         """The principal, after checking that it may take decision ``d`` on ``request`` (AccessDenied if not)."""
-        from checkpoints.business import parse_iso
         from nodes.principal import operator_facts
         from policies.authz import AuthzDecision, approval_overdue, authorize_decision, authorize_resume, owner_of
 
@@ -331,8 +340,7 @@ class Conversation:
         if verdict.allowed and d.approver is not None and d.approver not in (principal.id, principal.ref):
             verdict = AuthzDecision(False, f"the decision names {d.approver!r} but the caller is {principal.ref}")
         if verdict.allowed:
-            overdue = bool(request.get("requested_at")) and approval_overdue(
-                parse_iso(request["requested_at"]), self.store.now(), self.settings.approval_deadline_h)
+            overdue = approval_overdue(request, self.store.now())
             verdict = authorize_decision(principal, operator, d.decision, str(request.get("customer_id") or ""),
                                          tuple(request.get("approvals") or ()), overdue)
         if not verdict.allowed:
@@ -388,8 +396,6 @@ class Conversation:
             return self._recover()
 
     def _recover(self) -> TurnResult | None:
-        from policies.edges import ACCESS_DENIED, ENTRY_NODE
-
         snap = self.graph.get_state(self.config)
         if not snap.values:
             raise InputError(f"unknown thread {self.thread_id!r}")
@@ -403,15 +409,16 @@ class Conversation:
             self.graph.invoke(Command(resume={"decision": d.decision, "note": d.note, "decision_id": d.id}),
                               self.config, context=self.context)
             return self.result()
-        if tuple(snap.next) == (ACCESS_DENIED,):
-            return None  # a refused run: nothing of the owner's is unfinished
-        msgs = snap.values.get("messages") or []
-        unentered = tuple(snap.next) == (ENTRY_NODE,) or (not snap.next and msgs and isinstance(msgs[-1], HumanMessage))
-        outcome = snap.values.get("outcome") or {}
-        finished = not snap.next and outcome and outcome.get("turn") == snap.values.get("turn")
-        if finished and not unentered:
-            return None
-        return self._continue_as_owner(snap, "unentered" if unentered else "between_nodes")
+        where = _cut_short(snap)
+        return None if where is None else self._continue_as_owner(snap, where)
+
+    def cut_turn(self) -> str | None:
+        """Where this thread's last turn was cut short (a crash, Ctrl-C, a failed write): ``"unentered"`` (its
+        message is stored but the entry node never ran) or ``"between_nodes"`` (stopped between two nodes), which
+        :meth:`recover` (and the owner's next :meth:`send`) finishes; None when the thread is unknown, finished,
+        paused for approval or refused."""
+        snap = self.graph.get_state(self.config)
+        return None if not snap.values or _interrupt_value(snap) is not None else _cut_short(snap)
 
     def _continue_as_owner(self, snap: Any, where: str) -> TurnResult | None:
         """Continue the stopped turn in ``snap`` (``invoke(None)``) as the thread's owner, after checking that this
@@ -483,6 +490,22 @@ def _customer_time(iso_text: Any) -> str:
     except (TypeError, ValueError):
         return str(iso_text or "")
     return f"{dt.day} {dt.strftime('%b')} at {dt.strftime('%H:%M')} UTC"
+
+
+def _cut_short(snap: Any) -> str | None:
+    """``"unentered"`` / ``"between_nodes"`` when the not-paused ``StateSnapshot`` ``snap`` holds a turn that
+    stopped before its end (see :meth:`Conversation.cut_turn`); None when its last turn finished or was refused."""
+    from policies.edges import ACCESS_DENIED, ENTRY_NODE
+
+    if tuple(snap.next) == (ACCESS_DENIED,):
+        return None  # a refused run: nothing of the owner's is unfinished
+    msgs = snap.values.get("messages") or []
+    unentered = tuple(snap.next) == (ENTRY_NODE,) or (not snap.next and msgs and isinstance(msgs[-1], HumanMessage))
+    outcome = snap.values.get("outcome") or {}
+    finished = not snap.next and outcome and outcome.get("turn") == snap.values.get("turn")
+    if finished and not unentered:
+        return None
+    return "unentered" if unentered else "between_nodes"
 
 
 def _interrupt_value(snap: Any) -> Any:

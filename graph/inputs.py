@@ -28,16 +28,17 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
-def check_message(text: object) -> str:
+def check_message(text: object, what: str = "the message") -> str:
     """``text`` unchanged when it is a message the desk accepts; else InputError with a one-line reason naming the
     first offending character (position and code point), e.g. ``the message contains control character U+001B at
-    position 5``. Emptiness and length are checked by the caller (``Conversation.send``)."""
+    position 5``. ``what`` names the text in the reason (``"the note"`` for an approver's note). Emptiness and length
+    are checked by the caller (``Conversation.send``, ``graph.approval.parse_decision``)."""
     if not isinstance(text, str):
-        raise InputError(f"the message must be text, not {type(text).__name__}")
+        raise InputError(f"{what} must be text, not {type(text).__name__}")
     if m := _SURROGATE.search(text):
-        raise InputError(f"the message is not valid UTF-8 (undecodable byte at position {m.start()})")
+        raise InputError(f"{what} is not valid UTF-8 (undecodable byte at position {m.start()})")
     if m := _CONTROL.search(text):
-        raise InputError(f"the message contains control character U+{ord(m.group()):04X} at position {m.start()}; "
+        raise InputError(f"{what} contains control character U+{ord(m.group()):04X} at position {m.start()}; "
                          "only newline and tab are allowed")
     return text
 

@@ -33,7 +33,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
-from checkpoints.business import BusinessRuleError, NotFoundError, StaleVersionError, StoreError, iso, money, parse_iso
+from checkpoints.business import BusinessRuleError, NotFoundError, StaleVersionError, StoreError, iso, money
 from graph.approval import ApprovalRequest, parse_decision
 from graph.context import SYSTEM_RISK_POLICY, Principal, RunContext
 from graph.errors import AccessDenied, InputError
@@ -84,8 +84,9 @@ def _back_to_refunds(state: dict, source: str, pa: dict, reason: str, extra: dic
     facts = [Fact(key=k, value=str(v), source="system_verified", observed_at=at) for k, v in (
         ("refund_id", pa.get("refund_id")), ("transaction_id", pa.get("transaction_id")),
         ("amount", pa.get("amount")), ("refund_status", pa.get("stage")),
-        ("decided_by", (pa.get("decision") or {}).get("approver")),
-        ("decision_note", (pa.get("decision") or {}).get("note"))) if v]
+        ("decided_by", (pa.get("decision") or {}).get("approver"))) if v]
+    # The decider's note is internal (decision record, events, pending/history for operators): it never enters the
+    # packet, so no model and no answer can pass it on to the customer.
     packet = HandoffPacket(task_id=pa.get("task_id", ""), session_id=thread_id_of(), trace_id=pa.get("task_id", ""),
                            from_agent=source, to_agent=REFUNDS, reason=reason,
                            objective="tell the customer the outcome of their refund request",
@@ -267,9 +268,8 @@ class _Approval:
             return AuthzDecision(False, f"the decision names {decision.approver!r} but was sent by {self.caller.ref}; "
                                         "the approver is the caller")
         overdue = False
-        if decision.decision == "expire" and self.request.get("requested_at"):
-            overdue = approval_overdue(parse_iso(self.request["requested_at"]), self.deps.store.now(),
-                                       self.deps.settings.approval_deadline_h)
+        if decision.decision == "expire":
+            overdue = approval_overdue(self.request, self.deps.store.now())
         return authorize_decision(self.caller, self.operator, decision.decision,
                                   str(self.request.get("customer_id") or ""), self.approvals, overdue)
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import logging
 import re
 import threading
 import uuid
@@ -59,6 +60,8 @@ from policies.edges import AGENTS, FALLBACK
 from policies.loops import fingerprint, normalize_task
 
 __all__ = ["EventRecorder", "emit", "note", "QUIET_NODES"]
+
+_log = logging.getLogger(__name__)
 
 #: Nodes that are bookkeeping, not agents: their visits are not recorded as agent_started/agent_finished.
 QUIET_NODES: frozenset[str] = frozenset({"entry", "access_denied"})
@@ -146,9 +149,14 @@ class _RunCallbacks(BaseCallbackHandler):
         run = self.recorder._end_run(str(run_id))
         if run is None:
             return
-        self._write(run, "run_failed", dict(key=event_key(run.run_id, "run_failed"), run_id=run.run_id,
-                                            thread_id=run.thread_id, status="error",
-                                            reason=f"{type(error).__name__}: {str(error)[:300]}"))
+        try:
+            self._write(run, "run_failed", dict(key=event_key(run.run_id, "run_failed"), run_id=run.run_id,
+                                                thread_id=run.thread_id, status="error",
+                                                reason=f"{type(error).__name__}: {str(error)[:300]}"))
+        except Exception as exc:  # noqa: BLE001 - the run's own error goes on to the caller, who reports it once
+            # The store that failed the run (a full disk, a lost server) usually fails this record too; LangChain
+            # would print the handler's exception as a second, internal line next to the caller's one-line error.
+            _log.debug("run_failed of %s not recorded: %r", run.run_id, exc)
 
 
 class EventRecorder:

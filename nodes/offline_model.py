@@ -92,9 +92,8 @@ def approval_outcome_text(facts: dict[str, str]) -> str:
     if status == "executed":
         return f"Good news: {what} has been approved and paid back to your account; the money is already in your balance."
     if status == "rejected":
-        why = facts.get("decision_note")
-        return (f"I'm sorry, {what} was not approved" + (f" ({why})" if why else "")
-                + ". Nothing was paid; you can reply if you'd like us to look again.")
+        return (f"I'm sorry, {what} was not approved: after review, our team could not approve this refund. "
+                "Nothing was paid; you can reply if you'd like us to look again.")
     if status == "cancelled":
         return f"As you asked, {what} is cancelled. Nothing was paid."
     if status == "expired":

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from graph.context import RESERVED_NAMES, Principal
 
@@ -183,7 +184,24 @@ def authorize_tool(tool: str, side_effect: bool, roles: Collection[str], user_id
     return AuthzDecision(True)
 
 
-def approval_overdue(requested_at: datetime, now: datetime, deadline_h: float) -> bool:
-    """True when an approval requested at ``requested_at`` (aware datetime) is older than ``deadline_h`` hours at
-    ``now`` (``Settings.approval_deadline_h``, default 72)."""
-    return now - requested_at > timedelta(hours=deadline_h)
+#: Hours a request stored without a ``deadline`` may wait (the documented default of ``approval_deadline_h``).
+LEGACY_DEADLINE_H = 72.0
+
+
+def approval_overdue(request: Mapping[str, Any], now: datetime) -> bool:
+    """True when the approval ``request`` (an ``ApprovalRequest`` dict) is past the deadline stored with it when it
+    was requested (``deadline``, ISO-8601 UTC) at ``now`` (aware datetime). The deadline is fixed at request time
+    (``Settings.approval_deadline_h`` of the requesting process); the deciding process's settings play no part. A
+    request stored before deadlines were recorded counts from ``requested_at`` + :data:`LEGACY_DEADLINE_H`; one with
+    neither time is never overdue."""
+    if request.get("deadline"):
+        return now > _utc(str(request["deadline"]))
+    if request.get("requested_at"):
+        return now - _utc(str(request["requested_at"])) > timedelta(hours=LEGACY_DEADLINE_H)
+    return False
+
+
+def _utc(text: str) -> datetime:
+    """An ISO-8601 time (``Z`` or an offset; naive = UTC) as an aware UTC datetime."""
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return (dt if dt.tzinfo is not None else dt.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)

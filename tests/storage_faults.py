@@ -124,6 +124,8 @@ SCENARIOS: list[tuple[str, Callable[[Path], None], list[str], str, bool]] = [
      False),
     ("truncated switchboard.db: stats", lambda h: _truncate(h / "switchboard.db"), ["stats", "--as", "ann"], "", False),
     ("read-only home: trace", _read_only, ["trace", "r1", "--as", "ann"], "", True),
+    ("switchboard.db emptied: chat", lambda h: (h / "switchboard.db").write_bytes(b""),
+     ["chat", "hello", "--thread", "r1"], "", False),
     ("switchboard.db deleted: resume", lambda h: (h / "switchboard.db").unlink(),
      ["resume", "r1", "--approve", "--as", "ann"], "", False),
     ("corrupt business.db: operators list", lambda h: _garbage(h / "business.db"), ["operators", "list", "--as", "ann"],

@@ -81,9 +81,33 @@ def test_reject_pays_nothing_and_refunds_agent_answers(isolated_home):
     g, store = _setup(isolated_home)
     conv = Conversation("t", graph=g)
     conv.send(BIG)
-    r = Conversation("t", graph=g, context=ANN).resume({"decision": "reject", "note": "no evidence"})
-    assert r.agent == "refunds" and "not approved" in r.text and "no evidence" in r.text
+    note = "internal: customer flagged by fraud team, do not tell him"
+    task_id = Conversation("t", graph=g).pending()["task_id"]
+    r = Conversation("t", graph=g, context=ANN).resume({"decision": "reject", "note": note})
+    assert r.agent == "refunds" and "not approved" in r.text and "our team could not approve" in r.text
+    assert "fraud" not in r.text and "internal" not in r.text  # the note is internal: the customer never sees it
+    state = g.get_state({"configurable": {"thread_id": "t"}}).values
+    assert all("fraud" not in str(m.content) for m in state["messages"])
+    assert all("fraud" not in str(f) for f in (state.get("handoff") or {}).get("known_facts", ()))
+    assert [(d.decision, d.note) for d in store.list_decisions(task_id)] == [("reject", note)]  # kept for operators
     assert _executed(store) == []
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("note, message", [("bad\x1b[2J", "the note contains control character U+001B at position 3"),
+                                           ("x" * 2001, "the note is 2001 characters; the limit is 2000")])
+def test_bad_note_is_refused_one_line_nothing_stored(isolated_home, note, message):
+    g, store = _setup(isolated_home)
+    Conversation("t", graph=g).send(BIG)
+    cfg = {"configurable": {"thread_id": "t"}}
+    before = g.get_state(cfg).config["configurable"]["checkpoint_id"]
+    r = _cli(isolated_home, "resume", "t", "--reject", "--as", "ann", "--note", note)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {message}"), (r.returncode, r.stderr)
+    g, store = _setup(isolated_home)
+    assert g.get_state(cfg).config["configurable"]["checkpoint_id"] == before
+    req = Conversation("t", graph=g).pending()
+    assert req is not None and store.list_decisions(req["task_id"]) == []
 
 
 @pytest.mark.parametrize("bad", [{"decision": "maybe"}, {"decision": "approve", "approver": "  "},

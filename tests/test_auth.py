@@ -242,8 +242,11 @@ def test_decision_rules():
         assert not authz.authorize_operator(facts, name, {"approver"}).allowed
     assert not authz.authorize_operator(_op(), "ann", {"admin"}).allowed
     now = datetime(2025, 1, 10, tzinfo=timezone.utc)
-    assert authz.approval_overdue(now - timedelta(hours=73), now, 72)
-    assert not authz.approval_overdue(now - timedelta(hours=71), now, 72)
+    assert authz.approval_overdue({"deadline": "2025-01-09T23:59:59Z"}, now)
+    assert not authz.approval_overdue({"deadline": "2025-01-10T00:00:01Z"}, now)
+    assert not authz.approval_overdue({"deadline": "2025-01-12T00:00:00Z", "requested_at": "2025-01-01T00:00:00Z"}, now)
+    assert authz.approval_overdue({"requested_at": (now - timedelta(hours=73)).isoformat()}, now)  # stored before deadlines
+    assert not authz.approval_overdue({"requested_at": (now - timedelta(hours=71)).isoformat()}, now)
 
 
 def test_risk_tiers():

@@ -257,15 +257,24 @@ def test_orphan_refund_is_listed_and_cancelled(home):
 
 
 def test_overdue_approvals_are_listed_and_expired(home, monkeypatch):
+    """Overdue means past the deadline stored with the request when it was made: the deciding process's
+    SWITCHBOARD_APPROVAL_DEADLINE_H neither expires p (72 h, requested by the fixture) nor spares q (0.72 s)."""
     assert "nothing is overdue" in _run("pending", "--overdue", "--as", "agt").output
-    monkeypatch.setenv("SWITCHBOARD_APPROVAL_DEADLINE_H", "0.0002")  # 0.72 s
+    monkeypatch.setenv("SWITCHBOARD_APPROVAL_DEADLINE_H", "0.0002")  # 0.72 s: the deadline of NEW requests only
+    g, _ = _setup(home)
+    q = Conversation("q", graph=g, context=RunContext(user_id="c_bob")).send("Refund tx_2002 please")
+    assert q.pending is not None, q.text
     time.sleep(1.0)
+    monkeypatch.setenv("SWITCHBOARD_APPROVAL_DEADLINE_H", "0.0001")
     overdue = _run("pending", "--overdue", "--as", "agt")
-    assert overdue.exit_code == 0 and " p " in overdue.output, overdue.output
+    assert overdue.exit_code == 0 and " q " in overdue.output and " p " not in overdue.output, overdue.output
     assert isinstance(_run("recover", "--expire", "--as", "agt").exception, AccessDenied)
+    monkeypatch.setenv("SWITCHBOARD_APPROVAL_DEADLINE_H", "1000")  # a long setting now spares nothing already due
     expired = _run("recover", "--expire", "--as", "ann")
     assert expired.exit_code == 0 and "expired 1 overdue approval" in expired.output, expired.output
+    assert "q: expired" in expired.output and "p: expired" not in expired.output, expired.output
     store = open_store(home / "business.db")
-    assert [r for r in store.list_refunds("c_ada") if r.status == "executed"] == []
+    assert [r for r in store.list_refunds("c_bob") if r.status == "executed"] == []
     g, _ = _setup(home)
-    assert Conversation("p", graph=g).pending() is None and "expired" in Conversation("p", graph=g).result().text
+    assert Conversation("p", graph=g).pending() is not None  # p's deadline is days away
+    assert Conversation("q", graph=g).pending() is None and "expired" in Conversation("q", graph=g).result().text

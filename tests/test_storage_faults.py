@@ -61,6 +61,23 @@ def test_an_empty_or_truncated_business_store_next_to_threads_is_refused(tmp_pat
     require_business_store(business, tmp_path / "switchboard.db")  # a real database passes
 
 
+def test_an_emptied_checkpoint_store_next_to_business_records_is_refused(tmp_path):
+    """The reverse of the above: an emptied switchboard.db is not silently re-created next to refund tasks."""
+    from checkpoints.business import open_store
+
+    business, checkpoints = tmp_path / "business.db", tmp_path / "switchboard.db"
+    store = open_store(business)
+    checkpoints.write_bytes(b"")
+    require_business_store(business, checkpoints)  # a seeded store with no thread yet: nothing to protect
+    store.claim_thread_owner("a1", "c_ada", "t_demo")
+    with pytest.raises(MissingBusinessStore, match=r"switchboard.db is empty \(0 bytes\) but the business database "
+                                                   r".*business.db holds"):
+        require_business_store(business, checkpoints)
+    assert checkpoints.read_bytes() == b""  # nothing re-created
+    checkpoints.unlink()
+    require_business_store(business, checkpoints)  # a missing file is a new checkpoint database (--db may name one)
+
+
 def test_a_new_home_may_create_the_business_store(tmp_path):
     require_business_store(tmp_path / "business.db", tmp_path / "switchboard.db")  # no checkpoints at all
     other = sqlite3.connect(tmp_path / "switchboard.db")
@@ -86,4 +103,46 @@ def test_every_storage_fault_is_one_line_exit_2_without_traceback(tmp_path):
     assert "corrupt" in causes["corrupt business.db: chat"] and "read-only" in causes["read-only home: chat"]
     assert "disk full" in causes["disk full (ulimit -f): chat"]
     assert "is missing" in causes["business.db deleted: resume"]
+    assert "switchboard.db is empty (0 bytes)" in causes["switchboard.db emptied: chat"]
+    assert "business.db" in causes["switchboard.db emptied: chat"]
     assert "read-only" in causes["read-only home: trace"] and "corrupt" in causes["corrupt switchboard.db: trace"]
+
+
+@pytest.mark.subprocess
+def test_disk_full_mid_turn_is_one_line_and_the_turn_is_recoverable(isolated_home):
+    """QA1 §9: a file-size limit reached while a turn writes its checkpoints prints exactly one error line (no
+    "Error in _RunCallbacks.on_chain_error callback" from the event recorder), and the failed turn is either not
+    stored or finished by ``recover``: history never shows the message without an answer."""
+    import json
+    import os
+
+    env = {**os.environ, "SWITCHBOARD_HOME": str(isolated_home), "COLUMNS": "250"}
+    env.pop("SWITCHBOARD_OPERATOR", None)
+
+    def cli(*args: str, limit_kib: int | None = None) -> subprocess.CompletedProcess:
+        cmd = " ".join(["exec", sys.executable, "-m", "graph.cli", *args])
+        prefix = f"ulimit -f {limit_kib}; " if limit_kib else ""
+        return subprocess.run(["bash", "-c", prefix + cmd], cwd=storage_faults.REPO, env=env, capture_output=True,
+                              text=True, timeout=300)
+
+    for step in (("operators", "add", "ida", "--tenant", "t_demo", "--role", "admin"),
+                 ("operators", "add", "ann", "--tenant", "t_demo", "--role", "approver", "--as", "ida"),
+                 ("chat", "hello", "--thread", "a1")):  # the QA's home, made as a user makes it
+        assert cli(*step).returncode == 0
+    conn = sqlite3.connect(isolated_home / "switchboard.db")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file: any growth hits the limit
+    conn.close()
+    size_kib = (isolated_home / "switchboard.db").stat().st_size // 1024
+    full = cli("chat", "hello", "--thread", "a2", limit_kib=size_kib)
+    lines = full.stderr.strip().splitlines()
+    assert full.returncode == 2 and len(lines) == 1, full.stderr
+    assert lines[0].startswith("error: checkpoint database") and "disk full" in lines[0], lines
+    conn = sqlite3.connect(isolated_home / "switchboard.db")
+    stored = conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id = 'a2'").fetchone()[0]
+    conn.close()
+    if stored:
+        rec = cli("recover", "a2", "--as", "ann")
+        assert rec.returncode == 0 and "a2: found an interrupted run; finished it" in rec.stdout, rec.stdout
+        history = cli("history", "a2", "--as", "ann", "--json")
+        [turn] = json.loads(history.stdout)
+        assert turn["user"] == "hello" and turn["status"] == "answered" and turn["answer"], turn

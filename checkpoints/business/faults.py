@@ -93,6 +93,38 @@ def storage_cause(message: str, path: Path | None = None) -> str:
     return text
 
 
+def _require_checkpoints(business_db: Path, checkpoint_db: Path) -> None:
+    """The reverse check: raise :class:`MissingBusinessStore` when ``checkpoint_db`` is an empty or truncated file
+    while ``business_db`` records threads (tasks or thread owners), which SQLite would silently treat as a new,
+    empty checkpoint database. A missing checkpoint file is a new one (``--db`` may name a fresh file)."""
+    if not checkpoint_db.is_file():
+        return
+    cause = _missing_cause(checkpoint_db)
+    if cause is None or not _records_threads(business_db):
+        return
+    raise MissingBusinessStore(f"checkpoint database {checkpoint_db} is {cause} but the business database "
+                               f"{business_db} holds refund tasks or threads; restore it from a backup (it is never "
+                               "re-created under existing business records)")
+
+
+def _records_threads(business_db: Path) -> bool:
+    """Does the SQLite business store ``business_db`` hold a task or a thread owner? (False when it is not a
+    readable business store: nothing to protect.)"""
+    if _missing_cause(business_db) is not None:
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{business_db}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        return any(conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None  # noqa: S608 (fixed names)
+                   for table in ("tasks", "thread_owners"))
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+
+
 def _has_checkpoints(checkpoint_db: Path) -> bool:
     try:
         conn = sqlite3.connect(f"file:{checkpoint_db}?mode=ro", uri=True)
@@ -112,13 +144,15 @@ def _has_checkpoints(checkpoint_db: Path) -> bool:
 
 def require_business_store(business_db: str | Path, checkpoint_db: str | Path | None) -> None:
     """Raise :class:`MissingBusinessStore` when ``business_db`` is a SQLite file that does not exist, is empty
-    (0 bytes) or is shorter than a SQLite header while ``checkpoint_db`` (a SQLite file) holds checkpoints.
+    (0 bytes) or is shorter than a SQLite header while ``checkpoint_db`` (a SQLite file) holds checkpoints, and
+    the reverse: ``checkpoint_db`` empty or truncated while ``business_db`` records tasks or thread owners.
     Servers (``postgresql://``) and ``memory`` are not checked:
     a server database is created by its operator, never by switchboard."""
     b, c = str(business_db), str(checkpoint_db or "")
     if b.startswith(("postgres://", "postgresql://")) or not c or c == "memory" or c.startswith(("postgres", "sqlite:")):
         return
     b = b.removeprefix("sqlite:///")
+    _require_checkpoints(Path(b), Path(c))
     cause = _missing_cause(Path(b))
     if cause is None or not Path(c).is_file():
         return
