@@ -8,6 +8,12 @@ command). :class:`RunGuard` runs before Aegra's routes on every ``POST …/runs`
 ``…/runs/stream``: it authenticates the bearer token with :func:`graph.auth.authenticate` (401), refuses what
 :func:`graph.auth.check_run_request` refuses (403), and replaces the body's ``context`` with the authenticated
 principal's (:func:`graph.auth.run_context_for`) before passing the request on. Aegra then authenticates again.
+
+Aegra 0.6 also asks no handler at all for the routes that write a thread outside a run: ``POST /threads/{id}/state``
+with ``values`` or ``as_node`` (``threads.update_state``), and cancelling, interrupting (``PATCH``) or deleting one
+of the thread's runs. The LangGraph API asks ``threads.update`` / ``threads.delete`` for them, which admit admins
+only; :class:`RunGuard` gives Aegra the same answer (401 without a valid token, 403 ``only an admin may …`` for
+anyone else, :func:`admin_refusal`). A ``POST …/state`` without ``values`` is a read and passes.
 """
 
 from __future__ import annotations
@@ -16,12 +22,17 @@ import json
 import re
 from typing import Any
 
-from graph.auth import authenticate, check_run_request, principal_claims, run_context_for
+from graph.auth import authenticate, check_run_request, principal_claims, require_admin, run_context_for
 
-__all__ = ["RunGuard", "checked_body"]  # and `app`, made on first access (module __getattr__)
+__all__ = ["RunGuard", "checked_body", "admin_refusal"]  # and `app`, made on first access (module __getattr__)
 
 #: The run endpoints: with or without a thread, create / wait / stream.
 RUN_PATH = re.compile(r"^(?:/threads/[^/]+)?/runs(?:/wait|/stream)?/?$")
+#: ``POST``: read the thread's state, or (with ``values`` / ``as_node``) write it.
+STATE_PATH = re.compile(r"^/threads/[^/]+/state/?$")
+#: One run of a thread: ``PATCH`` (interrupt), ``DELETE``; with ``/cancel``: ``POST``.
+RUN_ITEM_PATH = re.compile(r"^/threads/[^/]+/runs/(?!wait/?$|stream/?$)[^/]+/?$")
+RUN_CANCEL_PATH = re.compile(r"^/threads/[^/]+/runs/[^/]+/cancel/?$")
 
 
 async def _reply(send: Any, status: int, detail: str) -> None:
@@ -52,6 +63,41 @@ async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes) -> tuple
     return 200, "", json.dumps(data).encode()
 
 
+def _admin_only(method: str, path: str) -> str | None:
+    """What an admin-only route without a body check does (for the 403 text), or None."""
+    if method == "POST" and RUN_CANCEL_PATH.match(path):
+        return "cancel a run"
+    if method in ("PATCH", "DELETE") and RUN_ITEM_PATH.match(path):
+        return "interrupt or delete a run"
+    return None
+
+
+def _writes_state(body: bytes) -> bool:
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError:
+        return True  # not for Aegra to guess: refused like a write
+    return not isinstance(data, dict) or data.get("values") is not None or data.get("as_node") is not None
+
+
+async def admin_refusal(headers: list[tuple[bytes, bytes]], what: str) -> tuple[int, str]:
+    """``(200, "")`` when the bearer token is an admin operator's, else ``(401 | 403, why)`` (module doc)."""
+    try:
+        require_admin(await authenticate(headers), what)
+    except Exception as exc:  # noqa: BLE001 - langgraph_sdk's Auth HTTPException carries status and detail
+        return int(getattr(exc, "status_code", 401)), str(getattr(exc, "detail", exc))
+    return 200, ""
+
+
+async def _read_body(receive: Any) -> bytes:
+    body, more = b"", True
+    while more:
+        message = await receive()
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    return body
+
+
 class RunGuard:
     """ASGI middleware: see the module doc. Other requests pass untouched."""
 
@@ -59,30 +105,50 @@ class RunGuard:
         self.app = app
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope.get("type") != "http" or scope.get("method") != "POST" or not RUN_PATH.match(scope.get("path", "")):
+        method, path = scope.get("method"), scope.get("path", "")
+        headers = scope.get("headers") or []
+        if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
-        body, more = b"", True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-        status, why, new_body = await checked_body(scope.get("headers") or [], body)
+        if what := _admin_only(str(method), path):
+            status, why = await admin_refusal(headers, what)
+            if status != 200:
+                await _reply(send, status, why)
+                return
+            await self.app(scope, receive, send)
+            return
+        if method != "POST" or not (RUN_PATH.match(path) or STATE_PATH.match(path)):
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        if STATE_PATH.match(path):
+            status, why = (await admin_refusal(headers, "update a thread's state")) if _writes_state(body) else (200, "")
+            if status != 200:
+                await _reply(send, status, why)
+            else:
+                await self.app(scope, _replay(body, receive), send)
+            return
+        status, why, new_body = await checked_body(headers, body)
         if status != 200:
             await _reply(send, status, why)
             return
-        scope = {**scope, "headers": [(k, v) for k, v in scope.get("headers") or [] if k.lower() != b"content-length"]
+        scope = {**scope, "headers": [(k, v) for k, v in headers if k.lower() != b"content-length"]
                  + [(b"content-length", str(len(new_body)).encode())]}
-        replayed = False
+        await self.app(scope, _replay(new_body, receive), send)
 
-        async def replay() -> dict:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": new_body, "more_body": False}
-            return await receive()
 
-        await self.app(scope, replay, send)
+def _replay(body: bytes, receive: Any) -> Any:
+    """An ASGI ``receive`` that hands out ``body`` once, then defers to the original ``receive``."""
+    replayed = False
+
+    async def replay() -> dict:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 def __getattr__(name: str) -> Any:

@@ -20,7 +20,9 @@ A revoked or unknown token, a customer no longer in the store, a disabled operat
   operator only resumes (``command`` with ``resume`` alone) threads of their tenant; nobody sends ``goto`` or
   ``update`` commands, webhooks, or runs from an older checkpoint. The graph then checks the principal again
   (``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide, four eyes;
-* ``threads.update`` / ``threads.delete`` (state updates included) — admins of the tenant only;
+* ``threads.update`` / ``threads.delete`` (state updates, ``as_node`` updates, supersteps and run cancellation
+  included) — admins of the tenant only; a thread copy is refused (it writes state outside a run). Aegra 0.6 asks no
+  handler for some of these routes: ``graph/aegra_app.py`` guards them with :func:`require_admin`;
 * ``assistants`` — read and search for everyone authenticated, changes for admins;
 * ``store``, ``crons`` — refused;
 * everything else (read, search, history, runs of a thread) — customers see their own threads (``owner``),
@@ -43,7 +45,8 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-__all__ = ["auth", "authenticate", "resolve_bearer", "principal_claims", "check_run_request", "run_context_for"]
+__all__ = ["auth", "authenticate", "resolve_bearer", "principal_claims", "check_run_request", "run_context_for",
+           "require_admin"]
 
 auth = Auth()
 
@@ -170,8 +173,12 @@ def run_context_for(kind: str, pid: str, tenant: str, roles: tuple[str, ...], se
 
 @auth.on.threads.create
 async def on_thread_create(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
-    """Customers start threads; the thread's metadata records its owner and tenant."""
+    """Customers start threads; the thread's metadata records its owner and tenant. A copy of a thread (the LangGraph
+    API's ``POST /threads/{id}/copy`` asks this handler with the new thread id alone, no ``metadata``) is refused:
+    it would write a thread's state, pending approval included, outside a run."""
     kind, pid, tenant, _ = principal_claims(ctx.user)
+    if "metadata" not in value:
+        raise _HTTP_ERROR(status_code=403, detail="copying a thread is not allowed")
     if kind != "customer":
         raise _HTTP_ERROR(status_code=403, detail="operators do not start conversations")
     metadata = value.get("metadata")
@@ -202,11 +209,17 @@ async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     return {**_scope(kind, pid, tenant), "context": {"locale": "en", **context}}
 
 
-def _admin_scope(ctx: Any, what: str) -> dict[str, str]:
-    kind, _, tenant, roles = principal_claims(ctx.user)
+def require_admin(user: Any, what: str) -> str:
+    """The tenant of ``user`` when it is an admin operator; else 403 ``only an admin may <what>`` (README "Over HTTP":
+    state updates and deletions are for admins)."""
+    kind, _, tenant, roles = principal_claims(user)
     if kind != "operator" or "admin" not in roles:
-        raise _HTTP_ERROR(status_code=403, detail=f"only an admin may {what} a thread")
-    return {"tenant_id": tenant}
+        raise _HTTP_ERROR(status_code=403, detail=f"only an admin may {what}")
+    return tenant
+
+
+def _admin_scope(ctx: Any, what: str) -> dict[str, str]:
+    return {"tenant_id": require_admin(ctx.user, f"{what} a thread")}
 
 
 @auth.on.threads.update
