@@ -152,6 +152,13 @@ def _safety_context(system: str, user_text: str, from_specialist: bool) -> tuple
     return (objective.group(1).strip() if objective else user_text), prefix
 
 
+def _asked(system: str) -> str | None:
+    """The open question the packet carries from the agent's last answer (the first of its ``Open questions:``; the
+    entry node puts that one first), or None."""
+    line = re.search(r"^Open questions: (.+)$", system, re.M)
+    return line.group(1).split("; ")[0].strip() if line else None
+
+
 def _call(name: str, args: dict) -> dict:
     return {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:16]}", "type": "tool_call"}
 
@@ -227,7 +234,7 @@ class OfflineChatModel(BaseChatModel):
         if not results and not refused and not from_specialist and (handoff := self._misrouted(agent, user_text, names)):
             return handoff
         hint = self._intent_hint(agent, user_text)
-        plan = playbook.plan_tool_call(agent, user_text, facts, done, hint)
+        plan = playbook.plan_tool_call(agent, user_text, facts, done, hint, asked=_asked(system))
         if plan is not None and plan.name in names and plan.name not in done:
             return AIMessage(content="", tool_calls=[_call(plan.name, dict(plan.args))])
         follow = self._after_safety(user_text, names, dict(results)) \
