@@ -21,13 +21,16 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+from urllib.parse import unquote
 
-from graph.auth import authenticate, check_run_request, principal_claims, require_admin, run_context_for
+from graph.auth import authenticate, check_run_request, input_refusal, principal_claims, require_admin, run_context_for
 
 __all__ = ["RunGuard", "checked_body", "admin_refusal"]  # and `app`, made on first access (module __getattr__)
 
 #: The run endpoints: with or without a thread, create / wait / stream.
 RUN_PATH = re.compile(r"^(?:/threads/[^/]+)?/runs(?:/wait|/stream)?/?$")
+#: The thread id of a ``/threads/{id}/…`` path.
+THREAD_OF_PATH = re.compile(r"^/threads/([^/]+)/")
 #: ``POST``: read the thread's state, or (with ``values`` / ``as_node``) write it.
 STATE_PATH = re.compile(r"^/threads/[^/]+/state/?$")
 #: One run of a thread: ``PATCH`` (interrupt), ``DELETE``; with ``/cancel``: ``POST``.
@@ -42,9 +45,11 @@ async def _reply(send: Any, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[int, str, bytes]:
-    """``(200, "", new body)`` for a run request that may go ahead (its context replaced), else ``(status, why, b"")``.
-    A body that is not a JSON object is passed on unchanged (Aegra answers 422)."""
+async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes,
+                       thread_id: str | None = None) -> tuple[int, str, bytes]:
+    """``(200, "", new body)`` for a run request that may go ahead (its context replaced), else ``(status, why, b"")``:
+    401 / 403 as the auth handlers, 422 for a message or a ``thread_id`` (of the path) the input rules refuse
+    (:func:`graph.auth.input_refusal`). A body that is not a JSON object is passed on unchanged (Aegra answers 422)."""
     try:
         claims = await authenticate(headers)
         kind, pid, tenant, roles = principal_claims(claims)
@@ -59,6 +64,10 @@ async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes) -> tuple
     reason = check_run_request(kind, data)
     if reason:
         return 403, reason, b""
+    try:
+        input_refusal(data.get("input"), thread_id)
+    except Exception as exc:  # noqa: BLE001 - langgraph_sdk's Auth HTTPException carries status and detail
+        return int(getattr(exc, "status_code", 422)), str(getattr(exc, "detail", exc)), b""
     data["context"] = run_context_for(kind, pid, tenant, roles, data.get("context"))
     return 200, "", json.dumps(data).encode()
 
@@ -128,7 +137,8 @@ class RunGuard:
             else:
                 await self.app(scope, _replay(body, receive), send)
             return
-        status, why, new_body = await checked_body(headers, body)
+        thread = THREAD_OF_PATH.match(path)
+        status, why, new_body = await checked_body(headers, body, unquote(thread.group(1)) if thread else None)
         if status != 200:
             await _reply(send, status, why)
             return

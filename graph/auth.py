@@ -16,8 +16,9 @@ A revoked or unknown token, a customer no longer in the store, a disabled operat
 * ``threads.create`` — customers only; the thread's metadata gets ``owner`` (customer id) and ``tenant_id``;
 * ``threads.create_run`` — the run's ``context`` is **overwritten** with the authenticated principal (what the
   client sent is discarded, so ``roles=["approver"]`` in a client's context means nothing), and the request is
-  checked: a customer sends only user messages (no ids, no AI/tool/system messages) on their own threads; an
-  operator only resumes (``command`` with ``resume`` alone) threads of their tenant; nobody sends ``goto`` or
+  checked: messages and thread ids follow ``graph.inputs`` (422 otherwise, also for ``threads.create``); a customer
+  sends only user messages (no ids, no AI/tool/system messages) on their own threads; an operator only resumes
+  (``command`` with ``resume`` alone) threads of their tenant; nobody sends ``goto`` or
   ``update`` commands, webhooks, or runs from an older checkpoint. The graph then checks the principal again
   (``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide, four eyes;
 * ``threads.update`` / ``threads.delete`` (state updates, ``as_node`` updates, supersteps and run cancellation
@@ -46,7 +47,7 @@ from typing import Any
 from langgraph_sdk import Auth
 
 __all__ = ["auth", "authenticate", "resolve_bearer", "principal_claims", "check_run_request", "run_context_for",
-           "require_admin"]
+           "require_admin", "input_refusal"]
 
 auth = Auth()
 
@@ -157,6 +158,19 @@ def check_run_request(kind: str, kwargs: Mapping[str, Any]) -> str | None:
     return None
 
 
+def input_refusal(run_input: Any, thread_id: Any = None) -> None:
+    """422 with the one-line reason of :func:`graph.inputs.check_turn_input` (message length, emptiness, control
+    characters, thread id pattern: the rules of the CLI and ``Conversation.send``) when the run's input or the
+    thread id is refused; the compiled graph applies the same check to every run (``nodes.input_guard``)."""
+    from graph.errors import InputError
+    from graph.inputs import check_turn_input
+
+    try:
+        check_turn_input(run_input, thread_id)
+    except InputError as exc:
+        raise _HTTP_ERROR(status_code=422, detail=str(exc)) from None
+
+
 def run_context_for(kind: str, pid: str, tenant: str, roles: tuple[str, ...], sent: Any = None) -> dict[str, Any]:
     """The run context the server puts in place of what the client sent (``graph.context.RunContext`` fields); only
     a short ``locale`` of the client's is kept."""
@@ -179,6 +193,7 @@ async def on_thread_create(ctx: Auth.types.AuthContext, value: Any) -> dict[str,
     kind, pid, tenant, _ = principal_claims(ctx.user)
     if "metadata" not in value:
         raise _HTTP_ERROR(status_code=403, detail="copying a thread is not allowed")
+    input_refusal(None, value.get("thread_id"))
     if kind != "customer":
         raise _HTTP_ERROR(status_code=403, detail="operators do not start conversations")
     metadata = value.get("metadata")
@@ -202,6 +217,7 @@ async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     reason = check_run_request(kind, body)
     if reason:
         raise _HTTP_ERROR(status_code=403, detail=reason)
+    input_refusal(body.get("input"))
     context = run_context_for(kind, pid, tenant, roles, body.get("context"))
     body["context"] = context
     if isinstance(kwargs, dict):

@@ -19,7 +19,7 @@ from langgraph.types import Command
 from graph.builder import Desk, build_desk
 from graph.context import RunContext
 from graph.errors import AccessDenied, InputError
-from graph.inputs import check_message, check_thread_id
+from graph.inputs import MAX_MESSAGE_CHARS, check_text, check_thread_id
 from graph.results import TurnResult
 from graph.settings import Settings
 from graph.state import ensure_ids
@@ -28,8 +28,6 @@ __all__ = ["TurnResult", "Conversation", "MAX_MESSAGE_CHARS"]  # TurnResult re-e
 
 #: Seconds a turn waits for another turn on the same thread to finish before giving up.
 LOCK_WAIT_S = 120.0
-#: Longest user message accepted (characters); longer input is refused before anything is stored.
-MAX_MESSAGE_CHARS = 4000
 
 
 class Conversation:
@@ -173,11 +171,7 @@ class Conversation:
         """Run one user turn. Raises InputError (nothing stored) on empty/over-long text, control characters other
         than newline and tab, or invalid UTF-8 (``graph.inputs.check_message``). While an approval is pending
         the message is not a new turn: see :meth:`_while_paused` (cancel with a confirmation, status questions)."""
-        if not isinstance(text, str) or not text.strip():
-            raise InputError("the message is empty")
-        if len(text) > MAX_MESSAGE_CHARS:
-            raise InputError(f"the message is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
-        check_message(text)  # control characters, invalid UTF-8: refused before anything is stored
+        check_text(text)  # empty, too long, control characters, invalid UTF-8: refused before anything is stored
         with self._thread_lock():
             values, pending = self._snapshot()  # the one read of the thread's state before the run
             self._check_identity(values)

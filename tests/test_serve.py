@@ -193,6 +193,26 @@ def test_a_customer_cannot_write_thread_state_outside_a_run(served: Served) -> N
 @pytest.mark.postgres
 @pytest.mark.subprocess
 @pytest.mark.slow
+def test_the_input_rules_of_the_cli_apply_over_http(served: Served) -> None:
+    # QA1 section 4: over HTTP, 100,000-character messages, control characters, empty messages and the thread id
+    # "../../x" were accepted; the CLI and Conversation.send refuse them
+    ada = served.client("c_ada", 0)
+    assert _status(lambda: ada.threads.create(thread_id="../../x")) == 422
+    tid = ada.threads.create()["thread_id"]
+    for content in ("x" * 100_000, "hi\x1b[31m", "", "   "):
+        bad = {"messages": [{"role": "user", "content": content}]}
+        assert _status(lambda bad=bad: ada.runs.wait(tid, "switchboard", input=bad)) == 422
+        assert _status(lambda bad=bad: ada.runs.create(tid, "switchboard", input=bad)) == 422
+    assert _status(lambda: ada.runs.wait("bad id!", "switchboard", input={"messages": [
+        {"role": "user", "content": "hi"}]})) == 422
+    assert ada.threads.get_state(tid)["values"] == {}  # nothing stored
+    ok = ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "x" * 3000}]})
+    assert ok["turn"] == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_a_second_run_on_a_busy_thread_is_refused_and_stores_nothing(served: Served) -> None:
     from checkpoints.locks import thread_lock
 
