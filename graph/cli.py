@@ -247,8 +247,10 @@ def draw(
     thread: Optional[str] = typer.Option(None, "--thread", "-t", help="Highlight this thread's run path with hop numbers."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write to this file (required for png)."),
     db: Optional[str] = DbOpt,
+    as_: Optional[str] = AsOpt,
 ) -> None:
-    """Draw the agent graph: every agent node and exactly the edges of the policy edge table."""
+    """Draw the agent graph: every agent node and exactly the edges of the policy edge table. --thread needs --as an
+    operator of the thread's tenant (like history and trace)."""
     import shutil
 
     from graph import drawing
@@ -256,9 +258,7 @@ def draw(
     spec = drawing.graph_spec()
     path: list = []
     if thread:
-        saver = _checkpointer(db)
-        if saver is None:
-            raise InputError(f"unknown thread {thread!r} (nothing stored yet)")
+        _, saver, _ = _operator_thread(as_, thread, db, "draw", reveal=False)
         path = drawing.run_path(saver, thread)
     fmt = format.lower()
     if fmt == "mermaid":
@@ -314,7 +314,8 @@ def threads(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt, as_json: bool
 def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, reveal: bool,
                      roles: frozenset[str] = READ_ROLES):
     """The acting operator of ``action`` on ``thread`` (its tenant's), recording ``--reveal``; the checkpointer and the
-    thread's state values."""
+    thread's state values. Raises AccessDenied (recorded) for a missing or unqualified operator, and the same
+    ``thread T is not a thread of tenant X`` for an unknown thread and for another tenant's."""
     from checkpoints.threads import thread_values
     from graph.inputs import check_thread_id
 
@@ -322,8 +323,7 @@ def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, 
     acting = acting_operator(as_, roles, action, db=db, thread=thread)
     saver = _checkpointer(db)
     values = thread_values(saver, thread) if saver is not None else {}
-    if not values:
-        raise InputError(f"unknown thread {thread!r}")
+    # an unknown thread gets the refusal of another tenant's thread: the answer confirms no thread id (QA1 section 9)
     require_thread_tenant(acting, values, thread, action, _settings(None, db))
     if reveal:
         record_allowed(acting, f"{action} --reveal", f"thread:{thread}")

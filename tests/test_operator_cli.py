@@ -135,6 +135,25 @@ def test_operators_see_only_their_tenant(home):
     assert stats.exit_code == 0 and '"threads": 1' in stats.output
 
 
+def test_draw_thread_needs_an_operator_of_the_tenant_and_confirms_no_thread_id(home, monkeypatch):
+    # QA1 section 9: draw --thread showed any thread's path with no operator and answered "unknown thread" otherwise
+    _other_tenant(home)
+    monkeypatch.delenv("SWITCHBOARD_OPERATOR", raising=False)
+    nobody = _run("draw", "--format", "ascii", "--thread", "p")
+    assert isinstance(nobody.exception, AccessDenied) and "triage" not in nobody.output
+    mine = _run("draw", "--format", "ascii", "--thread", "p", "--as", "agt")
+    assert mine.exit_code == 0 and "triage -> refunds" in mine.output, mine.output
+    foreign = _run("draw", "--format", "ascii", "--thread", "z", "--as", "agt")
+    unknown = _run("draw", "--format", "ascii", "--thread", "nope", "--as", "agt")
+    assert isinstance(foreign.exception, AccessDenied) and isinstance(unknown.exception, AccessDenied)
+    assert str(foreign.exception) == "thread z is not a thread of tenant t_demo"
+    assert str(unknown.exception) == "thread nope is not a thread of tenant t_demo"  # the same answer: no oracle
+    for cmd in ("history", "trace"):  # the inspection commands answer an unknown thread the same way
+        r = _run(cmd, "nope", "--as", "agt")
+        assert isinstance(r.exception, AccessDenied) and str(r.exception) == "thread nope is not a thread of tenant t_demo"
+    assert _run("draw", "--format", "ascii").exit_code == 0  # the plain graph needs nobody
+
+
 def test_history_and_trace_hide_personal_data_unless_revealed(home):
     g, _ = _setup(home)
     text = "My card 4242 4242 4242 4242 was used; mail ada@example.com or call +44 20 7946 0958"
