@@ -12,6 +12,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
@@ -165,6 +166,19 @@ def _print_live_event(ev: dict, out: Console | None = None) -> None:
     (out or console).print(f"  [{style}]{ev.get('agent') or '':>15} │ {describe(ev)}[/]", highlight=False)
 
 
+def _thread_header(thread_id: str, as_json: bool) -> Callable[[], None]:
+    """A function that prints ``thread <id>`` (dim) on stdout the first time it is called; never with ``--json``."""
+    shown = as_json
+
+    def header() -> None:
+        nonlocal shown
+        if not shown:
+            shown = True
+            console.print(f"[dim]thread {thread_id}[/]")
+
+    return header
+
+
 @app.command()
 def chat(
     message: Optional[str] = typer.Argument(None, help="The user's message. Omit for an interactive session."),
@@ -185,25 +199,32 @@ def chat(
     exit code is 1. An interactive session stops at once when the server is unreachable or refuses the key."""
     from graph.context import RunContext
     from graph.conversation import Conversation
-    from graph.inputs import check_message, check_thread_id
+    from graph.inputs import check_text, check_thread_id
 
     if thread is not None:
         check_thread_id(thread)  # before anything is opened or created
     if message is not None:
-        check_message(message)
+        check_text(message)
     if as_json and message is None:
         raise InputError("--json needs the message as an argument (one turn)")
     settings = _settings(model, db, model_timeout_s=timeout, model_retries=retries)
-    conv = Conversation(thread, desk=_desk(settings), context=RunContext(user_id=user, tenant_id=tenant),
-                        on_event=_live_printer(stream, as_json))
-    if not as_json:
-        console.print(f"[dim]thread {conv.thread_id}[/]")
+    conv = Conversation(thread, desk=_desk(settings), context=RunContext(user_id=user, tenant_id=tenant))
+    header = _thread_header(conv.thread_id, as_json)
+    live = _live_printer(stream, as_json)
+    if live is not None:  # the header comes before the turn's first live line: the turn was accepted by then
+        def on_event(ev: dict, live: Callable[[dict], None] = live) -> None:
+            header()
+            live(ev)
+
+        conv.on_event = on_event
     if message is not None:
         r = conv.send(message)
+        header()  # only once the turn was accepted (a refused one prints its error line alone)
         print_json(turn_dict(r)) if as_json else _print_turn(r)
         if _report_model_error(r):
             raise typer.Exit(1)
         return
+    header()
     code = _chat_session(conv)
     if code:
         raise typer.Exit(code)

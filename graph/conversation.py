@@ -129,7 +129,7 @@ class Conversation:
         known = principal.kind == "customer" and self.store.get_customer(principal.id, principal.tenant_id) is not None
         verdict = authorize_turn(principal, owner_of(self.state if values is None else values), known)
         if not verdict.allowed:
-            reason = verdict.reason.replace("the thread belongs", f"thread {self.thread_id} belongs")
+            reason = verdict.reason.replace("the thread is", f"thread {self.thread_id} is")
             raise self._deny("turn", reason)
 
     def _run(self, graph_input: Any) -> TurnResult:
@@ -256,10 +256,28 @@ class Conversation:
             raise self._deny(d.decision, f"not authorized: {verdict.reason}", request.get("task_id"))
         return principal
 
+    def _customer_owns_thread(self) -> None:
+        """A customer's resume (a cancel) on a thread that is not theirs, or that does not exist, is refused before
+        anything about the thread is said, with the same line for both (``policies.authz.NOT_YOURS``); a refusal on an
+        existing thread is recorded. Operators are checked later (``_authorize_decision``)."""
+        from policies.authz import NOT_YOURS, owner_of
+
+        try:
+            principal = self.context.principal()
+        except ValueError:
+            return  # refused with its reason by _authorize_decision
+        if principal.kind != "customer" or owner_of(self.state) == (principal.id, principal.tenant_id):
+            return
+        reason = NOT_YOURS.replace("the thread is", f"thread {self.thread_id} is")
+        if not self.state:
+            raise InputError(reason)
+        raise self._deny("resume", reason)
+
     def _resume(self, decision: Any) -> TurnResult:
         from checkpoints.business import BusinessRuleError
         from graph.approval import parse_decision
 
+        self._customer_owns_thread()
         if not self.state:
             raise InputError(f"unknown thread {self.thread_id!r}")
         request = self.pending()

@@ -75,7 +75,7 @@ def test_another_customers_turn_is_refused_before_any_model_call_and_leaves_the_
     conv.send("Where is my refund?")
     own = [(type(m).__name__, m.id, m.content) for m in g.get_state(_cfg("t")).values["messages"]]
     calls = model.calls
-    with pytest.raises(AccessDenied, match="belongs to another customer"):
+    with pytest.raises(AccessDenied, match="not one of your threads"):
         g.invoke({"messages": [HumanMessage("I am Bob: show me Ada's refunds")]}, _cfg("t"), context=BOB)
     assert model.calls == calls  # refused at the entry node: no model call
     values = g.get_state(_cfg("t")).values
@@ -110,7 +110,7 @@ def test_a_stopped_run_can_be_continued_by_its_owner_only(isolated_home):
     g.invoke({"messages": [HumanMessage("Where is my refund?")]}, _cfg("s"), context=ADA, interrupt_before=["refunds"])
     assert g.get_state(_cfg("s")).next == ("refunds",)
     values, calls = g.get_state(_cfg("s")).values, model.calls
-    with pytest.raises(AccessDenied, match="belongs to another customer"):
+    with pytest.raises(AccessDenied, match="not one of your threads"):
         g.invoke(None, _cfg("s"), context=BOB)
     with pytest.raises(AccessDenied, match="operator:ghost is not a registered operator"):
         g.invoke(None, _cfg("s"), context=RunContext.for_operator("ghost", "t_demo"))
@@ -151,7 +151,7 @@ def test_conversation_refusals_are_recorded_and_store_nothing(isolated_home):
     d, _ = _desk(isolated_home)
     Conversation("t", desk=d).send("Where is my refund?")
     before = d.graph.get_state(_cfg("t")).config["configurable"]["checkpoint_id"]
-    with pytest.raises(AccessDenied, match="thread t belongs to another customer"):
+    with pytest.raises(AccessDenied, match="thread t is not one of your threads"):
         Conversation("t", desk=d, context=BOB).send("cancel my refund")
     with pytest.raises(AccessDenied, match="not a customer"):
         Conversation("t", desk=d, context=ANN).send("hello")
@@ -179,7 +179,7 @@ def test_server_user_wins_and_a_contradicting_context_is_refused(isolated_home):
     bob = dict(kind="customer", principal_id="c_bob", tenant_id="t_demo", roles=["customer"])
     with pytest.raises(AccessDenied, match="names customer:c_ada but the server authenticated customer:c_bob"):
         g.invoke({"messages": [HumanMessage("hi")]}, _server_cfg("s", **bob), context=ADA)  # naming the owner: no help
-    with pytest.raises(AccessDenied, match="belongs to another customer"):
+    with pytest.raises(AccessDenied, match="not one of your threads"):
         g.invoke({"messages": [HumanMessage("hi")]}, _server_cfg("s", **bob))
     with pytest.raises(AccessDenied, match="not a switchboard principal"):  # e.g. LangGraph Studio's own user
         g.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "s", "langgraph_auth_user": {
@@ -222,7 +222,7 @@ def test_on_aegra_only_its_auth_context_is_trusted(isolated_home, monkeypatch):
         with pytest.raises(AccessDenied, match="names customer:c_ada"):
             g.invoke({"messages": [HumanMessage("hi")]}, _cfg("a"), context=ADA)
         holder["ctx"] = None  # no authenticated user on Aegra: the context is used (Python API inside Aegra)
-        with pytest.raises(AccessDenied, match="belongs to another customer"):
+        with pytest.raises(AccessDenied, match="not one of your threads"):
             g.invoke({"messages": [HumanMessage("hi")]}, _cfg("a"), context=ADA)
     finally:
         holder["ctx"] = None
@@ -238,7 +238,7 @@ def _paused(d, thread: str = "p", ctx: RunContext = ADA, text: str = BIG):
 
 
 @pytest.mark.parametrize("who, value, reason", [
-    (BOB, {"decision": "cancel"}, "belongs to another customer"),
+    (BOB, {"decision": "cancel"}, "not one of your threads"),
     (RunContext.for_operator("ghost", "t_demo"), {"decision": "approve"}, "operator:ghost is not a registered operator"),
     (RunContext.for_operator("agt", "t_demo"), {"decision": "approve"}, "operator agt lacks the approver role"),
     (ADA, {"decision": "approve"}, "customer:c_ada may not approve"),

@@ -89,7 +89,8 @@ def test_chat_on_another_customers_thread_is_refused_and_recorded(home):
     g, _ = _setup(home)
     before = g.get_state({"configurable": {"thread_id": "p"}}).config["configurable"]["checkpoint_id"]
     r = _cli(home, "chat", "cancel my refund", "--thread", "p", "--user", "c_bob")
-    assert r.returncode == 2 and r.stderr.strip() == "error: thread p belongs to another customer", r.stderr
+    assert r.returncode == 2 and r.stderr.strip() == "error: thread p is not one of your threads", r.stderr
+    assert r.stdout == ""  # QA1 section 13: no "thread p" header for a refused turn
     assert g.get_state({"configurable": {"thread_id": "p"}}).config["configurable"]["checkpoint_id"] == before
     [ev] = open_event_log(home / "switchboard.db").events("p", kinds=["access_denied"])
     assert ev.detail["principal"] == "customer:c_bob" and ev.detail["action"] == "turn"
@@ -133,6 +134,30 @@ def test_operators_see_only_their_tenant(home):
     assert pend.exit_code == 0 and "nothing is waiting" in pend.output
     stats = _run("stats", "--as", "oz", "--json")
     assert stats.exit_code == 0 and '"threads": 1' in stats.output
+
+
+@pytest.mark.subprocess
+def test_a_refused_chat_prints_nothing_on_stdout_and_an_accepted_one_its_header(home):
+    empty = _cli(home, "chat", "", "--thread", "e1")
+    assert empty.returncode == 2 and empty.stdout == "" and empty.stderr.strip() == "error: the message is empty"
+    ok = _cli(home, "chat", "where is my card?", "--thread", "e2", "--stream")
+    assert ok.returncode == 0 and ok.stdout.splitlines()[0] == "thread e2", ok.stdout
+
+
+def test_a_customer_cannot_tell_another_customers_thread_from_an_unknown_one(home):
+    from graph.errors import InputError
+
+    bob = RunContext(user_id="c_bob", tenant_id="t_demo")
+    g, _ = _setup(home)
+    with pytest.raises(InputError) as unknown:
+        Conversation("nope", graph=g, context=bob).resume({"decision": "cancel"})
+    with pytest.raises(AccessDenied) as foreign:
+        Conversation("p", graph=g, context=bob).resume({"decision": "cancel"})
+    assert str(unknown.value) == "thread nope is not one of your threads"
+    assert str(foreign.value) == "thread p is not one of your threads"
+    with pytest.raises(AccessDenied) as turn:
+        Conversation("p", graph=g, context=bob).send("hello")
+    assert str(turn.value) == "thread p is not one of your threads"
 
 
 def test_draw_thread_needs_an_operator_of_the_tenant_and_confirms_no_thread_id(home, monkeypatch):
