@@ -63,6 +63,13 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(db_app, name="db")
 console = Console()
 err = Console(stderr=True)
+
+
+def error_line(message: object) -> None:
+    """Print ``error: <message>`` as one line on stderr: the one printer of every error line of the CLI. The text is
+    printed as it is (no Rich markup: an install hint like ``pip install -e '.[serve]'`` keeps its ``[serve]``, QA1
+    section 11), not wrapped and not highlighted."""
+    err.print(f"error: {message}", highlight=False, markup=False, soft_wrap=True)
 RevealOpt = typer.Option(False, "--reveal", help="Show card numbers, e-mail addresses and phone numbers in full "
                          "(recorded in the audit trail). Default: hidden (card numbers keep their last 4 digits).")
 
@@ -115,7 +122,7 @@ def _report_model_error(r) -> bool:
     """Print a failed model call of turn ``r`` as one ``error: …`` line on stderr. Returns True when there was one."""
     if not getattr(r, "model_error", None):
         return False
-    err.print(f"error: model call failed: {r.model_error.message}", highlight=False, soft_wrap=True)
+    error_line(f"model call failed: {r.model_error.message}")
     return True
 
 
@@ -243,7 +250,7 @@ def _chat_session(conv) -> int:
         except (EOFError, KeyboardInterrupt):
             break
         except UnicodeDecodeError:  # a line that is not UTF-8: refused like any bad message
-            err.print("error: the message is not valid UTF-8", highlight=False, soft_wrap=True)
+            error_line("the message is not valid UTF-8")
             refused = True
             continue
         if not text.strip():
@@ -251,7 +258,7 @@ def _chat_session(conv) -> int:
         try:
             r = conv.send(text)
         except InputError as exc:
-            err.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
+            error_line(exc)
             refused = True
             continue
         _print_turn(r)
@@ -685,8 +692,7 @@ def route(
         json_out.write_text(json.dumps(report.figures(), indent=2) + "\n")
     failed = report.model_failures
     if failed:
-        err.print(f"error: {len(failed)} of {report.queries} queries failed at the model: {failed[0].error}",
-                  highlight=False)
+        error_line(f"{len(failed)} of {report.queries} queries failed at the model: {failed[0].error}")
         raise typer.Exit(1)
 
 
@@ -747,8 +753,8 @@ def train_router(
     router.source = str(csv_path)
     print_training_report(console, report, time.perf_counter() - t0)
     if report.worse_on and not force:
-        err.print(f"error: not installed: the trained router is worse than the shipped one on "
-                  f"{' and '.join(report.worse_on)}; pass --force to install it anyway", highlight=False)
+        error_line(f"not installed: the trained router is worse than the shipped one on "
+                   f"{' and '.join(report.worse_on)}; pass --force to install it anyway")
         raise typer.Exit(1)
     router.save(target)
     console.print(f"installed -> {target}" + (" (--force: worse on " + ", ".join(report.worse_on) + ")"
@@ -784,14 +790,14 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)  # a command's typer.Exit(n) comes back as n in this mode
     except SwitchboardError as exc:
-        err.print(f"error: {exc}", highlight=False, soft_wrap=True)
+        error_line(exc)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         err.print("interrupted; a turn cut short is finished by 'switchboard recover [THREAD]'")
         sys.exit(130)
     except OSError as exc:  # unwritable output path, SWITCHBOARD_HOME not a folder, …
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        err.print(f"error: {exc.strerror or exc}{where}", highlight=False, soft_wrap=True)
+        error_line(f"{exc.strerror or exc}{where}")
         sys.exit(2)
     except Exception as exc:  # click usage errors (typer >= 0.2x vendors click as typer._click: no `import click`)
         exit_code = getattr(exc, "exit_code", None)
@@ -804,7 +810,7 @@ def main() -> None:
         from checkpoints.factory import storage_error_line
 
         if (line := storage_error_line(exc)) is not None:  # a saver's driver error mid-run: one line, never a traceback
-            err.print(f"error: {line}", highlight=False, soft_wrap=True)
+            error_line(line)
             sys.exit(2)
         raise
     if isinstance(code, int) and code:
