@@ -4,6 +4,7 @@ customer, the higher risk tier needs two different approvers; through ``graph.in
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 import types
@@ -398,3 +399,43 @@ def test_overdue_approval_expires_with_the_customer_told_nothing_paid(isolated_h
     assert store.get_task(r.pending.task_id).status == "cancelled"
     msgs = d.graph.get_state(_cfg("p")).values["messages"]
     assert isinstance(msgs[-1], AIMessage) and "expired" in msgs[-1].content
+
+
+# -- the run context names one principal (QA1 section 15) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, why", [
+    ({"user_id": "c_ada", "operator": "ann"}, "names two principals"),
+    ({"operator": "ann"}, "names two principals"),  # user_id defaults to a customer: use RunContext.for_operator
+    ({"user_id": "c_ada", "roles": ["approver"]}, "cannot claim roles ['approver']"),
+    ({"user_id": "c_ada", "roles": ("admin", "customer")}, "cannot claim roles ['admin']"),
+    ({"roles": "approver"}, "roles must be a list"),
+])
+def test_a_context_naming_two_principals_or_claiming_roles_is_refused(kwargs, why):
+    with pytest.raises(ValueError, match=re.escape(why)) as info:
+        RunContext(**kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_context_fields_are_refused_and_the_usual_contexts_are_built():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'approver'"):
+        RunContext(user_id="c_ada", approver=True)  # type: ignore[call-arg]
+    assert RunContext().principal().ref == "customer:c_ada"
+    assert RunContext(user_id="c_bob", roles=["customer"]).roles == ("customer",)
+    op = RunContext.for_operator("ann", "t_demo", ("approver",))
+    assert op.principal().ref == "operator:ann" and op.user_id is None
+    assert RunContext.for_customer("c_bob", "t_demo").principal().ref == "customer:c_bob"
+    # the read-only context an operator's run reads the owner's records with (nodes.principal.acting_context)
+    assert RunContext(user_id="c_ada", roles=("operator",)).roles == ("operator",)
+
+
+def test_a_two_principal_context_sent_to_the_graph_is_refused(make_desk):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    saver = InMemorySaver()
+    graph = make_desk(checkpointer=saver).graph
+    config = {"configurable": {"thread_id": "two"}}
+    with pytest.raises(ValueError, match="names two principals"):  # LangGraph builds the RunContext from the dict
+        graph.invoke({"messages": [("user", "where is my card?")]}, config,
+                     context={"user_id": "c_ada", "operator": "ann", "tenant_id": "t_demo"})
+    assert list(saver.list(config)) == []
