@@ -130,7 +130,7 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
             return None
         return ToolCallPlan(name, args)
 
-    if agent == "refunds" and is_plain_yes(text):
+    if agent == "refunds" and _bare_yes(text):
         tx_id = facts.get("transaction_id")
         if done or asked != REFUND_OFFER or not tx_id:
             return None  # a yes that answers no offer of refunds' opens nothing
@@ -195,6 +195,11 @@ PLAIN_YES_ANSWER = "Okay! Is there anything else I can help you with?"
 
 _YES = re.compile(r"(?:yes|yeah|yep|sure|ok(?:ay)?|please do|go ahead|do it)\b[\w ,.!']{0,40}")
 _NOT = re.compile(r"\b(?:no|not|don'?t|never)\b")
+
+
+def _bare_yes(text: str) -> bool:
+    """A plain yes that asks for nothing itself ("yes please, I want my money back" is a refund request)."""
+    return is_plain_yes(text) and not _has(text, *_MONEY_BACK) and not _has(text, *_DUPLICATE)
 
 
 def is_plain_yes(text: str) -> bool:
@@ -487,7 +492,7 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     merchant and the transaction id, and says nothing is paid yet. When the refunds agent only listed refunds,
     it also asks which transaction to refund."""
     text = user_text.lower()
-    if agent == "refunds" and not tool_results and is_plain_yes(text):
+    if agent == "refunds" and not tool_results and _bare_yes(text):
         return PLAIN_YES_ANSWER
     names = [name for name, _ in tool_results]
     parts: list[str] = []

@@ -161,11 +161,14 @@ def types_ns(**kw):
     return types.SimpleNamespace(resource="threads", action="create", permissions=[], **kw)
 
 
-def test_aegra_run_guard_answers_422_for_a_bad_message_or_path_thread_id(store):
+def test_aegra_run_guard_answers_422_for_a_bad_message_or_path_thread_id(store, monkeypatch):
     import asyncio
     import json
 
+    from graph import auth
     from graph.aegra_app import checked_body
+
+    monkeypatch.setattr(auth, "_store", lambda: store)  # not the process-wide cached store of another test's home
 
     token = store.issue_token("customer", "c_ada", "t_demo")[1]
     headers = [(b"authorization", f"Bearer {token}".encode())]

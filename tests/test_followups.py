@@ -248,3 +248,5 @@ def test_a_plain_yes_plans_a_refund_only_for_the_refund_offer():
     assert plan_tool_call("refunds", "yes", facts, []) is None
     assert plan_tool_call("refunds", "yes", facts, [], asked="Which transaction would you like refunded?") is None
     assert plan_tool_call("refunds", "refund it please", facts, []).name == "request_refund"  # not a plain yes
+    # a yes that itself asks for the money back is a refund request, offer or not
+    assert plan_tool_call("refunds", "yes please, I want my money back for that", facts, []).name == "request_refund"
