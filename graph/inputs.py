@@ -83,10 +83,11 @@ def _message_text(message: Any) -> object:
 
 def check_turn_input(run_input: Any, thread_id: object = None) -> None:
     """Refuse (InputError, one line) a run whose thread id (when given) fails :func:`check_thread_id` or whose input
-    carries a message that fails :func:`check_text`. A run without input (``None``) or with a ``Command`` (a resume)
+    carries a message that fails :func:`check_text` (``thread_id``: any object, checked as its ``str``, e.g. a
+    ``uuid.UUID``). A run without input (``None``) or with a ``Command`` (a resume)
     carries no message and passes; ``run_input``: the run's input as the graph receives it."""
     if thread_id is not None:
-        check_thread_id(thread_id)
+        check_thread_id(str(thread_id))  # the LangGraph API carries thread ids as uuid.UUID
     if not isinstance(run_input, Mapping):
         return
     messages = run_input.get("messages")

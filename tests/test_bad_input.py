@@ -178,3 +178,11 @@ def test_aegra_run_guard_answers_422_for_a_bad_message_or_path_thread_id(store, 
     fine = json.dumps({"input": {"messages": [{"role": "user", "content": "hi"}]}}).encode()
     assert asyncio.run(checked_body(headers, fine, "t-1"))[0] == 200
     assert asyncio.run(checked_body(headers, fine, "../../x"))[0] == 422
+
+
+def test_uuid_thread_ids_of_the_langgraph_api_pass():
+    import uuid
+
+    from graph.inputs import check_turn_input
+
+    check_turn_input({"messages": [{"role": "user", "content": "hi"}]}, uuid.uuid4())  # no InputError
