@@ -16,14 +16,17 @@ A revoked or unknown token, a customer no longer in the store, a disabled operat
 * ``threads.create`` — customers only; the thread's metadata gets ``owner`` (customer id) and ``tenant_id``;
 * ``threads.create_run`` — the run's ``context`` is **overwritten** with the authenticated principal (what the
   client sent is discarded, so ``roles=["approver"]`` in a client's context means nothing), and the request is
-  checked: a customer sends only user messages (no ids, no AI/tool/system messages) on their own threads (the
-  customer of a thread's first run is recorded as its owner in the business store before the run is queued,
-  :func:`record_thread_owner`, so ``recover`` can finish even a first turn killed before its entry node); an
-  operator only resumes (``command`` with ``resume`` alone) threads of their tenant; nobody sends ``goto`` or
-  ``update`` commands, webhooks, runs from an older checkpoint, or the multitask strategies ``interrupt``/``rollback``
-  (they would cut short or erase a turn in progress: a second message is enqueued or rejected). The graph then
-  checks the principal again (``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide, four eyes;
-* ``threads.update`` / ``threads.delete`` (state updates included) — admins of the tenant only;
+  checked: messages and thread ids follow ``graph.inputs`` (422 otherwise, also for ``threads.create``); a customer
+  sends only user messages (no ids, no AI/tool/system messages) on their own threads (the customer of a thread's
+  first run is recorded as its owner in the business store before the run is queued, :func:`record_thread_owner`,
+  so ``recover`` can finish even a first turn killed before its entry node); an operator only resumes (``command``
+  with ``resume`` alone) threads of their tenant; nobody sends ``goto`` or ``update`` commands, webhooks, runs from
+  an older checkpoint, or the multitask strategies ``interrupt``/``rollback`` (they would cut short or erase a turn
+  in progress: a second message is enqueued or rejected). The graph then checks the principal again
+  (``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide, four eyes;
+* ``threads.update`` / ``threads.delete`` (state updates, ``as_node`` updates, supersteps and run cancellation
+  included) — admins of the tenant only; a thread copy is refused (it writes state outside a run). Aegra 0.6 asks no
+  handler for some of these routes: ``graph/aegra_app.py`` guards them with :func:`require_admin`;
 * ``assistants`` — read and search for everyone authenticated, changes for admins;
 * ``store``, ``crons`` — refused;
 * everything else (read, search, history, runs of a thread) — customers see their own threads (``owner``),
@@ -47,7 +50,7 @@ from typing import Any
 from langgraph_sdk import Auth
 
 __all__ = ["auth", "authenticate", "resolve_bearer", "principal_claims", "check_run_request", "run_context_for",
-           "record_thread_owner", "checked_owner", "langgraph_api_run"]
+           "record_thread_owner", "checked_owner", "langgraph_api_run", "require_admin", "input_refusal"]
 
 auth = Auth()
 
@@ -160,6 +163,19 @@ def check_run_request(kind: str, kwargs: Mapping[str, Any]) -> str | None:
     return None
 
 
+def input_refusal(run_input: Any, thread_id: Any = None) -> None:
+    """422 with the one-line reason of :func:`graph.inputs.check_turn_input` (message length, emptiness, control
+    characters, thread id pattern: the rules of the CLI and ``Conversation.send``) when the run's input or the
+    thread id is refused; the compiled graph applies the same check to every run (``nodes.input_guard``)."""
+    from graph.errors import InputError
+    from graph.inputs import check_turn_input
+
+    try:
+        check_turn_input(run_input, thread_id)
+    except InputError as exc:
+        raise _HTTP_ERROR(status_code=422, detail=str(exc)) from None
+
+
 def run_context_for(kind: str, pid: str, tenant: str, roles: tuple[str, ...], sent: Any = None) -> dict[str, Any]:
     """The run context the server puts in place of what the client sent (``graph.context.RunContext`` fields); only
     a short ``locale`` of the client's is kept."""
@@ -259,8 +275,13 @@ def langgraph_api_run(kwargs: dict[str, Any]) -> None:
 
 @auth.on.threads.create
 async def on_thread_create(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
-    """Customers start threads; the thread's metadata records its owner and tenant."""
+    """Customers start threads; the thread's metadata records its owner and tenant. A copy of a thread (the LangGraph
+    API's ``POST /threads/{id}/copy`` asks this handler with the new thread id alone, no ``metadata``) is refused:
+    it would write a thread's state, pending approval included, outside a run."""
     kind, pid, tenant, _ = principal_claims(ctx.user)
+    if "metadata" not in value:
+        raise _HTTP_ERROR(status_code=403, detail="copying a thread is not allowed")
+    input_refusal(None, value.get("thread_id"))
     if kind != "customer":
         raise _HTTP_ERROR(status_code=403, detail="operators do not start conversations")
     metadata = value.get("metadata")
@@ -285,6 +306,7 @@ async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     reason = check_run_request(kind, {**body, "multitask_strategy": strategy})
     if reason:
         raise _HTTP_ERROR(status_code=403, detail=reason)
+    input_refusal(body.get("input"))
     await checked_owner(value.get("thread_id"), kind, pid, tenant)
     context = run_context_for(kind, pid, tenant, roles, body.get("context"))
     body["context"] = context
@@ -294,11 +316,17 @@ async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     return {**_scope(kind, pid, tenant), "context": {"locale": "en", **context}}
 
 
-def _admin_scope(ctx: Any, what: str) -> dict[str, str]:
-    kind, _, tenant, roles = principal_claims(ctx.user)
+def require_admin(user: Any, what: str) -> str:
+    """The tenant of ``user`` when it is an admin operator; else 403 ``only an admin may <what>`` (README "Over HTTP":
+    state updates and deletions are for admins)."""
+    kind, _, tenant, roles = principal_claims(user)
     if kind != "operator" or "admin" not in roles:
-        raise _HTTP_ERROR(status_code=403, detail=f"only an admin may {what} a thread")
-    return {"tenant_id": tenant}
+        raise _HTTP_ERROR(status_code=403, detail=f"only an admin may {what}")
+    return tenant
+
+
+def _admin_scope(ctx: Any, what: str) -> dict[str, str]:
+    return {"tenant_id": require_admin(ctx.user, f"{what} a thread")}
 
 
 @auth.on.threads.update

@@ -23,6 +23,7 @@ from nodes.approval_flow import make_human_approval_node, make_refund_execute_no
 from nodes.entry import make_access_denied_node, make_entry_node
 from nodes.expert import make_expert_node
 from nodes.fallback import fallback_node
+from nodes.input_guard import InputGuard
 from nodes.instrumentation import EventRecorder
 from nodes.models import is_openai_model, make_model
 from nodes.out_of_scope import out_of_scope_node
@@ -192,8 +193,8 @@ def build_desk(model: BaseChatModel | None = None, checkpointer: BaseCheckpointS
     g.add_edge(START, ENTRY_NODE)
     compiled = g.compile(checkpointer=checkpointer, name="switchboard").with_config(
         recursion_limit=deps.settings.recursion_limit)
-    if run_callbacks:
-        compiled = compiled.with_config(callbacks=list(run_callbacks))
+    # the input rules of graph.inputs on every run, before anything else (nodes.input_guard)
+    compiled = compiled.with_config(callbacks=[InputGuard(), *run_callbacks])
     if recorder is not None:
         compiled = recorder.attach(compiled)  # run_started / run_completed / run_failed
     return Desk(graph=compiled, deps=deps)

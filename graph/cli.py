@@ -12,6 +12,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
@@ -63,6 +64,13 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(db_app, name="db")
 console = Console()
 err = Console(stderr=True)
+
+
+def error_line(message: object) -> None:
+    """Print ``error: <message>`` as one line on stderr: the one printer of every error line of the CLI. The text is
+    printed as it is (no Rich markup: an install hint like ``pip install -e '.[serve]'`` keeps its ``[serve]``, QA1
+    section 11), not wrapped and not highlighted."""
+    err.print(f"error: {message}", highlight=False, markup=False, soft_wrap=True)
 RevealOpt = typer.Option(False, "--reveal", help="Show card numbers, e-mail addresses and phone numbers in full "
                          "(recorded in the audit trail). Default: hidden (card numbers keep their last 4 digits).")
 
@@ -115,7 +123,7 @@ def _report_model_error(r) -> bool:
     """Print a failed model call of turn ``r`` as one ``error: …`` line on stderr. Returns True when there was one."""
     if not getattr(r, "model_error", None):
         return False
-    err.print(f"error: model call failed: {r.model_error.message}", highlight=False, soft_wrap=True)
+    error_line(f"model call failed: {r.model_error.message}")
     return True
 
 
@@ -168,6 +176,19 @@ def _print_live_event(ev: dict, out: Console | None = None) -> None:
     (out or console).print(f"  [{style}]{ev.get('agent') or '':>15} │ {describe(ev)}[/]", highlight=False)
 
 
+def _thread_header(thread_id: str, as_json: bool) -> Callable[[], None]:
+    """A function that prints ``thread <id>`` (dim) on stdout the first time it is called; never with ``--json``."""
+    shown = as_json
+
+    def header() -> None:
+        nonlocal shown
+        if not shown:
+            shown = True
+            console.print(f"[dim]thread {thread_id}[/]")
+
+    return header
+
+
 @app.command()
 def chat(
     message: Optional[str] = typer.Argument(None, help="The user's message. Omit for an interactive session."),
@@ -188,25 +209,32 @@ def chat(
     exit code is 1. An interactive session stops at once when the server is unreachable or refuses the key."""
     from graph.context import RunContext
     from graph.conversation import Conversation
-    from graph.inputs import check_message, check_thread_id
+    from graph.inputs import check_text, check_thread_id
 
     if thread is not None:
         check_thread_id(thread)  # before anything is opened or created
     if message is not None:
-        check_message(message)
+        check_text(message)
     if as_json and message is None:
         raise InputError("--json needs the message as an argument (one turn)")
     settings = _settings(model, db, model_timeout_s=timeout, model_retries=retries)
-    conv = Conversation(thread, desk=_desk(settings), context=RunContext(user_id=user, tenant_id=tenant),
-                        on_event=_live_printer(stream, as_json))
-    if not as_json:
-        console.print(f"[dim]thread {conv.thread_id}[/]")
+    conv = Conversation(thread, desk=_desk(settings), context=RunContext(user_id=user, tenant_id=tenant))
+    header = _thread_header(conv.thread_id, as_json)
+    live = _live_printer(stream, as_json)
+    if live is not None:  # the header comes before the turn's first live line: the turn was accepted by then
+        def on_event(ev: dict, live: Callable[[dict], None] = live) -> None:
+            header()
+            live(ev)
+
+        conv.on_event = on_event
     if message is not None:
         r = _send(conv, message)
+        header()  # only once the turn was accepted (a refused one prints its error line alone)
         print_json(turn_dict(r)) if as_json else _print_turn(r)
         if _report_model_error(r):
             raise typer.Exit(1)
         return
+    header()
     code = _chat_session(conv)
     if code:
         raise typer.Exit(code)
@@ -263,7 +291,7 @@ def _chat_session(conv) -> int:
         except (EOFError, KeyboardInterrupt):
             break
         except UnicodeDecodeError:  # a line that is not UTF-8: refused like any bad message
-            err.print("error: the message is not valid UTF-8", highlight=False, soft_wrap=True)
+            error_line("the message is not valid UTF-8")
             refused = True
             continue
         if not text.strip():
@@ -271,7 +299,7 @@ def _chat_session(conv) -> int:
         try:
             r = _send(conv, text)
         except InputError as exc:
-            err.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
+            error_line(exc)
             refused = True
             continue
         _print_turn(r)
@@ -288,8 +316,10 @@ def draw(
     thread: Optional[str] = typer.Option(None, "--thread", "-t", help="Highlight this thread's run path with hop numbers."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write to this file (required for png)."),
     db: Optional[str] = DbOpt,
+    as_: Optional[str] = AsOpt,
 ) -> None:
-    """Draw the agent graph: every agent node and exactly the edges of the policy edge table."""
+    """Draw the agent graph: every agent node and exactly the edges of the policy edge table. --thread needs --as an
+    operator of the thread's tenant (like history and trace)."""
     import shutil
 
     from graph import drawing
@@ -297,9 +327,7 @@ def draw(
     spec = drawing.graph_spec()
     path: list = []
     if thread:
-        saver = _checkpointer(db)
-        if saver is None:
-            raise InputError(f"unknown thread {thread!r} (nothing stored yet)")
+        _, saver, _ = _operator_thread(as_, thread, db, "draw", reveal=False)
         path = drawing.run_path(saver, thread)
     fmt = format.lower()
     if fmt == "mermaid":
@@ -375,7 +403,8 @@ def threads(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt, as_json: bool
 def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, reveal: bool,
                      roles: frozenset[str] = READ_ROLES):
     """The acting operator of ``action`` on ``thread`` (its tenant's), recording ``--reveal``; the checkpointer and the
-    thread's state values."""
+    thread's state values. Raises AccessDenied (recorded) for a missing or unqualified operator, and the same
+    ``thread T is not a thread of tenant X`` for an unknown thread and for another tenant's."""
     from checkpoints.threads import thread_values
     from graph.inputs import check_thread_id
 
@@ -383,8 +412,7 @@ def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, 
     acting = acting_operator(as_, roles, action, db=db, thread=thread)
     saver = _checkpointer(db)
     values = thread_values(saver, thread) if saver is not None else {}
-    if not values:
-        raise InputError(f"unknown thread {thread!r}")
+    # an unknown thread gets the refusal of another tenant's thread: the answer confirms no thread id (QA1 section 9)
     require_thread_tenant(acting, values, thread, action, _settings(None, db))
     if reveal:
         record_allowed(acting, f"{action} --reveal", f"thread:{thread}")
@@ -739,8 +767,7 @@ def route(
         json_out.write_text(json.dumps(report.figures(), indent=2) + "\n")
     failed = report.model_failures
     if failed:
-        err.print(f"error: {len(failed)} of {report.queries} queries failed at the model: {failed[0].error}",
-                  highlight=False)
+        error_line(f"{len(failed)} of {report.queries} queries failed at the model: {failed[0].error}")
         raise typer.Exit(1)
 
 
@@ -803,8 +830,8 @@ def train_router(
     router.source = str(csv_path)
     print_training_report(console, report, time.perf_counter() - t0)
     if report.worse_on and not force:
-        err.print(f"error: not installed: the trained router is worse than the shipped one on "
-                  f"{' and '.join(report.worse_on)}; pass --force to install it anyway", highlight=False)
+        error_line(f"not installed: the trained router is worse than the shipped one on "
+                   f"{' and '.join(report.worse_on)}; pass --force to install it anyway")
         raise typer.Exit(1)
     router.save(target)
     console.print(f"installed -> {target}" + (" (--force: worse on " + ", ".join(report.worse_on) + ")"
@@ -846,7 +873,7 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)  # a command's typer.Exit(n) comes back as n in this mode
     except SwitchboardError as exc:
-        err.print(f"error: {exc}", highlight=False, soft_wrap=True)
+        error_line(exc)
         sys.exit(2)
     except Interrupted as exc:
         err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
@@ -856,7 +883,7 @@ def main() -> None:
         sys.exit(130)
     except OSError as exc:  # unwritable output path, SWITCHBOARD_HOME not a folder, …
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        err.print(f"error: {exc.strerror or exc}{where}", highlight=False, soft_wrap=True)
+        error_line(f"{exc.strerror or exc}{where}")
         sys.exit(2)
     except Exception as exc:  # click usage errors (typer >= 0.2x vendors click as typer._click: no `import click`)
         exit_code = getattr(exc, "exit_code", None)
@@ -869,7 +896,7 @@ def main() -> None:
         from checkpoints.factory import storage_error_line
 
         if (line := storage_error_line(exc)) is not None:  # a saver's driver error mid-run: one line, never a traceback
-            err.print(f"error: {line}", highlight=False, soft_wrap=True)
+            error_line(line)
             sys.exit(2)
         raise
     if code == 130:  # typer turns a KeyboardInterrupt inside a command into Exit(130), silently

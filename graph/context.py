@@ -34,6 +34,10 @@ OPERATOR_ROLES: tuple[str, ...] = ("agent", "approver", "admin")
 #: Names no operator may take: the names the automatic rules and the old free-text approvals used.
 RESERVED_NAMES: frozenset[str] = frozenset({"risk-policy", "system", "customer", "auto", "root", "admin", "anonymous"})
 
+#: The roles a context without an operator may carry: ``customer`` (a customer's own run) and ``operator`` (the
+#: read-only context an operator's run reads the owner's records with, ``nodes.principal.acting_context``).
+CUSTOMER_CONTEXT_ROLES: tuple[str, ...] = ("customer", "operator")
+
 #: The principal recorded for decisions the risk rules take automatically (``policies.risk``).
 SYSTEM_RISK_POLICY = "system:risk-policy"
 
@@ -90,7 +94,7 @@ class RunContext:
 
     Attributes:
         user_id: the customer a customer's run acts for (e.g. ``"c_ada"``); authorization reads this, never
-            model-written arguments. Ignored when ``operator`` is set.
+            model-written arguments. None in an operator's context.
         tenant_id: the tenant (bank brand) of the principal.
         request_id: id of this request, for tracing.
         locale: BCP-47 language tag for answers (only ``en`` templates ship).
@@ -100,6 +104,14 @@ class RunContext:
 
     When a server authenticated the request (``langgraph dev`` with ``graph/auth.py``), the server's user wins over
     this context and a context naming someone else is refused (``nodes.principal.resolve_principal``).
+
+    Raises:
+        ValueError (one line) when the context names two principals (``user_id`` and ``operator``: use
+            :meth:`for_customer` or :meth:`for_operator`), or when a customer's context (no ``operator``) claims roles
+            other than ``customer`` — ``operator`` alone is allowed there: it marks the read-only context an operator's
+            run reads the owner's records with (``nodes.principal.acting_context``). QA1 section 15: such contexts
+            were accepted, the operator silently winning and the roles ignored.
+        TypeError: an unknown field (a dataclass refuses unknown keyword arguments).
     """
 
     user_id: str | None = "c_ada"
@@ -108,6 +120,18 @@ class RunContext:
     locale: str = "en"
     roles: tuple[str, ...] = ("customer",)
     operator: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.roles, str) or not isinstance(self.roles, (tuple, list)):
+            raise ValueError(f"roles must be a list of role names, not {type(self.roles).__name__}")
+        object.__setattr__(self, "roles", tuple(str(r) for r in self.roles))
+        if self.operator and self.user_id:
+            raise ValueError(f"the run context names two principals (user_id {self.user_id!r} and operator "
+                             f"{self.operator!r}); use RunContext.for_customer or RunContext.for_operator")
+        claimed = sorted(set(self.roles) - set(CUSTOMER_CONTEXT_ROLES))
+        if not self.operator and claimed:
+            raise ValueError(f"a customer's run context cannot claim roles {claimed}; an operator acts with "
+                             "RunContext.for_operator(name, tenant)")
 
     @classmethod
     def for_customer(cls, customer_id: str, tenant_id: str, **kw: object) -> "RunContext":

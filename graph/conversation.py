@@ -19,7 +19,7 @@ from langgraph.types import Command
 from graph.builder import Desk, build_desk
 from graph.context import RunContext
 from graph.errors import AccessDenied, InputError
-from graph.inputs import check_message, check_thread_id
+from graph.inputs import MAX_MESSAGE_CHARS, check_text, check_thread_id
 from graph.results import TurnResult
 from graph.settings import Settings
 from graph.state import ensure_ids
@@ -28,8 +28,6 @@ __all__ = ["TurnResult", "Conversation", "MAX_MESSAGE_CHARS"]  # TurnResult re-e
 
 #: Seconds a turn waits for another turn on the same thread to finish before giving up.
 LOCK_WAIT_S = 120.0
-#: Longest user message accepted (characters); longer input is refused before anything is stored.
-MAX_MESSAGE_CHARS = 4000
 
 
 class Conversation:
@@ -140,7 +138,7 @@ class Conversation:
             owner = self._claim_owner(principal.id, principal.tenant_id)
         verdict = authorize_turn(principal, owner, known)
         if not verdict.allowed:
-            reason = verdict.reason.replace("the thread belongs", f"thread {self.thread_id} belongs")
+            reason = verdict.reason.replace("the thread is", f"thread {self.thread_id} is")
             raise self._deny("turn", reason)
 
     def _claim_owner(self, customer_id: str, tenant_id: str) -> tuple[str, str] | None:
@@ -209,11 +207,7 @@ class Conversation:
         """Run one user turn. Raises InputError (nothing stored) on empty/over-long text, control characters other
         than newline and tab, or invalid UTF-8 (``graph.inputs.check_message``). While an approval is pending
         the message is not a new turn: see :meth:`_while_paused` (cancel with a confirmation, status questions)."""
-        if not isinstance(text, str) or not text.strip():
-            raise InputError("the message is empty")
-        if len(text) > MAX_MESSAGE_CHARS:
-            raise InputError(f"the message is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
-        check_message(text)  # control characters, invalid UTF-8: refused before anything is stored
+        check_text(text)  # empty, too long, control characters, invalid UTF-8: refused before anything is stored
         with self._thread_lock():
             values, pending = self._snapshot()  # the one read of the thread's state before the run
             self._check_identity(values)
@@ -347,10 +341,28 @@ class Conversation:
             raise self._deny(d.decision, f"not authorized: {verdict.reason}", request.get("task_id"))
         return principal
 
+    def _customer_owns_thread(self) -> None:
+        """A customer's resume (a cancel) on a thread that is not theirs, or that does not exist, is refused before
+        anything about the thread is said, with the same line for both (``policies.authz.NOT_YOURS``); a refusal on an
+        existing thread is recorded. Operators are checked later (``_authorize_decision``)."""
+        from policies.authz import NOT_YOURS, owner_of
+
+        try:
+            principal = self.context.principal()
+        except ValueError:
+            return  # refused with its reason by _authorize_decision
+        if principal.kind != "customer" or owner_of(self.state) == (principal.id, principal.tenant_id):
+            return
+        reason = NOT_YOURS.replace("the thread is", f"thread {self.thread_id} is")
+        if not self.state:
+            raise InputError(reason)
+        raise self._deny("resume", reason)
+
     def _resume(self, decision: Any) -> TurnResult:
         from checkpoints.business import BusinessRuleError
         from graph.approval import parse_decision
 
+        self._customer_owns_thread()
         if not self.state:
             raise InputError(f"unknown thread {self.thread_id!r}")
         request = self.pending()

@@ -7,6 +7,10 @@
   ``surrogateescape`` of ``sys.argv`` and of a ``errors="surrogateescape"`` stream).
 * A thread id is 1–128 characters of ``A-Z a-z 0-9 . _ : -``, starting with a letter or digit
   (:data:`THREAD_ID_PATTERN`); LangGraph's UUID thread ids fit.
+* A customer's message is at most :data:`MAX_MESSAGE_CHARS` characters and not empty (:func:`check_text`).
+* :func:`check_turn_input` applies all of it to a run of the graph (its input messages and the thread id of its
+  config); the compiled graph runs it before anything is read or stored (``nodes.input_guard``), and the HTTP entry
+  points answer 422 with the same line (``graph/auth.py``, ``graph/aegra_app.py``), so every way in shares one check.
 * :func:`printable` renders stored text for a terminal: every control character and lone surrogate becomes a visible
   escape (``\\x1b``, ``\\udcff``), so a stored message can never drive an operator's terminal.
 """
@@ -14,10 +18,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from graph.errors import InputError
 
-__all__ = ["THREAD_ID_PATTERN", "MAX_THREAD_ID", "check_message", "check_thread_id", "printable"]
+__all__ = ["THREAD_ID_PATTERN", "MAX_THREAD_ID", "MAX_MESSAGE_CHARS", "check_message", "check_text",
+           "check_thread_id", "check_turn_input", "printable"]
+
+#: Longest customer message accepted (characters): a support message, not a document (README "Bad input").
+MAX_MESSAGE_CHARS = 4000
 
 #: Longest thread id accepted (characters).
 MAX_THREAD_ID = 128
@@ -41,6 +51,51 @@ def check_message(text: object, what: str = "the message") -> str:
         raise InputError(f"{what} contains control character U+{ord(m.group()):04X} at position {m.start()}; "
                          "only newline and tab are allowed")
     return text
+
+
+def check_text(text: object) -> str:
+    """``text`` unchanged when it is a message the desk answers: not empty (or only blanks), at most
+    :data:`MAX_MESSAGE_CHARS` characters, and :func:`check_message`; else InputError with a one-line reason."""
+    if not isinstance(text, str) or not text.strip():
+        raise InputError("the message is empty")
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise InputError(f"the message is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
+    return check_message(text)
+
+
+def _message_text(message: Any) -> object:
+    """The text of one input message as LangGraph accepts it: a string, a ``(role, text)`` pair, a dict with
+    ``content``, or a message object; list content (content blocks) is joined from its text parts."""
+    if isinstance(message, str):
+        return message
+    if isinstance(message, (tuple, list)) and len(message) == 2:
+        content = message[1]
+    elif isinstance(message, Mapping):
+        content = message.get("content")
+    else:
+        content = getattr(message, "content", None)
+    if isinstance(content, list):
+        parts = [p if isinstance(p, str) else p.get("text") if isinstance(p, Mapping) else None for p in content]
+        if any(not isinstance(p, str) for p in parts):
+            raise InputError("the message must be text")
+        return "".join(parts)  # type: ignore[arg-type]
+    return content
+
+
+def check_turn_input(run_input: Any, thread_id: object = None) -> None:
+    """Refuse (InputError, one line) a run whose thread id (when given) fails :func:`check_thread_id` or whose input
+    carries a message that fails :func:`check_text` (``thread_id``: any object, checked as its ``str``, e.g. a
+    ``uuid.UUID``). A run without input (``None``) or with a ``Command`` (a resume)
+    carries no message and passes; ``run_input``: the run's input as the graph receives it."""
+    if thread_id is not None:
+        check_thread_id(str(thread_id))  # the LangGraph API carries thread ids as uuid.UUID
+    if not isinstance(run_input, Mapping):
+        return
+    messages = run_input.get("messages")
+    if messages is None:
+        return
+    for message in messages if isinstance(messages, (list, tuple)) else [messages]:
+        check_text(_message_text(message))
 
 
 def check_thread_id(thread_id: object) -> str:

@@ -114,16 +114,20 @@ def _entry_packet(state: dict, runtime: Runtime[RunContext], decision: EntryDeci
                   open_question: str | None) -> dict | None:
     """The packet the entry node hands with the turn: to fallback (facts so far, open questions) or to the agent that
     continues (what earlier turns established, carried from the previous packet, so a bounded model input still knows
-    it; the open question is the one its last answer asked, earlier ones are not carried on); None when the turn is
+    it; the open question is the one its last answer asked, earlier ones are not carried on, and none once the thread's
+    task is cancelled or completed); None when the turn is
     re-triaged (a new topic starts clean)."""
     active = state.get("active_agent")
     if decision.target != FALLBACK and decision.target != active:
         return None
     messages = list(state.get("messages") or [])
     ctx = acting_context(state, runtime)
+    # a finished task (its refund cancelled, paid or rejected) asks nothing any more: a yes opens nothing (QA1 section 2)
+    finished = (state.get("task") or {}).get("status") in ("cancelled", "completed")
+    asked = (open_question,) if open_question and not finished else ()
     return build_packet(source="entry", target=decision.target, reason=decision.reason,
                         objective=last_user_text(messages), messages=messages, ctx=ctx, thread_id=thread_id_of(),
-                        task=task, trace_id=ctx.request_id, extra_questions=(open_question,) if open_question else (),
+                        task=task, trace_id=ctx.request_id, extra_questions=asked,
                         carried={**(state.get("handoff") or {}), "open_questions": []})
 
 

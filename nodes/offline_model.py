@@ -188,6 +188,11 @@ def _billing_answer(answer: str, user_text: str, system: str, results: list[tupl
         offer = ("I can't tell which payment you mean. Please give its id (such as tx_1009) from the list, or the "
                  "merchant's name as it appears there.")
     return offer or answer
+def _asked(system: str) -> str | None:
+    """The open question the packet carries from the agent's last answer (the first of its ``Open questions:``; the
+    entry node puts that one first), or None."""
+    line = re.search(r"^Open questions: (.+)$", system, re.M)
+    return line.group(1).split("; ")[0].strip() if line else None
 
 
 def _call(name: str, args: dict) -> dict:
@@ -263,7 +268,7 @@ class OfflineChatModel(BaseChatModel):
             return early
         done = [n for n, _ in results]
         hint = self._intent_hint(agent, user_text)
-        plan = playbook.plan_tool_call(agent, user_text, facts, done, hint)
+        plan = playbook.plan_tool_call(agent, user_text, facts, done, hint, asked=_asked(system))
         if plan is not None and plan.name in names and plan.name not in done:
             return AIMessage(content="", tool_calls=[_call(plan.name, dict(plan.args))])
         follow = self._after_safety(user_text, names, dict(results)) \

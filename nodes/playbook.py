@@ -37,6 +37,9 @@ __all__ = [
     "dispute_answer",
     "dispute_offer",
     "is_plain_no",
+    "REFUND_OFFER",
+    "PLAIN_YES_ANSWER",
+    "is_plain_yes",
     "ToolCallPlan",
     "plan_tool_call",
     "compose_answer",
@@ -95,12 +98,13 @@ def resolve_intent(agent: str, user_text: str, hint: str | None = None) -> DeskI
 
 
 def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
-                   done_tools: list[str], hint: str | None = None) -> ToolCallPlan | None:
+                   done_tools: list[str], hint: str | None = None, asked: str | None = None) -> ToolCallPlan | None:
     """The next tool the offline ``agent`` should call for ``user_text`` given ``facts`` (user-said and
     system-verified, see the module doc) and the tools already called this turn, or None when it has
     enough to answer. Never returns a tool in ``done_tools`` and never a tool of another agent; agents
     without business tools (triage, clarify, fallback, ...) always get None. ``hint``: the router's fine
-    label for the text (used when no keyword pattern of the desk knowledge matches).
+    label for the text (used when no keyword pattern of the desk knowledge matches). ``asked``: the open question
+    the agent's last answer on the thread asked (the packet's), which a plain yes answers.
 
     Rules (keyword based, lower-cased text), safety and named records first, then the desk intent
     (:func:`resolve_intent`, ``nodes/data/desk_knowledge.json``): its tool with its fixed arguments, or no
@@ -109,7 +113,9 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
     "what/why/pending/declined/don't recognise" (or just an id) -> explain_transaction; then the intent's
     tool; no intent: fee words -> explain_fees, else list_recent_transactions. One tool, then answer.
     refunds: "where/status/not showing" or a known refund id -> refund_status; a money-back request with
-    a known transaction id -> request_refund (reason "duplicate charge" when the text says so), but
+    a known transaction id -> request_refund (reason "duplicate charge" when the text says so); a plain yes
+    (:func:`is_plain_yes`) -> request_refund only when ``asked`` is :data:`REFUND_OFFER` (QA1 section 2: a stray yes
+    after a cancelled refund opened a new one), else no tool (the answer is :data:`PLAIN_YES_ANSWER`); but
     "refundable/eligible" -> check_refund_eligibility; a known
     transaction id otherwise -> check_refund_eligibility; nothing known -> refund_status (to show the
     open refunds and ask which transaction).
@@ -133,6 +139,11 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
             return None
         return ToolCallPlan(name, args)
 
+    if agent == "refunds" and _bare_yes(text):
+        tx_id = facts.get("transaction_id")
+        if done or asked != REFUND_OFFER or not tx_id:
+            return None  # a yes that answers no offer of refunds' opens nothing
+        return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
     return planner(text, facts, done, intent, plan)
 
 
@@ -181,17 +192,25 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
         return plan("refund_status")
     if tx_id and _has(text, *_ELIGIBILITY):
         return plan("check_refund_eligibility", transaction_id=tx_id)
-    if tx_id and (_has(text, *_MONEY_BACK) or _has(text, *_DUPLICATE) or is_plain_yes(text)):
-        # a plain "yes" here answers refunds' own "Shall I open a refund request for it?" (next-turn entry kept the
-        # conversation with refunds); the request still goes through the store's eligibility check and risk
+    if tx_id and (_has(text, *_MONEY_BACK) or _has(text, *_DUPLICATE)):
         return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
     if tx_id:
         return plan("check_refund_eligibility", transaction_id=tx_id)
     return plan("refund_status")
 
 
+#: Refunds' offer after a positive eligibility check; a plain yes to it opens the request (through eligibility and risk).
+REFUND_OFFER = "Shall I open a refund request for it?"
+#: Refunds' answer to a plain yes that answers none of its offers (nothing is opened).
+PLAIN_YES_ANSWER = "Okay! Is there anything else I can help you with?"
+
 _YES = re.compile(r"(?:yes|yeah|yep|sure|ok(?:ay)?|please do|go ahead|do it)\b[\w ,.!']{0,40}")
 _NOT = re.compile(r"\b(?:no|not|don'?t|never)\b")
+
+
+def _bare_yes(text: str) -> bool:
+    """A plain yes that asks for nothing itself ("yes please, I want my money back" is a refund request)."""
+    return is_plain_yes(text) and not _has(text, *_MONEY_BACK) and not _has(text, *_DUPLICATE)
 
 
 def is_plain_yes(text: str) -> bool:
@@ -411,8 +430,7 @@ def _render_refund_status(result: dict[str, Any], text: str) -> str:
 def _render_check_refund_eligibility(result: dict[str, Any], text: str) -> str:
     tx = result["transaction"]
     if result["eligible"]:
-        return (f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) can be refunded. Shall I open a refund "
-                "request for it?")
+        return f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) can be refunded. {REFUND_OFFER}"
     return f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) can't be refunded: {result['reason']}."
 
 
@@ -514,6 +532,8 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     merchant and the transaction id, and says nothing is paid yet. When the refunds agent only listed refunds,
     it also asks which transaction to refund."""
     text = user_text.lower()
+    if agent == "refunds" and not tool_results and _bare_yes(text):
+        return PLAIN_YES_ANSWER
     names = [name for name, _ in tool_results]
     parts: list[str] = []
     for name, result in tool_results:

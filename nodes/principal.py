@@ -114,7 +114,7 @@ def _context_of(runtime: Any) -> RunContext | None:
     if isinstance(ctx, Mapping):
         try:
             return RunContext(**dict(ctx))
-        except TypeError:
+        except (TypeError, ValueError):  # unknown fields, two principals, claimed roles: not a context of ours
             return None
     return None
 

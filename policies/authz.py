@@ -21,8 +21,8 @@ from typing import Any
 
 from graph.context import RESERVED_NAMES, Principal
 
-__all__ = ["AuthzDecision", "OperatorFacts", "owner_of", "authorize_turn", "authorize_resume", "authorize_decision",
-           "authorize_operator", "authorize_tool", "approval_overdue", "DECIDING_ROLES"]
+__all__ = ["AuthzDecision", "OperatorFacts", "NOT_YOURS", "owner_of", "authorize_turn", "authorize_resume",
+           "authorize_decision", "authorize_operator", "authorize_tool", "approval_overdue", "DECIDING_ROLES"]
 
 #: Roles that may decide a paused refund (approve, reject, cancel on the customer's behalf, expire when overdue).
 DECIDING_ROLES = frozenset({"approver"})
@@ -62,6 +62,11 @@ def owner_of(values: Mapping) -> tuple[str, str] | None:
     return None
 
 
+#: The refusal of a customer's turn or resume on a thread that is not theirs; the same words as for a thread that does
+#: not exist (``graph.conversation``), so the answer never confirms that another customer's thread id exists.
+NOT_YOURS = "the thread is not one of your threads"
+
+
 def _is_owner(principal: Principal, owner: tuple[str, str] | None) -> bool:
     return principal.kind == "customer" and owner is not None and (principal.id, principal.tenant_id) == owner
 
@@ -80,7 +85,7 @@ def authorize_turn(principal: Principal | None, owner: tuple[str, str] | None, c
     if not customer_known:
         return AuthzDecision(False, f"unknown customer {principal.id!r} in tenant {principal.tenant_id!r}")
     if owner is not None and not _is_owner(principal, owner):
-        return AuthzDecision(False, "the thread belongs to another customer")
+        return AuthzDecision(False, NOT_YOURS)
     return AuthzDecision(True)
 
 
@@ -94,7 +99,7 @@ def authorize_resume(principal: Principal | None, owner: tuple[str, str] | None,
     if principal.kind == "customer":
         if _is_owner(principal, owner):
             return AuthzDecision(True)
-        return AuthzDecision(False, "the thread belongs to another customer")
+        return AuthzDecision(False, NOT_YOURS)
     if principal.kind != "operator":
         return AuthzDecision(False, f"{principal.ref} may not resume a thread")
     if operator is None:

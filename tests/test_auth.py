@@ -283,3 +283,66 @@ def test_redaction(given, shown):
 def test_redact_value_walks_containers():
     assert redact_value({"a": ["x@example.com", 1, ("+44 20 7946 0958",)]}) == {"a": ["<e-mail>", 1, ("<phone>",)]}
     assert luhn_ok("4242424242424242") and not luhn_ok("4242424242424241")
+
+
+# -- state writes outside a run: admins only, on every engine (QA1 section 1) -----------------------------------------
+
+
+def _asgi(method: str, path: str, token: str | None, body: dict | None = None) -> tuple[int, bool]:
+    """``(status, reached)``: what :class:`graph.aegra_app.RunGuard` answers for one request, and whether the request
+    reached the app behind it (which answers 200)."""
+    import json
+
+    from graph.aegra_app import RunGuard
+
+    reached = []
+
+    async def inner(scope, receive, send):
+        reached.append((await receive()).get("body"))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    sent: list[dict] = []
+
+    async def send(message):
+        sent.append(message)
+
+    raw = json.dumps(body).encode() if body is not None else b""
+
+    async def receive():
+        return {"type": "http.request", "body": raw, "more_body": False}
+
+    headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
+    asyncio.run(RunGuard(inner)({"type": "http", "method": method, "path": path, "headers": headers}, receive, send))
+    if reached:
+        assert reached[0] == raw  # the body reaches the engine unchanged
+    return sent[0]["status"], bool(reached)
+
+
+@pytest.mark.parametrize("method, path, body", [
+    ("POST", "/threads/t1/state", {"values": {"owner": {"customer_id": "c_bob"}}}),
+    ("POST", "/threads/t1/state", {"values": {"messages": []}, "as_node": "risk"}),
+    ("POST", "/threads/t1/state", {"as_node": "risk"}),
+    ("POST", "/threads/t1/runs/r1/cancel", None),
+    ("PATCH", "/threads/t1/runs/r1", {"status": "interrupted"}),
+    ("DELETE", "/threads/t1/runs/r1", None),
+])
+def test_aegra_routes_that_write_a_thread_outside_a_run_are_for_admins(tokens, store, method, path, body):
+    store.add_operator("ida", "t_demo", ["admin"])
+    admin = store.issue_token("operator", "ida", "t_demo")[1]
+    assert _asgi(method, path, tokens["c_ada"], body) == (403, False)
+    assert _asgi(method, path, tokens["ann"], body) == (403, False)  # an approver is not an admin
+    assert _asgi(method, path, None, body) == (401, False)
+    assert _asgi(method, path, admin, body) == (200, True)
+
+
+def test_aegra_state_reads_and_other_routes_pass(tokens):
+    assert _asgi("POST", "/threads/t1/state", tokens["c_ada"], {"subgraphs": False}) == (200, True)
+    assert _asgi("GET", "/threads/t1/state", tokens["c_ada"]) == (200, True)
+    assert _asgi("POST", "/threads/t1/history", tokens["c_ada"], {"limit": 3}) == (200, True)
+
+
+def test_a_thread_copy_is_refused():
+    # the LangGraph API asks threads.create with the new thread id alone when it copies a thread
+    assert _status(A.on_thread_create(_ctx(ADA), {"thread_id": "0b6c…"})) == 403
+    assert _status(A.on_thread_create(_ctx({**ANN, "roles": ["admin"]}), {"thread_id": "0b6c…"})) == 403

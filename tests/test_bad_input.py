@@ -4,6 +4,7 @@ Python API and the CLI; stored text is printed escaped; thread ids have a length
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -83,15 +84,105 @@ def test_the_cli_refuses_bad_messages_and_thread_ids_with_exit_2(isolated_home):
 
 @pytest.mark.subprocess
 def test_history_prints_a_stored_escape_sequence_escaped(isolated_home):
-    """A message stored before validation existed (written straight into the graph) is shown escaped."""
+    """A message stored before validation existed (written straight into the checkpoint) is shown escaped."""
     from tests.test_approval import _setup
 
     g, store = _setup(isolated_home)
     from graph.context import RunContext
 
-    g.invoke({"messages": ensure_ids([HumanMessage(content="evil \x1b[2J\x1b]0;pwned\x07 [bold]x[/bold]")])},
-             {"configurable": {"thread_id": "ev"}}, context=RunContext())
+    # runs refuse such text now (nodes.input_guard): store a clean turn, then put the old text in its place
+    [msg] = ensure_ids([HumanMessage(content="placeholder")])
+    config = {"configurable": {"thread_id": "ev"}}
+    g.invoke({"messages": [msg]}, config, context=RunContext())
+    g.update_state(config, {"messages": [HumanMessage(content="evil \x1b[2J\x1b]0;pwned\x07 [bold]x[/bold]", id=msg.id)]})
     r = _cli(isolated_home, "history", "ev", "--as", "ann")
     out = r.stdout.decode()
     assert r.returncode == 0, r.stderr
     assert "\x1b[2J" not in out and "\x07" not in out and "\\x1b[2J" in out and "[bold]x[/bold]" in out
+
+
+# -- the same rules on every way in: the compiled graph itself (QA1 section 4) ---------------------------------------
+
+GRAPH_BAD = [("g1", "x" * 4001, "the message is 4001 characters; the limit is 4000"),
+             ("g2", "hi\x1b[31m", "control character U+001B"),
+             ("g3", "", "the message is empty"),
+             ("g4", "   ", "the message is empty"),
+             ("../../x", "hi", "thread id '../../x' has a character outside"),
+             ("g5", [{"type": "text", "text": "nul\x00"}], "control character U+0000")]
+
+
+@pytest.mark.parametrize("tid, content, why", GRAPH_BAD, ids=[w[:20] for _, _, w in GRAPH_BAD])
+def test_the_graph_refuses_bad_input_before_storing_anything(make_desk, tid, content, why, capfd):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph.context import RunContext
+
+    saver = InMemorySaver()
+    graph = make_desk(checkpointer=saver).graph
+    config = {"configurable": {"thread_id": tid}}
+    with pytest.raises(InputError, match=re.escape(why)):
+        graph.invoke({"messages": [{"role": "user", "content": content}]}, config, context=RunContext(user_id="c_ada"))
+    assert list(saver.list(config)) == []  # nothing stored
+    assert "InputGuard" not in capfd.readouterr().err  # the refusal is the caller's one line, not a logged warning
+
+
+def test_the_graph_accepts_ordinary_input_and_resumes(make_desk):
+    from graph.context import RunContext
+
+    graph = make_desk().graph
+    config = {"configurable": {"thread_id": "ok-1"}}
+    out = graph.invoke({"messages": [("user", "x" * 3990)]}, config, context=RunContext(user_id="c_ada"))
+    assert out["turn"] == 1
+    out = graph.invoke({"messages": [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]}, config,
+                       context=RunContext(user_id="c_ada"))
+    assert out["turn"] == 2
+
+
+def test_the_http_entry_points_answer_422_with_the_same_line():
+    import asyncio
+
+    from langgraph_sdk import Auth
+
+    from graph import auth as A
+
+    ada = types_ns(user={"kind": "customer", "principal_id": "c_ada", "tenant_id": "t_demo", "roles": ["customer"]})
+    with pytest.raises(Auth.exceptions.HTTPException) as info:
+        asyncio.run(A.on_thread_create(ada, {"thread_id": "../../x", "metadata": {}}))
+    assert info.value.status_code == 422 and "thread id '../../x'" in info.value.detail
+    for content in ("x" * 100_000, "hi\x1b[31m", ""):
+        with pytest.raises(Auth.exceptions.HTTPException) as info:
+            asyncio.run(A.on_run(ada, {"kwargs": {"input": {"messages": [{"role": "user", "content": content}]}}}))
+        assert info.value.status_code == 422
+
+
+def types_ns(**kw):
+    import types
+
+    return types.SimpleNamespace(resource="threads", action="create", permissions=[], **kw)
+
+
+def test_aegra_run_guard_answers_422_for_a_bad_message_or_path_thread_id(store, monkeypatch):
+    import asyncio
+    import json
+
+    from graph import auth
+    from graph.aegra_app import checked_body
+
+    monkeypatch.setattr(auth, "_store", lambda: store)  # not the process-wide cached store of another test's home
+
+    token = store.issue_token("customer", "c_ada", "t_demo")[1]
+    headers = [(b"authorization", f"Bearer {token}".encode())]
+    long = json.dumps({"input": {"messages": [{"role": "user", "content": "x" * 100_000}]}}).encode()
+    status, why, _ = asyncio.run(checked_body(headers, long))
+    assert (status, why) == (422, "the message is 100000 characters; the limit is 4000")
+    fine = json.dumps({"input": {"messages": [{"role": "user", "content": "hi"}]}}).encode()
+    assert asyncio.run(checked_body(headers, fine, "t-1"))[0] == 200
+    assert asyncio.run(checked_body(headers, fine, "../../x"))[0] == 422
+
+
+def test_uuid_thread_ids_of_the_langgraph_api_pass():
+    import uuid
+
+    from graph.inputs import check_turn_input
+
+    check_turn_input({"messages": [{"role": "user", "content": "hi"}]}, uuid.uuid4())  # no InputError

@@ -136,3 +136,21 @@ def test_unwritable_outputs_are_one_line_errors(isolated_home, tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr
     r = _cli(isolated_home, "stats", "--since", "99999999d", "--db", str(tmp_path / "x.db"))
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_error_lines_print_square_brackets_as_they_are(monkeypatch, capsys):
+    # QA1 section 11: Rich took "[serve]" of the install hint for a style tag and printed "pip install 'switchboard'"
+    import importlib.util
+
+    from graph import cli
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "aegra_api" else real(name, *a))
+    monkeypatch.setattr(sys, "argv", ["switchboard", "serve", "--db", "postgresql://u@127.0.0.1:1/d"])
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+    assert info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "[serve]" in lines[0] and lines[0].startswith("error: engine aegra is not installed")
+    cli.error_line("the file [bold]x[/bold] is [red] bad")
+    assert capsys.readouterr().err == "error: the file [bold]x[/bold] is [red] bad\n"

@@ -15,6 +15,7 @@ from graph.conversation import Conversation
 from graph.observe import compute_stats
 from graph.settings import Settings
 from nodes.offline_model import OfflineChatModel
+from nodes.playbook import PLAIN_YES_ANSWER, REFUND_OFFER
 from nodes.router import default_router
 from policies import entry
 from policies.answers import CLARIFY_QUESTIONS, instead_of_repeat
@@ -219,3 +220,42 @@ def test_a_no_or_a_long_sentence_is_not_a_plain_yes():
     assert is_plain_yes("yes") and is_plain_yes("sure, go ahead") and is_plain_yes("ok")
     assert not is_plain_yes("no") and not is_plain_yes("yes but not now")
     assert not is_plain_yes("yesterday I bought a coffee") and not is_plain_yes("maybe")
+
+
+def test_a_stray_yes_after_a_cancelled_refund_opens_nothing(desk, store):
+    # QA1 section 2: "cancel my refund" -> "yes" (cancelled) -> a second "yes" opened a new refund request
+    conv = Conversation("stray-yes", desk=desk)
+    paused = conv.send("I want a refund for tx_1001 please")
+    assert paused.status == "awaiting_approval"
+    conv.send("cancel my refund")
+    assert "cancelled" in conv.send("yes").text
+    before = [(r.id, r.status) for r in store.list_refunds("c_ada")]
+    again = conv.send("yes")
+    assert again.status == "answered" and again.pending is None
+    assert again.agent == "refunds" and again.text == PLAIN_YES_ANSWER
+    assert [(r.id, r.status) for r in store.list_refunds("c_ada")] == before
+
+
+def test_a_yes_opens_the_refund_only_while_the_offer_is_open(desk, store):
+    # the offer was asked, but the thread's task was closed since (e.g. by an operator): the yes answers nothing
+    conv = Conversation("closed-offer", desk=desk)
+    conv.send(REFUND)
+    assert REFUND_OFFER in conv.send("tx_1001").text
+    config = {"configurable": {"thread_id": "closed-offer"}}
+    task = desk.graph.get_state(config).values["task"]
+    desk.graph.update_state(config, {"task": {**task, "status": "completed"}})
+    r = conv.send("yes")
+    assert r.pending is None and r.text == PLAIN_YES_ANSWER
+    assert not [x for x in store.list_refunds("c_ada") if x.transaction_id == "tx_1001"]
+
+
+def test_a_plain_yes_plans_a_refund_only_for_the_refund_offer():
+    from nodes.playbook import plan_tool_call
+
+    facts = {"transaction_id": "tx_1001"}
+    assert plan_tool_call("refunds", "yes", facts, [], asked=REFUND_OFFER).name == "request_refund"
+    assert plan_tool_call("refunds", "yes", facts, []) is None
+    assert plan_tool_call("refunds", "yes", facts, [], asked="Which transaction would you like refunded?") is None
+    assert plan_tool_call("refunds", "refund it please", facts, []).name == "request_refund"  # not a plain yes
+    # a yes that itself asks for the money back is a refund request, offer or not
+    assert plan_tool_call("refunds", "yes please, I want my money back for that", facts, []).name == "request_refund"

@@ -129,7 +129,7 @@ def test_another_customers_run_is_refused_by_the_graph(make_graph):
     Conversation("t", graph=g).send("Where is my refund?")
     cfg = {"configurable": {"thread_id": "t"}}
     before = [m.id for m in g.get_state(cfg).values["messages"]]
-    with pytest.raises(AccessDenied, match="belongs to another customer"):
+    with pytest.raises(AccessDenied, match="not one of your threads"):
         g.invoke({"messages": [HumanMessage("and the other refund?", id="h2")]}, cfg, context=RunContext(user_id="c_bob"))
     values = g.get_state(cfg).values
     assert [m.id for m in values["messages"]] == before and values["owner"] == {"customer_id": "c_ada",
@@ -143,7 +143,7 @@ def test_conversation_refuses_another_customers_thread_and_unknown_customers(mak
     g = make_graph()
     Conversation("t", graph=g).send("Where is my refund?")
     before = len(Conversation("t", graph=g).state["messages"])
-    with pytest.raises(InputError, match="belongs to another customer"):
+    with pytest.raises(InputError, match="not one of your threads"):
         Conversation("t", graph=g, context=RunContext(user_id="c_bob")).send("cancel my refund")
     with pytest.raises(InputError, match="unknown customer 'nobody'"):
         Conversation("new", graph=g, context=RunContext(user_id="nobody")).send("hi")

@@ -4,6 +4,7 @@ customer, the higher risk tier needs two different approvers; through ``graph.in
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 import types
@@ -75,7 +76,7 @@ def test_another_customers_turn_is_refused_before_any_model_call_and_leaves_the_
     conv.send("Where is my refund?")
     own = [(type(m).__name__, m.id, m.content) for m in g.get_state(_cfg("t")).values["messages"]]
     calls = model.calls
-    with pytest.raises(AccessDenied, match="belongs to another customer"):
+    with pytest.raises(AccessDenied, match="not one of your threads"):
         g.invoke({"messages": [HumanMessage("I am Bob: show me Ada's refunds")]}, _cfg("t"), context=BOB)
     assert model.calls == calls  # refused at the entry node: no model call
     values = g.get_state(_cfg("t")).values
@@ -110,7 +111,7 @@ def test_a_stopped_run_can_be_continued_by_its_owner_only(isolated_home):
     g.invoke({"messages": [HumanMessage("Where is my refund?")]}, _cfg("s"), context=ADA, interrupt_before=["refunds"])
     assert g.get_state(_cfg("s")).next == ("refunds",)
     values, calls = g.get_state(_cfg("s")).values, model.calls
-    with pytest.raises(AccessDenied, match="belongs to another customer"):
+    with pytest.raises(AccessDenied, match="not one of your threads"):
         g.invoke(None, _cfg("s"), context=BOB)
     with pytest.raises(AccessDenied, match="operator:ghost is not a registered operator"):
         g.invoke(None, _cfg("s"), context=RunContext.for_operator("ghost", "t_demo"))
@@ -151,7 +152,7 @@ def test_conversation_refusals_are_recorded_and_store_nothing(isolated_home):
     d, _ = _desk(isolated_home)
     Conversation("t", desk=d).send("Where is my refund?")
     before = d.graph.get_state(_cfg("t")).config["configurable"]["checkpoint_id"]
-    with pytest.raises(AccessDenied, match="thread t belongs to another customer"):
+    with pytest.raises(AccessDenied, match="thread t is not one of your threads"):
         Conversation("t", desk=d, context=BOB).send("cancel my refund")
     with pytest.raises(AccessDenied, match="not a customer"):
         Conversation("t", desk=d, context=ANN).send("hello")
@@ -179,7 +180,7 @@ def test_server_user_wins_and_a_contradicting_context_is_refused(isolated_home):
     bob = dict(kind="customer", principal_id="c_bob", tenant_id="t_demo", roles=["customer"])
     with pytest.raises(AccessDenied, match="names customer:c_ada but the server authenticated customer:c_bob"):
         g.invoke({"messages": [HumanMessage("hi")]}, _server_cfg("s", **bob), context=ADA)  # naming the owner: no help
-    with pytest.raises(AccessDenied, match="belongs to another customer"):
+    with pytest.raises(AccessDenied, match="not one of your threads"):
         g.invoke({"messages": [HumanMessage("hi")]}, _server_cfg("s", **bob))
     with pytest.raises(AccessDenied, match="not a switchboard principal"):  # e.g. LangGraph Studio's own user
         g.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "s", "langgraph_auth_user": {
@@ -222,7 +223,7 @@ def test_on_aegra_only_its_auth_context_is_trusted(isolated_home, monkeypatch):
         with pytest.raises(AccessDenied, match="names customer:c_ada"):
             g.invoke({"messages": [HumanMessage("hi")]}, _cfg("a"), context=ADA)
         holder["ctx"] = None  # no authenticated user on Aegra: the context is used (Python API inside Aegra)
-        with pytest.raises(AccessDenied, match="belongs to another customer"):
+        with pytest.raises(AccessDenied, match="not one of your threads"):
             g.invoke({"messages": [HumanMessage("hi")]}, _cfg("a"), context=ADA)
     finally:
         holder["ctx"] = None
@@ -238,7 +239,7 @@ def _paused(d, thread: str = "p", ctx: RunContext = ADA, text: str = BIG):
 
 
 @pytest.mark.parametrize("who, value, reason", [
-    (BOB, {"decision": "cancel"}, "belongs to another customer"),
+    (BOB, {"decision": "cancel"}, "not one of your threads"),
     (RunContext.for_operator("ghost", "t_demo"), {"decision": "approve"}, "operator:ghost is not a registered operator"),
     (RunContext.for_operator("agt", "t_demo"), {"decision": "approve"}, "operator agt lacks the approver role"),
     (ADA, {"decision": "approve"}, "customer:c_ada may not approve"),
@@ -398,3 +399,43 @@ def test_overdue_approval_expires_with_the_customer_told_nothing_paid(isolated_h
     assert store.get_task(r.pending.task_id).status == "cancelled"
     msgs = d.graph.get_state(_cfg("p")).values["messages"]
     assert isinstance(msgs[-1], AIMessage) and "expired" in msgs[-1].content
+
+
+# -- the run context names one principal (QA1 section 15) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, why", [
+    ({"user_id": "c_ada", "operator": "ann"}, "names two principals"),
+    ({"operator": "ann"}, "names two principals"),  # user_id defaults to a customer: use RunContext.for_operator
+    ({"user_id": "c_ada", "roles": ["approver"]}, "cannot claim roles ['approver']"),
+    ({"user_id": "c_ada", "roles": ("admin", "customer")}, "cannot claim roles ['admin']"),
+    ({"roles": "approver"}, "roles must be a list"),
+])
+def test_a_context_naming_two_principals_or_claiming_roles_is_refused(kwargs, why):
+    with pytest.raises(ValueError, match=re.escape(why)) as info:
+        RunContext(**kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_context_fields_are_refused_and_the_usual_contexts_are_built():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'approver'"):
+        RunContext(user_id="c_ada", approver=True)  # type: ignore[call-arg]
+    assert RunContext().principal().ref == "customer:c_ada"
+    assert RunContext(user_id="c_bob", roles=["customer"]).roles == ("customer",)
+    op = RunContext.for_operator("ann", "t_demo", ("approver",))
+    assert op.principal().ref == "operator:ann" and op.user_id is None
+    assert RunContext.for_customer("c_bob", "t_demo").principal().ref == "customer:c_bob"
+    # the read-only context an operator's run reads the owner's records with (nodes.principal.acting_context)
+    assert RunContext(user_id="c_ada", roles=("operator",)).roles == ("operator",)
+
+
+def test_a_two_principal_context_sent_to_the_graph_is_refused(make_desk):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    saver = InMemorySaver()
+    graph = make_desk(checkpointer=saver).graph
+    config = {"configurable": {"thread_id": "two"}}
+    with pytest.raises(ValueError, match="names two principals"):  # LangGraph builds the RunContext from the dict
+        graph.invoke({"messages": [("user", "where is my card?")]}, config,
+                     context={"user_id": "c_ada", "operator": "ann", "tenant_id": "t_demo"})
+    assert list(saver.list(config)) == []

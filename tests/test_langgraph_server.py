@@ -187,6 +187,21 @@ def test_another_customer_cannot_read_run_or_resume(server):
     assert [m["id"] for m in after["values"]["messages"]] == before and len(_interrupts(after)) == 1
 
 
+def test_state_writes_copies_and_bad_input_are_refused(server):
+    # QA1 sections 1 and 4 on the LangGraph API: as_node updates and thread copies write state outside a run; the
+    # input rules of the CLI (length, control characters, empty) apply here too
+    bob = server.client("c_bob")
+    tid = bob.threads.create()["thread_id"]
+    bob.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "where is my card?"}]})
+    before = bob.threads.get_state(tid)
+    assert _status(lambda: bob.threads.update_state(tid, {"active_agent": "refunds"}, as_node="risk")) == 403
+    assert _status(lambda: bob.threads.copy(tid)) == 403
+    for content in ("x" * 4001, "hi\x1b[31m", ""):
+        bad = {"messages": [{"role": "user", "content": content}]}
+        assert _status(lambda bad=bad: bob.runs.wait(tid, "switchboard", input=bad)) == 422
+    assert bob.threads.get_state(tid)["checkpoint"] == before["checkpoint"]
+
+
 def test_only_a_registered_approver_can_resume(server):
     ada, agt, ann = server.client("c_ada"), server.client("agt"), server.client("ann")
     tid = ada.threads.create()["thread_id"]

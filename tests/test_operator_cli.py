@@ -89,7 +89,8 @@ def test_chat_on_another_customers_thread_is_refused_and_recorded(home):
     g, _ = _setup(home)
     before = g.get_state({"configurable": {"thread_id": "p"}}).config["configurable"]["checkpoint_id"]
     r = _cli(home, "chat", "cancel my refund", "--thread", "p", "--user", "c_bob")
-    assert r.returncode == 2 and r.stderr.strip() == "error: thread p belongs to another customer", r.stderr
+    assert r.returncode == 2 and r.stderr.strip() == "error: thread p is not one of your threads", r.stderr
+    assert r.stdout == ""  # QA1 section 13: no "thread p" header for a refused turn
     assert g.get_state({"configurable": {"thread_id": "p"}}).config["configurable"]["checkpoint_id"] == before
     [ev] = open_event_log(home / "switchboard.db").events("p", kinds=["access_denied"])
     assert ev.detail["principal"] == "customer:c_bob" and ev.detail["action"] == "turn"
@@ -133,6 +134,49 @@ def test_operators_see_only_their_tenant(home):
     assert pend.exit_code == 0 and "nothing is waiting" in pend.output
     stats = _run("stats", "--as", "oz", "--json")
     assert stats.exit_code == 0 and '"threads": 1' in stats.output
+
+
+@pytest.mark.subprocess
+def test_a_refused_chat_prints_nothing_on_stdout_and_an_accepted_one_its_header(home):
+    empty = _cli(home, "chat", "", "--thread", "e1")
+    assert empty.returncode == 2 and empty.stdout == "" and empty.stderr.strip() == "error: the message is empty"
+    ok = _cli(home, "chat", "where is my card?", "--thread", "e2", "--stream")
+    assert ok.returncode == 0 and ok.stdout.splitlines()[0] == "thread e2", ok.stdout
+
+
+def test_a_customer_cannot_tell_another_customers_thread_from_an_unknown_one(home):
+    from graph.errors import InputError
+
+    bob = RunContext(user_id="c_bob", tenant_id="t_demo")
+    g, _ = _setup(home)
+    with pytest.raises(InputError) as unknown:
+        Conversation("nope", graph=g, context=bob).resume({"decision": "cancel"})
+    with pytest.raises(AccessDenied) as foreign:
+        Conversation("p", graph=g, context=bob).resume({"decision": "cancel"})
+    assert str(unknown.value) == "thread nope is not one of your threads"
+    assert str(foreign.value) == "thread p is not one of your threads"
+    with pytest.raises(AccessDenied) as turn:
+        Conversation("p", graph=g, context=bob).send("hello")
+    assert str(turn.value) == "thread p is not one of your threads"
+
+
+def test_draw_thread_needs_an_operator_of_the_tenant_and_confirms_no_thread_id(home, monkeypatch):
+    # QA1 section 9: draw --thread showed any thread's path with no operator and answered "unknown thread" otherwise
+    _other_tenant(home)
+    monkeypatch.delenv("SWITCHBOARD_OPERATOR", raising=False)
+    nobody = _run("draw", "--format", "ascii", "--thread", "p")
+    assert isinstance(nobody.exception, AccessDenied) and "triage" not in nobody.output
+    mine = _run("draw", "--format", "ascii", "--thread", "p", "--as", "agt")
+    assert mine.exit_code == 0 and "triage -> refunds" in mine.output, mine.output
+    foreign = _run("draw", "--format", "ascii", "--thread", "z", "--as", "agt")
+    unknown = _run("draw", "--format", "ascii", "--thread", "nope", "--as", "agt")
+    assert isinstance(foreign.exception, AccessDenied) and isinstance(unknown.exception, AccessDenied)
+    assert str(foreign.exception) == "thread z is not a thread of tenant t_demo"
+    assert str(unknown.exception) == "thread nope is not a thread of tenant t_demo"  # the same answer: no oracle
+    for cmd in ("history", "trace"):  # the inspection commands answer an unknown thread the same way
+        r = _run(cmd, "nope", "--as", "agt")
+        assert isinstance(r.exception, AccessDenied) and str(r.exception) == "thread nope is not a thread of tenant t_demo"
+    assert _run("draw", "--format", "ascii").exit_code == 0  # the plain graph needs nobody
 
 
 def test_history_and_trace_hide_personal_data_unless_revealed(home):
