@@ -782,16 +782,17 @@ def _print_report(report) -> None:
         score = report.per_agent[agent]
         table.add_row(agent, *[str(n) for n in row], f"{score.recall:.3f}" if score.support else "-")
     print_table(console, table)  # piped: as wide as the cells need, no header cut at 80 columns
+    # the summary lines are never wrapped (soft_wrap): a script reading them gets one line per figure group
     console.print(f"queries: {report.queries}   agent accuracy (answering agent): [bold]{report.accuracy:.4f}[/]   "
-                  f"(triage's first handoff: {report.accuracy_first_handoff:.4f})")
+                  f"(triage's first handoff: {report.accuracy_first_handoff:.4f})", soft_wrap=True)
     console.print(f"handoffs per query: {round(report.handoffs_per_query, 3)}   p50 {report.p50_s:.4f} s   "
-                  f"p95 {report.p95_s:.4f} s per query   router: {report.router}")
+                  f"p95 {report.p95_s:.4f} s per query   router: {report.router}", soft_wrap=True)
     if report.desk_accuracy is not None:
         console.print(f"in-scope queries: agent accuracy {report.desk_accuracy:.4f}   wrongly refused (out of scope) "
-                      f"{report.in_scope_refused:.4f}   no specialist {report.in_scope_no_specialist:.4f}")
+                      f"{report.in_scope_refused:.4f}   no specialist {report.in_scope_no_specialist:.4f}", soft_wrap=True)
     if report.no_specialist_recall:
         console.print("no specialist answered (correct): " + "   ".join(
-            f"{group} {rate:.4f}" for group, rate in report.no_specialist_recall.items()))
+            f"{group} {rate:.4f}" for group, rate in report.no_specialist_recall.items()), soft_wrap=True)
 
 
 @app.command("train-router")

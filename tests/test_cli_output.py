@@ -191,6 +191,9 @@ def test_route_confusion_table_is_not_cut_when_piped(isolated_home, tmp_path, mo
         assert "…" not in r.stdout, r.stdout
         assert {"billing", "cards", "transfers", "clarify", "out_of_scope", "recall"} <= cells, header
         assert len(header) > 80 and all(len(line) <= len(header) for line in r.stdout.splitlines()[:8])
+        # the summary lines are not wrapped either: each figure group is on one line
+        summary = [line for line in r.stdout.splitlines() if line.startswith("queries: ")]
+        assert len(summary) == 1 and "(triage's first handoff: " in summary[0], r.stdout
 
 
 def test_print_table_fits_a_terminal_and_not_a_pipe(capsys) -> None:
