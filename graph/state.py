@@ -26,7 +26,7 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 __all__ = ["SupportState", "SNAPSHOT_EVERY",
-           "last_value", "latest_write", "keep_first", "max_int", "union_ordered", "append_batch", "messages_reducer",
+           "last_value", "latest_write", "sum_usage", "keep_first", "max_int", "union_ordered", "append_batch", "messages_reducer",
            "ensure_ids", "TaskState", "Outcome", "USAGE_KEYS", "add_usage", "usage_of", "TurnInput"]
 
 
@@ -78,6 +78,16 @@ def add_usage(old: dict | None, new: dict | None) -> dict:
     """Reducer: key-wise sum of usage counters (``usage``): each write is the delta of one agent visit, so parallel
     writes add up. Unknown keys are ignored; missing keys count as 0."""
     return {k: int((old or {}).get(k) or 0) + int((new or {}).get(k) or 0) for k in USAGE_KEYS}
+
+
+def sum_usage(state: dict | None, writes: Sequence[dict | None]) -> dict:
+    """DeltaChannel reducer of ``usage``: :func:`add_usage` folded over a batch of writes (a sum: batching-invariant).
+    As a DeltaChannel the counters are stored once per agent visit that changed them instead of in every checkpoint
+    (bench/storage.py)."""
+    total = dict(state or {})
+    for w in writes:
+        total = add_usage(total, w)
+    return total
 
 
 def usage_of(message: Any) -> dict[str, int] | None:
@@ -171,7 +181,7 @@ class SupportState(TypedDict, total=False):
     outcome: Annotated[Outcome | None, last_value]
     model_calls: Annotated[int, max_int]
     # token usage of the thread's model calls, summed (USAGE_KEYS); each AIMessage keeps its own usage_metadata
-    usage: Annotated[dict, add_usage]
+    usage: Annotated[dict, DeltaChannel(sum_usage, snapshot_frequency=SNAPSHOT_EVERY)]
     # the last model call that failed after retries: {turn, agent, kind, message, status, error_type} (or None)
     model_error: Annotated[dict | None, last_value]
     # per-turn bookkeeping (reset by the entry node)

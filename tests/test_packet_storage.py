@@ -76,3 +76,25 @@ def test_a_thread_written_with_a_plain_handoff_channel_keeps_its_packet(tmp_path
 def test_latest_write_is_batching_invariant():
     assert latest_write({"a": 1}, []) == {"a": 1}
     assert latest_write(latest_write(None, [{"a": 1}]), [{"b": 2}, None]) == latest_write(None, [{"a": 1}, {"b": 2}, None])
+
+
+def test_sum_usage_is_batching_invariant_and_seeds_from_an_old_value():
+    from graph.state import sum_usage
+
+    a = {"input_tokens": 10, "output_tokens": 1, "total_tokens": 11, "calls": 1}
+    b = {"input_tokens": 5, "output_tokens": 2, "total_tokens": 7, "calls": 1}
+    assert sum_usage(sum_usage(None, [a]), [b]) == sum_usage(None, [a, b]) == sum_usage(None, [b, a])
+    assert sum_usage(a, []) == a  # an old thread's plain value seeds the channel; no write changes nothing
+    assert sum_usage(a, [None]) == a
+
+
+def test_usage_counters_are_not_copied_into_every_checkpoint(make_desk, tmp_path):
+    """``usage`` is a DeltaChannel (issue 14, storage): no checkpoint blob carries it, and it still reads back."""
+    saver = open_checkpointer(tmp_path / "cp.db")
+    conv = Conversation("usage", desk=make_desk(checkpointer=saver))
+    conv.send(QUESTION)
+    conv.send(QUESTION)
+    blobs = [saver.serde.loads_typed((t, b)) for t, b in saver.conn.execute(
+        "SELECT type, checkpoint FROM checkpoints WHERE thread_id = 'usage'")]
+    assert blobs and all("usage" not in cp["channel_values"] for cp in blobs)
+    assert conv.state["usage"]["calls"] >= 2
