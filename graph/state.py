@@ -26,7 +26,8 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 __all__ = ["SupportState", "SNAPSHOT_EVERY",
-           "last_value", "latest_write", "sum_usage", "keep_first", "max_int", "union_ordered", "append_batch", "messages_reducer",
+           "last_value", "latest_write", "sum_usage", "keep_first", "max_int", "union_ordered", "append_batch",
+           "messages_reducer",
            "ensure_ids", "TaskState", "Outcome", "USAGE_KEYS", "add_usage", "usage_of", "TurnInput"]
 
 
