@@ -28,6 +28,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from graph.cli_output import print_table
 from graph.errors import AccessDenied, InputError
 
 __all__ = ["Acting", "READ_ROLES", "DECIDE_ROLES", "ADMIN_ROLES", "acting_operator", "refuse", "record_allowed",
@@ -195,7 +196,7 @@ def operators_list(as_: Optional[str] = AsOpt) -> None:
     for op in acting.store.list_operators(acting.tenant_id):
         table.add_row(op.id, op.tenant_id, ", ".join(op.roles), "yes" if op.enabled else "no", op.customer_id or "-",
                       op.created_at)
-    console.print(table)
+    print_table(console, table)  # piped: as wide as the cells need (no date cut at 80 columns)
 
 
 @operators_app.command("disable")
@@ -257,7 +258,7 @@ def tokens_list(as_: Optional[str] = AsOpt) -> None:
     for tk in acting.store.list_tokens(acting.tenant_id):
         table.add_row(tk.id, f"{tk.principal_kind}:{tk.principal_id}", tk.label or "-", tk.created_at,
                       tk.revoked_at or "-")
-    console.print(table)
+    print_table(console, table)  # piped: as wide as the cells need (no date cut at 80 columns)
 
 
 @tokens_app.command("revoke")
@@ -383,7 +384,7 @@ def tasks(
     table = Table("id", "kind", "refund", "customer", "thread", "status", "stuck because")
     for i in items:
         table.add_row(i.id, i.kind, i.refund_id, i.customer_id, i.thread_id, i.status, i.why)
-    console.print(table)
+    print_table(console, table)  # piped: as wide as the cells need (no date cut at 80 columns)
 
 
 @tasks_app.command("close")

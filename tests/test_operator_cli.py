@@ -322,3 +322,19 @@ def test_overdue_approvals_are_listed_and_expired(home, monkeypatch):
     g, _ = _setup(home)
     assert Conversation("p", graph=g).pending() is not None  # p's deadline is days away
     assert Conversation("q", graph=g).pending() is None and "expired" in Conversation("q", graph=g).result().text
+
+
+def test_operator_tables_are_not_cut_when_piped(home, monkeypatch):
+    """QA1 section 10: ``operators list`` and ``tasks`` cut dates ("2026-11-30T23…") at 80 columns when piped; piped,
+    a table is as wide as its cells need (``graph.cli_output.print_table``), even with COLUMNS=40."""
+    from rich.console import Console
+
+    from graph import operator_cli
+
+    monkeypatch.setattr(operator_cli, "console", Console())  # stdout as CliRunner gives it: not a terminal
+    monkeypatch.setenv("COLUMNS", "40")
+    r = _run("operators", "list", "--as", "ida")
+    assert r.exit_code == 0, r.output
+    assert "…" not in r.stdout and "own customer account" in r.stdout, r.stdout
+    created = [op.created_at for op in open_store(home / "business.db").list_operators("t_demo")]
+    assert created and all(c in r.stdout for c in created), r.stdout
