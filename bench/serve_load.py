@@ -67,6 +67,7 @@ class Stats:
     recovered: int = 0
     resent: int = 0
     resume_fallbacks: int = 0
+    recover_busy: int = 0
     kill: dict = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -247,7 +248,9 @@ class Load:
                 if _interrupted(state):
                     rec.setdefault("log", []).append(f"turn {rec['sent']}: paused")
                     return  # paused for approval: the resume follows
-                self._recover(tid)
+                if not self._recover(tid):
+                    time.sleep(1)  # the turn is still running on an instance (its run holds the thread): look again
+                    continue
                 rec.setdefault("log", []).append(f"turn {rec['sent']}: recovered (next={state.get('next')})")
                 self.stats.bump("recovered")
                 return
@@ -280,7 +283,9 @@ class Load:
                     self._resume_here(tid)  # the engine refuses to resume (its thread status): over the shared DB
                     log.append(f"resume attempt {attempt}: resumed over the shared database")
                 else:
-                    self._recover(tid)  # the resumed run was killed between nodes: finish it
+                    if not self._recover(tid):  # the resumed run was killed between nodes: finish it
+                        time.sleep(1)  # ... unless it still runs on an instance (busy): look again
+                        continue
                     log.append(f"resume attempt {attempt}: recovered (next={state.get('next')})")
                     self.stats.bump("recovered")
                 self.stats.bump("resume_fallbacks")
@@ -319,15 +324,27 @@ class Load:
                 self._desk = build_desk(checkpointer=open_checkpointer(settings.db), settings=settings)
             return self._desk
 
-    def _recover(self, tid: str) -> None:
+    def _recover(self, tid: str) -> bool:
         """``recover`` as operator ops over the shared database: the interrupted turn is continued with the rights of
-        the thread's owner as recorded server-side (``Conversation.recover``), whatever node it stopped before."""
+        the thread's owner as recorded server-side (``Conversation.recover``), whatever node it stopped before.
+        False when the thread is busy (a run of an instance still holds its advisory lock: the turn was slow, not
+        killed; with 200 conversations at once a client's wait can end before its run does)."""
         from graph.context import RunContext
         from graph.conversation import Conversation
+        from graph.errors import InputError
 
-        r = Conversation(tid, desk=self._desk_for_recovery(), context=RunContext.for_operator("ops", "t_demo")).recover()
+        try:
+            r = Conversation(tid, desk=self._desk_for_recovery(),
+                             context=RunContext.for_operator("ops", "t_demo")).recover()
+        except InputError as exc:
+            if "busy" not in str(exc):
+                raise
+            self.threads[tid].setdefault("log", []).append("recover: thread busy with a running turn")
+            self.stats.bump("recover_busy")
+            return False
         if r is None:
             self.threads[tid].setdefault("log", []).append("recover found nothing to finish")
+        return True
 
     def _resume_here(self, tid: str) -> None:
         from graph.context import RunContext
@@ -385,7 +402,8 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict:
                 "turns_per_s": round((load.stats.turns + load.stats.resumes) / wall, 2),
                 "p50_ms": round(1000 * statistics.median(lat)), "p95_ms": round(1000 * lat[int(0.95 * (len(lat) - 1))]),
                 "request_errors": load.stats.errors, "recovered": load.stats.recovered, "resent": load.stats.resent,
-                "resume_fallbacks": load.stats.resume_fallbacks, "kill": load.stats.kill, **checks}
+                "resume_fallbacks": load.stats.resume_fallbacks,
+                "recover_busy": load.stats.recover_busy, "kill": load.stats.kill, **checks}
     finally:
         target.stop()
         if dbname:

@@ -28,6 +28,7 @@ from nodes.deps import Deps
 from nodes.desk_knowledge import SOCIAL_TOPICS, load_knowledge, social_topic
 from nodes.instrumentation import emit
 from nodes.packets import build_packet
+from nodes.playbook import reports_card_loss
 from nodes.principal import acting_context, resolve_principal
 from nodes.transcript import desk_answers, last_user_text, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
@@ -81,6 +82,8 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     scope = scope_of(routed, route.intent if route else None)
     # a message has a topic of its own when the router is sure of a specialist or of "not served here"
     own_topic = routed is not None and confidence >= NEW_TOPIC_CONFIDENCE and scope != "conversational"
+    # a lost, stolen or compromised card in the customer's own words is always a topic of its own (safety first)
+    own_topic = own_topic or reports_card_loss(text.lower())
     reply = classify_reply(text, listed, has_topic=own_topic)
     rounds = 0 if social_topic(route) else _clarify_rounds(earlier)
     task = dict(state.get("task") or {})

@@ -40,6 +40,8 @@ __all__ = [
     "REFUND_OFFER",
     "PLAIN_YES_ANSWER",
     "is_plain_yes",
+    "reports_card_loss",
+    "LOSS_QUESTION",
     "ToolCallPlan",
     "plan_tool_call",
     "compose_answer",
@@ -227,11 +229,28 @@ def is_plain_no(text: str) -> bool:
     return bool(_NO.fullmatch(text.strip()))
 
 
+def reports_card_loss(text: str) -> bool:
+    """Does the customer's own ``text`` (lowercased) report a lost, stolen, compromised or swallowed card: the freeze
+    words of :data:`_CARD_FREEZE` or the keyword patterns of a ``freeze`` intent of the desk knowledge? The router's
+    guess alone never counts: a freeze is a side effect, and "what's my card limit?" routed to lost_or_stolen_card at
+    0.51 froze a card (fresh-user review 2, finding 1)."""
+    if _has(text, *_CARD_FREEZE):
+        return True
+    by_patterns = load_knowledge().resolve("cards", text)  # patterns only, no hint
+    return by_patterns is not None and by_patterns.kind == "freeze"
+
+
+#: Cards' question when the router guessed a lost or stolen card but the customer said nothing of the kind.
+LOSS_QUESTION = ("Has your card been lost or stolen, or do you think someone else used it? If so, say so and I'll "
+                 "freeze it right away.")
+
+
 def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                 plan: _Plan) -> ToolCallPlan | None:
-    wants_freeze = _has(text, *_CARD_FREEZE) or (intent is not None and intent.kind == "freeze")
+    wants_freeze = reports_card_loss(text)
     wants_unfreeze = _has(text, *_UNFREEZE) and not _has(text, r"\b(?:lost|stolen|compromis|fraud)")
-    if not (wants_freeze or wants_unfreeze) and intent is not None and intent.tool != "card_status":
+    if not (wants_freeze or wants_unfreeze) and intent is not None and intent.tool != "card_status" \
+            and intent.kind != "freeze":  # a guessed loss: the card list and a question (LOSS_QUESTION), no freeze
         return _intent_plan(intent, plan)
     if "card_status" not in done:
         return plan("card_status")
@@ -546,8 +565,11 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     record_specific = {"unfreeze_card", "explain_transaction", "transfer_status", "check_refund_eligibility"} & set(names)
     if intent is not None and intent.key == "cancel_transfer":
         record_specific.discard("transfer_status")  # "can I cancel it?": the transfer's status, then how to cancel
-    if intent is not None and intent.answer and not record_specific and (intent.tool is None or intent.tool in names
-                                                 or (intent.kind == "freeze" and "card_status" in names)):
+    guessed_loss = intent is not None and intent.kind == "freeze" and not reports_card_loss(text)
+    if guessed_loss and agent == "cards":
+        parts.append(LOSS_QUESTION)  # the router's guess alone freezes nothing: ask
+    elif intent is not None and intent.answer and not record_specific and (intent.tool is None or intent.tool in names
+                                                   or (intent.kind == "freeze" and "card_status" in names)):
         parts.append(intent.answer)
     if not parts:
         return _NO_TOOL_ANSWERS.get(agent, "How can I help?")

@@ -85,8 +85,9 @@ def classify_reply(text: str, listed: tuple[str, ...] = (), has_topic: bool = Fa
         The first matching kind, in this order: ``cancel`` (a cancellation rule of ``policies.approval`` in a message
         of at most 8 words), ``choice`` (names one of ``listed``, or an ordinal or "the … one" when something was listed),
         ``identifier`` (an id or 4 digits in a message of at most 8 words), ``yes_no`` (starts with yes/no/ok/… in at
-        most 8 words), ``fragment`` (a follow-up opener such as "and …"/"which …" in at most 12 words, or at most
-        :data:`FRAGMENT_MAX_WORDS` words without a topic of its own), else ``request``.
+        most 8 words, and at most 3 when ``has_topic``), ``fragment`` (a follow-up opener such as "and …"/"which …"
+        in at most 12 words, or at most :data:`FRAGMENT_MAX_WORDS` words without a topic of its own), else
+        ``request``.
     """
     words = _words(text)
     n = len(words)
@@ -102,8 +103,8 @@ def classify_reply(text: str, listed: tuple[str, ...] = (), has_topic: bool = Fa
     ident = _ID_RE.search(text)
     if ident and n <= 8:
         return Reply("identifier", ident.group(0))
-    if n <= 8 and _YES_NO_RE.search(text):
-        return Reply("yes_no")
+    if n <= 8 and _YES_NO_RE.search(text) and not (has_topic and n > 3):
+        return Reply("yes_no")  # "yes, my card was stolen" has a topic of its own: a request (fresh-user review 2)
     if (n <= 12 and _FOLLOW_UP_RE.search(text)) or (n <= FRAGMENT_MAX_WORDS and not has_topic):
         return Reply("fragment")
     return Reply("request")

@@ -178,3 +178,28 @@ def test_a_fact_read_again_gets_the_new_date(desk, monkeypatch):
 
     dated = {f.key: f.observed_at for f in collect_facts(list(conv.state["messages"])) if f.source == "system_verified"}
     assert dated["refund_status"] == "2026-01-05T00:00:00+00:00"
+
+
+def test_a_guessed_card_loss_freezes_nothing_and_asks(desk, store):
+    """Fresh-user review 2, finding 1: "what's my card limit?" was routed to lost_or_stolen_card (0.51) and froze a
+    card. A freeze needs the customer's own words (``playbook.reports_card_loss``); the router's guess gets a question."""
+    from nodes.playbook import LOSS_QUESTION, reports_card_loss
+
+    before = {c.id: c.status for c in store.list_cards("c_ada")}
+    r = Conversation("limit", desk=desk).send("what's my card limit?")
+    assert {c.id: c.status for c in store.list_cards("c_ada")} == before
+    assert "frozen your" not in r.text and "couldn't freeze" not in r.text
+    if r.agent == "cards":
+        assert LOSS_QUESTION in r.text
+    assert reports_card_loss("i lost my card") and reports_card_loss("someone stole my wallet")
+    assert not reports_card_loss("what's my card limit?")
+
+
+def test_yes_with_a_stolen_card_after_anything_else_goes_to_cards(desk, store):
+    """Fresh-user review 2, finding 2: "yes, my card was stolen" after "anything else?" was read as a yes/no reply to
+    account. A loss in the customer's own words is a topic of its own: it re-triages to cards (safety first)."""
+    conv = Conversation("yes-stolen", desk=desk)
+    conv.send("what's my balance?")
+    conv.send("thanks")
+    r = conv.send("yes, my card was stolen")
+    assert r.agent == "cards", (r.agent, r.text)
