@@ -85,15 +85,17 @@ def _message_text(message: Any) -> object:
 def check_turn_input(run_input: Any, thread_id: object = None) -> None:
     """Refuse (InputError, one line) a run whose thread id (when given) fails :func:`check_thread_id` or whose input
     carries a message that fails :func:`check_text` (``thread_id``: any object, checked as its ``str``, e.g. a
-    ``uuid.UUID``). A run without input (``None``) or with a ``Command`` (a resume)
-    carries no message and passes; ``run_input``: the run's input as the graph receives it."""
+    ``uuid.UUID``). A run without input (``None``: ``recover`` continuing a
+    thread) or with a ``Command`` (a resume) carries no message and passes; an input mapping without a message
+    (``{}``, ``{"messages": []}``) is refused; ``run_input``: the run's input as the graph receives it."""
     if thread_id is not None:
         check_thread_id(str(thread_id))  # the LangGraph API carries thread ids as uuid.UUID
     if not isinstance(run_input, Mapping):
         return
     messages = run_input.get("messages")
-    if messages is None:
-        return
+    if messages is None or (isinstance(messages, (list, tuple)) and not messages):
+        # an input without a message ({} or {"messages": []}) would run a whole turn on the previous message
+        raise InputError("the run carries no message: send one user message, or resume with a command")
     for message in messages if isinstance(messages, (list, tuple)) else [messages]:
         check_text(_message_text(message))
 

@@ -186,3 +186,30 @@ def test_uuid_thread_ids_of_the_langgraph_api_pass():
     from graph.inputs import check_turn_input
 
     check_turn_input({"messages": [{"role": "user", "content": "hi"}]}, uuid.uuid4())  # no InputError
+
+
+@pytest.mark.parametrize("run_input", [{}, {"messages": []}], ids=["no-messages-key", "empty-list"])
+def test_an_input_without_a_message_is_refused_everywhere(make_desk, run_input):
+    """Fresh-user review 2, finding 4: over HTTP ``input={}`` or ``{"messages": []}`` ran a whole turn on the previous
+    message. The graph refuses it before storing anything; the HTTP handler answers 422 with the same line; an input
+    of None (``recover`` continuing a thread) and a resume command still pass (other tests)."""
+    import asyncio
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph_sdk import Auth
+
+    from graph import auth as A
+    from graph.context import RunContext
+
+    saver = InMemorySaver()
+    graph = make_desk(checkpointer=saver).graph
+    config = {"configurable": {"thread_id": "empty-input"}}
+    graph.invoke({"messages": [("user", "hello")]}, config, context=RunContext(user_id="c_ada"))
+    stored = len(list(saver.list(config)))
+    with pytest.raises(InputError, match="carries no message"):
+        graph.invoke(run_input, config, context=RunContext(user_id="c_ada"))
+    assert len(list(saver.list(config))) == stored  # nothing stored
+    ada = types_ns(user={"kind": "customer", "principal_id": "c_ada", "tenant_id": "t_demo", "roles": ["customer"]})
+    with pytest.raises(Auth.exceptions.HTTPException) as info:
+        asyncio.run(A.on_run(ada, {"kwargs": {"input": run_input}}))
+    assert info.value.status_code == 422 and "carries no message" in info.value.detail
