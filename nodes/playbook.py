@@ -536,7 +536,29 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
         parts.append("Which transaction would you like refunded? Please give its id (such as tx_1234).")
     if agent == "cards" and names == ["card_status"]:
         parts.extend(_card_follow_up(text))
+    status = dict(tool_results).get("transfer_status") or {}
+    if status.get("ok"):
+        parts.extend(p for p in _transfer_follow_up(text, status) if p not in parts)
     return " ".join(parts)
+
+
+_CANCEL_WORDS = (r"\bcancel", r"\bstop (?:it|the|my|this|that)\b", r"\b(?:undo|recall|call (?:it )?back)\b")
+_WHY_PENDING = (r"\bwhy\b", r"\bstill\b", r"\btaking so long\b", r"\bstuck\b")
+
+
+def _transfer_follow_up(text: str, result: dict[str, Any]) -> list[str]:
+    """What the customer asked about the transfer whose status was just read (transcripts of issue 13): how to cancel
+    it ("can I cancel it?", the handbook's ``cancel_transfer`` answer), or why it is still pending ("why is it still
+    pending?", the handbook's ``pending_transfer`` answer)."""
+    intents = load_knowledge().intents
+    pending = (result.get("transfer") or {}).get("status") == "pending"
+    out: list[str] = []
+    if _has(text, *_CANCEL_WORDS) and "cancel_transfer" in intents:
+        out.append(("It is still pending, so it can still be cancelled. " if pending else "")
+                   + intents["cancel_transfer"].answer)
+    elif pending and _has(text, *_WHY_PENDING) and "pending_transfer" in intents:
+        out.append(intents["pending_transfer"].answer)
+    return out
 
 
 def _card_follow_up(text: str) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Literal
 from policies.approval import is_cancellation
 
 __all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "refers_back",
-           "FRAGMENT_MAX_WORDS"]
+           "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS"]
 
 #: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
 #: the previous answer listed; ``cancel``: asks to stop/cancel; ``fragment``: a short follow-up that leans on the
@@ -38,6 +38,22 @@ _ITEM_RE = re.compile(r"\b(?:tx|rf|tr|card)_[A-Za-z0-9]+\b")
 #: A pronoun that points back at something already said ("when will *it* arrive?", "is *that* done?").
 _BACK_REF_RE = re.compile(r"\b(?:it|its|it's|that|this|them|they|those)\b", re.I)
 _WORD_RE = re.compile(r"[A-Za-z0-9_£€$.']+")
+
+
+#: Which specialists own a record by its id prefix (README "a named record goes to its owner"): a refund is refunds', a
+#: transfer transfers'; a transaction is billing's to explain and refunds' to pay back.
+RECORD_OWNERS: dict[str, frozenset[str]] = {
+    "rf": frozenset({"refunds"}), "tr": frozenset({"transfers"}), "tx": frozenset({"billing", "refunds"})}
+_RECORD_RE = re.compile(r"\b(tx|rf|tr)_[A-Za-z0-9]+\b", re.I)
+
+
+def record_owners(text: str) -> frozenset[str]:
+    """The specialists that own the records (``tx_…``, ``rf_…``, ``tr_…``) named in ``text`` (:data:`RECORD_OWNERS`),
+    empty when it names none: "I'd like to cancel tr_3002" -> ``{"transfers"}``."""
+    owners: set[str] = set()
+    for prefix in _RECORD_RE.findall(text or ""):
+        owners |= RECORD_OWNERS[prefix.lower()]
+    return frozenset(owners)
 
 
 @dataclass(frozen=True)
