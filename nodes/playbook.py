@@ -153,7 +153,8 @@ def _plan_billing(text: str, facts: dict[str, str], done: set[str], intent: Desk
     if tx_id and intent is not None and tx_id.lower() not in text:
         tx_id = None  # a transaction carried from earlier does not hijack a new, recognised request
     if _has(text, *_DUPLICATE):
-        return plan("find_duplicate_charges")
+        merchant = _named_merchant(text)
+        return plan("find_duplicate_charges", **({"merchant": merchant} if merchant else {}))
     if tx_id and (_has(text, *_EXPLAIN) or not _has(text, *_FEES)):
         return plan("explain_transaction", transaction_id=tx_id)
     if intent is not None:
@@ -161,6 +162,18 @@ def _plan_billing(text: str, facts: dict[str, str], done: set[str], intent: Desk
     if _has(text, *_FEES):
         return plan("explain_fees")
     return plan("list_recent_transactions", limit=5)
+
+
+#: "charged twice at Tesco", "double charged by Uber": the merchant a duplicate-charge question names (lower case).
+_MERCHANT_RE = re.compile(r"\b(?:at|by|from|with)\s+(?!(?:the|a|an|my|your|once|same|least|all|it|this|that|"
+                          r"weekend|night|atm|an atm|the atm)\b)([a-z][a-z0-9&'.-]+(?:\s+[a-z][a-z0-9&'.-]+){0,2}?)"
+                          r"\s*(?:[?.!,;]|$|\s+(?:on|yesterday|today|last|this|for|and|but|in)\b)")
+
+
+def _named_merchant(text: str) -> str | None:
+    """The merchant named in a duplicate-charge question ("i was charged twice at tesco" -> "tesco"), or None."""
+    m = _MERCHANT_RE.search(text)
+    return m.group(1).strip() if m else None
 
 
 def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
@@ -335,8 +348,25 @@ def _render_refusal(tool: str, result: dict[str, Any]) -> str:
     return f"I couldn't do that: {err}."
 
 
+#: "which one was the duplicate?": the customer asks only which payment it was.
+_WHICH_ONE = re.compile(r"\bwhich (?:one|payment|charge|transaction|of (?:them|the two))\b")
+
+
 def _render_find_duplicate_charges(result: dict[str, Any], text: str) -> str:
     pairs = result.get("duplicates") or []
+    if result.get("merchant_found") and not pairs:
+        shown = result.get("merchant_payments") or []
+        listed = "; ".join(f"{t['id']} {_amt(t)} on {_day(t['created_at'])}" for t in shown[:5])
+        return (f"I checked your card payments at {shown[0]['merchant'] if shown else result['merchant']}"
+                + (f" ({listed})" if listed else "") + " and none of them was charged twice. If one of them looks "
+                "wrong, tell me its id and I'll explain it.")
+    if pairs and _WHICH_ONE.search(text):
+        p = pairs[0]
+        o, d = p["original"], p["duplicate"]
+        return (f"The duplicate is {d['id']}: the second {d['merchant']} charge of {_amt(d)}, at "
+                f"{_when(d['created_at'])[-5:]} on {_day(d['created_at'])}; {o['id']} at "
+                f"{_when(o['created_at'])[-5:]} is the original."
+                + ("" if p.get("existing_refund") else " Say yes if you want our refunds team to refund it."))
     if not pairs:
         return ("I checked your recent card payments and found no duplicate charges: no two posted "
                 "payments to the same merchant for the same amount within 24 hours.")
@@ -554,8 +584,9 @@ def _transfer_follow_up(text: str, result: dict[str, Any]) -> list[str]:
     pending = (result.get("transfer") or {}).get("status") == "pending"
     out: list[str] = []
     if _has(text, *_CANCEL_WORDS) and "cancel_transfer" in intents:
-        out.append(("It is still pending, so it can still be cancelled. " if pending else "")
-                   + intents["cancel_transfer"].answer)
+        out.append("It is still pending, so you can still cancel it yourself in the app under Payments; once a "
+                   "transfer has completed only the recipient can send the money back." if pending
+                   else intents["cancel_transfer"].answer)
     elif pending and _has(text, *_WHY_PENDING) and "pending_transfer" in intents:
         out.append(intents["pending_transfer"].answer)
     return out
