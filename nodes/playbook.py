@@ -407,7 +407,11 @@ def _render_explain_fees(result: dict[str, Any], text: str) -> str:
     fees = result.get("fees_charged") or []
     charged = ("Fees on your account: " + "; ".join(_tx_line(t) for t in fees) + ". ") if fees \
         else "You have not been charged any fees recently. "
-    return charged + "Our fee schedule: " + result["schedule"]
+    return charged + _SCHEDULE_HEAD + result["schedule"]
+
+
+#: Where the fee schedule starts in billing's fee answer (left out when the customer asked about one fee).
+_SCHEDULE_HEAD = "Our fee schedule: "
 
 
 def _render_request_refund(result: dict[str, Any], text: str) -> str:
@@ -559,6 +563,9 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     if intent is not None and intent.answer and not record_specific and (intent.tool is None or intent.tool in names
                                                  or (intent.kind == "freeze" and "card_status" in names)):
         parts.append(intent.answer)
+        if intent.tool == "explain_fees":  # a question about one fee ("and for ATM withdrawals?"): that fee, not the
+            parts = [p.split(_SCHEDULE_HEAD)[0].strip() for p in parts[:-1]] + parts[-1:]  # whole schedule
+            parts = [p for p in parts if p]
     if not parts:
         return _NO_TOOL_ANSWERS.get(agent, "How can I help?")
     if agent == "refunds" and names == ["refund_status"] and _has(text, *_MONEY_BACK) \

@@ -226,3 +226,14 @@ def test_a_merchant_named_in_a_duplicate_question_is_the_one_checked(desk):
     assert "Blue Bottle" not in tesco.text
     coffee = Conversation("coffee", desk=desk).send("I was charged twice at Blue Bottle Coffee")
     assert "tx_1008 is the duplicate" in coffee.text
+
+
+def test_and_for_atm_withdrawals_after_a_fee_answer_gives_that_fee(desk):
+    conv = Conversation("atm-fee", desk=desk)
+    conv.send("what are the fees for international transfers?")
+    atm = conv.send("and for ATM withdrawals?")
+    assert "ATM withdrawal costs a flat £1.50" in atm.text and "Our fee schedule" not in atm.text
+    conv = Conversation("s4", desk=desk)
+    conv.send("Refund £2,000 for tx_1006")
+    fee = conv.send("what is the fee for a top-up?")
+    assert fee.agent == "billing" and "0.5%" in fee.text and "can't be refunded" not in fee.text

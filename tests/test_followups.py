@@ -102,6 +102,11 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     ("transfers-why-pending-cancel", [("I sent money to Mary, has it arrived?", "transfers"), ("tr_3002", "transfers"),
                                       ("why is it still pending?", "transfers"), ("can I cancel it?", "transfers")]),
     ("billing-merchant-named", [("I think I was charged twice at Tesco", "billing")]),
+    # "top-up" is not the ordinal "top", "ok and …" is not a yes (qa1 §8): fee questions leave refunds
+    ("refunds-then-fee-questions", [("Refund £2,000 for tx_1006", "refunds"), ("what is the fee for a top-up?", "billing"),
+                                    ("ok and for ATM withdrawals?", "billing")]),
+    ("policy-and-atm-fee", [("what are the fees for international transfers?", "policy"),
+                            ("and for ATM withdrawals?", "billing")]),
 ]
 
 
