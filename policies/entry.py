@@ -133,7 +133,8 @@ def choose_entry(
     Returns:
         In order: triage when the identity changed or the message names a record (``record_owners``) that
         ``active_agent`` does not own (a record of the desk is never out of scope either); after clarify, out_of_scope
-        for an out-of-scope answer, triage when the answer names a topic, fallback after :data:`MAX_CLARIFY_ROUNDS` rounds without one, else triage;
+        for an out-of-scope answer, triage when the answer names a topic, fallback after :data:`MAX_CLARIFY_ROUNDS`
+        rounds without one, else triage;
         out_of_scope for an out-of-scope message on a thread nobody holds, or a self-contained out-of-scope request
         (never for a reply that answers the active agent); triage when nobody holds the conversation or permission
         lapsed. With an active specialist: itself for a reply that answers it (yes/no, choice among listed items,
