@@ -231,6 +231,10 @@ def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIn
         return plan("card_status")
     if wants_unfreeze and facts.get("card_last4"):
         return plan("unfreeze_card", card_id=facts["card_last4"])
+    if wants_unfreeze and facts.get("card_status") == "frozen" and facts.get("card_id") and _has(text, r"\bit\b"):
+        # "I found it, please unfreeze it" right after the freeze: "it" is the card this conversation froze (a
+        # verified fact carried in the packet), not a question back (qa1 §8)
+        return plan("unfreeze_card", card_id=facts["card_id"])
     if wants_freeze and not wants_unfreeze and "freeze_card" not in done:
         # the card the customer named, exactly (card_ref / last four); the verified card only when they named none
         target = facts.get("card_ref") or facts.get("card_last4") or facts.get("card_id")

@@ -237,3 +237,11 @@ def test_and_for_atm_withdrawals_after_a_fee_answer_gives_that_fee(desk):
     conv.send("Refund £2,000 for tx_1006")
     fee = conv.send("what is the fee for a top-up?")
     assert fee.agent == "billing" and "0.5%" in fee.text and "can't be refunded" not in fee.text
+
+
+def test_unfreeze_it_after_a_freeze_unfreezes_that_card(desk, store):
+    conv = Conversation("unfreeze-it", desk=desk)
+    assert "frozen your physical card ending 4242" in conv.send("I lost my card").text
+    again = conv.send("I found it again, please unfreeze it")
+    assert again.agent == "cards" and "unfrozen your physical card ending 4242" in again.text
+    assert {c.last4: c.status for c in store.list_cards("c_ada")}["4242"] == "active"

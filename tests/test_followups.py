@@ -105,6 +105,7 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     # "top-up" is not the ordinal "top", "ok and …" is not a yes (qa1 §8): fee questions leave refunds
     ("refunds-then-fee-questions", [("Refund £2,000 for tx_1006", "refunds"), ("what is the fee for a top-up?", "billing"),
                                     ("ok and for ATM withdrawals?", "billing")]),
+    ("cards-unfreeze-it", [("I lost my card", "cards"), ("I found it again, please unfreeze it", "cards")]),
     ("policy-and-atm-fee", [("what are the fees for international transfers?", "policy"),
                             ("and for ATM withdrawals?", "billing")]),
 ]
