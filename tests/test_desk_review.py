@@ -245,3 +245,12 @@ def test_unfreeze_it_after_a_freeze_unfreezes_that_card(desk, store):
     again = conv.send("I found it again, please unfreeze it")
     assert again.agent == "cards" and "unfrozen your physical card ending 4242" in again.text
     assert {c.last4: c.status for c in store.list_cards("c_ada")}["4242"] == "active"
+
+
+def test_ok_please_refund_it_after_a_supervisor_offer_refunds_the_duplicate(desk, store):
+    conv = Conversation("sup-refund-it", desk=desk)
+    first = conv.send("Why was I charged twice, and when will my refund arrive?")
+    assert first.agent == "supervisor" and "refund the duplicate, tx_1008?" in first.text
+    it = conv.send("ok, please refund it")
+    assert it.agent == "refunds" and "tx_1008" in it.text and "Which transaction" not in it.text
+    assert _refunds(store, "tx_1008") == ["executed"]
