@@ -34,7 +34,7 @@ from nodes.transcript import desk_answers, last_user_text, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
 from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE
 from policies.entry import NEW_TOPIC_CONFIDENCE, EntryDecision, choose_entry, scope_of
-from policies.replies import classify_reply, listed_items_of, open_question_of, refers_back
+from policies.replies import classify_reply, listed_items_of, open_question_of, record_owners, refers_back
 
 __all__ = ["make_entry_node", "make_access_denied_node", "turn_verdict", "incoming_messages", "decide_entry"]
 
@@ -87,14 +87,16 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     reply = classify_reply(text, listed, has_topic=own_topic)
     rounds = 0 if social_topic(route) else _clarify_rounds(earlier)
     task = dict(state.get("task") or {})
+    owners = record_owners(text)
     decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,
                             identity_changed=identity_changed, available=deps.available, task_status=task.get("status"),
                             reply=reply.kind, open_question=question, clarify_rounds=rounds,
-                            scope=scope, refers_back=refers_back(text, listed))
+                            scope=scope, refers_back=refers_back(text, listed), record_owners=owners)
     return decision, {
         "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
         "scope": scope, "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
         "clarify_rounds": rounds, "refers_back": refers_back(text, listed), "task_status": task.get("status"),
+        "record_owners": sorted(owners),
         "identity_changed": identity_changed}
 
 

@@ -195,6 +195,19 @@ def _asked(system: str) -> str | None:
     return line.group(1).split("; ")[0].strip() if line else None
 
 
+_DUPLICATE_OFFER = re.compile(r"\bShall I ask our refunds team to refund the duplicate, (tx_\w+)\?")
+
+
+def _offered_duplicate(messages: list[BaseMessage]) -> str | None:
+    """The duplicate ``tx_…`` the desk's answer just before the last customer message offered to refund (billing's
+    offer, also inside a supervisor's merged answer: qa1 §8 "ok, please refund it"), or None."""
+    last_human = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+    before = messages[:last_human] if last_human is not None else []
+    answer = next((m for m in reversed(before) if isinstance(m, AIMessage) and not m.tool_calls and m.content), None)
+    found = _DUPLICATE_OFFER.search(str(answer.content)) if answer is not None else None
+    return found.group(1) if found else None
+
+
 def _call(name: str, args: dict) -> dict:
     return {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:16]}", "type": "tool_call"}
 
@@ -257,6 +270,14 @@ class OfflineChatModel(BaseChatModel):
             facts.update(facts_from_tool_result(name, res))
 
         if agent == "triage":
+            offered = _offered_duplicate(messages)
+            if offered and "transaction_id" not in facts and "transfer_to_refunds" in names and not refused and (
+                    playbook.is_plain_yes(user_text.lower()) or (wants_refund(user_text)
+                                                                 and re.search(r"\bit\b", user_text, re.I))):
+                # "ok, please refund it" after an answer (a supervisor's) that offered to refund the duplicate tx_…
+                return AIMessage(content="", tool_calls=[_call("transfer_to_refunds", {
+                    "reason": DUPLICATE_REASON, "objective": f"refund the duplicate charge {offered}",
+                    "facts": {"transaction_id": offered}})])
             return self._triage(user_text, names, bool(refused), facts)
         if agent == "supervisor":
             return self._supervise(user_text, names, bool(results or refused))

@@ -166,7 +166,8 @@ def _plan_billing(text: str, facts: dict[str, str], done: set[str], intent: Desk
     if tx_id and intent is not None and tx_id.lower() not in text:
         tx_id = None  # a transaction carried from earlier does not hijack a new, recognised request
     if _has(text, *_DUPLICATE):
-        return plan("find_duplicate_charges")
+        merchant = _named_merchant(text)
+        return plan("find_duplicate_charges", **({"merchant": merchant} if merchant else {}))
     if tx_id and (_has(text, *_EXPLAIN) or not _has(text, *_FEES)):
         return plan("explain_transaction", transaction_id=tx_id)
     if intent is not None:
@@ -174,6 +175,18 @@ def _plan_billing(text: str, facts: dict[str, str], done: set[str], intent: Desk
     if _has(text, *_FEES):
         return plan("explain_fees")
     return plan("list_recent_transactions", limit=5)
+
+
+#: "charged twice at Tesco", "double charged by Uber": the merchant a duplicate-charge question names (lower case).
+_MERCHANT_RE = re.compile(r"\b(?:at|by|from|with)\s+(?!(?:the|a|an|my|your|once|same|least|all|it|this|that|"
+                          r"weekend|night|atm|an atm|the atm)\b)([a-z][a-z0-9&'.-]+(?:\s+[a-z][a-z0-9&'.-]+){0,2}?)"
+                          r"\s*(?:[?.!,;]|$|\s+(?:on|yesterday|today|last|this|for|and|but|in)\b)")
+
+
+def _named_merchant(text: str) -> str | None:
+    """The merchant named in a duplicate-charge question ("i was charged twice at tesco" -> "tesco"), or None."""
+    m = _MERCHANT_RE.search(text)
+    return m.group(1).strip() if m else None
 
 
 def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
@@ -256,6 +269,10 @@ def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIn
         return plan("card_status")
     if wants_unfreeze and facts.get("card_last4"):
         return plan("unfreeze_card", card_id=facts["card_last4"])
+    if wants_unfreeze and facts.get("card_status") == "frozen" and facts.get("card_id") and _has(text, r"\bit\b"):
+        # "I found it, please unfreeze it" right after the freeze: "it" is the card this conversation froze (a
+        # verified fact carried in the packet), not a question back (qa1 §8)
+        return plan("unfreeze_card", card_id=facts["card_id"])
     if wants_freeze and not wants_unfreeze and "freeze_card" not in done:
         # the card the customer named, exactly (card_ref / last four); the verified card only when they named none
         target = facts.get("card_ref") or facts.get("card_last4") or facts.get("card_id")
@@ -373,8 +390,25 @@ def _render_refusal(tool: str, result: dict[str, Any]) -> str:
     return f"I couldn't do that: {err}."
 
 
+#: "which one was the duplicate?": the customer asks only which payment it was.
+_WHICH_ONE = re.compile(r"\bwhich (?:one|payment|charge|transaction|of (?:them|the two))\b")
+
+
 def _render_find_duplicate_charges(result: dict[str, Any], text: str) -> str:
     pairs = result.get("duplicates") or []
+    if result.get("merchant_found") and not pairs:
+        shown = result.get("merchant_payments") or []
+        listed = "; ".join(f"{t['id']} {_amt(t)} on {_day(t['created_at'])}" for t in shown[:5])
+        return (f"I checked your card payments at {shown[0]['merchant'] if shown else result['merchant']}"
+                + (f" ({listed})" if listed else "") + " and none of them was charged twice. If one of them looks "
+                "wrong, tell me its id and I'll explain it.")
+    if pairs and _WHICH_ONE.search(text):
+        p = pairs[0]
+        o, d = p["original"], p["duplicate"]
+        return (f"The duplicate is {d['id']}: the second {d['merchant']} charge of {_amt(d)}, at "
+                f"{_when(d['created_at'])[-5:]} on {_day(d['created_at'])}; {o['id']} at "
+                f"{_when(o['created_at'])[-5:]} is the original."
+                + ("" if p.get("existing_refund") else " Say yes if you want our refunds team to refund it."))
     if not pairs:
         return ("I checked your recent card payments and found no duplicate charges: no two posted "
                 "payments to the same merchant for the same amount within 24 hours.")
@@ -415,7 +449,11 @@ def _render_explain_fees(result: dict[str, Any], text: str) -> str:
     fees = result.get("fees_charged") or []
     charged = ("Fees on your account: " + "; ".join(_tx_line(t) for t in fees) + ". ") if fees \
         else "You have not been charged any fees recently. "
-    return charged + "Our fee schedule: " + result["schedule"]
+    return charged + _SCHEDULE_HEAD + result["schedule"]
+
+
+#: Where the fee schedule starts in billing's fee answer (left out when the customer asked about one fee).
+_SCHEDULE_HEAD = "Our fee schedule: "
 
 
 def _render_request_refund(result: dict[str, Any], text: str) -> str:
@@ -538,6 +576,27 @@ _NO_TOOL_ANSWERS = {
 }
 
 
+def _with_intent_answer(agent: str, text: str, intent: DeskIntent | None, names: list[str],
+                        parts: list[str]) -> list[str]:
+    """``parts`` (the rendered tool results) followed by the desk intent's own answer when that intent needs no tool
+    or its tool was the one called, unless a record-specific tool answered already; a loss the router only guessed
+    gets :data:`LOSS_QUESTION` instead (cards freezes nothing on a guess); a question about one fee keeps that fee,
+    not the whole schedule. ``text``: the customer's message, lowercased."""
+    record_specific = {"unfreeze_card", "explain_transaction", "transfer_status", "check_refund_eligibility"} & set(names)
+    if intent is not None and intent.key == "cancel_transfer":
+        record_specific.discard("transfer_status")  # "can I cancel it?": the transfer's status, then how to cancel
+    guessed_loss = intent is not None and intent.kind == "freeze" and not reports_card_loss(text)
+    if guessed_loss and agent == "cards":
+        return [*parts, LOSS_QUESTION]  # the router's guess alone freezes nothing: ask
+    if intent is not None and intent.answer and not record_specific and (intent.tool is None or intent.tool in names
+                                                 or (intent.kind == "freeze" and "card_status" in names)):
+        parts = [*parts, intent.answer]
+        if intent.tool == "explain_fees":  # a question about one fee ("and for ATM withdrawals?"): that fee, not the
+            parts = [p.split(_SCHEDULE_HEAD)[0].strip() for p in parts[:-1]] + parts[-1:]  # whole schedule
+            parts = [p for p in parts if p]
+    return parts
+
+
 def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dict[str, Any]]],
                    hint: str | None = None) -> str:
     """A concise customer-facing answer for ``agent`` from this turn's ``(tool_name, result)`` pairs,
@@ -561,16 +620,7 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
         rendered = render_desk_tool(name, result) or _render(name, result, user_text)
         if rendered:
             parts.append(rendered)
-    intent = resolve_intent(agent, user_text, hint)
-    record_specific = {"unfreeze_card", "explain_transaction", "transfer_status", "check_refund_eligibility"} & set(names)
-    if intent is not None and intent.key == "cancel_transfer":
-        record_specific.discard("transfer_status")  # "can I cancel it?": the transfer's status, then how to cancel
-    guessed_loss = intent is not None and intent.kind == "freeze" and not reports_card_loss(text)
-    if guessed_loss and agent == "cards":
-        parts.append(LOSS_QUESTION)  # the router's guess alone freezes nothing: ask
-    elif intent is not None and intent.answer and not record_specific and (intent.tool is None or intent.tool in names
-                                                   or (intent.kind == "freeze" and "card_status" in names)):
-        parts.append(intent.answer)
+    parts = _with_intent_answer(agent, text, resolve_intent(agent, user_text, hint), names, parts)
     if not parts:
         return _NO_TOOL_ANSWERS.get(agent, "How can I help?")
     if agent == "refunds" and names == ["refund_status"] and _has(text, *_MONEY_BACK) \
@@ -578,7 +628,30 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
         parts.append("Which transaction would you like refunded? Please give its id (such as tx_1234).")
     if agent == "cards" and names == ["card_status"]:
         parts.extend(_card_follow_up(text))
+    status = dict(tool_results).get("transfer_status") or {}
+    if status.get("ok"):
+        parts.extend(p for p in _transfer_follow_up(text, status) if p not in parts)
     return " ".join(parts)
+
+
+_CANCEL_WORDS = (r"\bcancel", r"\bstop (?:it|the|my|this|that)\b", r"\b(?:undo|recall|call (?:it )?back)\b")
+_WHY_PENDING = (r"\bwhy\b", r"\bstill\b", r"\btaking so long\b", r"\bstuck\b")
+
+
+def _transfer_follow_up(text: str, result: dict[str, Any]) -> list[str]:
+    """What the customer asked about the transfer whose status was just read (transcripts of issue 13): how to cancel
+    it ("can I cancel it?", the handbook's ``cancel_transfer`` answer), or why it is still pending ("why is it still
+    pending?", the handbook's ``pending_transfer`` answer)."""
+    intents = load_knowledge().intents
+    pending = (result.get("transfer") or {}).get("status") == "pending"
+    out: list[str] = []
+    if _has(text, *_CANCEL_WORDS) and "cancel_transfer" in intents:
+        out.append("It is still pending, so you can still cancel it yourself in the app under Payments; once a "
+                   "transfer has completed only the recipient can send the money back." if pending
+                   else intents["cancel_transfer"].answer)
+    elif pending and _has(text, *_WHY_PENDING) and "pending_transfer" in intents:
+        out.append(intents["pending_transfer"].answer)
+    return out
 
 
 def _card_follow_up(text: str) -> list[str]:

@@ -113,6 +113,12 @@ class NoArgs(_Args):
     """No arguments."""
 
 
+class FindDuplicateChargesArgs(_Args):
+    merchant: str | None = Field(None, min_length=2, max_length=60,
+                                 description="Only this merchant's card payments (a name the customer gave, "
+                                             "such as Tesco); omit to check all of them.")
+
+
 class ListRecentTransactionsArgs(_Args):
     limit: int = Field(5, ge=1, le=20, description="How many of the newest transactions (1-20).")
 
@@ -338,9 +344,22 @@ def _list_recent_transactions(store: BusinessStore, ctx: ToolContext, limit: int
     return {"ok": True, "transactions": [_tx_view(t) for t in txs], "count": len(txs)}
 
 
-def _find_duplicate_charges(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
+#: How many of the customer's newest transactions a merchant named to ``find_duplicate_charges`` is looked for in.
+_MERCHANT_LOOKBACK = 100
+
+
+def _find_duplicate_charges(store: BusinessStore, ctx: ToolContext, merchant: str | None = None) -> dict[str, Any]:
+    """Duplicate pairs of the customer's card payments; with ``merchant`` (case-insensitive part of a merchant's name)
+    only that merchant's pairs plus its card payments (``merchant_payments``), so "charged twice at Tesco" is answered
+    about Tesco (fresh-user review §10). A merchant matching none of the last :data:`_MERCHANT_LOOKBACK` transactions
+    is ignored (``merchant_found`` False) and every pair is returned."""
+    name = (merchant or "").strip().lower()
+    named = [t for t in store.list_transactions(ctx.customer_id, limit=_MERCHANT_LOOKBACK)
+             if name and name in t.merchant.lower()] if name else []
     pairs = []
     for original, duplicate in store.find_duplicate_charges(ctx.customer_id):
+        if named and name not in duplicate.merchant.lower():
+            continue
         refunds = [r for r in store.refunds_for_transaction(ctx.customer_id, duplicate.id)
                    if r.status in ("requested", "approved", "executed")]
         pairs.append({
@@ -348,8 +367,13 @@ def _find_duplicate_charges(store: BusinessStore, ctx: ToolContext) -> dict[str,
             "duplicate": _tx_view(duplicate),
             "existing_refund": _refund_view(refunds[0]) if refunds else None,
         })
-    return {"ok": True, "duplicates": pairs, "count": len(pairs),
-            "rule": f"same merchant, amount, currency and card, posted within {DUPLICATE_WINDOW_HOURS} h"}
+    result: dict[str, Any] = {"ok": True, "duplicates": pairs, "count": len(pairs),
+                              "rule": f"same merchant, amount, currency and card, posted within "
+                                      f"{DUPLICATE_WINDOW_HOURS} h"}
+    if name:
+        result |= {"merchant": merchant, "merchant_found": bool(named),
+                   "merchant_payments": [_tx_view(t) for t in named if t.kind == "card_payment"][:10]}
+    return result
 
 
 def _explain_transaction(store: BusinessStore, ctx: ToolContext, transaction_id: str) -> dict[str, Any]:
@@ -602,7 +626,7 @@ TOOLS: dict[str, ToolSpec] = {s.name: s for s in [
     ToolSpec("find_duplicate_charges",
              "Find card payments charged twice (same merchant, amount and card within 24 hours); "
              "returns (original, duplicate) pairs and any refund already open for the duplicate.",
-             NoArgs, "billing", False, _find_duplicate_charges),
+             FindDuplicateChargesArgs, "billing", False, _find_duplicate_charges),
     ToolSpec("explain_transaction",
              "Explain one of the customer's transactions: what it is and why it is pending, declined, "
              "reverted or charged.",

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from policies.edges import CLARIFY
 
-__all__ = ["CLARIFY_QUESTIONS", "same_answer", "clarify_question", "instead_of_repeat"]
+__all__ = ["CLARIFY_QUESTIONS", "STILL_THE_SAME", "same_answer", "clarify_question", "instead_of_repeat"]
 
 #: The clarifying questions, asked in this order; none is asked twice in a thread (after the last one, entry sends a
 #: still-unclear answer to fallback, ``policies.entry.MAX_CLARIFY_ROUNDS``).
@@ -39,16 +39,26 @@ def clarify_question(asked: Sequence[str]) -> str | None:
     return next((q for q in CLARIFY_QUESTIONS if _norm(q) not in seen), None)
 
 
-def instead_of_repeat(agent: str, text: str, previous: Sequence[str], open_questions: Sequence[str] = ()) -> str | None:
+#: How an answer re-read from the records starts when the facts are the same as in the previous answer (issue 12 §1:
+#: never the same words twice; a re-asked status question still gets the facts, fresh-user review §15).
+STILL_THE_SAME = "Still the same as a moment ago:"
+
+
+def instead_of_repeat(agent: str, text: str, previous: Sequence[str], open_questions: Sequence[str] = (),
+                      reread: bool = False) -> str | None:
     """What ``agent`` says instead of ``text`` when ``text`` repeats one of its ``previous`` answers in the thread, or
     None when it is new.
 
-    Clarify asks its next unasked question (or, when none is left, says so). A specialist says it has nothing new
-    and what it still needs: the last of ``open_questions`` (the packet's, or the question of its previous answer),
-    else how to go on.
+    Clarify asks its next unasked question (or, when none is left, says so). A specialist that re-read the records
+    this turn (``reread``: a read-only business tool ran, e.g. a balance or status look-up) gives the facts again,
+    said as unchanged (:data:`STILL_THE_SAME` + ``text``). Otherwise a specialist says it has nothing new and what it
+    still needs: the last of ``open_questions`` (the packet's, or the question of its previous answer), else how to
+    go on.
     """
     if not any(same_answer(text, p) for p in previous):
         return None
+    if reread and agent != CLARIFY:
+        return f"{STILL_THE_SAME} {text}"
     if agent == CLARIFY:
         return clarify_question(previous) or ("I still can't tell which team can help. Please say in a few words "
                                               "what happened or what you want done.")

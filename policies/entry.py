@@ -106,6 +106,7 @@ def choose_entry(
     clarify_rounds: int = 0,
     scope: Scope = None,
     refers_back: bool = False,
+    record_owners: Collection[str] = (),
 ) -> EntryDecision:
     """Choose the entry node of a new turn.
 
@@ -126,10 +127,14 @@ def choose_entry(
             paid refund is about that refund, not transfer times); a short request that does ("any news on it?")
             stays with it too, and is never taken for out of scope, unless the router gives another specialist >=
             :data:`NEW_TOPIC_CONFIDENCE`.
+        record_owners: the specialists owning the records the message names (``policies.replies.record_owners``):
+            a named ``tr_…`` is transfers', whoever holds the conversation (fresh-user review §10).
 
     Returns:
-        In order: triage when the identity changed; after clarify, out_of_scope for an out-of-scope answer, triage
-        when the answer names a topic, fallback after :data:`MAX_CLARIFY_ROUNDS` rounds without one, else triage;
+        In order: triage when the identity changed or the message names a record (``record_owners``) that
+        ``active_agent`` does not own (a record of the desk is never out of scope either); after clarify, out_of_scope
+        for an out-of-scope answer, triage when the answer names a topic, fallback after :data:`MAX_CLARIFY_ROUNDS`
+        rounds without one, else triage;
         out_of_scope for an out-of-scope message on a thread nobody holds, or a self-contained out-of-scope request
         (never for a reply that answers the active agent); triage when nobody holds the conversation or permission
         lapsed. With an active specialist: itself for a reply that answers it (yes/no, choice among listed items,
@@ -141,6 +146,9 @@ def choose_entry(
     """
     if identity_changed:
         return EntryDecision(TRIAGE, "identity or tenant changed since the thread started")
+    if record_owners and active_agent not in record_owners:
+        owners = "/".join(sorted(record_owners))
+        return EntryDecision(TRIAGE, f"names a record of {owners}" + (f", not {active_agent}'s" if active_agent else ""))
     if active_agent == CLARIFY and clarify_rounds > 0:
         return _after_clarify(routed_agent, route_confidence, clarify_rounds, scope)
     holder = active_agent if active_agent in SPECIALISTS else None

@@ -14,7 +14,7 @@ from typing import Literal
 from policies.approval import is_cancellation
 
 __all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "refers_back",
-           "FRAGMENT_MAX_WORDS"]
+           "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS"]
 
 #: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
 #: the previous answer listed; ``cancel``: asks to stop/cancel; ``fragment``: a short follow-up that leans on the
@@ -29,7 +29,10 @@ _YES_NO_RE = re.compile(
     r"^\s*(?:yes|yeah|yep|yup|sure|ok(?:ay)?|please(?: do)?|go ahead|do it|correct|right|that'?s (?:right|it|correct)|"
     r"exactly|confirm(?:ed)?|no|nope|nah|not really|no thanks?|i do|i don'?t|it is|it isn'?t|that one)\b", re.I)
 _ORDINAL_RE = re.compile(r"\b(?:first|second|third|fourth|fifth|last|latest|earlier|later|other|1st|2nd|3rd|"
-                         r"top|bottom|former|latter)\b(?:\s+one)?", re.I)
+                         r"top(?![- ]?ups?\b)|bottom|former|latter)\b(?:\s+one)?", re.I)  # "top", not "top-up"
+#: "ok and for ATM withdrawals?": an acknowledgement that opens a new question is not a yes/no answer (qa1 §8).
+_ACK_THEN_QUESTION_RE = re.compile(r"^\s*(?:ok(?:ay)?|alright|right|sure|fine|cool)\b[,.!]?\s+(?:and|but|so|also|"
+                                   r"what|how|why|when|where|which|who|can|could|is|are|do|does)\b", re.I)
 #: "the Uber one", "that one from Tesco": picks among listed items by a detail of one of them.
 _THE_ONE_RE = re.compile(r"^\s*(?:the|that)\b.{0,40}\bone\b", re.I)
 _FOLLOW_UP_RE = re.compile(r"^\s*(?:and|also|what about|how about|which|why|when|so|but|then|ok(?:ay)? (?:and|so)|"
@@ -38,6 +41,22 @@ _ITEM_RE = re.compile(r"\b(?:tx|rf|tr|card)_[A-Za-z0-9]+\b")
 #: A pronoun that points back at something already said ("when will *it* arrive?", "is *that* done?").
 _BACK_REF_RE = re.compile(r"\b(?:it|its|it's|that|this|them|they|those)\b", re.I)
 _WORD_RE = re.compile(r"[A-Za-z0-9_£€$.']+")
+
+
+#: Which specialists own a record by its id prefix (README "a named record goes to its owner"): a refund is refunds', a
+#: transfer transfers'; a transaction is billing's to explain and refunds' to pay back.
+RECORD_OWNERS: dict[str, frozenset[str]] = {
+    "rf": frozenset({"refunds"}), "tr": frozenset({"transfers"}), "tx": frozenset({"billing", "refunds"})}
+_RECORD_RE = re.compile(r"\b(tx|rf|tr)_[A-Za-z0-9]+\b", re.I)
+
+
+def record_owners(text: str) -> frozenset[str]:
+    """The specialists that own the records (``tx_…``, ``rf_…``, ``tr_…``) named in ``text`` (:data:`RECORD_OWNERS`),
+    empty when it names none: "I'd like to cancel tr_3002" -> ``{"transfers"}``."""
+    owners: set[str] = set()
+    for prefix in _RECORD_RE.findall(text or ""):
+        owners |= RECORD_OWNERS[prefix.lower()]
+    return frozenset(owners)
 
 
 @dataclass(frozen=True)
@@ -85,9 +104,9 @@ def classify_reply(text: str, listed: tuple[str, ...] = (), has_topic: bool = Fa
         The first matching kind, in this order: ``cancel`` (a cancellation rule of ``policies.approval`` in a message
         of at most 8 words), ``choice`` (names one of ``listed``, or an ordinal or "the … one" when something was listed),
         ``identifier`` (an id or 4 digits in a message of at most 8 words), ``yes_no`` (starts with yes/no/ok/… in at
-        most 8 words, and at most 3 when ``has_topic``), ``fragment`` (a follow-up opener such as "and …"/"which …"
-        in at most 12 words, or at most :data:`FRAGMENT_MAX_WORDS` words without a topic of its own), else
-        ``request``.
+        most 8 words, and at most 3 when ``has_topic``, but not "ok and …", an acknowledgement opening a new
+        question), ``fragment`` (a follow-up opener such as "and …"/"which …" in at most 12 words, or at most
+        :data:`FRAGMENT_MAX_WORDS` words without a topic of its own), else ``request``.
     """
     words = _words(text)
     n = len(words)
@@ -103,7 +122,7 @@ def classify_reply(text: str, listed: tuple[str, ...] = (), has_topic: bool = Fa
     ident = _ID_RE.search(text)
     if ident and n <= 8:
         return Reply("identifier", ident.group(0))
-    if n <= 8 and _YES_NO_RE.search(text) and not (has_topic and n > 3):
+    if n <= 8 and _YES_NO_RE.search(text) and not _ACK_THEN_QUESTION_RE.search(text) and not (has_topic and n > 3):
         return Reply("yes_no")  # "yes, my card was stolen" has a topic of its own: a request (fresh-user review 2)
     if (n <= 12 and _FOLLOW_UP_RE.search(text)) or (n <= FRAGMENT_MAX_WORDS and not has_topic):
         return Reply("fragment")

@@ -203,3 +203,79 @@ def test_yes_with_a_stolen_card_after_anything_else_goes_to_cards(desk, store):
     conv.send("thanks")
     r = conv.send("yes, my card was stolen")
     assert r.agent == "cards", (r.agent, r.text)
+
+
+# ---------------------------------------------------------------- helper review: re-asks and follow-ups get the detail
+def test_a_re_asked_status_gets_the_facts_again_never_nothing_new(desk):
+    conv = Conversation("re-ask", desk=desk)
+    first, second, third = (conv.send("where is my refund rf_5001?") for _ in range(3))
+    assert second.text.startswith("Still the same as a moment ago:") and "rf_5001" in second.text
+    assert "nothing new" not in second.text + third.text and "rf_5001" in third.text
+    assert first.text != second.text != third.text
+
+
+def test_which_one_was_the_duplicate_names_it(desk):
+    conv = Conversation("which-dup", desk=desk)
+    conv.send("I was charged twice for my coffee")
+    which = conv.send("and which one was the duplicate?")
+    assert which.agent == "billing" and which.text.startswith("The duplicate is tx_1008") and "nothing new" not in which.text
+    assert conv.send("yes go ahead").agent == "refunds"
+
+
+def test_why_pending_and_how_to_cancel_a_pending_transfer(desk):
+    conv = Conversation("tr-pending", desk=desk)
+    conv.send("I sent money to Mary, has it arrived?")
+    conv.send("tr_3002")
+    why, cancel = conv.send("why is it still pending?"), conv.send("can I cancel it?")
+    assert "waiting for the receiving bank or for our security checks" in why.text and "nothing new" not in why.text
+    assert "cancel it yourself in the app under Payments" in cancel.text and cancel.agent == "transfers"
+
+
+def test_a_named_transfer_goes_to_transfers_while_refunds_holds_the_thread(desk):
+    conv = Conversation("named-tr", desk=desk)
+    assert conv.send("Refund tx_1008 please").agent == "refunds"
+    reply = conv.send("I'd like to cancel tr_3002")
+    assert reply.agent == "transfers" and "tr_3002" in reply.text and "cancel" in reply.text
+
+
+def test_small_talk_on_a_held_thread_gets_a_fitting_reply(desk):
+    conv = Conversation("bot", desk=desk)
+    conv.send("I lost my card")
+    bot = conv.send("Are you a bot?")
+    assert bot.agent == "cards" and "automated assistant" in bot.text and "Your cards" not in bot.text
+
+
+def test_a_merchant_named_in_a_duplicate_question_is_the_one_checked(desk):
+    tesco = Conversation("tesco", desk=desk).send("I think I was charged twice at Tesco")
+    assert tesco.agent == "billing" and "Tesco" in tesco.text and "none of them was charged twice" in tesco.text
+    assert "Blue Bottle" not in tesco.text
+    coffee = Conversation("coffee", desk=desk).send("I was charged twice at Blue Bottle Coffee")
+    assert "tx_1008 is the duplicate" in coffee.text
+
+
+def test_and_for_atm_withdrawals_after_a_fee_answer_gives_that_fee(desk):
+    conv = Conversation("atm-fee", desk=desk)
+    conv.send("what are the fees for international transfers?")
+    atm = conv.send("and for ATM withdrawals?")
+    assert "ATM withdrawal costs a flat £1.50" in atm.text and "Our fee schedule" not in atm.text
+    conv = Conversation("s4", desk=desk)
+    conv.send("Refund £2,000 for tx_1006")
+    fee = conv.send("what is the fee for a top-up?")
+    assert fee.agent == "billing" and "0.5%" in fee.text and "can't be refunded" not in fee.text
+
+
+def test_unfreeze_it_after_a_freeze_unfreezes_that_card(desk, store):
+    conv = Conversation("unfreeze-it", desk=desk)
+    assert "frozen your physical card ending 4242" in conv.send("I lost my card").text
+    again = conv.send("I found it again, please unfreeze it")
+    assert again.agent == "cards" and "unfrozen your physical card ending 4242" in again.text
+    assert {c.last4: c.status for c in store.list_cards("c_ada")}["4242"] == "active"
+
+
+def test_ok_please_refund_it_after_a_supervisor_offer_refunds_the_duplicate(desk, store):
+    conv = Conversation("sup-refund-it", desk=desk)
+    first = conv.send("Why was I charged twice, and when will my refund arrive?")
+    assert first.agent == "supervisor" and "refund the duplicate, tx_1008?" in first.text
+    it = conv.send("ok, please refund it")
+    assert it.agent == "refunds" and "tx_1008" in it.text and "Which transaction" not in it.text
+    assert _refunds(store, "tx_1008") == ["executed"]

@@ -19,7 +19,7 @@ from nodes.playbook import PLAIN_YES_ANSWER, REFUND_OFFER
 from nodes.router import default_router
 from policies import entry
 from policies.answers import CLARIFY_QUESTIONS, instead_of_repeat
-from policies.replies import classify_reply, listed_items_of, open_question_of
+from policies.replies import classify_reply, listed_items_of, open_question_of, record_owners
 
 REFUND = "I'd like my money back for a purchase"
 UNKNOWN_CHARGE = "there's a charge on my card I don't recognise"
@@ -91,6 +91,24 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     ("social-never-fallback", [("hi", "clarify"), ("thanks!", "clarify"), ("bye", "clarify")]),
     ("social-after-questions", [("hmm", "clarify"), ("dunno", "clarify"), ("thanks, bye", "clarify")]),
     ("cards-thanks-bye", [("I lost my card", "cards"), ("thanks", "cards"), ("thank you", "cards"), ("bye", "cards")]),
+    # helper review (qa1 §7, §10, §15; transcripts of issue 13)
+    ("balance-asked-again", [("what's my balance", "account"), ("what's my balance", "account"),
+                             ("what's my balance", "account")]),
+    ("account-bot-bye", [("what's my balance?", "account"), ("are you a bot?", "account"), ("bye", "account")]),
+    ("cards-frozen-bot", [("I lost my card", "cards"), ("Are you a bot?", "cards")]),
+    ("named-transfer-after-refunds", [("where is my refund rf_5001?", "refunds"), ("cancel transfer tr_3002", "transfers"),
+                                      ("I'd like to cancel tr_3002", "transfers")]),
+    ("named-refund-after-cards", [("I lost my card", "cards"), ("where is rf_5001?", "refunds")]),
+    ("named-transfer-new-thread", [("what's the status of tr_3002?", "transfers")]),
+    ("transfers-why-pending-cancel", [("I sent money to Mary, has it arrived?", "transfers"), ("tr_3002", "transfers"),
+                                      ("why is it still pending?", "transfers"), ("can I cancel it?", "transfers")]),
+    ("billing-merchant-named", [("I think I was charged twice at Tesco", "billing")]),
+    # "top-up" is not the ordinal "top", "ok and …" is not a yes (qa1 §8): fee questions leave refunds
+    ("refunds-then-fee-questions", [("Refund £2,000 for tx_1006", "refunds"), ("what is the fee for a top-up?", "billing"),
+                                    ("ok and for ATM withdrawals?", "billing")]),
+    ("cards-unfreeze-it", [("I lost my card", "cards"), ("I found it again, please unfreeze it", "cards")]),
+    ("policy-and-atm-fee", [("what are the fees for international transfers?", "policy"),
+                            ("and for ATM withdrawals?", "billing")]),
 ]
 
 
@@ -133,6 +151,23 @@ def test_issue_examples_stay_with_the_agent_and_never_repeat(desk):
     b = conv.send("and which one was the duplicate?").text
     c = conv.send("and which one was the duplicate?")
     assert c.agent == "billing" and len({a, b, c.text}) == 3  # never the same answer twice
+
+
+def test_named_record_of_another_agent_re_triages():
+    kw = dict(active_agent="refunds", routed_agent="refunds", route_confidence=0.9, identity_changed=False)
+    assert entry.choose_entry(**kw, reply="cancel", record_owners={"transfers"}).target == "triage"
+    assert entry.choose_entry(**kw, reply="identifier", record_owners={"billing", "refunds"}).target == "refunds"
+    oos = dict(kw, active_agent=None, routed_agent="other", route_confidence=0.7)
+    assert entry.choose_entry(**oos, scope="out_of_scope").target == "out_of_scope"
+    assert entry.choose_entry(**oos, scope="out_of_scope", record_owners={"transfers"}).target == "triage"
+    assert record_owners("I'd like to cancel tr_3002") == {"transfers"} and record_owners("hello") == frozenset()
+
+
+def test_a_re_read_with_the_same_facts_says_so_and_nothing_new_only_without_one():
+    previous = ["Your balance is £55.71."]
+    assert instead_of_repeat("account", previous[0], previous, reread=True) == \
+        "Still the same as a moment ago: Your balance is £55.71."
+    assert instead_of_repeat("account", previous[0], previous).startswith("I have nothing new")
 
 
 def test_clarify_never_asks_twice_and_stats_count_no_repeated_question(desk):
