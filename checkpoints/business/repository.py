@@ -136,10 +136,7 @@ def _decision_of(row: RowMapping | None) -> Decision | None:
 
 
 def _operator_of(row: RowMapping | None) -> Operator | None:
-    if row is None:
-        return None
-    roles = tuple(sorted(r for r in str(row["roles"]).split(",") if r))
-    return Operator(**{**row, "roles": roles, "enabled": bool(row["enabled"])})
+    return None if row is None else Operator.from_row(row)
 
 
 def _audit_of(row: RowMapping) -> AuditEntry:
