@@ -357,6 +357,26 @@ def _listing_reader(db: str | None):
     return _checkpointer(db)
 
 
+def _thread_reader(db: str | None, thread: str):
+    """A :class:`checkpoints.sqlite_reader.SqliteCheckpointReader` of the SQLite checkpoint file that can rebuild
+    ``thread``'s transcript (tried once here, so a file it cannot read falls back before anything is printed), else
+    None."""
+    from graph.settings import is_postgres
+
+    settings = _settings(None, db)
+    target = str(settings.db)
+    if not _stored(settings.db) or is_postgres(target):
+        return None
+    from checkpoints.sqlite_reader import SqliteCheckpointReader, Unreadable
+
+    try:
+        reader = SqliteCheckpointReader(target.removeprefix("sqlite:///"))
+        reader.thread_values(thread)
+        return reader
+    except Unreadable:
+        return None
+
+
 @app.command()
 def threads(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt, as_json: bool = JsonOpt) -> None:
     """List the stored threads of your tenant: customer, turns, active agent, last status. Needs --as an operator."""
@@ -373,15 +393,18 @@ def threads(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt, as_json: bool
 
 
 def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, reveal: bool,
-                     roles: frozenset[str] = READ_ROLES):
+                     roles: frozenset[str] = READ_ROLES, light: bool = False):
     """The acting operator of ``action`` on ``thread`` (its tenant's), recording ``--reveal``; the checkpointer and the
-    thread's state values."""
+    thread's state values. ``light``: read a SQLite file with :class:`checkpoints.sqlite_reader.SqliteCheckpointReader`
+    when it can (plain channels and the transcript, no LangGraph import; ``history``), else the checkpointer."""
     from checkpoints.threads import thread_values
     from graph.inputs import check_thread_id
 
     check_thread_id(thread)
     acting = acting_operator(as_, roles, action, db=db, thread=thread)
-    saver = _checkpointer(db)
+    saver = _thread_reader(db, thread) if light else None
+    if saver is None:
+        saver = _checkpointer(db)
     values = thread_values(saver, thread) if saver is not None else {}
     if not values:
         raise InputError(f"unknown thread {thread!r}")
@@ -399,7 +422,7 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[s
     from checkpoints.threads import pending_interrupt, thread_turns
     from policies.redaction import redact
 
-    _, saver, values = _operator_thread(as_, thread, db, "history", reveal)
+    _, saver, values = _operator_thread(as_, thread, db, "history", reveal, light=True)
     turns = thread_turns(saver, thread, values)  # the state is replayed once
     if not turns:
         raise InputError(f"unknown thread {thread!r}")
