@@ -17,15 +17,6 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from graph.cli_output import (
@@ -591,7 +582,7 @@ def pending(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt,
         saver = _listing_reader(db)  # no graph: the paused threads' interrupts are read from the checkpoints
         if saver is None:
             raise InputError(f"no checkpoint database at {settings.db} (pass --db)")
-        now = acting.store.now()
+        now = acting.store.now() if overdue else None  # the store's clock (opens the store) only for --overdue
         for tid in [r["thread_id"] for r in thread_summaries(saver, tenant_id=acting.tenant_id)]:
             req = pending_interrupt(saver, tid)
             if isinstance(req, dict) and not (overdue and not _overdue(req, now)):
@@ -749,6 +740,8 @@ def route(
     graph, deps = desk.graph, desk.deps
     deps.router.route("warm-up")  # loads the router now: a bad --router fails before any query
     prefix = f"route-{time.strftime('%Y%m%d%H%M%S')}" if db is not None else "route"
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     with Progress(TextColumn("routing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
                   console=err, transient=False, disable=not err.is_terminal and os.environ.get("CI") is None) as bar:
         job = bar.add_task("route", total=len(texts))
@@ -811,6 +804,8 @@ def train_router(
     texts, cats = read_labelled_csv(csv_path)
     cats, label_map = load_training_labels(labels, cats)
     target = out or trained_router_path()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     t0 = time.perf_counter()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True) as bar:
