@@ -6,11 +6,9 @@ one-line ``error: …`` on stderr; nothing is stored when the input is rejected.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -67,6 +65,13 @@ JsonOpt = typer.Option(False, "--json", help="Print JSON on stdout instead of te
 RetriesOpt = typer.Option(None, "--retries",
                           help="Model request retries on 429/5xx/timeouts/connection errors (default 2). "
                                "Env: SWITCHBOARD_MODEL_RETRIES.")
+
+
+def _sha256(path: Path) -> str:
+    """Hex SHA-256 of the file at ``path``."""
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _stored(target: str) -> bool:
@@ -724,6 +729,8 @@ def route(
     from graph.evaluation import evaluate, read_evaluation_set
 
     texts, expected = read_evaluation_set(csv_path, labels, limit)
+    import tempfile
+
     scratch = Path(tempfile.mkdtemp(prefix="switchboard-route-"))
     settings = _settings(model, str(scratch / "unused.db"), business_db=scratch / "business.db", router_path=router_path,
                          model_timeout_s=timeout, model_retries=retries)
@@ -816,7 +823,7 @@ def train_router(
             bar.update(job, completed=done, description=description)
 
         router, report = train_with_holdout(texts, cats, label_map, step=step,
-                                            data_sha256=hashlib.sha256(csv_path.read_bytes()).hexdigest())
+                                            data_sha256=_sha256(csv_path))
         bar.update(job, completed=3)
     router.source = str(csv_path)
     print_training_report(console, report, time.perf_counter() - t0)
