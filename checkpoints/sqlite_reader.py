@@ -19,7 +19,15 @@ from typing import Any
 
 import ormsgpack
 
-__all__ = ["SqliteCheckpointReader", "Unreadable"]
+__all__ = ["SqliteCheckpointReader", "Unreadable", "StoredMessage", "TRANSCRIPT_CHANNELS"]
+
+#: The ``DeltaChannel`` keys of ``graph.state.SupportState`` that ``history`` reads, and how their writes fold: the
+#: transcript (``add_messages``: append, replace by id, ``RemoveMessage``) and the append-only lists (``append_batch``).
+#: A test checks that they are DeltaChannels of the state schema with these reducers.
+TRANSCRIPT_CHANNELS: dict[str, str] = {"messages": "messages", "handoff_path": "append", "expert_calls": "append"}
+
+#: ``langgraph.graph.message.REMOVE_ALL_MESSAGES``: a RemoveMessage with this id clears the transcript.
+_REMOVE_ALL = "__remove_all__"
 
 #: LangGraph's msgpack extension codes whose payload is ``(module, name, args…)`` (jsonplus ``EXT_*`` 0-5).
 _CONSTRUCTOR_CODES = frozenset(range(6))
@@ -41,11 +49,39 @@ def _ext(code: int, data: bytes) -> Any:
     return tup[2]
 
 
-def _load(type_tag: str, blob: bytes | None) -> Any:
+class StoredMessage:
+    """A stored LangChain message as the ``history`` command reads it, without importing LangChain: ``kind`` (the
+    class name, ``HumanMessage``, ``AIMessage``, ``RemoveMessage``…), ``type`` (LangChain's ``message.type``:
+    ``human``, ``ai``, ``tool``, ``remove``…), ``id``, ``content``, ``name``, ``tool_calls``."""
+
+    __slots__ = ("kind", "type", "id", "content", "name", "tool_calls")
+
+    def __init__(self, kind: str, fields: dict) -> None:
+        self.kind, self.type, self.id = kind, fields.get("type"), fields.get("id")
+        self.content, self.name = fields.get("content", ""), fields.get("name")
+        self.tool_calls = list(fields.get("tool_calls") or [])
+
+
+def _ext_typed(code: int, data: bytes) -> Any:
+    """As :func:`_ext`, but a LangChain message (``langchain_core.messages.*``) becomes a :class:`StoredMessage`."""
+    if code not in _CONSTRUCTOR_CODES:
+        raise Unreadable(f"msgpack extension {code}")
+    tup = ormsgpack.unpackb(data, ext_hook=_ext_typed, option=ormsgpack.OPT_NON_STR_KEYS)
+    if tup[0] == "uuid" and tup[1] == "UUID":
+        h = tup[2]
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    if str(tup[0]).startswith("langchain_core.messages") and isinstance(tup[2], dict):
+        return StoredMessage(str(tup[1]), tup[2])
+    if str(tup[0]).startswith("langgraph."):  # Overwrite, Send, interrupts…: not in the transcript channels we replay
+        raise Unreadable(f"stored {tup[0]}.{tup[1]}")
+    return tup[2]
+
+
+def _load(type_tag: str, blob: bytes | None, hook: Any = _ext) -> Any:
     if type_tag != "msgpack" or blob is None:
         raise Unreadable(f"serializer {type_tag!r}")
     try:
-        return ormsgpack.unpackb(blob, ext_hook=_ext, option=ormsgpack.OPT_NON_STR_KEYS)
+        return ormsgpack.unpackb(blob, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
     except Unreadable:
         raise
     except (ValueError, TypeError, IndexError, KeyError) as exc:  # ormsgpack.MsgpackDecodeError is a ValueError
@@ -98,6 +134,45 @@ class SqliteCheckpointReader:
                 return intr.get("value") if isinstance(intr, dict) and "value" in intr else intr
         return None
 
+    def thread_values(self, thread_id: str) -> dict:
+        """The latest root state values of ``thread_id`` ({} when unknown): its plain channels, and the
+        :data:`TRANSCRIPT_CHANNELS` rebuilt as LangGraph's ``DeltaChannel`` does (the nearest ancestor checkpoint that
+        holds the channel, then the writes of every checkpoint after it, oldest first, each checkpoint's writes in
+        ``writes_sort_key`` order ``(task_path, task_id, idx)``), messages as :class:`StoredMessage`. Other delta
+        channels are absent. Raises :class:`Unreadable` (a snapshot, an ``Overwrite``, a layout it does not know)."""
+        rows = self._query("SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint FROM checkpoints WHERE "
+                           "thread_id = ? AND checkpoint_ns = ''", (thread_id,))
+        if not rows:
+            return {}
+        by_id = {r[0]: r for r in rows}
+        latest = max(by_id)
+        values = _load(by_id[latest][2], by_id[latest][3], _ext_typed).get("channel_values") or {}
+        values = dict(values)
+        need = [ch for ch in TRANSCRIPT_CHANNELS if ch not in values]
+        if any(ch in values for ch in TRANSCRIPT_CHANNELS):
+            raise Unreadable("a DeltaChannel snapshot")
+        chain: list[str] = []  # ancestors of ``latest``, newest first, up to the root (no snapshot may be met)
+        cid = by_id[latest][1]
+        while cid is not None:
+            if cid not in by_id or cid in chain:
+                raise Unreadable(f"broken checkpoint chain at {cid}")
+            cp = _load(by_id[cid][2], by_id[cid][3], _ext_typed)
+            if any(ch in (cp.get("channel_values") or {}) for ch in need):
+                raise Unreadable("a DeltaChannel snapshot")
+            chain.append(cid)
+            cid = by_id[cid][1]
+        order = {c: i for i, c in enumerate(reversed(chain))}
+        cols = {r[1] for r in self._query("PRAGMA table_info(writes)", ())}
+        path = "task_path" if "task_path" in cols else "''"
+        writes = self._query(f"SELECT checkpoint_id, channel, task_id, idx, type, value, {path} FROM writes WHERE "  # noqa: S608
+                             f"thread_id = ? AND checkpoint_ns = '' AND channel IN ({', '.join('?' * len(need))})",
+                             (thread_id, *need))
+        writes = sorted((w for w in writes if w[0] in order), key=lambda w: (order[w[0]], w[6] or "", w[2], w[3]))
+        for ch in need:
+            batch = [_load(w[4], w[5], _ext_typed) for w in writes if w[1] == ch]
+            values[ch] = _fold_messages(batch) if TRANSCRIPT_CHANNELS[ch] == "messages" else _append(batch)
+        return values
+
     def _query(self, sql: str, args: tuple) -> list[tuple]:
         try:
             return self.conn.execute(sql, args).fetchall()
@@ -107,3 +182,43 @@ class SqliteCheckpointReader:
     def close(self) -> None:
         """Close the read-only connection."""
         self.conn.close()
+
+
+def _append(writes: list) -> list:
+    """``graph.state.append_batch`` from an empty list."""
+    out: list = []
+    for w in writes:
+        out.extend(w or [])
+    return out
+
+
+def _fold_messages(writes: list) -> list:
+    """``graph.state.messages_reducer`` (``add_messages`` folded over the writes) from an empty transcript, for
+    stored messages: a message whose id is already there replaces it, a ``RemoveMessage`` removes its id
+    (``REMOVE_ALL_MESSAGES``: the transcript becomes what follows it in the write), anything else is appended.
+    Raises :class:`Unreadable` for a write that is not a stored message (``add_messages`` would coerce it) or a
+    removal of an id that is not there (it would raise)."""
+    state: list[StoredMessage] = []
+    for w in writes:
+        batch = w if isinstance(w, list) else [w]
+        if not all(isinstance(m, StoredMessage) and m.id for m in batch):
+            raise Unreadable("a transcript write that is not a stored message with an id")
+        cut = [i for i, m in enumerate(batch) if m.kind == "RemoveMessage" and m.id == _REMOVE_ALL]
+        if cut:  # add_messages returns what follows the first REMOVE_ALL_MESSAGES as it is
+            state = batch[cut[0] + 1:]
+            continue
+        index = {m.id: i for i, m in enumerate(state)}
+        drop: set[str] = set()
+        for m in batch:
+            if m.kind == "RemoveMessage":
+                if m.id not in index:
+                    raise Unreadable(f"removal of unknown message {m.id}")
+                drop.add(str(m.id))
+            elif m.id in index:
+                state[index[m.id]] = m
+                drop.discard(str(m.id))
+            else:
+                index[m.id] = len(state)
+                state.append(m)
+        state = [m for m in state if m.id not in drop]
+    return state

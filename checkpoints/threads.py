@@ -5,7 +5,9 @@ PostgreSQL, memory).
 Listing threads (:func:`thread_summaries`) and reading a pending approval (:func:`pending_interrupt`) need no graph:
 they read the plain channels of each thread's latest checkpoint (``turn``, ``owner``, ``outcome``… — the
 ``DeltaChannel`` keys, whose checkpoints hold only deltas, are not needed there), so ``switchboard threads`` and
-``pending`` do not load LangGraph's runtime. The transcript (:func:`thread_values`) is replayed by a minimal graph.
+``pending`` do not load LangGraph's runtime. The transcript (:func:`thread_values`) is replayed by a minimal graph over
+a checkpointer, or, for ``history`` on a SQLite file, rebuilt by :class:`checkpoints.sqlite_reader.SqliteCheckpointReader`
+without LangGraph (a test compares both).
 """
 
 from __future__ import annotations
@@ -52,8 +54,25 @@ def pending_interrupt(saver: Any, thread_id: str) -> Any:
     return None
 
 
-def thread_values(saver: "BaseCheckpointSaver", thread_id: str) -> dict:
-    """The latest state values stored for ``thread_id`` ({} when the thread is unknown)."""
+def _role(message: Any) -> str | None:
+    """``human`` for a HumanMessage, ``ai`` for an AIMessage (chunks included), else None; ``message``: a LangChain
+    message or a :class:`checkpoints.sqlite_reader.StoredMessage` (its class name decides)."""
+    from checkpoints.sqlite_reader import StoredMessage
+
+    if isinstance(message, StoredMessage):  # read without LangChain
+        return {"HumanMessage": "human", "HumanMessageChunk": "human", "AIMessage": "ai",
+                "AIMessageChunk": "ai"}.get(message.kind)
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    return "human" if isinstance(message, HumanMessage) else "ai" if isinstance(message, AIMessage) else None
+
+
+def thread_values(saver: Any, thread_id: str) -> dict:
+    """The latest state values stored for ``thread_id`` ({} when the thread is unknown). ``saver``: a checkpointer,
+    or a :class:`checkpoints.sqlite_reader.SqliteCheckpointReader` (then only the plain channels and the transcript
+    channels ``history`` reads, messages as ``StoredMessage``; no LangGraph import)."""
+    if hasattr(saver, "latest_channel_values"):
+        return saver.thread_values(thread_id)
     from langgraph.graph import StateGraph
 
     from graph.state import SupportState
@@ -103,16 +122,15 @@ def thread_turns(saver: "BaseCheckpointSaver", thread_id: str, values: dict | No
     """The thread turn by turn: ``{turn, user, agent, answer, path, last_node}`` (path like ``triage → billing →
     refunds``, experts called as tools listed apart; ``last_node``: the node the turn's last hop reached, None without
     hops). ``values``: the thread's :func:`thread_values` when already read."""
-    from langchain_core.messages import AIMessage, HumanMessage
-
     v = values if values is not None else thread_values(saver, thread_id)
     if not v:
         return []
     turns: list[dict[str, Any]] = []
     for m in v.get("messages") or []:
-        if isinstance(m, HumanMessage):
+        role = _role(m)
+        if role == "human":
             turns.append({"turn": len(turns) + 1, "user": str(m.content), "agent": None, "answer": ""})
-        elif isinstance(m, AIMessage) and not m.tool_calls and turns and m.content:
+        elif role == "ai" and not m.tool_calls and turns and m.content:
             turns[-1]["agent"], turns[-1]["answer"] = m.name, str(m.content)
     for t in turns:
         names = [h["to_agent"] for h in v.get("handoff_path") or [] if h.get("turn") == t["turn"]]

@@ -6,11 +6,9 @@ one-line ``error: …`` on stderr; nothing is stored when the input is rejected.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,15 +16,6 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from graph.cli_output import (
@@ -84,6 +73,13 @@ JsonOpt = typer.Option(False, "--json", help="Print JSON on stdout instead of te
 RetriesOpt = typer.Option(None, "--retries",
                           help="Model request retries on 429/5xx/timeouts/connection errors (default 2). "
                                "Env: SWITCHBOARD_MODEL_RETRIES.")
+
+
+def _sha256(path: Path) -> str:
+    """Hex SHA-256 of the file at ``path``."""
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _stored(target: str) -> bool:
@@ -385,6 +381,26 @@ def _listing_reader(db: str | None):
     return _checkpointer(db)
 
 
+def _thread_reader(db: str | None, thread: str):
+    """A :class:`checkpoints.sqlite_reader.SqliteCheckpointReader` of the SQLite checkpoint file that can rebuild
+    ``thread``'s transcript (tried once here, so a file it cannot read falls back before anything is printed), else
+    None."""
+    from graph.settings import is_postgres
+
+    settings = _settings(None, db)
+    target = str(settings.db)
+    if not _stored(settings.db) or is_postgres(target):
+        return None
+    from checkpoints.sqlite_reader import SqliteCheckpointReader, Unreadable
+
+    try:
+        reader = SqliteCheckpointReader(target.removeprefix("sqlite:///"))
+        reader.thread_values(thread)
+        return reader
+    except Unreadable:
+        return None
+
+
 @app.command()
 def threads(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt, as_json: bool = JsonOpt) -> None:
     """List the stored threads of your tenant: customer, turns, active agent, last status. Needs --as an operator."""
@@ -401,16 +417,20 @@ def threads(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt, as_json: bool
 
 
 def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, reveal: bool,
-                     roles: frozenset[str] = READ_ROLES):
+                     roles: frozenset[str] = READ_ROLES, light: bool = False):
     """The acting operator of ``action`` on ``thread`` (its tenant's), recording ``--reveal``; the checkpointer and the
     thread's state values. Raises AccessDenied (recorded) for a missing or unqualified operator, and the same
-    ``thread T is not a thread of tenant X`` for an unknown thread and for another tenant's."""
+    ``thread T is not a thread of tenant X`` for an unknown thread and for another tenant's. ``light``: read a SQLite
+    file with :class:`checkpoints.sqlite_reader.SqliteCheckpointReader` when it can (plain channels and the
+    transcript, no LangGraph import; ``history``), else the checkpointer."""
     from checkpoints.threads import thread_values
     from graph.inputs import check_thread_id
 
     check_thread_id(thread)
     acting = acting_operator(as_, roles, action, db=db, thread=thread)
-    saver = _checkpointer(db)
+    saver = _thread_reader(db, thread) if light else None
+    if saver is None:
+        saver = _checkpointer(db)
     values = thread_values(saver, thread) if saver is not None else {}
     # an unknown thread gets the refusal of another tenant's thread: the answer confirms no thread id (QA1 section 9)
     require_thread_tenant(acting, values, thread, action, _settings(None, db))
@@ -427,7 +447,7 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[s
     from checkpoints.threads import pending_interrupt, thread_turns
     from policies.redaction import redact
 
-    _, saver, values = _operator_thread(as_, thread, db, "history", reveal)
+    _, saver, values = _operator_thread(as_, thread, db, "history", reveal, light=True)
     turns = thread_turns(saver, thread, values)  # the state is replayed once
     if not turns:
         raise InputError(f"unknown thread {thread!r}")
@@ -596,7 +616,7 @@ def pending(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt,
         saver = _listing_reader(db)  # no graph: the paused threads' interrupts are read from the checkpoints
         if saver is None:
             raise InputError(f"no checkpoint database at {settings.db} (pass --db)")
-        now = acting.store.now()
+        now = acting.store.now() if overdue else None  # the store's clock (opens the store) only for --overdue
         for tid in [r["thread_id"] for r in thread_summaries(saver, tenant_id=acting.tenant_id)]:
             req = pending_interrupt(saver, tid)
             if isinstance(req, dict) and not (overdue and not _overdue(req, now)):
@@ -738,6 +758,8 @@ def route(
     from graph.evaluation import evaluate, read_evaluation_set
 
     texts, expected = read_evaluation_set(csv_path, labels, limit)
+    import tempfile
+
     scratch = Path(tempfile.mkdtemp(prefix="switchboard-route-"))
     settings = _settings(model, str(scratch / "unused.db"), business_db=scratch / "business.db", router_path=router_path,
                          model_timeout_s=timeout, model_retries=retries)
@@ -754,6 +776,8 @@ def route(
     graph, deps = desk.graph, desk.deps
     deps.router.route("warm-up")  # loads the router now: a bad --router fails before any query
     prefix = f"route-{time.strftime('%Y%m%d%H%M%S')}" if db is not None else "route"
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     with Progress(TextColumn("routing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
                   console=err, transient=False, disable=not err.is_terminal and os.environ.get("CI") is None) as bar:
         job = bar.add_task("route", total=len(texts))
@@ -816,6 +840,8 @@ def train_router(
     texts, cats = read_labelled_csv(csv_path)
     cats, label_map = load_training_labels(labels, cats)
     target = out or trained_router_path()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     t0 = time.perf_counter()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True) as bar:
@@ -826,7 +852,7 @@ def train_router(
             bar.update(job, completed=done, description=description)
 
         router, report = train_with_holdout(texts, cats, label_map, step=step,
-                                            data_sha256=hashlib.sha256(csv_path.read_bytes()).hexdigest())
+                                            data_sha256=_sha256(csv_path))
         bar.update(job, completed=3)
     router.source = str(csv_path)
     print_training_report(console, report, time.perf_counter() - t0)

@@ -128,6 +128,9 @@ def acting_operator(name: str | None, roles: frozenset[str] | set[str], action: 
     from policies.authz import authorize_operator
 
     settings = settings or _settings(db)
+    fast = _acting_from_file(settings, name, roles)
+    if fast is not None:
+        return fast
     store = business_store(settings)
     facts = operator_facts(store, name) if store is not None and name else None
     verdict = authorize_operator(facts, name or "", roles)
@@ -135,6 +138,45 @@ def acting_operator(name: str | None, roles: frozenset[str] | set[str], action: 
         who = f"operator:{name}" if name else "unknown"
         raise refuse(store, settings, who, action, verdict.reason, thread=thread)
     return Acting(name=facts.name, tenant_id=facts.tenant_id, roles=facts.roles, store=store)
+
+
+def _acting_from_file(settings: Any, name: str | None, roles: frozenset[str] | set[str]) -> Acting | None:
+    """The allowed operator ``name``, read from a SQLite business file with ``sqlite3`` alone
+    (:func:`checkpoints.business.operator_lookup.read_operator`) and judged by the same
+    :func:`policies.authz.authorize_operator`; the store itself is opened only when the command uses it. None when
+    that read is not possible or the operator is refused: :func:`acting_operator` then checks again through the store
+    and records the refusal."""
+    from checkpoints.business.faults import require_business_store
+    from checkpoints.business.operator_lookup import LookupUnavailable, read_operator
+    from nodes.principal import facts_of_operator
+    from policies.authz import authorize_operator
+
+    if not name:
+        return None
+    require_business_store(str(settings.business_db), settings.db)
+    try:
+        facts = facts_of_operator(read_operator(str(settings.business_db), name))
+    except LookupUnavailable:
+        return None
+    if facts is None or not authorize_operator(facts, name, roles).allowed:
+        return None
+    return Acting(name=facts.name, tenant_id=facts.tenant_id, roles=facts.roles, store=_StoreOnUse(settings))
+
+
+class _StoreOnUse:
+    """The business store of ``settings``, opened on first attribute access (the read commands that only check the
+    operator never open it, so they do not import SQLAlchemy)."""
+
+    def __init__(self, settings: Any) -> None:
+        self._settings = settings
+        self._store: Any = None
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        if self._store is None:
+            self._store = business_store(self._settings, create=True)
+        return getattr(self._store, attr)
 
 
 def require_thread_tenant(acting: Acting, values: dict, thread: str, action: str, settings: Any = None) -> None:

@@ -577,16 +577,25 @@ def make_agent_node(agent: str, deps: Deps) -> Callable[[dict, Runtime[RunContex
     """
     specs = tools_for(agent) if agent in SPECIALISTS else []
     business = {s.name: s for s in specs}
-    lc_tools = [as_langchain_tool(s) for s in specs] + [handoff_tool(t) for t in handoff_targets(agent, deps.table)]
-    tools_bound = deps.model.bind_tools(lc_tools) if lc_tools else deps.model
-    bound = tools_bound
-    if agent == TRIAGE and deps.structured_routing:
-        # triage decides with one structured RouteDecision (forced tool call); the policies still check it
-        bound = deps.model.bind_tools([route_tool(handoff_targets(agent, deps.table))], tool_choice=ROUTE_TOOL)
+    models: list[tuple[Any, Any]] = []  # (tools_bound, bound), made on the agent's first visit (start-up, issue 14)
+
+    def _models() -> tuple[Any, Any]:
+        """The model bound to the agent's tools, and the one it decides with (the same, or triage's forced
+        RouteDecision). Bound once, on first use: a one-shot turn visits few of the agents."""
+        if not models:
+            lc_tools = [as_langchain_tool(s) for s in specs] + [handoff_tool(t) for t in handoff_targets(agent, deps.table)]
+            tools_bound = deps.model.bind_tools(lc_tools) if lc_tools else deps.model
+            bound = tools_bound
+            if agent == TRIAGE and deps.structured_routing:
+                # triage decides with one structured RouteDecision (forced tool call); the policies still check it
+                bound = deps.model.bind_tools([route_tool(handoff_targets(agent, deps.table))], tool_choice=ROUTE_TOOL)
+            models.append((tools_bound, bound))
+        return models[0]
 
     def node(state: dict, runtime: Runtime[RunContext]) -> Command:
         ctx = acting_context(state, runtime)  # the thread owner's records; read-only in an operator's run
         refused = agent == TRIAGE and model_name(None, deps.model) in TOOL_CHOICE_REFUSED
+        tools_bound, bound = _models()
         return AgentVisit(agent, deps, business, tools_bound if refused else bound, state, ctx, tools_bound).run()
 
     node.__name__ = f"{agent}_node"

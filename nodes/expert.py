@@ -21,6 +21,7 @@ import concurrent.futures
 import contextvars
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from functools import lru_cache
@@ -236,12 +237,22 @@ def make_expert_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], dict]:
     It receives one ``Send`` payload per called expert; LangGraph runs the sends of one fan-out as parallel
     tasks of one superstep.  It writes only ``expert_results`` (an append-only DeltaChannel key: parallel writes add up).
     """
-    bound = {e: _bind(deps.model, e) for e in {s.agent for s in _all_specs()}}
+    experts = {s.agent for s in _all_specs()}
+    bound: dict[str, Any] = {}  # expert -> its bound model, made on the expert's first call (start-up, issue 14)
+    lock = threading.Lock()  # the sends of one fan-out run in parallel
+
+    def bound_for(name: str) -> Any:
+        if name not in experts:
+            return None
+        with lock:
+            if name not in bound:
+                bound[name] = _bind(deps.model, name)
+            return bound[name]
 
     def expert(payload: dict, runtime: Runtime[RunContext]) -> dict:
         ctx = acting_context(payload, runtime)  # experts run in the owner's turn: the principal's own records
         task = ExpertTask.model_validate(payload["task"])
-        run = ExpertRun(task, deps, ctx, thread_id_of(), str(payload.get("task_key") or ""), bound.get(task.expert))
+        run = ExpertRun(task, deps, ctx, thread_id_of(), str(payload.get("task_key") or ""), bound_for(task.expert))
         result = _bounded(run, deps.settings.expert_timeout_s)
         return {"expert_results": [result.model_dump(mode="json")]}
 

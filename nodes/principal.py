@@ -34,7 +34,7 @@ from graph.errors import AccessDenied
 from policies.authz import AuthzDecision, OperatorFacts, authorize_resume, owner_of
 
 __all__ = ["Resolution", "resolve_principal", "server_user", "principal_from_claims", "claim", "acting_context",
-           "operator_facts", "run_config", "continuation_verdict", "guard_node"]
+           "operator_facts", "facts_of_operator", "run_config", "continuation_verdict", "guard_node"]
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,12 @@ def operator_facts(store: Any, name: str | None) -> OperatorFacts | None:
     if not name:
         return None
     getter = getattr(store, "get_operator", None)
-    op = getter(name) if getter is not None else None
+    return facts_of_operator(getter(name) if getter is not None else None)
+
+
+def facts_of_operator(op: Any) -> OperatorFacts | None:
+    """An operator record (``checkpoints.business.Operator``, from the store or from
+    ``checkpoints.business.operator_lookup.read_operator``) as :class:`policies.authz.OperatorFacts`; None for None."""
     if op is None:
         return None
     return OperatorFacts(name=op.id, tenant_id=op.tenant_id, roles=frozenset(op.roles), enabled=bool(op.enabled),

@@ -108,6 +108,19 @@ def _expert_tasks(accepted: tuple[ExpertCallDecision, ...], ai: AIMessage | None
     return tasks
 
 
+def _bound_on_first_use(deps: Deps, experts: tuple[str, ...]) -> Callable[[], Any]:
+    """``get() ->`` the model bound to the ``expert_<agent>`` tools of ``experts``, bound on the first call (a
+    one-shot turn that never reaches the supervisor does not pay for it; start-up, issue 14)."""
+    made: list[Any] = []
+
+    def get() -> Any:
+        if not made:
+            made.append(deps.model.bind_tools([expert_tool(e) for e in experts]) if experts else deps.model)
+        return made[0]
+
+    return get
+
+
 def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Command]:
     """Build the ``supervisor`` node: ``node(state, runtime) -> Command``.
 
@@ -117,7 +130,7 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
     answered by the merge node), ``supervisor_plan`` and one :class:`ExpertCall` per expert called (``expert_calls``; not a hop).
     """
     experts = tuple(e for e in EXPERTS if e in deps.available)
-    bound = deps.model.bind_tools([expert_tool(e) for e in experts]) if experts else deps.model
+    bound_model = _bound_on_first_use(deps, experts)
 
     def node(state: dict, runtime: Runtime[RunContext]) -> Command:
         ctx = acting_context(state, runtime)  # the thread owner's records; read-only in an operator's run
@@ -151,6 +164,7 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
                                    render_packet(packet_in) if packet_in else None)
             system = SystemMessage(content=supervisor_prompt())
             call_ids = known_call_ids(messages)
+            bound = bound_model()
             for _ in range(settings.max_tool_rounds):
                 try:
                     out = bound.invoke([system, *shaped, *new])

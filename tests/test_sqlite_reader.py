@@ -53,3 +53,78 @@ def test_a_file_it_cannot_read_is_unreadable(tmp_path):
     sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
     with pytest.raises(Unreadable):
         SqliteCheckpointReader(other)
+
+
+def _light(values: dict) -> dict:
+    """What ``history`` reads of state values: the owner and the transcript channels, messages as (role, id, name,
+    content, tool-call ids)."""
+    from checkpoints.threads import _role
+
+    msgs = [(_role(m), m.id, m.name, str(m.content), [c["id"] for c in m.tool_calls or []] if _role(m) == "ai" else [])
+            for m in values.get("messages") or []]
+    return {"owner": values.get("owner"), "messages": msgs, "handoff_path": values.get("handoff_path") or [],
+            "expert_calls": values.get("expert_calls") or []}
+
+
+def test_the_reader_rebuilds_the_transcript_as_the_saver_does(isolated_home):
+    """``history`` reads a SQLite file without LangGraph: the same transcript, turns and rows as the saver's replay
+    (a multi-turn thread, a thread paused for approval, a turn resumed after the approval)."""
+    from checkpoints.threads import thread_turns, thread_values
+    from graph.cli_output import history_rows
+    from tests.test_approval import ANN
+
+    g, _ = _setup(isolated_home)
+    chat = Conversation("t-multi", graph=g)
+    for text in ("I was charged twice for my coffee", "yes please refund the duplicate", "and where is my new card?",
+                 "thanks, bye"):
+        chat.send(text)
+    assert Conversation("t-big", graph=g).send(BIG).status == "awaiting_approval"
+    db = isolated_home / "switchboard.db"
+    saver, reader = open_checkpointer(db), SqliteCheckpointReader(db)
+    for tid in ("t-multi", "t-big", "resumed"):
+        if tid == "resumed":
+            tid = "t-big"
+            Conversation(tid, graph=g, context=ANN).resume({"decision": "approve"})
+            assert pending_interrupt(reader, tid) is None
+        by_saver, by_reader = thread_values(saver, tid), thread_values(reader, tid)
+        assert _light(by_reader) == _light(by_saver) and len(by_saver["messages"]) > 2
+        for key in ("turn", "owner", "outcome", "pending_approval", "active_agent"):
+            assert by_reader.get(key) == by_saver.get(key)
+        rows = [history_rows(thread_turns(s, tid, v), pending_interrupt(s, tid)) for s, v in
+                ((saver, by_saver), (reader, by_reader))]
+        assert rows[0] == rows[1] and rows[0]
+    assert len(thread_turns(reader, "t-multi")) == 4 and thread_values(reader, "nope") == {}
+
+
+def test_the_transcript_fold_is_add_messages(isolated_home):
+    """Replacement by id, RemoveMessage and REMOVE_ALL_MESSAGES fold as ``graph.state.messages_reducer`` does."""
+    from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+    from checkpoints.sqlite_reader import _ext_typed, _fold_messages, _load
+    from graph.state import messages_reducer
+
+    serde = JsonPlusSerializer()
+    batches = [
+        [[HumanMessage("a", id="1"), AIMessage("b", id="2", name="triage")], [HumanMessage("c", id="3")],
+         [AIMessage("b2", id="2", name="billing"), RemoveMessage(id="1")], [HumanMessage("d", id="4")]],
+        [[HumanMessage("a", id="1")], [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("z", id="9")],
+         [AIMessage("y", id="8")]],
+    ]
+    for writes in batches:
+        expected = [(type(m).__name__, m.id, str(m.content), m.name) for m in messages_reducer([], writes)]
+        stored = [_load(*serde.dumps_typed(w), _ext_typed) for w in writes]
+        assert [(m.kind, m.id, str(m.content), m.name) for m in _fold_messages(stored)] == expected
+
+
+def test_history_reads_the_file_without_langgraph(isolated_home):
+    g, _ = _setup(isolated_home)
+    Conversation("t-big", graph=g).send(BIG)
+    code = ("import sys; from checkpoints.sqlite_reader import SqliteCheckpointReader as R; "
+            "from checkpoints.threads import thread_turns as t; "
+            f"print(len(t(R({str(isolated_home / 'switchboard.db')!r}), 't-big'))); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langgraph', 'langchain_core', 'sqlalchemy')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["1", "[]"]

@@ -12,10 +12,19 @@ Typical use::
     store = open_store()                                   # $SWITCHBOARD_HOME/business.db, demo data on first open
     store = open_store("postgresql://app@db/desk", seed=False)
     store.execute_refund("rf_5001", idempotency_key="task-1/exec")
+
+The names of the SQLAlchemy modules (engine, migrate, repository) are resolved on first use (PEP 562), so
+importing the package or a light module of it (``records``, ``money``, ``faults``, ``operator_lookup``) does not load
+SQLAlchemy or Alembic (issue 14, start-up).
 """
 
-from checkpoints.business.engine import default_store_path
-from checkpoints.business.migrate import current_revision, upgrade
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# light modules (records, money) are imported at once; ``money`` is both a submodule and a function, bound here
+# after its submodule as before (a lazy name would be shadowed by the submodule once anything imported it)
 from checkpoints.business.money import iso, money, money_plain, parse_iso, parse_money
 from checkpoints.business.records import (
     CARD_KINDS,
@@ -31,6 +40,7 @@ from checkpoints.business.records import (
     REFUND_TRANSITIONS,
     REFUND_WINDOW_DAYS,
     REFUNDABLE_TX_KINDS,
+    SCHEMA_VERSION,
     TASK_STATUSES,
     TRANSFER_STATUSES,
     TX_KINDS,
@@ -53,8 +63,11 @@ from checkpoints.business.records import (
     Transaction,
     Transfer,
 )
-from checkpoints.business.repository import BusinessStore, open_store, token_digest
-from checkpoints.business.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:  # the names below, resolved lazily at run time (__getattr__)
+    from checkpoints.business.engine import default_store_path
+    from checkpoints.business.migrate import current_revision, upgrade
+    from checkpoints.business.repository import BusinessStore, open_store, token_digest
 
 __all__ = [
     "BusinessStore",
@@ -104,3 +117,21 @@ __all__ = [
     "DEMO_OTHER_CUSTOMER",
     "SCHEMA_VERSION",
 ]
+
+#: The SQLAlchemy/Alembic names, imported on first use.
+_HOME = {"default_store_path": "checkpoints.business.engine", "current_revision": "checkpoints.business.migrate",
+         "upgrade": "checkpoints.business.migrate", "BusinessStore": "checkpoints.business.repository",
+         "open_store": "checkpoints.business.repository", "token_digest": "checkpoints.business.repository"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'checkpoints.business' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

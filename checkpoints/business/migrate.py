@@ -15,9 +15,9 @@
 The revision scripts live in ``migrations/versions`` (shipped as package data). To add one, copy the newest
 file to ``NNNN_what.py`` with ``revision = "NNNN"`` and ``down_revision`` = the previous id, write its
 ``upgrade()``/``downgrade()`` with ``alembic.op``, add the tables or columns to
-:mod:`checkpoints.business.schema` and raise its ``SCHEMA_VERSION`` to ``"NNNN"`` (a test checks that it equals
-the scripts' head). ``alembic.command.revision(alembic_config(), "message", rev_id="NNNN")`` writes the file
-from the template too.
+:mod:`checkpoints.business.schema` and raise ``SCHEMA_VERSION`` (in :mod:`checkpoints.business.records`) to
+``"NNNN"`` (a test checks that it equals the scripts' head).
+``alembic.command.revision(alembic_config(), "message", rev_id="NNNN")`` writes the file from the template too.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from checkpoints.business.engine import (
     sqlite_path,
     storage_errors,
 )
+from checkpoints.business.records import VERSION_TABLE as _VERSION_TABLE
 from checkpoints.business.records import StorageUnavailable
 from checkpoints.business.schema import SCHEMA_VERSION, TABLES_0001
 
@@ -49,7 +50,7 @@ __all__ = ["VERSION_TABLE", "ADVISORY_LOCK", "MIGRATIONS", "alembic_config", "up
 
 #: Where Alembic records the revision: a table of its own, so that other Alembic-managed schemas of the
 #: project (e.g. the event log) can share one PostgreSQL database without sharing a version table.
-VERSION_TABLE = "alembic_version_business"
+VERSION_TABLE = _VERSION_TABLE  # defined in checkpoints.business.records (read without SQLAlchemy)
 #: PostgreSQL advisory lock key held while migrating (an arbitrary constant of this store: "sbbs" in ASCII).
 ADVISORY_LOCK = 0x73626273
 #: The Alembic script directory (env.py, the template, versions/).

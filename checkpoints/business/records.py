@@ -137,6 +137,12 @@ PRINCIPAL_KINDS = frozenset({"customer", "operator"})
 #: Outcomes recorded in the audit table.
 AUDIT_OUTCOMES = frozenset({"allowed", "denied"})
 
+#: The Alembic revision this code reads and writes (the head of ``migrations/versions``; re-exported by
+#: :mod:`checkpoints.business.schema`, kept here so that a light read need not import SQLAlchemy).
+SCHEMA_VERSION = "0004"
+#: The table holding the business database's Alembic revision (re-exported by :mod:`checkpoints.business.migrate`).
+VERSION_TABLE = "alembic_version_business"
+
 DEMO_TENANT = "t_demo"
 DEMO_CUSTOMER = "c_ada"
 DEMO_OTHER_CUSTOMER = "c_bob"
@@ -272,6 +278,13 @@ class Operator(_Record):
     customer_id: str | None
     created_at: str
     version: int = 1
+
+    @classmethod
+    def from_row(cls, row: Any) -> "Operator":
+        """The record of one ``operators`` row (a mapping of its columns; ``roles`` comma-separated, ``enabled`` 0/1),
+        as both the SQLAlchemy repository and the light read of :mod:`checkpoints.business.operator_lookup` read it."""
+        roles = tuple(sorted(r for r in str(row["roles"]).split(",") if r))
+        return cls(**{**dict(row), "roles": roles, "enabled": bool(row["enabled"])})
 
 
 @dataclass(frozen=True)

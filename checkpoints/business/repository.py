@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Table, func, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, Engine, RowMapping
 
 from checkpoints.business import schema as t
@@ -136,10 +135,7 @@ def _decision_of(row: RowMapping | None) -> Decision | None:
 
 
 def _operator_of(row: RowMapping | None) -> Operator | None:
-    if row is None:
-        return None
-    roles = tuple(sorted(r for r in str(row["roles"]).split(",") if r))
-    return Operator(**{**row, "roles": roles, "enabled": bool(row["enabled"])})
+    return None if row is None else Operator.from_row(row)
 
 
 def _audit_of(row: RowMapping) -> AuditEntry:
@@ -216,8 +212,15 @@ class BusinessStore:
     def _insert_ignoring(self, table: Table, values: Mapping[str, Any]) -> Any:
         """``INSERT … ON CONFLICT DO NOTHING`` (any unique key); the result's ``rowcount`` is 1 or 0. On
         PostgreSQL a rival transaction holding the same key is waited for, then counts as the conflict."""
-        dialect_insert = postgresql.insert if self._dialect == "postgresql" else sqlite.insert
-        statement = dialect_insert(table).values(dict(values)).on_conflict_do_nothing()
+        statement: Any
+        if self._dialect == "postgresql":  # the dialect modules are imported here: a SQLite store never loads asyncpg's
+            from sqlalchemy.dialects import postgresql
+
+            statement = postgresql.insert(table).values(dict(values)).on_conflict_do_nothing()
+        else:
+            from sqlalchemy.dialects import sqlite
+
+            statement = sqlite.insert(table).values(dict(values)).on_conflict_do_nothing()
         return statement.execution_options(preserve_rowcount=True)  # rowcount of an INSERT is not kept otherwise
 
     @staticmethod

@@ -29,6 +29,8 @@ from sqlalchemy import (
     text,
 )
 
+from checkpoints.business.records import SCHEMA_VERSION as _SCHEMA_VERSION
+
 __all__ = [
     "SCHEMA_VERSION",
     "metadata",
@@ -47,8 +49,9 @@ __all__ = [
     "TABLES_0001",
 ]
 
-#: The Alembic revision this code reads and writes (the head of ``migrations/versions``).
-SCHEMA_VERSION = "0004"
+#: The Alembic revision this code reads and writes (the head of ``migrations/versions``), defined in
+#: :mod:`checkpoints.business.records` (no SQLAlchemy import needed to read it).
+SCHEMA_VERSION = _SCHEMA_VERSION
 
 #: The tables of revision 0001 (the first release); a database holding all of them but no version table
 #: was created by that release and is adopted (stamped 0001) by :func:`checkpoints.business.migrate.upgrade`.
