@@ -241,7 +241,8 @@ class Interrupted(Exception):
 
 
 #: The line for a Ctrl-C whose effect on the thread is not known (outside a chat turn).
-INTERRUPTED = "interrupted: a turn cut short is finished by `switchboard recover [THREAD] --as OPERATOR`"
+INTERRUPTED = ("interrupted (Ctrl-C); if a turn was running, `switchboard recover THREAD --as OPERATOR` (or the "
+               "customer's next message on that thread) finishes it")
 
 
 def _send(conv, text: str):
@@ -262,7 +263,7 @@ def _interrupted_line(conv, text: str) -> str:
         cut = conv.cut_turn()
         msgs = conv.state.get("messages") or []
     except Exception:  # noqa: BLE001 - the store itself may be what was interrupted: fall back to the general line
-        return INTERRUPTED.replace("[THREAD]", tid)
+        return INTERRUPTED.replace("THREAD", tid, 1)
     from langchain_core.messages import HumanMessage
 
     mine = [m for m in msgs if isinstance(m, HumanMessage) and str(m.content) == text.strip()]

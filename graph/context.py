@@ -126,8 +126,10 @@ class RunContext:
             raise ValueError(f"roles must be a list of role names, not {type(self.roles).__name__}")
         object.__setattr__(self, "roles", tuple(str(r) for r in self.roles))
         if self.operator and self.user_id:
-            raise ValueError(f"the run context names two principals (user_id {self.user_id!r} and operator "
-                             f"{self.operator!r}); use RunContext.for_customer or RunContext.for_operator")
+            default = " (the demo customer, user_id's default)" if self.user_id == "c_ada" else ""
+            raise ValueError(f"the run context names two principals (user_id {self.user_id!r}{default} and operator "
+                             f"{self.operator!r}); an operator acts with RunContext.for_operator(name, tenant), a "
+                             "customer with RunContext.for_customer(customer_id, tenant)")
         claimed = sorted(set(self.roles) - set(CUSTOMER_CONTEXT_ROLES))
         if not self.operator and claimed:
             raise ValueError(f"a customer's run context cannot claim roles {claimed}; an operator acts with "

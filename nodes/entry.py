@@ -34,7 +34,14 @@ from nodes.transcript import desk_answers, last_user_text, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
 from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE
 from policies.entry import NEW_TOPIC_CONFIDENCE, EntryDecision, choose_entry, scope_of
-from policies.replies import classify_reply, listed_items_of, open_question_of, record_owners, refers_back
+from policies.replies import (
+    asks_for_person,
+    classify_reply,
+    listed_items_of,
+    open_question_of,
+    record_owners,
+    refers_back,
+)
 
 __all__ = ["make_entry_node", "make_access_denied_node", "turn_verdict", "incoming_messages", "decide_entry"]
 
@@ -91,12 +98,13 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,
                             identity_changed=identity_changed, available=deps.available, task_status=task.get("status"),
                             reply=reply.kind, open_question=question, clarify_rounds=rounds,
-                            scope=scope, refers_back=refers_back(text, listed), record_owners=owners)
+                            scope=scope, refers_back=refers_back(text, listed), record_owners=owners,
+                            wants_person=asks_for_person(text))
     return decision, {
         "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
         "scope": scope, "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
         "clarify_rounds": rounds, "refers_back": refers_back(text, listed), "task_status": task.get("status"),
-        "record_owners": sorted(owners),
+        "record_owners": sorted(owners), "wants_person": asks_for_person(text),
         "identity_changed": identity_changed}
 
 

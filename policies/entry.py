@@ -107,6 +107,7 @@ def choose_entry(
     scope: Scope = None,
     refers_back: bool = False,
     record_owners: Collection[str] = (),
+    wants_person: bool = False,
 ) -> EntryDecision:
     """Choose the entry node of a new turn.
 
@@ -129,9 +130,12 @@ def choose_entry(
             :data:`NEW_TOPIC_CONFIDENCE`.
         record_owners: the specialists owning the records the message names (``policies.replies.record_owners``):
             a named ``tr_…`` is transfers', whoever holds the conversation (fresh-user review §10).
+        wants_person: the customer asks for a person (``policies.replies.asks_for_person``): fallback, which hands
+            the thread to the team with the facts so far (a request for a human is never answered by the bot alone).
 
     Returns:
-        In order: triage when the identity changed or the message names a record (``record_owners``) that
+        In order: triage when the identity changed; fallback when the customer asks for a person; triage when the
+        message names a record (``record_owners``) that
         ``active_agent`` does not own (a record of the desk is never out of scope either); after clarify, out_of_scope
         for an out-of-scope answer, triage when the answer names a topic, fallback after :data:`MAX_CLARIFY_ROUNDS`
         rounds without one, else triage;
@@ -146,6 +150,8 @@ def choose_entry(
     """
     if identity_changed:
         return EntryDecision(TRIAGE, "identity or tenant changed since the thread started")
+    if wants_person:
+        return EntryDecision(FALLBACK, "the customer asked for a person")
     if record_owners and active_agent not in record_owners:
         owners = "/".join(sorted(record_owners))
         return EntryDecision(TRIAGE, f"names a record of {owners}" + (f", not {active_agent}'s" if active_agent else ""))

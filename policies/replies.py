@@ -14,7 +14,7 @@ from typing import Literal
 from policies.approval import is_cancellation
 
 __all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "refers_back",
-           "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS"]
+           "asks_for_person", "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS"]
 
 #: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
 #: the previous answer listed; ``cancel``: asks to stop/cancel; ``fragment``: a short follow-up that leans on the
@@ -77,6 +77,20 @@ def open_question_of(answer: str) -> str | None:
 def listed_items_of(answer: str) -> tuple[str, ...]:
     """The record ids (``tx_…``, ``rf_…``, ``tr_…``, ``card_…``) an answer listed, first-seen order."""
     return tuple(dict.fromkeys(_ITEM_RE.findall(answer or "")))
+
+
+#: A request for a person: "speak to a human", "talk to a real person", "can I get an agent", "human please".
+_PERSON_RE = re.compile(
+    r"\b(?:speak|talk|chat|connect|put)\b[\w ,']{0,30}\b(?:human|person|someone real|real person|agent|"
+    r"representative|operator|staff|manager|somebody)\b|\b(?:human|real person|live agent)\b(?: agent)?,? ?please\b|"
+    r"^\s*(?:human|a human|real person|live agent|human agent)(?: now| please)?[.!?]*\s*$", re.I)
+
+
+def asks_for_person(text: str) -> bool:
+    """Does the customer ask to deal with a person ("speak to a human please", "I want to talk to a real person",
+    "human agent now")? Such a message goes to fallback, which hands the thread to the team (fresh-user review 2:
+    "speak to a human please" got the bot's self-description and never reached a person)."""
+    return bool(_PERSON_RE.search(text or ""))
 
 
 def refers_back(text: str, listed: tuple[str, ...]) -> bool:

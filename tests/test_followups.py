@@ -226,6 +226,9 @@ def test_entry_rule():
     assert c("clarify", "other", 0.5, False, reply="fragment", clarify_rounds=2).target == "fallback"
     assert c("clarify", "cards", 0.8, False, clarify_rounds=2).target == "triage"
     assert c("billing", "billing", 0.9, False, reply="yes_no", task_status="fallback").target == "fallback"
+    # a request for a person goes to fallback (the team), whoever holds the thread
+    assert c("billing", "other", 0.9, False, scope="conversational", wants_person=True).target == "fallback"
+    assert c(None, "other", 0.9, False, scope="conversational", wants_person=True).target == "fallback"
     # a short request pointing back at what the agent just answered ("any news on it?") stays, never out of scope
     assert c("refunds", "other", 0.5, False, scope="out_of_scope", refers_back=True).target == "refunds"
     assert c("refunds", "other", 0.5, False, scope="out_of_scope").target == "out_of_scope"
@@ -294,3 +297,14 @@ def test_a_plain_yes_plans_a_refund_only_for_the_refund_offer():
     assert plan_tool_call("refunds", "refund it please", facts, []).name == "request_refund"  # not a plain yes
     # a yes that itself asks for the money back is a refund request, offer or not
     assert plan_tool_call("refunds", "yes please, I want my money back for that", facts, []).name == "request_refund"
+
+
+def test_asking_for_a_person_reaches_the_team(desk):
+    """Fresh-user review 2 (after the are-you-a-bot change): "speak to a human please" got the bot's self-description
+    and never reached a person; it goes to fallback, which hands the thread to the team."""
+    from policies.replies import asks_for_person
+
+    r = Conversation("person", desk=desk).send("speak to a human please")
+    assert r.agent == "fallback" and "member of our team" in r.text
+    assert asks_for_person("I want to talk to a real person") and asks_for_person("human agent now")
+    assert not asks_for_person("how do I transfer money to a person") and not asks_for_person("talk to you later")
