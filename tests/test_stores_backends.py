@@ -318,7 +318,7 @@ def test_a_first_turn_killed_before_its_entry_node_is_recovered_as_its_owner(db_
     snap = _killed_turn(db_url, "kf", "I was charged twice for my coffee", "entry")
     assert tuple(snap.next) == ("entry",) and not snap.values.get("owner")  # stored, never entered
     assert store.thread_owner("kf").customer_id == "c_ada"
-    with pytest.raises(AccessDenied, match="belongs to another customer"):
+    with pytest.raises(AccessDenied, match="is not one of your threads"):
         Conversation("kf", db=db_url, context=RunContext.for_customer("c_bob", "t_demo")).send("hello")
     r = Conversation("kf", db=db_url, context=ANN).recover()
     assert r is not None and r.turn == 1 and r.agent
