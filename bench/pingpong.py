@@ -39,7 +39,7 @@ def switchboard_calls() -> dict:
 
 def swarm_calls(recursion_limit: int = 25) -> dict:
     from langchain.agents import create_agent
-    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.messages import AIMessage
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph_swarm import create_handoff_tool, create_swarm
 
@@ -55,6 +55,14 @@ def swarm_calls(recursion_limit: int = 25) -> dict:
     refunds = create_agent(model, tools=[create_handoff_tool(agent_name="billing")],
                            system_prompt="You are the refunds agent.", name="refunds")
     app = create_swarm([billing, refunds], default_active_agent="billing").compile(checkpointer=InMemorySaver())
+    return _run_ping_pong(app, model, recursion_limit)
+
+
+def _run_ping_pong(app, model, recursion_limit: int) -> dict:
+    """One ping-pong run of an anchor ``app`` whose scripted ``model`` counts its calls: the calls, how the run ended
+    (``returned`` or ``exception`` with its class name), the wall seconds and the recursion limit it had."""
+    from langchain_core.messages import HumanMessage
+
     t0 = time.perf_counter()
     exc = None
     try:
@@ -70,7 +78,7 @@ def supervisor_calls(recursion_limit: int = 25) -> dict | None:
     """The langgraph-supervisor anchor: the supervisor delegates to billing and refunds in turn, each answers "not
     mine" and hands back, forever; nothing in the library stops it before LangGraph's recursion limit. None when
     langgraph-supervisor is not installed."""
-    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.messages import AIMessage
     from langgraph.checkpoint.memory import InMemorySaver
 
     sys.path.insert(0, str(REPO / "bench"))
@@ -86,15 +94,7 @@ def supervisor_calls(recursion_limit: int = 25) -> dict | None:
         return ("billing", "refunds")[sum(1 for m in msgs if m.type == "ai" and m.name == "supervisor") % 2]
 
     app, model = supervisor_app(not_mine, InMemorySaver(), workers=("billing", "refunds"), delegate=alternate)
-    t0 = time.perf_counter()
-    exc = None
-    try:
-        app.invoke({"messages": [HumanMessage("I was charged twice for my coffee")]},
-                   {"configurable": {"thread_id": "pp"}, "recursion_limit": recursion_limit})
-    except Exception as e:  # noqa: BLE001 - the point of the benchmark
-        exc = type(e).__name__
-    return {"model_calls": model.calls, "status": "exception" if exc else "returned", "exception": exc,
-            "seconds": round(time.perf_counter() - t0, 3), "recursion_limit": recursion_limit}
+    return _run_ping_pong(app, model, recursion_limit)
 
 
 def main() -> int:

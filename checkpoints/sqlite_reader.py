@@ -37,16 +37,23 @@ class Unreadable(Exception):
     """The file is not in the layout this reader knows (the caller uses the saver's API instead)."""
 
 
+def _constructor(code: int, data: bytes, hook: Any) -> tuple[Any, str | None]:
+    """The ``(module, name, args…)`` tuple of a msgpack extension (nested extensions decoded with ``hook``), and the
+    text of a stored UUID (else None); raises :class:`Unreadable` for an extension it does not know."""
+    if code not in _CONSTRUCTOR_CODES:
+        raise Unreadable(f"msgpack extension {code}")
+    tup = ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+    if tup[0] == "uuid" and tup[1] == "UUID":
+        h = tup[2]
+        return tup, f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return tup, None
+
+
 def _ext(code: int, data: bytes) -> Any:
     """msgpack extension hook: a stored object becomes its constructor arguments (a UUID its text), as in LangGraph's
     ``_msgpack_ext_hook_to_json``; raises :class:`Unreadable` for an extension it does not know."""
-    if code not in _CONSTRUCTOR_CODES:
-        raise Unreadable(f"msgpack extension {code}")
-    tup = ormsgpack.unpackb(data, ext_hook=_ext, option=ormsgpack.OPT_NON_STR_KEYS)
-    if tup[0] == "uuid" and tup[1] == "UUID":
-        h = tup[2]
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-    return tup[2]
+    tup, uuid_text = _constructor(code, data, _ext)
+    return uuid_text if uuid_text is not None else tup[2]
 
 
 class StoredMessage:
@@ -64,12 +71,9 @@ class StoredMessage:
 
 def _ext_typed(code: int, data: bytes) -> Any:
     """As :func:`_ext`, but a LangChain message (``langchain_core.messages.*``) becomes a :class:`StoredMessage`."""
-    if code not in _CONSTRUCTOR_CODES:
-        raise Unreadable(f"msgpack extension {code}")
-    tup = ormsgpack.unpackb(data, ext_hook=_ext_typed, option=ormsgpack.OPT_NON_STR_KEYS)
-    if tup[0] == "uuid" and tup[1] == "UUID":
-        h = tup[2]
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    tup, uuid_text = _constructor(code, data, _ext_typed)
+    if uuid_text is not None:
+        return uuid_text
     if str(tup[0]).startswith("langchain_core.messages") and isinstance(tup[2], dict):
         return StoredMessage(str(tup[1]), tup[2])
     if str(tup[0]).startswith("langgraph."):  # Overwrite, Send, interrupts…: not in the transcript channels we replay
