@@ -95,16 +95,16 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     rounds = 0 if social_topic(route) else _clarify_rounds(earlier)
     task = dict(state.get("task") or {})
     owners = record_owners(text)
+    back, person = refers_back(text, listed), asks_for_person(text)
     decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,
                             identity_changed=identity_changed, available=deps.available, task_status=task.get("status"),
                             reply=reply.kind, open_question=question, clarify_rounds=rounds,
-                            scope=scope, refers_back=refers_back(text, listed), record_owners=owners,
-                            wants_person=asks_for_person(text))
+                            scope=scope, refers_back=back, record_owners=owners, wants_person=person)
     return decision, {
         "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
         "scope": scope, "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
-        "clarify_rounds": rounds, "refers_back": refers_back(text, listed), "task_status": task.get("status"),
-        "record_owners": sorted(owners), "wants_person": asks_for_person(text),
+        "clarify_rounds": rounds, "refers_back": back, "task_status": task.get("status"),
+        "record_owners": sorted(owners), "wants_person": person,
         "identity_changed": identity_changed}
 
 
