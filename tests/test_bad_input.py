@@ -185,7 +185,7 @@ def test_uuid_thread_ids_of_the_langgraph_api_pass():
 
     from graph.inputs import check_turn_input
 
-    check_turn_input({"messages": [{"role": "user", "content": "hi"}]}, uuid.uuid4())  # no InputError
+    assert check_turn_input({"messages": [{"role": "user", "content": "hi"}]}, uuid.uuid4()) is None  # no InputError
 
 
 @pytest.mark.parametrize("run_input", [{}, {"messages": []}], ids=["no-messages-key", "empty-list"])
