@@ -262,11 +262,19 @@ def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIn
                 plan: _Plan) -> ToolCallPlan | None:
     wants_freeze = reports_card_loss(text)
     wants_unfreeze = _has(text, *_UNFREEZE) and not _has(text, r"\b(?:lost|stolen|compromis|fraud)")
+    if _names_card_only(text):
+        intent = None  # "it's the one ending 4242": the card the customer means, not the router's guess of a topic
     if not (wants_freeze or wants_unfreeze) and intent is not None and intent.tool != "card_status" \
             and intent.kind != "freeze":  # a guessed loss: the card list and a question (LOSS_QUESTION), no freeze
         return _intent_plan(intent, plan)
     if "card_status" not in done:
         return plan("card_status")
+    named = _CARD_NAMED_RE.search(text)
+    if named and facts.get("card_status") == "frozen" and not (wants_freeze or wants_unfreeze) \
+            and "freeze_card" not in done and (intent is None or intent.tool == "card_status"):
+        # "it's the one ending 4242" after this conversation froze a card: the card the customer named is the lost
+        # one; freezing it confirms it (already frozen) or freezes the right one (the customer corrects the guess)
+        return plan("freeze_card", card_id=next(g for g in named.groups() if g))
     if wants_unfreeze and facts.get("card_last4"):
         return plan("unfreeze_card", card_id=facts["card_last4"])
     if wants_unfreeze and facts.get("card_status") == "frozen" and facts.get("card_id") and _has(text, r"\bit\b"):
@@ -281,15 +289,33 @@ def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIn
     return None
 
 
+#: The customer names one card in their message: its last four digits or its id.
+_CARD_NAMED_RE = re.compile(r"\b(?:ending|ends|last (?:four|4)(?: digits)?|card)\D{0,12}(\d{4})\b|\b(card_[a-z0-9_]+)\b|"
+                            r"^\D*\b(\d{4})\b\D*$")
+
+
+def _names_card_only(text: str) -> bool:
+    """Does the (lower-cased) ``text`` only name a card ("it's the one ending 4242", "4242", "card_ada_virtual"): a
+    card named in at most 8 words that no cards intent of the desk knowledge recognises by its own patterns?"""
+    return bool(_CARD_NAMED_RE.search(text)) and len(text.split()) <= 8 and load_knowledge().resolve("cards", text) is None
+
+
 def _plan_transfers(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                     plan: _Plan) -> ToolCallPlan | None:
     if done:
+        return None
+    if _policy_question(text) and not _TRANSFER_ID_RE.search(text):
+        # "what's the fee for international transfers?": the desk's fee, not the status of the transfer carried from
+        # an earlier turn (a carried id never overrides what the new message asks; compose_answer gives the fee)
         return None
     if facts.get("transfer_id"):
         return plan("transfer_status", transfer_id=facts["transfer_id"])
     if intent is not None:
         return _intent_plan(intent, plan)
     return plan("list_transfers")
+
+
+_TRANSFER_ID_RE = re.compile(r"\btr_[a-z0-9]+\b")
 
 
 def _plan_account(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
@@ -301,10 +327,116 @@ def _plan_account(text: str, facts: dict[str, str], done: set[str], intent: Desk
 
 def _plan_policy(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                  plan: _Plan) -> ToolCallPlan | None:
+    same_for = _same_question_topic(text, facts.get("policy_topic"))
+    if same_for is not None:  # "and for ATM withdrawals?" after a fee answer: the fee of ATM withdrawals
+        return plan("lookup_policy", topic=same_for)
     if intent is not None and intent.tool == "lookup_policy":
         return plan("lookup_policy", **intent.args)
     topic = match_policy_topic(text) or text.strip()[:200] or "fees"
     return plan("lookup_policy", topic=topic)
+
+
+#: What a fee, limit or timing question can be about, and the project's patterns that recognise it in a question and
+#: in a sentence of the handbook (``nodes.tools.POLICY_KB``): "and for ATM withdrawals?" is about ``atm``.
+_SUBJECTS: dict[str, tuple[str, ...]] = {
+    "atm": (r"\batms?\b", r"\bcash (?:machine|withdrawal)", r"\bwithdraw", r"\b(?:taking|take|get|getting) cash\b",
+            r"\bcash ?out\b", r"\bcashpoint"),
+    "transfer": (r"\b(?<!bank )transfers?\b", r"\bsend(?:ing)? money\b", r"\bswift\b", r"\bsepa\b"),
+    "other_card": (r"\bcredit cards?\b", r"\bnon-uk cards?\b", r"\bforeign cards?\b", r"\bdebit cards?\b"),
+    "top_up": (r"\btop(?:ping)?[- ]?ups?\b", r"\badd(?:ing)? money\b"),
+    "card_payment": (r"\bcard payments?\b", r"\bpaying by card\b", r"\bpurchases?\b", r"\bshopping\b"),
+    "exchange": (r"\bexchang", r"\bforeign[- ]currency\b", r"\bconver"),
+    "replacement": (r"\breplacement\b", r"\bnew card\b"),
+    "disposable": (r"\bdisposable\b",),
+    "balance": (r"\bbalance\b",),
+}
+#: Handbook topics that list several items (one sentence or clause each): a question about one item gets that item.
+_LIST_TOPICS = frozenset({"fees", "international_fees", "limits"})
+#: Topics of one question domain, in the order an "and for X?" fragment looks for X in them (the topic that answered
+#: the previous question first): fees abroad fall back to the general fee schedule, and the other way round.
+_SAME_DOMAIN: dict[str, tuple[str, ...]] = {
+    "fees": ("fees", "international_fees"), "international_fees": ("international_fees", "fees"),
+    "limits": ("limits",), "transfer_times": ("transfer_times",), "exchange_rates": ("exchange_rates", "fees"),
+}
+#: Words that give an "and for X?" fragment a question of its own ("and what's the limit?"): then it is not the same
+#: question again.
+_OWN_ASPECT = (r"\bfees?\b", r"\bcosts?\b", r"\bcharge", r"\blimits?\b", r"\bmaximum\b", r"\bhow long\b",
+               r"\brates?\b")
+
+
+def _subjects(text: str) -> set[str]:
+    """The :data:`_SUBJECTS` a (lower-cased) text is about."""
+    return {k for k, pats in _SUBJECTS.items() if _has(text, *pats)}
+
+
+def _clauses(policy_text: str) -> list[str]:
+    """A handbook text cut into its items: sentences, then the parts of a sentence separated by ``;``."""
+    return [c.strip().rstrip(".") for s in re.split(r"(?<=\.)\s+", policy_text) for c in s.split(";") if c.strip()]
+
+
+def _same_question_topic(text: str, previous_topic: str | None) -> str | None:
+    """The handbook topic of an "and for X?" fragment (``policies.replies.asks_same_for``) after policy answered
+    ``previous_topic``: the first topic of its domain (:data:`_SAME_DOMAIN`) that has an item about X; None when the
+    text is no such fragment, asks something of its own (:data:`_OWN_ASPECT`) or no topic of the domain covers X."""
+    from nodes.tools import POLICY_KB
+    from policies.replies import asks_same_for
+
+    if not previous_topic or not asks_same_for(text) or _has(text, *_OWN_ASPECT):
+        return None
+    wanted = _subjects(text)
+    for topic in _SAME_DOMAIN.get(previous_topic, (previous_topic,)):
+        entry = POLICY_KB.get(topic)
+        if entry is not None and (not wanted or any(wanted & _subjects(c.lower()) for c in _clauses(entry.text))):
+            return topic
+    return None
+
+
+def focused_policy_text(topic: str, title: str, policy_text: str, question: str) -> str:
+    """``"{title}: {text}"``, or, for a topic that lists several items (:data:`_LIST_TOPICS`) and a question about
+    some of them, only those items ("and for ATM withdrawals?" -> ``"Fees (standard plan): each ATM withdrawal costs a
+    flat £1.50."``): a person asking about one fee gets that fee, not the whole schedule. ``question`` is lower-cased."""
+    wanted = _subjects(question)
+    if topic not in _LIST_TOPICS or not wanted:
+        return f"{title}: {policy_text}"
+    clauses = _clauses(policy_text)
+    head = ""
+    if clauses and ":" in clauses[0]:  # "Standard plan: card payments …", "Daily limits: card payments £5,000"
+        head, clauses[0] = (x.strip() for x in clauses[0].split(":", 1))
+    picked = [c for c in clauses if wanted & _subjects(c.lower())]
+    if not picked:
+        return f"{title}: {policy_text}"
+    label = head if title.lower().rstrip("s") in head.lower() else (f"{title} ({head[0].lower() + head[1:]})" if head
+                                                                     else title)
+    return f"{label}: {'; '.join(picked)}."
+
+
+def _policy_question(text: str) -> bool:
+    """Does the (lower-cased) ``text`` ask about the desk's fees or limits, or another question the handbook's policy
+    intents recognise by their own patterns ("what's the fee for international transfers?")?"""
+    return _has(text, *_FEES, r"\blimits?\b", r"\bmaximum\b") or \
+        load_knowledge().resolve("policy", text) is not None
+
+
+def policy_knowledge_answer(text: str) -> str | None:
+    """The desk's policy knowledge for a fee, limit or other policy question asked of a specialist without the
+    policy tool (a transfers agent asked "what's the fee for international transfers?"): the topic of the policy
+    intent its patterns match, else the best keyword topic (``nodes.tools.match_policy_topic``), focused on what it
+    asks (:func:`focused_policy_text`); None when it is no policy question or no topic matches."""
+    from nodes.tools import POLICY_KB
+
+    low = text.lower()
+    if not _policy_question(low):
+        return None
+    intent = load_knowledge().resolve("policy", low)
+    if _has(low, r"\blimits?\b", r"\bmaximum\b"):
+        topic: str | None = "limits"
+    elif _has(low, *_FEES):
+        topic = "international_fees" if _has(low, r"\b(?:international|abroad|overseas|foreign)\b") else "fees"
+    else:
+        topic = (intent.args.get("topic") if intent is not None and intent.tool == "lookup_policy" else None) \
+            or match_policy_topic(low)
+    entry = POLICY_KB.get(topic or "")
+    return focused_policy_text(entry.key, entry.title, entry.text, low) if entry is not None else None
 
 
 _PLANNERS: dict[str, Callable[..., ToolCallPlan | None]] = {
@@ -341,8 +473,7 @@ _REFUND_STATUS_TEXT = {
 #: When a refund's money arrives, by status (answer to "when will it arrive?"; the 5 business days are the desk's
 #: refund answer, ``_render_request_refund``). ``{paid}``: the day the credit was posted; ``{amount}``: the amount.
 _REFUND_ARRIVAL = {
-    "requested": "Nothing has been paid yet: once it is approved the money usually reaches your account within 5 "
-                 "business days.",
+    "requested": "Once it is approved the money usually reaches your account within 5 business days.",
     "approved": "It has been approved; the money usually reaches your account within 5 business days.",
     "executed": "The {amount} was credited to your account on {paid}, so it is already in your balance: there is "
                 "nothing more to wait for.",
@@ -500,12 +631,20 @@ def _render_card_status(result: dict[str, Any], text: str) -> str:
 
 
 def _render_freeze_card(result: dict[str, Any], text: str) -> str:
-    if result.get("already_frozen"):
-        return (f"Your {result['kind']} card ending {result['last4']} was already frozen; "
-                "it cannot be used.")
+    if result.get("already_frozen") or result.get("replayed"):  # replayed: this task froze it already
+        confirm = "Yes, that's the one: your" if _CARD_NAMED_RE.search(text) and not reports_card_loss(text) \
+            else "Your"
+        return (f"{confirm} {result['kind']} card ending {result['last4']} is frozen, so nobody can pay with it. "
+                + CARD_NEXT_STEPS)
     return (f"I've frozen your {result['kind']} card ending {result['last4']}, so nobody can pay "
             "with it. If you find it you can unfreeze it in the app; if it was stolen, order a "
             "replacement there and check your recent transactions.")
+
+
+#: What happens after a card is frozen (fees: a replacement physical card costs £5, ``nodes.tools.POLICY_KB``).
+CARD_NEXT_STEPS = ("If you find it, you can unfreeze it in the app (or tell me and I'll do it). If it's gone for good or "
+                   "was stolen, order a replacement in the app (£5) and check your recent transactions; tell me if you "
+                   "see a payment you didn't make.")
 
 
 def _render_list_transfers(result: dict[str, Any], text: str) -> str:
@@ -532,7 +671,7 @@ def _render_account_profile(result: dict[str, Any], text: str) -> str:
 
 
 def _render_lookup_policy(result: dict[str, Any], text: str) -> str:
-    return f"{result['title']}: {result['text']}"
+    return focused_policy_text(str(result.get("topic", "")), result["title"], result["text"], text)
 
 
 #: One renderer per business tool: ``(result, lowercased user text) -> answer`` (empty: nothing to say).
@@ -620,7 +759,12 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
         rendered = render_desk_tool(name, result) or _render(name, result, user_text)
         if rendered:
             parts.append(rendered)
-    parts = _with_intent_answer(agent, text, resolve_intent(agent, user_text, hint), names, parts)
+    intent = None if agent == "cards" and _names_card_only(text) else resolve_intent(agent, user_text, hint)
+    if agent == "transfers" and not tool_results and resolve_intent(agent, user_text) is None \
+            and (known := policy_knowledge_answer(user_text)):
+        intent = None  # a fee or limit question: the desk's policy knowledge, not the router's guess of an intent
+        parts = [known]
+    parts = _with_intent_answer(agent, text, intent, names, parts)
     if not parts:
         return _NO_TOOL_ANSWERS.get(agent, "How can I help?")
     if agent == "refunds" and names == ["refund_status"] and _has(text, *_MONEY_BACK) \

@@ -108,6 +108,7 @@ def choose_entry(
     refers_back: bool = False,
     record_owners: Collection[str] = (),
     wants_person: bool = False,
+    same_question: bool = False,
 ) -> EntryDecision:
     """Choose the entry node of a new turn.
 
@@ -132,6 +133,10 @@ def choose_entry(
             a named ``tr_…`` is transfers', whoever holds the conversation (fresh-user review §10).
         wants_person: the customer asks for a person (``policies.replies.asks_for_person``): fallback, which hands
             the thread to the team with the facts so far (a request for a human is never answered by the bot alone).
+        same_question: the message asks the previous question again, about another thing ("and for ATM
+            withdrawals?", ``policies.replies.asks_same_for``) or for news of the record just answered ("any
+            update?", ``policies.replies.asks_for_news``): it stays with the active specialist, whose question it is,
+            whatever the router reads into its words (review of main: "any update?" went to account).
 
     Returns:
         In order: triage when the identity changed; fallback when the customer asks for a person; triage when the
@@ -143,7 +148,7 @@ def choose_entry(
         (never for a reply that answers the active agent); triage when nobody holds the conversation or permission
         lapsed. With an active specialist: itself for a reply that answers it (yes/no, choice among listed items,
         cancel — cancellation follows ``policies.approval`` there — or an identifier when it had asked a question),
-        for a fragment or an unasked identifier unless the router gives another specialist >=
+        for an "and for X?" fragment (``same_question``), for a fragment or an unasked identifier unless the router gives another specialist >=
         :data:`NEW_TOPIC_CONFIDENCE`, for a request the router gives it (>= :data:`CONTINUE_CONFIDENCE`) and for a
         conversational message (it holds the conversation); triage otherwise (a new topic). Continuing is turned into
         fallback when the agent is unavailable or its task waits for a human.
@@ -165,12 +170,16 @@ def choose_entry(
     if not permitted:
         return EntryDecision(TRIAGE, f"permission for {holder} no longer holds")
     return _checked(_continue_or_triage(holder, routed_agent, route_confidence, reply, open_question, scope,
-                                        refers_back), holder, available, task_status)
+                                        refers_back, same_question), holder, available, task_status)
 
 
 def _continue_or_triage(active_agent: str, routed_agent: str | None, route_confidence: float, reply: ReplyKind,
-                        open_question: str | None, scope: Scope, refers_back: bool = False) -> EntryDecision:
+                        open_question: str | None, scope: Scope, refers_back: bool = False,
+                        same_question: bool = False) -> EntryDecision:
     asked = f" to {active_agent}'s question" if open_question else ""
+    if same_question and reply in ("fragment", "request"):
+        return EntryDecision(active_agent, f"the same question again (\"and for …?\", \"any news?\"): continues "
+                                           f"with {active_agent}")
     if reply in _ANSWERS or (reply == "identifier" and open_question):
         return EntryDecision(active_agent, f"{reply.replace('_', '/')} reply{asked}: continues with {active_agent}")
     other_specialist = routed_agent in SPECIALISTS and routed_agent != active_agent

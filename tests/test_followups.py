@@ -107,8 +107,9 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     ("refunds-then-fee-questions", [("Refund £2,000 for tx_1006", "refunds"), ("what is the fee for a top-up?", "billing"),
                                     ("ok and for ATM withdrawals?", "billing")]),
     ("cards-unfreeze-it", [("I lost my card", "cards"), ("I found it again, please unfreeze it", "cards")]),
+    # "and for X?" after a policy answer asks policy's question again about X: it stays with policy (review of main)
     ("policy-and-atm-fee", [("what are the fees for international transfers?", "policy"),
-                            ("and for ATM withdrawals?", "billing")]),
+                            ("and for ATM withdrawals?", "policy")]),
 ]
 
 
@@ -166,7 +167,10 @@ def test_named_record_of_another_agent_re_triages():
 def test_a_re_read_with_the_same_facts_says_so_and_nothing_new_only_without_one():
     previous = ["Your balance is £55.71."]
     assert instead_of_repeat("account", previous[0], previous, reread=True) == \
-        "Still the same as a moment ago: Your balance is £55.71."
+        "I've checked again and nothing has changed. Your balance is £55.71."
+    status = ["Transfer tr_3002 to Mary for £80.00 (sent 30 Nov) is pending. It has been sent for processing."]
+    assert instead_of_repeat("transfers", status[0], status, reread=True) == \
+        "I've checked again and nothing has changed. Transfer tr_3002 to Mary for £80.00 (sent 30 Nov) is pending."
     assert instead_of_repeat("account", previous[0], previous).startswith("I have nothing new")
 
 
