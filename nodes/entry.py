@@ -37,10 +37,10 @@ from policies.entry import NEW_TOPIC_CONFIDENCE, EntryDecision, choose_entry, sc
 from policies.replies import (
     asks_for_news,
     asks_for_person,
+    asks_same_for,
     classify_reply,
     listed_items_of,
     open_question_of,
-    asks_same_for,
     record_owners,
     refers_back,
 )

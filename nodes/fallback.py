@@ -13,8 +13,16 @@ from langgraph.graph import END
 from langgraph.types import Command
 
 from graph.state import ensure_ids
+from policies.entry import PERSON_REASON
 
-__all__ = ["fallback_node", "fallback_text", "customer_reason", "customer_fact"]
+__all__ = ["fallback_node", "fallback_text", "customer_reason", "customer_fact", "PERSON_ANSWER", "PERSON_NEXT"]
+
+#: Fallback's answer when the customer asked for a person (``policies.entry.PERSON_REASON``): the thread's task is
+#: marked ``fallback`` and the thread is listed for the team (``switchboard threads``: last status fallback).
+PERSON_ANSWER = "Of course. I've asked a member of our team to take over this conversation."
+#: How it goes on, after the facts so far.
+PERSON_NEXT = ("They'll reply to you here, in this conversation, as soon as they can; you don't need to repeat "
+               "anything.")
 
 
 _DETAIL = re.compile(r"\s*\((?:[^()]|\([^()]*\))*\)")  # "(ConnectionError: down)", "(timeout: ReadTimeout(...))"
@@ -87,9 +95,12 @@ def fallback_text(packet: dict | None) -> str:
     """The customer-facing fallback answer for ``packet`` (a HandoffPacket dict or None): the reason in customer words
     (:func:`customer_reason`), the facts so far without internal record ids, and the open questions."""
     packet = packet or {}
-    reason = customer_reason(packet.get("reason") or "the request could not be completed automatically")
-    parts = ["I'm sorry, I couldn't complete this automatically, so I've passed it to a member of our team.",
-             f"(Reason: {reason}.)"]
+    if packet.get("reason") == PERSON_REASON:  # asked for, not a failure: say who takes over and how, no apology
+        parts = [PERSON_ANSWER]
+    else:
+        reason = customer_reason(packet.get("reason") or "the request could not be completed automatically")
+        parts = ["I'm sorry, I couldn't complete this automatically, so I've passed it to a member of our team.",
+                 f"(Reason: {reason}.)"]
     all_facts = list(packet.get("known_facts") or [])
     values = {str(f.get("key")): str(f.get("value")) for f in all_facts if f.get("source") == "system_verified"}
     values.update({str(f.get("key")): str(f.get("value")) for f in all_facts if str(f.get("key")) not in values})
@@ -103,7 +114,8 @@ def fallback_text(packet: dict | None) -> str:
     questions = list(packet.get("open_questions") or [])
     if questions:
         parts.append("Still open: " + " ".join(questions))
-    parts.append("You don't need to repeat anything; a colleague will continue this conversation.")
+    parts.append(PERSON_NEXT if packet.get("reason") == PERSON_REASON else
+                 "You don't need to repeat anything; a colleague will continue this conversation.")
     return " ".join(parts)
 
 

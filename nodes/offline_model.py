@@ -208,6 +208,10 @@ def _offered_duplicate(messages: list[BaseMessage]) -> str | None:
     return found.group(1) if found else None
 
 
+#: A record id or a card's last four digits in a message.
+_NAMES_RECORD = re.compile(r"\b(?:tx|rf|tr|card)_\w+|\b\d{4}\b", re.I)
+
+
 def _call(name: str, args: dict) -> dict:
     return {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:16]}", "type": "tool_call"}
 
@@ -426,7 +430,10 @@ class OfflineChatModel(BaseChatModel):
         return getattr(route, "intent", None) if route.agent == agent else None
 
     def _social_answer(self, user_text: str) -> str | None:
-        """The desk's answer to a greeting, thanks or goodbye (``nodes.desk_knowledge.social_topic``), else None."""
+        """The desk's answer to a greeting, thanks or goodbye (``nodes.desk_knowledge.social_topic``), else None; never
+        for a message naming a record or a card ("the one ending 1881" is an answer, not small talk)."""
+        if _NAMES_RECORD.search(user_text):
+            return None
         try:
             topic = social_topic(self._router().route(user_text))
         except (ValueError, RuntimeError):

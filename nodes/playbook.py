@@ -294,10 +294,15 @@ _CARD_NAMED_RE = re.compile(r"\b(?:ending|ends|last (?:four|4)(?: digits)?|card)
                             r"^\D*\b(\d{4})\b\D*$")
 
 
+#: "the virtual one", "my physical one": a card picked by its kind.
+_CARD_KIND_RE = re.compile(r"^\W*(?:(?:it'?s|it is|and)\s+)?(?:the|my)\s+(virtual|physical)\s+(?:one|card)\b")
+
+
 def _names_card_only(text: str) -> bool:
-    """Does the (lower-cased) ``text`` only name a card ("it's the one ending 4242", "4242", "card_ada_virtual"): a
+    """Does the (lower-cased) ``text`` only name a card ("it's the one ending 4242", "4242", "the virtual one"): a
     card named in at most 8 words that no cards intent of the desk knowledge recognises by its own patterns?"""
-    return bool(_CARD_NAMED_RE.search(text)) and len(text.split()) <= 8 and load_knowledge().resolve("cards", text) is None
+    return bool(_CARD_NAMED_RE.search(text) or _CARD_KIND_RE.search(text)) and len(text.split()) <= 8 \
+        and load_knowledge().resolve("cards", text) is None
 
 
 def _plan_transfers(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
@@ -507,9 +512,26 @@ def _tx_line(tx: dict[str, Any]) -> str:
     return f"{tx['id']}: {tx['merchant']} {_amt(tx)} on {_day(tx['created_at'])}{status}"
 
 
+#: Internal error text that never reaches the customer (tool names, argument validation, exception names): the event
+#: log has it (issue 13 §1).
+_INTERNAL_ERROR = re.compile(r"\bRefused\b|\bNot executed\b|bad arguments|\b[A-Z]\w*(?:Error|Exception)\b|"
+                             r"\b(?:input should|validation|field required)\b", re.I)
+
+
+def _customer_error(err: str) -> str | None:
+    """``err`` when it is written for the customer ("no card ending 9999"); None when it is empty, names a business
+    tool or carries internal text (:data:`_INTERNAL_ERROR`)."""
+    if not err or _INTERNAL_ERROR.search(err) or any(name in err for name in TOOLS):
+        return None
+    return err
+
+
 def _render_refusal(tool: str, result: dict[str, Any]) -> str:
     """The answer when a tool call did not succeed (``result["ok"]`` false)."""
-    err = result.get("error", "that request could not be completed")
+    err = _customer_error(str(result.get("error") or ""))
+    if err is None and tool != "lookup_policy":
+        return ("I couldn't do that yet: I'm not sure which one you mean. Please give its id (such as tx_1234, "
+                "rf_1234 or tr_1234) or, for a card, its last four digits.")
     if tool == "request_refund":
         return f"I couldn't open a refund: {err}."
     if tool == "freeze_card":
@@ -626,6 +648,14 @@ def _render_card_status(result: dict[str, Any], text: str) -> str:
     cards = result.get("cards") or []
     if not cards:
         return "You have no cards on your account."
+    named = _CARD_NAMED_RE.search(text)
+    digits = next((g for g in named.groups() if g), "") if named else ""
+    kind = _CARD_KIND_RE.search(text)
+    one = [c for c in cards if (digits and digits in (c["last4"], c["id"])) or (kind and c["kind"] == kind.group(1))]
+    if len(one) == 1 and (digits or kind) and len(text.split()) <= 8:  # "the one ending 1881": that card, not the list
+        c = one[0]
+        tail = {"frozen": " You can unfreeze it in the app, or tell me and I'll do it."}.get(c["status"], "")
+        return f"Your {c['kind']} card ending {c['last4']} is {c['status']}.{tail}"
     return "Your cards: " + "; ".join(
         f"{c['kind']} card ending {c['last4']} is {c['status']}" for c in cards) + "."
 

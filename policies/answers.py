@@ -60,9 +60,9 @@ def instead_of_repeat(agent: str, text: str, previous: Sequence[str], open_quest
     Clarify asks its next unasked question (or, when none is left, says so). A specialist that re-read the records
     this turn (``reread``: a read-only business tool ran, e.g. a balance or status look-up) gives the facts again,
     said as unchanged in a few words (:data:`STILL_THE_SAME` + the first sentence of ``text``, its status line; asked
-    once more right after that, :data:`STILL_NO_CHANGE` + the same sentence, and back). Otherwise a specialist says it has nothing new and what it
-    still needs: the last of ``open_questions`` (the packet's, or the question of its previous answer), else how to
-    go on.
+    once more right after that, :data:`STILL_NO_CHANGE` + the same sentence, and back). Otherwise a specialist says it
+    has nothing new and what it still needs: the last of ``open_questions`` (the packet's, or the question of its
+    previous answer), else how to go on.
     """
     if reread and agent != CLARIFY and previous:
         # asked again after the short form: say it once more in other words, never verbatim

@@ -16,7 +16,7 @@ from policies.edges import CLARIFY, FALLBACK, OUT_OF_SCOPE, SPECIALISTS, TRIAGE
 from policies.replies import ReplyKind
 
 __all__ = ["EntryDecision", "choose_entry", "scope_of", "CONTINUE_CONFIDENCE", "NEW_TOPIC_CONFIDENCE",
-           "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "OUT_OF_SCOPE_TOPICS", "OUT_OF_SCOPE_PREFIX", "Scope"]
+           "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "PERSON_REASON", "OUT_OF_SCOPE_TOPICS", "OUT_OF_SCOPE_PREFIX", "Scope"]
 
 #: Minimum router confidence for keeping the current agent on a self-contained request; below it the message is
 #: re-triaged. Chosen on the shipped router's calibration: wrong-agent predictions cluster below 0.35.
@@ -27,6 +27,8 @@ CONTINUE_CONFIDENCE = 0.35
 NEW_TOPIC_CONFIDENCE = 0.5
 #: Clarifying answers in a row after which an answer that still names no specialist goes to fallback (issue 12 §1).
 MAX_CLARIFY_ROUNDS = 2
+#: The entry reason when the customer asks for a person (fallback words its answer for that case: ``nodes.fallback``).
+PERSON_REASON = "the customer asked for a person"
 #: The router's label for "no specialist" (greetings, thanks, off-topic, other products).
 NO_SPECIALIST = "other"
 
@@ -140,23 +142,22 @@ def choose_entry(
 
     Returns:
         In order: triage when the identity changed; fallback when the customer asks for a person; triage when the
-        message names a record (``record_owners``) that
-        ``active_agent`` does not own (a record of the desk is never out of scope either); after clarify, out_of_scope
-        for an out-of-scope answer, triage when the answer names a topic, fallback after :data:`MAX_CLARIFY_ROUNDS`
-        rounds without one, else triage;
-        out_of_scope for an out-of-scope message on a thread nobody holds, or a self-contained out-of-scope request
-        (never for a reply that answers the active agent); triage when nobody holds the conversation or permission
-        lapsed. With an active specialist: itself for a reply that answers it (yes/no, choice among listed items,
-        cancel — cancellation follows ``policies.approval`` there — or an identifier when it had asked a question),
-        for an "and for X?" fragment (``same_question``), for a fragment or an unasked identifier unless the router gives another specialist >=
-        :data:`NEW_TOPIC_CONFIDENCE`, for a request the router gives it (>= :data:`CONTINUE_CONFIDENCE`) and for a
-        conversational message (it holds the conversation); triage otherwise (a new topic). Continuing is turned into
-        fallback when the agent is unavailable or its task waits for a human.
+        message names a record (``record_owners``) that ``active_agent`` does not own (a record of the desk is never
+        out of scope either); after clarify, out_of_scope for an out-of-scope answer, triage when the answer names a
+        topic, fallback after :data:`MAX_CLARIFY_ROUNDS` rounds without one, else triage; out_of_scope for an
+        out-of-scope message on a thread nobody holds, or a self-contained out-of-scope request (never for a reply
+        that answers the active agent); triage when nobody holds the conversation or permission lapsed. With an active
+        specialist: itself for a reply that answers it (yes/no, choice among listed items, cancel — cancellation
+        follows ``policies.approval`` there — or an identifier when it had asked a question), for the same question
+        again ("and for X?", "any news?": ``same_question``), for a fragment or an unasked identifier unless the
+        router gives another specialist >= :data:`NEW_TOPIC_CONFIDENCE`, for a request the router gives it (>=
+        :data:`CONTINUE_CONFIDENCE`) and for a conversational message (it holds the conversation); triage otherwise (a
+        new topic). Continuing is turned into fallback when the agent is unavailable or its task waits for a human.
     """
     if identity_changed:
         return EntryDecision(TRIAGE, "identity or tenant changed since the thread started")
     if wants_person:
-        return EntryDecision(FALLBACK, "the customer asked for a person")
+        return EntryDecision(FALLBACK, PERSON_REASON)
     if record_owners and active_agent not in record_owners:
         owners = "/".join(sorted(record_owners))
         return EntryDecision(TRIAGE, f"names a record of {owners}" + (f", not {active_agent}'s" if active_agent else ""))
