@@ -39,6 +39,9 @@ __all__ = [
     "is_plain_no",
     "REFUND_OFFER",
     "PLAIN_YES_ANSWER",
+    "PLAIN_NO_ANSWER",
+    "LOSS_ASKED",
+    "is_acknowledgement",
     "is_plain_yes",
     "reports_card_loss",
     "LOSS_QUESTION",
@@ -146,7 +149,23 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
         if done or asked != REFUND_OFFER or not tx_id:
             return None  # a yes that answers no offer of refunds' opens nothing
         return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
+    if agent == "cards" and asked and asked.startswith(LOSS_ASKED) and _bare_yes(text):
+        # "yes" to "Has your card been lost or stolen …? If so, say so and I'll freeze it": the loss, in their words
+        return planner("yes, i lost my card", facts, done, None, plan)
+    if is_acknowledgement(text):
+        return None  # "ok" / "no" that answers no offer: no record is read again, no list shown again (review of main)
     return planner(text, facts, done, intent, plan)
+
+
+def is_acknowledgement(text: str) -> bool:
+    """A short "ok", "yes", "no", "alright", "got it" that asks for nothing itself (``text`` lower-cased): when the
+    agent asked nothing, it is answered with :data:`PLAIN_YES_ANSWER` and no tool runs."""
+    t = text.strip()
+    return (_bare_yes(t) or is_plain_no(t) or bool(_ACK.fullmatch(t))) and len(t.split()) <= 4 \
+        and not _has(t, *_CARD_FREEZE, *_UNFREEZE)
+
+
+_ACK = re.compile(r"(?:alright|all right|got it|understood|i see|fine|cool|great|perfect|noted)[ .!]*")
 
 
 _Plan = Callable[..., "ToolCallPlan | None"]
@@ -163,8 +182,9 @@ def _plan_billing(text: str, facts: dict[str, str], done: set[str], intent: Desk
     if done:
         return None
     tx_id = facts.get("transaction_id")
-    if tx_id and intent is not None and tx_id.lower() not in text:
-        tx_id = None  # a transaction carried from earlier does not hijack a new, recognised request
+    if tx_id and intent is not None and tx_id.lower() not in text and not _POINTS_BACK.search(text):
+        tx_id = None  # a transaction carried from earlier does not hijack a new, recognised request ("why is *it*
+        # pending?" asks about the carried one: review of main, the id was lost and the whole list shown again)
     if _has(text, *_DUPLICATE):
         merchant = _named_merchant(text)
         return plan("find_duplicate_charges", **({"merchant": merchant} if merchant else {}))
@@ -181,6 +201,10 @@ def _plan_billing(text: str, facts: dict[str, str], done: set[str], intent: Desk
 _MERCHANT_RE = re.compile(r"\b(?:at|by|from|with)\s+(?!(?:the|a|an|my|your|once|same|least|all|it|this|that|"
                           r"weekend|night|atm|an atm|the atm)\b)([a-z][a-z0-9&'.-]+(?:\s+[a-z][a-z0-9&'.-]+){0,2}?)"
                           r"\s*(?:[?.!,;]|$|\s+(?:on|yesterday|today|last|this|for|and|but|in)\b)")
+
+
+#: A short question pointing back at the record just discussed: "why is it pending?", "what is that?".
+_POINTS_BACK = re.compile(r"^(?=(?:\S+\s+){0,7}\S+\W*$).*\b(?:it|that|this|that one|this one)\b")
 
 
 def _named_merchant(text: str) -> str | None:
@@ -216,8 +240,11 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
 
 #: Refunds' offer after a positive eligibility check; a plain yes to it opens the request (through eligibility and risk).
 REFUND_OFFER = "Shall I open a refund request for it?"
-#: Refunds' answer to a plain yes that answers none of its offers (nothing is opened).
+#: Refunds' answer to a plain yes that answers none of its offers (nothing is opened); every specialist's answer to an
+#: "ok" that answers no offer of its own.
 PLAIN_YES_ANSWER = "Okay! Is there anything else I can help you with?"
+#: A specialist's answer to a plain "no" that answers no offer of its own (nothing is done).
+PLAIN_NO_ANSWER = "All right. If anything else comes up, just write here."
 
 _YES = re.compile(r"(?:yes|yeah|yep|sure|ok(?:ay)?|please do|go ahead|do it)\b[\w ,.!']{0,40}")
 _NOT = re.compile(r"\b(?:no|not|don'?t|never)\b")
@@ -256,6 +283,8 @@ def reports_card_loss(text: str) -> bool:
 #: Cards' question when the router guessed a lost or stolen card but the customer said nothing of the kind.
 LOSS_QUESTION = ("Has your card been lost or stolen, or do you think someone else used it? If so, say so and I'll "
                  "freeze it right away.")
+#: The question of :data:`LOSS_QUESTION` (as ``policies.replies.open_question_of`` finds it in the answer).
+LOSS_ASKED = LOSS_QUESTION.split("?")[0] + "?"
 
 
 def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
@@ -593,6 +622,10 @@ def _render_list_recent_transactions(result: dict[str, Any], text: str) -> str:
 
 def _render_explain_transaction(result: dict[str, Any], text: str) -> str:
     tx = result["transaction"]
+    if tx["id"].lower() not in text and _POINTS_BACK.search(text) and _has(text, r"\bwhy\b"):
+        # "why is it pending?" about the payment just explained: the reason, not the description again
+        why = str(result["explanation"])
+        return f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) is {tx['status']}: {why[:1].lower()}{why[1:]}"
     card = f" on the card ending {result['card_last4']}" if result.get("card_last4") else ""
     return (f"{tx['id']} is {tx['merchant']}, {_amt(tx)}{card} on {_day(tx['created_at'])}, "
             f"status {tx['status']}. {result['explanation']}")
@@ -779,8 +812,9 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     merchant and the transaction id, and says nothing is paid yet. When the refunds agent only listed refunds,
     it also asks which transaction to refund."""
     text = user_text.lower()
-    if agent == "refunds" and not tool_results and _bare_yes(text):
-        return PLAIN_YES_ANSWER
+    if not tool_results and (is_acknowledgement(text) if agent != "refunds" else _bare_yes(text)) \
+            and agent in _PLANNERS:
+        return PLAIN_NO_ANSWER if is_plain_no(text) and agent != "refunds" else PLAIN_YES_ANSWER
     names = [name for name, _ in tool_results]
     parts: list[str] = []
     for name, result in tool_results:
