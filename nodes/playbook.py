@@ -42,6 +42,8 @@ __all__ = [
     "PLAIN_NO_ANSWER",
     "LOSS_ASKED",
     "is_acknowledgement",
+    "BARE_WHY_ANSWER",
+    "ACCOUNT_CANCEL_ANSWER",
     "is_plain_yes",
     "reports_card_loss",
     "LOSS_QUESTION",
@@ -98,8 +100,12 @@ _UNFREEZE = (r"\bunfreeze\b", r"\bun-freeze\b", r"\bunblock (?:my|the) card\b", 
 
 def resolve_intent(agent: str, user_text: str, hint: str | None = None) -> DeskIntent | None:
     """The desk intent of ``agent`` that ``user_text`` asks about (:meth:`DeskKnowledge.resolve`: the project's
-    keyword patterns first, then ``hint``, the router's fine label, when it belongs to ``agent``), or None."""
-    return load_knowledge().resolve(agent, user_text, hint)
+    keyword patterns first, then ``hint``, the router's fine label, when it belongs to ``agent``), or None. A follow-up
+    with no content of its own ("why?", ``policies.replies.is_bare_follow_up``) takes no hint: the router's guess of
+    its topic is noise (review of main: "why?" after an account closure got the identity-check answer)."""
+    from policies.replies import is_bare_follow_up
+
+    return load_knowledge().resolve(agent, user_text, None if is_bare_follow_up(user_text) else hint)
 
 
 def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
@@ -154,7 +160,22 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
         return planner("yes, i lost my card", facts, done, None, plan)
     if is_acknowledgement(text):
         return None  # "ok" / "no" that answers no offer: no record is read again, no list shown again (review of main)
+    if agent in _NO_RECORD_TO_EXPLAIN and intent is None and _bare_follow_up(text):
+        return None  # "why?" with no record to re-read: the agent asks what to explain (BARE_WHY_ANSWER)
     return planner(text, facts, done, intent, plan)
+
+
+#: Agents whose "why?" has no record carried to re-read and explain (billing, refunds and transfers re-read theirs).
+_NO_RECORD_TO_EXPLAIN = frozenset({"account", "policy", "cards"})
+#: The answer to a "why?" / "what do you mean?" that the agent cannot tie to a record.
+BARE_WHY_ANSWER = ("Could you tell me which part you'd like me to explain? For example the fee, the limit or the next "
+                   "step, and I'll go through it.")
+
+
+def _bare_follow_up(text: str) -> bool:
+    from policies.replies import is_bare_follow_up
+
+    return is_bare_follow_up(text)
 
 
 def is_acknowledgement(text: str) -> bool:
@@ -225,7 +246,8 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
     wants_status = _has(text, *_REFUND_WHERE) and not _has(text, *_DUPLICATE)
     if wants_status and _has(text, r"\b(?:other|all|my) refunds\b"):
         return plan("refund_status")  # every refund, not only the one carried from earlier
-    if facts.get("refund_id") and (wants_status or not tx_id):
+    if facts.get("refund_id") and (wants_status or not tx_id or facts["refund_id"].lower() in text):
+        # a refund the customer names ("rf_5001") is the one read, not the transaction carried from earlier
         return plan("refund_status", refund_id=facts["refund_id"])
     if wants_status:
         return plan("refund_status")
@@ -356,7 +378,21 @@ def _plan_account(text: str, facts: dict[str, str], done: set[str], intent: Desk
                   plan: _Plan) -> ToolCallPlan | None:
     if intent is not None:
         return _intent_plan(intent, plan)
+    if _has(text, *_CANCEL_WORDS, r"\bchanged my mind\b"):
+        return None  # "cancel that" after a request passed to the team: ACCOUNT_CANCEL_ANSWER, not the profile
+    if _has(text, _CURRENCY_WORDS):
+        return plan("account_balance")  # "and in euros?" after the balance: the balance per currency
     return plan("account_profile")
+
+
+#: A currency named in a message ("and in euros?").
+_CURRENCY_WORDS = r"\b(?:euros?|dollars?|pounds?|francs?|zloty|kronor|krone|yen|eur|usd|gbp|chf|currenc\w*)\b"
+#: Currency words of a question -> ISO code (the currencies of ``nodes.tools.POLICY_KB["currencies"]`` people name).
+_CURRENCY_CODES = {"euro": "EUR", "eur\\b": "EUR", "dollar": "USD", "usd": "USD", "pound": "GBP", "gbp": "GBP",
+                   "franc": "CHF", "chf": "CHF", "yen": "JPY", "jpy": "JPY", "zloty": "PLN", "pln": "PLN"}
+#: Account's answer to "cancel that" (no account tool withdraws a request already passed to the team).
+ACCOUNT_CANCEL_ANSWER = ("Nothing has been closed or changed yet. If you asked us to close or freeze your account and "
+                         "have changed your mind, tell the member of our team who contacts you and they will stop it.")
 
 
 def _plan_policy(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
@@ -812,9 +848,8 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     merchant and the transaction id, and says nothing is paid yet. When the refunds agent only listed refunds,
     it also asks which transaction to refund."""
     text = user_text.lower()
-    if not tool_results and (is_acknowledgement(text) if agent != "refunds" else _bare_yes(text)) \
-            and agent in _PLANNERS:
-        return PLAIN_NO_ANSWER if is_plain_no(text) and agent != "refunds" else PLAIN_YES_ANSWER
+    if not tool_results and (short := _reply_without_tool(agent, user_text)) is not None:
+        return short
     names = [name for name, _ in tool_results]
     parts: list[str] = []
     for name, result in tool_results:
@@ -836,10 +871,38 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
         parts.append("Which transaction would you like refunded? Please give its id (such as tx_1234).")
     if agent == "cards" and names == ["card_status"]:
         parts.extend(_card_follow_up(text))
+    balance = dict(tool_results).get("account_balance") or {}
+    if agent == "account" and balance.get("ok"):
+        parts = _currency_not_held(text, balance) + parts
     status = dict(tool_results).get("transfer_status") or {}
     if status.get("ok"):
         parts.extend(p for p in _transfer_follow_up(text, status) if p not in parts)
     return " ".join(parts)
+
+
+def _reply_without_tool(agent: str, user_text: str) -> str | None:
+    """A specialist's answer when no tool ran and the message asks for none: an "ok"/"no" that answers no offer
+    (:data:`PLAIN_YES_ANSWER` / :data:`PLAIN_NO_ANSWER`; refunds: a plain yes), a "why?" with no record to explain
+    (:data:`BARE_WHY_ANSWER`), "cancel that" to account (:data:`ACCOUNT_CANCEL_ANSWER`); else None."""
+    text = user_text.lower()
+    if agent in _PLANNERS and (is_acknowledgement(text) if agent != "refunds" else _bare_yes(text)):
+        return PLAIN_NO_ANSWER if is_plain_no(text) and agent != "refunds" else PLAIN_YES_ANSWER
+    if agent in _NO_RECORD_TO_EXPLAIN and _bare_follow_up(text) and resolve_intent(agent, user_text) is None:
+        return BARE_WHY_ANSWER
+    if agent == "account" and _has(text, *_CANCEL_WORDS, r"\bchanged my mind\b"):
+        return ACCOUNT_CANCEL_ANSWER
+    return None
+
+
+def _currency_not_held(text: str, balance: dict[str, Any]) -> list[str]:
+    """["You don't hold any EUR at the moment; your money is in GBP only."] when the (lower-cased) question names a
+    currency the balance has none of ("and in euros?"), else []."""
+    held = {b["currency"] for b in balance.get("balances") or []}
+    asked = next((c for w, c in _CURRENCY_CODES.items() if re.search(rf"\b{w}", text)), None)
+    if not asked or asked in held:
+        return []
+    return [f"You don't hold any {asked} at the moment" + (f"; your money is in {', '.join(sorted(held))} only."
+                                                            if held else ".")]
 
 
 _CANCEL_WORDS = (r"\bcancel", r"\bstop (?:it|the|my|this|that)\b", r"\b(?:undo|recall|call (?:it )?back)\b")

@@ -137,8 +137,9 @@ def choose_entry(
             the thread to the team with the facts so far (a request for a human is never answered by the bot alone).
         same_question: the message asks the previous question again, about another thing ("and for ATM
             withdrawals?", ``policies.replies.asks_same_for``) or for news of the record just answered ("any
-            update?", ``policies.replies.asks_for_news``): it stays with the active specialist, whose question it is,
-            whatever the router reads into its words (review of main: "any update?" went to account).
+            update?", ``policies.replies.asks_for_news``), or a follow-up with no content of its own ("why not?",
+            ``policies.replies.is_bare_follow_up``): it stays with the active specialist, whose question it is,
+            whatever the router reads into its words (review of main: "any update?" and "why not?" went to account).
 
     Returns:
         In order: triage when the identity changed; fallback when the customer asks for a person; triage when the
@@ -179,8 +180,8 @@ def _continue_or_triage(active_agent: str, routed_agent: str | None, route_confi
                         same_question: bool = False) -> EntryDecision:
     asked = f" to {active_agent}'s question" if open_question else ""
     if same_question and reply in ("fragment", "request"):
-        return EntryDecision(active_agent, f"the same question again (\"and for …?\", \"any news?\"): continues "
-                                           f"with {active_agent}")
+        return EntryDecision(active_agent, f"a follow-up to {active_agent}'s last answer (\"and for …?\", \"any "
+                                           f"news?\", \"why not?\"): continues with {active_agent}")
     if reply in _ANSWERS or (reply == "identifier" and open_question):
         return EntryDecision(active_agent, f"{reply.replace('_', '/')} reply{asked}: continues with {active_agent}")
     other_specialist = routed_agent in SPECIALISTS and routed_agent != active_agent

@@ -14,7 +14,8 @@ from typing import Literal
 from policies.approval import is_cancellation
 
 __all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "refers_back",
-           "asks_for_person", "asks_same_for", "asks_for_news", "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS"]
+           "asks_for_person", "asks_same_for", "asks_for_news",
+           "is_bare_follow_up", "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS"]
 
 #: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
 #: the previous answer listed; ``cancel``: asks to stop/cancel; ``fragment``: a short follow-up that leans on the
@@ -112,6 +113,18 @@ def asks_same_for(text: str) -> bool:
     of issue 13: "and for ATM withdrawals?" after a policy fee answer went to billing)."""
     return (bool(_SAME_FOR_RE.search(text or "")) and len(_words(text or "")) <= SAME_FOR_MAX_WORDS
             and not _RECORD_RE.search(text or ""))
+
+
+#: A follow-up with no content of its own: "why?", "why not?", "how come?", "what do you mean?", "really?".
+_BARE_FOLLOW_UP_RE = re.compile(r"^\s*(?:but\s+|and\s+|so\s+)?(?:why(?: not| is that| so)?|how come|how so|what do you "
+                                r"mean|meaning|really|seriously|what now|now what|what next|and then)\s*[?!.]*\s*$", re.I)
+
+
+def is_bare_follow_up(text: str) -> bool:
+    """Is ``text`` a follow-up with no content of its own ("why not?", "how come?", "what do you mean?")? It can only
+    be about the previous answer, so it stays with the agent that gave it (review of main: "why not?" after a refused
+    refund went to account)."""
+    return bool(_BARE_FOLLOW_UP_RE.match(text or ""))
 
 
 def asks_for_news(text: str) -> bool:
