@@ -419,6 +419,8 @@ _SUBJECTS: dict[str, tuple[str, ...]] = {
     "replacement": (r"\breplacement\b", r"\bnew card\b"),
     "disposable": (r"\bdisposable\b",),
     "balance": (r"\bbalance\b",),
+    "weekday": (r"\bweekdays?\b", r"\bduring the week\b"),
+    "weekend": (r"\bweekends?\b", r"\bsaturday|\bsunday"),
 }
 #: Handbook topics that list several items (one sentence or clause each): a question about one item gets that item.
 _LIST_TOPICS = frozenset({"fees", "international_fees", "limits"})
@@ -465,8 +467,10 @@ def focused_policy_text(topic: str, title: str, policy_text: str, question: str)
     """``"{title}: {text}"``, or, for a topic that lists several items (:data:`_LIST_TOPICS`) and a question about
     some of them, only those items ("and for ATM withdrawals?" -> ``"Fees (standard plan): each ATM withdrawal costs a
     flat £1.50."``): a person asking about one fee gets that fee, not the whole schedule. ``question`` is lower-cased."""
+    from policies.replies import asks_same_for
+
     wanted = _subjects(question)
-    if topic not in _LIST_TOPICS or not wanted:
+    if not wanted or not (topic in _LIST_TOPICS or asks_same_for(question)):  # "and on weekdays?": that part only
         return f"{title}: {policy_text}"
     clauses = _clauses(policy_text)
     head = ""

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 from policies.edges import CLARIFY
 
-__all__ = ["CLARIFY_QUESTIONS", "STILL_THE_SAME", "STILL_NO_CHANGE", "same_answer", "clarify_question", "instead_of_repeat"]
+__all__ = ["CLARIFY_QUESTIONS", "STILL_THE_SAME", "STILL_NO_CHANGE", "AS_I_SAID", "same_answer",
+           "clarify_question", "instead_of_repeat"]
 
 #: The clarifying questions, asked in this order; none is asked twice in a thread (after the last one, entry sends a
 #: still-unclear answer to fallback, ``policies.entry.MAX_CLARIFY_ROUNDS``).
@@ -43,6 +44,8 @@ def clarify_question(asked: Sequence[str]) -> str | None:
 #: never the same words twice; a re-asked status question still gets the facts, fresh-user review §15); the facts
 #: follow in one sentence (the first of the answer: the status), not the whole answer again (review of main).
 STILL_THE_SAME = "I've checked again and nothing has changed."
+#: How policy's answer starts when the same handbook text is asked for again (rules do not change between turns).
+AS_I_SAID = "As I mentioned:"
 #: The same said in other words, when the customer asks once more right after :data:`STILL_THE_SAME`.
 STILL_NO_CHANGE = "Still no change since then."
 
@@ -73,6 +76,8 @@ def instead_of_repeat(agent: str, text: str, previous: Sequence[str], open_quest
             return short
     if not any(same_answer(text, p) for p in previous):
         return None
+    if reread and agent == "policy":  # the handbook does not change between turns: said again, briefly
+        return f"{AS_I_SAID} {_first_sentence(text)}"
     if reread and agent != CLARIFY:
         return f"{STILL_THE_SAME} {_first_sentence(text)}"
     if agent == CLARIFY:

@@ -44,7 +44,7 @@ _BACK_REF_RE = re.compile(r"\b(?:it|its|it's|that|this|them|they|those)\b", re.I
 _WORD_RE = re.compile(r"[A-Za-z0-9_£€$.']+")
 #: A nudge for news about what was just answered: "any news?", "any update?", "anything new?", "still nothing?".
 _NUDGE_RE = re.compile(r"^\s*(?:so\s+|and\s+)?(?:any(?:thing)? (?:news|update|updates|progress|new)|still nothing|"
-                       r"(?:what'?s|what is) the (?:news|latest|status)|news|update|updates)\b", re.I)
+                       r"(?:what'?s|what is) the (?:news|latest|status))\b|^\s*(?:news|update|updates)\W*$", re.I)
 
 
 #: Which specialists own a record by its id prefix (README "a named record goes to its owner"): a refund is refunds', a

@@ -312,3 +312,120 @@ def test_asking_for_a_person_reaches_the_team(desk):
     assert r.agent == "fallback" and "member of our team" in r.text
     assert asks_for_person("I want to talk to a real person") and asks_for_person("human agent now")
     assert not asks_for_person("how do I transfer money to a person") and not asks_for_person("talk to you later")
+
+
+# ---------------------------------------------------------------- review of main: what each answer says
+#: Each row: an id, then per turn ``(customer message, answering agent, must contain, must not contain)``. The agent
+#: may be "a|b" where either is right for a person and the shipped router decides (a fee question on a thread transfers
+#: holds is answered by transfers from the policy knowledge, or re-triaged to policy).
+CONTENT_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]]] = [
+    # 1. a carried transfer id never overrides what the new message asks
+    ("transfer-fee-after-status", [
+        ("where is my transfer tr_3002?", "transfers", ("tr_3002", "pending"), ()),
+        ("what's the fee for international transfers?", "transfers|policy", ("international transfer costs £0.50",),
+         ("tr_3002", "pending", "checked again")),
+        ("and the limit for transfers?", "transfers|policy", ("£25,000",), ("top up", "tr_3002"))]),
+    # 2. the card the customer names after a freeze is confirmed (or frozen when it is another one)
+    ("cards-named-after-freeze", [
+        ("I lost my card", "cards", ("frozen your physical card ending 4242",), ()),
+        ("it's the one ending 4242", "cards", ("that's the one", "card ending 4242 is frozen", "replacement"),
+         ("Your cards:", "1881", "8899")),
+        ("ok", "cards", ("Okay!",), ("Your cards",)),
+        ("no", "cards", ("All right",), ("Your cards",))]),
+    ("cards-digits-only-after-freeze", [
+        ("I lost my card", "cards", ("ending 4242",), ()),
+        ("4242", "cards", ("card ending 4242 is frozen",), ("Refused", "bad arguments", "card_id"))]),
+    ("cards-other-card-after-freeze", [
+        ("I lost my card", "cards", ("ending 4242",), ()),
+        ("it's the one ending 8899", "cards", ("frozen your virtual card ending 8899",), ("Link a card",))]),
+    ("cards-blocked-named", [
+        ("is my card blocked?", "cards", ("1881",), ()),
+        ("the one ending 1881", "cards", ("physical card ending 1881 is blocked",), ("8899", "automated assistant"))]),
+    ("cards-virtual-one", [
+        ("my card doesn't work", "cards", ("8899",), ()),
+        ("the virtual one", "cards", ("virtual card ending 8899 is active",), ("create a virtual card",))]),
+    # 3. "and for X?" after policy answered stays with policy and answers X in the same question domain
+    ("policy-and-for-fees", [
+        ("what are the fees for international transfers?", "policy", ("£0.50",), ()),
+        ("and for ATM withdrawals?", "policy", ("each ATM withdrawal costs £1.50",), ("transfer",)),
+        ("and for top-ups?", "policy", ("credit card", "0.5%"), ("ATM",))]),
+    ("policy-and-on-weekdays", [
+        (RATE, "policy", ("1% markup",), ()),
+        ("and on weekdays?", "policy", ("interbank rate",), ("markup", "checked again"))]),
+    # 4. a re-asked status: one short sentence, never the whole answer again, never the same words twice
+    ("transfer-any-news", [
+        ("where is my transfer tr_3002?", "transfers", ("sent for processing",), ()),
+        ("any news?", "transfers", ("I've checked again and nothing has changed. Transfer tr_3002",),
+         ("sent for processing", "not something this desk")),
+        ("any update?", "transfers", ("Still no change since then. Transfer tr_3002",), ("sent for processing",))]),
+    # 5. a request for a person: a hand-over with the facts so far, not an error
+    ("person-after-refund", [
+        ("where is my refund rf_5001?", "refunds", ("rf_5001",), ()),
+        ("can I talk to a real person please?", "fallback", ("take over", "rf_5001", "reply to you here"),
+         ("sorry", "couldn't", "Reason"))]),
+    # 6. five-turn conversations in the style of real customers (billing, refunds, account)
+    ("billing-why-pending", [
+        ("show my recent transactions", "billing", ("tx_1009",), ()),
+        ("what's tx_1009?", "billing", ("tx_1009 is Uber",), ()),
+        ("why is it pending?", "billing", ("tx_1009 (Uber, £12.30) is pending: the merchant has authorised",),
+         ("Your latest transactions",)),
+        ("ok", "billing", ("Okay!",), ("tx_1009",)),
+        ("thanks", "billing", ("You're welcome",), ())]),
+    ("refunds-named-refund-why-not", [
+        ("where is my refund?", "refunds", ("rf_5001",), ()),
+        ("rf_5001", "refunds", ("Refund rf_5001",), ("can't be refunded",)),
+        ("I want a refund for tx_1005", "refunds", ("already has refund rf_5001",), ()),
+        ("why not?", "refunds", ("rf_5001",), ("verify",)),
+        ("ok", "refunds", ("Okay!",), ())]),
+    ("account-euros-close-cancel", [
+        ("what's my balance?", "account", ("£55.71",), ()),
+        ("and in euros?", "account", ("don't hold any EUR", "GBP only"), ("Ada Lovelace",)),
+        ("I want to close my account", "account", ("close your account",), ()),
+        ("why?", "account", ("which part",), ("verify",)),
+        ("actually no, cancel that", "account", ("Nothing has been closed",), ("Ada Lovelace",))]),
+]
+
+
+@pytest.mark.parametrize("case,turns", CONTENT_CASES, ids=[c for c, _ in CONTENT_CASES])
+def test_followup_answers_say_what_was_asked(desk, case, turns):
+    conv = Conversation(case, desk=desk)
+    for text, agent, must, must_not in turns:
+        r = conv.send(text)
+        assert r.agent in agent.split("|"), (text, r.agent, r.text)
+        assert all(m in r.text for m in must), (text, r.text)
+        assert not any(m in r.text for m in must_not), (text, r.text)
+
+
+def test_yes_to_the_loss_question_freezes_and_no_does_nothing():
+    from nodes.playbook import LOSS_QUESTION, plan_tool_call
+
+    asked = open_question_of(LOSS_QUESTION)
+    assert plan_tool_call("cards", "yes", {}, [], asked=asked).name == "card_status"
+    assert plan_tool_call("cards", "yes", {"card_id": "card_1"}, ["card_status"], asked=asked).name == "freeze_card"
+    assert plan_tool_call("cards", "no", {"card_id": "card_1"}, ["card_status"], asked=asked) is None
+    assert plan_tool_call("cards", "yes", {"card_id": "card_1"}, ["card_status"]) is None  # nothing was asked
+
+
+def test_tool_errors_with_internal_text_never_reach_the_customer():
+    from nodes.playbook import compose_answer
+
+    internal = compose_answer("cards", "4242", [("freeze_card", {
+        "ok": False, "error": "Refused: bad arguments for freeze_card: card_id: Input should be a valid string"})])
+    assert not any(x in internal for x in ("Refused", "freeze_card", "card_id", "Input should")) and "last four" in internal
+    own = compose_answer("transfers", "tr_9999", [("transfer_status", {"ok": False, "error": "no transfer tr_9999"})])
+    assert "no transfer tr_9999" in own  # an error written for the customer is kept
+
+
+def test_and_for_x_news_and_why_are_follow_ups():
+    from policies.replies import asks_for_news, asks_same_for, is_bare_follow_up
+
+    assert asks_same_for("and for ATM withdrawals?") and asks_same_for("ok and on weekdays?")
+    assert asks_same_for("what about with a credit card?")
+    assert not asks_same_for("and I lost my card") and not asks_same_for("and for tr_3001?")
+    assert not asks_same_for("and for the transfer I made to my landlord last week from my other account?")
+    assert asks_for_news("any news?") and asks_for_news("any update?") and not asks_for_news("news about my card limit")
+    assert is_bare_follow_up("why not?") and is_bare_follow_up("how come?") and not is_bare_follow_up("why was I charged?")
+    c = entry.choose_entry
+    assert c("policy", "billing", 0.88, False, reply="fragment", same_question=True).target == "policy"
+    assert c("transfers", "account", 0.57, False, reply="request", same_question=True).target == "transfers"
+    assert c("policy", "billing", 0.88, False, reply="fragment").target == "triage"
