@@ -32,6 +32,7 @@ from nodes.desk_knowledge import load_knowledge, social_topic
 from nodes.facts import extract_facts, facts_from_tool_result
 from nodes.prompts import agent_from_prompt
 from policies.compound import COMPOUND_THRESHOLD, CompoundDecision, asks_something, detect_compound, split_requests
+from policies.replies import listed_items_of
 
 __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE", "SAFETY_REASON",
            "SAFETY_REASON_AFTER", "PATTERN_HANDON_BELOW", "PATTERN_OWNER_MIN", "DISPUTE_REASON", "DUPLICATE_REASON",
@@ -212,6 +213,29 @@ def _offered_duplicate(messages: list[BaseMessage]) -> str | None:
 _NAMES_RECORD = re.compile(r"\b(?:tx|rf|tr|card)_\w+|\b\d{4}\b", re.I)
 
 
+_POSITION_RE = re.compile(r"\b(first|1st|top(?![- ]?ups?\b)|second|2nd|third|3rd|last|bottom)\b", re.I)
+_POSITIONS = {"first": 0, "1st": 0, "top": 0, "second": 1, "2nd": 1, "third": 2, "3rd": 2, "last": -1, "bottom": -1}
+_ID_KEYS = {"tx": "transaction_id", "tr": "transfer_id", "rf": "refund_id"}
+
+
+def _picked_by_position(messages: list[BaseMessage], user_text: str) -> dict[str, str]:
+    """``{fact key: id}`` of the record a short reply picks by position among the records the desk's previous answer
+    listed ("the first one" after "Your transfers: tr_3002 …; tr_3001 …" -> ``{"transfer_id": "tr_3002"}``), as if
+    the customer had named it; {} when the reply names an id itself, picks nothing, or nothing was listed (review of
+    main: "the first one" got the whole list again)."""
+    if len(user_text.split()) > 8 or _NAMES_RECORD.search(user_text) or not (m := _POSITION_RE.search(user_text)):
+        return {}
+    last_human = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+    before = messages[:last_human] if last_human is not None else []
+    answer = next((m for m in reversed(before) if isinstance(m, AIMessage) and not m.tool_calls and m.content), None)
+    listed = [i for i in listed_items_of(str(answer.content) if answer is not None else "") if i[:2] in _ID_KEYS]
+    index = _POSITIONS[m.group(1).lower()]
+    if not listed or index >= len(listed):
+        return {}
+    item = listed[index]
+    return {_ID_KEYS[item[:2]]: item}
+
+
 def _call(name: str, args: dict) -> dict:
     return {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:16]}", "type": "tool_call"}
 
@@ -270,6 +294,7 @@ class OfflineChatModel(BaseChatModel):
                                          re.M))
         user_text, safety_prefix = _safety_context(system, user_text, from_specialist)
         facts = _known_facts(user_text, system)
+        facts.update(_picked_by_position(messages, user_text))
         for name, res in results:
             facts.update(facts_from_tool_result(name, res))
 

@@ -105,7 +105,7 @@ def resolve_intent(agent: str, user_text: str, hint: str | None = None) -> DeskI
     its topic is noise (review of main: "why?" after an account closure got the identity-check answer)."""
     from policies.replies import is_bare_follow_up
 
-    return load_knowledge().resolve(agent, user_text, None if is_bare_follow_up(user_text) else hint)
+    return load_knowledge().resolve(agent, user_text, None if is_bare_follow_up(user_text, strict=True) else hint)
 
 
 def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
@@ -175,7 +175,7 @@ BARE_WHY_ANSWER = ("Could you tell me which part you'd like me to explain? For e
 def _bare_follow_up(text: str) -> bool:
     from policies.replies import is_bare_follow_up
 
-    return is_bare_follow_up(text)
+    return is_bare_follow_up(text, strict=True)
 
 
 def is_acknowledgement(text: str) -> bool:
@@ -364,22 +364,42 @@ def _plan_transfers(text: str, facts: dict[str, str], done: set[str], intent: De
         # "what's the fee for international transfers?": the desk's fee, not the status of the transfer carried from
         # an earlier turn (a carried id never overrides what the new message asks; compose_answer gives the fee)
         return None
+    if _has(text, *_LIST_TRANSFERS):
+        return plan("list_transfers")  # "show my transfers": the list, whatever transfer was carried or guessed
     if facts.get("transfer_id"):
         return plan("transfer_status", transfer_id=facts["transfer_id"])
+    intent = transfers_intent(text, intent)
     if intent is not None:
         return _intent_plan(intent, plan)
     return plan("list_transfers")
 
 
 _TRANSFER_ID_RE = re.compile(r"\btr_[a-z0-9]+\b")
+#: "show my transfers", "list my payments", "my recent transfers": the customer asks for the list.
+_LIST_TRANSFERS = (r"\b(?:show|list|see|view|check)\b.{0,20}\b(?:transfers|payments i (?:sent|made))\b",
+                   r"^\W*(?:my )?(?:recent |last |latest )?transfers\W*$")
+#: "how long does it take?", "when will it arrive?": a timing question (without a transfer to read: the handbook's).
+_TIMING = (r"\bhow long\b", r"\bhow (?:quick|quickly|fast)\b", r"\bwhen will (?:it|the money|my money) (?:arrive|get)")
+
+
+def transfers_intent(text: str, intent: DeskIntent | None) -> DeskIntent | None:
+    """The transfers intent of the (lower-cased) ``text``: none for a request to list the transfers ("show my
+    transfers": the router's guess of another transfers topic is dropped), the handbook's ``transfer_timing`` for a
+    timing question ("and how long does it take?"), else ``intent``."""
+    if _has(text, *_LIST_TRANSFERS):
+        return None
+    timing = load_knowledge().intents.get("transfer_timing")
+    if timing is not None and _has(text, *_TIMING) and (intent is None or intent.tool is None):
+        return timing
+    return intent
 
 
 def _plan_account(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                   plan: _Plan) -> ToolCallPlan | None:
     if intent is not None:
         return _intent_plan(intent, plan)
-    if _has(text, *_CANCEL_WORDS, r"\bchanged my mind\b"):
-        return None  # "cancel that" after a request passed to the team: ACCOUNT_CANCEL_ANSWER, not the profile
+    if _has(text, *_CANCEL_WORDS, r"\bchanged my mind\b") or _has(text, *_TIMING):
+        return None  # "cancel that" (ACCOUNT_CANCEL_ANSWER) or "how long does it take?" (the checks' time), no profile
     if _has(text, _CURRENCY_WORDS):
         return plan("account_balance")  # "and in euros?" after the balance: the balance per currency
     return plan("account_profile")
@@ -484,27 +504,36 @@ def focused_policy_text(topic: str, title: str, policy_text: str, question: str)
     return f"{label}: {'; '.join(picked)}."
 
 
+#: "how much does it cost?", "is it free?": a price question.
+_COST = (r"\bcosts?\b", r"\bhow much (?:is|does|do|will)\b.*\b(?:charge|pay|cost)", r"\bis (?:it|that|this) free\b",
+         r"\bprice\b")
+
+
 def _policy_question(text: str) -> bool:
     """Does the (lower-cased) ``text`` ask about the desk's fees or limits, or another question the handbook's policy
     intents recognise by their own patterns ("what's the fee for international transfers?")?"""
-    return _has(text, *_FEES, r"\blimits?\b", r"\bmaximum\b") or \
+    return _has(text, *_FEES, *_COST, r"\blimits?\b", r"\bmaximum\b") or \
         load_knowledge().resolve("policy", text) is not None
 
 
-def policy_knowledge_answer(text: str) -> str | None:
+def policy_knowledge_answer(text: str, default_subject: str | None = None) -> str | None:
     """The desk's policy knowledge for a fee, limit or other policy question asked of a specialist without the
     policy tool (a transfers agent asked "what's the fee for international transfers?"): the topic of the policy
     intent its patterns match, else the best keyword topic (``nodes.tools.match_policy_topic``), focused on what it
-    asks (:func:`focused_policy_text`); None when it is no policy question or no topic matches."""
+    asks (:func:`focused_policy_text`; a question naming nothing the fees list, "how much does it cost?", is about
+    ``default_subject``, e.g. transfers for the transfers agent); None when it is no policy question or no topic
+    matches."""
     from nodes.tools import POLICY_KB
 
     low = text.lower()
+    if default_subject and not _subjects(low) and _has(low, *_FEES, *_COST):
+        low = f"{low} ({default_subject.replace('_', ' ')})"
     if not _policy_question(low):
         return None
     intent = load_knowledge().resolve("policy", low)
     if _has(low, r"\blimits?\b", r"\bmaximum\b"):
         topic: str | None = "limits"
-    elif _has(low, *_FEES):
+    elif _has(low, *_FEES, *_COST):
         topic = "international_fees" if _has(low, r"\b(?:international|abroad|overseas|foreign)\b") else "fees"
     else:
         topic = (intent.args.get("topic") if intent is not None and intent.tool == "lookup_policy" else None) \
@@ -863,8 +892,10 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
         if rendered:
             parts.append(rendered)
     intent = None if agent == "cards" and _names_card_only(text) else resolve_intent(agent, user_text, hint)
+    if agent == "transfers":
+        intent = transfers_intent(text, intent)
     if agent == "transfers" and not tool_results and resolve_intent(agent, user_text) is None \
-            and (known := policy_knowledge_answer(user_text)):
+            and (known := policy_knowledge_answer(user_text, default_subject="transfer")):
         intent = None  # a fee or limit question: the desk's policy knowledge, not the router's guess of an intent
         parts = [known]
     parts = _with_intent_answer(agent, text, intent, names, parts)
@@ -895,6 +926,11 @@ def _reply_without_tool(agent: str, user_text: str) -> str | None:
         return BARE_WHY_ANSWER
     if agent == "account" and _has(text, *_CANCEL_WORDS, r"\bchanged my mind\b"):
         return ACCOUNT_CANCEL_ANSWER
+    if agent == "account" and _has(text, *_TIMING) and resolve_intent(agent, user_text) is None:
+        from nodes.tools import POLICY_KB  # the account agent's timing question: how long the identity checks take
+
+        entry = POLICY_KB["verification"]
+        return "Identity checks: " + "; ".join(c for c in _clauses(entry.text) if "minutes" in c) + "."
     return None
 
 

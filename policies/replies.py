@@ -120,11 +120,22 @@ _BARE_FOLLOW_UP_RE = re.compile(r"^\s*(?:but\s+|and\s+|so\s+)?(?:why(?: not| is 
                                 r"mean|meaning|really|seriously|what now|now what|what next|and then)\s*[?!.]*\s*$", re.I)
 
 
-def is_bare_follow_up(text: str) -> bool:
-    """Is ``text`` a follow-up with no content of its own ("why not?", "how come?", "what do you mean?")? It can only
-    be about the previous answer, so it stays with the agent that gave it (review of main: "why not?" after a refused
-    refund went to account)."""
-    return bool(_BARE_FOLLOW_UP_RE.match(text or ""))
+#: "and how long does it take?", "so when will that happen?": a connective, then a question about "it"/"that".
+_AND_IT_RE = re.compile(r"^\s*(?:and|so|but|ok(?:ay)? and)\b.*\b(?:it|that|this)\b", re.I)
+#: Words that give a message a subject of its own (a product or record of the desk).
+_DOMAIN_NOUN_RE = re.compile(r"\b(?:cards?|refunds?|transfers?|payments?|charges?|account|balance|fees?|pin|atms?|"
+                             r"money|transactions?|top[- ]?ups?|limits?|phone|address|email|identity|currenc\w*)\b", re.I)
+
+
+def is_bare_follow_up(text: str, strict: bool = False) -> bool:
+    """Is ``text`` a follow-up with no content of its own ("why not?", "how come?", "what do you mean?", or "and how
+    long does it take?": a connective and "it"/"that" in at most 8 words naming no product or record of the desk)? It
+    can only be about the previous answer, so it stays with the agent that gave it (review of main: "why not?" after a
+    refused refund went to account, "and how long does it take?" after a transfer answer to cards). ``strict``: only
+    the first kind (no words of its own at all)."""
+    t = text or ""
+    return bool(_BARE_FOLLOW_UP_RE.match(t)) or (not strict and bool(_AND_IT_RE.search(t)) and len(_words(t)) <= 8
+                                                  and not _DOMAIN_NOUN_RE.search(t) and not _ID_RE.search(t))
 
 
 def asks_for_news(text: str) -> bool:

@@ -377,6 +377,19 @@ CONTENT_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, 
         ("I want a refund for tx_1005", "refunds", ("already has refund rf_5001",), ()),
         ("why not?", "refunds", ("rf_5001",), ("verify",)),
         ("ok", "refunds", ("Okay!",), ())]),
+    ("transfers-first-one-cancel", [
+        ("I sent money to my landlord and it hasn't arrived", "transfers", ("tr_3002", "tr_3001"), ()),
+        ("the first one", "transfers", ("Transfer tr_3002", "pending"), ("Your transfers:", "tr_3001")),
+        ("can I cancel it?", "transfers", ("cancel it yourself in the app",), ("tr_3001",))]),
+    ("transfers-list-cost-time", [
+        ("show my transfers", "transfers", ("Your transfers: tr_3002",), ("Faster Payments",)),
+        ("how do I send money abroad?", "transfers", ("Payments in the app",), ()),
+        ("how much does it cost?", "transfers", ("international transfers cost £0.50",), ("Your transfers",)),
+        ("and how long does it take?", "transfers", ("1 to 5 business days",), ("card",)),
+        ("ok thanks", "transfers", ("You're welcome",), ())]),
+    ("account-verify-how-long", [
+        ("how do I verify my identity?", "account", ("selfie",), ()),
+        ("and how long does it take?", "account", ("within minutes",), ("Ada Lovelace", "card"))]),
     ("account-euros-close-cancel", [
         ("what's my balance?", "account", ("£55.71",), ()),
         ("and in euros?", "account", ("don't hold any EUR", "GBP only"), ("Ada Lovelace",)),
