@@ -330,7 +330,7 @@ class OfflineChatModel(BaseChatModel):
             if facts.get("transaction_id"):
                 args["facts"] = {k: v for k, v in facts.items() if k in ("transaction_id", "amount", "merchant")}
             return AIMessage(content="", tool_calls=[_call("transfer_to_refunds", args)])
-        answer = playbook.compose_answer(agent, user_text, results, hint)
+        answer = playbook.compose_answer(agent, user_text, results, hint, asked=_asked(system))
         if agent == "billing":
             answer = _billing_answer(answer, user_text, system, results, hint)
         return AIMessage(content=" ".join(p for p in (safety_prefix.strip(), answer, follow or "") if p))

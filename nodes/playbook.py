@@ -40,6 +40,9 @@ __all__ = [
     "REFUND_OFFER",
     "PLAIN_YES_ANSWER",
     "PLAIN_NO_ANSWER",
+    "DECLINED_ANSWER",
+    "WHAT_ELSE_ANSWER",
+    "ANYTHING_ELSE",
     "LOSS_ASKED",
     "is_acknowledgement",
     "BARE_WHY_ANSWER",
@@ -155,7 +158,8 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
         if done or asked != REFUND_OFFER or not tx_id:
             return None  # a yes that answers no offer of refunds' opens nothing
         return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
-    if agent == "cards" and asked and asked.startswith(LOSS_ASKED) and _bare_yes(text):
+    if agent == "cards" and asked and asked.startswith(LOSS_ASKED) and _LOSS_YES.fullmatch(text.strip()) \
+            and not _NOT.search(text):
         # "yes" to "Has your card been lost or stolen …? If so, say so and I'll freeze it": the loss, in their words
         return planner("yes, i lost my card", facts, done, None, plan)
     if is_acknowledgement(text):
@@ -265,6 +269,13 @@ REFUND_OFFER = "Shall I open a refund request for it?"
 #: Refunds' answer to a plain yes that answers none of its offers (nothing is opened); every specialist's answer to an
 #: "ok" that answers no offer of its own.
 PLAIN_YES_ANSWER = "Okay! Is there anything else I can help you with?"
+#: The question of :data:`PLAIN_YES_ANSWER` (and of the desk's answer to thanks).
+ANYTHING_ELSE = "Is there anything else I can help you with?"
+#: The answer to a "no" to a question or offer other than :data:`ANYTHING_ELSE` (nothing is done; the new question
+#: replaces the declined one, so a later "ok" opens nothing).
+DECLINED_ANSWER = f"All right, I've left it as it is. {ANYTHING_ELSE}"
+#: The answer to a yes to :data:`ANYTHING_ELSE`.
+WHAT_ELSE_ANSWER = "Sure, what else can I help you with?"
 #: A specialist's answer to a plain "no" that answers no offer of its own (nothing is done).
 PLAIN_NO_ANSWER = "All right. If anything else comes up, just write here."
 
@@ -307,6 +318,9 @@ LOSS_QUESTION = ("Has your card been lost or stolen, or do you think someone els
                  "freeze it right away.")
 #: The question of :data:`LOSS_QUESTION` (as ``policies.replies.open_question_of`` finds it in the answer).
 LOSS_ASKED = LOSS_QUESTION.split("?")[0] + "?"
+#: A yes to :data:`LOSS_QUESTION` that confirms the loss ("yes", "it was", "go ahead, freeze it"); a bare "ok" or "sure"
+#: freezes nothing (a freeze is a side effect; the question was asked on the router's guess).
+_LOSS_YES = re.compile(r"(?:yes|yeah|yep|yup|it (?:was|has|is)|please do|go ahead|do it|freeze it)\b[\w ,.!']{0,40}")
 
 
 def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
@@ -315,6 +329,8 @@ def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIn
     wants_unfreeze = _has(text, *_UNFREEZE) and not _has(text, r"\b(?:lost|stolen|compromis|fraud)")
     if _names_card_only(text):
         intent = None  # "it's the one ending 4242": the card the customer means, not the router's guess of a topic
+    if not (wants_freeze or wants_unfreeze) and _policy_question(text) and load_knowledge().resolve("cards", text) is None:
+        return None  # "and my card limit?": the desk's limits (compose_answer), not the card list and a loss question
     if not (wants_freeze or wants_unfreeze) and intent is not None and intent.tool != "card_status" \
             and intent.kind != "freeze":  # a guessed loss: the card list and a question (LOSS_QUESTION), no freeze
         return _intent_plan(intent, plan)
@@ -354,6 +370,11 @@ def _names_card_only(text: str) -> bool:
     card named in at most 8 words that no cards intent of the desk knowledge recognises by its own patterns?"""
     return bool(_CARD_NAMED_RE.search(text) or _CARD_KIND_RE.search(text)) and len(text.split()) <= 8 \
         and load_knowledge().resolve("cards", text) is None
+
+
+#: Specialists without the policy tool that answer a fee or limit question from the policy knowledge themselves, with
+#: the subject a question naming none is about ("how much does it cost?" to transfers: a transfer).
+_WITHOUT_POLICY_TOOL: dict[str, str | None] = {"transfers": "transfer", "cards": None}
 
 
 def _plan_transfers(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
@@ -434,7 +455,8 @@ _SUBJECTS: dict[str, tuple[str, ...]] = {
     "transfer": (r"\b(?<!bank )transfers?\b", r"\bsend(?:ing)? money\b", r"\bswift\b", r"\bsepa\b"),
     "other_card": (r"\bcredit cards?\b", r"\bnon-uk cards?\b", r"\bforeign cards?\b", r"\bdebit cards?\b"),
     "top_up": (r"\btop(?:ping)?[- ]?ups?\b", r"\badd(?:ing)? money\b"),
-    "card_payment": (r"\bcard payments?\b", r"\bpaying by card\b", r"\bpurchases?\b", r"\bshopping\b"),
+    "card_payment": (r"\bcard payments?\b", r"\bpaying by card\b", r"\bpurchases?\b", r"\bshopping\b",
+                     r"\bcard limits?\b", r"\bspend(?:ing)? limit"),
     "exchange": (r"\bexchang", r"\bforeign[- ]currency\b", r"\bconver"),
     "replacement": (r"\breplacement\b", r"\bnew card\b"),
     "disposable": (r"\bdisposable\b",),
@@ -869,7 +891,7 @@ def _with_intent_answer(agent: str, text: str, intent: DeskIntent | None, names:
 
 
 def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dict[str, Any]]],
-                   hint: str | None = None) -> str:
+                   hint: str | None = None, asked: str | None = None) -> str:
     """A concise customer-facing answer for ``agent`` from this turn's ``(tool_name, result)`` pairs,
     naming concrete things from the results (transaction id, merchant, amount, refund id and status),
     followed by the desk intent's own answer (:func:`resolve_intent` with ``hint``) when that intent needs no
@@ -879,9 +901,10 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     or unfreeze_card follows, since that says what matters); with no results and no intent the agent asks for
     what it needs. Refunds: after request_refund the answer names the refund, the amount as "4.50 GBP", the
     merchant and the transaction id, and says nothing is paid yet. When the refunds agent only listed refunds,
-    it also asks which transaction to refund."""
+    it also asks which transaction to refund. ``asked``: the agent's open question on the thread (a yes to "anything
+    else?" asks what else, it is not answered with the same question again)."""
     text = user_text.lower()
-    if not tool_results and (short := _reply_without_tool(agent, user_text)) is not None:
+    if not tool_results and (short := _reply_without_tool(agent, user_text, asked)) is not None:
         return short
     names = [name for name, _ in tool_results]
     parts: list[str] = []
@@ -894,8 +917,8 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     intent = None if agent == "cards" and _names_card_only(text) else resolve_intent(agent, user_text, hint)
     if agent == "transfers":
         intent = transfers_intent(text, intent)
-    if agent == "transfers" and not tool_results and resolve_intent(agent, user_text) is None \
-            and (known := policy_knowledge_answer(user_text, default_subject="transfer")):
+    if agent in _WITHOUT_POLICY_TOOL and not tool_results and resolve_intent(agent, user_text) is None \
+            and (known := policy_knowledge_answer(user_text, default_subject=_WITHOUT_POLICY_TOOL[agent])):
         intent = None  # a fee or limit question: the desk's policy knowledge, not the router's guess of an intent
         parts = [known]
     parts = _with_intent_answer(agent, text, intent, names, parts)
@@ -915,13 +938,17 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     return " ".join(parts)
 
 
-def _reply_without_tool(agent: str, user_text: str) -> str | None:
-    """A specialist's answer when no tool ran and the message asks for none: an "ok"/"no" that answers no offer
-    (:data:`PLAIN_YES_ANSWER` / :data:`PLAIN_NO_ANSWER`; refunds: a plain yes), a "why?" with no record to explain
-    (:data:`BARE_WHY_ANSWER`), "cancel that" to account (:data:`ACCOUNT_CANCEL_ANSWER`); else None."""
+def _reply_without_tool(agent: str, user_text: str, asked: str | None = None) -> str | None:
+    """A specialist's answer when no tool ran and the message asks for none: a yes/no to "anything else?"
+    (:data:`WHAT_ELSE_ANSWER` / :data:`PLAIN_NO_ANSWER`), a "no" to another question or offer (:data:`DECLINED_ANSWER`,
+    which asks "anything else?" so the declined offer is no longer the open question), an "ok" that answers no offer
+    (:data:`PLAIN_YES_ANSWER`), a "why?" with no record to explain (:data:`BARE_WHY_ANSWER`), "cancel that" to
+    account (:data:`ACCOUNT_CANCEL_ANSWER`); else None."""
     text = user_text.lower()
-    if agent in _PLANNERS and (is_acknowledgement(text) if agent != "refunds" else _bare_yes(text)):
-        return PLAIN_NO_ANSWER if is_plain_no(text) and agent != "refunds" else PLAIN_YES_ANSWER
+    if agent in _PLANNERS and is_acknowledgement(text):
+        if is_plain_no(text):
+            return PLAIN_NO_ANSWER if asked in (None, ANYTHING_ELSE, WHAT_ELSE_ANSWER) else DECLINED_ANSWER
+        return WHAT_ELSE_ANSWER if asked == ANYTHING_ELSE and _bare_yes(text) else PLAIN_YES_ANSWER
     if agent in _NO_RECORD_TO_EXPLAIN and _bare_follow_up(text) and resolve_intent(agent, user_text) is None:
         return BARE_WHY_ANSWER
     if agent == "account" and _has(text, *_CANCEL_WORDS, r"\bchanged my mind\b"):

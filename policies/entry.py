@@ -165,7 +165,7 @@ def choose_entry(
     if active_agent == CLARIFY and clarify_rounds > 0:
         return _after_clarify(routed_agent, route_confidence, clarify_rounds, scope)
     holder = active_agent if active_agent in SPECIALISTS else None
-    if scope == "out_of_scope" and (holder is None or (reply == "request" and not refers_back)):
+    if scope == "out_of_scope" and (holder is None or (reply == "request" and not refers_back and not same_question)):
         return EntryDecision(OUT_OF_SCOPE, f"no specialist serves this (router: {routed_agent} at {route_confidence:.2f})")
     if holder is None:
         return EntryDecision(TRIAGE, "no specialist holds the conversation")

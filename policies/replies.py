@@ -116,8 +116,9 @@ def asks_same_for(text: str) -> bool:
 
 
 #: A follow-up with no content of its own: "why?", "why not?", "how come?", "what do you mean?", "really?".
-_BARE_FOLLOW_UP_RE = re.compile(r"^\s*(?:but\s+|and\s+|so\s+)?(?:why(?: not| is that| so)?|how come|how so|what do you "
-                                r"mean|meaning|really|seriously|what now|now what|what next|and then)\s*[?!.]*\s*$", re.I)
+_BARE_FOLLOW_UP_RE = re.compile(r"^\s*(?:but\s+|and\s+|so\s+)?(?:why(?: not| is that| so)?|how(?: come| so| do i do "
+                                r"(?:that|it))?|what do you mean|meaning|really|seriously|what now|now what|what next|"
+                                r"and then)\s*[?!.]*\s*$", re.I)
 
 
 #: "and how long does it take?", "so when will that happen?": a connective, then a question about "it"/"that".

@@ -189,8 +189,8 @@ def test_a_guessed_card_loss_freezes_nothing_and_asks(desk, store):
     r = Conversation("limit", desk=desk).send("what's my card limit?")
     assert {c.id: c.status for c in store.list_cards("c_ada")} == before
     assert "frozen your" not in r.text and "couldn't freeze" not in r.text
-    if r.agent == "cards":
-        assert LOSS_QUESTION in r.text
+    if r.agent == "cards":  # review of main: the limit asked about, from the policy knowledge (no loss question)
+        assert "card payments £5,000" in r.text and LOSS_QUESTION not in r.text
     assert reports_card_loss("i lost my card") and reports_card_loss("someone stole my wallet")
     assert not reports_card_loss("what's my card limit?")
 

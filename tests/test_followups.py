@@ -390,6 +390,18 @@ CONTENT_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, 
     ("account-verify-how-long", [
         ("how do I verify my identity?", "account", ("selfie",), ()),
         ("and how long does it take?", "account", ("within minutes",), ("Ada Lovelace", "card"))]),
+    ("cards-pin-how-limit", [
+        ("can I change my PIN?", "cards", ("Change PIN",), ()),
+        ("how?", "cards", ("which part",), ("not something this desk",)),
+        ("and my card limit?", "cards", ("card payments £5,000",), ("lost or stolen", "Your cards")),
+        ("ok", "cards", ("Okay!",), ("frozen",)),
+        ("yes", "cards", ("what else can I help you with",), ("nothing new",))]),
+    ("refunds-declined-offer-then-ok", [
+        (REFUND, "refunds", ("Which transaction",), ()),
+        ("tx_1001", "refunds", ("Shall I open a refund request",), ()),
+        ("no", "refunds", ("left it as it is",), ()),
+        ("ok", "refunds", ("what else",), ("waiting for approval", "opened refund")),
+        ("no", "refunds", ("If anything else comes up",), ())]),
     ("account-euros-close-cancel", [
         ("what's my balance?", "account", ("£55.71",), ()),
         ("and in euros?", "account", ("don't hold any EUR", "GBP only"), ("Ada Lovelace",)),
@@ -417,6 +429,7 @@ def test_yes_to_the_loss_question_freezes_and_no_does_nothing():
     assert plan_tool_call("cards", "yes", {"card_id": "card_1"}, ["card_status"], asked=asked).name == "freeze_card"
     assert plan_tool_call("cards", "no", {"card_id": "card_1"}, ["card_status"], asked=asked) is None
     assert plan_tool_call("cards", "yes", {"card_id": "card_1"}, ["card_status"]) is None  # nothing was asked
+    assert plan_tool_call("cards", "ok", {"card_id": "card_1"}, ["card_status"], asked=asked) is None  # not a loss
 
 
 def test_tool_errors_with_internal_text_never_reach_the_customer():
