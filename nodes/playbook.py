@@ -204,8 +204,8 @@ def _intent_plan(intent: DeskIntent | None, plan: _Plan) -> ToolCallPlan | None:
 
 def _plan_billing(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                   plan: _Plan) -> ToolCallPlan | None:
-    if done:
-        return None
+    if done or _fee_of_another_thing(text):
+        return None  # "and for top-ups?" after a fee answer: that fee (compose_answer), not the transaction list
     tx_id = facts.get("transaction_id")
     if tx_id and intent is not None and tx_id.lower() not in text and not _POINTS_BACK.search(text):
         tx_id = None  # a transaction carried from earlier does not hijack a new, recognised request ("why is *it*
@@ -375,6 +375,17 @@ def _names_card_only(text: str) -> bool:
 #: Specialists without the policy tool that answer a fee or limit question from the policy knowledge themselves, with
 #: the subject a question naming none is about ("how much does it cost?" to transfers: a transfer).
 _WITHOUT_POLICY_TOOL: dict[str, str | None] = {"transfers": "transfer", "cards": None}
+
+
+def _fee_of_another_thing(text: str) -> bool:
+    """Billing: an "and for X?" fragment (``policies.replies.asks_same_for``) about something the fee schedule lists
+    (ATM withdrawals, top-ups, transfers, card payments, exchange) that no billing intent recognises by its own
+    patterns: billing answers charges and fees, so it asks that fee (review of main: "and for top-ups?" got the list
+    of transactions)."""
+    from policies.replies import asks_same_for
+
+    return asks_same_for(text) and bool(_subjects(text) - {"weekday", "weekend", "balance"}) \
+        and load_knowledge().resolve("billing", text) is None
 
 
 def _plan_transfers(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
@@ -914,12 +925,8 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
         rendered = render_desk_tool(name, result) or _render(name, result, user_text)
         if rendered:
             parts.append(rendered)
-    intent = None if agent == "cards" and _names_card_only(text) else resolve_intent(agent, user_text, hint)
-    if agent == "transfers":
-        intent = transfers_intent(text, intent)
-    if agent in _WITHOUT_POLICY_TOOL and not tool_results and resolve_intent(agent, user_text) is None \
-            and (known := policy_knowledge_answer(user_text, default_subject=_WITHOUT_POLICY_TOOL[agent])):
-        intent = None  # a fee or limit question: the desk's policy knowledge, not the router's guess of an intent
+    intent, known = _answer_intent(agent, user_text, hint, bool(tool_results))
+    if known:
         parts = [known]
     parts = _with_intent_answer(agent, text, intent, names, parts)
     if not parts:
@@ -936,6 +943,24 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     if status.get("ok"):
         parts.extend(p for p in _transfer_follow_up(text, status) if p not in parts)
     return " ".join(parts)
+
+
+def _answer_intent(agent: str, user_text: str, hint: str | None, acted: bool) -> tuple[DeskIntent | None, str | None]:
+    """``(intent, policy answer)`` of :func:`compose_answer`: the desk intent whose answer follows the tool results
+    (none for a message that only names a card; transfers' own reading of list and timing questions), or, when no
+    tool ran (``acted`` False), the policy knowledge a specialist without the policy tool gives for a fee or limit
+    question ("and for top-ups?" to billing, "what's the fee for international transfers?" to transfers), with no
+    intent (the router's guess of one is dropped)."""
+    text = user_text.lower()
+    intent = None if agent == "cards" and _names_card_only(text) else resolve_intent(agent, user_text, hint)
+    if agent == "transfers":
+        intent = transfers_intent(text, intent)
+    known: str | None = None
+    if agent == "billing" and not acted and _fee_of_another_thing(text):
+        known = policy_knowledge_answer(f"fee {text}")
+    elif agent in _WITHOUT_POLICY_TOOL and not acted and resolve_intent(agent, user_text) is None:
+        known = policy_knowledge_answer(user_text, default_subject=_WITHOUT_POLICY_TOOL[agent])
+    return (None, known) if known else (intent, None)
 
 
 def _reply_without_tool(agent: str, user_text: str, asked: str | None = None) -> str | None:

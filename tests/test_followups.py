@@ -402,6 +402,11 @@ CONTENT_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, 
         ("no", "refunds", ("left it as it is",), ()),
         ("ok", "refunds", ("what else",), ("waiting for approval", "opened refund")),
         ("no", "refunds", ("If anything else comes up",), ())]),
+    ("billing-and-for-fees", [
+        ("why was I charged a fee?", "billing", ("tx_1003",), ()),
+        ("and for top-ups?", "billing", ("credit card", "0.5%"), ("Your latest transactions",)),
+        ("and for transfers?", "billing", ("international transfers cost £0.50",), ("Your latest transactions",)),
+        ("ok", "billing", ("Okay!",), ())]),
     ("account-euros-close-cancel", [
         ("what's my balance?", "account", ("£55.71",), ()),
         ("and in euros?", "account", ("don't hold any EUR", "GBP only"), ("Ada Lovelace",)),
