@@ -454,8 +454,10 @@ def _plan_policy(text: str, facts: dict[str, str], done: set[str], intent: DeskI
         return plan("lookup_policy", topic=same_for)
     if intent is not None and intent.tool == "lookup_policy":
         return plan("lookup_policy", **intent.args)
-    topic = match_policy_topic(text) or text.strip()[:200] or "fees"
-    return plan("lookup_policy", topic=topic)
+    topic = match_policy_topic(text)
+    if topic is None and facts.get("policy_topic") and len(text.split()) <= 6:
+        topic = facts["policy_topic"]  # "what about Switzerland?" after the countries answer: the same topic
+    return plan("lookup_policy", topic=topic or text.strip()[:200] or "fees")
 
 
 #: What a fee, limit or timing question can be about, and the project's patterns that recognise it in a question and

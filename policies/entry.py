@@ -16,7 +16,8 @@ from policies.edges import CLARIFY, FALLBACK, OUT_OF_SCOPE, SPECIALISTS, TRIAGE
 from policies.replies import ReplyKind
 
 __all__ = ["EntryDecision", "choose_entry", "scope_of", "CONTINUE_CONFIDENCE", "NEW_TOPIC_CONFIDENCE",
-           "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "PERSON_REASON", "OUT_OF_SCOPE_TOPICS", "OUT_OF_SCOPE_PREFIX", "Scope"]
+           "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "PERSON_REASON",
+           "WAITING_REASON", "OUT_OF_SCOPE_TOPICS", "OUT_OF_SCOPE_PREFIX", "Scope"]
 
 #: Minimum router confidence for keeping the current agent on a self-contained request; below it the message is
 #: re-triaged. Chosen on the shipped router's calibration: wrong-agent predictions cluster below 0.35.
@@ -29,6 +30,9 @@ NEW_TOPIC_CONFIDENCE = 0.5
 MAX_CLARIFY_ROUNDS = 2
 #: The entry reason when the customer asks for a person (fallback words its answer for that case: ``nodes.fallback``).
 PERSON_REASON = "the customer asked for a person"
+#: The entry reason when fallback holds the conversation (a person takes over) and the customer sends a greeting, yes/no
+#: or short fragment without a topic of its own: fallback says the team has it (a new topic is triaged as usual).
+WAITING_REASON = "the conversation waits for a person"
 #: The router's label for "no specialist" (greetings, thanks, off-topic, other products).
 NO_SPECIALIST = "other"
 
@@ -142,7 +146,8 @@ def choose_entry(
             whatever the router reads into its words (review of main: "any update?" and "why not?" went to account).
 
     Returns:
-        In order: triage when the identity changed; fallback when the customer asks for a person; triage when the
+        In order: triage when the identity changed; fallback when the customer asks for a person, or sends a
+        greeting, yes/no or fragment while fallback holds the conversation (:data:`WAITING_REASON`); triage when the
         message names a record (``record_owners``) that ``active_agent`` does not own (a record of the desk is never
         out of scope either); after clarify, out_of_scope for an out-of-scope answer, triage when the answer names a
         topic, fallback after :data:`MAX_CLARIFY_ROUNDS` rounds without one, else triage; out_of_scope for an
@@ -159,6 +164,8 @@ def choose_entry(
         return EntryDecision(TRIAGE, "identity or tenant changed since the thread started")
     if wants_person:
         return EntryDecision(FALLBACK, PERSON_REASON)
+    if active_agent == FALLBACK and not record_owners and (scope == "conversational" or reply in ("yes_no", "fragment")):
+        return EntryDecision(FALLBACK, WAITING_REASON)  # "hello?", "ok" after the hand-over: the team still has it
     if record_owners and active_agent not in record_owners:
         owners = "/".join(sorted(record_owners))
         return EntryDecision(TRIAGE, f"names a record of {owners}" + (f", not {active_agent}'s" if active_agent else ""))

@@ -310,6 +310,8 @@ def test_asking_for_a_person_reaches_the_team(desk):
 
     r = Conversation("person", desk=desk).send("speak to a human please")
     assert r.agent == "fallback" and "member of our team" in r.text
+    # asked for, not a failure (review of main): no apology for an error, no "Reason:", says how it goes on
+    assert "couldn't complete" not in r.text and "Reason" not in r.text and "take over" in r.text
     assert asks_for_person("I want to talk to a real person") and asks_for_person("human agent now")
     assert not asks_for_person("how do I transfer money to a person") and not asks_for_person("talk to you later")
 
@@ -363,6 +365,11 @@ CONTENT_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, 
         ("where is my refund rf_5001?", "refunds", ("rf_5001",), ()),
         ("can I talk to a real person please?", "fallback", ("take over", "rf_5001", "reply to you here"),
          ("sorry", "couldn't", "Reason"))]),
+    ("person-then-hello-then-card", [
+        ("I want to speak to a human", "fallback", ("take over", "reply to you here"), ("sorry", "couldn't")),
+        ("hello?", "fallback", ("has this conversation",), ("What can I do for you",)),
+        ("ok", "fallback", ("Our team will reply here",), ("not sure I understood",)),
+        ("my card was stolen", "cards", ("frozen your physical card ending 4242",), ())]),
     # 6. five-turn conversations in the style of real customers (billing, refunds, account)
     ("billing-why-pending", [
         ("show my recent transactions", "billing", ("tx_1009",), ()),
@@ -407,6 +414,9 @@ CONTENT_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, 
         ("and for top-ups?", "billing", ("credit card", "0.5%"), ("Your latest transactions",)),
         ("and for transfers?", "billing", ("international transfers cost £0.50",), ("Your latest transactions",)),
         ("ok", "billing", ("Okay!",), ())]),
+    ("policy-countries-what-about", [
+        ("can I open an account from the US?", "policy", ("UK, the EEA and Switzerland",), ()),
+        ("what about Switzerland?", "policy", ("Switzerland",), ("don't have a published policy",))]),
     ("account-euros-close-cancel", [
         ("what's my balance?", "account", ("£55.71",), ()),
         ("and in euros?", "account", ("don't hold any EUR", "GBP only"), ("Ada Lovelace",)),
@@ -460,3 +470,6 @@ def test_and_for_x_news_and_why_are_follow_ups():
     assert c("policy", "billing", 0.88, False, reply="fragment", same_question=True).target == "policy"
     assert c("transfers", "account", 0.57, False, reply="request", same_question=True).target == "transfers"
     assert c("policy", "billing", 0.88, False, reply="fragment").target == "triage"
+    # after the hand-over to a person, small talk stays with fallback; a topic of its own is triaged
+    assert c("fallback", "other", 0.8, False, scope="conversational").target == "fallback"
+    assert c("fallback", "cards", 0.9, False, reply="request").target == "triage"
