@@ -99,7 +99,7 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     task = dict(state.get("task") or {})
     owners = record_owners(text)
     back, person = refers_back(text, listed), asks_for_person(text)
-    same = asks_same_for(text) or (bool(listed) and asks_for_news(text)) or is_bare_follow_up(text)
+    same = asks_same_for(text) or asks_for_news(text) or is_bare_follow_up(text)
     decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,
                             identity_changed=identity_changed, available=deps.available, task_status=task.get("status"),
                             reply=reply.kind, open_question=question, clarify_rounds=rounds,

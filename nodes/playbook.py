@@ -84,7 +84,8 @@ _REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all
                  r"\bnot (?:showing|arrived|received|there)\b",
                  r"\bhaven'?t (?:got|received|seen)\b", r"\bstill (?:waiting|not|no)\b",
                  r"\bwhen will\b", r"\bhas(?:n'?t| not)\b.*\b(?:arrived|come|appeared)",
-                 r"\bhow long\b", r"\bany news\b", r"\bupdate on\b")
+                 r"\bhow long\b", r"\bany news\b", r"\bupdate on\b",
+                 r"\b(?:is|has) (?:it|my refund|the refund) (?:been )?(?:approved|paid|done|processed|through)\b")
 _ELIGIBILITY = (r"\brefundable\b", r"\beligib", r"\b(?:can|could) (?:it|this|that|tx_\w+) be refunded\b")
 _CARD_FREEZE = (r"\blost\b", r"\bstolen\b", r"\bmissing\b", r"\bcompromis", r"\bfraud", r"\bfreeze\b",
                 r"\bblock (?:it|my|the)\b", r"\bcan'?t find (?:my|the) card\b",
@@ -247,6 +248,8 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
             return plan("request_refund", transaction_id=facts["transaction_id"], reason=_refund_reason(text))
         return None
     tx_id = facts.get("transaction_id")
+    if _PICKS_BY_NAME.search(text) and not _TX_IN_TEXT.search(text):
+        return None  # "the Tesco one": refunds cannot look payments up by merchant; it asks for the id (not the carried)
     wants_status = _has(text, *_REFUND_WHERE) and not _has(text, *_DUPLICATE)
     if wants_status and _has(text, r"\b(?:other|all|my) refunds\b"):
         return plan("refund_status")  # every refund, not only the one carried from earlier
@@ -264,6 +267,13 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
     return plan("refund_status")
 
 
+#: "the Tesco one", "that Amazon one": a payment picked by its merchant (not by position: "the first one").
+_PICKS_BY_NAME = re.compile(r"^\W*(?:the|that)\s+(?!(?:first|second|third|last|other|same|latest|top|bottom|"
+                            r"virtual|physical)\b)[a-z][\w&'.-]*(?:\s+[a-z][\w&'.-]*)?\s+one\b")
+_TX_IN_TEXT = re.compile(r"\btx_\w+\b")
+#: Refunds' answer to a payment picked by its merchant (refunds has no tool that lists payments).
+REFUND_WHICH_BY_ID = ("I can't look payments up by merchant here. Please give the transaction's id (such as tx_1234); "
+                      "if you don't have it, ask me to show your recent transactions.")
 #: Refunds' offer after a positive eligibility check; a plain yes to it opens the request (through eligibility and risk).
 REFUND_OFFER = "Shall I open a refund request for it?"
 #: Refunds' answer to a plain yes that answers none of its offers (nothing is opened); every specialist's answer to an
@@ -980,6 +990,8 @@ def _reply_without_tool(agent: str, user_text: str, asked: str | None = None) ->
         return BARE_WHY_ANSWER
     if agent == "account" and _has(text, *_CANCEL_WORDS, r"\bchanged my mind\b"):
         return ACCOUNT_CANCEL_ANSWER
+    if agent == "refunds" and _PICKS_BY_NAME.search(text) and not _TX_IN_TEXT.search(text):
+        return REFUND_WHICH_BY_ID
     if agent == "account" and _has(text, *_TIMING) and resolve_intent(agent, user_text) is None:
         from nodes.tools import POLICY_KB  # the account agent's timing question: how long the identity checks take
 

@@ -417,6 +417,13 @@ CONTENT_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, 
     ("policy-countries-what-about", [
         ("can I open an account from the US?", "policy", ("UK, the EEA and Switzerland",), ()),
         ("what about Switzerland?", "policy", ("Switzerland",), ("don't have a published policy",))]),
+    ("refunds-by-merchant-is-it-approved", [
+        ("I want a refund", "refunds", ("Which transaction",), ()),
+        ("the Tesco one", "refunds", ("give the transaction's id",), ("tx_1005", "can't be refunded")),
+        ("tx_1001", "refunds", ("tx_1001 (Tesco, £23.80) can be refunded",), ()),
+        ("where's my refund", "refunds", ("rf_5001",), ()),
+        ("is it approved?", "refunds", ("nothing has changed", "rf_5001", "waiting for review"),
+         ("can't be refunded",))]),
     ("account-euros-close-cancel", [
         ("what's my balance?", "account", ("£55.71",), ()),
         ("and in euros?", "account", ("don't hold any EUR", "GBP only"), ("Ada Lovelace",)),
