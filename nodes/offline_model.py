@@ -199,6 +199,14 @@ def _asked(system: str) -> str | None:
 _DUPLICATE_OFFER = re.compile(r"\bShall I ask our refunds team to refund the duplicate, (tx_\w+)\?")
 
 
+def _previous_answer(messages: list[BaseMessage]) -> str | None:
+    """The desk's answer just before the last customer message (its text), or None."""
+    last_human = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+    before = messages[:last_human] if last_human is not None else []
+    answer = next((m for m in reversed(before) if isinstance(m, AIMessage) and not m.tool_calls and m.content), None)
+    return str(answer.content) if answer is not None else None
+
+
 def _offered_duplicate(messages: list[BaseMessage]) -> str | None:
     """The duplicate ``tx_…`` the desk's answer just before the last customer message offered to refund (billing's
     offer, also inside a supervisor's merged answer: qa1 §8 "ok, please refund it"), or None."""
@@ -330,7 +338,8 @@ class OfflineChatModel(BaseChatModel):
             if facts.get("transaction_id"):
                 args["facts"] = {k: v for k, v in facts.items() if k in ("transaction_id", "amount", "merchant")}
             return AIMessage(content="", tool_calls=[_call("transfer_to_refunds", args)])
-        answer = playbook.compose_answer(agent, user_text, results, hint, asked=_asked(system))
+        answer = playbook.compose_answer(agent, user_text, results, hint, asked=_asked(system),
+                                         previous=_previous_answer(messages))
         if agent == "billing":
             answer = _billing_answer(answer, user_text, system, results, hint)
         return AIMessage(content=" ".join(p for p in (safety_prefix.strip(), answer, follow or "") if p))

@@ -339,7 +339,8 @@ def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIn
     wants_unfreeze = _has(text, *_UNFREEZE) and not _has(text, r"\b(?:lost|stolen|compromis|fraud)")
     if _names_card_only(text):
         intent = None  # "it's the one ending 4242": the card the customer means, not the router's guess of a topic
-    if not (wants_freeze or wants_unfreeze) and _policy_question(text) and load_knowledge().resolve("cards", text) is None:
+    if not (wants_freeze or wants_unfreeze) and (_policy_question(text) or _fee_or_limit_of_another_thing(text)) \
+            and load_knowledge().resolve("cards", text) is None:
         return None  # "and my card limit?": the desk's limits (compose_answer), not the card list and a loss question
     if not (wants_freeze or wants_unfreeze) and intent is not None and intent.tool != "card_status" \
             and intent.kind != "freeze":  # a guessed loss: the card list and a question (LOSS_QUESTION), no freeze
@@ -387,6 +388,14 @@ def _names_card_only(text: str) -> bool:
 _WITHOUT_POLICY_TOOL: dict[str, str | None] = {"transfers": "transfer", "cards": None}
 
 
+def _fee_or_limit_of_another_thing(text: str) -> bool:
+    """An "and for X?" fragment about something the fee schedule or the limits list (ATM withdrawals, top-ups, …):
+    the previous question asked again about X, never the status of a record carried from earlier."""
+    from policies.replies import asks_same_for
+
+    return asks_same_for(text) and bool(_subjects(text) - {"weekday", "weekend", "balance"})
+
+
 def _fee_of_another_thing(text: str) -> bool:
     """Billing: an "and for X?" fragment (``policies.replies.asks_same_for``) about something the fee schedule lists
     (ATM withdrawals, top-ups, transfers, card payments, exchange) that no billing intent recognises by its own
@@ -402,7 +411,7 @@ def _plan_transfers(text: str, facts: dict[str, str], done: set[str], intent: De
                     plan: _Plan) -> ToolCallPlan | None:
     if done:
         return None
-    if _policy_question(text) and not _TRANSFER_ID_RE.search(text):
+    if (_policy_question(text) or _fee_or_limit_of_another_thing(text)) and not _TRANSFER_ID_RE.search(text):
         # "what's the fee for international transfers?": the desk's fee, not the status of the transfer carried from
         # an earlier turn (a carried id never overrides what the new message asks; compose_answer gives the fee)
         return None
@@ -914,7 +923,7 @@ def _with_intent_answer(agent: str, text: str, intent: DeskIntent | None, names:
 
 
 def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dict[str, Any]]],
-                   hint: str | None = None, asked: str | None = None) -> str:
+                   hint: str | None = None, asked: str | None = None, previous: str | None = None) -> str:
     """A concise customer-facing answer for ``agent`` from this turn's ``(tool_name, result)`` pairs,
     naming concrete things from the results (transaction id, merchant, amount, refund id and status),
     followed by the desk intent's own answer (:func:`resolve_intent` with ``hint``) when that intent needs no
@@ -925,7 +934,8 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     what it needs. Refunds: after request_refund the answer names the refund, the amount as "4.50 GBP", the
     merchant and the transaction id, and says nothing is paid yet. When the refunds agent only listed refunds,
     it also asks which transaction to refund. ``asked``: the agent's open question on the thread (a yes to "anything
-    else?" asks what else, it is not answered with the same question again)."""
+    else?" asks what else, it is not answered with the same question again). ``previous``: the desk's previous answer
+    on the thread (an "and for X?" after a limits answer asks the limit of X)."""
     text = user_text.lower()
     if not tool_results and (short := _reply_without_tool(agent, user_text, asked)) is not None:
         return short
@@ -937,7 +947,7 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
         rendered = render_desk_tool(name, result) or _render(name, result, user_text)
         if rendered:
             parts.append(rendered)
-    intent, known = _answer_intent(agent, user_text, hint, bool(tool_results))
+    intent, known = _answer_intent(agent, user_text, hint, bool(tool_results), previous)
     if known:
         parts = [known]
     parts = _with_intent_answer(agent, text, intent, names, parts)
@@ -957,21 +967,41 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     return " ".join(parts)
 
 
-def _answer_intent(agent: str, user_text: str, hint: str | None, acted: bool) -> tuple[DeskIntent | None, str | None]:
+#: How the policy answers of a question domain start ("Daily limits: …", "Fees (standard plan): …", "International
+#: fees: …") -> the word that asks that question again about another thing.
+_ASPECT_OF_ANSWER = (("Daily limits", "limit"), ("Limits", "limit"), ("International fees", "fee abroad"),
+                     ("Fees", "fee"))
+
+
+def _with_previous_aspect(user_text: str, previous: str | None) -> str:
+    """``user_text`` with the question of the previous answer added when it is an "and for X?" fragment
+    (``policies.replies.asks_same_for``) naming no question of its own and that answer was a limits or fees answer of
+    the policy knowledge: "and for ATM withdrawals?" after "Daily limits: …" -> "limit and for ATM withdrawals?"."""
+    from policies.replies import asks_same_for
+
+    if not previous or not asks_same_for(user_text) or _has(user_text.lower(), *_OWN_ASPECT):
+        return user_text
+    aspect = next((word for head, word in _ASPECT_OF_ANSWER if previous.startswith(head)), None)
+    return f"{aspect} {user_text}" if aspect else user_text
+
+
+def _answer_intent(agent: str, user_text: str, hint: str | None, acted: bool,
+                   previous: str | None = None) -> tuple[DeskIntent | None, str | None]:
     """``(intent, policy answer)`` of :func:`compose_answer`: the desk intent whose answer follows the tool results
     (none for a message that only names a card; transfers' own reading of list and timing questions), or, when no
     tool ran (``acted`` False), the policy knowledge a specialist without the policy tool gives for a fee or limit
     question ("and for top-ups?" to billing, "what's the fee for international transfers?" to transfers), with no
-    intent (the router's guess of one is dropped)."""
+    intent (the router's guess of one is dropped; an "and for X?" asks the question of the ``previous`` answer)."""
     text = user_text.lower()
+    asked = _with_previous_aspect(user_text, previous)
     intent = None if agent == "cards" and _names_card_only(text) else resolve_intent(agent, user_text, hint)
     if agent == "transfers":
         intent = transfers_intent(text, intent)
     known: str | None = None
     if agent == "billing" and not acted and _fee_of_another_thing(text):
-        known = policy_knowledge_answer(f"fee {text}")
+        known = policy_knowledge_answer(asked if asked != user_text else f"fee {text}")
     elif agent in _WITHOUT_POLICY_TOOL and not acted and resolve_intent(agent, user_text) is None:
-        known = policy_knowledge_answer(user_text, default_subject=_WITHOUT_POLICY_TOOL[agent])
+        known = policy_knowledge_answer(asked, default_subject=_WITHOUT_POLICY_TOOL[agent])
     return (None, known) if known else (intent, None)
 
 

@@ -424,6 +424,15 @@ CONTENT_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, 
         ("where's my refund", "refunds", ("rf_5001",), ()),
         ("is it approved?", "refunds", ("nothing has changed", "rf_5001", "waiting for review"),
          ("can't be refunded",))]),
+    ("transfers-limits-and-for", [
+        ("where is my transfer tr_3002?", "transfers", ("tr_3002",), ()),
+        ("and the limits?", "transfers|policy", ("outgoing transfers £25,000",), ("tr_3002",)),
+        ("and for ATM withdrawals?", "transfers|policy", ("ATM withdrawals £500",), ("tr_3002", "Mastercard logo")),
+        ("and for top-ups?", "transfers|policy", ("top-ups £10,000",), ("tr_3002",)),
+        ("and for tr_3001?", "transfers", ("Transfer tr_3001",), ())]),
+    ("cards-limit-and-for-atm", [
+        ("what's my card limit?", "cards|policy", ("card payments £5,000",), ("lost or stolen",)),
+        ("and for ATM withdrawals?", "cards|policy", ("ATM withdrawals £500",), ("£1.50",))]),
     ("account-euros-close-cancel", [
         ("what's my balance?", "account", ("£55.71",), ()),
         ("and in euros?", "account", ("don't hold any EUR", "GBP only"), ("Ada Lovelace",)),
