@@ -335,6 +335,8 @@ _REFUND_STATUS_TEXT = {
     "rejected": "rejected",
     "executed": "paid back to your account",
     "cancelled": "cancelled",
+    # {on}: " on 3 Dec" (when its approval deadline ended it: ``expired_at`` of ``nodes.tools``' refund view) or ""
+    "expired": "expired{on} because no decision was made in time, so nothing was paid",
 }
 
 
@@ -348,6 +350,7 @@ _REFUND_ARRIVAL = {
                 "nothing more to wait for.",
     "rejected": "It was not approved, so no money will arrive; you can reply if you'd like us to look again.",
     "cancelled": "It was cancelled, so no money will arrive.",
+    "expired": "It expired before it was decided, so no money will arrive; you can ask for a new refund.",
 }
 
 
@@ -365,6 +368,11 @@ def _day(iso_text: str) -> str:
     except (TypeError, ValueError):
         return iso_text
     return f"{dt.day} {dt.strftime('%b')}"
+
+
+def _on_day(iso_text: str | None) -> str:
+    """`` on 3 Dec`` for a timestamp, "" for none."""
+    return f" on {_day(iso_text)}" if iso_text else ""
 
 
 def _amt(d: dict[str, Any]) -> str:
@@ -474,7 +482,7 @@ def _render_refund_status(result: dict[str, Any], text: str) -> str:
     for rf in refunds:
         merchant = f"{rf['merchant']}, " if rf.get("merchant") else ""
         lines.append(f"refund {rf['id']} for {_amt(rf)} ({merchant}{rf['transaction_id']}) is "
-                     f"{_REFUND_STATUS_TEXT.get(rf['status'], rf['status'])} "
+                     f"{_REFUND_STATUS_TEXT.get(rf['status'], rf['status']).format(on=_on_day(rf.get('expired_at')))} "
                      f"(opened {_day(rf['created_at'])})")
     body = "; ".join(lines)
     answer = body[0].upper() + body[1:] + "."
