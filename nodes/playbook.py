@@ -335,8 +335,8 @@ _REFUND_STATUS_TEXT = {
     "rejected": "rejected",
     "executed": "paid back to your account",
     "cancelled": "cancelled",
-    # {on}: " on 3 Dec" (when its approval deadline ended it: ``expired_at`` of ``nodes.tools``' refund view) or ""
-    "expired": "expired{on} because no decision was made in time, so nothing was paid",
+    # {on}: " since 3 Dec" (when its approval deadline ended it: ``expired_at`` of ``nodes.tools``' refund view) or ""
+    "expired": "expired{on}: it was not decided in time, so nothing was paid",
 }
 
 
@@ -350,7 +350,7 @@ _REFUND_ARRIVAL = {
                 "nothing more to wait for.",
     "rejected": "It was not approved, so no money will arrive; you can reply if you'd like us to look again.",
     "cancelled": "It was cancelled, so no money will arrive.",
-    "expired": "It expired before it was decided, so no money will arrive; you can ask for a new refund.",
+    "expired": "No money will arrive for it; you can ask for a new refund.",
 }
 
 
@@ -371,8 +371,8 @@ def _day(iso_text: str) -> str:
 
 
 def _on_day(iso_text: str | None) -> str:
-    """`` on 3 Dec`` for a timestamp, "" for none."""
-    return f" on {_day(iso_text)}" if iso_text else ""
+    """`` since 3 Dec`` for a timestamp, "" for none."""
+    return f" since {_day(iso_text)}" if iso_text else ""
 
 
 def _amt(d: dict[str, Any]) -> str:
