@@ -27,7 +27,7 @@ from typing import Any
 
 from checkpoints.business import money, money_plain, parse_iso
 from nodes.desk_knowledge import DeskIntent, load_knowledge
-from nodes.desk_render import render_desk_tool
+from nodes.desk_render import count_words, render_desk_tool
 from nodes.tools import TOOLS, match_policy_topic
 
 __all__ = [
@@ -535,7 +535,7 @@ def _render_account_profile(result: dict[str, Any], text: str) -> str:
     c = result["customer"]
     verified = "verified" if c.get("identity_verified") else "not verified yet"
     return (f"Your account: {c['name']}, email {c['email']}, {c.get('plan') or 'standard'} plan, "
-            f"identity {verified}, {result.get('active_cards', 0)} active card(s). You can edit "
+            f"identity {verified}, {count_words(int(result.get('active_cards') or 0), 'active card')}. You can edit "
             "your personal details in the app under Profile.")
 
 
