@@ -699,7 +699,8 @@ def resume(
     desk = _approval_desk(db, model)
     conv = Conversation(thread, desk=desk, context=acting.context(), on_event=_live_printer(stream, as_json))
     r = conv.resume({"decision": "approve" if approve else "reject", "note": note})
-    print_json(turn_dict(r)) if as_json else _print_turn(r)
+    with _printing(r):
+        print_json(turn_dict(r)) if as_json else _print_turn(r)
 
 
 @app.command()
