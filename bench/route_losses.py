@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from common import write_json  # noqa: E402
+
 from graph.errors import ConfigError, InputError  # noqa: E402
 from graph.evaluation import NO_SPECIALIST_PREFIX, QueryOutcome, no_specialist_answered  # noqa: E402
 
@@ -77,15 +78,17 @@ def loss_reason(outcome: QueryOutcome, bare_agent: str, bare_confidence: float, 
     if first_to == "billing" and first_reason.startswith("identify the charge"):
         return "refund starts at billing"
     if first_to == bare_agent and len(handoffs) > 1:
-        second = handoffs[1].split(": ", 1)[1]
-        if second.startswith("request is about"):
-            return "hand-on: router"
-        if second.startswith("the desk handbook"):
-            return "hand-on: patterns"
-        if second.startswith("customer wants the money back"):
-            return "hand-on: billing -> refunds (refund words)"
-        return "hand-on: " + second[:40]
+        return _handon(handoffs[1].split(": ", 1)[1])
     return "other: " + first_reason[:40]
+
+
+def _handon(reason: str) -> str:
+    """The group of a hand-on from the router's agent, by the hand-on's reason."""
+    for start, group in (("request is about", "hand-on: router"), ("the desk handbook", "hand-on: patterns"),
+                         ("customer wants the money back", "hand-on: billing -> refunds (refund words)")):
+        if reason.startswith(start):
+            return group
+    return "hand-on: " + reason[:40]
 
 
 def main(argv: list[str] | None = None) -> int:
