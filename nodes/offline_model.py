@@ -79,9 +79,8 @@ _FACT_LINE = re.compile(r"(\w+)=([^;()]+?) \((user_said|system_verified|model_wr
 
 def wants_refund(text: str) -> bool:
     """Does the customer ask for money back? (keyword rule of the offline model; "refunded" reports a refund and does
-    not count: on 2,000 held-out BANKING77 train queries, ``python bench/route_losses.py`` — see
-    ``bench/merged_training_set.py --holdout`` — it was one of the six "billing -> refunds" hand-ons away from
-    billing)"""
+    not count — found among the "billing -> refunds" hand-ons away from billing that ``bench/route_losses.py`` lists
+    with ``--list`` on held-out BANKING77 train queries, ``bench/merged_training_set.py --holdout``)"""
     return bool(_REFUND_RE.search(text or ""))
 
 
