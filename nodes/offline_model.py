@@ -411,8 +411,11 @@ class OfflineChatModel(BaseChatModel):
         """Triage: safety first (a lost/stolen card or fraud in any segment goes to cards), a compound request to the
         supervisor, else the router's agent (clarify below ``CLARIFY_BELOW``; a refund of an unidentified charge to
         billing first)."""
+        unmarked = ""
         if "transfer_to_supervisor" in names and not refused:
             decision, segments = self.compound(user_text)
+            # a sentence-only split that was not taken for a compound request is said in the handoff reason (events)
+            unmarked = f"; {decision.reason}" if "unmarked" in decision.reason else ""
             if "transfer_to_cards" in names and any(_is_safety(seg) for seg in segments):
                 # Safety first: the cards agent freezes the card, then hands the rest on (``_after_safety``).
                 return AIMessage(content="", tool_calls=[_call("transfer_to_cards", {"reason": SAFETY_REASON})])
@@ -436,7 +439,7 @@ class OfflineChatModel(BaseChatModel):
                 "reason": "identify the charge the customer wants refunded"})])
         tool = f"transfer_to_{target}"
         if tool in names and not refused:
-            reason = f"{route.intent or target} (router {route.confidence:.2f})"
+            reason = f"{route.intent or target} (router {route.confidence:.2f}){unmarked}"
             return AIMessage(content="", tool_calls=[_call(tool, {"reason": reason})])
         return AIMessage(content="Could you tell me a bit more about what you need help with?")
 

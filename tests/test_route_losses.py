@@ -146,3 +146,16 @@ def test_route_losses_groups_by_the_routing_reasons():
     ]
     for outcome, bare, conf, group in cases:
         assert loss_reason(outcome, bare, conf, clarify_below=0.25) == group
+
+
+def test_a_sentence_only_split_not_taken_is_said_in_the_handoff_reason(make_desk):
+    from graph.conversation import Conversation
+
+    text = "I want to top up my account. What payment methods can I use?"
+    router = TableRouter({"I want to top up my account.": ("transfers", 0.66, "top_up"),
+                          "What payment methods can I use?": ("policy", 0.6, "methods"),
+                          text: ("policy", 0.8, "methods")})
+    r = Conversation("plain-split", desk=make_desk(router=router)).send(text)
+    assert r.agent == "policy" and "supervisor" not in r.path_str, r.path_str
+    reason = next(h.reason for h in r.handoff_path if h.kind == "handoff")
+    assert "single request" in reason and "unmarked" in reason, reason
