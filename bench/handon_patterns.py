@@ -8,8 +8,9 @@ A specialist of the offline model hands a fresh request on to another agent when
 the queries such a hand-on would move *to* their expected agent and *away* from it, for a grid of both thresholds.
 The holding specialist is the router's own choice (triage's handoff). Nothing of the data is stored.
 
-Usage: ``python bench/handon_patterns.py [--data ../shared/data]``; one line per threshold pair:
-``below owner_min to away net``.
+Usage: ``python bench/handon_patterns.py [--data ../shared/data] [--router FILE] [--csv FILE]``; one line per threshold
+pair: ``below owner_min to away net``. ``--router``/``--csv``: a ``train-router`` file and the queries it has not seen
+(``bench/merged_training_set.py --holdout``), instead of the desk's router and BANKING77 ``train.csv``.
 """
 
 from __future__ import annotations
@@ -33,11 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     """Measure and print; exit 2 with one ``error:`` line when the data is missing or malformed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--router", type=Path, default=None)
+    parser.add_argument("--csv", type=Path, default=None)
     args = parser.parse_args(argv)
     try:
-        texts, cats = read_labelled_csv(args.data / "banking77" / "train.csv")
+        texts, cats = read_labelled_csv(args.csv or args.data / "banking77" / "train.csv")
         agent_of = load_label_map(args.data / "banking77" / "agent_map.json")
-        router = load_router()
+        router = load_router(args.router)
     except (InputError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -10,9 +10,10 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -26,6 +27,8 @@ from graph.cli_output import (
     print_rows,
     print_table,
     print_training_report,
+    recover_dict,
+    recovered_row,
     turn_dict,
 )
 from graph.db_cli import db_app
@@ -225,9 +228,11 @@ def chat(
         conv.on_event = on_event
     if message is not None:
         r = _send(conv, message)
-        header()  # only once the turn was accepted (a refused one prints its error line alone)
-        print_json(turn_dict(r)) if as_json else _print_turn(r)
-        if _report_model_error(r):
+        with _printing(r):
+            header()  # only once the turn was accepted (a refused one prints its error line alone)
+            print_json(turn_dict(r)) if as_json else _print_turn(r)
+            failed = _report_model_error(r)
+        if failed:
             raise typer.Exit(1)
         return
     header()
@@ -275,9 +280,31 @@ def _interrupted_line(conv, text: str) -> str:
     return f"interrupted after the turn finished; `switchboard history {tid} --as OPERATOR` shows its answer"
 
 
+@contextmanager
+def _printing(r) -> Iterator[None]:
+    """Around printing the finished turn ``r``: a Ctrl-C while its answer is printed becomes :class:`Interrupted` with
+    :func:`_printing_line` (the turn itself is stored and complete; only its printing was cut)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted(_printing_line(r)) from None
+
+
+def _printing_line(r) -> str:
+    """The one line for a Ctrl-C while the answer of the finished turn ``r`` was printed: where to read it in full."""
+    tid = r.thread_id
+    if r.status == "awaiting_approval" and getattr(r, "pending", None) is not None:
+        return (f"interrupted while printing the answer; the turn is stored and waits for approval of refund "
+                f"{r.pending.refund_id}: `switchboard history {tid} --as OPERATOR` shows it")
+    return (f"interrupted while printing the answer; the turn finished and is stored: "
+            f"`switchboard history {tid} --as OPERATOR` shows its answer")
+
+
 def _chat_session(conv) -> int:
     """The interactive chat on ``conv`` until an empty line or end of input. Returns the exit code: 2 when a line was
-    refused (bad input), 1 when a model call failed (the session stops at once on a fatal one), else 0."""
+    refused (bad input), 1 when a model call failed (the session stops at once on a fatal one), else 0. A Ctrl-C
+    raises :class:`Interrupted` (exit 130, one line) whenever it comes: at the prompt, during a turn
+    (:func:`_send`) or while the answer is printed (:func:`_printing`)."""
     from nodes.models import FATAL_MODEL_ERRORS
 
     console.print("[dim]Type a message; an empty line or Ctrl-D ends.[/]")
@@ -285,8 +312,11 @@ def _chat_session(conv) -> int:
     while True:
         try:
             text = console.input("[bold]you[/]: ")
-        except (EOFError, KeyboardInterrupt):
+        except EOFError:
             break
+        except KeyboardInterrupt:  # at the prompt: nothing was being sent
+            raise Interrupted(f"interrupted (Ctrl-C) at the prompt; nothing more was sent on thread {conv.thread_id}") \
+                from None
         except UnicodeDecodeError:  # a line that is not UTF-8: refused like any bad message
             error_line("the message is not valid UTF-8")
             refused = True
@@ -299,8 +329,10 @@ def _chat_session(conv) -> int:
             error_line(exc)
             refused = True
             continue
-        _print_turn(r)
-        if _report_model_error(r):
+        with _printing(r):
+            _print_turn(r)
+            model_failed = _report_model_error(r)
+        if model_failed:
             failed = True
             if r.model_error is not None and r.model_error.kind in FATAL_MODEL_ERRORS:
                 break
@@ -667,7 +699,8 @@ def resume(
     desk = _approval_desk(db, model)
     conv = Conversation(thread, desk=desk, context=acting.context(), on_event=_live_printer(stream, as_json))
     r = conv.resume({"decision": "approve" if approve else "reject", "note": note})
-    print_json(turn_dict(r)) if as_json else _print_turn(r)
+    with _printing(r):
+        print_json(turn_dict(r)) if as_json else _print_turn(r)
 
 
 @app.command()
@@ -677,8 +710,11 @@ def recover(
     model: Optional[str] = ModelOpt,
     as_: Optional[str] = AsOpt,
     expire: bool = typer.Option(False, "--expire", help="Instead: end every approval past the deadline "
-                                "stored with it (fixed when requested); the customer is told, nothing is paid. "
-                                "Needs an approver."),
+                                "stored with it (fixed when requested); the refund becomes 'expired', the customer is "
+                                "told, nothing is paid. Needs an approver."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document on stdout: {action: recover|expire, "
+                                 "checked: threads looked at, finished: [{thread_id, status, agent, refund_id, text}]} "
+                                 "(README 'Scripting the CLI')."),
 ) -> None:
     """Finish runs a crashed process left behind: replay an approval already claimed in the business store, or
     continue a turn stopped between nodes or before its first node with the rights of the thread's owner (the
@@ -696,36 +732,60 @@ def recover(
                      f"thread {thread} is not a thread of tenant {acting.tenant_id}", thread=thread)
     targets = [thread] if thread else mine
     if expire:
-        _expire(desk, acting, targets)
+        _expire(desk, acting, targets, as_json)
         return
-    done = 0
+    finished = []
     for tid in targets:
         r = Conversation(tid, desk=desk, context=acting.context()).recover()
         if r is not None:
-            done += 1
-            console.print(f"{tid}: found an interrupted run; finished it -> {r.status} ({r.agent})", highlight=False)
+            finished.append(recovered_row(tid, r))
+            if not as_json:
+                console.print(f"{tid}: found an interrupted run; finished it -> {r.status} ({r.agent})",
+                              highlight=False)
+    if as_json:
+        print_json(recover_dict("recover", len(targets), finished))
+        return
+    done = len(finished)
     if done == 0:
-        console.print(f"nothing to recover: checked {len(targets)} thread(s); none had a run left unfinished "
+        console.print(f"nothing to recover: checked {_count(len(targets), 'thread')}; none had a run left unfinished "
                       "(approvals still waiting for a decision stay pending)", highlight=False)
     else:
-        console.print(f"recovered {done} run(s); {len(targets) - done} other thread(s) needed nothing", highlight=False)
+        console.print(f"recovered {_count(done, 'run')}; {_count(len(targets) - done, 'other thread')} needed nothing",
+                      highlight=False)
 
 
-def _expire(desk, acting, targets: list[str]) -> None:
-    """``recover --expire``: end each overdue approval among ``targets`` with an ``expire`` decision."""
+def _count(n: int, noun: str) -> str:
+    """``"1 thread"``, ``"0 threads"``, ``"17 threads"``: a count with its noun in the right number (regular
+    plurals only: every noun passed here takes an ``s``)."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _expire(desk, acting, targets: list[str], as_json: bool = False) -> None:
+    """``recover --expire``: end each overdue approval among ``targets`` with an ``expire`` decision (the refund
+    becomes ``expired``); prints each, then a summary that says how many threads were checked (or the JSON
+    document of :func:`graph.cli_output.recover_dict`)."""
     from graph.conversation import Conversation
 
     now = desk.deps.store.now()
-    done = 0
+    finished = []
     for tid in targets:
         conv = Conversation(tid, desk=desk, context=acting.context())
         req = conv.pending()
         if not isinstance(req, dict) or not _overdue(req, now):
             continue
         r = conv.resume({"decision": "expire", "note": f"no decision by the deadline {req.get('deadline')}"})
-        done += 1
-        console.print(f"{tid}: expired refund {req.get('refund_id')} -> customer told: {r.text}", highlight=False)
-    console.print(f"expired {done} overdue approval(s)")
+        finished.append(recovered_row(tid, r, req.get("refund_id")))
+        if not as_json:
+            console.print(f"{tid}: expired refund {req.get('refund_id')} -> customer told: {_safe(r.text)}",
+                          highlight=False)
+    if as_json:
+        print_json(recover_dict("expire", len(targets), finished))
+    elif not finished:
+        console.print(f"nothing to expire: checked {_count(len(targets), 'thread')}; no approval is past its deadline",
+                      highlight=False)
+    else:
+        console.print(f"expired {_count(len(finished), 'overdue approval')} (refund status 'expired', nothing paid); "
+                      f"checked {_count(len(targets), 'thread')}", highlight=False)
 
 
 @app.command()
@@ -896,6 +956,19 @@ def serve(
         venv=engine_venv.absolute() if engine_venv else None, redis=redis or "")
 
 
+def _exit_interrupted(line: str) -> NoReturn:
+    """Print the one interrupted ``line`` on stderr and exit 130. A second Ctrl-C from here on is ignored, so it can
+    neither cut the line nor turn the exit into a traceback."""
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread (an embedding caller): nothing to ignore
+        pass
+    err.print(line, highlight=False, markup=False, soft_wrap=True)
+    sys.exit(130)
+
+
 def main() -> None:
     """Entry point of the ``switchboard`` script: one-line errors and exit codes (2 = bad input/config)."""
     try:
@@ -904,11 +977,9 @@ def main() -> None:
         error_line(exc)
         sys.exit(2)
     except Interrupted as exc:
-        err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
-        sys.exit(130)
+        _exit_interrupted(str(exc))
     except (typer.Abort, KeyboardInterrupt):
-        err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
-        sys.exit(130)
+        _exit_interrupted(INTERRUPTED)
     except OSError as exc:  # unwritable output path, SWITCHBOARD_HOME not a folder, …
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         error_line(f"{exc.strerror or exc}{where}")
@@ -928,7 +999,7 @@ def main() -> None:
             sys.exit(2)
         raise
     if code == 130:  # typer turns a KeyboardInterrupt inside a command into Exit(130), silently
-        err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
+        _exit_interrupted(INTERRUPTED)
     if isinstance(code, int) and code:
         sys.exit(code)
 

@@ -9,7 +9,13 @@ The JSON shapes are stable (README "Scripting the CLI"); every command prints on
 * ``threads``: a list of ``{thread_id, customer_id, turns, active_agent, status, handoffs}``;
 * ``history``: a list of ``{turn, user, agent, status, answer, path, waiting_for}``;
 * ``pending``: a list of ``{thread_id, task_id, customer_id, amount, refund_id, transaction_id, risk_flags,
-  approvals, approvals_required, requested_at, deadline}``.
+  approvals, approvals_required, requested_at, deadline}``;
+* ``recover``: ``{action, checked, finished}`` (:func:`recover_dict`): ``action`` ``recover`` or ``expire``,
+  ``checked`` the number of threads looked at, ``finished`` a list of ``{thread_id, status, agent, refund_id, text}``
+  (the runs finished, or the approvals expired; empty: nothing needed doing);
+* ``tasks``: a list of ``{id, kind, refund_id, customer_id, thread_id, status, stuck, stuck_because}``
+  (:func:`task_dict`);
+* ``operators list``: a list of ``{id, tenant_id, roles, enabled, customer_id, created_at}`` (:func:`operator_dict`).
 """
 
 from __future__ import annotations
@@ -22,12 +28,17 @@ from rich.console import Console
 from rich.table import Table
 
 __all__ = ["print_json", "print_rows", "print_table", "print_training_report", "turn_dict", "pending_dict", "waiting_for",
-           "history_rows", "THREAD_KEYS", "HISTORY_KEYS", "PENDING_KEYS"]
+           "history_rows", "recover_dict", "recovered_row", "task_dict", "operator_dict", "THREAD_KEYS", "HISTORY_KEYS",
+           "PENDING_KEYS", "RECOVER_KEYS", "RECOVERED_KEYS", "TASK_KEYS", "OPERATOR_KEYS"]
 
 THREAD_KEYS: tuple[str, ...] = ("thread_id", "customer_id", "turns", "active_agent", "status", "handoffs")
 HISTORY_KEYS: tuple[str, ...] = ("turn", "user", "agent", "status", "answer", "path", "waiting_for")
 PENDING_KEYS: tuple[str, ...] = ("thread_id", "task_id", "customer_id", "amount", "refund_id", "transaction_id",
                                  "risk_flags", "approvals", "approvals_required", "requested_at", "deadline")
+RECOVER_KEYS: tuple[str, ...] = ("action", "checked", "finished")
+RECOVERED_KEYS: tuple[str, ...] = ("thread_id", "status", "agent", "refund_id", "text")
+TASK_KEYS: tuple[str, ...] = ("id", "kind", "refund_id", "customer_id", "thread_id", "status", "stuck", "stuck_because")
+OPERATOR_KEYS: tuple[str, ...] = ("id", "tenant_id", "roles", "enabled", "customer_id", "created_at")
 
 
 def print_json(data: Any) -> None:
@@ -104,6 +115,36 @@ def pending_dict(thread_id: str, req: Mapping[str, Any]) -> dict[str, Any]:
             "risk_flags": list(req.get("risk_flags") or []), "approvals": list(req.get("approvals") or []),
             "approvals_required": req.get("approvals_required") or 1, "requested_at": req.get("requested_at"),
             "deadline": req.get("deadline")}
+
+
+def recovered_row(thread_id: str, r: Any, refund_id: str | None = None) -> dict[str, Any]:
+    """One thread ``recover`` finished (:data:`RECOVERED_KEYS`): ``r`` is the turn result (``graph.results.TurnResult``)
+    of the finished run or of the ``expire`` decision; ``refund_id`` the refund that expired (None for a recovery);
+    ``text`` the answer the customer got."""
+    return {"thread_id": thread_id, "status": r.status, "agent": r.agent, "refund_id": refund_id, "text": r.text}
+
+
+def recover_dict(action: str, checked: int, finished: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``recover``'s JSON document (:data:`RECOVER_KEYS`): ``action`` (``recover`` | ``expire``), ``checked`` (threads
+    looked at), ``finished`` (:func:`recovered_row` dicts; empty when nothing needed doing)."""
+    return {"action": action, "checked": checked, "finished": [dict(f) for f in finished]}
+
+
+def task_dict(item: Any) -> dict[str, Any]:
+    """A ``tasks`` row (:data:`TASK_KEYS`) of a ``graph.operator_cli.StuckItem``: ``kind`` ``task`` or ``refund`` (a
+    refund no task decides), ``status`` the task's (or that refund's) status, ``stuck`` whether no thread will
+    finish it, ``stuck_because`` why (None when not stuck)."""
+    why = None if item.why in ("", "-") else item.why
+    return {"id": item.id, "kind": item.kind, "refund_id": item.refund_id, "customer_id": item.customer_id,
+            "thread_id": None if item.thread_id in ("", "-") else item.thread_id, "status": item.status,
+            "stuck": why is not None, "stuck_because": why}
+
+
+def operator_dict(op: Any) -> dict[str, Any]:
+    """An ``operators list`` row (:data:`OPERATOR_KEYS`) of a ``checkpoints.business.Operator``: ``roles`` a sorted
+    list, ``enabled`` a bool, ``customer_id`` the operator's own customer account or None, ``created_at`` ISO UTC."""
+    return {"id": op.id, "tenant_id": op.tenant_id, "roles": sorted(op.roles), "enabled": bool(op.enabled),
+            "customer_id": op.customer_id or None, "created_at": op.created_at}
 
 
 def waiting_for(req: Mapping[str, Any]) -> str:

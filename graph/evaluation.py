@@ -56,6 +56,9 @@ class QueryOutcome:
         seconds: wall time of the run (``time.perf_counter``), seconds.
         error: the model error message or the exception text when the run failed, else None.
         visited: the targets of the turn's handoffs, in order (empty when none).
+        reasons: the turn's routing reasons, in order: the entry decision's (``entry_decided``) then each handoff's
+            (the reason its tool call gave, e.g. ``"compound request: billing 0.90, cards 0.71"``); what
+            ``bench/route_losses.py`` groups the differences from the bare router by.
     """
 
     index: int
@@ -66,6 +69,7 @@ class QueryOutcome:
     seconds: float
     error: str | None = None
     visited: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
 
 
 def no_specialist_answered(outcome: QueryOutcome) -> bool:
@@ -247,13 +251,16 @@ def evaluate(graph: Any, texts: Sequence[str], expected: Sequence[str], *, route
             values = {"outcome": {"agent": f"error:{type(exc).__name__}"}}
             error = f"{type(exc).__name__}: {exc}"
         seconds = time.perf_counter() - t0
-        path = [h for h in values.get("handoff_path") or [] if h.get("kind") == "handoff"]
+        records = [h for h in values.get("handoff_path") or [] if h.get("kind") in ("entry", "handoff")]
+        path = [h for h in records if h.get("kind") == "handoff"]
         error = error or (values.get("model_error") or {}).get("message") or None
         outcomes.append(QueryOutcome(index=i, expected=expected[i],
                                      answered=(values.get("outcome") or {}).get("agent") or NONE,
                                      first_handoff=path[0]["to_agent"] if path else NONE,
                                      handoffs=len(path), seconds=seconds, error=error,
-                                     visited=tuple(h["to_agent"] for h in path)))
+                                     visited=tuple(h["to_agent"] for h in path),
+                                     reasons=tuple(f"{h['kind']}->{h['to_agent']}: {h.get('reason') or ''}"
+                                                   for h in records)))
         if progress is not None:
             progress(i + 1, len(texts))
     return summarise(outcomes, router=router, model=model)

@@ -218,7 +218,8 @@ def _describe_agent_finished(ev: Event | Mapping[str, Any]) -> str:
 
 
 def _describe_model_called(ev: Event | Mapping[str, Any]) -> str:
-    parts = [f"model {_get(ev, 'model')}", f"{_get(ev, 'history_items')} messages in"]
+    n = _get(ev, "history_items")
+    parts = [f"model {_get(ev, 'model')}", f"{n} message{'' if n == 1 else 's'} in"]
     if _get(ev, "total_tokens") is not None:
         parts.append(f"{_get(ev, 'input_tokens')}+{_get(ev, 'output_tokens')} tokens")
     if _get(ev, "status"):

@@ -28,7 +28,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from graph.cli_output import print_table
+from graph.cli_output import operator_dict, print_json, print_table, task_dict
 from graph.errors import AccessDenied, InputError
 
 __all__ = ["Acting", "READ_ROLES", "DECIDE_ROLES", "ADMIN_ROLES", "acting_operator", "refuse", "record_allowed",
@@ -231,11 +231,18 @@ def operators_add(
 
 
 @operators_app.command("list")
-def operators_list(as_: Optional[str] = AsOpt) -> None:
+def operators_list(as_: Optional[str] = AsOpt,
+                   as_json: bool = typer.Option(False, "--json", help="Print a JSON list on stdout: [{id, tenant_id, "
+                                                "roles: [..], enabled: bool, customer_id, created_at}] (README "
+                                                "'Scripting the CLI').")) -> None:
     """The operators of your tenant (needs --as an admin)."""
     acting = acting_operator(as_, ADMIN_ROLES, "operators list")
+    operators = acting.store.list_operators(acting.tenant_id)
+    if as_json:
+        print_json([operator_dict(op) for op in operators])
+        return
     table = Table("operator", "tenant", "roles", "enabled", "own customer account", "created")
-    for op in acting.store.list_operators(acting.tenant_id):
+    for op in operators:
         table.add_row(op.id, op.tenant_id, ", ".join(op.roles), "yes" if op.enabled else "no", op.customer_id or "-",
                       op.created_at)
     print_table(console, table)  # piped: as wide as the cells need (no date cut at 80 columns)
@@ -407,6 +414,9 @@ def tasks(
     stuck: bool = typer.Option(False, "--stuck", help="Only tasks and refunds no thread will finish."),
     db: Optional[str] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
     as_: Optional[str] = AsOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list on stdout: [{id, kind: task|refund, "
+                                 "refund_id, customer_id, thread_id, status, stuck: bool, stuck_because}] (README "
+                                 "'Scripting the CLI')."),
 ) -> None:
     """List the open refund tasks of your tenant (with --stuck: those whose thread is gone or not paused on them,
     and refunds no task decides). Needs --as an operator (agent, approver or admin)."""
@@ -420,6 +430,9 @@ def tasks(
         for task, refund in _tenant_tasks(acting):
             if task.id not in stuck_ids:
                 items.append(StuckItem(task.id, "task", refund.id, refund.customer_id, task.thread_id, task.status, "-"))
+    if as_json:
+        print_json([task_dict(i) for i in items])
+        return
     if not items:
         console.print("no stuck tasks" if stuck else "no open tasks")
         return

@@ -34,6 +34,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
 from checkpoints.business import BusinessRuleError, NotFoundError, StaleVersionError, StoreError, iso, money
+from checkpoints.business.records import UNPAID_FINAL_REFUND_STATUSES
 from graph.approval import ApprovalRequest, parse_decision
 from graph.context import SYSTEM_RISK_POLICY, Principal, RunContext
 from graph.errors import AccessDenied, InputError
@@ -140,7 +141,7 @@ def make_risk_node(deps: Deps):
             task = store.create_task(pa["task_id"], thread_id_of(), REFUNDS, refund_id=refund.id)
             customer = store.get_customer(refund.customer_id)
             recent = [r for r in store.refunds_in_last_days(refund.customer_id, RECENT_WINDOW_DAYS)
-                      if r.id != refund.id and r.status not in ("cancelled", "rejected")]
+                      if r.id != refund.id and r.status not in UNPAID_FINAL_REFUND_STATUSES]
             verdict = assess_refund(RiskInput(refund.amount_minor, refund.currency, len(recent),
                                               dict(customer.flags) if customer else {}))
             pa.update(amount_minor=refund.amount_minor, currency=refund.currency,
@@ -356,7 +357,7 @@ def make_refund_execute_node(deps: Deps):
             _retry_cas(close)
         except StoreError as exc:
             refund = store.load_refund(pa.get("refund_id", ""))
-            if refund is not None and refund.status in ("cancelled", "rejected"):
+            if refund is not None and refund.status in UNPAID_FINAL_REFUND_STATUSES:
                 pa["stage"] = refund.status
                 return _back_to_refunds(state, "refund_execute", pa, f"the refund is {refund.status}; nothing was paid")
             return _to_fallback(state, "refund_execute", pa, f"the payment failed ({type(exc).__name__}: {exc})")

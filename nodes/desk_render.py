@@ -10,7 +10,15 @@ from typing import Any
 
 from checkpoints.business import money, parse_iso
 
-__all__ = ["DESK_RENDERERS", "render_desk_tool"]
+__all__ = ["DESK_RENDERERS", "render_desk_tool", "count_words"]
+
+
+def count_words(n: int, noun: str, plural: str | None = None) -> str:
+    """A count with its noun in the right number, for customer text: ``(0, "active card")`` -> ``"no active
+    cards"``, ``(1, …)`` -> ``"1 active card"``, ``(3, …)`` -> ``"3 active cards"``; ``plural`` for nouns whose plural
+    is not ``noun + "s"``."""
+    many = plural or f"{noun}s"
+    return f"no {many}" if n == 0 else f"1 {noun}" if n == 1 else f"{n} {many}"
 
 
 def _delivery(r: dict[str, Any]) -> str:
@@ -33,8 +41,10 @@ def _spending(r: dict[str, Any]) -> str:
     top = r.get("top_merchants") or []
     ccy = spent[0]["currency"]
     most = ", ".join(f"{m['merchant']} {money(m['amount_minor'], ccy)}" for m in top)
-    return (f"Across your last {r.get('transactions_counted', 0)} card payments, cash withdrawals and fees you spent "
-            f"{totals}" + (f"; the most at {most}" if most else "") + ".")
+    n = int(r.get("transactions_counted", 0) or 0)
+    over = ("In your one recent card payment, cash withdrawal or fee" if n == 1
+            else f"Across your last {n} card payments, cash withdrawals and fees")
+    return f"{over} you spent {totals}" + (f"; the most at {most}" if most else "") + "."
 
 
 def _balance(r: dict[str, Any]) -> str:

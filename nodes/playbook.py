@@ -27,7 +27,7 @@ from typing import Any
 
 from checkpoints.business import money, money_plain, parse_iso
 from nodes.desk_knowledge import DeskIntent, load_knowledge
-from nodes.desk_render import render_desk_tool
+from nodes.desk_render import count_words, render_desk_tool
 from nodes.tools import TOOLS, match_policy_topic
 
 __all__ = [
@@ -624,6 +624,8 @@ _REFUND_STATUS_TEXT = {
     "rejected": "rejected",
     "executed": "paid back to your account",
     "cancelled": "cancelled",
+    # {on}: " since 3 Dec" (when its approval deadline ended it: ``expired_at`` of ``nodes.tools``' refund view) or ""
+    "expired": "expired{on}: it was not decided in time, so nothing was paid",
 }
 
 
@@ -636,6 +638,7 @@ _REFUND_ARRIVAL = {
                 "nothing more to wait for.",
     "rejected": "It was not approved, so no money will arrive; you can reply if you'd like us to look again.",
     "cancelled": "It was cancelled, so no money will arrive.",
+    "expired": "No money will arrive for it; you can ask for a new refund.",
 }
 
 
@@ -653,6 +656,11 @@ def _day(iso_text: str) -> str:
     except (TypeError, ValueError):
         return iso_text
     return f"{dt.day} {dt.strftime('%b')}"
+
+
+def _on_day(iso_text: str | None) -> str:
+    """`` since 3 Dec`` for a timestamp, "" for none."""
+    return f" since {_day(iso_text)}" if iso_text else ""
 
 
 def _amt(d: dict[str, Any]) -> str:
@@ -783,7 +791,7 @@ def _render_refund_status(result: dict[str, Any], text: str) -> str:
     for rf in refunds:
         merchant = f"{rf['merchant']}, " if rf.get("merchant") else ""
         lines.append(f"refund {rf['id']} for {_amt(rf)} ({merchant}{rf['transaction_id']}) is "
-                     f"{_REFUND_STATUS_TEXT.get(rf['status'], rf['status'])} "
+                     f"{_REFUND_STATUS_TEXT.get(rf['status'], rf['status']).format(on=_on_day(rf.get('expired_at')))} "
                      f"(opened {_day(rf['created_at'])})")
     body = "; ".join(lines)
     answer = body[0].upper() + body[1:] + "."
@@ -852,7 +860,7 @@ def _render_account_profile(result: dict[str, Any], text: str) -> str:
     c = result["customer"]
     verified = "verified" if c.get("identity_verified") else "not verified yet"
     return (f"Your account: {c['name']}, email {c['email']}, {c.get('plan') or 'standard'} plan, "
-            f"identity {verified}, {result.get('active_cards', 0)} active card(s). You can edit "
+            f"identity {verified}, {count_words(int(result.get('active_cards') or 0), 'active card')}. You can edit "
             "your personal details in the app under Profile.")
 
 

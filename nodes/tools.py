@@ -174,6 +174,10 @@ def _refund_view(rf: Refund, store: BusinessStore | None = None) -> dict[str, An
                            if c.reference == rf.id), None)
             if credit is not None:
                 view["paid_at"], view["credit_transaction_id"] = credit.created_at, credit.id
+        if rf.status == "expired":  # when its approval deadline ended it: the time of the expire decision
+            decision = store.refund_decision(rf.id)
+            if decision is not None:
+                view["expired_at"] = decision.decided_at
     return view
 
 

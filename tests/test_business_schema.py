@@ -359,3 +359,75 @@ def test_upgrade_to_unknown_revision_is_value_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cannot upgrade"):
         upgrade(path, "nope")
     assert current_revision(path) == SCHEMA_VERSION
+
+
+def _raw_engine(business_url: str):
+    """An engine on the database itself (not a store: opening one would upgrade it)."""
+    from sqlalchemy import create_engine
+
+    from checkpoints.business.engine import resolve_url
+
+    return create_engine(resolve_url(business_url))
+
+
+def test_expired_refunds_get_their_own_status_and_old_rows_are_renamed(business_url: str) -> None:
+    """Revision 0005: the CHECK of ``refunds.status`` accepts ``expired``; a refund of revision 0004 that an
+    ``expire`` decision ended (stored as ``cancelled`` then) reads as ``expired``, one the customer cancelled stays
+    ``cancelled``; the downgrade renames it back and refuses ``expired`` again."""
+    from alembic import command
+
+    from checkpoints.business.migrate import alembic_config
+
+    assert upgrade(business_url, "0004") == "0004"
+    rows = [
+        ("rf_exp", "task_exp", "expire"), ("rf_can", "task_can", "cancel"), ("rf_rej", "task_rej", "reject"),
+    ]
+    engine = _raw_engine(business_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO customers (id, tenant_id, name, email) VALUES ('c_x', 't', 'X', 'x@x')"))
+            conn.execute(text("INSERT INTO transactions (id, customer_id, merchant, amount_minor, currency, kind, "
+                              "status, created_at) VALUES ('tx_x', 'c_x', 'M', 100, 'GBP', 'card_payment', 'posted', "
+                              "'2026-01-01T00:00:00Z')"))
+            for i, (rid, tid, decision) in enumerate(rows):
+                status = "rejected" if decision == "reject" else "cancelled"
+                conn.execute(text("INSERT INTO refunds (id, customer_id, transaction_id, amount_minor, currency, "
+                                  "status, created_at, seq) VALUES (:id, 'c_x', 'tx_x', 100, 'GBP', :s, "
+                                  "'2026-01-01T00:00:00Z', :seq)"), {"id": rid, "s": status, "seq": i + 1})
+                conn.execute(text("INSERT INTO tasks (id, thread_id, status, current_owner, updated_at, refund_id) "
+                                  "VALUES (:id, 'th', :s, 'refunds', '2026-01-02T00:00:00Z', :rid)"),
+                             {"id": tid, "s": "completed" if decision == "reject" else "cancelled", "rid": rid})
+                conn.execute(text("INSERT INTO decisions (id, task_id, approver, decision, decided_at, seq, final) "
+                                  "VALUES (:id, :tid, 'operator:ann', :d, '2026-01-02T00:00:00Z', :seq, 1)"),
+                             {"id": f"dc_{i}", "tid": tid, "d": decision, "seq": i + 1})
+        with pytest.raises(Exception, match="(?i)check"), engine.begin() as conn:  # 0004 knows no expired refund
+            conn.execute(text("UPDATE refunds SET status = 'expired' WHERE id = 'rf_can'"))
+
+        def statuses() -> dict[str, str]:
+            with engine.connect() as conn:
+                return dict(conn.execute(text("SELECT id, status FROM refunds ORDER BY id")).all())
+
+        engine.dispose()
+        assert upgrade(business_url) == SCHEMA_VERSION == "0005"
+        assert statuses() == {"rf_can": "cancelled", "rf_exp": "expired", "rf_rej": "rejected"}
+        store = BusinessStore(business_url)
+        assert store.load_refund("rf_exp").status == "expired"  # old rows keep reading
+        decision = store.refund_decision("rf_exp")
+        assert decision is not None and decision.decision == "expire" and decision.decided_at == "2026-01-02T00:00:00Z"
+        assert store.refund_decision("rf_nope") is None
+        store.close()
+        engine.dispose()
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0004")
+        assert statuses() == {"rf_can": "cancelled", "rf_exp": "cancelled", "rf_rej": "rejected"}
+        with pytest.raises(Exception, match="(?i)check"), engine.begin() as conn:
+            conn.execute(text("UPDATE refunds SET status = 'expired' WHERE id = 'rf_can'"))
+        engine.dispose()
+        assert upgrade(business_url) == "0005" and statuses()["rf_exp"] == "expired"
+        inspector_engine = _raw_engine(business_url)
+        with inspector_engine.connect() as conn:  # the rebuilt table keeps its indexes
+            assert {i["name"] for i in inspect(conn).get_indexes("refunds")} >= {"refunds_by_customer",
+                                                                                 "refunds_by_seq"}
+        inspector_engine.dispose()
+    finally:
+        engine.dispose()

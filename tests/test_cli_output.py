@@ -5,6 +5,8 @@ it waits for; ``recover`` says what it found."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -211,3 +213,23 @@ def test_print_table_fits_a_terminal_and_not_a_pipe(capsys) -> None:
     assert all(f"column_{i}_long_name" in piped for i in range(8))
     print_table(Console(width=60, force_terminal=True, color_system=None), table())  # a terminal: fitted to 60 columns
     assert max(len(line) for line in capsys.readouterr().out.splitlines()) <= 60
+
+
+def test_readme_documents_every_json_key():
+    """README 'Scripting the CLI' names every key of every ``--json`` document (graph/cli_output.py), so scripts can
+    rely on what it says."""
+    from graph.cli_output import OPERATOR_KEYS, RECOVER_KEYS, RECOVERED_KEYS, TASK_KEYS
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Scripting the CLI", 1)[1].split("\n## ", 1)[0]
+    rows = {line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| `")}
+    for command, keys in (("`threads`", THREAD_KEYS), ("`history`", HISTORY_KEYS), ("`pending`", PENDING_KEYS),
+                          ("`recover`", RECOVER_KEYS + RECOVERED_KEYS), ("`tasks`", TASK_KEYS),
+                          ("`operators list`", OPERATOR_KEYS)):
+        assert command in rows, (command, list(rows))
+        doc = rows[command].split("|")[2]
+        missing = [k for k in keys if not re.search(rf"\b{k}\b", doc)]
+        assert not missing, (command, missing)
+    head = section.strip().split("\n\n", 1)[0]
+    for command in ("threads", "history", "pending", "chat MESSAGE", "resume", "recover", "tasks", "operators list"):
+        assert f"`{command}`" in head, command

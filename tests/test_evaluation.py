@@ -71,6 +71,10 @@ def test_evaluate_drives_the_compiled_graph(make_graph):
     assert r.outcomes[3].answered != "account" and r.accuracy == pytest.approx(3 / 4)
     assert all(o.seconds > 0 for o in r.outcomes) and r.p50_s > 0
     assert (r.router, r.model) == ("keywords", "offline")
+    # the routing reasons, entry first, are kept per query (bench/route_losses.py groups by them)
+    assert r.outcomes[1].reasons[0].startswith("entry->triage: ")
+    assert r.outcomes[1].reasons[1].startswith("handoff->cards: ")
+    assert len(r.outcomes[1].reasons) == 1 + r.outcomes[1].handoffs
 
 
 def test_evaluate_records_a_raising_run_and_goes_on():

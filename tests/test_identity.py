@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
 
 from checkpoints import open_checkpointer
+from checkpoints.business import parse_iso
 from checkpoints.business.records import BusinessRuleError
 from graph.builder import build_desk
 from graph.context import RunContext
@@ -395,10 +396,22 @@ def test_overdue_approval_expires_with_the_customer_told_nothing_paid(isolated_h
         Conversation("p", desk=d).resume({"decision": "expire"})  # the customer may not
     out = Conversation("p", desk=d, context=ANN).resume({"decision": "expire", "note": "no decision in time"})
     assert out.status == "answered" and "expired" in out.text and "Nothing was paid" in out.text
-    assert _paid(store) == [] and store.load_refund(r.pending.refund_id).status == "cancelled"
+    assert _paid(store) == [] and store.load_refund(r.pending.refund_id).status == "expired"
     assert store.get_task(r.pending.task_id).status == "cancelled"
     msgs = d.graph.get_state(_cfg("p")).values["messages"]
     assert isinstance(msgs[-1], AIMessage) and "expired" in msgs[-1].content
+    decision = store.refund_decision(r.pending.refund_id)
+    assert decision is not None and decision.decision == "expire" and decision.final
+    # the customer asking later is told it expired (when, nothing paid), never that it was cancelled
+    later = Conversation("p2", desk=d).send(f"What is the status of refund {r.pending.refund_id}?")
+    day = parse_iso(decision.decided_at)
+    assert f"is expired since {day.day} {day.strftime('%b')}: it was not decided in time, so nothing was paid" in \
+        later.text, later.text
+    assert "cancelled" not in later.text, later.text
+    when = Conversation("p3", desk=d).send(f"When will refund {r.pending.refund_id} arrive?")
+    assert "expired" in when.text and "No money will arrive" in when.text and "cancelled" not in when.text, when.text
+    # an expired refund does not block a new request for the same transaction
+    assert store.refund_eligibility("c_ada", store.load_refund(r.pending.refund_id).transaction_id)[0]
 
 
 # -- the run context names one principal (QA1 section 15) -----------------------------------------------------------

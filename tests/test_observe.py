@@ -205,3 +205,9 @@ def test_resume_stream_and_draw_png_of_the_thread_path(desk, tmp_path):
         assert hop in hops
     missing = runner.invoke(app, ["draw", "--format", "png", "--thread", "nope", "--out", str(tmp_path / "x.png")])
     assert missing.exit_code != 0 and isinstance(missing.exception, InputError)
+
+
+@pytest.mark.parametrize(("items", "words"), [(1, "1 message in"), (3, "3 messages in")])
+def test_model_call_counts_messages_in_the_right_number(items, words):
+    text = describe({"event": "model_called", "agent": "refunds", "model": "offline", "history_items": items})
+    assert text == f"model offline, {words}", text

@@ -5,6 +5,7 @@ tasks, overdue approvals."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from checkpoints.business import open_store
 from checkpoints.event_log import open_event_log
 from graph import cli
 from graph.cli import app
+from graph.cli_output import OPERATOR_KEYS, RECOVER_KEYS, RECOVERED_KEYS, TASK_KEYS
 from graph.context import RunContext
 from graph.conversation import Conversation
 from graph.errors import AccessDenied
@@ -322,6 +324,53 @@ def test_overdue_approvals_are_listed_and_expired(home, monkeypatch):
     g, _ = _setup(home)
     assert Conversation("p", graph=g).pending() is not None  # p's deadline is days away
     assert Conversation("q", graph=g).pending() is None and "expired" in Conversation("q", graph=g).result().text
+    assert [r.status for r in store.list_refunds("c_bob") if r.id == q.pending.refund_id] == ["expired"]
+    again = _run("recover", "--expire", "--as", "ann")  # says what it found: nothing, out of how many threads
+    assert again.exit_code == 0 and "nothing to expire: checked 2 threads" in again.output, again.output
+    doc = json.loads(_run("recover", "--expire", "--as", "ann", "--json").stdout)
+    assert doc == {"action": "expire", "checked": 2, "finished": []}
+
+
+def test_recover_expire_json_lists_each_expired_refund(home, monkeypatch):
+    monkeypatch.setenv("SWITCHBOARD_APPROVAL_DEADLINE_H", "0.0002")
+    g, _ = _setup(home)
+    q = Conversation("q", graph=g, context=RunContext(user_id="c_bob")).send("Refund tx_2002 please")
+    assert q.pending is not None, q.text
+    time.sleep(1.0)
+    out = _run("recover", "--expire", "--as", "ann", "--json")
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)  # stdout holds the one JSON document only
+    assert tuple(doc) == RECOVER_KEYS and doc["action"] == "expire" and doc["checked"] == 2, doc
+    [row] = doc["finished"]
+    assert tuple(row) == RECOVERED_KEYS and row["thread_id"] == "q" and row["refund_id"] == q.pending.refund_id
+    assert row["status"] == "answered" and "expired" in row["text"] and "Nothing was paid" in row["text"], row
+
+
+def test_tasks_and_operators_list_print_json_with_stable_keys(home):
+    ops = _run("operators", "list", "--as", "ida", "--json")
+    assert ops.exit_code == 0, ops.output
+    rows = json.loads(ops.stdout)
+    assert all(tuple(r) == OPERATOR_KEYS for r in rows) and {r["id"] for r in rows} == {"ann", "ben", "agt", "ida"}
+    ann = next(r for r in rows if r["id"] == "ann")
+    assert ann["roles"] == ["approver"] and ann["enabled"] is True and ann["tenant_id"] == "t_demo"
+    assert ann["customer_id"] is None and ann["created_at"].endswith("Z")
+    listed = _run("tasks", "--as", "agt", "--json")
+    assert listed.exit_code == 0, listed.output
+    tasks = json.loads(listed.stdout)
+    assert all(tuple(t) == TASK_KEYS for t in tasks), tasks
+    paused = next(t for t in tasks if t["thread_id"] == "p")
+    assert paused["kind"] == "task" and paused["status"] == "awaiting_approval" and paused["stuck"] is False
+    assert paused["stuck_because"] is None and paused["refund_id"].startswith("rf_")
+    orphan = next(t for t in tasks if t["id"] == "rf_5001")  # the demo bank's refund that no task decides
+    assert orphan == {"id": "rf_5001", "kind": "refund", "refund_id": "rf_5001", "customer_id": "c_ada",
+                      "thread_id": None, "status": "requested", "stuck": True,
+                      "stuck_because": "no task decides this refund"}
+    stuck = json.loads(_run("tasks", "--stuck", "--as", "agt", "--json").stdout)
+    assert [t["id"] for t in stuck] == ["rf_5001"]
+    rec = _run("recover", "--as", "agt", "--json")
+    assert rec.exit_code == 0 and json.loads(rec.stdout) == {"action": "recover", "checked": 1, "finished": []}
+    text = _run("recover", "--as", "agt")
+    assert "nothing to recover: checked 1 thread;" in text.output, text.output
 
 
 def test_operator_tables_are_not_cut_when_piped(home, monkeypatch):

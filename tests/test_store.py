@@ -203,8 +203,9 @@ def test_request_refund_idempotent_by_key(store: BusinessStore) -> None:
     with pytest.raises(BusinessRuleError, match="already has refund"):
         store.request_refund("c_ada", "tx_1008", 450, "GBP", "again", "k-2")
     # the same key for another transaction is refused, not silently replayed
-    with pytest.raises(BusinessRuleError, match="already used"):
+    with pytest.raises(BusinessRuleError, match="already used for another refund") as refused:
         store.request_refund("c_ada", "tx_1001", 2380, "GBP", "x", "k-1")
+    assert "k-1" not in str(refused.value)  # shown to the customer: no internal key
 
 
 def test_request_refund_business_rules(store: BusinessStore) -> None:
@@ -214,7 +215,7 @@ def test_request_refund_business_rules(store: BusinessStore) -> None:
         store.request_refund("c_ada", "tx_1005", 5999, "GBP", "again", "k-5")
     with pytest.raises(BusinessRuleError, match="declined"):
         store.request_refund("c_ada", "tx_1010", 1999, "EUR", "declined", "k-10")
-    with pytest.raises(BusinessRuleError, match="atm"):
+    with pytest.raises(BusinessRuleError, match="^tx_1002 is an ATM withdrawal; only card payments and fees"):
         store.request_refund("c_ada", "tx_1002", 10000, "GBP", "atm", "k-2")
     with pytest.raises(BusinessRuleError, match="between"):
         store.request_refund("c_ada", "tx_1001", 2381, "GBP", "too much", "k-a")
@@ -223,6 +224,25 @@ def test_request_refund_business_rules(store: BusinessStore) -> None:
     assert _count(store, "SELECT COUNT(*) FROM refunds") == 1
     assert store.refund_eligibility("c_ada", "tx_1008") == (True, "eligible")
     assert store.refund_eligibility("c_ada", "tx_2001")[0] is False
+
+
+@pytest.mark.parametrize(("tx", "phrase"), [("tx_1002", "is an ATM withdrawal;"), ("tx_1004", "is an outgoing transfer;"),
+                                           ("tx_1006", "is a top-up;")])
+def test_refusals_name_the_kind_in_words_with_its_article(store: BusinessStore, tx: str, phrase: str) -> None:
+    """The store's refusals reach the customer as they are: a kind in words with the right article, never ``a atm``
+    or ``transfer_out``."""
+    eligible, reason = store.refund_eligibility("c_ada", tx)
+    assert not eligible and reason.startswith(f"{tx} {phrase}"), reason
+    assert "_" not in reason.removeprefix(tx) and " a atm" not in reason, reason
+
+
+def test_every_transaction_kind_has_words_with_an_article() -> None:
+    from checkpoints.business.records import TX_KIND_PHRASES, TX_KINDS
+
+    assert set(TX_KIND_PHRASES) == set(TX_KINDS)
+    for phrase in TX_KIND_PHRASES.values():
+        article, first = phrase.split(" ", 2)[:2]
+        assert article == ("an" if first[0].lower() in "aeiou" else "a"), phrase
 
 
 def test_refund_window(business_url: str) -> None:

@@ -40,7 +40,9 @@ __all__ = [
     "CARD_KINDS",
     "TX_KINDS",
     "TX_STATUSES",
+    "TX_KIND_PHRASES",
     "REFUND_STATUSES",
+    "UNPAID_FINAL_REFUND_STATUSES",
     "REFUND_TRANSITIONS",
     "ACTIVE_REFUND_STATUSES",
     "REFUNDABLE_TX_KINDS",
@@ -102,16 +104,31 @@ class StorageUnavailable(StoreError):
 CARD_STATUSES = frozenset({"active", "blocked", "frozen", "expired"})
 CARD_KINDS = frozenset({"physical", "virtual"})
 TX_KINDS = frozenset({"card_payment", "atm", "transfer_out", "transfer_in", "top_up", "fee"})
+#: Each transaction kind in a customer's words, with its article ("tx_1002 is an ATM withdrawal"); the store's
+#: refusals, which the desk shows to the customer, use these (never the raw kind such as ``atm``).
+TX_KIND_PHRASES: dict[str, str] = {
+    "card_payment": "a card payment",
+    "atm": "an ATM withdrawal",
+    "transfer_out": "an outgoing transfer",
+    "transfer_in": "an incoming transfer",
+    "top_up": "a top-up",
+    "fee": "a fee",
+}
 TX_STATUSES = frozenset({"posted", "pending", "declined", "reverted"})
-REFUND_STATUSES = frozenset({"requested", "approved", "rejected", "executed", "cancelled"})
+#: ``cancelled``: the customer (or an operator closing it) called it off; ``expired``: no decision came before the
+#: approval deadline (``switchboard recover --expire``; schema revision 0005 — such refunds were ``cancelled`` before).
+REFUND_STATUSES = frozenset({"requested", "approved", "rejected", "executed", "cancelled", "expired"})
 #: Legal ``set_refund_status`` transitions. ``executed`` is reachable only through ``execute_refund``.
 REFUND_TRANSITIONS: dict[str, frozenset[str]] = {
-    "requested": frozenset({"approved", "rejected", "cancelled"}),
-    "approved": frozenset({"cancelled"}),
+    "requested": frozenset({"approved", "rejected", "cancelled", "expired"}),
+    "approved": frozenset({"cancelled", "expired"}),
     "rejected": frozenset(),
     "executed": frozenset(),
     "cancelled": frozenset(),
+    "expired": frozenset(),
 }
+#: Refund statuses that end a refund with nothing paid (it can never be paid afterwards).
+UNPAID_FINAL_REFUND_STATUSES = frozenset({"rejected", "cancelled", "expired"})
 #: Refund statuses that block another refund request for the same transaction.
 ACTIVE_REFUND_STATUSES = frozenset({"requested", "approved", "executed"})
 #: Transaction kinds a customer may ask us to refund (the demo bank's rule).
@@ -139,7 +156,7 @@ AUDIT_OUTCOMES = frozenset({"allowed", "denied"})
 
 #: The Alembic revision this code reads and writes (the head of ``migrations/versions``; re-exported by
 #: :mod:`checkpoints.business.schema`, kept here so that a light read need not import SQLAlchemy).
-SCHEMA_VERSION = "0004"
+SCHEMA_VERSION = "0005"
 #: The table holding the business database's Alembic revision (re-exported by :mod:`checkpoints.business.migrate`).
 VERSION_TABLE = "alembic_version_business"
 

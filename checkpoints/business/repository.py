@@ -70,7 +70,9 @@ from checkpoints.business.records import (
     REFUND_WINDOW_DAYS,
     REFUNDABLE_TX_KINDS,
     TASK_STATUSES,
+    TX_KIND_PHRASES,
     TX_KINDS,
+    UNPAID_FINAL_REFUND_STATUSES,
     AuditEntry,
     BusinessRuleError,
     Card,
@@ -115,7 +117,7 @@ _TOKEN = _columns(t.tokens, Token)
 _AUDIT = _columns(t.audit, AuditEntry)
 _OWNER = _columns(t.thread_owners, ThreadOwner)
 #: What a refund becomes when its task is decided for good (``decide_approval``, ``close_task``).
-_REFUND_AFTER = {"approve": "approved", "reject": "rejected", "cancel": "cancelled", "expire": "cancelled",
+_REFUND_AFTER = {"approve": "approved", "reject": "rejected", "cancel": "cancelled", "expire": "expired",
                  "close": "cancelled"}
 #: What a task becomes when it is decided for good (approve: ``open`` until the refund is paid).
 _TASK_AFTER = {"approve": "open", "reject": "completed", "cancel": "cancelled", "expire": "cancelled",
@@ -422,6 +424,18 @@ class BusinessStore:
                                 .order_by(dc.c.decided_at, dc.c.seq)).mappings().all()
         return [d for d in map(_decision_of, rows) if d is not None]
 
+    def refund_decision(self, refund_id: str) -> Decision | None:
+        """The final decision that ended ``refund_id``: the first ``final`` decision of the task that decides it
+        (``tasks.refund_id``), or None (no task decides it, or no final decision yet). Its ``decided_at`` is when a
+        refund was approved, rejected, cancelled, closed or expired (refunds keep no time of their own but
+        ``created_at``)."""
+        dc, tk = t.decisions, t.tasks
+        with self._read() as conn:
+            row = conn.execute(select(*_DECISION).join(tk, tk.c.id == dc.c.task_id)
+                               .where(tk.c.refund_id == refund_id, dc.c.final == 1)
+                               .order_by(dc.c.decided_at, dc.c.seq).limit(1)).mappings().first()
+        return _decision_of(row)
+
     def get_decision(self, decision_id: str) -> Decision | None:
         """The decision recorded under ``decision_id``, or None."""
         with self._read() as conn:
@@ -449,7 +463,8 @@ class BusinessStore:
         if tx is None:
             return f"no transaction {transaction_id} on this account"
         if tx.kind not in REFUNDABLE_TX_KINDS:
-            return f"{tx.id} is a {tx.kind.replace('_', ' ')}; only card payments and fees can be refunded"
+            kind = TX_KIND_PHRASES.get(tx.kind, "a " + tx.kind.replace("_", " "))
+            return f"{tx.id} is {kind}; only card payments and fees can be refunded"
         if tx.status != "posted":
             return f"{tx.id} is {tx.status}, not posted; only posted transactions can be refunded"
         if self.now() - parse_iso(tx.created_at) > timedelta(days=REFUND_WINDOW_DAYS):
@@ -519,7 +534,8 @@ class BusinessStore:
             return None
         existing = _record(Refund, self._refund_by_key(conn, idempotency_key))
         if existing is not None and (existing.customer_id, existing.transaction_id) != (customer_id, transaction_id):
-            raise BusinessRuleError(f"idempotency key {idempotency_key!r} was already used for another request")
+            # customer-facing (the desk shows store refusals): no key, which holds internal task ids
+            raise BusinessRuleError("this request was already used for another refund; nothing was changed")
         return existing
 
     def set_refund_status(self, refund_id: str, expected_version: int, status: str) -> Refund:
@@ -584,7 +600,7 @@ class BusinessStore:
 
         Result shape: ``{"refund_id", "transaction_id", "credit_transaction_id", "amount_minor",
         "currency", "status": "executed", "executed_at", "idempotency_key", "replayed"}``.
-        Raises :class:`NotFoundError`, :class:`BusinessRuleError` (refund cancelled, rejected, or
+        Raises :class:`NotFoundError`, :class:`BusinessRuleError` (refund cancelled, expired, rejected, or
         already executed under another key)."""
         with self._write() as conn:
             refund = _record(Refund, self._refund(conn, refund_id, lock=True))
@@ -593,7 +609,7 @@ class BusinessStore:
                 return {**recorded, "replayed": True}
             if refund is None:
                 raise NotFoundError(f"no refund {refund_id}")
-            if refund.status in ("cancelled", "rejected"):
+            if refund.status in UNPAID_FINAL_REFUND_STATUSES:
                 raise BusinessRuleError(f"refund {refund_id} is {refund.status} and cannot be paid")
             if refund.status == "executed":
                 raise BusinessRuleError(f"refund {refund_id} was already paid")
@@ -779,8 +795,8 @@ class BusinessStore:
           ``final=False`` and leave the task waiting (two-approver tier, ``policies.risk``);
         * otherwise (the last approval, or ``reject``/``cancel``/``expire``/``close``): compare-and-swap the task
           (approve -> ``open`` until the refund is paid, reject -> ``completed``, cancel/expire/close ->
-          ``cancelled``), move ``refund_id`` (if given, from ``requested``) to approved/rejected/cancelled, record the
-          decision with ``final=True``;
+          ``cancelled``), move ``refund_id`` (if given, from ``requested``; on expire/close also from ``approved``)
+          to approved/rejected/cancelled (``expired`` on expire), record the decision with ``final=True``;
 
         and return ``(decision, True)``. Otherwise the task was already decided or cancelled: return ``(the earlier
         final decision, False)`` and change nothing. Two approvers racing: one wins.

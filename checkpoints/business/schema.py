@@ -7,7 +7,7 @@ column to ``refunds`` and ``decisions`` (insertion order: SQLite's implicit ``ro
 before, PostgreSQL has none); ``0003`` adds the principals (``operators``, ``tokens``), the ``audit`` table, the
 ``final`` flag of ``decisions`` (two-approver tier), the ``refund_id`` of ``tasks``, and renames the task status
 ``needs_human`` to ``fallback``; ``0004`` adds ``thread_owners`` (who started each thread, recorded before its first
-run).
+run); ``0005`` adds the refund status ``expired`` (an approval that passed its deadline; ``cancelled`` before).
 
 Types: ids, names and timestamps are ``TEXT`` (timestamps as ``YYYY-MM-DDTHH:MM:SSZ`` strings, so string order
 is time order); money is an integer in minor units, ``BIGINT`` on PostgreSQL (SQLite's ``INTEGER`` is 64-bit
@@ -105,6 +105,9 @@ transactions = Table(
     Index("transactions_by_customer", "customer_id", "created_at"),
 )
 
+#: The refund statuses of the CHECK constraint ``refunds_status_check`` (revision 0005 added ``expired``).
+REFUND_STATUS_VALUES = ("requested", "approved", "rejected", "executed", "cancelled", "expired")
+
 refunds = Table(
     "refunds", metadata,
     Column("id", Text, primary_key=True),
@@ -112,8 +115,8 @@ refunds = Table(
     Column("transaction_id", Text, ForeignKey("transactions.id"), nullable=False),
     Column("amount_minor", Amount, CheckConstraint("amount_minor > 0"), nullable=False),
     Column("currency", Text, nullable=False),
-    Column("status", Text, CheckConstraint(_in("status", ("requested", "approved", "rejected", "executed",
-                                                           "cancelled"))), nullable=False),
+    Column("status", Text, CheckConstraint(_in("status", REFUND_STATUS_VALUES), name="refunds_status_check"),
+           nullable=False),  # revision 0005: + expired
     Column("reason", Text, nullable=False, server_default=""),
     Column("created_at", Text, nullable=False),
     Column("idempotency_key", Text, unique=True),
