@@ -35,8 +35,11 @@ from policies.authz import AuthzDecision, authorize_turn, owner_of
 from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE
 from policies.entry import NEW_TOPIC_CONFIDENCE, EntryDecision, choose_entry, scope_of
 from policies.replies import (
+    asks_for_news,
     asks_for_person,
+    asks_same_for,
     classify_reply,
+    is_bare_follow_up,
     listed_items_of,
     open_question_of,
     record_owners,
@@ -96,15 +99,17 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     task = dict(state.get("task") or {})
     owners = record_owners(text)
     back, person = refers_back(text, listed), asks_for_person(text)
+    same = asks_same_for(text) or asks_for_news(text) or is_bare_follow_up(text)
     decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,
                             identity_changed=identity_changed, available=deps.available, task_status=task.get("status"),
                             reply=reply.kind, open_question=question, clarify_rounds=rounds,
-                            scope=scope, refers_back=back, record_owners=owners, wants_person=person)
+                            scope=scope, refers_back=back, record_owners=owners, wants_person=person,
+                            same_question=same)
     return decision, {
         "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
         "scope": scope, "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
         "clarify_rounds": rounds, "refers_back": back, "task_status": task.get("status"),
-        "record_owners": sorted(owners), "wants_person": person,
+        "record_owners": sorted(owners), "wants_person": person, "same_question": same,
         "identity_changed": identity_changed}
 
 

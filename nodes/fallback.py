@@ -13,8 +13,22 @@ from langgraph.graph import END
 from langgraph.types import Command
 
 from graph.state import ensure_ids
+from policies.entry import PERSON_REASON, WAITING_REASON
 
-__all__ = ["fallback_node", "fallback_text", "customer_reason", "customer_fact"]
+__all__ = ["fallback_node", "fallback_text", "customer_reason", "customer_fact", "PERSON_ANSWER", "PERSON_NEXT",
+           "WAITING_ANSWER", "WAITING_AGAIN"]
+
+#: Fallback's answer when the customer asked for a person (``policies.entry.PERSON_REASON``): the thread's task is
+#: marked ``fallback`` and the thread is listed for the team (``switchboard threads``: last status fallback).
+PERSON_ANSWER = "Of course. I've asked a member of our team to take over this conversation."
+#: Fallback's answer to a greeting, "ok" or short fragment while the team has the conversation (``WAITING_REASON``).
+WAITING_ANSWER = ("A member of our team has this conversation and will reply here. If something else comes up "
+                  "meanwhile, such as a lost card, just tell me.")
+#: The same said briefly when the customer writes again right after :data:`WAITING_ANSWER` (never the same words twice).
+WAITING_AGAIN = "Our team will reply here as soon as they can."
+#: How it goes on, after the facts so far.
+PERSON_NEXT = ("They'll reply to you here, in this conversation, as soon as they can; you don't need to repeat "
+               "anything.")
 
 
 _DETAIL = re.compile(r"\s*\((?:[^()]|\([^()]*\))*\)")  # "(ConnectionError: down)", "(timeout: ReadTimeout(...))"
@@ -87,9 +101,14 @@ def fallback_text(packet: dict | None) -> str:
     """The customer-facing fallback answer for ``packet`` (a HandoffPacket dict or None): the reason in customer words
     (:func:`customer_reason`), the facts so far without internal record ids, and the open questions."""
     packet = packet or {}
-    reason = customer_reason(packet.get("reason") or "the request could not be completed automatically")
-    parts = ["I'm sorry, I couldn't complete this automatically, so I've passed it to a member of our team.",
-             f"(Reason: {reason}.)"]
+    if packet.get("reason") == WAITING_REASON:
+        return WAITING_ANSWER
+    if packet.get("reason") == PERSON_REASON:  # asked for, not a failure: say who takes over and how, no apology
+        parts = [PERSON_ANSWER]
+    else:
+        reason = customer_reason(packet.get("reason") or "the request could not be completed automatically")
+        parts = ["I'm sorry, I couldn't complete this automatically, so I've passed it to a member of our team.",
+                 f"(Reason: {reason}.)"]
     all_facts = list(packet.get("known_facts") or [])
     values = {str(f.get("key")): str(f.get("value")) for f in all_facts if f.get("source") == "system_verified"}
     values.update({str(f.get("key")): str(f.get("value")) for f in all_facts if str(f.get("key")) not in values})
@@ -103,7 +122,8 @@ def fallback_text(packet: dict | None) -> str:
     questions = list(packet.get("open_questions") or [])
     if questions:
         parts.append("Still open: " + " ".join(questions))
-    parts.append("You don't need to repeat anything; a colleague will continue this conversation.")
+    parts.append(PERSON_NEXT if packet.get("reason") == PERSON_REASON else
+                 "You don't need to repeat anything; a colleague will continue this conversation.")
     return " ".join(parts)
 
 
@@ -111,6 +131,9 @@ def fallback_node(state: dict) -> Command:
     """Answer with the facts so far and the open questions; mark the task ``fallback`` (a person takes over); end the turn."""
     packet = state.get("handoff") if (state.get("handoff") or {}).get("to_agent") == "fallback" else None
     text = fallback_text(packet)
+    said = [str(m.content) for m in state.get("messages") or [] if isinstance(m, AIMessage) and m.name == "fallback"]
+    if said and text == WAITING_ANSWER and said[-1] in (WAITING_ANSWER, WAITING_AGAIN):
+        text = WAITING_AGAIN if said[-1] == WAITING_ANSWER else WAITING_ANSWER
     task = dict(state.get("task") or {})
     if task:
         task.update(status="fallback", current_owner="fallback",

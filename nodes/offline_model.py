@@ -40,6 +40,7 @@ from policies.compound import (
     split_marked,
     split_requests,
 )
+from policies.replies import listed_items_of
 
 __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE", "SAFETY_REASON",
            "SAFETY_REASON_AFTER", "PATTERN_HANDON_BELOW", "PATTERN_OWNER_MIN", "DISPUTE_REASON", "DUPLICATE_REASON",
@@ -220,6 +221,14 @@ def _asked(system: str) -> str | None:
 _DUPLICATE_OFFER = re.compile(r"\bShall I ask our refunds team to refund the duplicate, (tx_\w+)\?")
 
 
+def _previous_answer(messages: list[BaseMessage]) -> str | None:
+    """The desk's answer just before the last customer message (its text), or None."""
+    last_human = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+    before = messages[:last_human] if last_human is not None else []
+    answer = next((m for m in reversed(before) if isinstance(m, AIMessage) and not m.tool_calls and m.content), None)
+    return str(answer.content) if answer is not None else None
+
+
 def _offered_duplicate(messages: list[BaseMessage]) -> str | None:
     """The duplicate ``tx_…`` the desk's answer just before the last customer message offered to refund (billing's
     offer, also inside a supervisor's merged answer: qa1 §8 "ok, please refund it"), or None."""
@@ -228,6 +237,33 @@ def _offered_duplicate(messages: list[BaseMessage]) -> str | None:
     answer = next((m for m in reversed(before) if isinstance(m, AIMessage) and not m.tool_calls and m.content), None)
     found = _DUPLICATE_OFFER.search(str(answer.content)) if answer is not None else None
     return found.group(1) if found else None
+
+
+#: A record id or a card's last four digits in a message.
+_NAMES_RECORD = re.compile(r"\b(?:tx|rf|tr|card)_\w+|\b\d{4}\b", re.I)
+
+
+_POSITION_RE = re.compile(r"\b(first|1st|top(?![- ]?ups?\b)|second|2nd|third|3rd|last|bottom)\b", re.I)
+_POSITIONS = {"first": 0, "1st": 0, "top": 0, "second": 1, "2nd": 1, "third": 2, "3rd": 2, "last": -1, "bottom": -1}
+_ID_KEYS = {"tx": "transaction_id", "tr": "transfer_id", "rf": "refund_id"}
+
+
+def _picked_by_position(messages: list[BaseMessage], user_text: str) -> dict[str, str]:
+    """``{fact key: id}`` of the record a short reply picks by position among the records the desk's previous answer
+    listed ("the first one" after "Your transfers: tr_3002 …; tr_3001 …" -> ``{"transfer_id": "tr_3002"}``), as if
+    the customer had named it; {} when the reply names an id itself, picks nothing, or nothing was listed (review of
+    main: "the first one" got the whole list again)."""
+    if len(user_text.split()) > 8 or _NAMES_RECORD.search(user_text) or not (m := _POSITION_RE.search(user_text)):
+        return {}
+    last_human = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+    before = messages[:last_human] if last_human is not None else []
+    answer = next((m for m in reversed(before) if isinstance(m, AIMessage) and not m.tool_calls and m.content), None)
+    listed = [i for i in listed_items_of(str(answer.content) if answer is not None else "") if i[:2] in _ID_KEYS]
+    index = _POSITIONS[m.group(1).lower()]
+    if not listed or index >= len(listed):
+        return {}
+    item = listed[index]
+    return {_ID_KEYS[item[:2]]: item}
 
 
 def _call(name: str, args: dict) -> dict:
@@ -293,6 +329,7 @@ class OfflineChatModel(BaseChatModel):
                                          re.M))
         user_text, safety_prefix = _safety_context(system, user_text, from_specialist)
         facts = _known_facts(user_text, system)
+        facts.update(_picked_by_position(messages, user_text))
         for name, res in results:
             facts.update(facts_from_tool_result(name, res))
 
@@ -328,7 +365,8 @@ class OfflineChatModel(BaseChatModel):
             if facts.get("transaction_id"):
                 args["facts"] = {k: v for k, v in facts.items() if k in ("transaction_id", "amount", "merchant")}
             return AIMessage(content="", tool_calls=[_call("transfer_to_refunds", args)])
-        answer = playbook.compose_answer(agent, user_text, results, hint)
+        answer = playbook.compose_answer(agent, user_text, results, hint, asked=_asked(system),
+                                         previous=_previous_answer(messages))
         if agent == "billing":
             answer = _billing_answer(answer, user_text, system, results, hint)
         return AIMessage(content=" ".join(p for p in (safety_prefix.strip(), answer, follow or "") if p))
@@ -472,7 +510,10 @@ class OfflineChatModel(BaseChatModel):
         return getattr(route, "intent", None) if route.agent == agent else None
 
     def _social_answer(self, user_text: str) -> str | None:
-        """The desk's answer to a greeting, thanks or goodbye (``nodes.desk_knowledge.social_topic``), else None."""
+        """The desk's answer to a greeting, thanks or goodbye (``nodes.desk_knowledge.social_topic``), else None; never
+        for a message naming a record or a card ("the one ending 1881" is an answer, not small talk)."""
+        if _NAMES_RECORD.search(user_text):
+            return None
         try:
             topic = social_topic(self._router().route(user_text))
         except (ValueError, RuntimeError):

@@ -39,6 +39,14 @@ __all__ = [
     "is_plain_no",
     "REFUND_OFFER",
     "PLAIN_YES_ANSWER",
+    "PLAIN_NO_ANSWER",
+    "DECLINED_ANSWER",
+    "WHAT_ELSE_ANSWER",
+    "ANYTHING_ELSE",
+    "LOSS_ASKED",
+    "is_acknowledgement",
+    "BARE_WHY_ANSWER",
+    "ACCOUNT_CANCEL_ANSWER",
     "is_plain_yes",
     "reports_card_loss",
     "LOSS_QUESTION",
@@ -76,7 +84,8 @@ _REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all
                  r"\bnot (?:showing|arrived|received|there)\b",
                  r"\bhaven'?t (?:got|received|seen)\b", r"\bstill (?:waiting|not|no)\b",
                  r"\bwhen will\b", r"\bhas(?:n'?t| not)\b.*\b(?:arrived|come|appeared)",
-                 r"\bhow long\b", r"\bany news\b", r"\bupdate on\b")
+                 r"\bhow long\b", r"\bany news\b", r"\bupdate on\b",
+                 r"\b(?:is|has) (?:it|my refund|the refund) (?:been )?(?:approved|paid|done|processed|through)\b")
 _ELIGIBILITY = (r"\brefundable\b", r"\beligib", r"\b(?:can|could) (?:it|this|that|tx_\w+) be refunded\b")
 _CARD_FREEZE = (r"\blost\b", r"\bstolen\b", r"\bmissing\b", r"\bcompromis", r"\bfraud", r"\bfreeze\b",
                 r"\bblock (?:it|my|the)\b", r"\bcan'?t find (?:my|the) card\b",
@@ -95,8 +104,12 @@ _UNFREEZE = (r"\bunfreeze\b", r"\bun-freeze\b", r"\bunblock (?:my|the) card\b", 
 
 def resolve_intent(agent: str, user_text: str, hint: str | None = None) -> DeskIntent | None:
     """The desk intent of ``agent`` that ``user_text`` asks about (:meth:`DeskKnowledge.resolve`: the project's
-    keyword patterns first, then ``hint``, the router's fine label, when it belongs to ``agent``), or None."""
-    return load_knowledge().resolve(agent, user_text, hint)
+    keyword patterns first, then ``hint``, the router's fine label, when it belongs to ``agent``), or None. A follow-up
+    with no content of its own ("why?", ``policies.replies.is_bare_follow_up``) takes no hint: the router's guess of
+    its topic is noise (review of main: "why?" after an account closure got the identity-check answer)."""
+    from policies.replies import is_bare_follow_up
+
+    return load_knowledge().resolve(agent, user_text, None if is_bare_follow_up(user_text, strict=True) else hint)
 
 
 def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
@@ -146,7 +159,39 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
         if done or asked != REFUND_OFFER or not tx_id:
             return None  # a yes that answers no offer of refunds' opens nothing
         return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
+    if agent == "cards" and asked and asked.startswith(LOSS_ASKED) and _LOSS_YES.fullmatch(text.strip()) \
+            and not _NOT.search(text):
+        # "yes" to "Has your card been lost or stolen …? If so, say so and I'll freeze it": the loss, in their words
+        return planner("yes, i lost my card", facts, done, None, plan)
+    if is_acknowledgement(text):
+        return None  # "ok" / "no" that answers no offer: no record is read again, no list shown again (review of main)
+    if agent in _NO_RECORD_TO_EXPLAIN and intent is None and _bare_follow_up(text):
+        return None  # "why?" with no record to re-read: the agent asks what to explain (BARE_WHY_ANSWER)
     return planner(text, facts, done, intent, plan)
+
+
+#: Agents whose "why?" has no record carried to re-read and explain (billing, refunds and transfers re-read theirs).
+_NO_RECORD_TO_EXPLAIN = frozenset({"account", "policy", "cards"})
+#: The answer to a "why?" / "what do you mean?" that the agent cannot tie to a record.
+BARE_WHY_ANSWER = ("Could you tell me which part you'd like me to explain? For example the fee, the limit or the next "
+                   "step, and I'll go through it.")
+
+
+def _bare_follow_up(text: str) -> bool:
+    from policies.replies import is_bare_follow_up
+
+    return is_bare_follow_up(text, strict=True)
+
+
+def is_acknowledgement(text: str) -> bool:
+    """A short "ok", "yes", "no", "alright", "got it" that asks for nothing itself (``text`` lower-cased): when the
+    agent asked nothing, it is answered with :data:`PLAIN_YES_ANSWER` and no tool runs."""
+    t = text.strip()
+    return (_bare_yes(t) or is_plain_no(t) or bool(_ACK.fullmatch(t))) and len(t.split()) <= 4 \
+        and not _has(t, *_CARD_FREEZE, *_UNFREEZE)
+
+
+_ACK = re.compile(r"(?:alright|all right|got it|understood|i see|fine|cool|great|perfect|noted)[ .!]*")
 
 
 _Plan = Callable[..., "ToolCallPlan | None"]
@@ -160,11 +205,12 @@ def _intent_plan(intent: DeskIntent | None, plan: _Plan) -> ToolCallPlan | None:
 
 def _plan_billing(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                   plan: _Plan) -> ToolCallPlan | None:
-    if done:
-        return None
+    if done or _fee_of_another_thing(text):
+        return None  # "and for top-ups?" after a fee answer: that fee (compose_answer), not the transaction list
     tx_id = facts.get("transaction_id")
-    if tx_id and intent is not None and tx_id.lower() not in text:
-        tx_id = None  # a transaction carried from earlier does not hijack a new, recognised request
+    if tx_id and intent is not None and tx_id.lower() not in text and not _POINTS_BACK.search(text):
+        tx_id = None  # a transaction carried from earlier does not hijack a new, recognised request ("why is *it*
+        # pending?" asks about the carried one: review of main, the id was lost and the whole list shown again)
     if _has(text, *_DUPLICATE):
         merchant = _named_merchant(text)
         return plan("find_duplicate_charges", **({"merchant": merchant} if merchant else {}))
@@ -183,6 +229,10 @@ _MERCHANT_RE = re.compile(r"\b(?:at|by|from|with)\s+(?!(?:the|a|an|my|your|once|
                           r"\s*(?:[?.!,;]|$|\s+(?:on|yesterday|today|last|this|for|and|but|in)\b)")
 
 
+#: A short question pointing back at the record just discussed: "why is it pending?", "what is that?".
+_POINTS_BACK = re.compile(r"^(?=(?:\S+\s+){0,7}\S+\W*$).*\b(?:it|that|this|that one|this one)\b")
+
+
 def _named_merchant(text: str) -> str | None:
     """The merchant named in a duplicate-charge question ("i was charged twice at tesco" -> "tesco"), or None."""
     m = _MERCHANT_RE.search(text)
@@ -198,10 +248,13 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
             return plan("request_refund", transaction_id=facts["transaction_id"], reason=_refund_reason(text))
         return None
     tx_id = facts.get("transaction_id")
+    if _PICKS_BY_NAME.search(text) and not _TX_IN_TEXT.search(text):
+        return None  # "the Tesco one": refunds cannot look payments up by merchant; it asks for the id (not the carried)
     wants_status = _has(text, *_REFUND_WHERE) and not _has(text, *_DUPLICATE)
     if wants_status and _has(text, r"\b(?:other|all|my) refunds\b"):
         return plan("refund_status")  # every refund, not only the one carried from earlier
-    if facts.get("refund_id") and (wants_status or not tx_id):
+    if facts.get("refund_id") and (wants_status or not tx_id or facts["refund_id"].lower() in text):
+        # a refund the customer names ("rf_5001") is the one read, not the transaction carried from earlier
         return plan("refund_status", refund_id=facts["refund_id"])
     if wants_status:
         return plan("refund_status")
@@ -214,10 +267,27 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
     return plan("refund_status")
 
 
+#: "the Tesco one", "that Amazon one": a payment picked by its merchant (not by position: "the first one").
+_PICKS_BY_NAME = re.compile(r"^\W*(?:the|that)\s+(?!(?:first|second|third|last|other|same|latest|top|bottom|"
+                            r"virtual|physical)\b)[a-z][\w&'.-]*(?:\s+[a-z][\w&'.-]*)?\s+one\b")
+_TX_IN_TEXT = re.compile(r"\btx_\w+\b")
+#: Refunds' answer to a payment picked by its merchant (refunds has no tool that lists payments).
+REFUND_WHICH_BY_ID = ("I can't look payments up by merchant here. Please give the transaction's id (such as tx_1234); "
+                      "if you don't have it, ask me to show your recent transactions.")
 #: Refunds' offer after a positive eligibility check; a plain yes to it opens the request (through eligibility and risk).
 REFUND_OFFER = "Shall I open a refund request for it?"
-#: Refunds' answer to a plain yes that answers none of its offers (nothing is opened).
+#: Refunds' answer to a plain yes that answers none of its offers (nothing is opened); every specialist's answer to an
+#: "ok" that answers no offer of its own.
 PLAIN_YES_ANSWER = "Okay! Is there anything else I can help you with?"
+#: The question of :data:`PLAIN_YES_ANSWER` (and of the desk's answer to thanks).
+ANYTHING_ELSE = "Is there anything else I can help you with?"
+#: The answer to a "no" to a question or offer other than :data:`ANYTHING_ELSE` (nothing is done; the new question
+#: replaces the declined one, so a later "ok" opens nothing).
+DECLINED_ANSWER = f"All right, I've left it as it is. {ANYTHING_ELSE}"
+#: The answer to a yes to :data:`ANYTHING_ELSE`.
+WHAT_ELSE_ANSWER = "Sure, what else can I help you with?"
+#: A specialist's answer to a plain "no" that answers no offer of its own (nothing is done).
+PLAIN_NO_ANSWER = "All right. If anything else comes up, just write here."
 
 _YES = re.compile(r"(?:yes|yeah|yep|sure|ok(?:ay)?|please do|go ahead|do it)\b[\w ,.!']{0,40}")
 _NOT = re.compile(r"\b(?:no|not|don'?t|never)\b")
@@ -256,17 +326,33 @@ def reports_card_loss(text: str) -> bool:
 #: Cards' question when the router guessed a lost or stolen card but the customer said nothing of the kind.
 LOSS_QUESTION = ("Has your card been lost or stolen, or do you think someone else used it? If so, say so and I'll "
                  "freeze it right away.")
+#: The question of :data:`LOSS_QUESTION` (as ``policies.replies.open_question_of`` finds it in the answer).
+LOSS_ASKED = LOSS_QUESTION.split("?")[0] + "?"
+#: A yes to :data:`LOSS_QUESTION` that confirms the loss ("yes", "it was", "go ahead, freeze it"); a bare "ok" or "sure"
+#: freezes nothing (a freeze is a side effect; the question was asked on the router's guess).
+_LOSS_YES = re.compile(r"(?:yes|yeah|yep|yup|it (?:was|has|is)|please do|go ahead|do it|freeze it)\b[\w ,.!']{0,40}")
 
 
 def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                 plan: _Plan) -> ToolCallPlan | None:
     wants_freeze = reports_card_loss(text)
     wants_unfreeze = _has(text, *_UNFREEZE) and not _has(text, r"\b(?:lost|stolen|compromis|fraud)")
+    if _names_card_only(text):
+        intent = None  # "it's the one ending 4242": the card the customer means, not the router's guess of a topic
+    if not (wants_freeze or wants_unfreeze) and (_policy_question(text) or _fee_or_limit_of_another_thing(text)) \
+            and load_knowledge().resolve("cards", text) is None:
+        return None  # "and my card limit?": the desk's limits (compose_answer), not the card list and a loss question
     if not (wants_freeze or wants_unfreeze) and intent is not None and intent.tool != "card_status" \
             and intent.kind != "freeze":  # a guessed loss: the card list and a question (LOSS_QUESTION), no freeze
         return _intent_plan(intent, plan)
     if "card_status" not in done:
         return plan("card_status")
+    named = _CARD_NAMED_RE.search(text)
+    if named and facts.get("card_status") == "frozen" and not (wants_freeze or wants_unfreeze) \
+            and "freeze_card" not in done and (intent is None or intent.tool == "card_status"):
+        # "it's the one ending 4242" after this conversation froze a card: the card the customer named is the lost
+        # one; freezing it confirms it (already frozen) or freezes the right one (the customer corrects the guess)
+        return plan("freeze_card", card_id=next(g for g in named.groups() if g))
     if wants_unfreeze and facts.get("card_last4"):
         return plan("unfreeze_card", card_id=facts["card_last4"])
     if wants_unfreeze and facts.get("card_status") == "frozen" and facts.get("card_id") and _has(text, r"\bit\b"):
@@ -281,30 +367,233 @@ def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIn
     return None
 
 
+#: The customer names one card in their message: its last four digits or its id.
+_CARD_NAMED_RE = re.compile(r"\b(?:ending|ends|last (?:four|4)(?: digits)?|card)\D{0,12}(\d{4})\b|\b(card_[a-z0-9_]+)\b|"
+                            r"^\D*\b(\d{4})\b\D*$")
+
+
+#: "the virtual one", "my physical one": a card picked by its kind.
+_CARD_KIND_RE = re.compile(r"^\W*(?:(?:it'?s|it is|and)\s+)?(?:the|my)\s+(virtual|physical)\s+(?:one|card)\b")
+
+
+def _names_card_only(text: str) -> bool:
+    """Does the (lower-cased) ``text`` only name a card ("it's the one ending 4242", "4242", "the virtual one"): a
+    card named in at most 8 words that no cards intent of the desk knowledge recognises by its own patterns?"""
+    return bool(_CARD_NAMED_RE.search(text) or _CARD_KIND_RE.search(text)) and len(text.split()) <= 8 \
+        and load_knowledge().resolve("cards", text) is None
+
+
+#: Specialists without the policy tool that answer a fee or limit question from the policy knowledge themselves, with
+#: the subject a question naming none is about ("how much does it cost?" to transfers: a transfer).
+_WITHOUT_POLICY_TOOL: dict[str, str | None] = {"transfers": "transfer", "cards": None}
+
+
+def _fee_or_limit_of_another_thing(text: str) -> bool:
+    """An "and for X?" fragment about something the fee schedule or the limits list (ATM withdrawals, top-ups, …):
+    the previous question asked again about X, never the status of a record carried from earlier."""
+    from policies.replies import asks_same_for
+
+    return asks_same_for(text) and bool(_subjects(text) - {"weekday", "weekend", "balance"})
+
+
+def _fee_of_another_thing(text: str) -> bool:
+    """Billing: an "and for X?" fragment (``policies.replies.asks_same_for``) about something the fee schedule lists
+    (ATM withdrawals, top-ups, transfers, card payments, exchange) that no billing intent recognises by its own
+    patterns: billing answers charges and fees, so it asks that fee (review of main: "and for top-ups?" got the list
+    of transactions)."""
+    from policies.replies import asks_same_for
+
+    return asks_same_for(text) and bool(_subjects(text) - {"weekday", "weekend", "balance"}) \
+        and load_knowledge().resolve("billing", text) is None
+
+
 def _plan_transfers(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                     plan: _Plan) -> ToolCallPlan | None:
     if done:
         return None
+    if (_policy_question(text) or _fee_or_limit_of_another_thing(text)) and not _TRANSFER_ID_RE.search(text):
+        # "what's the fee for international transfers?": the desk's fee, not the status of the transfer carried from
+        # an earlier turn (a carried id never overrides what the new message asks; compose_answer gives the fee)
+        return None
+    if _has(text, *_LIST_TRANSFERS):
+        return plan("list_transfers")  # "show my transfers": the list, whatever transfer was carried or guessed
     if facts.get("transfer_id"):
         return plan("transfer_status", transfer_id=facts["transfer_id"])
+    intent = transfers_intent(text, intent)
     if intent is not None:
         return _intent_plan(intent, plan)
     return plan("list_transfers")
+
+
+_TRANSFER_ID_RE = re.compile(r"\btr_[a-z0-9]+\b")
+#: "show my transfers", "list my payments", "my recent transfers": the customer asks for the list.
+_LIST_TRANSFERS = (r"\b(?:show|list|see|view|check)\b.{0,20}\b(?:transfers|payments i (?:sent|made))\b",
+                   r"^\W*(?:my )?(?:recent |last |latest )?transfers\W*$")
+#: "how long does it take?", "when will it arrive?": a timing question (without a transfer to read: the handbook's).
+_TIMING = (r"\bhow long\b", r"\bhow (?:quick|quickly|fast)\b", r"\bwhen will (?:it|the money|my money) (?:arrive|get)")
+
+
+def transfers_intent(text: str, intent: DeskIntent | None) -> DeskIntent | None:
+    """The transfers intent of the (lower-cased) ``text``: none for a request to list the transfers ("show my
+    transfers": the router's guess of another transfers topic is dropped), the handbook's ``transfer_timing`` for a
+    timing question ("and how long does it take?"), else ``intent``."""
+    if _has(text, *_LIST_TRANSFERS):
+        return None
+    timing = load_knowledge().intents.get("transfer_timing")
+    if timing is not None and _has(text, *_TIMING) and (intent is None or intent.tool is None):
+        return timing
+    return intent
 
 
 def _plan_account(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                   plan: _Plan) -> ToolCallPlan | None:
     if intent is not None:
         return _intent_plan(intent, plan)
+    if _has(text, *_CANCEL_WORDS, r"\bchanged my mind\b") or _has(text, *_TIMING):
+        return None  # "cancel that" (ACCOUNT_CANCEL_ANSWER) or "how long does it take?" (the checks' time), no profile
+    if _has(text, _CURRENCY_WORDS):
+        return plan("account_balance")  # "and in euros?" after the balance: the balance per currency
     return plan("account_profile")
+
+
+#: A currency named in a message ("and in euros?").
+_CURRENCY_WORDS = r"\b(?:euros?|dollars?|pounds?|francs?|zloty|kronor|krone|yen|eur|usd|gbp|chf|currenc\w*)\b"
+#: Currency words of a question -> ISO code (the currencies of ``nodes.tools.POLICY_KB["currencies"]`` people name).
+_CURRENCY_CODES = {"euro": "EUR", "eur\\b": "EUR", "dollar": "USD", "usd": "USD", "pound": "GBP", "gbp": "GBP",
+                   "franc": "CHF", "chf": "CHF", "yen": "JPY", "jpy": "JPY", "zloty": "PLN", "pln": "PLN"}
+#: Account's answer to "cancel that" (no account tool withdraws a request already passed to the team).
+ACCOUNT_CANCEL_ANSWER = ("Nothing has been closed or changed yet. If you asked us to close or freeze your account and "
+                         "have changed your mind, tell the member of our team who contacts you and they will stop it.")
 
 
 def _plan_policy(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                  plan: _Plan) -> ToolCallPlan | None:
+    same_for = _same_question_topic(text, facts.get("policy_topic"))
+    if same_for is not None:  # "and for ATM withdrawals?" after a fee answer: the fee of ATM withdrawals
+        return plan("lookup_policy", topic=same_for)
     if intent is not None and intent.tool == "lookup_policy":
         return plan("lookup_policy", **intent.args)
-    topic = match_policy_topic(text) or text.strip()[:200] or "fees"
-    return plan("lookup_policy", topic=topic)
+    topic = match_policy_topic(text)
+    if topic is None and facts.get("policy_topic") and len(text.split()) <= 6:
+        topic = facts["policy_topic"]  # "what about Switzerland?" after the countries answer: the same topic
+    return plan("lookup_policy", topic=topic or text.strip()[:200] or "fees")
+
+
+#: What a fee, limit or timing question can be about, and the project's patterns that recognise it in a question and
+#: in a sentence of the handbook (``nodes.tools.POLICY_KB``): "and for ATM withdrawals?" is about ``atm``.
+_SUBJECTS: dict[str, tuple[str, ...]] = {
+    "atm": (r"\batms?\b", r"\bcash (?:machine|withdrawal)", r"\bwithdraw", r"\b(?:taking|take|get|getting) cash\b",
+            r"\bcash ?out\b", r"\bcashpoint"),
+    "transfer": (r"\b(?<!bank )transfers?\b", r"\bsend(?:ing)? money\b", r"\bswift\b", r"\bsepa\b"),
+    "other_card": (r"\bcredit cards?\b", r"\bnon-uk cards?\b", r"\bforeign cards?\b", r"\bdebit cards?\b"),
+    "top_up": (r"\btop(?:ping)?[- ]?ups?\b", r"\badd(?:ing)? money\b"),
+    "card_payment": (r"\bcard payments?\b", r"\bpaying by card\b", r"\bpurchases?\b", r"\bshopping\b",
+                     r"\bcard limits?\b", r"\bspend(?:ing)? limit"),
+    "exchange": (r"\bexchang", r"\bforeign[- ]currency\b", r"\bconver"),
+    "replacement": (r"\breplacement\b", r"\bnew card\b"),
+    "disposable": (r"\bdisposable\b",),
+    "balance": (r"\bbalance\b",),
+    "weekday": (r"\bweekdays?\b", r"\bduring the week\b"),
+    "weekend": (r"\bweekends?\b", r"\bsaturday|\bsunday"),
+}
+#: Handbook topics that list several items (one sentence or clause each): a question about one item gets that item.
+_LIST_TOPICS = frozenset({"fees", "international_fees", "limits"})
+#: Topics of one question domain, in the order an "and for X?" fragment looks for X in them (the topic that answered
+#: the previous question first): fees abroad fall back to the general fee schedule, and the other way round.
+_SAME_DOMAIN: dict[str, tuple[str, ...]] = {
+    "fees": ("fees", "international_fees"), "international_fees": ("international_fees", "fees"),
+    "limits": ("limits",), "transfer_times": ("transfer_times",), "exchange_rates": ("exchange_rates", "fees"),
+}
+#: Words that give an "and for X?" fragment a question of its own ("and what's the limit?"): then it is not the same
+#: question again.
+_OWN_ASPECT = (r"\bfees?\b", r"\bcosts?\b", r"\bcharge", r"\blimits?\b", r"\bmaximum\b", r"\bhow long\b",
+               r"\brates?\b")
+
+
+def _subjects(text: str) -> set[str]:
+    """The :data:`_SUBJECTS` a (lower-cased) text is about."""
+    return {k for k, pats in _SUBJECTS.items() if _has(text, *pats)}
+
+
+def _clauses(policy_text: str) -> list[str]:
+    """A handbook text cut into its items: sentences, then the parts of a sentence separated by ``;``."""
+    return [c.strip().rstrip(".") for s in re.split(r"(?<=\.)\s+", policy_text) for c in s.split(";") if c.strip()]
+
+
+def _same_question_topic(text: str, previous_topic: str | None) -> str | None:
+    """The handbook topic of an "and for X?" fragment (``policies.replies.asks_same_for``) after policy answered
+    ``previous_topic``: the first topic of its domain (:data:`_SAME_DOMAIN`) that has an item about X; None when the
+    text is no such fragment, asks something of its own (:data:`_OWN_ASPECT`) or no topic of the domain covers X."""
+    from nodes.tools import POLICY_KB
+    from policies.replies import asks_same_for
+
+    if not previous_topic or not asks_same_for(text) or _has(text, *_OWN_ASPECT):
+        return None
+    wanted = _subjects(text)
+    for topic in _SAME_DOMAIN.get(previous_topic, (previous_topic,)):
+        entry = POLICY_KB.get(topic)
+        if entry is not None and (not wanted or any(wanted & _subjects(c.lower()) for c in _clauses(entry.text))):
+            return topic
+    return None
+
+
+def focused_policy_text(topic: str, title: str, policy_text: str, question: str) -> str:
+    """``"{title}: {text}"``, or, for a topic that lists several items (:data:`_LIST_TOPICS`) and a question about
+    some of them, only those items ("and for ATM withdrawals?" -> ``"Fees (standard plan): each ATM withdrawal costs a
+    flat £1.50."``): a person asking about one fee gets that fee, not the whole schedule. ``question`` is lower-cased."""
+    from policies.replies import asks_same_for
+
+    wanted = _subjects(question)
+    if not wanted or not (topic in _LIST_TOPICS or asks_same_for(question)):  # "and on weekdays?": that part only
+        return f"{title}: {policy_text}"
+    clauses = _clauses(policy_text)
+    head = ""
+    if clauses and ":" in clauses[0]:  # "Standard plan: card payments …", "Daily limits: card payments £5,000"
+        head, clauses[0] = (x.strip() for x in clauses[0].split(":", 1))
+    picked = [c for c in clauses if wanted & _subjects(c.lower())]
+    if not picked:
+        return f"{title}: {policy_text}"
+    label = head if title.lower().rstrip("s") in head.lower() else (f"{title} ({head[0].lower() + head[1:]})" if head
+                                                                     else title)
+    return f"{label}: {'; '.join(picked)}."
+
+
+#: "how much does it cost?", "is it free?": a price question.
+_COST = (r"\bcosts?\b", r"\bhow much (?:is|does|do|will)\b.*\b(?:charge|pay|cost)", r"\bis (?:it|that|this) free\b",
+         r"\bprice\b")
+
+
+def _policy_question(text: str) -> bool:
+    """Does the (lower-cased) ``text`` ask about the desk's fees or limits, or another question the handbook's policy
+    intents recognise by their own patterns ("what's the fee for international transfers?")?"""
+    return _has(text, *_FEES, *_COST, r"\blimits?\b", r"\bmaximum\b") or \
+        load_knowledge().resolve("policy", text) is not None
+
+
+def policy_knowledge_answer(text: str, default_subject: str | None = None) -> str | None:
+    """The desk's policy knowledge for a fee, limit or other policy question asked of a specialist without the
+    policy tool (a transfers agent asked "what's the fee for international transfers?"): the topic of the policy
+    intent its patterns match, else the best keyword topic (``nodes.tools.match_policy_topic``), focused on what it
+    asks (:func:`focused_policy_text`; a question naming nothing the fees list, "how much does it cost?", is about
+    ``default_subject``, e.g. transfers for the transfers agent); None when it is no policy question or no topic
+    matches."""
+    from nodes.tools import POLICY_KB
+
+    low = text.lower()
+    if default_subject and not _subjects(low) and _has(low, *_FEES, *_COST):
+        low = f"{low} ({default_subject.replace('_', ' ')})"
+    if not _policy_question(low):
+        return None
+    intent = load_knowledge().resolve("policy", low)
+    if _has(low, r"\blimits?\b", r"\bmaximum\b"):
+        topic: str | None = "limits"
+    elif _has(low, *_FEES, *_COST):
+        topic = "international_fees" if _has(low, r"\b(?:international|abroad|overseas|foreign)\b") else "fees"
+    else:
+        topic = (intent.args.get("topic") if intent is not None and intent.tool == "lookup_policy" else None) \
+            or match_policy_topic(low)
+    entry = POLICY_KB.get(topic or "")
+    return focused_policy_text(entry.key, entry.title, entry.text, low) if entry is not None else None
 
 
 _PLANNERS: dict[str, Callable[..., ToolCallPlan | None]] = {
@@ -343,8 +632,7 @@ _REFUND_STATUS_TEXT = {
 #: When a refund's money arrives, by status (answer to "when will it arrive?"; the 5 business days are the desk's
 #: refund answer, ``_render_request_refund``). ``{paid}``: the day the credit was posted; ``{amount}``: the amount.
 _REFUND_ARRIVAL = {
-    "requested": "Nothing has been paid yet: once it is approved the money usually reaches your account within 5 "
-                 "business days.",
+    "requested": "Once it is approved the money usually reaches your account within 5 business days.",
     "approved": "It has been approved; the money usually reaches your account within 5 business days.",
     "executed": "The {amount} was credited to your account on {paid}, so it is already in your balance: there is "
                 "nothing more to wait for.",
@@ -384,9 +672,26 @@ def _tx_line(tx: dict[str, Any]) -> str:
     return f"{tx['id']}: {tx['merchant']} {_amt(tx)} on {_day(tx['created_at'])}{status}"
 
 
+#: Internal error text that never reaches the customer (tool names, argument validation, exception names): the event
+#: log has it (issue 13 §1).
+_INTERNAL_ERROR = re.compile(r"\bRefused\b|\bNot executed\b|bad arguments|\b[A-Z]\w*(?:Error|Exception)\b|"
+                             r"\b(?:input should|validation|field required)\b", re.I)
+
+
+def _customer_error(err: str) -> str | None:
+    """``err`` when it is written for the customer ("no card ending 9999"); None when it is empty, names a business
+    tool or carries internal text (:data:`_INTERNAL_ERROR`)."""
+    if not err or _INTERNAL_ERROR.search(err) or any(name in err for name in TOOLS):
+        return None
+    return err
+
+
 def _render_refusal(tool: str, result: dict[str, Any]) -> str:
     """The answer when a tool call did not succeed (``result["ok"]`` false)."""
-    err = result.get("error", "that request could not be completed")
+    err = _customer_error(str(result.get("error") or ""))
+    if err is None and tool != "lookup_policy":
+        return ("I couldn't do that yet: I'm not sure which one you mean. Please give its id (such as tx_1234, "
+                "rf_1234 or tr_1234) or, for a card, its last four digits.")
     if tool == "request_refund":
         return f"I couldn't open a refund: {err}."
     if tool == "freeze_card":
@@ -448,6 +753,10 @@ def _render_list_recent_transactions(result: dict[str, Any], text: str) -> str:
 
 def _render_explain_transaction(result: dict[str, Any], text: str) -> str:
     tx = result["transaction"]
+    if tx["id"].lower() not in text and _POINTS_BACK.search(text) and _has(text, r"\bwhy\b"):
+        # "why is it pending?" about the payment just explained: the reason, not the description again
+        why = str(result["explanation"])
+        return f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) is {tx['status']}: {why[:1].lower()}{why[1:]}"
     card = f" on the card ending {result['card_last4']}" if result.get("card_last4") else ""
     return (f"{tx['id']} is {tx['merchant']}, {_amt(tx)}{card} on {_day(tx['created_at'])}, "
             f"status {tx['status']}. {result['explanation']}")
@@ -503,17 +812,33 @@ def _render_card_status(result: dict[str, Any], text: str) -> str:
     cards = result.get("cards") or []
     if not cards:
         return "You have no cards on your account."
+    named = _CARD_NAMED_RE.search(text)
+    digits = next((g for g in named.groups() if g), "") if named else ""
+    kind = _CARD_KIND_RE.search(text)
+    one = [c for c in cards if (digits and digits in (c["last4"], c["id"])) or (kind and c["kind"] == kind.group(1))]
+    if len(one) == 1 and (digits or kind) and len(text.split()) <= 8:  # "the one ending 1881": that card, not the list
+        c = one[0]
+        tail = {"frozen": " You can unfreeze it in the app, or tell me and I'll do it."}.get(c["status"], "")
+        return f"Your {c['kind']} card ending {c['last4']} is {c['status']}.{tail}"
     return "Your cards: " + "; ".join(
         f"{c['kind']} card ending {c['last4']} is {c['status']}" for c in cards) + "."
 
 
 def _render_freeze_card(result: dict[str, Any], text: str) -> str:
-    if result.get("already_frozen"):
-        return (f"Your {result['kind']} card ending {result['last4']} was already frozen; "
-                "it cannot be used.")
+    if result.get("already_frozen") or result.get("replayed"):  # replayed: this task froze it already
+        confirm = "Yes, that's the one: your" if _CARD_NAMED_RE.search(text) and not reports_card_loss(text) \
+            else "Your"
+        return (f"{confirm} {result['kind']} card ending {result['last4']} is frozen, so nobody can pay with it. "
+                + CARD_NEXT_STEPS)
     return (f"I've frozen your {result['kind']} card ending {result['last4']}, so nobody can pay "
             "with it. If you find it you can unfreeze it in the app; if it was stolen, order a "
             "replacement there and check your recent transactions.")
+
+
+#: What happens after a card is frozen (fees: a replacement physical card costs £5, ``nodes.tools.POLICY_KB``).
+CARD_NEXT_STEPS = ("If you find it, you can unfreeze it in the app (or tell me and I'll do it). If it's gone for good or "
+                   "was stolen, order a replacement in the app (£5) and check your recent transactions; tell me if you "
+                   "see a payment you didn't make.")
 
 
 def _render_list_transfers(result: dict[str, Any], text: str) -> str:
@@ -540,7 +865,7 @@ def _render_account_profile(result: dict[str, Any], text: str) -> str:
 
 
 def _render_lookup_policy(result: dict[str, Any], text: str) -> str:
-    return f"{result['title']}: {result['text']}"
+    return focused_policy_text(str(result.get("topic", "")), result["title"], result["text"], text)
 
 
 #: One renderer per business tool: ``(result, lowercased user text) -> answer`` (empty: nothing to say).
@@ -606,7 +931,7 @@ def _with_intent_answer(agent: str, text: str, intent: DeskIntent | None, names:
 
 
 def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dict[str, Any]]],
-                   hint: str | None = None) -> str:
+                   hint: str | None = None, asked: str | None = None, previous: str | None = None) -> str:
     """A concise customer-facing answer for ``agent`` from this turn's ``(tool_name, result)`` pairs,
     naming concrete things from the results (transaction id, merchant, amount, refund id and status),
     followed by the desk intent's own answer (:func:`resolve_intent` with ``hint``) when that intent needs no
@@ -616,10 +941,12 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     or unfreeze_card follows, since that says what matters); with no results and no intent the agent asks for
     what it needs. Refunds: after request_refund the answer names the refund, the amount as "4.50 GBP", the
     merchant and the transaction id, and says nothing is paid yet. When the refunds agent only listed refunds,
-    it also asks which transaction to refund."""
+    it also asks which transaction to refund. ``asked``: the agent's open question on the thread (a yes to "anything
+    else?" asks what else, it is not answered with the same question again). ``previous``: the desk's previous answer
+    on the thread (an "and for X?" after a limits answer asks the limit of X)."""
     text = user_text.lower()
-    if agent == "refunds" and not tool_results and _bare_yes(text):
-        return PLAIN_YES_ANSWER
+    if not tool_results and (short := _reply_without_tool(agent, user_text, asked)) is not None:
+        return short
     names = [name for name, _ in tool_results]
     parts: list[str] = []
     for name, result in tool_results:
@@ -628,7 +955,10 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
         rendered = render_desk_tool(name, result) or _render(name, result, user_text)
         if rendered:
             parts.append(rendered)
-    parts = _with_intent_answer(agent, text, resolve_intent(agent, user_text, hint), names, parts)
+    intent, known = _answer_intent(agent, user_text, hint, bool(tool_results), previous)
+    if known:
+        parts = [known]
+    parts = _with_intent_answer(agent, text, intent, names, parts)
     if not parts:
         return _NO_TOOL_ANSWERS.get(agent, "How can I help?")
     if agent == "refunds" and names == ["refund_status"] and _has(text, *_MONEY_BACK) \
@@ -636,10 +966,87 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
         parts.append("Which transaction would you like refunded? Please give its id (such as tx_1234).")
     if agent == "cards" and names == ["card_status"]:
         parts.extend(_card_follow_up(text))
+    balance = dict(tool_results).get("account_balance") or {}
+    if agent == "account" and balance.get("ok"):
+        parts = _currency_not_held(text, balance) + parts
     status = dict(tool_results).get("transfer_status") or {}
     if status.get("ok"):
         parts.extend(p for p in _transfer_follow_up(text, status) if p not in parts)
     return " ".join(parts)
+
+
+#: How the policy answers of a question domain start ("Daily limits: …", "Fees (standard plan): …", "International
+#: fees: …") -> the word that asks that question again about another thing.
+_ASPECT_OF_ANSWER = (("Daily limits", "limit"), ("Limits", "limit"), ("International fees", "fee abroad"),
+                     ("Fees", "fee"))
+
+
+def _with_previous_aspect(user_text: str, previous: str | None) -> str:
+    """``user_text`` with the question of the previous answer added when it is an "and for X?" fragment
+    (``policies.replies.asks_same_for``) naming no question of its own and that answer was a limits or fees answer of
+    the policy knowledge: "and for ATM withdrawals?" after "Daily limits: …" -> "limit and for ATM withdrawals?"."""
+    from policies.replies import asks_same_for
+
+    if not previous or not asks_same_for(user_text) or _has(user_text.lower(), *_OWN_ASPECT):
+        return user_text
+    aspect = next((word for head, word in _ASPECT_OF_ANSWER if previous.startswith(head)), None)
+    return f"{aspect} {user_text}" if aspect else user_text
+
+
+def _answer_intent(agent: str, user_text: str, hint: str | None, acted: bool,
+                   previous: str | None = None) -> tuple[DeskIntent | None, str | None]:
+    """``(intent, policy answer)`` of :func:`compose_answer`: the desk intent whose answer follows the tool results
+    (none for a message that only names a card; transfers' own reading of list and timing questions), or, when no
+    tool ran (``acted`` False), the policy knowledge a specialist without the policy tool gives for a fee or limit
+    question ("and for top-ups?" to billing, "what's the fee for international transfers?" to transfers), with no
+    intent (the router's guess of one is dropped; an "and for X?" asks the question of the ``previous`` answer)."""
+    text = user_text.lower()
+    asked = _with_previous_aspect(user_text, previous)
+    intent = None if agent == "cards" and _names_card_only(text) else resolve_intent(agent, user_text, hint)
+    if agent == "transfers":
+        intent = transfers_intent(text, intent)
+    known: str | None = None
+    if agent == "billing" and not acted and _fee_of_another_thing(text):
+        known = policy_knowledge_answer(asked if asked != user_text else f"fee {text}")
+    elif agent in _WITHOUT_POLICY_TOOL and not acted and resolve_intent(agent, user_text) is None:
+        known = policy_knowledge_answer(asked, default_subject=_WITHOUT_POLICY_TOOL[agent])
+    return (None, known) if known else (intent, None)
+
+
+def _reply_without_tool(agent: str, user_text: str, asked: str | None = None) -> str | None:
+    """A specialist's answer when no tool ran and the message asks for none: a yes/no to "anything else?"
+    (:data:`WHAT_ELSE_ANSWER` / :data:`PLAIN_NO_ANSWER`), a "no" to another question or offer (:data:`DECLINED_ANSWER`,
+    which asks "anything else?" so the declined offer is no longer the open question), an "ok" that answers no offer
+    (:data:`PLAIN_YES_ANSWER`), a "why?" with no record to explain (:data:`BARE_WHY_ANSWER`), "cancel that" to
+    account (:data:`ACCOUNT_CANCEL_ANSWER`); else None."""
+    text = user_text.lower()
+    if agent in _PLANNERS and is_acknowledgement(text):
+        if is_plain_no(text):
+            return PLAIN_NO_ANSWER if asked in (None, ANYTHING_ELSE, WHAT_ELSE_ANSWER) else DECLINED_ANSWER
+        return WHAT_ELSE_ANSWER if asked == ANYTHING_ELSE and _bare_yes(text) else PLAIN_YES_ANSWER
+    if agent in _NO_RECORD_TO_EXPLAIN and _bare_follow_up(text) and resolve_intent(agent, user_text) is None:
+        return BARE_WHY_ANSWER
+    if agent == "account" and _has(text, *_CANCEL_WORDS, r"\bchanged my mind\b"):
+        return ACCOUNT_CANCEL_ANSWER
+    if agent == "refunds" and _PICKS_BY_NAME.search(text) and not _TX_IN_TEXT.search(text):
+        return REFUND_WHICH_BY_ID
+    if agent == "account" and _has(text, *_TIMING) and resolve_intent(agent, user_text) is None:
+        from nodes.tools import POLICY_KB  # the account agent's timing question: how long the identity checks take
+
+        entry = POLICY_KB["verification"]
+        return "Identity checks: " + "; ".join(c for c in _clauses(entry.text) if "minutes" in c) + "."
+    return None
+
+
+def _currency_not_held(text: str, balance: dict[str, Any]) -> list[str]:
+    """["You don't hold any EUR at the moment; your money is in GBP only."] when the (lower-cased) question names a
+    currency the balance has none of ("and in euros?"), else []."""
+    held = {b["currency"] for b in balance.get("balances") or []}
+    asked = next((c for w, c in _CURRENCY_CODES.items() if re.search(rf"\b{w}", text)), None)
+    if not asked or asked in held:
+        return []
+    return [f"You don't hold any {asked} at the moment" + (f"; your money is in {', '.join(sorted(held))} only."
+                                                            if held else ".")]
 
 
 _CANCEL_WORDS = (r"\bcancel", r"\bstop (?:it|the|my|this|that)\b", r"\b(?:undo|recall|call (?:it )?back)\b")

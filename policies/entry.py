@@ -16,7 +16,8 @@ from policies.edges import CLARIFY, FALLBACK, OUT_OF_SCOPE, SPECIALISTS, TRIAGE
 from policies.replies import ReplyKind
 
 __all__ = ["EntryDecision", "choose_entry", "scope_of", "CONTINUE_CONFIDENCE", "NEW_TOPIC_CONFIDENCE",
-           "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "OUT_OF_SCOPE_TOPICS", "OUT_OF_SCOPE_PREFIX", "Scope"]
+           "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "PERSON_REASON",
+           "WAITING_REASON", "OUT_OF_SCOPE_TOPICS", "OUT_OF_SCOPE_PREFIX", "Scope"]
 
 #: Minimum router confidence for keeping the current agent on a self-contained request; below it the message is
 #: re-triaged. Chosen on the shipped router's calibration: wrong-agent predictions cluster below 0.35.
@@ -27,6 +28,11 @@ CONTINUE_CONFIDENCE = 0.35
 NEW_TOPIC_CONFIDENCE = 0.5
 #: Clarifying answers in a row after which an answer that still names no specialist goes to fallback (issue 12 §1).
 MAX_CLARIFY_ROUNDS = 2
+#: The entry reason when the customer asks for a person (fallback words its answer for that case: ``nodes.fallback``).
+PERSON_REASON = "the customer asked for a person"
+#: The entry reason when fallback holds the conversation (a person takes over) and the customer sends a greeting, yes/no
+#: or short fragment without a topic of its own: fallback says the team has it (a new topic is triaged as usual).
+WAITING_REASON = "the conversation waits for a person"
 #: The router's label for "no specialist" (greetings, thanks, off-topic, other products).
 NO_SPECIALIST = "other"
 
@@ -108,6 +114,7 @@ def choose_entry(
     refers_back: bool = False,
     record_owners: Collection[str] = (),
     wants_person: bool = False,
+    same_question: bool = False,
 ) -> EntryDecision:
     """Choose the entry node of a new turn.
 
@@ -132,45 +139,56 @@ def choose_entry(
             a named ``tr_…`` is transfers', whoever holds the conversation (fresh-user review §10).
         wants_person: the customer asks for a person (``policies.replies.asks_for_person``): fallback, which hands
             the thread to the team with the facts so far (a request for a human is never answered by the bot alone).
+        same_question: the message asks the previous question again, about another thing ("and for ATM
+            withdrawals?", ``policies.replies.asks_same_for``) or for news of the record just answered ("any
+            update?", ``policies.replies.asks_for_news``), or a follow-up with no content of its own ("why not?",
+            ``policies.replies.is_bare_follow_up``): it stays with the active specialist, whose question it is,
+            whatever the router reads into its words (review of main: "any update?" and "why not?" went to account).
 
     Returns:
-        In order: triage when the identity changed; fallback when the customer asks for a person; triage when the
-        message names a record (``record_owners``) that
-        ``active_agent`` does not own (a record of the desk is never out of scope either); after clarify, out_of_scope
-        for an out-of-scope answer, triage when the answer names a topic, fallback after :data:`MAX_CLARIFY_ROUNDS`
-        rounds without one, else triage;
-        out_of_scope for an out-of-scope message on a thread nobody holds, or a self-contained out-of-scope request
-        (never for a reply that answers the active agent); triage when nobody holds the conversation or permission
-        lapsed. With an active specialist: itself for a reply that answers it (yes/no, choice among listed items,
-        cancel — cancellation follows ``policies.approval`` there — or an identifier when it had asked a question),
-        for a fragment or an unasked identifier unless the router gives another specialist >=
-        :data:`NEW_TOPIC_CONFIDENCE`, for a request the router gives it (>= :data:`CONTINUE_CONFIDENCE`) and for a
-        conversational message (it holds the conversation); triage otherwise (a new topic). Continuing is turned into
-        fallback when the agent is unavailable or its task waits for a human.
+        In order: triage when the identity changed; fallback when the customer asks for a person, or sends a
+        greeting, yes/no or fragment while fallback holds the conversation (:data:`WAITING_REASON`); triage when the
+        message names a record (``record_owners``) that ``active_agent`` does not own (a record of the desk is never
+        out of scope either); after clarify, out_of_scope for an out-of-scope answer, triage when the answer names a
+        topic, fallback after :data:`MAX_CLARIFY_ROUNDS` rounds without one, else triage; out_of_scope for an
+        out-of-scope message on a thread nobody holds, or a self-contained out-of-scope request (never for a reply
+        that answers the active agent); triage when nobody holds the conversation or permission lapsed. With an active
+        specialist: itself for a reply that answers it (yes/no, choice among listed items, cancel — cancellation
+        follows ``policies.approval`` there — or an identifier when it had asked a question), for the same question
+        again ("and for X?", "any news?": ``same_question``), for a fragment or an unasked identifier unless the
+        router gives another specialist >= :data:`NEW_TOPIC_CONFIDENCE`, for a request the router gives it (>=
+        :data:`CONTINUE_CONFIDENCE`) and for a conversational message (it holds the conversation); triage otherwise (a
+        new topic). Continuing is turned into fallback when the agent is unavailable or its task waits for a human.
     """
     if identity_changed:
         return EntryDecision(TRIAGE, "identity or tenant changed since the thread started")
     if wants_person:
-        return EntryDecision(FALLBACK, "the customer asked for a person")
+        return EntryDecision(FALLBACK, PERSON_REASON)
+    if active_agent == FALLBACK and not record_owners and (scope == "conversational" or reply in ("yes_no", "fragment")):
+        return EntryDecision(FALLBACK, WAITING_REASON)  # "hello?", "ok" after the hand-over: the team still has it
     if record_owners and active_agent not in record_owners:
         owners = "/".join(sorted(record_owners))
         return EntryDecision(TRIAGE, f"names a record of {owners}" + (f", not {active_agent}'s" if active_agent else ""))
     if active_agent == CLARIFY and clarify_rounds > 0:
         return _after_clarify(routed_agent, route_confidence, clarify_rounds, scope)
     holder = active_agent if active_agent in SPECIALISTS else None
-    if scope == "out_of_scope" and (holder is None or (reply == "request" and not refers_back)):
+    if scope == "out_of_scope" and (holder is None or (reply == "request" and not refers_back and not same_question)):
         return EntryDecision(OUT_OF_SCOPE, f"no specialist serves this (router: {routed_agent} at {route_confidence:.2f})")
     if holder is None:
         return EntryDecision(TRIAGE, "no specialist holds the conversation")
     if not permitted:
         return EntryDecision(TRIAGE, f"permission for {holder} no longer holds")
     return _checked(_continue_or_triage(holder, routed_agent, route_confidence, reply, open_question, scope,
-                                        refers_back), holder, available, task_status)
+                                        refers_back, same_question), holder, available, task_status)
 
 
 def _continue_or_triage(active_agent: str, routed_agent: str | None, route_confidence: float, reply: ReplyKind,
-                        open_question: str | None, scope: Scope, refers_back: bool = False) -> EntryDecision:
+                        open_question: str | None, scope: Scope, refers_back: bool = False,
+                        same_question: bool = False) -> EntryDecision:
     asked = f" to {active_agent}'s question" if open_question else ""
+    if same_question and reply in ("fragment", "request"):
+        return EntryDecision(active_agent, f"a follow-up to {active_agent}'s last answer (\"and for …?\", \"any "
+                                           f"news?\", \"why not?\"): continues with {active_agent}")
     if reply in _ANSWERS or (reply == "identifier" and open_question):
         return EntryDecision(active_agent, f"{reply.replace('_', '/')} reply{asked}: continues with {active_agent}")
     other_specialist = routed_agent in SPECIALISTS and routed_agent != active_agent

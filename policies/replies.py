@@ -14,7 +14,8 @@ from typing import Literal
 from policies.approval import is_cancellation
 
 __all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "refers_back",
-           "asks_for_person", "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS"]
+           "asks_for_person", "asks_same_for", "asks_for_news",
+           "is_bare_follow_up", "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS"]
 
 #: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
 #: the previous answer listed; ``cancel``: asks to stop/cancel; ``fragment``: a short follow-up that leans on the
@@ -41,6 +42,9 @@ _ITEM_RE = re.compile(r"\b(?:tx|rf|tr|card)_[A-Za-z0-9]+\b")
 #: A pronoun that points back at something already said ("when will *it* arrive?", "is *that* done?").
 _BACK_REF_RE = re.compile(r"\b(?:it|its|it's|that|this|them|they|those)\b", re.I)
 _WORD_RE = re.compile(r"[A-Za-z0-9_£€$.']+")
+#: A nudge for news about what was just answered: "any news?", "any update?", "anything new?", "still nothing?".
+_NUDGE_RE = re.compile(r"^\s*(?:so\s+|and\s+)?(?:any(?:thing)? (?:news|update|updates|progress|new)|still nothing|"
+                       r"(?:what'?s|what is) the (?:news|latest|status))\b|^\s*(?:news|update|updates)\W*$", re.I)
 
 
 #: Which specialists own a record by its id prefix (README "a named record goes to its owner"): a refund is refunds', a
@@ -93,12 +97,61 @@ def asks_for_person(text: str) -> bool:
     return bool(_PERSON_RE.search(text or ""))
 
 
+#: "and for ATM withdrawals?", "what about with a credit card?", "ok and on weekdays?": the previous question asked again
+#: about another thing (an "and for X?" fragment: a connective, then a preposition, then the new object).
+_SAME_FOR_RE = re.compile(r"^\s*(?:ok(?:ay)?,?\s+|so\s+)?(?:and|also|what about|how about)\s+(?:for|with|on|in|at|by|"
+                          r"from|to|during|over|under|via|abroad|outside|inside)\b", re.I)
+#: At most this many words in an "and for X?" fragment (longer messages say what they ask themselves).
+SAME_FOR_MAX_WORDS = 8
+
+
+def asks_same_for(text: str) -> bool:
+    """Does ``text`` ask the previous question again about another thing ("and for ATM withdrawals?" after a fee
+    question, "what about on weekdays?" after an exchange-rate question)? A connective ("and", "what about", "how
+    about", "also", optionally after "ok") followed by a preposition, in at most :data:`SAME_FOR_MAX_WORDS` words and
+    naming no record id. Such a fragment belongs to the question domain of the agent that answered it (fresh-user review
+    of issue 13: "and for ATM withdrawals?" after a policy fee answer went to billing)."""
+    return (bool(_SAME_FOR_RE.search(text or "")) and len(_words(text or "")) <= SAME_FOR_MAX_WORDS
+            and not _RECORD_RE.search(text or ""))
+
+
+#: A follow-up with no content of its own: "why?", "why not?", "how come?", "what do you mean?", "really?".
+_BARE_FOLLOW_UP_RE = re.compile(r"^\s*(?:but\s+|and\s+|so\s+)?(?:why(?: not| is that| so)?|how(?: come| so| do i do "
+                                r"(?:that|it))?|what do you mean|meaning|really|seriously|what now|now what|what next|"
+                                r"and then)\s*[?!.]*\s*$", re.I)
+
+
+#: "and how long does it take?", "so when will that happen?": a connective, then a question about "it"/"that".
+_AND_IT_RE = re.compile(r"^\s*(?:and|so|but|ok(?:ay)? and)\b.*\b(?:it|that|this)\b", re.I)
+#: Words that give a message a subject of its own (a product or record of the desk).
+_DOMAIN_NOUN_RE = re.compile(r"\b(?:cards?|refunds?|transfers?|payments?|charges?|account|balance|fees?|pin|atms?|"
+                             r"money|transactions?|top[- ]?ups?|limits?|phone|address|email|identity|currenc\w*)\b", re.I)
+
+
+def is_bare_follow_up(text: str, strict: bool = False) -> bool:
+    """Is ``text`` a follow-up with no content of its own ("why not?", "how come?", "what do you mean?", or "and how
+    long does it take?": a connective and "it"/"that" in at most 8 words naming no product or record of the desk)? It
+    can only be about the previous answer, so it stays with the agent that gave it (review of main: "why not?" after a
+    refused refund went to account, "and how long does it take?" after a transfer answer to cards). ``strict``: only
+    the first kind (no words of its own at all)."""
+    t = text or ""
+    return bool(_BARE_FOLLOW_UP_RE.match(t)) or (not strict and bool(_AND_IT_RE.search(t)) and len(_words(t)) <= 8
+                                                  and not _DOMAIN_NOUN_RE.search(t) and not _ID_RE.search(t))
+
+
+def asks_for_news(text: str) -> bool:
+    """Is ``text`` a nudge for news about what was just answered ("any news?", "any update?", "still nothing?"), in at
+    most 6 words?"""
+    return bool(_NUDGE_RE.search(text or "")) and len(_words(text or "")) <= 6
+
+
 def refers_back(text: str, listed: tuple[str, ...]) -> bool:
     """Does ``text`` point back at a record the previous answer named? True when that answer listed records
     (``listed``, :func:`listed_items_of`) and ``text`` is short (at most 12 words) with a pronoun such as "it", "that",
     "them": "when will it arrive?" after "refund rf_… has been paid" asks about that refund, whatever the router
-    thinks of "arrive" (issue 13, fresh-user review)."""
-    return bool(listed) and len(_words(text)) <= 12 and bool(_BACK_REF_RE.search(text))
+    thinks of "arrive" (issue 13, fresh-user review); a nudge such as "any news?" or "any update?" points back too
+    (review of main: "any news?" after a transfer's status was taken for a request the desk does not serve)."""
+    return bool(listed) and len(_words(text)) <= 12 and (bool(_BACK_REF_RE.search(text)) or asks_for_news(text))
 
 
 def _words(text: str) -> list[str]:
