@@ -42,7 +42,7 @@ _FACT_LABELS = {
     "transaction_id": "transaction", "transaction_ids": "transactions", "original_transaction_id": "original payment",
     "refund_id": "refund", "refund_status": "refund status", "transfer_id": "transfer", "transfer_status":
     "transfer status", "card_last4": "card ending", "card_ref": "card", "card_status": "card status",
-    "refund_eligible": "can be refunded", "policy_topic": "question about",
+    "refund_eligible": "can be refunded",
 }
 
 
@@ -61,6 +61,8 @@ def customer_fact(key: str, value: str, facts: dict[str, str] | None = None) -> 
     """One packet fact in customer words: ``"amount", "100.00 GBP"`` -> ``"amount: £100.00"`` (money formatted with
     babel through ``checkpoints.business.money``, as everywhere in customer text; the minor units of ``facts`` when
     present, else the value parsed), ``"transaction_id", "tx_1008"`` -> ``"transaction: tx_1008"``."""
+    if key == "policy_topic":  # "you asked about supported countries", not "question about: countries"
+        return f"you asked about {value.replace('_', ' ')}"
     label = _FACT_LABELS.get(key, key.replace("_", " "))
     if key == "amount":
         value = _money_text(value, facts or {})
@@ -88,8 +90,8 @@ def _as_of(fact: dict) -> str:
     """`` (as of 30 Nov 23:20 UTC)`` for a system-verified fact with its ``observed_at``; "" otherwise."""
     from checkpoints.business import parse_iso
 
-    if fact.get("source") != "system_verified" or not fact.get("observed_at"):
-        return ""
+    if fact.get("source") != "system_verified" or not fact.get("observed_at") or fact.get("key") == "policy_topic":
+        return ""  # a topic is what was asked, not a record read at a time
     try:
         dt = parse_iso(str(fact["observed_at"]))
     except (TypeError, ValueError):

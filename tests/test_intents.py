@@ -303,3 +303,15 @@ def test_fallback_text_keeps_exceptions_and_internal_ids_out() -> None:
                                           {"key": "card_last4", "value": "4242", "source": "user_said"}]})
     assert "one of our services is unavailable" in text and "4242" in text
     assert not any(leak in text for leak in ("ConnectionError", "card_status", "card_ada", "pool exhausted"))
+
+
+def test_fallback_text_says_the_topic_asked_in_words() -> None:
+    """A policy topic reads as what the customer asked, with no reading time ("question about: countries (as of …)"
+    was the fresh-user transcript's wording)."""
+    from nodes.fallback import PERSON_REASON, fallback_text
+
+    text = fallback_text({"reason": PERSON_REASON, "known_facts": [
+        {"key": "policy_topic", "value": "supported_countries", "source": "system_verified",
+         "observed_at": "2026-12-01T03:40:00+00:00"}]})
+    assert "you asked about supported countries." in text, text
+    assert "question about" not in text and "as of" not in text
