@@ -57,6 +57,11 @@ __all__ = [
     "default_router_path",
     "default_examples_path",
     "build_default_router",
+    "SHIPPED_DATA_FILES",
+    "default_data_dir",
+    "default_data_hashes",
+    "combined_sha256",
+    "default_training_data",
     "load_router",
     "trained_router_path",
     "load_label_map",
@@ -142,6 +147,8 @@ class IntentRouter:
         created_at: ISO-8601 UTC time of the fit ("" before ``fit``, and for the shipped default, whose build
             is reproducible).
         data_sha256: sha256 of the training data (of the CSV file's bytes when fitted from a file), "" before fit.
+        data_files: ``{file: sha256}`` of the files the shipped default was fitted on (see
+            :func:`default_data_hashes`); empty for other routers.
         label_to_agent: fine label -> agent, or None when trained on agent labels.
     """
 
@@ -151,6 +158,7 @@ class IntentRouter:
         self.created_at = ""
         self.data_sha256 = ""
         self.label_to_agent: dict[str, str] | None = None
+        self.data_files: dict[str, str] = {}
         self._model: RouterModel | None = None
         self._classes: list[str] = []
         self._agent_matrix: np.ndarray | None = None  # (n_classes, n_agents) 0/1
@@ -262,7 +270,7 @@ class IntentRouter:
     # ------------------------------------------------------------------ persistence
     def metadata(self) -> dict:
         """The file's metadata: format and version, source, n_examples, n_labels, fine_labels, created_at,
-        data_sha256, and ``fit`` (``nodes.router_fit.FIT_SETTINGS`` and the scikit-learn version that fitted)."""
+        data_sha256, data_files, and ``fit`` (``nodes.router_fit.FIT_SETTINGS`` and the scikit-learn version that fitted)."""
         fit = (self._model.metadata.get("fit") if self._model is not None else None) or {}
         return {
             "format": ROUTER_FORMAT_NAME,
@@ -273,6 +281,7 @@ class IntentRouter:
             "fine_labels": self.label_to_agent is not None,
             "created_at": self.created_at,
             "data_sha256": self.data_sha256,
+            "data_files": dict(self.data_files),
             "fit": fit,
         }
 
@@ -305,6 +314,8 @@ class IntentRouter:
         router.n_examples = int(meta.get("n_examples", 0) or 0)
         router.created_at = str(meta.get("created_at", ""))
         router.data_sha256 = str(meta.get("data_sha256", ""))
+        files = meta.get("data_files")
+        router.data_files = {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
         return router
 
     def __repr__(self) -> str:
@@ -491,24 +502,93 @@ def load_training_labels(path: Path, categories: list[str]) -> tuple[list[str], 
 
 
 # ---------------------------------------------------------------------- shipped and trained routers
-def build_default_router(out: Path | None = None) -> IntentRouter:
-    """Fit the default router on ``router_examples.csv`` and write it to ``out`` (default ``default_router_path()``).
+#: The public data set files the shipped default is fitted on besides ``router_examples.csv``, relative to
+#: :func:`default_data_dir` (issue 12 §2; licences and attribution: README "Data sets").  CLINC150's val.csv and both
+#: test.csv files are never fitted on: they measure.
+SHIPPED_DATA_FILES: tuple[str, ...] = ("banking77/train.csv", "banking77/agent_map.json", "clinc150/train.csv",
+                                       "clinc150/desk_map.json")
 
-    The file records the CSV's sha256 and no creation time, so rebuilding from unchanged inputs on one machine
-    writes the same bytes.  This is what ``make router`` runs.
+
+def default_data_dir() -> Path:
+    """``../shared/data`` beside the repository (BANKING77 and CLINC150, never copied into the repository)."""
+    return Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _file_sha256(path: Path) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it ({exc.strerror or exc}); the shipped router is fitted on "
+                         f"../shared/data (BANKING77, CLINC150) and nodes/data/router_examples.csv") from None
+
+
+def default_data_hashes(data_dir: Path | None = None) -> dict[str, str]:
+    """sha256 of every file the shipped default is fitted on: ``nodes/data/router_examples.csv`` (key
+    ``"router_examples.csv"``) and :data:`SHIPPED_DATA_FILES` under ``data_dir`` (default :func:`default_data_dir`).
 
     Raises:
-        InputError: the examples CSV is missing or malformed.
+        InputError: a file is missing or unreadable (one line naming it).
+    """
+    folder = Path(data_dir) if data_dir is not None else default_data_dir()
+    hashes = {"router_examples.csv": _file_sha256(default_examples_path())}
+    hashes.update({name: _file_sha256(folder / name) for name in SHIPPED_DATA_FILES})
+    return hashes
+
+
+def combined_sha256(hashes: dict[str, str]) -> str:
+    """One sha256 over ``{file: sha256}`` (sorted JSON): the ``data_sha256`` of the shipped default."""
+    return hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()
+
+
+def default_training_data(data_dir: Path | None = None) -> tuple[list[str], list[str], dict[str, str]]:
+    """The shipped default's training rows: ``(texts, fine_labels, label_to_agent)``.
+
+    Rows, in this order: ``router_examples.csv`` (fine label = its topic: the desk's own phrasings, ids like
+    "tx_1001", "yes go ahead", greetings, out-of-scope negatives), BANKING77 train.csv (label = intent, agent from
+    ``agent_map.json``), CLINC150 train.csv (labels as :func:`load_training_labels` with ``desk_map.json``: the desk's
+    categories keep their names, no-specialist ones become ``"<group>:<category>"`` of agent ``other``).  A topic
+    and an intent of the same name are one label (their agents must agree).
+
+    Raises:
+        InputError: a file is missing or malformed, or a label is given two agents.
+    """
+    folder = Path(data_dir) if data_dir is not None else default_data_dir()
+    for name in SHIPPED_DATA_FILES:
+        if not (folder / name).is_file():
+            raise InputError(f"{folder / name}: missing; the shipped router is fitted on ../shared/data (BANKING77 "
+                             f"and CLINC150): put them there or pass --data DIR")
+    texts, labels, mapping = read_router_examples()
+    for csv_path, map_path in ((folder / "banking77" / "train.csv", folder / "banking77" / "agent_map.json"),
+                               (folder / "clinc150" / "train.csv", folder / "clinc150" / "desk_map.json")):
+        rows, cats = read_labelled_csv(csv_path)
+        cats, label_map = load_training_labels(map_path, cats)  # BANKING77's map has no no_specialist group
+        for cat in set(cats):
+            if cat not in label_map:
+                raise InputError(f"{csv_path}: category {cat!r} is not in its label map")
+            if mapping.setdefault(cat, label_map[cat]) != label_map[cat]:
+                raise InputError(f"{csv_path}: label {cat!r} is {label_map[cat]} there but {mapping[cat]} elsewhere")
+        texts += rows
+        labels += cats
+    return texts, labels, mapping
+
+
+def build_default_router(out: Path | None = None, data_dir: Path | None = None) -> IntentRouter:
+    """Fit the default router on :func:`default_training_data` and write it to ``out`` (default
+    ``default_router_path()``).
+
+    The file records each input file's sha256 (``data_files``) and their combined hash (``data_sha256``), and no
+    creation time, so rebuilding from unchanged inputs on one machine writes the same bytes.  This is what
+    ``make router`` runs.
+
+    Raises:
+        InputError: an input file is missing or malformed (one line naming it).
         ConfigError: ``out`` cannot be written.
     """
-    csv_path = default_examples_path()
-    try:
-        sha = hashlib.sha256(csv_path.read_bytes()).hexdigest()
-    except OSError as exc:
-        raise InputError(f"{csv_path}: cannot read the router examples ({exc.strerror or exc})") from None
-    texts, topics, topic_to_agent = read_router_examples(csv_path)
-    router = IntentRouter(source="default").fit(texts, topics, topic_to_agent, data_sha256=sha)
+    hashes = default_data_hashes(data_dir)
+    texts, labels, mapping = default_training_data(data_dir)
+    router = IntentRouter(source="default").fit(texts, labels, mapping, data_sha256=combined_sha256(hashes))
     router.created_at = ""
+    router.data_files = hashes
     router.save(Path(out) if out is not None else default_router_path())
     return router
 
@@ -599,17 +679,20 @@ def _main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m nodes.router", description=_main.__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    build = sub.add_parser("build-default", help="fit on nodes/data/router_examples.csv and write the shipped file")
+    build = sub.add_parser("build-default", help="fit on nodes/data/router_examples.csv + BANKING77 train + CLINC150 "
+                           "train and write the shipped file")
     build.add_argument("--out", type=Path, default=None, help="default: nodes/data/router-default.npz")
+    build.add_argument("--data", type=Path, default=None, help="the folder holding banking77/ and clinc150/ "
+                       "(default: ../shared/data beside the repository)")
     args = parser.parse_args(argv)
     out = args.out or default_router_path()
     try:
-        router = build_default_router(out)
+        router = build_default_router(out, args.data)
     except (InputError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{out}: {out.stat().st_size} bytes, {router.n_examples} examples, {len(router.classes)} labels, "
-          f"examples sha256 {router.data_sha256[:16]}…")
+          f"data sha256 {router.data_sha256[:16]}…")
     return 0
 
 
