@@ -9,7 +9,6 @@ BANKING77 train + CLINC150 train + our examples) >= 0.97 (issue 12 §2), router 
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import logging
 import os
@@ -30,22 +29,22 @@ from graph.errors import ConfigError, InputError
 from nodes import router_fit
 from nodes.router import (
     AGENTS,
+    SHIPPED_DATA_FILES,
     IntentRouter,
     Route,
+    build_default_router,
     clear_router_cache,
+    combined_sha256,
+    default_data_hashes,
     default_examples_path,
     default_router,
     default_router_path,
+    default_training_data,
     load_label_map,
     load_router,
     read_labelled_csv,
     read_router_examples,
     trained_router_path,
-    SHIPPED_DATA_FILES,
-    build_default_router,
-    combined_sha256,
-    default_data_hashes,
-    default_training_data,
 )
 from nodes.router_model import ROUTER_FORMAT_VERSION, read_metadata
 
