@@ -1,6 +1,6 @@
 """Router inference speed: the plain-array router against the scikit-learn pipeline it was exported from.
 
-Both are the shipped default (``nodes/data/router-default.npz``) and the pipeline refitted on the same examples
+Both are the shipped default (``nodes/data/router-default.npz``) and the pipeline refitted on the same data
 (``nodes.router_fit.fit_pipeline``: what ``route()`` ran before, ``Pipeline.predict_proba`` with
 ``CalibratedClassifierCV``), timed in this one process on the same queries, alternating so that machine noise
 hits both alike:
@@ -48,7 +48,8 @@ def main() -> int:
 
     import numpy as np
 
-    from nodes.router import default_router, read_labelled_csv, read_router_examples
+    from graph.errors import InputError
+    from nodes.router import default_router, default_training_data, read_labelled_csv, read_router_examples
     from nodes.router_fit import fit_pipeline
 
     if args.csv.exists():
@@ -56,7 +57,11 @@ def main() -> int:
     else:
         texts, source = read_router_examples()[0], "nodes/data/router_examples.csv"
     router = default_router()
-    ex_texts, topics, _ = read_router_examples()
+    try:
+        ex_texts, topics, _ = default_training_data()  # what `make router` fits (needs ../shared/data)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     pipeline = fit_pipeline(ex_texts, topics)
     fit_s = time.perf_counter() - t0

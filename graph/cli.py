@@ -891,8 +891,9 @@ def train_router(
     force: bool = typer.Option(False, "--force", help="Install the trained router even when it is worse than the shipped "
                                "one on a held-out figure."),
 ) -> None:
-    """Fit the offline router on a user's labelled data, compare it with the shipped router on held-out data, and store
-    it for later runs only when it is not worse (or with --force). The desk's conversational and out-of-scope examples
+    """Fit the offline router on a user's labelled data, compare it with the shipped router on held-out data (a fit on
+    80% of the rows), then refit on all the rows and store that router for later runs only when the comparison says it
+    is not worse (or with --force). The desk's conversational and out-of-scope examples
     are merged in unless the label map has its own 'other' labels (nodes/router_training.py). The shipped default
     stays available: delete the file or pass --router to route. Exit 1 when the router is refused."""
     from nodes.router import load_training_labels, read_labelled_csv, trained_router_path
@@ -906,15 +907,15 @@ def train_router(
     t0 = time.perf_counter()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True) as bar:
-        job = bar.add_task("training", total=3)
+        job = bar.add_task("training", total=4)
 
         def step(description: str) -> None:
-            done = {"merging": 0, "fitting": 1, "measuring": 2}.get(description.split()[0], 0)
+            done = {"merging": 0, "fitting": 1, "measuring": 2, "refitting": 3}.get(description.split()[0], 0)
             bar.update(job, completed=done, description=description)
 
         router, report = train_with_holdout(texts, cats, label_map, step=step,
                                             data_sha256=_sha256(csv_path))
-        bar.update(job, completed=3)
+        bar.update(job, completed=4)
     router.source = str(csv_path)
     print_training_report(console, report, time.perf_counter() - t0)
     if report.worse_on and not force:

@@ -181,7 +181,8 @@ def print_training_report(console: Console, report: Any, seconds: float) -> None
     c, s = report.candidate, report.shipped
     merged = (f"merged {report.merged_desk_rows} conversational/out-of-scope examples of the desk"
               if report.merged_desk_rows else "kept the data's own 'other' labels")
-    console.print(f"fitted on {report.n_train} examples in {seconds:.1f} s ({merged})", highlight=False)
+    console.print(f"fitted on {report.n_train} examples for the held-out comparison, then on all {report.n_final} "
+                  f"examples for the router to install, in {seconds:.1f} s ({merged})", highlight=False)
     print_rows(console, ("figure", "trained", "shipped", "measured on"),
                [("held-out accuracy (agent)", f"{c.accuracy:.4f}", f"{s.accuracy:.4f}", f"{c.n_held_out} held-out rows"),
                 ("conversational/out-of-scope -> other", f"{c.other_recall:.4f}", f"{s.other_recall:.4f}",

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["DeskIntent", "DeskKnowledge", "KNOWLEDGE_PATH", "INTENT_KINDS", "SOCIAL_TOPICS", "SOCIAL_CONFIDENCE",
-           "load_knowledge", "normalise_label", "social_topic", "social_answers"]
+           "SOCIAL_ALIASES", "load_knowledge", "normalise_label", "social_topic", "social_answers"]
 
 KNOWLEDGE_PATH = Path(__file__).resolve().parent / "data" / "desk_knowledge.json"
 #: The behaviour kinds of an intent (see the module doc).
@@ -35,17 +35,30 @@ SOCIAL_TOPICS = frozenset({"greeting", "thanks", "goodbye", "conversational"})
 #: Minimum router probability for reading a message as social (the shipped router gives 0.71-0.89 to plain greetings,
 #: thanks and goodbyes, ``tests/test_followups.py``).
 SOCIAL_CONFIDENCE = 0.5
+#: CLINC150's conversational categories (``nodes/data/router-default.npz`` is fitted on them as
+#: ``conversational:<category>``, ``../shared/data/clinc150/desk_map.json``) that are a greeting, thanks, goodbye or a
+#: question about the assistant itself, as our social topic; the rest (yes/no/cancel/repeat: replies; device settings
+#: such as change_volume) are not social.
+SOCIAL_ALIASES: dict[str, str] = {
+    "greeting": "greeting", "thank_you": "thanks", "goodbye": "goodbye",
+    **{c: "conversational" for c in ("are_you_a_bot", "who_made_you", "who_do_you_work_for", "what_is_your_name",
+                                     "how_old_are_you", "what_can_i_ask_you", "where_are_you_from")},
+}
 
 
 def social_topic(route: Any) -> str | None:
     """The social topic (one of :data:`SOCIAL_TOPICS`) of a router result (``agent``, ``intent``, ``confidence``), or
     None: the router gave no specialist (``other``) with at least :data:`SOCIAL_CONFIDENCE` and a social topic (a
-    trained router's merged labels ``desk_other:<topic>`` count by their topic)."""
+    trained router's merged labels ``desk_other:<topic>`` count by their topic; CLINC150's ``conversational:<category>``
+    labels by :data:`SOCIAL_ALIASES`)."""
     if route is None or getattr(route, "agent", None) != "other":
         return None
     if float(getattr(route, "confidence", 0.0) or 0.0) < SOCIAL_CONFIDENCE:
         return None
-    topic = str(getattr(route, "intent", "") or "").rsplit(":", 1)[-1]
+    label = str(getattr(route, "intent", "") or "")
+    topic = label.rsplit(":", 1)[-1]
+    if label.startswith("conversational:"):
+        return SOCIAL_ALIASES.get(topic)
     return topic if topic in SOCIAL_TOPICS else None
 
 

@@ -5,8 +5,9 @@ module; routing uses the exported :class:`nodes.router_model.RouterModel` and ne
 
 Model (:func:`build_pipeline`): the union of word 1-2-gram and ``char_wb`` 2-5-gram TF-IDF features
 (``sublinear_tf``, ``strip_accents="unicode"``), then ``LinearSVC(C=0.5)`` wrapped in ``CalibratedClassifierCV``
-(sigmoid, 3 stratified folds, no shuffling, ``random_state=0``), so fitting is deterministic.  The folds' SVM
-weights are stored as float32 (halves the file; agent predictions on BANKING77 unchanged, probabilities to 1e-6).
+(sigmoid, 3 stratified folds, no shuffling, ``random_state=0``, ``ensemble=False``: one SVM on all the rows, its
+calibrators fitted on out-of-fold scores), so fitting is deterministic.  The SVM weights are rounded to float16 and
+stored so (a quarter of float64; see :data:`FIT_SETTINGS` and the measurements in ``nodes.router``).
 """
 
 from __future__ import annotations
@@ -26,12 +27,23 @@ from nodes.router_model import SUPPORTED_VECTORIZER, RouterModel, TfidfBlock
 
 __all__ = ["FIT_SETTINGS", "build_pipeline", "fit_pipeline", "export_model"]
 
-#: LinearSVC regularisation; 0.5 measured best of {0.25, 0.5, 1, 2} on BANKING77 train -> test (agent level).
+#: LinearSVC regularisation; 0.5 measured best of {0.25, 0.5, 1, 2} on BANKING77 train -> test (agent level), and
+#: kept against 0.25 and 1 on the shipped data (``python bench/router_tuning.py --set _SVC_C=...``, nodes/router.py).
 _SVC_C = 0.5
 _RANDOM_STATE = 0
 _CALIBRATION_FOLDS = 3
-#: Prune single-occurrence terms from this many training examples on (tiny unit-test sets keep every term).
+#: False: one SVM fitted on all rows, its sigmoid calibrators fitted on the folds' out-of-fold scores (one weight
+#: matrix in the file); True: one SVM + calibrator per fold, averaged (3 weight matrices).
+_ENSEMBLE = False
+#: dtype the SVM weights are rounded to and stored in (the pipeline scores with the rounded values too).
+_COEF_DTYPE = "float16"
+#: None or "balanced" (LinearSVC class_weight).
+_CLASS_WEIGHT: str | None = None
+#: Prune terms seen in fewer than this many examples, from ``_PRUNE_FROM`` training examples on (tiny unit-test sets
+#: keep every term); per block.
 _PRUNE_FROM = 500
+_WORD_MIN_DF = 2
+_CHAR_MIN_DF = 2
 _WORD_NGRAMS = (1, 2)
 _CHAR_NGRAMS = (2, 5)
 
@@ -40,9 +52,12 @@ _CHAR_NGRAMS = (2, 5)
 FIT_SETTINGS: dict = {
     "features": {"word": {"analyzer": "word", "ngram_range": list(_WORD_NGRAMS)},
                  "char": {"analyzer": "char_wb", "ngram_range": list(_CHAR_NGRAMS)},
-                 "min_df": {"from_examples": _PRUNE_FROM, "value": 2}, **SUPPORTED_VECTORIZER},
-    "classifier": {"name": "LinearSVC", "C": _SVC_C, "random_state": _RANDOM_STATE, "coef_dtype": "float32"},
-    "calibration": {"method": "sigmoid", "folds": _CALIBRATION_FOLDS, "cv": "StratifiedKFold(shuffle=False)"},
+                 "min_df": {"from_examples": _PRUNE_FROM, "word": _WORD_MIN_DF, "char": _CHAR_MIN_DF},
+                 **SUPPORTED_VECTORIZER},
+    "classifier": {"name": "LinearSVC", "C": _SVC_C, "class_weight": _CLASS_WEIGHT, "random_state": _RANDOM_STATE,
+                   "coef_dtype": _COEF_DTYPE},
+    "calibration": {"method": "sigmoid", "folds": _CALIBRATION_FOLDS, "ensemble": _ENSEMBLE,
+                    "cv": "StratifiedKFold(shuffle=False)"},
     "fallback": {"name": "LogisticRegression", "C": 10.0, "solver": "lbfgs", "max_iter": 2000,
                  "when": "a label has a single example"},
 }
@@ -51,36 +66,41 @@ FIT_SETTINGS: dict = {
 def build_pipeline(labels: list[str]) -> Pipeline:
     """Features + classifier for ``labels`` (the training labels, used to size folds and pruning).
 
-    Terms seen in a single example are dropped (``min_df=2``) once there are at least ``_PRUNE_FROM`` examples:
-    on BANKING77 that costs 0.001 agent accuracy and halves the model file.  Calibrated LinearSVC needs each
-    class in every fold: folds = min(3, smallest class count).  A class with a single example makes calibration
-    impossible; then ``LogisticRegression`` (lbfgs, C=10) is used instead, which is only reasonable for the
-    tiny data sets where that happens.
+    Terms seen in fewer than ``_WORD_MIN_DF`` / ``_CHAR_MIN_DF`` examples are dropped once there are at least
+    ``_PRUNE_FROM`` examples (it keeps the file small at a cost of about 0.001 agent accuracy on BANKING77).
+    Calibrated LinearSVC needs each class in every fold: folds = min(3, smallest class count); with
+    ``_ENSEMBLE = False`` the folds only provide out-of-fold scores for the calibrators, and one SVM is fitted on all
+    the rows.  A class with a single example makes calibration impossible; then ``LogisticRegression`` (lbfgs,
+    C=10) is used instead, which is only reasonable for the tiny data sets where that happens.
     """
-    min_df = 2 if len(labels) >= _PRUNE_FROM else 1
-    common = {"sublinear_tf": True, "strip_accents": "unicode", "min_df": min_df}
+    big = len(labels) >= _PRUNE_FROM
+    common = {"sublinear_tf": True, "strip_accents": "unicode"}
     features = FeatureUnion([
-        ("word", TfidfVectorizer(ngram_range=_WORD_NGRAMS, **common)),
-        ("char", TfidfVectorizer(analyzer="char_wb", ngram_range=_CHAR_NGRAMS, **common)),
+        ("word", TfidfVectorizer(ngram_range=_WORD_NGRAMS, min_df=_WORD_MIN_DF if big else 1, **common)),
+        ("char", TfidfVectorizer(analyzer="char_wb", ngram_range=_CHAR_NGRAMS, min_df=_CHAR_MIN_DF if big else 1,
+                                 **common)),
     ])
     smallest = min(Counter(labels).values())
     if smallest >= 2:
         folds = StratifiedKFold(n_splits=min(_CALIBRATION_FOLDS, smallest), shuffle=False)
-        clf = CalibratedClassifierCV(LinearSVC(C=_SVC_C, random_state=_RANDOM_STATE), cv=folds, method="sigmoid")
+        svm = LinearSVC(C=_SVC_C, class_weight=_CLASS_WEIGHT, random_state=_RANDOM_STATE)
+        clf = CalibratedClassifierCV(svm, cv=folds, method="sigmoid", ensemble=_ENSEMBLE)
     else:
         clf = LogisticRegression(C=10.0, max_iter=2000, random_state=_RANDOM_STATE)
     return Pipeline([("features", features), ("clf", clf)])
 
 
 def fit_pipeline(texts: list[str], labels: list[str]) -> Pipeline:
-    """Fit :func:`build_pipeline` on clean ``texts``/``labels`` and store the fold SVMs' weights as float32.
+    """Fit :func:`build_pipeline` on clean ``texts``/``labels`` and round the SVM weights to ``_COEF_DTYPE``.
 
-    The returned pipeline's ``predict_proba`` is the reference that :func:`export_model`'s arrays reproduce.
+    The rounded weights are kept in the pipeline as float32 (scikit-learn scores with them), so the returned
+    pipeline's ``predict_proba`` is the reference that :func:`export_model`'s arrays reproduce; the file stores them
+    in ``_COEF_DTYPE`` (float16 halves the file against float32: 2 bytes per weight).
     """
     pipeline = build_pipeline(labels)
     pipeline.fit(texts, labels)
     for cc in getattr(pipeline.named_steps["clf"], "calibrated_classifiers_", ()):
-        cc.estimator.coef_ = cc.estimator.coef_.astype(np.float32)
+        cc.estimator.coef_ = cc.estimator.coef_.astype(_COEF_DTYPE).astype(np.float32)
     return pipeline
 
 
@@ -121,7 +141,7 @@ def export_model(pipeline: Pipeline, label_to_agent: dict[str, str] | None, meta
         for cc in folds:
             if [str(c) for c in cc.estimator.classes_] != list(classes) or len(cc.calibrators) != n_out:
                 raise ValueError("a calibration fold does not cover every class")
-            coefs.append(cc.estimator.coef_)
+            coefs.append(np.asarray(cc.estimator.coef_).astype(_COEF_DTYPE))
             inters.append(np.asarray(cc.estimator.intercept_, dtype=np.float64))
             sig_a.extend(float(c.a_) for c in cc.calibrators)
             sig_b.extend(float(c.b_) for c in cc.calibrators)

@@ -163,7 +163,7 @@ class RouterModel:
     Attributes:
         kind: ``"calibrated_sigmoid"`` or ``"logistic"``.
         blocks: the TF-IDF vectorizers in feature order (their features are concatenated).
-        weights: ``(n_features, n_folds * n_outputs)`` float32/float64; column ``f * n_outputs + k`` is output
+        weights: ``(n_features, n_folds * n_outputs)`` float16/float32/float64; column ``f * n_outputs + k`` is output
             ``k`` of fold ``f``.  ``n_outputs`` is ``n_classes``, or 1 for two classes (the second class).
         intercepts: ``(n_folds * n_outputs,)`` float64.
         sigmoid_a, sigmoid_b: ``(n_folds * n_outputs,)`` float64 Platt parameters (empty for ``logistic``).
@@ -404,7 +404,7 @@ def _build(meta: dict, a: dict[str, np.ndarray], known_agents: tuple[str, ...]) 
     if unknown:
         raise ValueError(f"unknown agent {unknown[0]!r}")
     n_out = 1 if len(classes) == 2 else len(classes)
-    weights = _floats(a, "weights", 2, allow32=True)
+    weights = _floats(a, "weights", 2, allow_small=True)
     n_features = sum(len(b.terms) for b in blocks)
     if weights.shape != (n_features, n_folds * n_out):
         raise ValueError(f"weights have shape {weights.shape}, expected {(n_features, n_folds * n_out)}")
@@ -438,9 +438,9 @@ def _strings(a: dict[str, np.ndarray], key: str) -> tuple[str, ...]:
     return tuple(str(x) for x in arr)
 
 
-def _floats(a: dict[str, np.ndarray], key: str, ndim: int, allow32: bool = False) -> np.ndarray:
+def _floats(a: dict[str, np.ndarray], key: str, ndim: int, allow_small: bool = False) -> np.ndarray:
     arr = a[key]
-    ok = (np.float64, np.float32) if allow32 else (np.float64,)
+    ok = (np.float64, np.float32, np.float16) if allow_small else (np.float64,)
     if arr.dtype not in ok or arr.ndim != ndim:
         raise ValueError(f"{key} must be a {ndim}-D float array, got {arr.dtype} {arr.shape}")
     if not np.isfinite(arr).all():

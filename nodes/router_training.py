@@ -9,12 +9,17 @@ Steps (:func:`train_with_holdout`):
    Without them a router trained on BANKING77 sends "hi" or "thanks, that's all" to a specialist.
 2. **Split** the user's rows into train and held-out, stratified per label, :data:`HELD_OUT_FRACTION` held out
    (deterministic: ``random.Random(SPLIT_SEED)``; a label with one example stays in train).
-3. **Fit** the candidate on the train part plus the merged desk rows.
-4. **Measure** both the candidate and the shipped router on the same data: agent accuracy on the held-out split,
+3. **Fit** a measuring candidate on the train part plus the merged desk rows.
+4. **Measure** both that candidate and the shipped router on the same data: agent accuracy on the held-out split,
    and the share of ``nodes/data/router_holdout.csv`` (project-written conversational and out-of-scope sentences
    that neither router was trained on) routed to ``other``.
 5. The candidate is **worse** when either figure is below the shipped router's (strictly); the CLI then refuses to
    install it unless ``--force``.
+6. **Refit** the same pipeline on *all* the user's rows plus the merged desk rows: that is the router returned and
+   installed (the held-out rows would otherwise be lost to it: on BANKING77 + CLINC150 train, 80% -> 100% of the
+   rows raises bare BANKING77 test accuracy 0.963 -> 0.970).  The figures of step 4 stay those of the 80% fit, the
+   only fair comparison with the shipped router on rows neither was trained on; the final fit is measured on no
+   held-out data (``TrainingReport.n_final``).
 """
 
 from __future__ import annotations
@@ -54,16 +59,18 @@ class HeldOutFigures:
 
 @dataclass(frozen=True)
 class TrainingReport:
-    """What ``train_with_holdout`` did: ``candidate`` and ``shipped`` figures on the same data, ``n_train`` rows
-    fitted (user train part + merged desk rows), ``merged_desk_rows`` (0 when the user's data had its own ``other``
-    labels), and ``worse_on``: the figures (``"held-out accuracy"``, ``"conversational/out-of-scope"``) where the
-    candidate is below the shipped router."""
+    """What ``train_with_holdout`` did: ``candidate`` (the measuring fit) and ``shipped`` figures on the same data,
+    ``n_train`` rows of the measuring fit (user train part + merged desk rows), ``n_final`` rows of the returned
+    router's fit (all the user's rows + merged desk rows), ``merged_desk_rows`` (0 when the user's data had its own
+    ``other`` labels), and ``worse_on``: the figures (``"held-out accuracy"``, ``"conversational/out-of-scope"``)
+    where the candidate is below the shipped router."""
 
     candidate: HeldOutFigures
     shipped: HeldOutFigures
     n_train: int
     merged_desk_rows: int
     worse_on: tuple[str, ...]
+    n_final: int = 0
 
 
 def merge_desk_classes(texts: list[str], labels: list[str], label_to_agent: dict[str, str],
@@ -122,10 +129,11 @@ def measure(router: IntentRouter, texts: list[str], agents: list[str], other_tex
 def train_with_holdout(texts: list[str], labels: list[str], label_to_agent: dict[str, str], *,
                        shipped: IntentRouter | None = None, data_sha256: str | None = None,
                        step: Callable[[str], None] | None = None) -> tuple[IntentRouter, TrainingReport]:
-    """Merge, split, fit and measure (module doc). ``shipped``: the router to compare with (default: the shipped
-    default); ``step(description)`` is called as each stage starts (for a progress display).
+    """Merge, split, fit, measure and refit (module doc). ``shipped``: the router to compare with (default: the
+    shipped default); ``step(description)`` is called as each stage starts (for a progress display).
 
-    Returns the candidate router (fitted on the train part plus the desk rows) and the report.
+    Returns the router refitted on all the user's rows plus the desk rows (step 6), and the report of the measuring
+    fit (steps 3-5: train part only, figures on the held-out part).
 
     Raises:
         InputError: bad training data (``IntentRouter.fit``) or a malformed examples file.
@@ -146,5 +154,8 @@ def train_with_holdout(texts: list[str], labels: list[str], label_to_agent: dict
     worse = tuple(name for name, c, s in (("held-out accuracy", cand.accuracy, ship.accuracy),
                                           ("conversational/out-of-scope", cand.other_recall, ship.other_recall))
                   if c < s)
-    return candidate, TrainingReport(candidate=cand, shipped=ship, n_train=len(tr_texts), merged_desk_rows=added,
-                                     worse_on=worse)
+    all_texts, all_labels, all_mapping, _ = merge_desk_classes(texts, labels, label_to_agent)
+    say(f"refitting on all {len(all_texts)} examples")
+    final = IntentRouter().fit(all_texts, all_labels, label_to_agent=all_mapping, data_sha256=data_sha256)
+    return final, TrainingReport(candidate=cand, shipped=ship, n_train=len(tr_texts), merged_desk_rows=added,
+                                 worse_on=worse, n_final=len(all_texts))

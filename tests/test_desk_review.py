@@ -280,3 +280,27 @@ def test_ok_please_refund_it_after_a_supervisor_offer_refunds_the_duplicate(desk
     it = conv.send("ok, please refund it")
     assert it.agent == "refunds" and "tx_1008" in it.text and "Which transaction" not in it.text
     assert _refunds(store, "tx_1008") == ["executed"]
+
+
+def test_clinc150_conversational_labels_read_as_our_social_topics():
+    """The shipped router is fitted on CLINC150's conversational categories (``conversational:<category>``): thanks,
+    goodbye, greetings and questions about the assistant are social; yes/no and device settings are not."""
+    from types import SimpleNamespace
+
+    from nodes.desk_knowledge import social_topic
+
+    def route(intent: str, confidence: float = 0.9) -> SimpleNamespace:
+        return SimpleNamespace(agent="other", intent=intent, confidence=confidence)
+
+    assert social_topic(route("conversational:thank_you")) == "thanks"
+    assert social_topic(route("conversational:goodbye")) == "goodbye"
+    assert social_topic(route("conversational:greeting")) == "greeting"
+    assert social_topic(route("conversational:are_you_a_bot")) == "conversational"
+    assert social_topic(route("conversational:yes")) is None
+    assert social_topic(route("conversational:change_volume")) is None
+    assert social_topic(route("conversational:thank_you", 0.3)) is None  # unsure: not social
+    assert social_topic(route("thanks")) == "thanks" and social_topic(route("desk_other:goodbye")) == "goodbye"
+    assert social_topic(SimpleNamespace(agent="cards", intent="conversational:thank_you", confidence=0.9)) is None
+    for text, topic in (("thanks", "thanks"), ("goodbye", "goodbye"), ("hello", "greeting"),
+                        ("are you a bot?", "conversational")):
+        assert social_topic(default_router().route(text)) == topic, text

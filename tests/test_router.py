@@ -1,14 +1,14 @@
 """Tests of the offline intent router (nodes/router.py) and its shipped examples.
 
 Unit tests use tiny hand-made data sets; the evaluation tests read BANKING77 from ../shared/data/banking77
-and FAIL (never skip) when it is missing.  Thresholds (agent-level accuracy on test.csv): default router
->= 0.80, router trained on train.csv intents >= 0.97 (DESIGN brief for the router).
+and FAIL (never skip) when it is missing.  Thresholds (agent-level accuracy on test.csv): default router (fitted on
+BANKING77 train + CLINC150 train + our examples) >= 0.97 (issue 12 §2), router trained on train.csv intents >= 0.97
+(DESIGN brief for the router).
 """
 
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import logging
 import os
@@ -29,12 +29,16 @@ from graph.errors import ConfigError, InputError
 from nodes import router_fit
 from nodes.router import (
     AGENTS,
+    SHIPPED_DATA_FILES,
     IntentRouter,
     Route,
     clear_router_cache,
+    combined_sha256,
+    default_data_hashes,
     default_examples_path,
     default_router,
     default_router_path,
+    default_training_data,
     load_label_map,
     load_router,
     read_labelled_csv,
@@ -409,33 +413,49 @@ def test_shipped_default_loads_without_fitting_or_scikit_learn(isolated_home_dir
     assert not isolated_home_dir.exists() or not any(isolated_home_dir.iterdir())
 
 
+@pytest.mark.data
 def test_shipped_default_is_not_stale():
-    """The committed router-default.npz was built from the current examples CSV and fit settings
-    (rebuild with ``make router`` when this fails)."""
+    """The committed router-default.npz was built from the current examples CSV, the current ../shared/data files
+    (BANKING77 train, CLINC150 train and their maps) and fit settings (rebuild with ``make router`` when this fails;
+    fails, never skips, when ../shared/data is missing)."""
+    _banking77()
     meta = read_metadata(default_router_path())
     assert meta["source"] == "default"
-    assert meta["data_sha256"] == hashlib.sha256(default_examples_path().read_bytes()).hexdigest(), \
-        "router_examples.csv changed since router-default.npz was built: run 'make router'"
+    hashes = default_data_hashes()
+    assert set(meta["data_files"]) == {"router_examples.csv", *SHIPPED_DATA_FILES}
+    changed = sorted(name for name, sha in hashes.items() if meta["data_files"].get(name) != sha)
+    assert not changed, f"{changed} changed since router-default.npz was built: run 'make router'"
+    assert meta["data_sha256"] == combined_sha256(hashes)
     assert meta["fit"]["settings"] == router_fit.FIT_SETTINGS, \
         "the fit settings changed since router-default.npz was built: run 'make router'"
-    texts, _, _ = read_router_examples()
+    texts, _, _ = default_training_data()
     assert meta["n_examples"] == len(texts)
     assert default_router_path().stat().st_size < 10_000_000  # issue 12 §2: the shipped fitted file stays under 10 MB
 
 
 @pytest.mark.slow
 @pytest.mark.data
-@pytest.mark.data
 def test_shipped_default_equals_a_fresh_fit_and_scikit_learn_on_banking77():
     """Refit the default (as ``make router`` does): scikit-learn's probabilities on every BANKING77 test query
-    equal the shipped file's to 1e-9; a rebuild writes the same bytes."""
+    equal the shipped file's to 1e-9 (that the same model saves to the same bytes: ``test_saving_is_byte_reproducible``;
+    one fit of the 28,677 rows takes minutes, so it is not repeated here)."""
     texts, _ = read_labelled_csv(_banking77() / "test.csv")
-    ex_texts, topics, topic_to_agent = read_router_examples()
-    pipeline = router_fit.fit_pipeline(ex_texts, topics)
+    train_texts, labels, _ = default_training_data()
+    pipeline = router_fit.fit_pipeline(train_texts, labels)
     shipped = default_router()
     assert list(pipeline.classes_) == list(shipped.classes)
     diff = np.abs(pipeline.predict_proba(texts) - shipped.predict_proba(texts)).max()
     assert diff < 1e-9, f"shipped router differs from a fresh fit by {diff:.3g}: run 'make router'"
+
+
+def test_build_default_without_the_data_sets_is_a_one_line_error(tmp_path, capsys):
+    """``make router`` with no ../shared/data: exit 2 and one line naming the missing file, nothing written."""
+    from nodes.router import _main
+
+    out = tmp_path / "r.npz"
+    assert _main(["build-default", "--data", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "banking77" in err and not out.exists()
 
 
 def test_saving_is_byte_reproducible(tmp_path, tiny_router):
@@ -578,7 +598,7 @@ def test_default_router_accuracy_on_banking77_test():
     texts, cats = read_labelled_csv(data / "test.csv")
     acc, recall = _agent_accuracy(default_router(), texts, cats, amap)
     print(f"default router: agent accuracy {acc:.4f}, recall {recall}")
-    assert acc >= 0.80, f"default router agent accuracy {acc:.4f} < 0.80 (recall {recall})"
+    assert acc >= 0.97, f"default router agent accuracy {acc:.4f} < 0.97 (recall {recall})"
 
 
 @pytest.fixture(scope="module")

@@ -116,3 +116,21 @@ def test_no_specialist_groups_become_other_labels_that_keep_their_group(tmp_path
     labels.write_text(json.dumps({"agents": {"cards": ["lost_card"]}, "no_specialist": {"out_of_scope": ["lost_card"]}}))
     with pytest.raises(InputError, match="listed twice"):
         load_training_labels(labels, ["lost_card"])
+
+
+def test_the_installed_router_is_refitted_on_every_row(tmp_path: Path) -> None:
+    """The held-out comparison is a fit on 80% of the rows; the router returned (and installed) is fitted on all of
+    them plus the merged desk rows, so a held-out row it was never shown before is now a training row."""
+    from nodes.router_training import train_with_holdout
+
+    texts, topics, topic_agent = read_router_examples()
+    rows = [(t, topic) for t, topic in zip(texts, topics) if topic_agent[topic] != "other"][:300]
+    user_texts, user_labels = [t for t, _ in rows], [lab for _, lab in rows]
+    mapping = {lab: topic_agent[lab] for lab in user_labels}
+    steps: list[str] = []
+    router, report = train_with_holdout(user_texts, user_labels, mapping, step=steps.append)
+    _, held = split_held_out(user_labels)
+    assert report.merged_desk_rows > 0 and report.candidate.n_held_out == len(held) > 0
+    assert report.n_train == len(user_texts) - len(held) + report.merged_desk_rows
+    assert report.n_final == router.n_examples == len(user_texts) + report.merged_desk_rows
+    assert steps[-1].startswith("refitting on all")
