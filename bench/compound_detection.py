@@ -10,7 +10,7 @@ nothing of the data is stored in the project):
   message marks the second request) and ``"<first>. <second>"`` (a plain sentence break:
   ``policies.compound.UNMARKED_THRESHOLD`` applies).
 
-Run: ``.venv/bin/python bench/compound_detection.py [--pairs 1000] [--threshold 0.5] [--unmarked 0.7] [--seed 7]
+Run: ``.venv/bin/python bench/compound_detection.py [--pairs 1000] [--threshold 0.5] [--unmarked 0.7] [--whole 0.9] [--seed 7]
 [--router FILE] [--csv FILE]``. ``--router`` takes a ``train-router`` file (default: the one the desk loads, i.e. the
 shipped router when ``$SWITCHBOARD_HOME`` has no trained one). To choose thresholds without the test set:
 ``python bench/merged_training_set.py OUT --holdout 2000`` writes the merged training data less 2,000 BANKING77
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from graph.errors import ConfigError  # noqa: E402
 from nodes.offline_model import OfflineChatModel  # noqa: E402
-from policies.compound import COMPOUND_THRESHOLD, UNMARKED_THRESHOLD  # noqa: E402
+from policies.compound import COMPOUND_THRESHOLD, UNMARKED_THRESHOLD, WHOLE_SURE  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "banking77"
 
@@ -43,6 +43,8 @@ def main() -> int:
     ap.add_argument("--threshold", type=float, default=COMPOUND_THRESHOLD)
     ap.add_argument("--unmarked", type=float, default=UNMARKED_THRESHOLD,
                     help="policies.compound.UNMARKED_THRESHOLD for sentence-only splits")
+    ap.add_argument("--whole", type=float, default=WHOLE_SURE,
+                    help="policies.compound.WHOLE_SURE; above 1 switches the whole-message check off")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--router", type=Path, default=None)
     ap.add_argument("--csv", type=Path, default=DATA / "test.csv")
@@ -60,7 +62,8 @@ def main() -> int:
     except (KeyError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    model = OfflineChatModel(router=router, compound_threshold=args.threshold, unmarked_threshold=args.unmarked)
+    model = OfflineChatModel(router=router, compound_threshold=args.threshold, unmarked_threshold=args.unmarked,
+                             whole_sure=args.whole)
     false = sum(model.compound(text)[0].compound for text, _ in rows)
     rng = random.Random(args.seed)
     hits = {"also": 0, "plain": 0}
@@ -71,7 +74,8 @@ def main() -> int:
         for join, text in (("also", f"{a.rstrip(' .?!')}. Also, {b}"), ("plain", f"{a.rstrip(' .?!')}. {b}")):
             decision, _ = model.compound(text)
             hits[join] += decision.compound and set(decision.experts) == {ga, gb}
-    print(f"threshold {args.threshold}, unmarked {args.unmarked}, router {getattr(router, 'source', '?')}, {args.csv}")
+    print(f"threshold {args.threshold}, unmarked {args.unmarked}, whole {args.whole}, "
+          f"router {getattr(router, 'source', '?')}, {args.csv}")
     print(f"false compound rate, single queries: {false}/{len(rows)} = {false / len(rows):.1%}")
     print(f"compound detection, two-agent pairs '<a>. Also, <b>' (exact experts): {hits['also']}/{args.pairs} = "
           f"{hits['also'] / args.pairs:.1%}")

@@ -117,7 +117,7 @@ def measure(csv_path: Path, labels: Path, router_path: Path | None, limit: int |
 
     from checkpoints.business import open_store
     from graph.builder import build_desk, make_deps
-    from graph.evaluation import evaluate, read_evaluation_set
+    from graph.evaluation import BusinessSnapshot, evaluate, read_evaluation_set
     from graph.settings import Settings
     from nodes.offline_model import CLARIFY_BELOW
 
@@ -128,7 +128,10 @@ def measure(csv_path: Path, labels: Path, router_path: Path | None, limit: int |
     deps = make_deps(settings=settings, store=open_store(scratch / "business.db"))
     desk = build_desk(checkpointer=InMemorySaver(), deps=deps)
     bare = deps.router.route_many(list(texts))
-    report = evaluate(desk.graph, texts, expected, router=str(deps.router.source), model="offline")
+    snapshot = BusinessSnapshot(scratch / "business.db")  # every query meets the seeded records, as in `route`
+    report = evaluate(desk.graph, texts, expected, router=str(deps.router.source), model="offline",
+                      before_each=snapshot.restore)
+    snapshot.close()
 
     def bare_ok(exp: str, agent: str) -> bool:
         return agent == OTHER if exp.startswith(NO_SPECIALIST_PREFIX) else agent == exp

@@ -811,12 +811,13 @@ def route(
     refused; with a "no_specialist" group in the label map, each group's share that no specialist answered
     (out-of-scope recall, conversational no-specialist).
 
-    Runs use a scratch business database and, unless --db is given, an in-memory checkpointer and event log, so
-    evaluation writes no records."""
+    Runs use a scratch business database, restored to its seeded records before each query (an earlier query's card
+    freeze or refund never changes a later query's path), and, unless --db is given, an in-memory checkpointer and
+    event log, so evaluation writes no records."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from checkpoints.business import open_store
-    from graph.evaluation import evaluate, read_evaluation_set
+    from graph.evaluation import BusinessSnapshot, evaluate, read_evaluation_set
 
     texts, expected = read_evaluation_set(csv_path, labels, limit)
     import tempfile
@@ -836,6 +837,7 @@ def route(
     desk = _desk(settings, checkpointer=saver, store=open_store(scratch / "business.db"))
     graph, deps = desk.graph, desk.deps
     deps.router.route("warm-up")  # loads the router now: a bad --router fails before any query
+    snapshot = BusinessSnapshot(scratch / "business.db")  # the seeded records every query starts from
     prefix = f"route-{time.strftime('%Y%m%d%H%M%S')}" if db is not None else "route"
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -843,7 +845,9 @@ def route(
                   console=err, transient=False, disable=not err.is_terminal and os.environ.get("CI") is None) as bar:
         job = bar.add_task("route", total=len(texts))
         report = evaluate(graph, texts, expected, router=str(deps.router.source), model=settings.model,
-                          thread_prefix=prefix, progress=lambda done, total: bar.update(job, completed=done))
+                          thread_prefix=prefix, progress=lambda done, total: bar.update(job, completed=done),
+                          before_each=snapshot.restore)
+    snapshot.close()
     if to_stdout:
         print_json(report.figures())
     else:

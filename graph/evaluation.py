@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from graph.errors import InputError
 from graph.state import ensure_ids
 from policies.edges import CLARIFY, OUT_OF_SCOPE, SPECIALISTS, SUPERVISOR, TRIAGE
 
-__all__ = ["QueryOutcome", "AgentScore", "EvaluationReport", "evaluate", "summarise", "read_evaluation_set",
+__all__ = ["QueryOutcome", "AgentScore", "EvaluationReport", "BusinessSnapshot", "evaluate", "summarise", "read_evaluation_set",
            "no_specialist_answered", "NO_SPECIALIST_PREFIX"]
 
 #: Recorded as the answering agent / first handoff when a run produced none.
@@ -219,7 +220,8 @@ def _no_specialist_groups(path: Path, agents: dict[str, str]) -> dict[str, str]:
 
 def evaluate(graph: Any, texts: Sequence[str], expected: Sequence[str], *, router: str, model: str,
              thread_prefix: str = "route", context: Any = None,
-             progress: Callable[[int, int], None] | None = None) -> EvaluationReport:
+             progress: Callable[[int, int], None] | None = None,
+             before_each: Callable[[], None] | None = None) -> EvaluationReport:
     """Run each text as the first turn of its own thread ``<thread_prefix>-<i>`` and report.
 
     Args:
@@ -230,6 +232,9 @@ def evaluate(graph: Any, texts: Sequence[str], expected: Sequence[str], *, route
         thread_prefix: thread ids are ``f"{thread_prefix}-{i}"``.
         context: the ``RunContext`` of every run; default ``RunContext()`` (the demo customer).
         progress: called as ``progress(done, total)`` after each query.
+        before_each: called before each query; ``route`` passes a restore of the seeded business data
+            (:class:`BusinessSnapshot`) so that every query meets the same records: without it an earlier query's card
+            freeze or refund changes a later query's path, and the figures depend on the order of the file's rows.
 
     Raises:
         InputError: no texts, or ``texts`` and ``expected`` differ in length.  A failing run does not raise:
@@ -242,6 +247,8 @@ def evaluate(graph: Any, texts: Sequence[str], expected: Sequence[str], *, route
     ctx = context if context is not None else RunContext()
     outcomes: list[QueryOutcome] = []
     for i, text in enumerate(texts):
+        if before_each is not None:
+            before_each()
         t0 = time.perf_counter()
         cfg = {"configurable": {"thread_id": f"{thread_prefix}-{i}"}}
         error = None
@@ -264,6 +271,37 @@ def evaluate(graph: Any, texts: Sequence[str], expected: Sequence[str], *, route
         if progress is not None:
             progress(i + 1, len(texts))
     return summarise(outcomes, router=router, model=model)
+
+
+class BusinessSnapshot:
+    """The contents of a scratch SQLite business database, kept in memory, to restore before each evaluated query.
+
+    ``BusinessSnapshot(path)`` copies the database at ``path`` (sqlite3's online backup API, so the store's own
+    connections may stay open); ``restore()`` writes that copy back over the file (about a millisecond for the demo
+    data). Only for the scratch database that ``route`` creates, never a customer's store.
+
+    Raises:
+        sqlite3.Error: ``path`` is not a readable SQLite database (construction) or cannot be written (``restore``).
+    """
+
+    def __init__(self, path: Path) -> None:
+        import sqlite3
+
+        self._path = path
+        self._copy = sqlite3.connect(":memory:", check_same_thread=False)
+        with closing(sqlite3.connect(path)) as live:
+            live.backup(self._copy)
+
+    def restore(self) -> None:
+        """Put the snapshot's contents back into the database file."""
+        import sqlite3
+
+        with closing(sqlite3.connect(self._path, timeout=30)) as live:
+            self._copy.backup(live)
+
+    def close(self) -> None:
+        """Release the in-memory copy."""
+        self._copy.close()
 
 
 def summarise(outcomes: Sequence[QueryOutcome], *, router: str, model: str) -> EvaluationReport:

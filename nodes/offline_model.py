@@ -34,6 +34,7 @@ from nodes.prompts import agent_from_prompt
 from policies.compound import (
     COMPOUND_THRESHOLD,
     UNMARKED_THRESHOLD,
+    WHOLE_SURE,
     CompoundDecision,
     asks_something,
     detect_compound,
@@ -278,6 +279,8 @@ class OfflineChatModel(BaseChatModel):
     model_name: str = "offline"
     compound_threshold: float = COMPOUND_THRESHOLD
     unmarked_threshold: float = UNMARKED_THRESHOLD
+    #: ``policies.compound.WHOLE_SURE``; above 1.0 switches the whole-message check off (benchmarks).
+    whole_sure: float = WHOLE_SURE
 
     @property
     def _llm_type(self) -> str:
@@ -295,7 +298,8 @@ class OfflineChatModel(BaseChatModel):
         router's per-agent scores of each segment that asks something (``asks_something``; a context statement of a
         several-segment message scores nothing; a router without ``scores`` counts as ``{agent: confidence}``) and
         which segments the message marks as another request (``split_marked``: a plain sentence break needs
-        ``policies.compound.UNMARKED_THRESHOLD``)."""
+        ``policies.compound.UNMARKED_THRESHOLD``, and is one request when the router's per-agent scores of the whole
+        text are ``policies.compound.WHOLE_SURE`` sure of one of the segments' experts)."""
         split = split_marked(text) or [(text, False)]
         segments = [seg for seg, _ in split]
         scores: list[dict[str, float]] = []
@@ -303,8 +307,12 @@ class OfflineChatModel(BaseChatModel):
             r = self._router().route(seg)
             # a segment that only gives context carries no intent of its own (policies.compound.asks_something)
             scores.append((dict(r.scores) if getattr(r, "scores", None) else {r.agent: r.confidence}) if asks else {})
+        whole = None  # only a router with a probability per agent can say the whole text is sure of one topic
+        if len(segments) > 1 and self.whole_sure <= 1.0:
+            whole = dict(getattr(self._router().route(text), "scores", None) or {}) or None
         return detect_compound(scores, self.compound_threshold, marked=[m for _, m in split],
-                               unmarked_threshold=self.unmarked_threshold), segments
+                               unmarked_threshold=self.unmarked_threshold, whole=whole,
+                               whole_sure=min(self.whole_sure, 1.0)), segments
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any):
         """Bind tools (LangChain tools, pydantic models or OpenAI dicts) like any chat model."""
@@ -511,9 +519,12 @@ class OfflineChatModel(BaseChatModel):
 
     def _social_answer(self, user_text: str) -> str | None:
         """The desk's answer to a greeting, thanks or goodbye (``nodes.desk_knowledge.social_topic``), else None; never
-        for a message naming a record or a card ("the one ending 1881" is an answer, not small talk)."""
-        if _NAMES_RECORD.search(user_text):
-            return None
+        for a message naming a record or a card ("the one ending 1881" is an answer, not small talk) nor for a bare
+        follow-up such as "how?" (``policies.replies.is_bare_follow_up``)."""
+        from policies.replies import is_bare_follow_up
+
+        if _NAMES_RECORD.search(user_text) or is_bare_follow_up(user_text, strict=True):
+            return None  # "how?" / "why?" ask about the last answer (the router may call "how?" a greeting)
         try:
             topic = social_topic(self._router().route(user_text))
         except (ValueError, RuntimeError):

@@ -205,8 +205,9 @@ def _intent_plan(intent: DeskIntent | None, plan: _Plan) -> ToolCallPlan | None:
 
 def _plan_billing(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                   plan: _Plan) -> ToolCallPlan | None:
-    if done or _fee_of_another_thing(text):
-        return None  # "and for top-ups?" after a fee answer: that fee (compose_answer), not the transaction list
+    if done or _fee_of_another_thing(text) or _price_question(text):
+        return None  # "and for top-ups?" after a fee answer, "what's the fee for international transfers?": that
+        # fee (compose_answer), not the transaction list or the fees already charged
     tx_id = facts.get("transaction_id")
     if tx_id and intent is not None and tx_id.lower() not in text and not _POINTS_BACK.search(text):
         tx_id = None  # a transaction carried from earlier does not hijack a new, recognised request ("why is *it*
@@ -394,6 +395,27 @@ def _fee_or_limit_of_another_thing(text: str) -> bool:
     from policies.replies import asks_same_for
 
     return asks_same_for(text) and bool(_subjects(text) - {"weekday", "weekend", "balance"})
+
+
+#: A question about the price of a service ("what's the fee for international transfers?", "how much does a top-up
+#: cost?"), as opposed to a question about a fee already charged ("why was I charged a fee?", "what is this fee on my
+#: account?"): BANKING77's billing intents (``transfer_fee_charged``, ``exchange_charge``, …) are the charged kind,
+#: and the router also gives billing the price questions (review of main: the answer listed the account's fees).
+_PRICE_ASK = (r"\bwhat(?:'s| is| are| will be)\b", r"\bhow much\b", r"\bis there an? (?:fee|charge|cost)\b",
+              r"\bdo (?:you|i have to) (?:charge|pay)\b", r"\bdoes it cost\b")
+_CHARGED_ALREADY = (r"\bcharged\b", r"\bwhy\b", r"\bwas i\b", r"\bhave i been\b", r"\bdid (?:i|you)\b",
+                    r"\b(?:this|that) (?:fee|charge)\b", r"\bmy (?:account|statement|transactions?|payments?)\b",
+                    r"\btx_\w+", r"\bextra\b", r"\btwice\b", r"\bduplicate\b")
+
+
+def _price_question(text: str) -> bool:
+    """Billing: does the (lower-cased) ``text`` ask the price of a service (:data:`_PRICE_ASK` with a fee or cost
+    word) or a limit ("and the limit for transfers?"), rather than about a fee already charged
+    (:data:`_CHARGED_ALREADY`)? Then billing answers from the desk's fee schedule and limits, like a specialist
+    without the policy tool."""
+    if _has(text, *_CHARGED_ALREADY) or load_knowledge().resolve("billing", text) is not None:
+        return False  # a fee already charged, or a billing intent of its own ("a fee to convert pounds": exchange)
+    return (_has(text, *_FEES, *_COST) and _has(text, *_PRICE_ASK)) or _has(text, r"\blimits?\b", r"\bmaximum\b")
 
 
 def _fee_of_another_thing(text: str) -> bool:
@@ -1008,6 +1030,8 @@ def _answer_intent(agent: str, user_text: str, hint: str | None, acted: bool,
     known: str | None = None
     if agent == "billing" and not acted and _fee_of_another_thing(text):
         known = policy_knowledge_answer(asked if asked != user_text else f"fee {text}")
+    elif agent == "billing" and not acted and _price_question(text):
+        known = policy_knowledge_answer(text)
     elif agent in _WITHOUT_POLICY_TOOL and not acted and resolve_intent(agent, user_text) is None:
         known = policy_knowledge_answer(asked, default_subject=_WITHOUT_POLICY_TOOL[agent])
     return (None, known) if known else (intent, None)

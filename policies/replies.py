@@ -123,6 +123,11 @@ _BARE_FOLLOW_UP_RE = re.compile(r"^\s*(?:but\s+|and\s+|so\s+)?(?:why(?: not| is 
 
 #: "and how long does it take?", "so when will that happen?": a connective, then a question about "it"/"that".
 _AND_IT_RE = re.compile(r"^\s*(?:and|so|but|ok(?:ay)? and)\b.*\b(?:it|that|this)\b", re.I)
+#: "how much does it cost?", "is it free?", "when will it arrive?": a short question whose only subject is "it"/"that".
+_IT_QUESTION_RE = re.compile(r"^\s*(?:how (?:much|long|many|often)|when|where|is|does|do|can|will|would|could)\b"
+                             r".*\b(?:it|that|this)\b", re.I)
+#: Most words of such a question (longer ones usually name their own subject).
+IT_QUESTION_MAX_WORDS = 6
 #: Words that give a message a subject of its own (a product or record of the desk).
 _DOMAIN_NOUN_RE = re.compile(r"\b(?:cards?|refunds?|transfers?|payments?|charges?|account|balance|fees?|pin|atms?|"
                              r"money|transactions?|top[- ]?ups?|limits?|phone|address|email|identity|currenc\w*)\b", re.I)
@@ -133,10 +138,16 @@ def is_bare_follow_up(text: str, strict: bool = False) -> bool:
     long does it take?": a connective and "it"/"that" in at most 8 words naming no product or record of the desk)? It
     can only be about the previous answer, so it stays with the agent that gave it (review of main: "why not?" after a
     refused refund went to account, "and how long does it take?" after a transfer answer to cards). ``strict``: only
-    the first kind (no words of its own at all)."""
+    the first kind (no words of its own at all). Not strict, a short question about "it" alone ("how much does it
+    cost?" after "how do I send money abroad?", at most :data:`IT_QUESTION_MAX_WORDS` words, no product or record
+    named) counts too: a fresh-user review of main saw it taken from transfers by the router's billing topic."""
     t = text or ""
-    return bool(_BARE_FOLLOW_UP_RE.match(t)) or (not strict and bool(_AND_IT_RE.search(t)) and len(_words(t)) <= 8
-                                                  and not _DOMAIN_NOUN_RE.search(t) and not _ID_RE.search(t))
+    if _BARE_FOLLOW_UP_RE.match(t):
+        return True
+    if strict or _DOMAIN_NOUN_RE.search(t) or _ID_RE.search(t):
+        return False
+    n = len(_words(t))
+    return (bool(_AND_IT_RE.search(t)) and n <= 8) or (bool(_IT_QUESTION_RE.search(t)) and n <= IT_QUESTION_MAX_WORDS)
 
 
 def asks_for_news(text: str) -> bool:

@@ -324,9 +324,11 @@ CONTENT_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, 
     # 1. a carried transfer id never overrides what the new message asks
     ("transfer-fee-after-status", [
         ("where is my transfer tr_3002?", "transfers", ("tr_3002", "pending"), ()),
-        ("what's the fee for international transfers?", "transfers|policy", ("international transfer costs £0.50",),
-         ("tr_3002", "pending", "checked again")),
-        ("and the limit for transfers?", "transfers|policy", ("£25,000",), ("top up", "tr_3002"))]),
+        # the shipped router gives a price question BANKING77's billing topic (fees charged); billing then answers
+        # the price from the fee schedule, not the fees already on the account
+        ("what's the fee for international transfers?", "transfers|policy|billing",
+         ("international transfer costs £0.50",), ("tr_3002", "pending", "checked again", "Fees on your account")),
+        ("and the limit for transfers?", "transfers|policy|billing", ("£25,000",), ("top up", "tr_3002"))]),
     # 2. the card the customer names after a freeze is confirmed (or frozen when it is another one)
     ("cards-named-after-freeze", [
         ("I lost my card", "cards", ("frozen your physical card ending 4242",), ()),
@@ -400,9 +402,10 @@ CONTENT_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, 
     ("cards-pin-how-limit", [
         ("can I change my PIN?", "cards", ("Change PIN",), ()),
         ("how?", "cards", ("which part",), ("not something this desk",)),
-        ("and my card limit?", "cards", ("card payments £5,000",), ("lost or stolen", "Your cards")),
-        ("ok", "cards", ("Okay!",), ("frozen",)),
-        ("yes", "cards", ("what else can I help you with",), ("nothing new",))]),
+        # limits are policy's (the shipped router's topic); cards answers them too when it keeps the thread
+        ("and my card limit?", "cards|policy", ("card payments £5,000",), ("lost or stolen", "Your cards")),
+        ("ok", "cards|policy", ("Okay!",), ("frozen",)),
+        ("yes", "cards|policy", ("what else can I help you with",), ("nothing new",))]),
     ("refunds-declined-offer-then-ok", [
         (REFUND, "refunds", ("Which transaction",), ()),
         ("tx_1001", "refunds", ("Shall I open a refund request",), ()),

@@ -68,6 +68,21 @@ def test_sentence_only_split_needs_every_intent_at_the_unmarked_threshold():
         compound.detect_compound(scores, marked=[False, False], unmarked_threshold=0)
 
 
+def test_an_unmarked_split_is_single_when_the_whole_message_is_sure_of_one_of_its_experts():
+    sure = compound.WHOLE_SURE
+    scores = [{"cards": 0.9}, {"policy": 0.8}]  # both above UNMARKED_THRESHOLD: compound without the whole check
+    assert compound.detect_compound(scores, marked=[False, False]).compound
+    one = compound.detect_compound(scores, marked=[False, False], whole={"cards": sure, "policy": 1 - sure})
+    assert not one.compound and "whole message cards" in one.reason
+    # below the bar, or sure of an agent that is not among the segments' intents: still compound
+    assert compound.detect_compound(scores, marked=[False, False], whole={"cards": sure - 0.05}).compound
+    assert compound.detect_compound(scores, marked=[False, False], whole={"billing": 0.99}).compound
+    # a message that marks its second request ("Also, ...") is compound whatever the whole text says
+    assert compound.detect_compound(scores, marked=[False, True], whole={"cards": 0.99}).compound
+    with pytest.raises(ValueError):
+        compound.detect_compound(scores, marked=[False, False], whole={"cards": 0.99}, whole_sure=0)
+
+
 def test_offline_model_applies_the_marks():
     router = TableRouter({"I want to top up my account.": ("transfers", 0.66, "top_up"),
                           "What payment methods can I use?": ("policy", 0.6, "methods"),
