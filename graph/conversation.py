@@ -282,7 +282,7 @@ class Conversation:
             from nodes.router import load_router
 
             router = load_router()
-        topic = social_topic(router.route(text))
+        topic = social_topic(router.route(text), text)
         return f"{load_knowledge().conversational[topic]} {waiting}" if topic else None
 
     def _record_paused_action(self, action: str, detail: dict) -> None:

@@ -46,20 +46,29 @@ SOCIAL_ALIASES: dict[str, str] = {
 }
 
 
-def social_topic(route: Any) -> str | None:
+#: A farewell inside a thanks ("thanks, bye", "thank you, that's all"): the goodbye answers it, not "anything else?".
+_FAREWELL_RE = re.compile(r"\b(?:bye|goodbye|good night|see you|that'?s all|that is all|nothing else)\b", re.I)
+
+
+def social_topic(route: Any, text: str | None = None) -> str | None:
     """The social topic (one of :data:`SOCIAL_TOPICS`) of a router result (``agent``, ``intent``, ``confidence``), or
     None: the router gave no specialist (``other``) with at least :data:`SOCIAL_CONFIDENCE` and a social topic (a
     trained router's merged labels ``desk_other:<topic>`` count by their topic; CLINC150's ``conversational:<category>``
-    labels by :data:`SOCIAL_ALIASES`)."""
+    labels by :data:`SOCIAL_ALIASES`). With the message ``text``, a thanks that also says goodbye ("thanks, bye") is
+    ``goodbye``."""
     if route is None or getattr(route, "agent", None) != "other":
         return None
     if float(getattr(route, "confidence", 0.0) or 0.0) < SOCIAL_CONFIDENCE:
         return None
     label = str(getattr(route, "intent", "") or "")
-    topic = label.rsplit(":", 1)[-1]
+    topic: str | None = label.rsplit(":", 1)[-1]
     if label.startswith("conversational:"):
-        return SOCIAL_ALIASES.get(topic)
-    return topic if topic in SOCIAL_TOPICS else None
+        topic = SOCIAL_ALIASES.get(topic or "")
+    elif topic not in SOCIAL_TOPICS:
+        topic = None
+    if topic == "thanks" and text and _FAREWELL_RE.search(text):
+        return "goodbye"
+    return topic
 
 
 def social_answers() -> frozenset[str]:

@@ -526,7 +526,7 @@ class OfflineChatModel(BaseChatModel):
         if _NAMES_RECORD.search(user_text) or is_bare_follow_up(user_text, strict=True):
             return None  # "how?" / "why?" ask about the last answer (the router may call "how?" a greeting)
         try:
-            topic = social_topic(self._router().route(user_text))
+            topic = social_topic(self._router().route(user_text), user_text)
         except (ValueError, RuntimeError):
             return None
         return load_knowledge().conversational.get(topic) if topic else None

@@ -298,6 +298,10 @@ def test_clinc150_conversational_labels_read_as_our_social_topics():
     assert social_topic(route("conversational:are_you_a_bot")) == "conversational"
     assert social_topic(route("conversational:yes")) is None
     assert social_topic(route("conversational:change_volume")) is None
+    # a thanks that also says goodbye is answered as a goodbye ("thanks, bye" got "anything else?")
+    assert social_topic(route("conversational:thank_you"), "thanks, bye") == "goodbye"
+    assert social_topic(route("desk_other:thanks"), "thank you, that's all") == "goodbye"
+    assert social_topic(route("conversational:thank_you"), "thanks a lot") == "thanks"
     assert social_topic(route("conversational:thank_you", 0.3)) is None  # unsure: not social
     assert social_topic(route("thanks")) == "thanks" and social_topic(route("desk_other:goodbye")) == "goodbye"
     assert social_topic(SimpleNamespace(agent="cards", intent="conversational:thank_you", confidence=0.9)) is None
