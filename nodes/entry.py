@@ -87,7 +87,10 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     route = deps.router.route(text) if text else None
     routed, confidence = (route.agent, float(route.confidence)) if route else (None, 0.0)
     packet_questions = tuple((state.get("handoff") or {}).get("open_questions") or ())
-    question = open_question_of(last_text) or (packet_questions[-1] if packet_questions else None)
+    # the open question is the one the desk's last answer asked: an answer that asked nothing closes an earlier offer
+    # (fresh-user review: billing offered to refund tx_1008, then described tx_1001; an "ok" to that paid tx_1008);
+    # the packet's question stands in only when the thread has no desk answer yet
+    question = open_question_of(last_text) if last is not None else (packet_questions[-1] if packet_questions else None)
     listed = listed_items_of(last_text)
     scope = scope_of(routed, route.intent if route else None)
     # a message has a topic of its own when the router is sure of a specialist or of "not served here"

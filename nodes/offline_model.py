@@ -85,7 +85,7 @@ def wants_refund(text: str) -> bool:
     """Does the customer ask for money back? (keyword rule of the offline model; "refunded" reports a refund and does
     not count — found among the "billing -> refunds" hand-ons away from billing that ``bench/route_losses.py`` lists
     with ``--list`` on held-out BANKING77 train queries, ``bench/merged_training_set.py --holdout``)"""
-    return bool(_REFUND_RE.search(text or ""))
+    return bool(_REFUND_RE.search(text or "")) and not playbook._has((text or "").lower(), *playbook._NO_REFUND)
 
 
 #: Fact keys that name a record: the one the customer named is the one acted on (a verified value of another record

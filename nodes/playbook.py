@@ -77,8 +77,22 @@ def _has(text: str, *patterns: str) -> bool:
 _DUPLICATE = (r"\btwice\b", r"\bdouble[ -]?(?:charged|charge|billed|payment)", r"\bduplicat",
               r"\btwo (?:identical |same )?(?:charges|payments|transactions)\b", r"\bsame (?:charge|payment)",
               r"\bcharged (?:me )?two times\b", r"\bcharged (?:me )?again\b")
-_MONEY_BACK = (r"\brefund(?!able)", r"\bmoney back\b", r"\breimburs", r"\bget (?:it|this|that|them) back\b",
+_MONEY_BACK = (r"\brefund(?!able|s\b|ed\b)", r"\bmoney back\b", r"\breimburs", r"\bget (?:it|this|that|them) back\b",
                r"\breturn (?:my|the) money\b", r"\bpay (?:me )?back\b", r"\bcompensat")
+#: A refund the customer says they do not want, or a question only ("I don't want a refund for tx_1008", "no refund
+#: needed, just checking it"): never a request (fresh-user review: the first one was paid).
+_NO_REFUND = (r"\b(?:don'?t|do not|doesn'?t|does not|didn'?t|did not|won'?t|not|never|no)\b(?:\s+\w+){0,4}?\s+"
+              r"(?:an?\s+)?(?:refund|money back|reimburs)",
+              r"\bno (?:refund|need)\b", r"\bjust (?:checking|asking|wondering|looking)\b")
+
+
+def asks_for_refund(text: str) -> bool:
+    """Does the (lower-cased) ``text`` ask for money back (:data:`_MONEY_BACK`), without saying it does not want it
+    (:data:`_NO_REFUND`) and without being only a question whether it could be refunded (:data:`_ELIGIBILITY`:
+    "can tx_1001 be refunded?" gets the check and the offer, not a request)?"""
+    return _has(text, *_MONEY_BACK) and not _has(text, *_NO_REFUND) and not _has(text, *_ELIGIBILITY)
+
+
 _REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all) (?:other )?refunds\b",
                  r"\b(?:see|check|track)\b.*\brefund", r"\bstatus\b",
                  r"\bnot (?:showing|arrived|received|there)\b",
@@ -245,7 +259,7 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
     if done & {"request_refund", "refund_status", "check_refund_eligibility"}:
         # One refund tool settles the turn, except: eligibility said yes and the user wants money back.
         if ("check_refund_eligibility" in done and facts.get("refund_eligible") == "yes"
-                and _has(text, *_MONEY_BACK) and facts.get("transaction_id")):
+                and asks_for_refund(text) and facts.get("transaction_id")):
             return plan("request_refund", transaction_id=facts["transaction_id"], reason=_refund_reason(text))
         return None
     tx_id = facts.get("transaction_id")
@@ -261,7 +275,9 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
         return plan("refund_status")
     if tx_id and _has(text, *_ELIGIBILITY):
         return plan("check_refund_eligibility", transaction_id=tx_id)
-    if tx_id and (_has(text, *_MONEY_BACK) or _has(text, *_DUPLICATE)):
+    if tx_id and _has(text, *_NO_REFUND):
+        return plan("check_refund_eligibility", transaction_id=tx_id)  # "I don't want a refund for tx_1008": no request
+    if tx_id and (asks_for_refund(text) or _has(text, *_DUPLICATE)):
         return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
     if tx_id:
         return plan("check_refund_eligibility", transaction_id=tx_id)
@@ -743,7 +759,8 @@ def _render_find_duplicate_charges(result: dict[str, Any], text: str) -> str:
         return (f"The duplicate is {d['id']}: the second {d['merchant']} charge of {_amt(d)}, at "
                 f"{_when(d['created_at'])[-5:]} on {_day(d['created_at'])}; {o['id']} at "
                 f"{_when(o['created_at'])[-5:]} is the original."
-                + ("" if p.get("existing_refund") else " Say yes if you want our refunds team to refund it."))
+                + ("" if p.get("existing_refund") else
+                   f" Shall I ask our refunds team to refund the duplicate, {d['id']}?"))  # the live offer (a question)
     if not pairs:
         return ("I checked your recent card payments and found no duplicate charges: no two posted "
                 "payments to the same merchant for the same amount within 24 hours.")

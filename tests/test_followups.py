@@ -492,3 +492,34 @@ def test_and_for_x_news_and_why_are_follow_ups():
     # after the hand-over to a person, small talk stays with fallback; a topic of its own is triaged
     assert c("fallback", "other", 0.8, False, scope="conversational").target == "fallback"
     assert c("fallback", "cards", 0.9, False, reply="request").target == "triage"
+
+
+#: Fresh-user review of main: money moved when the customer did not ask for it. Each case: the turns, then the
+#: transactions that must have no refund afterwards.
+NO_REFUND_CASES = [
+    ("negated-refund", ["I don't want a refund for tx_1008"], ("tx_1008",)),
+    ("negated-just-checking", ["I don't want a refund for tx_1001, just checking it"], ("tx_1001",)),
+    ("eligibility-question", ["can tx_1001 be refunded?"], ("tx_1001",)),
+    ("injection-with-refunds-word", ["tx_1001; DROP TABLE refunds;--"], ("tx_1001",)),
+    # billing offered to refund tx_1008, then answered another question without asking: a later "ok" pays nothing
+    ("stale-offer-ok", ["I was charged twice for my coffee", "what does tx_1001 look like?", "ok"],
+     ("tx_1008", "tx_1001")),
+    ("stale-offer-yes", ["I was charged twice for my coffee", "tx_1001", "yes"], ("tx_1008", "tx_1001")),
+]
+
+
+@pytest.mark.parametrize("case,turns,untouched", NO_REFUND_CASES, ids=[c for c, _, _ in NO_REFUND_CASES])
+def test_no_refund_is_opened_unless_the_customer_asks_for_it(desk, store, case, turns, untouched):
+    conv = Conversation(case, desk=desk)
+    for text in turns:
+        r = conv.send(text)
+        assert "refund rf_" not in r.text, (text, r.text)
+    assert not [f for f in store.list_refunds("c_ada") if f.transaction_id in untouched]
+
+
+def test_the_offer_the_last_answer_made_is_still_taken_by_a_yes(desk, store):
+    conv = Conversation("offer-then-yes", desk=desk)
+    conv.send("I was charged twice for my coffee")
+    r = conv.send("yes")
+    assert r.agent == "refunds" and "refund rf_" in r.text, r.text
+    assert [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
