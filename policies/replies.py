@@ -85,8 +85,10 @@ def listed_items_of(answer: str) -> tuple[str, ...]:
 
 #: A request for a person: "speak to a human", "talk to a real person", "can I get an agent", "human please".
 _PERSON_RE = re.compile(
-    r"\b(?:speak|talk|chat|connect|put)\b[\w ,']{0,30}\b(?:human|person|someone real|real person|agent|"
-    r"representative|operator|staff|manager|somebody)\b|\b(?:human|real person|live agent)\b(?: agent)?,? ?please\b|"
+    r"\b(?:speak|talk|chat|connect|put)\b[\w ,']{0,30}\b(?:human|person|someone|someone real|real person|agent|"
+    r"representative|operator|staff|manager|somebody|customer (?:service|support|care)|support team|your team)\b|"
+    r"\b(?:human|real person|live agent)\b(?: agent)?,? ?please\b|"
+    r"\b(?:get|have|want|need)\b(?: \w+){0,2} (?:a human|a real person|a person|a live agent|a human agent)\b|"
     r"^\s*(?:human|a human|real person|live agent|human agent)(?: now| please)?[.!?]*\s*$", re.I)
 
 

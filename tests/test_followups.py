@@ -314,6 +314,10 @@ def test_asking_for_a_person_reaches_the_team(desk):
     assert "couldn't complete" not in r.text and "Reason" not in r.text and "take over" in r.text
     assert asks_for_person("I want to talk to a real person") and asks_for_person("human agent now")
     assert not asks_for_person("how do I transfer money to a person") and not asks_for_person("talk to you later")
+    # fresh-user review of main: these were refused as out of scope or taken for small talk
+    for ask in ("I want to speak to someone", "connect me to customer service", "can I get a human?"):
+        assert asks_for_person(ask), ask
+    assert not asks_for_person("can someone help me with my card") and not asks_for_person("talk to me about fees")
 
 
 # ---------------------------------------------------------------- review of main: what each answer says
@@ -523,3 +527,4 @@ def test_the_offer_the_last_answer_made_is_still_taken_by_a_yes(desk, store):
     r = conv.send("yes")
     assert r.agent == "refunds" and "refund rf_" in r.text, r.text
     assert [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
+
