@@ -85,7 +85,7 @@ def wants_refund(text: str) -> bool:
     """Does the customer ask for money back? (keyword rule of the offline model; "refunded" reports a refund and does
     not count — found among the "billing -> refunds" hand-ons away from billing that ``bench/route_losses.py`` lists
     with ``--list`` on held-out BANKING77 train queries, ``bench/merged_training_set.py --holdout``)"""
-    return bool(_REFUND_RE.search(text or "")) and not playbook._has((text or "").lower(), *playbook._NO_REFUND)
+    return bool(_REFUND_RE.search(text or "")) and not playbook.declines_refund((text or "").lower())
 
 
 #: Fact keys that name a record: the one the customer named is the one acted on (a verified value of another record
@@ -233,10 +233,7 @@ def _previous_answer(messages: list[BaseMessage]) -> str | None:
 def _offered_duplicate(messages: list[BaseMessage]) -> str | None:
     """The duplicate ``tx_…`` the desk's answer just before the last customer message offered to refund (billing's
     offer, also inside a supervisor's merged answer: qa1 §8 "ok, please refund it"), or None."""
-    last_human = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
-    before = messages[:last_human] if last_human is not None else []
-    answer = next((m for m in reversed(before) if isinstance(m, AIMessage) and not m.tool_calls and m.content), None)
-    found = _DUPLICATE_OFFER.search(str(answer.content)) if answer is not None else None
+    found = _DUPLICATE_OFFER.search(_previous_answer(messages) or "")
     return found.group(1) if found else None
 
 
@@ -256,10 +253,7 @@ def _picked_by_position(messages: list[BaseMessage], user_text: str) -> dict[str
     main: "the first one" got the whole list again)."""
     if len(user_text.split()) > 8 or _NAMES_RECORD.search(user_text) or not (m := _POSITION_RE.search(user_text)):
         return {}
-    last_human = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
-    before = messages[:last_human] if last_human is not None else []
-    answer = next((m for m in reversed(before) if isinstance(m, AIMessage) and not m.tool_calls and m.content), None)
-    listed = [i for i in listed_items_of(str(answer.content) if answer is not None else "") if i[:2] in _ID_KEYS]
+    listed = [i for i in listed_items_of(_previous_answer(messages) or "") if i[:2] in _ID_KEYS]
     index = _POSITIONS[m.group(1).lower()]
     if not listed or index >= len(listed):
         return {}

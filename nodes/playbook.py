@@ -54,6 +54,8 @@ __all__ = [
     "plan_tool_call",
     "compose_answer",
     "resolve_intent",
+    "asks_for_refund",
+    "declines_refund",
 ]
 
 @dataclass(frozen=True)
@@ -86,11 +88,16 @@ _NO_REFUND = (r"\b(?:don'?t|do not|doesn'?t|does not|didn'?t|did not|won'?t|not|
               r"\bno (?:refund|need)\b", r"\bjust (?:checking|asking|wondering|looking)\b")
 
 
+def declines_refund(text: str) -> bool:
+    """Does the (lower-cased) ``text`` say the customer does not want money back, or only asks (:data:`_NO_REFUND`)?"""
+    return _has(text, *_NO_REFUND)
+
+
 def asks_for_refund(text: str) -> bool:
     """Does the (lower-cased) ``text`` ask for money back (:data:`_MONEY_BACK`), without saying it does not want it
     (:data:`_NO_REFUND`) and without being only a question whether it could be refunded (:data:`_ELIGIBILITY`:
     "can tx_1001 be refunded?" gets the check and the offer, not a request)?"""
-    return _has(text, *_MONEY_BACK) and not _has(text, *_NO_REFUND) and not _has(text, *_ELIGIBILITY)
+    return _has(text, *_MONEY_BACK) and not declines_refund(text) and not _has(text, *_ELIGIBILITY)
 
 
 _REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all) (?:other )?refunds\b",
@@ -275,7 +282,7 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
         return plan("refund_status")
     if tx_id and _has(text, *_ELIGIBILITY):
         return plan("check_refund_eligibility", transaction_id=tx_id)
-    if tx_id and _has(text, *_NO_REFUND):
+    if tx_id and declines_refund(text):
         return plan("check_refund_eligibility", transaction_id=tx_id)  # "I don't want a refund for tx_1008": no request
     if tx_id and (asks_for_refund(text) or _has(text, *_DUPLICATE)):
         return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
@@ -439,10 +446,7 @@ def _fee_of_another_thing(text: str) -> bool:
     (ATM withdrawals, top-ups, transfers, card payments, exchange) that no billing intent recognises by its own
     patterns: billing answers charges and fees, so it asks that fee (review of main: "and for top-ups?" got the list
     of transactions)."""
-    from policies.replies import asks_same_for
-
-    return asks_same_for(text) and bool(_subjects(text) - {"weekday", "weekend", "balance"}) \
-        and load_knowledge().resolve("billing", text) is None
+    return _fee_or_limit_of_another_thing(text) and load_knowledge().resolve("billing", text) is None
 
 
 def _plan_transfers(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,

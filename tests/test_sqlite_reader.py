@@ -30,16 +30,24 @@ def test_the_reader_lists_threads_and_the_pending_approval_as_the_saver_does(iso
     assert pending_interrupt(reader, "t-small") is None and pending_interrupt(reader, "nope") is None
 
 
+def _reader_in_fresh_process(home, body: str, packages: tuple[str, ...]) -> list[str]:
+    """Run ``body`` (``R`` is the reader class, ``db`` the checkpoint file's path) in a new interpreter, then print the
+    ``packages`` it imported; returns the printed lines (the process must exit 0)."""
+    code = (f"import sys; from checkpoints.sqlite_reader import SqliteCheckpointReader as R; "
+            f"db = {str(home / 'switchboard.db')!r}; {body}; "
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {packages!r}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
 def test_the_reader_imports_no_langgraph(isolated_home):
     g, _ = _setup(isolated_home)
     Conversation("t-big", graph=g).send(BIG)
-    code = ("import sys; from checkpoints.sqlite_reader import SqliteCheckpointReader as R; "
-            "from checkpoints.threads import thread_summaries as s; "
-            f"r = R({str(isolated_home / 'switchboard.db')!r}); print(len(s(r)), r.pending_interrupt('t-big')['kind']); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langgraph', 'langchain_core', 'pydantic')))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["1 refund_approval", "[]"]
+    lines = _reader_in_fresh_process(
+        isolated_home, "from checkpoints.threads import thread_summaries as s; r = R(db); "
+        "print(len(s(r)), r.pending_interrupt('t-big')['kind'])", ("langgraph", "langchain_core", "pydantic"))
+    assert lines == ["1 refund_approval", "[]"]
 
 
 def test_a_file_it_cannot_read_is_unreadable(tmp_path):
@@ -121,10 +129,7 @@ def test_the_transcript_fold_is_add_messages(isolated_home):
 def test_history_reads_the_file_without_langgraph(isolated_home):
     g, _ = _setup(isolated_home)
     Conversation("t-big", graph=g).send(BIG)
-    code = ("import sys; from checkpoints.sqlite_reader import SqliteCheckpointReader as R; "
-            "from checkpoints.threads import thread_turns as t; "
-            f"print(len(t(R({str(isolated_home / 'switchboard.db')!r}), 't-big'))); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langgraph', 'langchain_core', 'sqlalchemy')))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["1", "[]"]
+    lines = _reader_in_fresh_process(
+        isolated_home, "from checkpoints.threads import thread_turns as t; print(len(t(R(db), 't-big')))",
+        ("langgraph", "langchain_core", "sqlalchemy"))
+    assert lines == ["1", "[]"]
