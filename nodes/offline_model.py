@@ -354,6 +354,9 @@ class OfflineChatModel(BaseChatModel):
         if early is not None:
             return early
         done = [n for n, _ in results]
+        if agent == "cards" and not done and (offer := playbook.found_card_offer(user_text.lower(), facts,
+                                                                                 _previous_answer(messages))):
+            return AIMessage(content=offer)  # found the frozen card: offer the unfreeze, do nothing unasked
         hint = self._intent_hint(agent, user_text)
         plan = playbook.plan_tool_call(agent, user_text, facts, done, hint, asked=_asked(system))
         if plan is not None and plan.name in names and plan.name not in done:

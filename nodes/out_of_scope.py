@@ -11,18 +11,41 @@ from langgraph.types import Command
 from graph.state import ensure_ids
 from policies.edges import OUT_OF_SCOPE
 
-__all__ = ["OUT_OF_SCOPE_TEXT", "out_of_scope_node"]
+__all__ = ["OUT_OF_SCOPE_TEXT", "OUT_OF_SCOPE_AGAIN", "OUT_OF_SCOPE_STILL", "out_of_scope_text", "out_of_scope_node"]
 
 #: The answer; the list matches the specialists of ``policies.edges.SPECIALISTS``.
 OUT_OF_SCOPE_TEXT = ("Sorry, that's not something this desk can help with. We can help with your cards, payments "
                      "and charges on your account, refunds, transfers, your account details, and our fees and limits.")
 
 
+#: The answer when the desk's previous answer was already :data:`OUT_OF_SCOPE_TEXT`: shorter, and it says so (issue 12
+#: §1: never the same words twice; fresh-user review of main).
+OUT_OF_SCOPE_AGAIN = ("I'm afraid that's outside what we can help with too. Ask me about your cards, payments, refunds, "
+                      "transfers, account or our fees whenever you like.")
+#: The answer after :data:`OUT_OF_SCOPE_AGAIN` (a third one in a row); then the two alternate.
+OUT_OF_SCOPE_STILL = "Sorry, that one is outside what this desk covers as well."
+
+
+def out_of_scope_text(previous: str | None) -> str:
+    """The out-of-scope answer given the desk's ``previous`` answer on the thread (None on a new thread):
+    :data:`OUT_OF_SCOPE_TEXT` the first time, then :data:`OUT_OF_SCOPE_AGAIN` / :data:`OUT_OF_SCOPE_STILL` while
+    consecutive requests are out of scope, never the previous answer again."""
+    if previous == OUT_OF_SCOPE_TEXT or previous == OUT_OF_SCOPE_STILL:
+        return OUT_OF_SCOPE_AGAIN
+    if previous == OUT_OF_SCOPE_AGAIN:
+        return OUT_OF_SCOPE_STILL
+    return OUT_OF_SCOPE_TEXT
+
+
 def out_of_scope_node(state: dict) -> Command:
-    """Answer :data:`OUT_OF_SCOPE_TEXT` with status ``out_of_scope`` and end the turn (state: ``outcome`` and the
-    message; ``active_agent`` and ``task`` untouched)."""
+    """Answer :func:`out_of_scope_text` (the full :data:`OUT_OF_SCOPE_TEXT`, or a shorter one right after an
+    out-of-scope answer) with status ``out_of_scope`` and end the turn (state: ``outcome`` and the message;
+    ``active_agent`` and ``task`` untouched)."""
     turn = int(state.get("turn") or 0)
+    previous = next((str(m.content) for m in reversed(state.get("messages") or [])
+                     if isinstance(m, AIMessage) and not m.tool_calls and m.content), None)
+    text = out_of_scope_text(previous)
     return Command(goto=END, update={
-        "messages": ensure_ids([AIMessage(content=OUT_OF_SCOPE_TEXT, name=OUT_OF_SCOPE)]),
-        "outcome": {"agent": OUT_OF_SCOPE, "text": OUT_OF_SCOPE_TEXT, "status": "out_of_scope", "turn": turn},
+        "messages": ensure_ids([AIMessage(content=text, name=OUT_OF_SCOPE)]),
+        "outcome": {"agent": OUT_OF_SCOPE, "text": text, "status": "out_of_scope", "turn": turn},
     })

@@ -50,6 +50,8 @@ __all__ = [
     "is_plain_yes",
     "reports_card_loss",
     "LOSS_QUESTION",
+    "UNFREEZE_OFFER",
+    "found_card_offer",
     "ToolCallPlan",
     "plan_tool_call",
     "compose_answer",
@@ -106,7 +108,11 @@ _REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all
                  r"\bhaven'?t (?:got|received|seen)\b", r"\bstill (?:waiting|not|no)\b",
                  r"\bwhen will\b", r"\bhas(?:n'?t| not)\b.*\b(?:arrived|come|appeared)",
                  r"\bhow long\b", r"\bany news\b", r"\bupdate on\b",
-                 r"\b(?:is|has) (?:it|my refund|the refund) (?:been )?(?:approved|paid|done|processed|through)\b")
+                 r"\b(?:is|has) (?:it|my refund|the refund) (?:been )?(?:approved|paid|done|processed|through)\b",
+                 # "did I get my money?", "have I received the refund?": whether it was paid (review of main)
+                 r"\b(?:did|have|has) (?:i|it|my money|the money)\b.{0,12}\b(?:get|got|receive|received|arrive|"
+                 r"arrived|come|paid)\b",
+                 r"\b(?:got|received) (?:my|the) (?:money|refund|cash)\b")
 _ELIGIBILITY = (r"\brefundable\b", r"\beligib", r"\b(?:can|could) (?:it|this|that|tx_\w+) be refunded\b")
 _CARD_FREEZE = (r"\blost\b", r"\bstolen\b", r"\bmissing\b", r"\bcompromis", r"\bfraud", r"\bfreeze\b",
                 r"\bblock (?:it|my|the)\b", r"\bcan'?t find (?:my|the) card\b",
@@ -121,6 +127,33 @@ _EXPLAIN = (r"\bwhat is\b", r"\bwhat'?s\b", r"\bexplain\b", r"\bdon'?t recogni[s
 
 _UNFREEZE = (r"\bunfreeze\b", r"\bun-freeze\b", r"\bunblock (?:my|the) card\b", r"\bfound (?:my|the) card\b",
              r"\b(?:reactivate|re-activate)\b")
+#: The customer asks for the unfreeze in so many words (finding the card is not asking: the desk offers, the customer
+#: says yes; fresh-user review of main: "no wait, I found it" got the card-linking answer).
+_UNFREEZE_ASKED = (r"\bunfreeze\b", r"\bun-freeze\b", r"\bunblock (?:my|the|it)\b", r"\b(?:reactivate|re-activate)\b",
+                   r"\b(?:turn|switch) (?:it|my card|the card) (?:back )?on\b")
+#: "I found it", "found my card", "it turned up": the lost card is back.
+_FOUND_CARD = (r"\bfound (?:it|my card|the card|them)\b", r"\b(?:it|my card|the card) (?:turned|showed) up\b")
+#: The cards agent's offer after the customer found a card this conversation froze; a plain yes unfreezes that card.
+UNFREEZE_OFFER = "Shall I unfreeze your card ending {last4}?"
+_UNFREEZE_OFFERED = re.compile(r"^Shall I unfreeze your card ending (\d{4})\?$")
+
+
+_FROZE_CARD = re.compile(r"\bfrozen your \w+ card ending (\d{4})\b|\bcard ending (\d{4}) is frozen\b")
+
+
+def found_card_offer(text: str, facts: dict[str, str], previous: str | None = None) -> str | None:
+    """The cards agent's answer when the customer says they found the card this conversation froze (the packet's
+    verified ``card_status`` frozen; the card's last four digits from ``card_last4`` or the desk's ``previous``
+    answer that froze it) without asking for the unfreeze: it offers the unfreeze (:data:`UNFREEZE_OFFER`) and does
+    nothing yet; None otherwise (``text`` lower-cased)."""
+    if not _has(text, *_FOUND_CARD) or _has(text, *_UNFREEZE_ASKED) or facts.get("card_status") != "frozen":
+        return None
+    froze = _FROZE_CARD.search(previous or "")
+    last4 = facts.get("card_last4") or (next(g for g in froze.groups() if g) if froze else None)
+    if not last4:
+        return None
+    return (f"Good to hear you found it! Your card ending {last4} is still frozen, so nobody can pay with it. "
+            + UNFREEZE_OFFER.format(last4=last4))
 
 
 def resolve_intent(agent: str, user_text: str, hint: str | None = None) -> DeskIntent | None:
@@ -180,6 +213,9 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
         if done or asked != REFUND_OFFER or not tx_id:
             return None  # a yes that answers no offer of refunds' opens nothing
         return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
+    offered = _UNFREEZE_OFFERED.match(asked or "") if agent == "cards" else None
+    if offered and is_plain_yes(text) and "unfreeze_card" not in done:
+        return plan("unfreeze_card", card_id=offered.group(1))  # the yes to the unfreeze the agent offered
     if agent == "cards" and asked and asked.startswith(LOSS_ASKED) and _LOSS_YES.fullmatch(text.strip()) \
             and not _NOT.search(text):
         # "yes" to "Has your card been lost or stolen …? If so, say so and I'll freeze it": the loss, in their words
@@ -209,7 +245,7 @@ def is_acknowledgement(text: str) -> bool:
     agent asked nothing, it is answered with :data:`PLAIN_YES_ANSWER` and no tool runs."""
     t = text.strip()
     return (_bare_yes(t) or is_plain_no(t) or bool(_ACK.fullmatch(t))) and len(t.split()) <= 4 \
-        and not _has(t, *_CARD_FREEZE, *_UNFREEZE)
+        and not _has(t, *_CARD_FREEZE, *_UNFREEZE, *_FOUND_CARD)
 
 
 _ACK = re.compile(r"(?:alright|all right|got it|understood|i see|fine|cool|great|perfect|noted)[ .!]*")
@@ -513,6 +549,11 @@ def _plan_policy(text: str, facts: dict[str, str], done: set[str], intent: DeskI
     same_for = _same_question_topic(text, facts.get("policy_topic"))
     if same_for is not None:  # "and for ATM withdrawals?" after a fee answer: the fee of ATM withdrawals
         return plan("lookup_policy", topic=same_for)
+    if _has(text, *_LIMIT_ASK) and _subjects(text) & _LIMITED and (intent is None or intent.args.get("topic") != "limits"):
+        return plan("lookup_policy", topic="limits")  # "what's the daily ATM withdrawal limit?": the limit, not ATM facts
+    if intent is not None and intent.args.get("topic") == "atm" and _has(text, *_FEES, *_COST) \
+            and not _has(text, r"\boperators?\b"):
+        return plan("lookup_policy", topic="international_fees" if _has(text, _ABROAD) else "fees")  # the ATM fee
     if intent is not None and intent.tool == "lookup_policy":
         return plan("lookup_policy", **intent.args)
     topic = match_policy_topic(text)
@@ -521,6 +562,11 @@ def _plan_policy(text: str, facts: dict[str, str], done: set[str], intent: DeskI
     return plan("lookup_policy", topic=topic or text.strip()[:200] or "fees")
 
 
+#: A question about a limit ("what's the daily ATM withdrawal limit?", "how much can I withdraw a day?").
+_LIMIT_ASK = (r"\blimits?\b", r"\bmaximum\b", r"\bmax\b", r"\bhow much can i\b", r"\bper day\b", r"\ba day\b")
+#: The subjects of :data:`_SUBJECTS` the desk's daily limits list (``nodes.tools.POLICY_KB["limits"]``).
+_LIMITED = frozenset({"atm", "transfer", "top_up", "card_payment", "balance"})
+_ABROAD = r"\b(?:international|abroad|overseas|foreign)\b"
 #: What a fee, limit or timing question can be about, and the project's patterns that recognise it in a question and
 #: in a sentence of the handbook (``nodes.tools.POLICY_KB``): "and for ATM withdrawals?" is about ``atm``.
 _SUBJECTS: dict[str, tuple[str, ...]] = {
@@ -899,9 +945,26 @@ def _render_transfer_status(result: dict[str, Any], text: str) -> str:
             f"is {t['status']}. {result.get('explanation', '')}").strip()
 
 
+#: A request to change a personal detail ("I want to change my email"): the how-to answers it, not the profile.
+_CHANGE_DETAIL = re.compile(r"\b(?:change|update|edit|correct|new)\b")
+#: Personal details a question can name -> the profile's field (``nodes.tools`` ``account_profile``).
+_PROFILE_FIELDS = ((re.compile(r"\b(?:e-?mail|email address)\b"), "email"), (re.compile(r"\bname\b"), "name"))
+
+
 def _render_account_profile(result: dict[str, Any], text: str) -> str:
+    """The account profile as the (lower-cased) question needs it (fresh-user review of main: every account answer
+    opened with the same profile summary): a request to change a detail gets the detail's current value only (the
+    desk intent's how-to follows); a question naming a detail (email, name) gets that detail; a question about the
+    identity check gets its state; anything else the whole summary."""
     c = result["customer"]
     verified = "verified" if c.get("identity_verified") else "not verified yet"
+    named = [field for pattern, field in _PROFILE_FIELDS if pattern.search(text)]
+    if _CHANGE_DETAIL.search(text):
+        return " ".join(f"The {f} on your account now is {c[f]}." for f in named)
+    if named:
+        return " ".join(f"The {f} on your account is {c[f]}." for f in named)
+    if re.search(r"\bverif|\bidentity\b|\bblocked\b|\blocked\b|\brestricted\b|\bsuspended\b", text):
+        return f"Your identity is {verified}."
     return (f"Your account: {c['name']}, email {c['email']}, {c.get('plan') or 'standard'} plan, "
             f"identity {verified}, {count_words(int(result.get('active_cards') or 0), 'active card')}. You can edit "
             "your personal details in the app under Profile.")
@@ -1167,4 +1230,17 @@ def dispute_answer(user_text: str, results: list[tuple[str, dict[str, Any]]], an
         return None
     tx, described = found
     head = answer if described else f"That is {_tx_line(tx)}."
+    if tx.get("status") in _NOTHING_TO_DISPUTE:  # no money left the account: nothing to dispute (review of main)
+        why = _NOTHING_TO_DISPUTE[tx["status"]]
+        return head if described and why.split(",")[0] in head else f"{head} {why}"
     return f"{head} {dispute_offer(tx)}"
+
+
+#: What billing says instead of a dispute offer about a payment that took no money (a dispute asks for money back).
+_NOTHING_TO_DISPUTE = {
+    "declined": ("This payment was declined, so no money left your account and there is nothing to dispute. If you "
+                 "didn't try to make it, someone may have your card details: tell me and our cards team will freeze "
+                 "the card."),
+    "reverted": "The merchant cancelled this payment, so the money is back in your account and there is nothing to "
+                "dispute.",
+}

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from policies.edges import CLARIFY
 
-__all__ = ["CLARIFY_QUESTIONS", "STILL_THE_SAME", "STILL_NO_CHANGE", "AS_I_SAID", "same_answer",
+__all__ = ["CLARIFY_QUESTIONS", "STILL_THE_SAME", "STILL_NO_CHANGE", "CHECKED_TIMES", "AS_I_SAID", "same_answer",
            "clarify_question", "instead_of_repeat"]
 
 #: The clarifying questions, asked in this order; none is asked twice in a thread (after the last one, entry sends a
@@ -50,6 +50,22 @@ AS_I_SAID = "As I mentioned:"
 STILL_NO_CHANGE = "Still no change since then."
 
 
+#: How a re-read answer starts from the fourth time the same facts are asked for (``{n}``: how many times the desk has
+#: now looked them up in this run of questions).
+CHECKED_TIMES = "Still unchanged since I last told you (I've now checked {n} times)."
+_CHECKED_TIMES = re.compile(r"^Still unchanged since I last told you \(I've now checked (\d+) times\)\.\s+(.*)$", re.S)
+
+
+#: When a look-up was read ("as of 1 Dec 05:15 UTC"): a re-read a minute later has the same facts.
+_READ_AT = re.compile(r"\s*\bas of \d{1,2} [A-Z][a-z]{2}(?: \d{4})?,? \d{1,2}:\d{2}(?::\d{2})?(?: UTC)?", re.I)
+
+
+def _same_facts(a: str, b: str) -> bool:
+    """:func:`same_answer` with the time a look-up was read left out (a balance read at 05:15 and again at 05:16 with
+    the same amounts is unchanged)."""
+    return same_answer(_READ_AT.sub("", a or ""), _READ_AT.sub("", b or ""))
+
+
 def _first_sentence(text: str) -> str:
     """The first sentence of ``text`` (up to a ``.``/``!``/``?`` followed by a space and a capital letter)."""
     return re.split(r"(?<=[.!?])\s+(?=[A-Z])", (text or "").strip(), maxsplit=1)[0]
@@ -68,13 +84,17 @@ def instead_of_repeat(agent: str, text: str, previous: Sequence[str], open_quest
     previous answer), else how to go on.
     """
     if reread and agent != CLARIFY and previous:
-        # asked again after the short form: say it once more in other words, never verbatim
-        short, other = (f"{lead} {_first_sentence(text)}" for lead in (STILL_THE_SAME, STILL_NO_CHANGE))
-        if same_answer(previous[-1], short):
+        # asked again after the short form: say it once more in other words, never verbatim; from the fourth time on,
+        # how often it was checked (no flip-flop between two phrasings: fresh-user review of main)
+        first = _first_sentence(text)
+        short, other = (f"{lead} {first}" for lead in (STILL_THE_SAME, STILL_NO_CHANGE))
+        if _same_facts(previous[-1], short):
             return other
-        if same_answer(previous[-1], other):
-            return short
-    if not any(same_answer(text, p) for p in previous):
+        counted = _CHECKED_TIMES.match(previous[-1] or "")
+        if _same_facts(previous[-1], other) or (counted and _same_facts(counted.group(2), first)):
+            return f"{CHECKED_TIMES.format(n=int(counted.group(1)) + 1 if counted else 4)} {first}"
+    same = _same_facts if reread and agent != CLARIFY else same_answer
+    if not any(same(text, p) for p in previous):
         return None
     if reread and agent == "policy":  # the handbook does not change between turns: said again, briefly
         return f"{AS_I_SAID} {_first_sentence(text)}"
