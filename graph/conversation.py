@@ -254,6 +254,9 @@ class Conversation:
             return self._resume({"decision": "cancel", "note": text.strip()})
         if reply == "ask":
             answer = f"Cancel {what}? yes/no"
+        elif reply == "ack":  # a plain yes/ok answers no question while the refund waits: say where it stands
+            answer = (f"Your {what} is waiting for approval by our team; nothing has been paid yet. I'll tell you "
+                      "here as soon as it is decided.")
         elif reply == "keep":
             answer = f"All right: your {what} stays with our team for review; nothing has been paid yet."
         else:

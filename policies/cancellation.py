@@ -19,7 +19,7 @@ __all__ = ["PausedReply", "wants_to_cancel", "confirmation", "is_status_question
 #: What the desk does with a message on a paused thread: ``ask`` (ask the yes/no confirmation), ``cancel`` (the
 #: customer confirmed: cancel), ``keep`` (the customer said no: the refund stays with the team), ``status`` (answer
 #: where the refund stands), ``other`` (not understood while paused: the caller refuses with a hint).
-PausedReply = Literal["ask", "cancel", "keep", "status", "other"]
+PausedReply = Literal["ask", "cancel", "keep", "status", "ack", "other"]
 
 #: A wish to stop the request, as a verb phrase (negation is checked separately, in the words before it).
 _CANCEL_VERB = re.compile(
@@ -48,6 +48,12 @@ _STATUS = re.compile(
     r"\b(?:status|where(?:'s| is)?|when|how long|any (?:news|update)|update|progress|what'?s happening|what is happening"
     r"|still waiting|been (?:approved|decided|paid|reviewed)|is it (?:approved|done|paid|through)|decided yet"
     r"|waiting (?:for|on))\b")
+
+
+#: A plain yes or ok that asks for nothing ("yes", "ok great", "sure, thanks"): while a refund waits for approval it
+#: answers no question of the desk (fresh-user review of main: a "yes" was refused with exit 2).
+_ACK = re.compile(r"(?:yes|y|yeah|yep|yup|sure|ok(?:ay)?|alright|all right|fine|great|cool|good|perfect|got it|noted"
+                  r"|understood)(?:[ ,.!]+(?:please|thanks?|thank you|great|good|cool|ok(?:ay)?|sure|fine))*[ .!]*")
 
 
 def _norm(text: str) -> str:
@@ -97,7 +103,8 @@ def paused_reply(text: str, awaiting_confirmation: bool) -> PausedReply:
     cancel question and the customer has not answered it yet.
 
     Awaiting: yes -> ``cancel``; no -> ``keep``; otherwise as below. Not awaiting: an explicit wish to cancel ->
-    ``ask``; a status question -> ``status``; anything else -> ``other``. Nothing cancels without the yes."""
+    ``ask``; a status question -> ``status``; a plain yes/ok (:data:`_ACK`) -> ``ack``; anything else -> ``other``.
+    Nothing cancels without the yes."""
     if awaiting_confirmation:
         answer = confirmation(text)
         if answer == "yes":
@@ -108,4 +115,6 @@ def paused_reply(text: str, awaiting_confirmation: bool) -> PausedReply:
         return "ask"
     if is_status_question(text):
         return "status"
+    if _ACK.fullmatch(_norm(text)):
+        return "ack"
     return "other"

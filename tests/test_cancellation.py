@@ -95,7 +95,7 @@ def test_status_questions(text):
 
 
 def test_nothing_cancels_without_the_yes():
-    assert paused_reply("yes", awaiting_confirmation=False) == "other"
+    assert paused_reply("yes", awaiting_confirmation=False) == "ack"  # answered "waiting for approval", nothing done
     assert paused_reply("yes", awaiting_confirmation=True) == "cancel"
     assert paused_reply("no thanks", awaiting_confirmation=True) == "keep"
 

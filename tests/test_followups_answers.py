@@ -81,3 +81,19 @@ def test_balance_asked_four_times_says_unchanged_without_alternating(desk):  # n
     assert len(set(answers)) == 5  # never the same words twice, and no flip-flop between two phrasings
     assert all("unchanged" in a.lower() or "no change" in a.lower() or "nothing has changed" in a.lower()
                for a in answers[1:])
+
+
+def test_a_plain_yes_while_a_refund_waits_is_answered_not_refused(isolated_home):
+    from policies.cancellation import paused_reply
+    from tests.test_approval import BIG, _setup
+
+    assert [paused_reply(t, False) for t in ("yes", "ok great", "sure, thanks", "yes?")] == ["ack", "ack", "ack", "status"]
+    assert paused_reply("I'd like a pizza", False) == "other"
+    g, store = _setup(isolated_home)
+    conv = Conversation("paused-yes", graph=g, store=store)
+    first = conv.send(BIG)
+    assert first.status == "awaiting_approval"
+    r = conv.send("yes")
+    assert r.status == "awaiting_approval" and "waiting for approval" in r.text and "nothing has been paid" in r.text
+    assert "\n" not in r.text and r.text != first.text
+    assert [x.status for x in store.list_refunds("c_ada") if x.transaction_id == "tx_1001"] == ["requested"]
