@@ -350,13 +350,11 @@ class OfflineChatModel(BaseChatModel):
         if agent == "clarify":
             return AIMessage(content=self._clarify_text(user_text))
 
-        early = self._before_plan(agent, user_text, system, names, facts, bool(results or refused), from_specialist)
+        early = self._before_plan(agent, user_text, system, names, facts, bool(results or refused), from_specialist,
+                                  _previous_answer(messages))
         if early is not None:
             return early
         done = [n for n, _ in results]
-        if agent == "cards" and not done and (offer := playbook.found_card_offer(user_text.lower(), facts,
-                                                                                 _previous_answer(messages))):
-            return AIMessage(content=offer)  # found the frozen card: offer the unfreeze, do nothing unasked
         hint = self._intent_hint(agent, user_text)
         plan = playbook.plan_tool_call(agent, user_text, facts, done, hint, asked=_asked(system))
         if plan is not None and plan.name in names and plan.name not in done:
@@ -377,10 +375,12 @@ class OfflineChatModel(BaseChatModel):
         return AIMessage(content=" ".join(p for p in (safety_prefix.strip(), answer, follow or "") if p))
 
     def _before_plan(self, agent: str, user_text: str, system: str, names: set[str], facts: dict[str, str],
-                     acted: bool, from_specialist: bool) -> AIMessage | None:
+                     acted: bool, from_specialist: bool, previous: str | None = None) -> AIMessage | None:
         """A specialist's step before its playbook plan, when nothing was called yet this visit (``acted`` False): the
-        answer after the approval flow, a social answer, billing's dispute step, or a handoff for a fresh request that
-        plainly belongs to another agent (not when a colleague handed it here on purpose: its packet says why)."""
+        answer after the approval flow, a social answer, billing's dispute step, cards' offer to unfreeze a card the
+        customer found (``playbook.found_card_offer``, with the desk's ``previous`` answer), or a handoff for a fresh
+        request that plainly belongs to another agent (not when a colleague handed it here on purpose: its packet
+        says why)."""
         if acted:
             return None
         if re.search(r"^Handoff from (risk|human_approval|refund_execute) to", system, re.M):
@@ -389,6 +389,8 @@ class OfflineChatModel(BaseChatModel):
             return AIMessage(content=social)  # the agent holding the conversation answers a greeting, thanks, goodbye
         if agent == "billing" and (step := self._dispute_reply(user_text, system, names)):
             return step
+        if agent == "cards" and (offer := playbook.found_card_offer(user_text.lower(), facts, previous)):
+            return AIMessage(content=offer)  # found the frozen card: offer the unfreeze, do nothing unasked
         return None if from_specialist else self._misrouted(agent, user_text, names)
 
     def _dispute_reply(self, user_text: str, system: str, names: set[str]) -> AIMessage | None:
