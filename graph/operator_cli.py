@@ -32,7 +32,8 @@ from graph.cli_output import operator_dict, print_json, print_table, task_dict
 from graph.errors import AccessDenied, InputError
 
 __all__ = ["Acting", "READ_ROLES", "DECIDE_ROLES", "ADMIN_ROLES", "acting_operator", "refuse", "record_allowed",
-           "business_store", "require_thread_tenant", "operators_app", "tokens_app", "tasks_app", "AsOpt"]
+           "business_store", "require_thread_tenant", "operators_app", "tokens_app", "tasks_app", "AsOpt",
+           "decide_threadless", "threadless_task_id", "threadless_execution_key"]
 
 console = Console()
 
@@ -353,7 +354,13 @@ def _thread_state(desk: Any, thread: str) -> tuple[dict, Any, tuple]:
     return dict(snap.values or {}), pending, tuple(snap.next or ())
 
 
+#: Why a task ``tasks approve/reject`` opened for a refund without a conversation is listed (it needs another approver).
+NO_CONVERSATION = "no conversation: decide it with 'tasks approve/reject'"
+
+
 def _why_stuck(task: Any, refund: Any, desk: Any) -> str | None:
+    if not task.thread_id:
+        return NO_CONVERSATION
     values, pending, nxt = _thread_state(desk, task.thread_id) if desk is not None else ({}, None, ())
     if not values:
         return "thread gone (no checkpoint)"
@@ -440,6 +447,9 @@ def tasks(
     for i in items:
         table.add_row(i.id, i.kind, i.refund_id, i.customer_id, i.thread_id, i.status, i.why)
     print_table(console, table)  # piped: as wide as the cells need (no date cut at 80 columns)
+    if any(i.kind == "refund" or i.why == NO_CONVERSATION for i in items):
+        console.print("A refund no conversation waits on: decide it with 'switchboard tasks approve ID' or "
+                      "'tasks reject ID' (or 'tasks close ID'), --as an approver.")
 
 
 @tasks_app.command("close")
@@ -468,6 +478,163 @@ def tasks_close(
     record_allowed(acting, "tasks close", task.id, {"note": note, "decision_id": decision.id})
     told = _tell_customer(db, acting, task, decision, refund)
     console.print(f"closed task {task.id} (refund {refund.id} cancelled, nothing paid); {told}")
+
+
+def threadless_task_id(refund_id: str) -> str:
+    """``task_<refund id>``: the id of the task :func:`decide_threadless` opens for a refund no task decides (one id
+    per refund, so two operators deciding the same refund meet on the same task and its one-decision claim)."""
+    return f"task_{refund_id}"
+
+
+def threadless_execution_key(task_id: str) -> str:
+    """The idempotency key of paying a refund an operator approved with ``tasks approve`` (one payment per task;
+    a repeat after a crash between the approval and the payment replays it)."""
+    return f"refund-exec:{task_id}:operator"
+
+
+def decide_threadless(acting: Acting, item: str, decision: str, note: str, desk: Any = None,
+                      settings: Any = None) -> str:
+    """Approve or reject (``decision``) a refund no conversation can decide (README "Human approval"): a refund no
+    task decides (the demo bank's ``rf_5001``; it gets the task :func:`threadless_task_id`) or a task waiting for
+    approval whose thread is gone or not paused on it. Returns what happened, for the operator.
+
+    The same guarantees as a resume: the house rules (``policies.risk``) say how many different approvers the refund
+    needs and refuse to pay one they reject; the operator is authorized by ``policies.authz.authorize_decision`` (an
+    enabled approver of the refund's tenant, not its customer, not an earlier approver of it); the decision is claimed
+    at most once (``decide_approval``); the payment is idempotent by :func:`threadless_execution_key`, so a repeat
+    after a crash pays nothing twice. A task whose thread is paused on it is refused: ``resume THREAD`` decides it,
+    so the customer is told in their conversation.
+
+    Raises AccessDenied (recorded: another tenant's or unknown refund, not authorized, the house rules reject it) or
+    InputError (nothing to decide, already decided)."""
+    from checkpoints.business import BusinessRuleError, money
+    from checkpoints.business.records import UNPAID_FINAL_REFUND_STATUSES
+    from nodes.principal import operator_facts
+    from policies.authz import authorize_decision
+    from policies.risk import RECENT_WINDOW_DAYS, RiskInput, assess_refund
+
+    settings = settings or _settings()
+    store = acting.store
+    action = f"tasks {decision}"
+    task, refund, customer = _threadless_item(acting, item, decision, desk, settings)
+    amount = money(refund.amount_minor, refund.currency)
+    decisions = store.list_decisions(task.id) if task is not None else []
+    finishing = task is not None and task.status == "open" and refund.status == "approved" and decision == "approve" \
+        and any(d.decision == "approve" and d.final for d in decisions)  # approved, then cut short before the payment
+    if not finishing and (refund.status != "requested" or (task is not None and task.status != "awaiting_approval")):
+        raise InputError(f"refund {refund.id} is {refund.status}" + (f" (task {task.id} {task.status})" if task else "")
+                         + ": nothing to decide")
+    recent = [r for r in store.refunds_in_last_days(refund.customer_id, RECENT_WINDOW_DAYS)  # as the risk node counts
+              if r.id != refund.id and r.status not in UNPAID_FINAL_REFUND_STATUSES]
+    risk = assess_refund(RiskInput(refund.amount_minor, refund.currency, len(recent), dict(customer.flags)))
+    if decision == "approve" and risk.outcome == "reject":
+        raise refuse(store, settings, acting.ref, action, f"the house rules do not allow paying refund {refund.id}: "
+                     f"{'; '.join(risk.reasons)}; reject or close it", target=refund.id)
+    approvals = () if finishing else tuple(d.approver for d in decisions if d.decision == "approve")
+    verdict = authorize_decision(acting.context().principal(), operator_facts(store, acting.name), decision,
+                                 refund.customer_id, approvals)
+    if not verdict.allowed:
+        raise refuse(store, settings, acting.ref, action, f"not authorized: {verdict.reason}", target=refund.id)
+    if finishing:
+        return _pay_threadless(acting, task, refund, amount)
+    if task is None:  # the refund gets its task (idempotent by id), waiting for this decision
+        task = _open_threadless_task(store, refund.id)
+    required = max(1, risk.approvals_required)
+    try:
+        decided, won = store.decide_approval(task.id, f"dc_{uuid.uuid4().hex[:10]}", acting.ref, decision, note,
+                                             refund_id=refund.id, required_approvals=required)
+    except BusinessRuleError as exc:
+        raise refuse(store, settings, acting.ref, action, f"not authorized: {exc}", target=refund.id) from None
+    if not won:
+        raise InputError(f"already decided: {decided.decision} by {decided.approver} at {decided.decided_at}")
+    record_allowed(acting, action, refund.id, {"note": note, "decision_id": decided.id, "task_id": task.id})
+    if decision == "reject":
+        return f"rejected refund {refund.id} of {amount} (task {task.id}); nothing paid"
+    if not decided.final:
+        done = len(approvals) + 1
+        return (f"approval recorded: refund {refund.id} of {amount} waits for {required - done} more approver"
+                f"{'s' if required - done > 1 else ''} ({', '.join(risk.reasons)})")
+    return _pay_threadless(acting, store.get_task(task.id), store.load_refund(refund.id), amount)
+
+
+def _threadless_item(acting: Acting, item: str, decision: str, desk: Any, settings: Any) -> tuple[Any, Any, Any]:
+    """``(task or None, refund, customer)`` that ``item`` (a refund or task id) names in the operator's tenant, for
+    :func:`decide_threadless`; refused (recorded) when there is none, InputError when a thread is paused on it."""
+    store = acting.store
+    task = store.get_task(item)
+    refund = store.load_refund(task.refund_id if task is not None and task.refund_id else item)
+    customer = store.get_customer(refund.customer_id) if refund is not None else None
+    if refund is None or customer is None or customer.tenant_id != acting.tenant_id:
+        raise refuse(store, settings, acting.ref, f"tasks {decision}",
+                     f"no task or refund {item} in tenant {acting.tenant_id}", target=item)
+    if task is None:
+        task = store.get_task(threadless_task_id(refund.id))
+    if task is not None and task.thread_id and desk is not None:
+        _, pending, _ = _thread_state(desk, task.thread_id)
+        if isinstance(pending, dict) and pending.get("task_id") == task.id:
+            raise InputError(f"task {task.id} waits on thread {task.thread_id}: decide it there with: switchboard "
+                             f"resume {task.thread_id} --{decision} --as {acting.name}")
+    return task, refund, customer
+
+
+def _open_threadless_task(store: Any, refund_id: str) -> Any:
+    """The task :func:`threadless_task_id` of ``refund_id``, created if needed (idempotent by id) and waiting for
+    approval."""
+    from checkpoints.business import StaleVersionError
+
+    task = store.create_task(threadless_task_id(refund_id), "", "human_approval", refund_id=refund_id)
+    if task.status == "open":
+        try:
+            task = store.update_task(task.id, task.version, status="awaiting_approval")
+        except StaleVersionError:
+            task = store.get_task(task.id)  # another operator opened it at the same moment
+    return task
+
+
+def _pay_threadless(acting: Acting, task: Any, refund: Any, amount: str) -> str:
+    """Pay an approved refund of :func:`decide_threadless` (idempotent by key) and complete its task."""
+    from checkpoints.business import StaleVersionError
+
+    store = acting.store
+    paid = store.execute_refund(refund.id, threadless_execution_key(task.id))
+    current = store.get_task(task.id)
+    if current is not None and current.status not in ("completed", "cancelled"):
+        try:
+            store.update_task(current.id, current.version, status="completed")
+        except StaleVersionError:
+            pass  # another operator completed it at the same moment
+    again = " (already paid: nothing paid twice)" if paid.get("replayed") else ""
+    return (f"approved and paid refund {refund.id} of {amount} (credit {paid['credit_transaction_id']}){again}; "
+            "no conversation holds it, so the customer sees it in their transactions")
+
+
+def _decide_command(decision: str, item: str, note: str, db: str | None, as_: str | None) -> None:
+    acting = acting_operator(as_, DECIDE_ROLES, f"tasks {decision}", db=db)
+    console.print(decide_threadless(acting, item, decision, note, desk=_desk_or_none(db), settings=_settings(db)))
+
+
+@tasks_app.command("approve")
+def tasks_approve(
+    item: str = typer.Argument(..., metavar="ID", help="A refund id without a conversation (rf_…) or its task (task_…)."),
+    note: str = typer.Option("", "--note", help="Why (recorded; shown to nobody else)."),
+    db: Optional[str] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
+    as_: Optional[str] = AsOpt,
+) -> None:
+    """Approve a refund no conversation waits on (such as the demo bank's rf_5001): the house rules and four eyes
+    apply as for 'resume --approve', and the last approval pays it once. A refund paused on a thread is decided
+    with 'resume THREAD'. Needs --as an approver."""
+    _decide_command("approve", item, note, db, as_)
+
+
+@tasks_app.command("reject")
+def tasks_reject(
+    item: str = typer.Argument(..., metavar="ID", help="A refund id without a conversation (rf_…) or its task (task_…)."),
+    note: str = typer.Option("", "--note", help="Why (recorded; shown to nobody else)."),
+    db: Optional[str] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
+    as_: Optional[str] = AsOpt,
+) -> None:
+    """Reject a refund no conversation waits on (nothing is paid). Needs --as an approver."""
+    _decide_command("reject", item, note, db, as_)
 
 
 def _tell_customer(db: str | None, acting: Acting, task: Any, decision: Any, refund: Any) -> str:

@@ -1,0 +1,84 @@
+"""An operator can decide a refund no conversation waits on (fresh-user review of main: the demo bank's ``rf_5001`` has
+no approval task, so ``switchboard tasks`` showed it stuck and the only action was ``tasks close``).
+
+``tasks approve/reject ID`` keep the money path's guarantees: the house rules' approval tier, the approver checks of a
+resume, one decision per task, one payment per task (idempotency key).
+"""
+
+from __future__ import annotations
+
+from checkpoints.business import open_store
+from graph.operator_cli import threadless_execution_key, threadless_task_id
+from tests.test_operator_cli import _run, home  # noqa: F401 - the shared fixture: a paused refund on thread "p"
+
+
+def _said(result) -> str:
+    """What a command printed, or the one-line error it raised (``graph.cli.main`` prints it and exits 2)."""
+    return result.output + str(result.exception or "")
+
+
+def _paid(store, refund_id: str) -> list:
+    return [t for t in store.list_transactions("c_ada", limit=100) + store.list_transactions("c_bob", limit=100)
+            if t.reference == refund_id and t.kind == "transfer_in"]
+
+
+def test_the_demo_refund_is_listed_with_how_to_decide_it_and_an_approver_pays_it_once(home):  # noqa: F811
+    store = open_store(home / "business.db")
+    listed = _run("tasks", "--as", "agt")
+    assert "rf_5001" in listed.output and "tasks approve ID" in listed.output, listed.output
+    refused = _run("tasks", "approve", "rf_5001", "--as", "agt")  # an agent may read, not decide
+    assert refused.exit_code != 0 and store.load_refund("rf_5001").status == "requested"
+    done = _run("tasks", "approve", "rf_5001", "--as", "ann", "--note", "receipt checked")
+    assert done.exit_code == 0 and "paid refund rf_5001 of £59.99" in done.output, done.output
+    assert store.load_refund("rf_5001").status == "executed" and len(_paid(store, "rf_5001")) == 1
+    task = store.get_task(threadless_task_id("rf_5001"))
+    assert task.status == "completed" and task.refund_id == "rf_5001"
+    assert [(d.approver, d.decision, d.final) for d in store.list_decisions(task.id)] == \
+        [("operator:ann", "approve", True)]
+    again = _run("tasks", "approve", "rf_5001", "--as", "ben")
+    assert again.exit_code != 0 and "nothing to decide" in _said(again) and len(_paid(store, "rf_5001")) == 1
+    assert "rf_5001" not in _run("tasks", "--as", "agt").output
+    assert sorted(e.outcome for e in store.audit_entries(action="tasks approve")) == ["allowed", "denied"]
+
+
+def test_reject_pays_nothing_and_the_customer_may_not_decide_their_own_refund(home):  # noqa: F811
+    store = open_store(home / "business.db")
+    store.add_operator("ada_op", "t_demo", ["approver"], customer_id="c_ada")
+    own = _run("tasks", "approve", "rf_5001", "--as", "ada_op")
+    assert own.exit_code != 0 and "customer" in _said(own) and store.load_refund("rf_5001").status == "requested"
+    rejected = _run("tasks", "reject", "rf_5001", "--as", "ann")
+    assert rejected.exit_code == 0 and "nothing paid" in rejected.output, rejected.output
+    assert store.load_refund("rf_5001").status == "rejected" and _paid(store, "rf_5001") == []
+
+
+def test_a_refund_paused_on_a_thread_is_decided_by_resume_not_by_tasks(home):  # noqa: F811
+    store = open_store(home / "business.db")
+    task = next(t for t in store.list_tasks(("awaiting_approval",)) if t.thread_id == "p")
+    refused = _run("tasks", "approve", task.id, "--as", "ann")
+    assert refused.exit_code != 0 and "resume p --approve" in _said(refused), _said(refused)
+    assert store.load_refund(task.refund_id).status == "requested"
+
+
+def test_the_higher_tier_needs_two_different_approvers(home):  # noqa: F811
+    store = open_store(home / "business.db")
+    rf = store.request_refund("c_bob", "tx_2001", 620, "GBP", "customer request", None)  # Bob is unverified: 2
+    first = _run("tasks", "approve", rf.id, "--as", "ann")
+    assert first.exit_code == 0 and "waits for 1 more approver" in first.output, first.output
+    assert store.load_refund(rf.id).status == "requested" and _paid(store, rf.id) == []
+    twice = _run("tasks", "approve", rf.id, "--as", "ann")
+    assert twice.exit_code != 0 and _paid(store, rf.id) == []
+    second = _run("tasks", "approve", rf.id, "--as", "ben")
+    assert second.exit_code == 0 and "paid refund" in second.output and len(_paid(store, rf.id)) == 1
+
+
+def test_an_approval_cut_short_before_the_payment_is_paid_once_on_a_repeat(home):  # noqa: F811
+    store = open_store(home / "business.db")
+    task_id = threadless_task_id("rf_5001")
+    store.create_task(task_id, "", "human_approval", refund_id="rf_5001")
+    store.update_task(task_id, 1, status="awaiting_approval")
+    store.decide_approval(task_id, "dc_cut", "operator:ann", "approve", refund_id="rf_5001")  # then the process died
+    assert store.load_refund("rf_5001").status == "approved" and _paid(store, "rf_5001") == []
+    done = _run("tasks", "approve", "rf_5001", "--as", "ben")
+    assert done.exit_code == 0 and len(_paid(store, "rf_5001")) == 1, done.output
+    assert store.side_effect_result(threadless_execution_key(task_id)) is not None
+    assert _run("tasks", "approve", "rf_5001", "--as", "ben").exit_code != 0 and len(_paid(store, "rf_5001")) == 1
