@@ -35,6 +35,7 @@ from policies.authz import AuthzDecision, authorize_turn, owner_of
 from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE
 from policies.entry import NEW_TOPIC_CONFIDENCE, EntryDecision, choose_entry, scope_of
 from policies.replies import (
+    asks_card_action,
     asks_for_news,
     asks_for_person,
     asks_same_for,
@@ -42,6 +43,7 @@ from policies.replies import (
     is_bare_follow_up,
     listed_items_of,
     open_question_of,
+    opens_follow_up,
     record_owners,
     refers_back,
 )
@@ -103,16 +105,18 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     owners = record_owners(text)
     back, person = refers_back(text, listed), asks_for_person(text)
     same = asks_same_for(text) or asks_for_news(text) or is_bare_follow_up(text)
+    opener, card_action = opens_follow_up(text), asks_card_action(text)
     decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,
                             identity_changed=identity_changed, available=deps.available, task_status=task.get("status"),
                             reply=reply.kind, open_question=question, clarify_rounds=rounds,
                             scope=scope, refers_back=back, record_owners=owners, wants_person=person,
-                            same_question=same)
+                            same_question=same, follow_up_opener=opener, card_action=card_action)
     return decision, {
         "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
         "scope": scope, "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
         "clarify_rounds": rounds, "refers_back": back, "task_status": task.get("status"),
         "record_owners": sorted(owners), "wants_person": person, "same_question": same,
+        "follow_up_opener": opener, "card_action": card_action,
         "identity_changed": identity_changed}
 
 

@@ -41,7 +41,7 @@ from policies.compound import (
     split_marked,
     split_requests,
 )
-from policies.replies import listed_items_of
+from policies.replies import asks_card_action, listed_items_of
 
 __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE", "SAFETY_REASON",
            "SAFETY_REASON_AFTER", "PATTERN_HANDON_BELOW", "PATTERN_OWNER_MIN", "DISPUTE_REASON", "DUPLICATE_REASON",
@@ -261,6 +261,22 @@ def _picked_by_position(messages: list[BaseMessage], user_text: str) -> dict[str
     return {_ID_KEYS[item[:2]]: item}
 
 
+#: "your virtual card ending 8899", "card ending 4242": a card an answer names.
+_CARD_IN_ANSWER = re.compile(r"\bcard ending (\d{4})\b")
+
+
+def _card_meant(agent: str, messages: list[BaseMessage], user_text: str, facts: dict[str, str]) -> dict[str, str]:
+    """``{"card_last4": digits}`` of the card a bare "freeze it" / "unfreeze it" to the cards ``agent``
+    (``policies.replies.asks_card_action``) means: the one card the desk's previous answer named ("Your virtual card
+    ending 8899 is active." -> 8899), as if the customer had named it; {} for another agent, when ``facts`` name a card
+    already, or when that answer named no card or several (cards then asks which one, and on a new thread whether a
+    card or the account is meant)."""
+    if agent != "cards" or facts.keys() & {"card_last4", "card_ref"} or not asks_card_action(user_text):
+        return {}
+    named = set(_CARD_IN_ANSWER.findall(_previous_answer(messages) or ""))
+    return {"card_last4": named.pop()} if len(named) == 1 else {}
+
+
 def _call(name: str, args: dict) -> dict:
     return {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:16]}", "type": "tool_call"}
 
@@ -332,6 +348,7 @@ class OfflineChatModel(BaseChatModel):
         user_text, safety_prefix = _safety_context(system, user_text, from_specialist)
         facts = _known_facts(user_text, system)
         facts.update(_picked_by_position(messages, user_text))
+        facts.update(_card_meant(agent, messages, user_text, facts))
         for name, res in results:
             facts.update(facts_from_tool_result(name, res))
 
@@ -456,6 +473,10 @@ class OfflineChatModel(BaseChatModel):
         """Triage: safety first (a lost/stolen card or fraud in any segment goes to cards), a compound request to the
         supervisor, else the router's agent (clarify below ``CLARIFY_BELOW``; a refund of an unidentified charge to
         billing first)."""
+        if asks_card_action(user_text) and "transfer_to_cards" in names and not refused:
+            # "freeze it" / "unfreeze it": only a card is frozen by a word here (an account freeze is asked for by name)
+            return AIMessage(content="", tool_calls=[_call("transfer_to_cards", {
+                "reason": "a card action (freeze/unfreeze it) is the cards team's"})])
         unmarked = ""
         if "transfer_to_supervisor" in names and not refused:
             decision, segments = self.compound(user_text)
@@ -493,8 +514,9 @@ class OfflineChatModel(BaseChatModel):
         ``MISROUTE_CONFIDENCE``, or the desk handbook's patterns match another agent's intent better than any of
         ``agent``'s while the router is unsure of ``agent``: :data:`PATTERN_HANDON_BELOW`, :data:`PATTERN_OWNER_MIN`),
         when that transfer tool is bound; billing keeps refund requests (it identifies the charge)."""
-        if agent == "cards" and _is_safety(user_text):
-            return None  # safety first: a lost/stolen card or fraud is handled here before anything else
+        if agent == "cards" and (_is_safety(user_text) or asks_card_action(user_text)):
+            return None  # safety first: a lost/stolen card or fraud is handled here before anything else; so is a
+            # bare "freeze it" (the router reads an account freeze into it)
         route = self._router().route(user_text)
         scores = getattr(route, "scores", None) or {route.agent: route.confidence}
         target, reason = None, ""

@@ -52,6 +52,8 @@ __all__ = [
     "LOSS_QUESTION",
     "UNFREEZE_OFFER",
     "found_card_offer",
+    "FREEZE_WHICH",
+    "FREEZE_ASKED",
     "ToolCallPlan",
     "plan_tool_call",
     "compose_answer",
@@ -220,6 +222,10 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
             and not _NOT.search(text):
         # "yes" to "Has your card been lost or stolen …? If so, say so and I'll freeze it": the loss, in their words
         return planner("yes, i lost my card", facts, done, None, plan)
+    if agent == "cards" and asked == FREEZE_ASKED and _CARD_NAMED_RE.search(text) and not _NOT.search(text) \
+            and not _has(text, *_UNFREEZE):
+        # "the one ending 4242" to "Do you want me to freeze a card or your whole account?": naming it asks the freeze
+        return planner(f"freeze {text}", facts, done, None, plan)
     if is_acknowledgement(text):
         return None  # "ok" / "no" that answers no offer: no record is read again, no list shown again (review of main)
     if agent in _NO_RECORD_TO_EXPLAIN and intent is None and _bare_follow_up(text):
@@ -421,7 +427,10 @@ def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIn
         return plan("unfreeze_card", card_id=facts["card_id"])
     if wants_freeze and not wants_unfreeze and "freeze_card" not in done:
         # the card the customer named, exactly (card_ref / last four); the verified card only when they named none
-        target = facts.get("card_ref") or facts.get("card_last4") or facts.get("card_id")
+        # and reported a loss: a bare "freeze it" freezes the card the conversation meant (card_last4, set by the
+        # offline model from the previous answer) or none, and asks (FREEZE_WHICH)
+        target = facts.get("card_ref") or facts.get("card_last4") or (
+            None if _bare_card_action(text) else facts.get("card_id"))
         if target:
             return plan("freeze_card", card_id=target)
     return None
@@ -1177,9 +1186,26 @@ def _transfer_follow_up(text: str, result: dict[str, Any]) -> list[str]:
     return out
 
 
+#: Cards' question when a bare "freeze it" names no card and the conversation meant none (fresh-user review of main:
+#: it filed an account freeze with the team); a card the customer then names is frozen (:func:`plan_tool_call`).
+FREEZE_WHICH = ("Do you want me to freeze a card or your whole account? For a card, tell me its last four digits and "
+                "I'll freeze it right away; for the whole account, say \"freeze my account\" and I'll pass it to our "
+                "team.")
+#: The question of :data:`FREEZE_WHICH` (as ``policies.replies.open_question_of`` finds it in the answer).
+FREEZE_ASKED = FREEZE_WHICH.split("?")[0] + "?"
+
+
+def _bare_card_action(text: str) -> bool:
+    from policies.replies import asks_card_action
+
+    return asks_card_action(text)
+
+
 def _card_follow_up(text: str) -> list[str]:
     if _has(text, *_UNFREEZE):
         return ["Tell me which card to unfreeze (its last four digits) and I'll do it right away."]
+    if _bare_card_action(text):
+        return [FREEZE_WHICH]
     if _has(text, *_CARD_FREEZE):
         return ["Tell me which card (its last four digits) and I'll freeze it right away."]
     return []

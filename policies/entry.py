@@ -16,7 +16,7 @@ from policies.edges import CLARIFY, FALLBACK, OUT_OF_SCOPE, SPECIALISTS, TRIAGE
 from policies.replies import ReplyKind
 
 __all__ = ["EntryDecision", "choose_entry", "scope_of", "CONTINUE_CONFIDENCE", "NEW_TOPIC_CONFIDENCE",
-           "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "PERSON_REASON",
+           "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "PERSON_REASON", "OUT_OF_SCOPE_SURE", "CARD_ACTION_OWNER",
            "WAITING_REASON", "OUT_OF_SCOPE_TOPICS", "OUT_OF_SCOPE_PREFIX", "Scope"]
 
 #: Minimum router confidence for keeping the current agent on a self-contained request; below it the message is
@@ -26,6 +26,15 @@ CONTINUE_CONFIDENCE = 0.35
 #: another specialist at least this probability (a clear new topic such as "the virtual one" after a fees question);
 #: chosen on the follow-up table of ``tests/test_followups.py``.
 NEW_TOPIC_CONFIDENCE = 0.5
+#: A short follow-up (a fragment) leaves the agent holding the conversation for the out_of_scope answer when the router
+#: gives "not served here" at least this probability and the fragment neither opens as a follow-up ("what about X?")
+#: nor points back at the last answer. On the shipped router, the out-of-scope fragments of the review ("what is a
+#: mortgage rate today?" 0.95, "what is the weather today?" 0.97) are above it, and the follow-ups of
+#: ``tests/test_followups.py`` and ``tests/test_followups_flows.py`` read as out of scope either open as a follow-up
+#: ("what about Switzerland?" 0.93), ask the same question again ("can I raise it?" 0.92) or stay below it.
+OUT_OF_SCOPE_SURE = 0.9
+#: The specialist whose action a bare "freeze it" / "unfreeze it" asks for (``policies.replies.asks_card_action``).
+CARD_ACTION_OWNER = "cards"
 #: Clarifying answers in a row after which an answer that still names no specialist goes to fallback (issue 12 §1).
 MAX_CLARIFY_ROUNDS = 2
 #: The entry reason when the customer asks for a person (fallback words its answer for that case: ``nodes.fallback``).
@@ -115,6 +124,8 @@ def choose_entry(
     record_owners: Collection[str] = (),
     wants_person: bool = False,
     same_question: bool = False,
+    follow_up_opener: bool = False,
+    card_action: bool = False,
 ) -> EntryDecision:
     """Choose the entry node of a new turn.
 
@@ -144,16 +155,26 @@ def choose_entry(
             update?", ``policies.replies.asks_for_news``), or a follow-up with no content of its own ("why not?",
             ``policies.replies.is_bare_follow_up``): it stays with the active specialist, whose question it is,
             whatever the router reads into its words (review of main: "any update?" and "why not?" went to account).
+        follow_up_opener: the message opens as a follow-up ("what about X?", "and X?", "and for X?":
+            ``policies.replies.opens_follow_up``): a fragment that does is never taken for out of scope while a
+            specialist holds the conversation ("what about Switzerland?" after the supported-countries answer).
+        card_action: the message is a bare "freeze it" / "unfreeze it" (``policies.replies.asks_card_action``): the
+            card action is :data:`CARD_ACTION_OWNER`'s, whatever the router says (it reads "freeze it" as an account
+            freeze at 0.31 and "unfreeze it" as small talk).
 
     Returns:
         In order: triage when the identity changed; fallback when the customer asks for a person, or sends a
         greeting, yes/no or fragment while fallback holds the conversation (:data:`WAITING_REASON`); triage when the
         message names a record (``record_owners``) that ``active_agent`` does not own (a record of the desk is never
-        out of scope either); after clarify, out_of_scope for an out-of-scope answer, triage when the answer names a
+        out of scope either); for a card action (``card_action``), cards when it holds the conversation, else triage
+        (which sends it to cards); after clarify, out_of_scope for an out-of-scope answer, triage when the answer names a
         topic, fallback after :data:`MAX_CLARIFY_ROUNDS` rounds without one, else triage; out_of_scope for an
-        out-of-scope message on a thread nobody holds, or a self-contained out-of-scope request (never for a reply
-        that answers the active agent); triage when nobody holds the conversation or permission lapsed. With an active
-        specialist: itself for a reply that answers it (yes/no, choice among listed items, cancel — cancellation
+        out-of-scope message on a thread nobody holds, a self-contained out-of-scope request, or a fragment the router
+        is sure (>= :data:`OUT_OF_SCOPE_SURE`) the desk does not serve that neither opens as a follow-up
+        (``follow_up_opener``), points back (``refers_back``) nor asks the same question again (``same_question``);
+        never for a reply that answers the active agent (yes/no, choice, identifier, cancel); triage when nobody
+        holds the conversation or permission lapsed. With an active specialist: itself for a reply that answers it
+        (yes/no, choice among listed items, cancel — cancellation
         follows ``policies.approval`` there — or an identifier when it had asked a question), for the same question
         again ("and for X?", "any news?": ``same_question``), for a fragment or an unasked identifier unless the
         router gives another specialist >= :data:`NEW_TOPIC_CONFIDENCE`, for a request the router gives it (>=
@@ -164,15 +185,24 @@ def choose_entry(
         return EntryDecision(TRIAGE, "identity or tenant changed since the thread started")
     if wants_person:
         return EntryDecision(FALLBACK, PERSON_REASON)
-    if active_agent == FALLBACK and not record_owners and (scope == "conversational" or reply in ("yes_no", "fragment")):
+    if active_agent == FALLBACK and not record_owners and not card_action and (
+            scope == "conversational" or reply in ("yes_no", "fragment")):
         return EntryDecision(FALLBACK, WAITING_REASON)  # "hello?", "ok" after the hand-over: the team still has it
     if record_owners and active_agent not in record_owners:
         owners = "/".join(sorted(record_owners))
         return EntryDecision(TRIAGE, f"names a record of {owners}" + (f", not {active_agent}'s" if active_agent else ""))
+    if card_action:
+        if active_agent != CARD_ACTION_OWNER or not permitted:
+            return EntryDecision(TRIAGE, f"a card action (freeze/unfreeze it) is {CARD_ACTION_OWNER}'s")
+        return _checked(EntryDecision(CARD_ACTION_OWNER, f"a card action (freeze/unfreeze it): continues with "
+                                                         f"{CARD_ACTION_OWNER}"),
+                        CARD_ACTION_OWNER, available, task_status)
     if active_agent == CLARIFY and clarify_rounds > 0:
         return _after_clarify(routed_agent, route_confidence, clarify_rounds, scope)
     holder = active_agent if active_agent in SPECIALISTS else None
-    if scope == "out_of_scope" and (holder is None or (reply == "request" and not refers_back and not same_question)):
+    leans = refers_back or same_question or follow_up_opener  # leans on the conversation: never out of scope
+    if scope == "out_of_scope" and (holder is None or (reply == "request" and not refers_back and not same_question)
+                                    or (reply == "fragment" and route_confidence >= OUT_OF_SCOPE_SURE and not leans)):
         return EntryDecision(OUT_OF_SCOPE, f"no specialist serves this (router: {routed_agent} at {route_confidence:.2f})")
     if holder is None:
         return EntryDecision(TRIAGE, "no specialist holds the conversation")

@@ -14,8 +14,8 @@ from typing import Literal
 from policies.approval import is_cancellation
 
 __all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "refers_back",
-           "asks_for_person", "asks_same_for", "asks_for_news",
-           "is_bare_follow_up", "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS"]
+           "asks_for_person", "asks_same_for", "asks_for_news", "opens_follow_up", "asks_card_action",
+           "is_bare_follow_up", "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS", "OPENER_MAX_WORDS"]
 
 #: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
 #: the previous answer listed; ``cancel``: asks to stop/cancel; ``fragment``: a short follow-up that leans on the
@@ -150,6 +150,36 @@ def is_bare_follow_up(text: str, strict: bool = False) -> bool:
         return False
     n = len(_words(t))
     return (bool(_AND_IT_RE.search(t)) and n <= 8) or (bool(_IT_QUESTION_RE.search(t)) and n <= IT_QUESTION_MAX_WORDS)
+
+
+#: A follow-up opener: "what about Switzerland?", "how about weekends?", "and the Amazon one?", "and for top-ups?",
+#: "also the other one?" (optionally after "ok" or "so").
+_OPENER_RE = re.compile(r"^\s*(?:ok(?:ay)?,?\s+|so\s+)?(?:and|also|what about|how about)\b", re.I)
+#: At most this many words in a follow-up opener (longer messages say what they ask themselves).
+OPENER_MAX_WORDS = 8
+
+
+def opens_follow_up(text: str) -> bool:
+    """Does ``text`` open as a follow-up to the previous answer ("what about X?", "how about X?", "and X?", "and for
+    X?", "also X?"), in at most :data:`OPENER_MAX_WORDS` words? Such a message leans on the conversation whatever the
+    router reads into its last words: "what about Switzerland?" after the supported-countries answer is read as off
+    topic (0.93) by the shipped router, yet it asks policy's question again (fresh-user review of main)."""
+    return bool(_OPENER_RE.search(text or "")) and len(_words(text or "")) <= OPENER_MAX_WORDS
+
+
+#: "freeze it", "please unfreeze it", "can you block that?", "unfreeze it now": a card action on "it" and nothing else.
+_CARD_ACTION_RE = re.compile(r"^\s*(?:(?:please|pls|ok(?:ay)?|now|can you|could you|would you|will you|can u)[,\s]+)*"
+                             r"(?:un)?(?:freeze|block)\s+(?:it|that|this|them)\b(?:[,\s]+(?:please|now|again|too|"
+                             r"as well|right away|for me))*\s*[.!?]*\s*$", re.I)
+
+
+def asks_card_action(text: str) -> bool:
+    """Is ``text`` a bare request to freeze, unfreeze, block or unblock "it" ("freeze it", "can you unfreeze it?"),
+    naming no account? At this desk only a card is frozen or unfrozen by a word (an account freeze is asked for by
+    name, "freeze my account", and goes to the team), so such a message is the cards agent's: after card talk "it" is
+    the card just discussed, on a new thread cards asks "a card or your whole account?" (fresh-user review of main:
+    "freeze it" filed an account-freeze request, "unfreeze it" was refused as out of scope)."""
+    return bool(_CARD_ACTION_RE.match(text or ""))
 
 
 def asks_for_news(text: str) -> bool:

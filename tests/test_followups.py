@@ -221,7 +221,8 @@ def test_entry_rule():
     assert c("billing", "cards", 0.9, False, reply="cancel").target == "billing"
     assert c("billing", "other", 0.4, False, open_question=q, scope="conversational").target == "billing"
     assert c("billing", "other", 0.9, False, scope="out_of_scope").target == "out_of_scope"
-    assert c("billing", "other", 0.9, False, reply="fragment", scope="out_of_scope").target == "billing"
+    assert c("billing", "other", 0.9, False, reply="fragment", scope="out_of_scope",
+             follow_up_opener=True).target == "billing"
     assert c(None, "other", 0.9, False, scope="out_of_scope").target == "out_of_scope"
     assert c(None, "other", 0.9, False, scope="conversational").target == "triage"
     assert c("clarify", "other", 0.9, False, clarify_rounds=1, scope="out_of_scope").target == "out_of_scope"
