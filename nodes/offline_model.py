@@ -373,7 +373,8 @@ class OfflineChatModel(BaseChatModel):
             return early
         done = [n for n, _ in results]
         hint = self._intent_hint(agent, user_text)
-        plan = playbook.plan_tool_call(agent, user_text, facts, done, hint, asked=_asked(system))
+        plan = playbook.plan_tool_call(agent, user_text, facts, done, hint, asked=_asked(system),
+                                       previous=_previous_answer(messages))
         if plan is not None and plan.name in names and plan.name not in done:
             return AIMessage(content="", tool_calls=[_call(plan.name, dict(plan.args))])
         follow = self._after_safety(user_text, names, dict(results)) \

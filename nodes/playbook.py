@@ -169,13 +169,17 @@ def resolve_intent(agent: str, user_text: str, hint: str | None = None) -> DeskI
 
 
 def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
-                   done_tools: list[str], hint: str | None = None, asked: str | None = None) -> ToolCallPlan | None:
+                   done_tools: list[str], hint: str | None = None, asked: str | None = None,
+                   previous: str | None = None) -> ToolCallPlan | None:
     """The next tool the offline ``agent`` should call for ``user_text`` given ``facts`` (user-said and
     system-verified, see the module doc) and the tools already called this turn, or None when it has
     enough to answer. Never returns a tool in ``done_tools`` and never a tool of another agent; agents
     without business tools (triage, clarify, fallback, ...) always get None. ``hint``: the router's fine
     label for the text (used when no keyword pattern of the desk knowledge matches). ``asked``: the open question
-    the agent's last answer on the thread asked (the packet's), which a plain yes answers.
+    the agent's last answer on the thread asked (the packet's), which a plain yes answers. ``previous``: the desk's
+    previous answer on the thread, which gives "it" its meaning: "can I raise it?" after a limit asks to raise the
+    limit (policy looks up ``limit_changes``, any other agent answers it from the handbook without a tool), "and how
+    long does it take?" after billing gave a transfer's price asks how long a transfer takes (no tool).
 
     Rules (keyword based, lower-cased text), safety and named records first, then the desk intent
     (:func:`resolve_intent`, ``nodes/data/desk_knowledge.json``): its tool with its fixed arguments, or no
@@ -210,6 +214,10 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
             return None
         return ToolCallPlan(name, args)
 
+    if raises_limit(text, previous):  # "can I raise it?" after a limit: the limits can't be raised (handbook)
+        return plan("lookup_policy", topic=LIMIT_CHANGES) if agent == "policy" else None
+    if agent == "billing" and transfer_timing_answer(text, previous) is not None:
+        return None  # "and how long does it take?" after a transfer's price: the handbook's transfer times
     if agent == "refunds" and _bare_yes(text):
         tx_id = facts.get("transaction_id")
         if done or asked != REFUND_OFFER or not tx_id:
@@ -313,7 +321,12 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
         return None
     tx_id = facts.get("transaction_id")
     if _PICKS_BY_NAME.search(text) and not _TX_IN_TEXT.search(text):
-        return None  # "the Tesco one": refunds cannot look payments up by merchant; it asks for the id (not the carried)
+        # "and the Amazon one?": refunds cannot look payments up by merchant, but its refunds name theirs; a payment
+        # with no refund of the customer's gets the question for its id (never the transaction carried from earlier)
+        return plan("refund_status")
+    if tx_id and _TX_IN_TEXT.search(text) and _has(text, *_REFUND_TIMING) and not _has(text, r"\brf_\w+"):
+        # "how long do refunds take? asking about tx_1001": that payment and the refund times, not another refund
+        return plan("check_refund_eligibility", transaction_id=tx_id)
     wants_status = _has(text, *_REFUND_WHERE) and not _has(text, *_DUPLICATE)
     if wants_status and _has(text, r"\b(?:other|all|my) refunds\b"):
         return plan("refund_status")  # every refund, not only the one carried from earlier
@@ -333,9 +346,13 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
     return plan("refund_status")
 
 
-#: "the Tesco one", "that Amazon one": a payment picked by its merchant (not by position: "the first one").
-_PICKS_BY_NAME = re.compile(r"^\W*(?:the|that)\s+(?!(?:first|second|third|last|other|same|latest|top|bottom|"
-                            r"virtual|physical)\b)[a-z][\w&'.-]*(?:\s+[a-z][\w&'.-]*)?\s+one\b")
+#: "the Tesco one", "that Amazon one", "and the Amazon one?": a payment picked by its merchant (not by position: "the
+#: first one"); group ``name``: the merchant's words.
+_PICKS_BY_NAME = re.compile(r"^\W*(?:(?:and|also|what about|how about)\s+)?(?:the|that)\s+(?!(?:first|second|third|"
+                            r"last|other|same|latest|top|bottom|virtual|physical)\b)"
+                            r"(?P<name>[a-z][\w&'.-]*(?:\s+[a-z][\w&'.-]*)?)\s+one\b")
+#: "how long do refunds take?": a question about the time a refund takes.
+_REFUND_TIMING = (r"\bhow long\b", r"\bhow (?:quick|quickly|fast|soon)\b")
 _TX_IN_TEXT = re.compile(r"\btx_\w+\b")
 #: Refunds' answer to a payment picked by its merchant (refunds has no tool that lists payments).
 REFUND_WHICH_BY_ID = ("I can't look payments up by merchant here. Please give the transaction's id (such as tx_1234); "
@@ -682,8 +699,10 @@ def policy_knowledge_answer(text: str, default_subject: str | None = None) -> st
     if not _policy_question(low):
         return None
     intent = load_knowledge().resolve("policy", low)
-    if _has(low, r"\blimits?\b", r"\bmaximum\b"):
-        topic: str | None = "limits"
+    if _has(low, *_RAISE_LIMIT):
+        topic: str | None = LIMIT_CHANGES
+    elif _has(low, r"\blimits?\b", r"\bmaximum\b"):
+        topic = "limits"
     elif _has(low, *_FEES, *_COST):
         topic = "international_fees" if _has(low, r"\b(?:international|abroad|overseas|foreign)\b") else "fees"
     else:
@@ -691,6 +710,71 @@ def policy_knowledge_answer(text: str, default_subject: str | None = None) -> st
             or match_policy_topic(low)
     entry = POLICY_KB.get(topic or "")
     return focused_policy_text(entry.key, entry.title, entry.text, low) if entry is not None else None
+
+
+#: The handbook topic on changing limits (``nodes/data/desk_knowledge.json``, ``policy_topics``).
+LIMIT_CHANGES = "limit_changes"
+#: "can I raise it?", "could you increase that?", "is it possible to have it higher?": a request to raise "it".
+_RAISE_IT = re.compile(r"\b(?:raise|increase|lift|extend|change)\b.*\b(?:it|that|this|them)\b|"
+                       r"\b(?:it|that|this)\b.*\b(?:raised|increased|lifted|higher|bigger|changed)\b")
+#: "raise my top-up limit", "can the limits be increased?": a request to raise a limit named in the message.
+_RAISE_LIMIT = (r"\b(?:raise|increase|lift|extend|higher|bigger)\b.*\blimits?\b",
+                r"\blimits?\b.*\b(?:raised|increased|lifted|higher|bigger)\b")
+#: A previous answer that gave a limit ("Daily limits: …", "You can top up to £10,000 a day, and your balance can be
+#: at most £50,000.").
+_LIMIT_IN_ANSWER = re.compile(r"\blimits?\b|\bat most\b|\bmaximum\b|\bup to £", re.I)
+
+
+def raises_limit(text: str, previous: str | None = None) -> bool:
+    """Does the (lower-cased) ``text`` ask to raise a limit: one it names ("can I raise my top-up limit?") or "it"
+    in a short question ("can I raise it?", at most 8 words) right after an answer that gave a limit (``previous``)?
+    Fresh-user review of main: "can I raise it?" after the top-up limit re-read the transfers."""
+    if _has(text, *_RAISE_LIMIT):
+        return True
+    return bool(previous) and len(text.split()) <= 8 and bool(_RAISE_IT.search(text)) \
+        and bool(_LIMIT_IN_ANSWER.search(previous or ""))
+
+
+def _limit_changes_answer() -> str:
+    from nodes.tools import POLICY_KB
+
+    entry = POLICY_KB[LIMIT_CHANGES]
+    return f"{entry.title}: {entry.text}"
+
+
+def transfer_timing_answer(text: str, previous: str | None) -> str | None:
+    """The handbook's transfer times (``transfer_times``) for a timing question naming no record ("and how long does
+    it take?", ``text`` lower-cased) right after an answer about transfers (``previous``: billing's price of an
+    international transfer); else None. Fresh-user review of main: billing kept the thread and listed the
+    transactions."""
+    from nodes.tools import POLICY_KB
+
+    if not previous or not _has(text, *_TIMING) or _has(text, r"\b(?:tx|tr|rf)_\w+") \
+            or "transfer" not in _subjects(previous.lower()):
+        return None
+    entry = POLICY_KB["transfer_times"]
+    return f"{entry.title}: {entry.text}"
+
+
+def _refund_picked(text: str, tool_results: list[tuple[str, dict[str, Any]]]) -> str | None:
+    """Refunds' answer to a payment picked by its merchant after it read the refunds (:func:`_refund_by_merchant`),
+    else None."""
+    if [n for n, _ in tool_results] != ["refund_status"] or not _PICKS_BY_NAME.search(text) or _TX_IN_TEXT.search(text):
+        return None
+    return _refund_by_merchant(text, tool_results[0][1])
+
+
+def _refund_by_merchant(text: str, result: dict[str, Any]) -> str:
+    """Refunds' answer to a payment picked by its merchant ("and the Amazon one?", ``text`` lower-cased) from the
+    customer's refunds (``refund_status`` ``result``): the one refund whose merchant the customer named, else
+    :data:`REFUND_WHICH_BY_ID` (refunds has no tool that finds a payment by its merchant)."""
+    picked = _PICKS_BY_NAME.search(text)
+    name = picked.group("name") if picked else ""
+    hits = [rf for rf in result.get("refunds") or []
+            if rf.get("merchant") and (name in rf["merchant"].lower() or rf["merchant"].lower().split()[0] in name)]
+    if not result.get("ok") or len(hits) != 1:
+        return REFUND_WHICH_BY_ID
+    return f"The {hits[0]['merchant']} payment already has a refund. " + _render_refund_status({"refunds": hits}, text)
 
 
 _PLANNERS: dict[str, Callable[..., ToolCallPlan | None]] = {
@@ -1063,6 +1147,8 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     if not tool_results and (short := _reply_without_tool(agent, user_text, asked)) is not None:
         return short
     names = [name for name, _ in tool_results]
+    if agent == "refunds" and (picked := _refund_picked(text, tool_results)) is not None:
+        return picked
     parts: list[str] = []
     for name, result in tool_results:
         if name == "card_status" and {"freeze_card", "unfreeze_card"} & set(names) and result.get("ok"):
@@ -1076,9 +1162,8 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     parts = _with_intent_answer(agent, text, intent, names, parts)
     if not parts:
         return _NO_TOOL_ANSWERS.get(agent, "How can I help?")
-    if agent == "refunds" and names == ["refund_status"] and _has(text, *_MONEY_BACK) \
-            and not _has(text, *_REFUND_WHERE):
-        parts.append("Which transaction would you like refunded? Please give its id (such as tx_1234).")
+    if agent == "refunds":
+        parts = _refunds_tail(text, names, parts)
     if agent == "cards" and names == ["card_status"]:
         parts.extend(_card_follow_up(text))
     balance = dict(tool_results).get("account_balance") or {}
@@ -1121,7 +1206,11 @@ def _answer_intent(agent: str, user_text: str, hint: str | None, acted: bool,
     if agent == "transfers":
         intent = transfers_intent(text, intent)
     known: str | None = None
-    if agent == "billing" and not acted and _fee_of_another_thing(text):
+    if not acted and raises_limit(text, previous):
+        known = _limit_changes_answer()  # "can I raise it?" after a limit, to an agent without the policy tool
+    elif agent == "billing" and not acted and (timing := transfer_timing_answer(text, previous)) is not None:
+        known = timing
+    elif agent == "billing" and not acted and _fee_of_another_thing(text):
         known = policy_knowledge_answer(asked if asked != user_text else f"fee {text}")
     elif agent == "billing" and not acted and _price_question(text):
         known = policy_knowledge_answer(text)
@@ -1153,6 +1242,26 @@ def _reply_without_tool(agent: str, user_text: str, asked: str | None = None) ->
         entry = POLICY_KB["verification"]
         return "Identity checks: " + "; ".join(c for c in _clauses(entry.text) if "minutes" in c) + "."
     return None
+
+
+def _refunds_tail(text: str, names: list[str], parts: list[str]) -> list[str]:
+    """Refunds' ``parts`` with what the (lower-cased) question still needs: after only the list of refunds for a
+    money-back request, which transaction to refund; after an eligibility check asked how long refunds take, the
+    refund times (:func:`_with_refund_times`)."""
+    if names == ["refund_status"] and _has(text, *_MONEY_BACK) and not _has(text, *_REFUND_WHERE):
+        return [*parts, "Which transaction would you like refunded? Please give its id (such as tx_1234)."]
+    if names == ["check_refund_eligibility"] and _has(text, *_REFUND_TIMING):
+        return _with_refund_times(parts)
+    return parts
+
+
+def _with_refund_times(parts: list[str]) -> list[str]:
+    """``parts`` of an eligibility answer with the handbook's refund times (``refund_not_showing_up``) before the
+    offer to open a refund, which stays the last question ("how long do refunds take? asking about tx_1001")."""
+    times = load_knowledge().intents["refund_not_showing_up"].answer
+    offered = any(REFUND_OFFER in p for p in parts)
+    out = [q for q in (p.replace(REFUND_OFFER, "").strip() for p in parts) if q] + [times]
+    return out + [REFUND_OFFER] if offered else out
 
 
 def _currency_not_held(text: str, balance: dict[str, Any]) -> list[str]:
