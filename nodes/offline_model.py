@@ -186,10 +186,14 @@ def _turn(messages: list[BaseMessage]) -> tuple[str, list[tuple[str, dict]]]:
 
 
 def _safety_context(system: str, user_text: str, from_specialist: bool) -> tuple[str, str]:
-    """After the cards agent froze a card and handed the rest of a compound request on, or billing handed on a dispute
-    the customer agreed to: the text to work on (the packet's objective) and the sentence confirming the freeze;
+    """After the cards agent froze a card and handed the rest of a compound request on, or billing (or triage, for the
+    offer in a supervisor's answer) handed on a dispute or duplicate refund the customer agreed to: the text to work on
+    (the packet's objective) and the sentence confirming the freeze;
     otherwise ``(user_text, "")``."""
-    if from_specialist and re.search(rf"^Reason: (?:{DISPUTE_REASON}|{DUPLICATE_REASON})", system, re.M):
+    # the customer's agreement to billing's offer, handed on by billing or (to an offer in a supervisor's merged answer,
+    # ``_offered_duplicate``) by triage: the offer's objective is the request ("yes" alone asked nothing of refunds)
+    handed = from_specialist or bool(re.search(r"^Handoff from triage to", system, re.M))
+    if handed and re.search(rf"^Reason: (?:{DISPUTE_REASON}|{DUPLICATE_REASON})", system, re.M):
         objective = re.search(r"^Objective: (.+)$", system, re.M)
         return (objective.group(1).strip() if objective else user_text), ""
     if not (from_specialist and re.search(rf"^Reason: {SAFETY_REASON_AFTER}", system, re.M)):

@@ -76,6 +76,11 @@ FLOWS: list[tuple[str, list[Turn]]] = [
     ("amazon-after-refund", [
         ("I want a refund for tx_1008", "refunds", ("tx_1008",), ()),
         ("and the Amazon one?", "refunds", ("Amazon", "tx_1005", "rf_5001"), ("tx_1008",))]),
+    # a yes to the supervisor's offer to refund the duplicate opens that refund (it answered "Okay!" and did nothing)
+    ("supervisor-offer-yes", [
+        ("Why was I charged twice, and when will my refund arrive?", "supervisor", ("refund the duplicate, tx_1008?",),
+         ()),
+        ("yes", "refunds", ("tx_1008", "paid back"), ("Okay!", "anything else"))]),
     ("refund-timing-named-tx", [
         ("how long do refunds take? asking about tx_1001", "refunds", ("tx_1001", "5 business days"),
          ("rf_5001", "tx_1005"))]),
@@ -93,6 +98,14 @@ def test_flow_lands_where_a_person_expects(desk, case, turns):  # noqa: F811  (t
     decided = desk.deps.events.events(case, kinds=["entry_decided"])
     assert len(decided) == len(turns)
     assert all("follow_up_opener" in e.detail and "card_action" in e.detail for e in decided)  # inputs in the event
+
+
+def test_a_yes_to_the_supervisors_offer_refunds_the_duplicate_only(desk, store):  # noqa: F811
+    conv = Conversation("sup-yes", desk=desk)
+    conv.send("Why was I charged twice, and when will my refund arrive?")
+    before = {r.transaction_id for r in store.list_refunds("c_ada")}
+    conv.send("yes")
+    assert {r.transaction_id for r in store.list_refunds("c_ada")} - before == {"tx_1008"}
 
 
 def test_a_bare_freeze_on_a_new_thread_freezes_nothing(desk, store):  # noqa: F811
