@@ -715,8 +715,8 @@ def policy_knowledge_answer(text: str, default_subject: str | None = None) -> st
 #: The handbook topic on changing limits (``nodes/data/desk_knowledge.json``, ``policy_topics``).
 LIMIT_CHANGES = "limit_changes"
 #: "can I raise it?", "could you increase that?", "is it possible to have it higher?": a request to raise "it".
-_RAISE_IT = re.compile(r"\b(?:raise|increase|lift|extend|change)\b.*\b(?:it|that|this|them)\b|"
-                       r"\b(?:it|that|this)\b.*\b(?:raised|increased|lifted|higher|bigger|changed)\b")
+_RAISE_IT = re.compile(r"\b(?:raise|increase|lift|extend)\b.*\b(?:it|that|this|them)\b|"
+                       r"\b(?:it|that|this)\b.*\b(?:raised|increased|lifted|higher|bigger)\b")
 #: "raise my top-up limit", "can the limits be increased?": a request to raise a limit named in the message.
 _RAISE_LIMIT = (r"\b(?:raise|increase|lift|extend|higher|bigger)\b.*\blimits?\b",
                 r"\blimits?\b.*\b(?:raised|increased|lifted|higher|bigger)\b")

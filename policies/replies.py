@@ -169,16 +169,17 @@ def opens_follow_up(text: str) -> bool:
 
 #: "freeze it", "please unfreeze it", "can you block that?", "unfreeze it now": a card action on "it" and nothing else.
 _CARD_ACTION_RE = re.compile(r"^\s*(?:(?:please|pls|ok(?:ay)?|now|can you|could you|would you|will you|can u)[,\s]+)*"
-                             r"(?:un)?(?:freeze|block)\s+(?:it|that|this|them)\b(?:[,\s]+(?:please|now|again|too|"
+                             r"(?:(?:un)?freeze|block)\s+(?:it|that|this|them)\b(?:[,\s]+(?:please|now|again|too|"
                              r"as well|right away|for me))*\s*[.!?]*\s*$", re.I)
 
 
 def asks_card_action(text: str) -> bool:
-    """Is ``text`` a bare request to freeze, unfreeze, block or unblock "it" ("freeze it", "can you unfreeze it?"),
-    naming no account? At this desk only a card is frozen or unfrozen by a word (an account freeze is asked for by
-    name, "freeze my account", and goes to the team), so such a message is the cards agent's: after card talk "it" is
-    the card just discussed, on a new thread cards asks "a card or your whole account?" (fresh-user review of main:
-    "freeze it" filed an account-freeze request, "unfreeze it" was refused as out of scope)."""
+    """Is ``text`` a bare request to freeze, unfreeze or block "it" ("freeze it", "can you unfreeze it?"), naming no
+    account ("unblock it" is not: a card is blocked by wrong PIN entries, which the customer undoes in the app)? At
+    this desk only a card is frozen or unfrozen by a word (an account freeze is asked for by name, "freeze my
+    account", and goes to the team), so such a message is the cards agent's: after card talk "it" is the card just
+    discussed, on a new thread cards asks "a card or your whole account?" (fresh-user review of main: "freeze it"
+    filed an account-freeze request, "unfreeze it" was refused as out of scope)."""
     return bool(_CARD_ACTION_RE.match(text or ""))
 
 

@@ -126,7 +126,7 @@ def test_follow_up_openers_and_card_actions():
     for text in ("freeze it", "unfreeze it", "please freeze it", "can you unfreeze it?", "block it", "freeze that"):
         assert asks_card_action(text), text
     for text in ("freeze my account", "freeze it, my whole account", "how do I freeze my card", "it's frozen",
-                 "what's the freeze policy for accounts?", "thanks"):
+                 "what's the freeze policy for accounts?", "unblock it", "thanks"):
         assert not asks_card_action(text), text
 
 
