@@ -226,19 +226,26 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
     offered = _UNFREEZE_OFFERED.match(asked or "") if agent == "cards" else None
     if offered and is_plain_yes(text) and "unfreeze_card" not in done:
         return plan("unfreeze_card", card_id=offered.group(1))  # the yes to the unfreeze the agent offered
-    if agent == "cards" and asked and asked.startswith(LOSS_ASKED) and _LOSS_YES.fullmatch(text.strip()) \
-            and not _NOT.search(text):
-        # "yes" to "Has your card been lost or stolen …? If so, say so and I'll freeze it": the loss, in their words
-        return planner("yes, i lost my card", facts, done, None, plan)
-    if agent == "cards" and asked == FREEZE_ASKED and _CARD_NAMED_RE.search(text) and not _NOT.search(text) \
-            and not _has(text, *_UNFREEZE):
-        # "the one ending 4242" to "Do you want me to freeze a card or your whole account?": naming it asks the freeze
-        return planner(f"freeze {text}", facts, done, None, plan)
+    if agent == "cards" and (meant := _cards_reply_to_question(text, asked)) is not None:
+        return planner(meant, facts, done, None, plan)
     if is_acknowledgement(text):
         return None  # "ok" / "no" that answers no offer: no record is read again, no list shown again (review of main)
     if agent in _NO_RECORD_TO_EXPLAIN and intent is None and _bare_follow_up(text):
         return None  # "why?" with no record to re-read: the agent asks what to explain (BARE_WHY_ANSWER)
     return planner(text, facts, done, intent, plan)
+
+
+def _cards_reply_to_question(text: str, asked: str | None) -> str | None:
+    """What the customer's (lower-cased) reply to a freeze question of cards asks, in their words, or None: "yes" to
+    :data:`LOSS_QUESTION` reports the loss ("yes, i lost my card"); a card named in reply to :data:`FREEZE_WHICH`
+    ("the one ending 4242") asks its freeze."""
+    if not asked or _NOT.search(text):
+        return None
+    if asked.startswith(LOSS_ASKED) and _LOSS_YES.fullmatch(text.strip()):
+        return "yes, i lost my card"  # "yes" to "Has your card been lost or stolen …? If so, say so and I'll freeze it"
+    if asked == FREEZE_ASKED and _CARD_NAMED_RE.search(text) and not _has(text, *_UNFREEZE):
+        return f"freeze {text}"
+    return None
 
 
 #: Agents whose "why?" has no record carried to re-read and explain (billing, refunds and transfers re-read theirs).
