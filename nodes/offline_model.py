@@ -45,7 +45,7 @@ from policies.replies import listed_items_of
 
 __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE", "SAFETY_REASON",
            "SAFETY_REASON_AFTER", "PATTERN_HANDON_BELOW", "PATTERN_OWNER_MIN", "DISPUTE_REASON", "DUPLICATE_REASON",
-           "is_safety_report", "CLARIFY_BELOW", "NO_SPECIALIST_SURE"]
+           "DISPUTE_INTENTS", "is_safety_report", "CLARIFY_BELOW", "NO_SPECIALIST_SURE"]
 
 #: A specialist hands a fresh request on when the router gives another agent at least this probability.
 MISROUTE_CONFIDENCE = 0.6
@@ -139,6 +139,25 @@ DISPUTE_REASON = "the customer agreed to dispute a payment they did not make"
 DUPLICATE_REASON = "the customer agreed to refund the duplicate charge billing found"
 #: The cards agent's handoff reason when it passes the rest of such a request on after the freeze.
 SAFETY_REASON_AFTER = "the card is frozen; the customer's other question follows"
+
+
+#: Billing's intents whose own answer is the customer's way to the money back: a card payment, cash withdrawal or
+#: direct debit they did not make (billing names it and offers to dispute it; README "What the embedded desk
+#: answers") and an ATM that gave too little cash (a dispute with the ATM operator). Refunds, which opens refund
+#: requests for identified transactions, could only ask which transaction to refund. Found among the "billing ->
+#: refunds" hand-ons of ``bench/route_losses.py --list`` on held-out BANKING77 train rows (issue 12 §2).
+DISPUTE_INTENTS = frozenset({"card_payment_not_recognised", "cash_withdrawal_not_recognised",
+                             "direct_debit_payment_not_recognised", "wrong_amount_of_cash_received"})
+
+
+def _disputed_here(user_text: str, hint: str | None, facts: dict[str, str]) -> bool:
+    """Does billing keep a money-back request itself? True when no transaction is identified yet and the request is
+    one of billing's :data:`DISPUTE_INTENTS` ("a payment I don't recognise ... I need my money back"): billing's
+    answer names the payment and offers the dispute, whose yes hands it to refunds with the payment."""
+    if facts.get("transaction_id"):
+        return False
+    intent = playbook.resolve_intent("billing", user_text, hint)
+    return getattr(intent, "key", None) in DISPUTE_INTENTS
 
 
 def is_safety_report(segment: str) -> bool:
@@ -362,7 +381,8 @@ class OfflineChatModel(BaseChatModel):
             if agent == "cards" and done and not from_specialist and _is_safety(user_text) else None
         if isinstance(follow, AIMessage):
             return follow
-        if agent == "billing" and wants_refund(user_text) and "transfer_to_refunds" in names and not refused:
+        if (agent == "billing" and wants_refund(user_text) and "transfer_to_refunds" in names and not refused
+                and not _disputed_here(user_text, hint, facts)):
             args: dict[str, Any] = {"reason": "customer wants the money back for the charge identified by billing"}
             if facts.get("transaction_id"):
                 args["facts"] = {k: v for k, v in facts.items() if k in ("transaction_id", "amount", "merchant")}
