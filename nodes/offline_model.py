@@ -37,6 +37,7 @@ from policies.compound import (
     WHOLE_SURE,
     CompoundDecision,
     asks_something,
+    continues_previous,
     detect_compound,
     split_marked,
     split_requests,
@@ -316,10 +317,13 @@ class OfflineChatModel(BaseChatModel):
         split = split_marked(text) or [(text, False)]
         segments = [seg for seg, _ in split]
         scores: list[dict[str, float]] = []
-        for seg, asks in zip(segments, asks_something(segments) if len(segments) > 1 else [True]):
+        follows = continues_previous(split)
+        for seg, asks, cont in zip(segments, asks_something(segments) if len(segments) > 1 else [True], follows):
             r = self._router().route(seg)
-            # a segment that only gives context carries no intent of its own (policies.compound.asks_something)
-            scores.append((dict(r.scores) if getattr(r, "scores", None) else {r.agent: r.confidence}) if asks else {})
+            # a segment that only gives context (policies.compound.asks_something) or continues the request before it
+            # ("Can I do this abroad?", policies.compound.continues_previous) carries no intent of its own
+            scores.append((dict(r.scores) if getattr(r, "scores", None) else {r.agent: r.confidence})
+                          if asks and not cont else {})
         whole = None  # only a router with a probability per agent can say the whole text is sure of one topic
         if len(segments) > 1 and self.whole_sure <= 1.0:
             whole = dict(getattr(self._router().route(text), "scores", None) or {}) or None
