@@ -91,3 +91,43 @@ def test_one_request_in_two_parts_goes_to_one_specialist(make_desk, text, table,
 
     r = Conversation("one-request", desk=make_desk(router=TableRouter(table))).send(text)
     assert r.agent == answered and "supervisor" not in r.path_str, r.path_str
+
+
+# ------------------------------------------------------------------ handbook patterns: a transfer that arrived short
+SENT_SHORT = "Someone I had to send money to told me they got less than I sent, can you look into it?"
+
+
+class _Scored(TableRouter):
+    """A :class:`TableRouter` whose routes carry the given per-agent scores."""
+
+    def __init__(self, scores: dict[str, dict[str, float]], intent: str):
+        super().__init__({})
+        self.scores, self.intent = scores, intent
+
+    def route(self, text):
+        from nodes.testing.scripted import KwRoute
+
+        scores = self.scores.get(text)
+        if scores is None:
+            return super().route(text)
+        agent = max(scores, key=lambda a: scores[a])
+        return KwRoute(agent, scores[agent], self.intent, scores)
+
+
+def test_a_transfer_that_arrived_short_is_a_fee_question():
+    from nodes.desk_knowledge import load_knowledge
+
+    knowledge = load_knowledge()
+    # "send money to" alone matches transfers' "make a transfer"; the recipient got less than was sent: a fee
+    assert knowledge.resolve("billing", SENT_SHORT.lower()).key == "transfer_fee_charged"
+    assert knowledge.owner_by_patterns("billing", SENT_SHORT.lower()) is None
+    assert knowledge.owner_by_patterns("billing", "how do i send money to my sister?") == "transfers"
+
+
+def test_a_transfer_that_arrived_short_stays_with_billing(make_desk):
+    from graph.conversation import Conversation
+
+    router = _Scored({SENT_SHORT: {"billing": 0.45, "transfers": 0.3, "other": 0.25}}, "transfer_fee_charged")
+    r = Conversation("sent-short", desk=make_desk(router=router)).send(SENT_SHORT)
+    assert r.agent == "billing", r.path_str
+    assert "international transfers cost" in r.text, r.text
