@@ -131,3 +131,24 @@ def test_a_transfer_that_arrived_short_stays_with_billing(make_desk):
     r = Conversation("sent-short", desk=make_desk(router=router)).send(SENT_SHORT)
     assert r.agent == "billing", r.path_str
     assert "international transfers cost" in r.text, r.text
+
+
+# ------------------------------------------------------------------ safety first, before a person takes over
+@pytest.mark.parametrize("text", ["I want to speak to a human, my card was stolen",
+                                  "I need to talk to someone about fraudulent payments on my card"])
+def test_a_card_reported_stolen_is_frozen_even_when_a_person_is_asked_for(make_desk, store, text):
+    from graph.conversation import Conversation
+
+    desk = make_desk(router=TableRouter({text: ("cards", 0.95, "compromised_card")}))
+    r = Conversation("person-stolen", desk=desk).send(text)
+    assert r.path_str.startswith("entry → triage → cards"), r.path_str
+    assert store.get_card("c_ada", "card_ada_phys").status == "frozen"
+    assert "frozen your" in r.text, r.text
+
+
+def test_a_person_asked_for_without_a_card_loss_is_still_the_team(make_desk):
+    from graph.conversation import Conversation
+
+    text = "I need to talk to someone about a charge"
+    r = Conversation("person", desk=make_desk(router=TableRouter({text: ("billing", 0.9, "extra_charge")}))).send(text)
+    assert r.path_str == "entry → fallback", r.path_str
