@@ -152,3 +152,46 @@ def test_a_person_asked_for_without_a_card_loss_is_still_the_team(make_desk):
     text = "I need to talk to someone about a charge"
     r = Conversation("person", desk=make_desk(router=TableRouter({text: ("billing", 0.9, "extra_charge")}))).send(text)
     assert r.path_str == "entry → fallback", r.path_str
+
+
+# ------------------------------------------------------------------ money back received or asked about: no request
+@pytest.mark.parametrize("text,wants", [
+    ("I already received my parcel but just got my money back", False),
+    ("Will I get my money back for the double charge?", False),
+    ("Is the 2 pound fee going to be reimbursed?", False),
+    ("can I get my money back?", True),
+    ("I was charged twice and I want my money back", True),
+])
+def test_money_back_received_or_asked_about_is_no_refund_request(text, wants):
+    from nodes.offline_model import wants_refund
+
+    assert wants_refund(text) is wants
+
+
+def test_a_question_whether_money_comes_back_gets_billings_answer(make_desk):
+    from graph.conversation import Conversation
+
+    text = "My cash withdrawal still shows as pending and the machine gave me nothing, will I get my money back?"
+    desk = make_desk(router=TableRouter({text: ("billing", 0.9, "pending_cash_withdrawal")}))
+    r = Conversation("money-back-question", desk=desk).send(text)
+    assert r.agent == "billing" and "refunds" not in r.path_str, r.path_str
+    assert "goes back once the operator cancels it" in r.text, r.text
+
+
+# ------------------------------------------------------------------ safety first: the rest of the message
+SWALLOWED = "What do I do? The cash machine kept my card!"
+
+
+@pytest.mark.parametrize("rest,answered", [
+    (("account", 0.54, "edit_personal_details"), "cards"),  # unsure: "What do I do?" asks no other team anything
+    (("account", 0.9, "edit_personal_details"), "account"),  # sure: handed on after the freeze, as before
+])
+def test_the_rest_of_a_safety_report_goes_on_only_when_the_router_is_sure_of_it(make_desk, store, rest, answered):
+    from graph.conversation import Conversation
+
+    router = TableRouter({"What do I do?": rest, "The cash machine kept my card!": ("cards", 0.95, "card_swallowed"),
+                          SWALLOWED: ("cards", 0.9, "card_swallowed")})
+    r = Conversation("swallowed", desk=make_desk(router=router)).send(SWALLOWED)
+    assert r.path_str.startswith("entry → triage → cards"), r.path_str
+    assert store.get_card("c_ada", "card_ada_phys").status == "frozen"
+    assert r.agent == answered, r.path_str
