@@ -195,3 +195,25 @@ def test_the_rest_of_a_safety_report_goes_on_only_when_the_router_is_sure_of_it(
     assert r.path_str.startswith("entry → triage → cards"), r.path_str
     assert store.get_card("c_ada", "card_ada_phys").status == "frozen"
     assert r.agent == answered, r.path_str
+
+
+# ------------------------------------------------------------------ a question whether a person is needed
+@pytest.mark.parametrize("text,person", [
+    ("Do I need to speak to a representative to change my PIN?", False),
+    ("do i have to talk to someone to close my account or can i do it in the app", False),
+    ("Can I close my account without talking to a person?", False),
+    ("I want to speak to a human", True),
+    ("I need to talk to someone about a charge", True),
+])
+def test_a_question_whether_a_person_is_needed_asks_for_none(text, person):
+    from policies.replies import asks_for_person
+
+    assert asks_for_person(text) is person
+
+
+def test_a_question_whether_a_person_is_needed_gets_the_specialists_answer(make_desk):
+    from graph.conversation import Conversation
+
+    text = "Do I need to speak to a representative to change my PIN?"
+    r = Conversation("person-needed", desk=make_desk(router=TableRouter({text: ("cards", 0.9, "change_pin")}))).send(text)
+    assert r.agent == "cards" and "fallback" not in r.path_str, r.path_str
