@@ -109,14 +109,22 @@ class DeskIntent:
 @dataclass(frozen=True)
 class DeskKnowledge:
     """The parsed knowledge file: ``intents`` by key (file order), ``policy_topics`` (key -> {title, text,
-    keywords}), ``conversational`` answers (router topic -> text) and ``delivery_days`` (country or ``EEA`` /
-    ``default`` -> (min, max) business days for a new card)."""
+    keywords}), ``conversational`` answers (router topic -> text), ``delivery_days`` (country or ``EEA`` /
+    ``default`` -> (min, max) business days for a new card) and ``regions`` (a region the handbook's rules name,
+    ``UK`` / ``SEPA`` / ``international`` -> the lower-case place names a customer may use for it)."""
 
     source: str
     intents: dict[str, DeskIntent]
     policy_topics: dict[str, dict[str, Any]]
     conversational: dict[str, str]
     delivery_days: dict[str, tuple[int, int]]
+    regions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def region_of(self, place: str) -> str | None:
+        """The region (a key of ``regions``) of a place a customer names ("Switzerland" -> ``"SEPA"``, "the UK" ->
+        ``"UK"``, "Japan" -> ``"international"``), compared in lower case; None for a place the file does not list."""
+        name = " ".join((place or "").lower().split())
+        return next((region for region, names in self.regions.items() if name in names), None)
 
     def for_agent(self, agent: str) -> list[DeskIntent]:
         """The intents ``agent`` owns, in file order."""
@@ -167,8 +175,9 @@ def _parse(raw: dict[str, Any]) -> DeskKnowledge:
                                   patterns=tuple(re.compile(p) for p in d.get("patterns", ())),
                                   labels=tuple(d.get("labels", ())))
     days = {k: (int(v[0]), int(v[1])) for k, v in raw.get("card_delivery_business_days", {}).items()}
+    regions = {k: tuple(v) for k, v in raw.get("regions", {}).items() if not k.startswith("_")}
     return DeskKnowledge(source=raw.get("source", ""), intents=intents, policy_topics=dict(raw.get("policy_topics", {})),
-                         conversational=dict(raw.get("conversational", {})), delivery_days=days)
+                         conversational=dict(raw.get("conversational", {})), delivery_days=days, regions=regions)
 
 
 @lru_cache(maxsize=4)

@@ -58,6 +58,7 @@ __all__ = [
     "plan_tool_call",
     "compose_answer",
     "resolve_intent",
+    "handbook_follow_up",
     "asks_for_refund",
     "declines_refund",
 ]
@@ -232,6 +233,14 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
         return None  # "ok" / "no" that answers no offer: no record is read again, no list shown again (review of main)
     if agent in _NO_RECORD_TO_EXPLAIN and intent is None and _bare_follow_up(text):
         return None  # "why?" with no record to re-read: the agent asks what to explain (BARE_WHY_ANSWER)
+    if agent == "billing" and not done and _bare_follow_up(text) and not facts.get("transaction_id"):
+        # "why?" after billing named one payment or fee: that one explained; after a list, which one is asked
+        from policies.replies import listed_items_of
+
+        listed = [i for i in listed_items_of(previous or "") if i.startswith("tx_")]
+        return plan("explain_transaction", transaction_id=listed[0]) if len(listed) == 1 else None
+    if not done and handbook_follow_up(agent, user_text, previous) is not None:
+        return None  # "what about Switzerland?" after a handbook answer: that answer for Switzerland, no records
     return planner(text, facts, done, intent, plan)
 
 
@@ -290,6 +299,8 @@ def _plan_billing(text: str, facts: dict[str, str], done: set[str], intent: Desk
     if tx_id and intent is not None and tx_id.lower() not in text and not _POINTS_BACK.search(text):
         tx_id = None  # a transaction carried from earlier does not hijack a new, recognised request ("why is *it*
         # pending?" asks about the carried one: review of main, the id was lost and the whole list shown again)
+    if _PICKS_BY_NAME.search(text) and not tx_id:
+        return plan("list_recent_transactions", limit=_MERCHANT_LOOKBACK)  # "the Tesco one": looked for further back
     if _has(text, *_DUPLICATE):
         merchant = _named_merchant(text)
         return plan("find_duplicate_charges", **({"merchant": merchant} if merchant else {}))
@@ -763,6 +774,69 @@ def transfer_timing_answer(text: str, previous: str | None) -> str | None:
     return f"{entry.title}: {entry.text}"
 
 
+#: How a handbook clause names a region of ``nodes.desk_knowledge.DeskKnowledge.regions`` ("SEPA transfers within 1
+#: business day" is the SEPA region's clause of the transfer times).
+_REGION_IN_CLAUSE = {"UK": r"\bUK\b(?! and)", "SEPA": r"\bSEPA\b|\bEEA\b|\bSwitzerland\b",
+                     "international": r"\binternational\b|\babroad\b|\bSWIFT\b|\bworldwide\b"}
+#: A record id or a card's last four digits in a (lower-cased) message.
+_RECORD_NAMED = re.compile(r"\b(?:tx|rf|tr|card)_\w+|\b\d{4}\b")
+
+
+def _handbook_text_of(previous: str) -> str | None:
+    """The handbook text the desk's ``previous`` answer gave (the one that ends last in it, when several): a desk
+    intent's answer (``nodes/data/desk_knowledge.json``) or a policy topic's ``"{title}: {text}"``
+    (``nodes.tools.POLICY_KB``); None when it gave none (a list of records, a status)."""
+    from nodes.tools import POLICY_KB
+
+    low = previous.lower()
+    texts = [i.answer for i in load_knowledge().intents.values() if len(i.answer) >= 40]
+    texts += [f"{e.title}: {e.text}" for e in POLICY_KB.values()]
+    found: list[tuple[int, str]] = []
+    for text in texts:  # the text, or one of its clauses of at least _CLAUSE_SEEN characters (a focused answer)
+        ends = [at + len(c) for c in [text.split(": ", 1)[-1][:60], *_clauses(text)]
+                if len(c) >= _CLAUSE_SEEN and (at := low.find(c.lower())) >= 0]
+        if ends:
+            found.append((max(ends), text))
+    return max(found)[1] if found else None
+
+
+#: An opener's subject that is a question of its own ("and how long does it take?"), not a place or thing.
+_ASKS_ITSELF = re.compile(r"^(?:how|what|why|when|where|which|who|is|are|can|could|do|does|did|will|would|should|"
+                          r"shall|may|if)\b|\b(?:it|that|this|them)\b", re.I)
+#: Shortest handbook clause that identifies its text inside an answer (shorter ones are common phrases).
+_CLAUSE_SEEN = 30
+
+
+def handbook_follow_up(agent: str, user_text: str, previous: str | None) -> str | None:
+    """A specialist's answer (not policy's: it looks topics up with its tool) to a follow-up opener about a place or
+    subject ("what about Switzerland?", "and Japan?", "and in the UK?": ``policies.replies.opener_subject``) right
+    after it answered from the handbook (``previous``, :func:`_handbook_text_of`): the same handbook text, focused on
+    the region the place belongs to (``DeskKnowledge.region_of``: "For Switzerland: SEPA transfers within 1 business
+    day."), or said to apply as it is when the handbook has no separate rule for it. None when the opener names a
+    record, picks a payment by merchant ("the Tesco one"), asks a question of its own (an intent, fee, limit or
+    subject of the desk: those have their own answers) or the previous answer gave no handbook text. Fresh-user review
+    of main: "what about Switzerland?" after the transfer times listed the transfers, "and in the UK?" after the ATM fee
+    abroad the last five transactions."""
+    from policies.replies import opener_subject
+
+    if agent not in _PLANNERS or agent == "policy" or not previous:
+        return None
+    subject = opener_subject(user_text)
+    low = user_text.lower()
+    if subject is None or _ASKS_ITSELF.search(subject) or _RECORD_NAMED.search(low) or _PICKS_BY_NAME.search(low) or _subjects(low) \
+            or _policy_question(low) or load_knowledge().resolve(agent, low) is not None:
+        return None
+    handbook = _handbook_text_of(previous)
+    if handbook is None:
+        return None
+    region = load_knowledge().region_of(subject)
+    picked = [c for c in _clauses(handbook) if region and re.search(_REGION_IN_CLAUSE.get(region, r"$^"), c)]
+    if picked and len(picked) < len(_clauses(handbook)):
+        body = "; ".join(picked)
+        return f"For {subject}: {body[:1].lower() + body[1:] if body[:2] != body[:2].upper() else body}."
+    return f"Our handbook has no separate rule for {subject}, so this applies: {handbook}"
+
+
 def _refund_picked(text: str, tool_results: list[tuple[str, dict[str, Any]]]) -> str | None:
     """Refunds' answer to a payment picked by its merchant after it read the refunds (:func:`_refund_by_merchant`),
     else None."""
@@ -933,10 +1007,25 @@ def _render_find_duplicate_charges(result: dict[str, Any], text: str) -> str:
     return head + " ".join(parts) + tail
 
 
+#: How many of the customer's newest transactions billing looks through for a payment picked by its merchant ("what
+#: about the Tesco one?"): a payment older than the last five shown is still found.
+_MERCHANT_LOOKBACK = 20
+
+
 def _render_list_recent_transactions(result: dict[str, Any], text: str) -> str:
     txs = result.get("transactions") or []
     if not txs:
         return "There are no transactions on your account yet."
+    picked = _PICKS_BY_NAME.search(text)
+    if picked:  # "what about the Tesco one?": that merchant's payments only, never the whole list again
+        name = picked.group("name")
+        hits = [t for t in txs if name in t["merchant"].lower() or t["merchant"].lower().split()[0] in name.split()]
+        if not hits:
+            return (f"I can't find a payment from {name.title()} among your last {len(txs)} transactions. Please give "
+                    "its id (such as tx_1234), or the merchant's name as it appears on your statement.")
+        if len(hits) == 1:
+            return f"That is {_tx_line(hits[0])}. Tell me if you'd like me to explain it."
+        return f"Your {hits[0]['merchant']} payments: " + "; ".join(_tx_line(t) for t in hits[:5]) + "."
     return "Your latest transactions: " + "; ".join(_tx_line(t) for t in txs) + "."
 
 
@@ -1223,6 +1312,8 @@ def _answer_intent(agent: str, user_text: str, hint: str | None, acted: bool,
         known = policy_knowledge_answer(text)
     elif agent in _WITHOUT_POLICY_TOOL and not acted and resolve_intent(agent, user_text) is None:
         known = policy_knowledge_answer(asked, default_subject=_WITHOUT_POLICY_TOOL[agent])
+    if not known and not acted:
+        known = handbook_follow_up(agent, user_text, previous)  # "what about Switzerland?" after the transfer times
     return (None, known) if known else (intent, None)
 
 
@@ -1237,8 +1328,9 @@ def _reply_without_tool(agent: str, user_text: str, asked: str | None = None) ->
         if is_plain_no(text):
             return PLAIN_NO_ANSWER if asked in (None, ANYTHING_ELSE, WHAT_ELSE_ANSWER) else DECLINED_ANSWER
         return WHAT_ELSE_ANSWER if asked == ANYTHING_ELSE and _bare_yes(text) else PLAIN_YES_ANSWER
-    if agent in _NO_RECORD_TO_EXPLAIN and _bare_follow_up(text) and resolve_intent(agent, user_text) is None:
-        return BARE_WHY_ANSWER
+    if agent in _NO_RECORD_TO_EXPLAIN | {"billing"} and _bare_follow_up(text) \
+            and resolve_intent(agent, user_text) is None:
+        return BARE_WHY_ANSWER  # billing: a "why?" after a list of several payments (it explains one it named)
     if agent == "account" and _has(text, *_CANCEL_WORDS, r"\bchanged my mind\b"):
         return ACCOUNT_CANCEL_ANSWER
     if agent == "refunds" and _PICKS_BY_NAME.search(text) and not _TX_IN_TEXT.search(text):

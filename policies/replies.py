@@ -14,7 +14,7 @@ from typing import Literal
 from policies.approval import is_cancellation
 
 __all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "refers_back",
-           "asks_for_person", "asks_same_for", "asks_for_news", "opens_follow_up", "asks_card_action",
+           "asks_for_person", "asks_same_for", "asks_for_news", "opens_follow_up", "asks_card_action", "opener_subject",
            "is_bare_follow_up", "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS", "OPENER_MAX_WORDS"]
 
 #: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
@@ -174,6 +174,23 @@ def opens_follow_up(text: str) -> bool:
     router reads into its last words: "what about Switzerland?" after the supported-countries answer is read as off
     topic (0.93) by the shipped router, yet it asks policy's question again (fresh-user review of main)."""
     return bool(_OPENER_RE.search(text or "")) and len(_words(text or "")) <= OPENER_MAX_WORDS
+
+
+#: The subject of a follow-up opener: what follows "what about"/"and"/"and in"/… up to the end ("what about a personal
+#: loan?" -> "a personal loan", "and in the UK?" -> "the UK").
+_OPENER_SUBJECT_RE = re.compile(r"^\s*(?:ok(?:ay)?,?\s+|so\s+)?(?:and|also|what about|how about)\s+(?:(?:in|for|to|with|"
+                                r"on|at|from|by|via)\s+)?(?P<subject>.*?)[\s?!.]*$", re.I | re.S)
+
+
+def opener_subject(text: str) -> str | None:
+    """The subject a follow-up opener (:func:`opens_follow_up`) asks about, as the customer wrote it ("what about
+    Switzerland?" -> "Switzerland", "and in the UK?" -> "the UK", "what about a mortgage?" -> "a mortgage"), or None when
+    ``text`` is no opener or names nothing after the connective."""
+    if not opens_follow_up(text):
+        return None
+    m = _OPENER_SUBJECT_RE.match(text or "")
+    subject = m.group("subject").strip() if m else ""
+    return subject or None
 
 
 #: "freeze it", "please unfreeze it", "can you block that?", "unfreeze it now": a card action on "it" and nothing else.

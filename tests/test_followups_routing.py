@@ -1,0 +1,78 @@
+"""Follow-ups answered by the right agent with a relevant answer (fresh-user review of main, qa1 §5): each turn names
+the answering agent and what the answer must and must not say.
+
+Each row: an id, then per turn ``(customer message, answering agent, must contain, must not contain)``; the agent may
+be "a|b" where either is right for a person and the shipped router decides. The conversations run with the offline
+model and the shipped default router (the ``desk`` fixture of ``tests/test_followups.py``), one fresh business store
+per test.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from graph.conversation import Conversation
+from nodes.desk_knowledge import load_knowledge
+from nodes.playbook import handbook_follow_up
+from policies.replies import opener_subject
+from tests.test_followups import desk  # noqa: F401  (the desk fixture)
+
+Turn = tuple[str, str, tuple[str, ...], tuple[str, ...]]
+
+#: What a dump of the last five transactions / of the transfers starts with.
+TX_LIST = ("Your latest transactions",)
+TR_LIST = ("Your transfers:",)
+TRANSFER_TIMES = "how long does a transfer take?"
+
+ROWS: list[tuple[str, list[Turn]]] = [
+    # 1. a follow-up opener about a place after a handbook answer: that answer for the place, never the records
+    ("transfer-times-countries", [
+        (TRANSFER_TIMES, "transfers", ("SEPA",), ()),
+        ("what about Switzerland?", "transfers", ("Switzerland", "SEPA", "1 business day"), TR_LIST + ("SWIFT",)),
+        ("and Japan?", "transfers", ("Japan", "SWIFT", "1 to 5 business days"), TR_LIST + ("SEPA",))]),
+    ("atm-fee-abroad-then-uk", [
+        ("what's the fee for using an ATM abroad?", "billing", ("£1.50",), ()),
+        ("and in the UK?", "billing", ("£1.50", "the UK"), TX_LIST + ("tx_1009",))]),
+    ("fees-then-why", [
+        ("why was I charged a fee?", "billing", ("tx_1003",), ()),
+        ("why?", "billing", ("tx_1003", "ATM withdrawal fee"), TX_LIST + ("tx_1009",))]),
+    ("list-then-why", [
+        ("show my recent transactions", "billing", TX_LIST, ()),
+        ("why?", "billing", ("which part",), TX_LIST)]),
+    ("tesco-one-not-listed", [
+        ("show my recent transactions", "billing", TX_LIST, ("Tesco",)),
+        ("what about the Tesco one?", "billing", ("tx_1001", "Tesco", "£23.80"), TX_LIST + ("tx_1009",))]),
+    ("unknown-merchant-one", [
+        ("show my recent transactions", "billing", TX_LIST, ()),
+        ("what about the Lidl one?", "billing", ("can't find a payment from Lidl",), TX_LIST + ("tx_1009",))]),
+]
+
+
+@pytest.mark.parametrize("case,turns", ROWS, ids=[c for c, _ in ROWS])
+def test_follow_up_answered_by_the_right_agent(desk, case, turns):  # noqa: F811  (the fixture)
+    conv = Conversation(case, desk=desk)
+    for text, agent, must, must_not in turns:
+        r = conv.send(text)
+        assert r.agent in agent.split("|"), (text, r.agent, r.text)
+        assert all(m in r.text for m in must), (text, r.text)
+        assert not any(m in r.text for m in must_not), (text, r.text)
+
+
+def test_opener_subject_and_regions():
+    assert opener_subject("what about Switzerland?") == "Switzerland"
+    assert opener_subject("and in the UK?") == "the UK"
+    assert opener_subject("what about a personal loan?") == "a personal loan"
+    assert opener_subject("how long does a transfer take?") is None
+    k = load_knowledge()
+    assert (k.region_of("Switzerland"), k.region_of("the UK"), k.region_of("Japan"), k.region_of("crypto")) == \
+        ("SEPA", "UK", "international", None)
+
+
+def test_handbook_follow_up_needs_a_handbook_answer_and_a_plain_subject():
+    times = load_knowledge().intents["transfer_timing"].answer
+    assert handbook_follow_up("transfers", "and Japan?", times) == \
+        "For Japan: international SWIFT transfers in 1 to 5 business days."
+    assert handbook_follow_up("transfers", "and Japan?", "Your transfers: tr_3002 to Mary …") is None  # no handbook
+    assert handbook_follow_up("transfers", "and how long does it take?", times) is None  # a question of its own
+    assert handbook_follow_up("transfers", "and tr_3001?", times) is None  # a record
+    assert handbook_follow_up("policy", "and Japan?", times) is None  # policy looks its topics up itself
