@@ -229,19 +229,24 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
         return plan("unfreeze_card", card_id=offered.group(1))  # the yes to the unfreeze the agent offered
     if agent == "cards" and (meant := _cards_reply_to_question(text, asked)) is not None:
         return planner(meant, facts, done, None, plan)
-    if is_acknowledgement(text):
-        return None  # "ok" / "no" that answers no offer: no record is read again, no list shown again (review of main)
-    if agent in _NO_RECORD_TO_EXPLAIN and intent is None and _bare_follow_up(text):
-        return None  # "why?" with no record to re-read: the agent asks what to explain (BARE_WHY_ANSWER)
-    if agent == "billing" and not done and _bare_follow_up(text) and not facts.get("transaction_id"):
-        # "why?" after billing named one payment or fee: that one explained; after a list, which one is asked
-        from policies.replies import listed_items_of
-
-        listed = [i for i in listed_items_of(previous or "") if i.startswith("tx_")]
-        return plan("explain_transaction", transaction_id=listed[0]) if len(listed) == 1 else None
-    if not done and handbook_follow_up(agent, user_text, previous) is not None:
-        return None  # "what about Switzerland?" after a handbook answer: that answer for Switzerland, no records
+    if is_acknowledgement(text) or (agent in _NO_RECORD_TO_EXPLAIN and intent is None and _bare_follow_up(text)):
+        # "ok" / "no" that answers no offer: no record is read again, no list shown again (review of main); "why?"
+        # with no record to re-read: the agent asks what to explain (BARE_WHY_ANSWER)
+        return None
+    why = agent == "billing" and _bare_follow_up(text) and not facts.get("transaction_id")
+    if not done and (why or handbook_follow_up(agent, user_text, previous) is not None):
+        return _follow_up_plan(why, previous, plan)
     return planner(text, facts, done, intent, plan)
+
+
+def _follow_up_plan(why: bool, previous: str | None, plan: _Plan) -> ToolCallPlan | None:
+    """The plan for a follow-up that leans on the ``previous`` answer: "why?" to billing (``why``) after it named one
+    payment or fee explains that one (after a list it asks which one: no tool); "what about Switzerland?" after a
+    handbook answer reads no records (:func:`handbook_follow_up`)."""
+    from policies.replies import listed_items_of
+
+    listed = [i for i in listed_items_of(previous or "") if i.startswith("tx_")]
+    return plan("explain_transaction", transaction_id=listed[0]) if why and len(listed) == 1 else None
 
 
 def _cards_reply_to_question(text: str, asked: str | None) -> str | None:
@@ -823,8 +828,8 @@ def handbook_follow_up(agent: str, user_text: str, previous: str | None) -> str 
         return None
     subject = opener_subject(user_text)
     low = user_text.lower()
-    if subject is None or _ASKS_ITSELF.search(subject) or _RECORD_NAMED.search(low) or _PICKS_BY_NAME.search(low) or _subjects(low) \
-            or _policy_question(low) or load_knowledge().resolve(agent, low) is not None:
+    if subject is None or _ASKS_ITSELF.search(subject) or _RECORD_NAMED.search(low) or _PICKS_BY_NAME.search(low) \
+            or _subjects(low) or _policy_question(low) or load_knowledge().resolve(agent, low) is not None:
         return None
     handbook = _handbook_text_of(previous)
     if handbook is None:
