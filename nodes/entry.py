@@ -42,6 +42,7 @@ from policies.replies import (
     classify_reply,
     is_bare_follow_up,
     listed_items_of,
+    lists_records_of,
     open_question_of,
     opens_follow_up,
     record_owners,
@@ -106,18 +107,19 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     # safety first: a lost, stolen or compromised card is frozen before a person takes over (issue 12 §2 review)
     back, person = refers_back(text, listed), asks_for_person(text) and not reports_card_loss(text.lower())
     same = asks_same_for(text) or asks_for_news(text) or is_bare_follow_up(text)
-    opener, card_action = opens_follow_up(text), asks_card_action(text)
+    opener, card_action, lists = opens_follow_up(text), asks_card_action(text), lists_records_of(text)
     decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,
                             identity_changed=identity_changed, available=deps.available, task_status=task.get("status"),
                             reply=reply.kind, open_question=question, clarify_rounds=rounds,
                             scope=scope, refers_back=back, record_owners=owners, wants_person=person,
-                            same_question=same, follow_up_opener=opener, card_action=card_action)
+                            same_question=same, follow_up_opener=opener, card_action=card_action,
+                            lists_records_of=lists)
     return decision, {
         "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
         "scope": scope, "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
         "clarify_rounds": rounds, "refers_back": back, "task_status": task.get("status"),
         "record_owners": sorted(owners), "wants_person": person, "same_question": same,
-        "follow_up_opener": opener, "card_action": card_action,
+        "follow_up_opener": opener, "card_action": card_action, "lists_records_of": lists,
         "identity_changed": identity_changed}
 
 

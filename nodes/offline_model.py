@@ -42,7 +42,7 @@ from policies.compound import (
     split_marked,
     split_requests,
 )
-from policies.replies import asks_card_action, listed_items_of
+from policies.replies import asks_card_action, listed_items_of, lists_records_of
 
 __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE", "SAFETY_REASON",
            "SAFETY_REASON_AFTER", "PATTERN_HANDON_BELOW", "PATTERN_OWNER_MIN", "DISPUTE_REASON", "DUPLICATE_REASON",
@@ -524,6 +524,11 @@ class OfflineChatModel(BaseChatModel):
             # "freeze it" / "unfreeze it": only a card is frozen by a word here (an account freeze is asked for by name)
             return AIMessage(content="", tool_calls=[_call("transfer_to_cards", {
                 "reason": "a card action (freeze/unfreeze it) is the cards team's"})])
+        lister = lists_records_of(user_text)
+        if lister and f"transfer_to_{lister}" in names and not refused:
+            # "what transfers have I made?": the list of the customer's own records is their owner's
+            return AIMessage(content="", tool_calls=[_call(f"transfer_to_{lister}", {
+                "reason": f"the customer asks for the list of their {lister} records"})])
         unmarked = ""
         if "transfer_to_supervisor" in names and not refused:
             decision, segments = self.compound(user_text)
@@ -561,7 +566,8 @@ class OfflineChatModel(BaseChatModel):
         ``MISROUTE_CONFIDENCE``, or the desk handbook's patterns match another agent's intent better than any of
         ``agent``'s while the router is unsure of ``agent``: :data:`PATTERN_HANDON_BELOW`, :data:`PATTERN_OWNER_MIN`),
         when that transfer tool is bound; billing keeps refund requests (it identifies the charge)."""
-        if agent == "cards" and (_is_safety(user_text) or asks_card_action(user_text)):
+        if (agent == "cards" and (_is_safety(user_text) or asks_card_action(user_text))) \
+                or lists_records_of(user_text) == agent:
             return None  # safety first: a lost/stolen card or fraud is handled here before anything else; so is a
             # bare "freeze it" (the router reads an account freeze into it)
         route = self._router().route(user_text)

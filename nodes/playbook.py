@@ -542,7 +542,7 @@ def _plan_transfers(text: str, facts: dict[str, str], done: set[str], intent: De
         # "what's the fee for international transfers?": the desk's fee, not the status of the transfer carried from
         # an earlier turn (a carried id never overrides what the new message asks; compose_answer gives the fee)
         return None
-    if _has(text, *_LIST_TRANSFERS):
+    if _lists_transfers(text):
         return plan("list_transfers")  # "show my transfers": the list, whatever transfer was carried or guessed
     if facts.get("transfer_id"):
         return plan("transfer_status", transfer_id=facts["transfer_id"])
@@ -560,12 +560,21 @@ _LIST_TRANSFERS = (r"\b(?:show|list|see|view|check)\b.{0,20}\b(?:transfers|payme
 _TIMING = (r"\bhow long\b", r"\bhow (?:quick|quickly|fast)\b", r"\bwhen will (?:it|the money|my money) (?:arrive|get)")
 
 
+def _lists_transfers(text: str) -> bool:
+    """"show my transfers", "what transfers have I made?": the (lower-cased) ``text`` asks for the list of transfers."""
+    from policies.replies import lists_records_of
+
+    return _has(text, *_LIST_TRANSFERS) or lists_records_of(text) == "transfers"
+
+
 def transfers_intent(text: str, intent: DeskIntent | None) -> DeskIntent | None:
     """The transfers intent of the (lower-cased) ``text``: none for a request to list the transfers ("show my
     transfers": the router's guess of another transfers topic is dropped), the handbook's ``transfer_timing`` for a
     timing question ("and how long does it take?"), else ``intent``."""
-    if _has(text, *_LIST_TRANSFERS):
+    if _lists_transfers(text):
         return None
+    if intent is None and _has(text, *_CANCEL_WORDS) and "cancel_transfer" in load_knowledge().intents:
+        return load_knowledge().intents["cancel_transfer"]  # "cancel it" after the list: which ones can be cancelled
     timing = load_knowledge().intents.get("transfer_timing")
     if timing is not None and _has(text, *_TIMING) and (intent is None or intent.tool is None):
         return timing

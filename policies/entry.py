@@ -126,6 +126,7 @@ def choose_entry(
     same_question: bool = False,
     follow_up_opener: bool = False,
     card_action: bool = False,
+    lists_records_of: str | None = None,
 ) -> EntryDecision:
     """Choose the entry node of a new turn.
 
@@ -161,13 +162,18 @@ def choose_entry(
         card_action: the message is a bare "freeze it" / "unfreeze it" (``policies.replies.asks_card_action``): the
             card action is :data:`CARD_ACTION_OWNER`'s, whatever the router says (it reads "freeze it" as an account
             freeze at 0.31 and "unfreeze it" as small talk).
+        lists_records_of: the specialist whose records the message asks to list ("what transfers have I made?" ->
+            transfers, ``policies.replies.lists_records_of``): it continues when it holds the conversation, else
+            triage sends the request to it (the router reads a transfer fee into the first, top-up cards into "which
+            cards do I have?").
 
     Returns:
         In order: triage when the identity changed; fallback when the customer asks for a person, or sends a
         greeting, yes/no or fragment while fallback holds the conversation (:data:`WAITING_REASON`); triage when the
         message names a record (``record_owners``) that ``active_agent`` does not own (a record of the desk is never
         out of scope either); for a card action (``card_action``), cards when it holds the conversation, else triage
-        (which sends it to cards); after clarify, out_of_scope for an out-of-scope answer, triage when the answer names a
+        (which sends it to cards); likewise for a request to list one kind of record (``lists_records_of``) and its
+        owner; after clarify, out_of_scope for an out-of-scope answer, triage when the answer names a
         topic, fallback after :data:`MAX_CLARIFY_ROUNDS` rounds without one, else triage; out_of_scope for an
         out-of-scope message on a thread nobody holds, a self-contained out-of-scope request, or a fragment the router
         is sure (>= :data:`OUT_OF_SCOPE_SURE`) the desk does not serve that neither opens as a follow-up
@@ -191,12 +197,12 @@ def choose_entry(
     if record_owners and active_agent not in record_owners:
         owners = "/".join(sorted(record_owners))
         return EntryDecision(TRIAGE, f"names a record of {owners}" + (f", not {active_agent}'s" if active_agent else ""))
-    if card_action:
-        if active_agent != CARD_ACTION_OWNER or not permitted:
-            return EntryDecision(TRIAGE, f"a card action (freeze/unfreeze it) is {CARD_ACTION_OWNER}'s")
-        return _checked(EntryDecision(CARD_ACTION_OWNER, f"a card action (freeze/unfreeze it): continues with "
-                                                         f"{CARD_ACTION_OWNER}"),
-                        CARD_ACTION_OWNER, available, task_status)
+    owner = CARD_ACTION_OWNER if card_action else lists_records_of if lists_records_of in SPECIALISTS else None
+    if owner is not None:  # "freeze it" is cards'; "what transfers have I made?" is transfers'
+        what = "a card action (freeze/unfreeze it)" if card_action else f"a request to list records {owner} keeps"
+        if active_agent != owner or not permitted:
+            return EntryDecision(TRIAGE, f"{what} is {owner}'s")
+        return _checked(EntryDecision(owner, f"{what}: continues with {owner}"), owner, available, task_status)
     if active_agent == CLARIFY and clarify_rounds > 0:
         return _after_clarify(routed_agent, route_confidence, clarify_rounds, scope)
     holder = active_agent if active_agent in SPECIALISTS else None

@@ -15,6 +15,7 @@ from policies.approval import is_cancellation
 
 __all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "refers_back",
            "asks_for_person", "asks_same_for", "asks_for_news", "opens_follow_up", "asks_card_action", "opener_subject",
+           "lists_records_of",
            "is_bare_follow_up", "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS", "OPENER_MAX_WORDS"]
 
 #: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
@@ -191,6 +192,36 @@ def opener_subject(text: str) -> str | None:
     m = _OPENER_SUBJECT_RE.match(text or "")
     subject = m.group("subject").strip() if m else ""
     return subject or None
+
+
+#: "what transfers have I made?", "which cards do I have?", "show me all my refunds", "what are my transactions?": the
+#: customer asks for the list of their own records of one kind (group ``kind``).
+_OWN_LIST_RE = re.compile(
+    r"^\W*(?:(?:and|so|ok(?:ay)?|also|then),?\s+)?(?:please\s+)?(?:"
+    r"(?:what|which)\s+(?P<a>cards?|transfers?|refunds?|transactions?|payments?)\s+(?:have|do|did|am)\s+i\b"
+    r"(?!\s+(?:have|need|got)\s+to\b)"
+    r"|(?:show|list|give|tell|send)\s+(?:me\s+)?(?:all\s+|a list of\s+)?(?:of\s+)?my\s+(?P<b>cards|transfers|refunds|"
+    r"transactions|payments)\b"
+    r"|(?:what|which)\s+(?:are\s+)?(?:all\s+)?my\s+(?P<c>cards|transfers|refunds|transactions)\b)", re.I)
+#: The specialist that lists each kind of record (README "a named record goes to its owner"; payments and
+#: transactions are billing's).
+_LIST_OWNERS = {"card": "cards", "transfer": "transfers", "refund": "refunds", "transaction": "billing",
+                "payment": "billing"}
+#: At most this many words in such a request (longer ones ask more than the list).
+OWN_LIST_MAX_WORDS = 10
+
+
+def lists_records_of(text: str) -> str | None:
+    """The specialist whose records ``text`` asks to list ("what transfers have I made?" -> ``"transfers"``, "which
+    cards do I have?" -> ``"cards"``, "show me my refunds" -> ``"refunds"``, "what payments have I made?" ->
+    ``"billing"``), in at most :data:`OWN_LIST_MAX_WORDS` words; None otherwise. Fresh-user review of main: the shipped
+    router reads "what transfers have I made?" as a transfer fee (billing at 0.66) and "which cards do I have?" as the
+    cards one can top up with (policy at 0.70)."""
+    m = _OWN_LIST_RE.search(text or "")
+    if m is None or len(_words(text or "")) > OWN_LIST_MAX_WORDS:
+        return None
+    kind = (m.group("a") or m.group("b") or m.group("c")).lower().rstrip("s")
+    return _LIST_OWNERS[kind]
 
 
 #: "freeze it", "please unfreeze it", "can you block that?", "unfreeze it now": a card action on "it" and nothing else.

@@ -14,7 +14,8 @@ import pytest
 from graph.conversation import Conversation
 from nodes.desk_knowledge import load_knowledge
 from nodes.playbook import handbook_follow_up
-from policies.replies import opener_subject
+from policies import entry
+from policies.replies import lists_records_of, opener_subject
 from tests.test_followups import desk  # noqa: F401  (the desk fixture)
 
 Turn = tuple[str, str, tuple[str, ...], tuple[str, ...]]
@@ -45,6 +46,18 @@ ROWS: list[tuple[str, list[Turn]]] = [
     ("unknown-merchant-one", [
         ("show my recent transactions", "billing", TX_LIST, ()),
         ("what about the Lidl one?", "billing", ("can't find a payment from Lidl",), TX_LIST + ("tx_1009",))]),
+    # 2. a request to list one kind of the customer's own records goes to their owner, whatever the router reads
+    ("what-transfers-new-thread", [
+        ("what transfers have I made?", "transfers", TR_LIST + ("tr_3002", "tr_3001"), ("Fees on your account",)),
+        ("cancel it", "transfers", ("still pending can be cancelled",), ("checked again", "tx_1003"))]),
+    ("which-transfers-after-transfers", [
+        ("has my transfer arrived?", "transfers", ("tr_3002",), ()),
+        ("which transfers do I have?", "transfers", TR_LIST, ("Fees on your account",))]),
+    ("which-cards-after-cards", [
+        ("is my card blocked?", "cards", ("1881",), ()),
+        ("which cards do I have?", "cards", ("Your cards:", "4242", "8899"), ("top up with",))]),
+    ("which-cards-new-thread", [
+        ("which cards do I have?", "cards", ("Your cards:", "4242"), ("top up with",))]),
 ]
 
 
@@ -76,3 +89,18 @@ def test_handbook_follow_up_needs_a_handbook_answer_and_a_plain_subject():
     assert handbook_follow_up("transfers", "and how long does it take?", times) is None  # a question of its own
     assert handbook_follow_up("transfers", "and tr_3001?", times) is None  # a record
     assert handbook_follow_up("policy", "and Japan?", times) is None  # policy looks its topics up itself
+
+
+def test_lists_records_of_and_the_entry_rule():
+    for text, owner in (("what transfers have I made?", "transfers"), ("which transfers do I have?", "transfers"),
+                        ("which cards do I have?", "cards"), ("show me all my refunds", "refunds"),
+                        ("what payments have I made?", "billing"), ("what are my transactions?", "billing")):
+        assert lists_records_of(text) == owner, text
+    for text in ("which cards can I top up with?", "what transfer fees do you charge?", "show my balance",
+                 "which transfers do I have to approve for my business account before the end of the month?"):
+        assert lists_records_of(text) is None, text
+    c = entry.choose_entry
+    base = dict(routed_agent="billing", route_confidence=0.66, identity_changed=False, lists_records_of="transfers")
+    assert c("transfers", **base).target == "transfers"
+    assert c("cards", **base).target == "triage" and c(None, **base).target == "triage"
+    assert c("transfers", task_status="fallback", **base).target == "fallback"
