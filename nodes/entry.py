@@ -28,12 +28,12 @@ from nodes.deps import Deps
 from nodes.desk_knowledge import SOCIAL_TOPICS, load_knowledge, social_topic
 from nodes.instrumentation import emit
 from nodes.packets import build_packet
-from nodes.playbook import reports_card_loss
+from nodes.playbook import knows_subject, names_desk_subject, reports_card_loss
 from nodes.principal import acting_context, resolve_principal
 from nodes.transcript import desk_answers, last_user_text, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
 from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE
-from policies.entry import NEW_TOPIC_CONFIDENCE, EntryDecision, choose_entry, scope_of
+from policies.entry import NEW_TOPIC_CONFIDENCE, OUT_OF_SCOPE_SURE, EntryDecision, choose_entry, scope_of
 from policies.replies import (
     asks_card_action,
     asks_for_news,
@@ -44,12 +44,14 @@ from policies.replies import (
     listed_items_of,
     lists_records_of,
     open_question_of,
+    opener_subject,
     opens_follow_up,
     record_owners,
     refers_back,
 )
 
-__all__ = ["make_entry_node", "make_access_denied_node", "turn_verdict", "incoming_messages", "decide_entry"]
+__all__ = ["make_entry_node", "make_access_denied_node", "turn_verdict", "incoming_messages", "decide_entry",
+           "opener_out_of_scope"]
 
 
 def incoming_messages(messages: list[Any]) -> list[Any]:
@@ -74,6 +76,26 @@ def _clarify_rounds(earlier: list[Any]) -> int:
             break
         rounds += str(m.content) not in social
     return rounds
+
+
+def opener_out_of_scope(text: str, deps: Deps, after_out_of_scope: bool = False) -> bool:
+    """Is ``text`` a follow-up opener whose subject the desk does not serve ("what about crypto?", "what about a
+    mortgage?": ``policies.replies.opener_subject``)? True when nothing in the handbook covers the subject
+    (``nodes.playbook.knows_subject``), or the subject names nothing of the desk (``nodes.playbook.names_desk_subject``:
+    a place, a record, a fee subject …) and the router, reading the subject alone, is sure
+    (>= ``policies.entry.OUT_OF_SCOPE_SURE``) the desk does not serve it ("a personal loan": 0.96). Fresh-user review of
+    main: such openers got the previous answer again or another specialist's answer. ``after_out_of_scope``: the desk's
+    previous answer was the out_of_scope one; an opener then asks that question again about its subject ("what about
+    Paris?" after the weather) unless the subject is something of the desk other than a place."""
+    subject = opener_subject(text)
+    if subject is None:
+        return False
+    if not knows_subject(subject) or (after_out_of_scope and not names_desk_subject(subject, places=False)):
+        return True
+    if names_desk_subject(subject):
+        return False
+    route = deps.router.route(subject)
+    return scope_of(route.agent, route.intent) == "out_of_scope" and float(route.confidence) >= OUT_OF_SCOPE_SURE
 
 
 def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[EntryDecision, dict]:
@@ -108,18 +130,20 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     back, person = refers_back(text, listed), asks_for_person(text) and not reports_card_loss(text.lower())
     same = asks_same_for(text) or asks_for_news(text) or is_bare_follow_up(text)
     opener, card_action, lists = opens_follow_up(text), asks_card_action(text), lists_records_of(text)
+    opener_oos = opener and not owners and opener_out_of_scope(text, deps, last is not None and last.name == OUT_OF_SCOPE)
     decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,
                             identity_changed=identity_changed, available=deps.available, task_status=task.get("status"),
                             reply=reply.kind, open_question=question, clarify_rounds=rounds,
                             scope=scope, refers_back=back, record_owners=owners, wants_person=person,
                             same_question=same, follow_up_opener=opener, card_action=card_action,
-                            lists_records_of=lists)
+                            lists_records_of=lists, opener_out_of_scope=opener_oos)
     return decision, {
         "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
         "scope": scope, "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
         "clarify_rounds": rounds, "refers_back": back, "task_status": task.get("status"),
         "record_owners": sorted(owners), "wants_person": person, "same_question": same,
         "follow_up_opener": opener, "card_action": card_action, "lists_records_of": lists,
+        "opener_out_of_scope": opener_oos,
         "identity_changed": identity_changed}
 
 

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from checkpoints.business import money, money_plain, parse_iso
@@ -59,6 +60,8 @@ __all__ = [
     "compose_answer",
     "resolve_intent",
     "handbook_follow_up",
+    "knows_subject",
+    "names_desk_subject",
     "asks_for_refund",
     "declines_refund",
 ]
@@ -812,6 +815,50 @@ def _handbook_text_of(previous: str) -> str | None:
         if ends:
             found.append((max(ends), text))
     return max(found)[1] if found else None
+
+
+#: Words of an opener's subject that say nothing about what it is ("what about *the* …", "and *my* …").
+_FILLER = frozenset({"a", "an", "the", "my", "your", "our", "for", "of", "to", "with", "on", "in", "at", "by", "and", "or",
+                     "me", "i", "you", "new", "some", "any", "all", "about", "please", "then", "too", "also", "as", "well"})
+#: A subject that points back or picks among what was said ("the other one", "the same", "those").
+_POINTS_AMONG = re.compile(r"\b(?:one|ones|other|others|same|both|rest|those|these|first|second|third|last)\b", re.I)
+
+
+@lru_cache(maxsize=1)
+def _handbook_words() -> str:
+    """Every handbook text, intent answer, policy title and keyword in lower case (what the desk can speak about)."""
+    from nodes.tools import POLICY_KB
+
+    k = load_knowledge()
+    parts = [i.answer for i in k.intents.values()] + [f"{e.title} {e.text} {' '.join(e.keywords)}" for e in POLICY_KB.values()]
+    return " ".join(parts).lower()
+
+
+def names_desk_subject(subject: str, places: bool = True) -> bool:
+    """Does the subject of a follow-up opener name something of the desk itself: a record, a pick among what was said
+    ("the other one"), a question of its own, a place of ``DeskKnowledge.regions`` (not with ``places`` False: after
+    an out-of-scope answer, "what about Paris?" asks that question again), a fee/limit subject, a currency, a
+    policy topic (``nodes.tools.match_policy_topic``) or what an intent's patterns recognise? Such a subject is never
+    taken for out of scope, whatever the router reads into it alone ("Paris" is off topic at 0.98)."""
+    low = " ".join((subject or "").lower().split())
+    k = load_knowledge()
+    return not low or bool(_RECORD_NAMED.search(low) or _POINTS_AMONG.search(low) or _ASKS_ITSELF.search(low)
+                           or (places and k.region_of(low)) or _subjects(low) or _has(low, _CURRENCY_WORDS)
+                           or match_policy_topic(low) or any(i.score(low) for i in k.intents.values()))
+
+
+def knows_subject(subject: str) -> bool:
+    """Does the desk have something to say about the subject of a follow-up opener ("what about Switzerland?" ->
+    "Switzerland")? True when it names a desk subject (:func:`names_desk_subject`) or one of its words (a plural's
+    stem) occurs in the handbook's texts; False for "crypto" or "a mortgage": nothing in the handbook covers them, so
+    the opener is out of scope (fresh-user review of main: "what about crypto?" after card delivery got the transfers'
+    answer about recipients, "what about a mortgage?" the supported countries again)."""
+    low = " ".join((subject or "").lower().split())
+    if names_desk_subject(low):
+        return True
+    words = [w for w in re.findall(r"[a-z][a-z'-]+", low) if w not in _FILLER and len(w) >= 3]
+    corpus = _handbook_words()
+    return any(re.search(rf"\b{re.escape(w[:-1] if w.endswith('s') and len(w) > 3 else w)}", corpus) for w in words)
 
 
 #: An opener's subject that is a question of its own ("and how long does it take?"), not a place or thing.

@@ -17,7 +17,7 @@ from policies.replies import ReplyKind
 
 __all__ = ["EntryDecision", "choose_entry", "scope_of", "CONTINUE_CONFIDENCE", "NEW_TOPIC_CONFIDENCE",
            "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "PERSON_REASON", "OUT_OF_SCOPE_SURE", "CARD_ACTION_OWNER",
-           "WAITING_REASON", "OUT_OF_SCOPE_TOPICS", "OUT_OF_SCOPE_PREFIX", "Scope"]
+           "WAITING_REASON", "OUT_OF_SCOPE_TOPICS", "CHITCHAT_TOPICS", "OUT_OF_SCOPE_PREFIX", "Scope"]
 
 #: Minimum router confidence for keeping the current agent on a self-contained request; below it the message is
 #: re-triaged. Chosen on the shipped router's calibration: wrong-agent predictions cluster below 0.35.
@@ -50,6 +50,14 @@ NO_SPECIALIST = "other"
 #: thanks, yes/no, are-you-a-bot, gibberish) is conversational.
 OUT_OF_SCOPE_TOPICS = frozenset({"out_of_scope_finance", "off_topic"})
 
+#: CLINC150's conversational categories (a trained router's ``conversational:<category>`` labels) that ask the
+#: assistant for something a bank's support desk does not do (a joke, a fun fact, its hobbies, device settings): out of
+#: scope like off-topic requests (fresh-user review of main: "tell me a joke" mid-thread re-read the account). The
+#: other conversational categories are greetings, thanks, questions about the assistant and replies (yes/no/cancel).
+CHITCHAT_TOPICS = frozenset({"tell_joke", "fun_fact", "meaning_of_life", "do_you_have_pets", "what_are_your_hobbies",
+                             "change_speed", "whisper_mode", "change_volume", "change_language", "change_accent",
+                             "sync_device", "change_user_name", "change_ai_name", "reset_settings", "user_name"})
+
 #: The router's reading of a message: a specialist's topic (None), or one of the two "no specialist" kinds.
 Scope = Literal["out_of_scope", "conversational"] | None
 
@@ -62,12 +70,14 @@ OUT_OF_SCOPE_PREFIX = "out_of_scope:"
 def scope_of(routed_agent: str | None, intent: str | None) -> Scope:
     """``"out_of_scope"`` when the router gives no specialist and its topic is in :data:`OUT_OF_SCOPE_TOPICS` (also
     under a trained router's ``desk_other:`` prefix) or is a label of a training map's ``out_of_scope`` group
-    (:data:`OUT_OF_SCOPE_PREFIX`); ``"conversational"`` for any other no-specialist topic; None when a specialist was
+    (:data:`OUT_OF_SCOPE_PREFIX`) or a conversational category of :data:`CHITCHAT_TOPICS` ("tell me a joke");
+    ``"conversational"`` for any other no-specialist topic; None when a specialist was
     chosen."""
     if routed_agent != NO_SPECIALIST:
         return None
     label = intent or ""
-    if label.startswith(OUT_OF_SCOPE_PREFIX) or label.rsplit(":", 1)[-1] in OUT_OF_SCOPE_TOPICS:
+    if label.startswith(OUT_OF_SCOPE_PREFIX) or label.rsplit(":", 1)[-1] in OUT_OF_SCOPE_TOPICS \
+            or (label.startswith("conversational:") and label.rsplit(":", 1)[-1] in CHITCHAT_TOPICS):
         return "out_of_scope"
     return "conversational"
 
@@ -127,6 +137,7 @@ def choose_entry(
     follow_up_opener: bool = False,
     card_action: bool = False,
     lists_records_of: str | None = None,
+    opener_out_of_scope: bool = False,
 ) -> EntryDecision:
     """Choose the entry node of a new turn.
 
@@ -166,6 +177,9 @@ def choose_entry(
             transfers, ``policies.replies.lists_records_of``): it continues when it holds the conversation, else
             triage sends the request to it (the router reads a transfer fee into the first, top-up cards into "which
             cards do I have?").
+        opener_out_of_scope: the message is a follow-up opener whose subject the desk does not serve ("what about
+            a mortgage?", ``nodes.entry.opener_out_of_scope``): the out_of_scope answer, whoever holds the
+            conversation (an opener about something of the desk, "what about Switzerland?", stays with the holder).
 
     Returns:
         In order: triage when the identity changed; fallback when the customer asks for a person, or sends a
@@ -173,7 +187,8 @@ def choose_entry(
         message names a record (``record_owners``) that ``active_agent`` does not own (a record of the desk is never
         out of scope either); for a card action (``card_action``), cards when it holds the conversation, else triage
         (which sends it to cards); likewise for a request to list one kind of record (``lists_records_of``) and its
-        owner; after clarify, out_of_scope for an out-of-scope answer, triage when the answer names a
+        owner; out_of_scope for a follow-up opener about something the desk does not serve
+        (``opener_out_of_scope``); after clarify, out_of_scope for an out-of-scope answer, triage when the answer names a
         topic, fallback after :data:`MAX_CLARIFY_ROUNDS` rounds without one, else triage; out_of_scope for an
         out-of-scope message on a thread nobody holds, a self-contained out-of-scope request, or a fragment the router
         is sure (>= :data:`OUT_OF_SCOPE_SURE`) the desk does not serve that neither opens as a follow-up
@@ -203,6 +218,8 @@ def choose_entry(
         if active_agent != owner or not permitted:
             return EntryDecision(TRIAGE, f"{what} is {owner}'s")
         return _checked(EntryDecision(owner, f"{what}: continues with {owner}"), owner, available, task_status)
+    if opener_out_of_scope and not record_owners:
+        return EntryDecision(OUT_OF_SCOPE, "a follow-up about something no specialist serves")
     if active_agent == CLARIFY and clarify_rounds > 0:
         return _after_clarify(routed_agent, route_confidence, clarify_rounds, scope)
     holder = active_agent if active_agent in SPECIALISTS else None

@@ -13,7 +13,7 @@ import pytest
 
 from graph.conversation import Conversation
 from nodes.desk_knowledge import load_knowledge
-from nodes.playbook import handbook_follow_up
+from nodes.playbook import handbook_follow_up, knows_subject, names_desk_subject
 from policies import entry
 from policies.replies import lists_records_of, opener_subject
 from tests.test_followups import desk  # noqa: F401  (the desk fixture)
@@ -24,6 +24,9 @@ Turn = tuple[str, str, tuple[str, ...], tuple[str, ...]]
 TX_LIST = ("Your latest transactions",)
 TR_LIST = ("Your transfers:",)
 TRANSFER_TIMES = "how long does a transfer take?"
+#: The start of the out_of_scope answer, and of the supported-countries answer.
+OOS = "not something this desk can help with"
+COUNTRIES = ("Supported countries",)
 
 ROWS: list[tuple[str, list[Turn]]] = [
     # 1. a follow-up opener about a place after a handbook answer: that answer for the place, never the records
@@ -58,6 +61,26 @@ ROWS: list[tuple[str, list[Turn]]] = [
         ("which cards do I have?", "cards", ("Your cards:", "4242", "8899"), ("top up with",))]),
     ("which-cards-new-thread", [
         ("which cards do I have?", "cards", ("Your cards:", "4242"), ("top up with",))]),
+    # 3. an opener about something the desk does not serve gets the out_of_scope answer; one about the desk's own
+    # subjects stays with the holder
+    ("loan-mortgage-after-countries", [
+        ("can I open an account from the US?", "policy", ("Switzerland",), ()),
+        ("what about Switzerland?", "policy", ("Switzerland",), (OOS,)),
+        ("what about a personal loan?", "out_of_scope", (OOS,), COUNTRIES),
+        ("what about a mortgage?", "out_of_scope", ("outside what we can help with",), COUNTRIES)]),
+    ("crypto-after-card-delivery", [
+        ("when will my card arrive?", "cards", ("business days",), ()),
+        ("what about crypto?", "out_of_scope", (OOS,), ("recipient", "Our handbook"))]),
+    ("joke-mid-thread", [
+        ("what's my account email?", "account", ("a***@example.com",), ()),
+        ("tell me a joke", "out_of_scope", (OOS,), ("checked again", "Your account"))]),
+    ("paris-after-weather", [
+        ("what's my account email?", "account", ("a***@example.com",), ()),
+        ("what's the weather in Paris?", "out_of_scope", (OOS,), ()),
+        ("what about Paris?", "out_of_scope", ("outside what we can help with",), ("Your account", "checked again"))]),
+    ("top-ups-opener-stays", [
+        ("what's the fee for a top-up?", "billing|policy", ("top",), ()),
+        ("and for ATM withdrawals?", "billing|policy", ("£1.50",), (OOS,))]),
 ]
 
 
@@ -104,3 +127,19 @@ def test_lists_records_of_and_the_entry_rule():
     assert c("transfers", **base).target == "transfers"
     assert c("cards", **base).target == "triage" and c(None, **base).target == "triage"
     assert c("transfers", task_status="fallback", **base).target == "fallback"
+
+
+def test_subjects_the_desk_knows_and_chitchat_scope():
+    for subject in ("Switzerland", "Japan", "the UK", "ATM withdrawals", "top-ups", "euros", "weekdays",
+                    "the other one", "the Amazon one", "tr_3001", "a credit card", "Apple Pay"):
+        assert knows_subject(subject), subject
+    for subject in ("crypto", "a mortgage", "bitcoin", "insurance"):
+        assert not knows_subject(subject), subject
+    assert names_desk_subject("Paris") and not names_desk_subject("Paris", places=False)
+    assert not names_desk_subject("a personal loan")  # the router decides ("personal" is a handbook word)
+    assert entry.scope_of("other", "conversational:tell_joke") == "out_of_scope"
+    assert entry.scope_of("other", "conversational:greeting") == "conversational"
+    oos = dict(routed_agent="other", route_confidence=0.97, identity_changed=False, scope="out_of_scope",
+               reply="fragment", follow_up_opener=True)
+    assert entry.choose_entry("policy", **oos).target == "policy"  # an opener alone stays with the holder ...
+    assert entry.choose_entry("policy", opener_out_of_scope=True, **oos).target == "out_of_scope"  # ... unless
