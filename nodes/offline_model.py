@@ -278,8 +278,34 @@ def _offered_duplicate(messages: list[BaseMessage]) -> str | None:
 _NAMES_RECORD = re.compile(r"\b(?:tx|rf|tr|card)_\w+|\b\d{4}\b", re.I)
 
 
-_POSITION_RE = re.compile(r"\b(first|1st|top(?![- ]?ups?\b)|second|2nd|third|3rd|last|bottom)\b", re.I)
-_POSITIONS = {"first": 0, "1st": 0, "top": 0, "second": 1, "2nd": 1, "third": 2, "3rd": 2, "last": -1, "bottom": -1}
+_POSITION_RE = re.compile(r"\b(first|1st|top(?![- ]?ups?\b)|second|2nd|third|3rd|fourth|4th|fifth|5th|last|bottom)\b",
+                          re.I)
+_POSITIONS = {"first": 0, "1st": 0, "top": 0, "second": 1, "2nd": 1, "third": 2, "3rd": 2, "fourth": 3, "4th": 3,
+              "fifth": 4, "5th": 4, "last": -1, "bottom": -1}
+#: "the pending one", "the completed one", "that declined one": a record picked by a word of its line in a list.
+_PICKS_BY_WORD = re.compile(r"^\W*(?:(?:and|also|what about|how about|ok(?:ay)?,?)\s+)?(?:the|that)\s+(?P<word>[a-z]+)\s+"
+                            r"one\b", re.I)
+#: How many of the desk's answers back a pick by position looks for the list it picks from ("the fourth one" after
+#: the third one was explained picks from the list before).
+_PICK_LOOKBACK = 3
+
+
+def _previous_answers(messages: list[BaseMessage], n: int = _PICK_LOOKBACK) -> list[str]:
+    """The desk's last ``n`` answers before the last customer message, newest first."""
+    last_human = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+    before = messages[:last_human] if last_human is not None else []
+    answers = [str(m.content) for m in reversed(before) if isinstance(m, AIMessage) and not m.tool_calls and m.content]
+    return answers[:n]
+
+
+def _item_lines(answer: str, items: list[str]) -> dict[str, str]:
+    """``{id: its line}`` of the records a list answer names: each id's text up to the next ";" or sentence end."""
+    out: dict[str, str] = {}
+    for item in items:
+        at = answer.find(item)
+        line = re.split(r";|\.(?:\s|$)", answer[at:], maxsplit=1)[0] if at >= 0 else ""
+        out[item] = line
+    return out
 _ID_KEYS = {"tx": "transaction_id", "tr": "transfer_id", "rf": "refund_id"}
 
 
@@ -288,14 +314,24 @@ def _picked_by_position(messages: list[BaseMessage], user_text: str) -> dict[str
     listed ("the first one" after "Your transfers: tr_3002 …; tr_3001 …" -> ``{"transfer_id": "tr_3002"}``), as if
     the customer had named it; {} when the reply names an id itself, picks nothing, or nothing was listed (review of
     main: "the first one" got the whole list again)."""
-    if len(user_text.split()) > 8 or _NAMES_RECORD.search(user_text) or not (m := _POSITION_RE.search(user_text)):
+    if len(user_text.split()) > 8 or _NAMES_RECORD.search(user_text):
         return {}
-    listed = [i for i in listed_items_of(_previous_answer(messages) or "") if i[:2] in _ID_KEYS]
-    index = _POSITIONS[m.group(1).lower()]
-    if not listed or index >= len(listed):
+    m = _POSITION_RE.search(user_text)
+    by_word = None if m else _PICKS_BY_WORD.search(user_text)
+    if m is None and by_word is None:
         return {}
-    item = listed[index]
-    return {_ID_KEYS[item[:2]]: item}
+    index = _POSITIONS[m.group(1).lower()] if m else 0
+    for answer in _previous_answers(messages) if m else _previous_answers(messages, 1):
+        listed = [i for i in listed_items_of(answer) if i[:2] in _ID_KEYS]
+        if by_word is not None:  # "the pending one": the one listed record whose line says "pending"
+            word = by_word.group("word").lower()
+            listed = [i for i, line in _item_lines(answer, listed).items() if re.search(rf"\b{word}\b", line, re.I)]
+            if len(listed) != 1:
+                return {}
+        if listed and index < len(listed):
+            item = listed[index]
+            return {_ID_KEYS[item[:2]]: item}
+    return {}
 
 
 #: "your virtual card ending 8899", "card ending 4242": a card an answer names.
@@ -594,11 +630,13 @@ class OfflineChatModel(BaseChatModel):
     def _social_answer(self, user_text: str) -> str | None:
         """The desk's answer to a greeting, thanks or goodbye (``nodes.desk_knowledge.social_topic``), else None; never
         for a message naming a record or a card ("the one ending 1881" is an answer, not small talk) nor for a bare
-        follow-up such as "how?" (``policies.replies.is_bare_follow_up``)."""
+        follow-up such as "how?" (``policies.replies.is_bare_follow_up``) nor a pick by position ("the third one")."""
         from policies.replies import is_bare_follow_up
 
-        if _NAMES_RECORD.search(user_text) or is_bare_follow_up(user_text, strict=True):
-            return None  # "how?" / "why?" ask about the last answer (the router may call "how?" a greeting)
+        if _NAMES_RECORD.search(user_text) or is_bare_follow_up(user_text, strict=True) or _POSITION_RE.search(user_text):
+            # "how?" / "why?" ask about the last answer, "the third one" picks a record (the router may call either
+            # small talk)
+            return None
         try:
             topic = social_topic(self._router().route(user_text), user_text)
         except (ValueError, RuntimeError):

@@ -408,9 +408,15 @@ def _bare_yes(text: str) -> bool:
 
 
 def is_plain_yes(text: str) -> bool:
-    """A short affirmative reply ("yes", "yes please", "sure, go ahead") without a negation; ``text`` lowercased."""
+    """A short affirmative reply ("yes", "yes please", "sure, go ahead") without a negation, and not a question after
+    an acknowledgement ("ok what's my balance" asks for the balance: fresh-user review of main); ``text`` lowercased."""
     t = text.strip()
-    return bool(_YES.fullmatch(t)) and not _NOT.search(t)
+    return bool(_YES.fullmatch(t)) and not _NOT.search(t) and not _ACK_THEN_ASKS.match(t)
+
+
+#: "ok what's my balance", "yes how long does it take?", "no, why?": a yes/no word, then a question of its own.
+_ACK_THEN_ASKS = re.compile(r"\W*(?:yes|yeah|yep|sure|ok(?:ay)?|no|nope|nah|alright|right)\b[,.!]?\s+(?:what|what'?s|whats|"
+                            r"how|why|when|where|which|who|is|are|do|does|did)\b")
 
 
 _NO = re.compile(r"(?:no|nope|nah|no thanks?|not now|don'?t|leave it)\b[\w ,.!']{0,40}")
@@ -418,7 +424,7 @@ _NO = re.compile(r"(?:no|nope|nah|no thanks?|not now|don'?t|leave it)\b[\w ,.!']
 
 def is_plain_no(text: str) -> bool:
     """A short negative reply ("no", "no thanks", "leave it"); ``text`` lowercased."""
-    return bool(_NO.fullmatch(text.strip()))
+    return bool(_NO.fullmatch(text.strip())) and not _ACK_THEN_ASKS.match(text.strip())
 
 
 def reports_card_loss(text: str) -> bool:

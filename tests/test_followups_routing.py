@@ -13,7 +13,7 @@ import pytest
 
 from graph.conversation import Conversation
 from nodes.desk_knowledge import load_knowledge
-from nodes.playbook import handbook_follow_up, knows_subject, names_desk_subject
+from nodes.playbook import handbook_follow_up, is_plain_no, is_plain_yes, knows_subject, names_desk_subject
 from policies import entry
 from policies.replies import lists_records_of, opener_subject
 from tests.test_followups import desk  # noqa: F401  (the desk fixture)
@@ -81,6 +81,18 @@ ROWS: list[tuple[str, list[Turn]]] = [
     ("top-ups-opener-stays", [
         ("what's the fee for a top-up?", "billing|policy", ("top",), ()),
         ("and for ATM withdrawals?", "billing|policy", ("£1.50",), (OOS,))]),
+    # 4. picks from a list: by position (also further back than the last answer) and by a word of the item's line
+    ("list-picks-by-position", [
+        ("show my recent transactions", "billing", TX_LIST, ()),
+        ("the third one", "billing", ("tx_1008 is Blue Bottle Coffee",), ("automated assistant",) + TX_LIST),
+        ("the fourth one", "billing", ("tx_1007 is Blue Bottle Coffee",), (OOS,) + TX_LIST),
+        ("the fifth one", "billing", ("tx_1006 is Top-up",), (OOS,) + TX_LIST)]),
+    ("transfer-pending-one", [
+        ("has my transfer arrived?", "transfers", ("tr_3002", "tr_3001"), ()),
+        ("the pending one", "transfers", ("Transfer tr_3002", "pending"), TR_LIST + ("tr_3001",))]),
+    # 5. an acknowledgement followed by a question is the question
+    ("ok-whats-my-balance", [
+        ("ok what's my balance", "account", ("Your balance",), ("Okay!",))]),
 ]
 
 
@@ -143,3 +155,9 @@ def test_subjects_the_desk_knows_and_chitchat_scope():
                reply="fragment", follow_up_opener=True)
     assert entry.choose_entry("policy", **oos).target == "policy"  # an opener alone stays with the holder ...
     assert entry.choose_entry("policy", opener_out_of_scope=True, **oos).target == "out_of_scope"  # ... unless
+
+
+def test_an_acknowledgement_then_a_question_is_no_plain_yes_or_no():
+    assert is_plain_yes("ok") and is_plain_yes("yes please") and is_plain_yes("sure, go ahead")
+    assert not is_plain_yes("ok what's my balance") and not is_plain_yes("yes how long does it take")
+    assert is_plain_no("no thanks") and not is_plain_no("no what is that")
