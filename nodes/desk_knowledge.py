@@ -31,7 +31,9 @@ INTENT_KINDS: tuple[str, ...] = ("tool", "knowledge", "freeze", "operator")
 #: progress (issue 13, fresh-user review: "hi", "thanks!", "bye" ended in fallback).
 #: ``conversational`` is the router's topic for questions about the desk itself ("are you a bot?", "am I talking to a
 #: person?"): the holder answers those too instead of a business answer (fresh-user review §7).
-SOCIAL_TOPICS = frozenset({"greeting", "thanks", "goodbye", "conversational"})
+#: ``capabilities`` answers "what can you do?" with what the desk helps with (fresh-user review of main: it got a clarify
+#: prompt).
+SOCIAL_TOPICS = frozenset({"greeting", "thanks", "goodbye", "conversational", "capabilities"})
 #: Minimum router probability for reading a message as social (the shipped router gives 0.71-0.89 to plain greetings,
 #: thanks and goodbyes, ``tests/test_followups.py``).
 SOCIAL_CONFIDENCE = 0.5
@@ -42,7 +44,8 @@ SOCIAL_CONFIDENCE = 0.5
 SOCIAL_ALIASES: dict[str, str] = {
     "greeting": "greeting", "thank_you": "thanks", "goodbye": "goodbye",
     **{c: "conversational" for c in ("are_you_a_bot", "who_made_you", "who_do_you_work_for", "what_is_your_name",
-                                     "how_old_are_you", "what_can_i_ask_you", "where_are_you_from")},
+                                     "how_old_are_you", "where_are_you_from")},
+    "what_can_i_ask_you": "capabilities",
 }
 
 

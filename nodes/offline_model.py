@@ -653,6 +653,8 @@ class OfflineChatModel(BaseChatModel):
             route = None
         topic = getattr(route, "intent", None) if route is not None and route.agent == "other" else None
         topic = (topic or "").rsplit(":", 1)[-1]  # a trained router's merged desk labels are "desk_other:<topic>"
+        # CLINC150's questions about the assistant ("what can you do?", "what's your name?") by their social topic
+        topic = social_topic(route, user_text) or topic
         return answers.get(topic, answers.get("gibberish", _CLARIFY_QUESTION))
 
     def _supervise(self, user_text: str, names: set[str], answered: bool) -> AIMessage:

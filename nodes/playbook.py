@@ -60,6 +60,7 @@ __all__ = [
     "compose_answer",
     "resolve_intent",
     "handbook_follow_up",
+    "leaning_text",
     "knows_subject",
     "names_desk_subject",
     "asks_for_refund",
@@ -162,6 +163,25 @@ def found_card_offer(text: str, facts: dict[str, str], previous: str | None = No
             + UNFREEZE_OFFER.format(last4=last4))
 
 
+#: "it failed", "that didn't work", "it keeps failing": a short report that "it" failed, naming nothing itself.
+_IT_FAILED = re.compile(r"^\W*(?:(?:but|and|so|ok(?:ay)?|well)[,\s]+)?(?:it|that|this)(?:'s| is| has)?\s+(?:still\s+)?(?:failed|"
+                        r"fails|failing|keeps? failing|didn'?t work|doesn'?t work|won'?t work|did not work|was declined|got "
+                        r"declined|not working)\b\W*$", re.I)
+
+
+def leaning_text(user_text: str, previous: str | None) -> str:
+    """``user_text`` with the subject the ``previous`` answer was about when the message reports that "it" failed
+    and names nothing itself: "it failed" after the top-up how-to -> "my top-up failed" (so the handbook's
+    top-up failure answer follows, not "nothing new": fresh-user review of main). Unchanged otherwise."""
+    if not previous or not _IT_FAILED.match(user_text or ""):
+        return user_text
+    about = _subjects(previous.lower()) & {"top_up", "transfer"}
+    if len(about) != 1:
+        return user_text
+    what = "was declined" if re.search(r"\bdeclined\b", user_text, re.I) else "failed"
+    return f"my {'top-up' if 'top_up' in about else 'transfer'} {what}"
+
+
 def resolve_intent(agent: str, user_text: str, hint: str | None = None) -> DeskIntent | None:
     """The desk intent of ``agent`` that ``user_text`` asks about (:meth:`DeskKnowledge.resolve`: the project's
     keyword patterns first, then ``hint``, the router's fine label, when it belongs to ``agent``), or None. A follow-up
@@ -209,6 +229,7 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
     planner = _PLANNERS.get(agent)
     if planner is None:
         return None
+    user_text = leaning_text(user_text, previous)
     text = user_text.lower()
     done = set(done_tools)
     intent = resolve_intent(agent, user_text, hint)
@@ -602,10 +623,14 @@ def _plan_account(text: str, facts: dict[str, str], done: set[str], intent: Desk
 
 
 #: A currency named in a message ("and in euros?").
-_CURRENCY_WORDS = r"\b(?:euros?|dollars?|pounds?|francs?|zloty|kronor|krone|yen|eur|usd|gbp|chf|currenc\w*)\b"
+_CURRENCY_WORDS = (r"\b(?:euros?|dollars?|pounds?|francs?|zloty|kronor|krone|yen|eur|usd|gbp|chf|currenc\w*|baht|rupees?|yuan|"
+                   r"renminbi|pesos?|lira|rand|dirhams?|roubles?|rubles?|forints?|koruna|krona|lei|leu)\b")
 #: Currency words of a question -> ISO code (the currencies of ``nodes.tools.POLICY_KB["currencies"]`` people name).
 _CURRENCY_CODES = {"euro": "EUR", "eur\\b": "EUR", "dollar": "USD", "usd": "USD", "pound": "GBP", "gbp": "GBP",
-                   "franc": "CHF", "chf": "CHF", "yen": "JPY", "jpy": "JPY", "zloty": "PLN", "pln": "PLN"}
+                   "franc": "CHF", "chf": "CHF", "yen": "JPY", "jpy": "JPY", "zloty": "PLN", "pln": "PLN",
+                   "baht": "THB", "rupee": "INR", "yuan": "CNY", "renminbi": "CNY", "peso": "MXN", "lira": "TRY",
+                   "rand": "ZAR", "dirham": "AED", "rouble": "RUB", "ruble": "RUB", "forint": "HUF", "koruna": "CZK",
+                   "krona": "SEK", "lei": "RON", "leu": "RON"}
 #: Account's answer to "cancel that" (no account tool withdraws a request already passed to the team).
 ACCOUNT_CANCEL_ANSWER = ("Nothing has been closed or changed yet. If you asked us to close or freeze your account and "
                          "have changed your mind, tell the member of our team who contacts you and they will stop it.")
@@ -613,7 +638,7 @@ ACCOUNT_CANCEL_ANSWER = ("Nothing has been closed or changed yet. If you asked u
 
 def _plan_policy(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                  plan: _Plan) -> ToolCallPlan | None:
-    same_for = _same_question_topic(text, facts.get("policy_topic"))
+    same_for = _same_question_topic(text, facts.get("policy_topic")) or _opener_topic(text, facts.get("policy_topic"))
     if same_for is not None:  # "and for ATM withdrawals?" after a fee answer: the fee of ATM withdrawals
         return plan("lookup_policy", topic=same_for)
     if _has(text, *_LIMIT_ASK) and _subjects(text) & _LIMITED and (intent is None or intent.args.get("topic") != "limits"):
@@ -692,6 +717,29 @@ def _same_question_topic(text: str, previous_topic: str | None) -> str | None:
     return None
 
 
+def _opener_topic(text: str, previous_topic: str | None) -> str | None:
+    """``previous_topic`` for a follow-up opener (``policies.replies.opens_follow_up``) that names no subject, intent or
+    policy topic of its own ("and Swiss francs?" after the supported currencies: the router reads an exchange-rate
+    question into it, fresh-user review of main); else None."""
+    from policies.replies import opens_follow_up
+
+    if not previous_topic or not opens_follow_up(text) or _subjects(text) or _has(text, *_OWN_ASPECT) \
+            or load_knowledge().resolve("policy", text) is not None:
+        return None
+    own = match_policy_topic(text)
+    return previous_topic if own in (None, previous_topic) or _has(text, _CURRENCY_WORDS) else None
+
+
+def _currency_answer(topic: str, policy_text: str, question: str) -> str:
+    """A yes or no for a currency named in a question about the supported currencies ("and swiss francs?" -> "Yes, you
+    can hold and exchange CHF."), "" when the topic is another or no currency is named."""
+    code = next((c for w, c in _CURRENCY_CODES.items() if re.search(rf"\b{w}", question)), None)
+    if topic != "currencies" or code is None:
+        return ""
+    return f"Yes, you can hold and exchange {code}." if re.search(rf"\b{code}\b", policy_text) else \
+        f"No, {code} isn't one of the currencies you can hold."
+
+
 def focused_policy_text(topic: str, title: str, policy_text: str, question: str) -> str:
     """``"{title}: {text}"``, or, for a topic that lists several items (:data:`_LIST_TOPICS`) and a question about
     some of them, only those items ("and for ATM withdrawals?" -> ``"Fees (standard plan): each ATM withdrawal costs a
@@ -762,8 +810,8 @@ _RAISE_IT = re.compile(r"\b(?:raise|increase|lift|extend)\b.*\b(?:it|that|this|t
 _RAISE_LIMIT = (r"\b(?:raise|increase|lift|extend|higher|bigger)\b.*\blimits?\b",
                 r"\blimits?\b.*\b(?:raised|increased|lifted|higher|bigger)\b")
 #: A previous answer that gave a limit ("Daily limits: …", "You can top up to £10,000 a day, and your balance can be
-#: at most £50,000.").
-_LIMIT_IN_ANSWER = re.compile(r"\blimits?\b|\bat most\b|\bmaximum\b|\bup to £", re.I)
+#: at most £50,000.", "Each contactless payment is limited to £100").
+_LIMIT_IN_ANSWER = re.compile(r"\blimits?\b|\blimited to\b|\bat most\b|\bmaximum\b|\bup to £", re.I)
 
 
 def raises_limit(text: str, previous: str | None = None) -> bool:
@@ -1227,7 +1275,8 @@ def _render_account_profile(result: dict[str, Any], text: str) -> str:
 
 
 def _render_lookup_policy(result: dict[str, Any], text: str) -> str:
-    return focused_policy_text(str(result.get("topic", "")), result["title"], result["text"], text)
+    focused = focused_policy_text(str(result.get("topic", "")), result["title"], result["text"], text)
+    return " ".join(p for p in (_currency_answer(str(result.get("topic", "")), result["text"], text), focused) if p)
 
 
 #: One renderer per business tool: ``(result, lowercased user text) -> answer`` (empty: nothing to say).
@@ -1305,7 +1354,9 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     merchant and the transaction id, and says nothing is paid yet. When the refunds agent only listed refunds,
     it also asks which transaction to refund. ``asked``: the agent's open question on the thread (a yes to "anything
     else?" asks what else, it is not answered with the same question again). ``previous``: the desk's previous answer
-    on the thread (an "and for X?" after a limits answer asks the limit of X)."""
+    on the thread (an "and for X?" after a limits answer asks the limit of X; "it failed" after a top-up answer is
+    about the top-up, :func:`leaning_text`)."""
+    user_text = leaning_text(user_text, previous)
     text = user_text.lower()
     if not tool_results and (short := _reply_without_tool(agent, user_text, asked)) is not None:
         return short

@@ -13,7 +13,14 @@ import pytest
 
 from graph.conversation import Conversation
 from nodes.desk_knowledge import load_knowledge
-from nodes.playbook import handbook_follow_up, is_plain_no, is_plain_yes, knows_subject, names_desk_subject
+from nodes.playbook import (
+    handbook_follow_up,
+    is_plain_no,
+    is_plain_yes,
+    knows_subject,
+    leaning_text,
+    names_desk_subject,
+)
 from policies import entry
 from policies.replies import lists_records_of, opener_subject
 from tests.test_followups import desk  # noqa: F401  (the desk fixture)
@@ -93,6 +100,26 @@ ROWS: list[tuple[str, list[Turn]]] = [
     # 5. an acknowledgement followed by a question is the question
     ("ok-whats-my-balance", [
         ("ok what's my balance", "account", ("Your balance",), ("Okay!",))]),
+    # 6. "it" after a limit or a top-up, a currency after the currency list, questions about the desk itself
+    ("raise-contactless-limit", [
+        ("what's the contactless limit?", "cards", ("£100",), ()),
+        ("can I raise it?", "cards|policy", ("can't be raised",), ("Your cards:",))]),
+    ("top-up-how-then-failed", [
+        ("I need to top up my account", "transfers", ("Add money",), ("fails when",)),
+        ("it failed", "transfers", ("A top-up fails when",), ("nothing new",))]),
+    ("send-abroad-then-failed", [
+        ("I want to send money abroad", "transfers", ("To send money",), ()),
+        ("it didn't work", "transfers", ("When a transfer fails",), ("top-up", "nothing new"))]),
+    ("currencies-then-francs", [
+        ("which currencies can I hold?", "policy", ("CHF",), ()),
+        ("and Swiss francs?", "policy", ("Yes, you can hold and exchange CHF",), ("Exchange rates:",)),
+        ("and Thai baht?", "policy", ("No, THB isn't",), (OOS,))]),
+    ("what-can-you-do", [
+        ("what can you do?", "clarify", ("automated assistant", "refunds, transfers"), ("I'm not sure I understood",)),
+        ("what's your name?", "clarify", ("automated assistant",), ("describe it in one sentence",))]),
+    ("what-can-you-do-mid-thread", [
+        ("I lost my card", "cards", ("4242",), ()),
+        ("what can you do?", "cards", ("I can help with your cards",), ("Your cards:",))]),
 ]
 
 
@@ -161,3 +188,10 @@ def test_an_acknowledgement_then_a_question_is_no_plain_yes_or_no():
     assert is_plain_yes("ok") and is_plain_yes("yes please") and is_plain_yes("sure, go ahead")
     assert not is_plain_yes("ok what's my balance") and not is_plain_yes("yes how long does it take")
     assert is_plain_no("no thanks") and not is_plain_no("no what is that")
+
+
+def test_it_failed_leans_on_the_previous_answer():
+    assert leaning_text("it failed", "Top up by card in the app under Add money") == "my top-up failed"
+    assert leaning_text("it was declined", "To send money, open Payments") == "my transfer was declined"
+    assert leaning_text("it failed", "Your cards: physical card ending 4242 is active.") == "it failed"  # no subject
+    assert leaning_text("my card failed", "Top up by card") == "my card failed"  # names its own subject
