@@ -163,18 +163,17 @@ def found_card_offer(text: str, facts: dict[str, str], previous: str | None = No
             + UNFREEZE_OFFER.format(last4=last4))
 
 
-#: "it failed", "that didn't work", "it keeps failing": a short report that "it" failed, naming nothing itself.
-_IT_FAILED = re.compile(r"^\W*(?:(?:but|and|so|ok(?:ay)?|well)[,\s]+)?(?:it|that|this)(?:'s| is| has)?\s+(?:still\s+)?(?:failed|"
-                        r"fails|failing|keeps? failing|didn'?t work|doesn'?t work|won'?t work|did not work|was declined|got "
-                        r"declined|not working)\b\W*$", re.I)
-
-
 def leaning_text(user_text: str, previous: str | None) -> str:
     """``user_text`` with the subject the ``previous`` answer was about when the message reports that "it" failed
     and names nothing itself: "it failed" after the top-up how-to -> "my top-up failed" (so the handbook's
-    top-up failure answer follows, not "nothing new": fresh-user review of main). Unchanged otherwise."""
-    if not previous or not _IT_FAILED.match(user_text or ""):
+    top-up failure answer follows, not "nothing new": fresh-user review of main); after the identity check's how-to,
+    "my identity verification failed". Unchanged otherwise."""
+    from policies.replies import reports_it_failed
+
+    if not previous or not reports_it_failed(user_text):
         return user_text
+    if re.search(r"\bverify your identity\b|\bidentity (?:check|verification)", previous, re.I):
+        return "my identity verification failed"  # "it keeps failing" after the how-to of the identity check
     about = _subjects(previous.lower()) & {"top_up", "transfer"}
     if len(about) != 1:
         return user_text
@@ -1432,6 +1431,10 @@ def _answer_intent(agent: str, user_text: str, hint: str | None, acted: bool,
         known = policy_knowledge_answer(asked, default_subject=_WITHOUT_POLICY_TOOL[agent])
     if not known and not acted:
         known = handbook_follow_up(agent, user_text, previous)  # "what about Switzerland?" after the transfer times
+    if known and previous and " ".join(known.split()).lower() == " ".join(previous.split()).lower():
+        from policies.answers import AS_I_SAID  # the same handbook text asked for again: said so, not "nothing new"
+
+        known = f"{AS_I_SAID} {known}"
     return (None, known) if known else (intent, None)
 
 

@@ -15,7 +15,7 @@ from policies.approval import is_cancellation
 
 __all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "refers_back",
            "asks_for_person", "asks_same_for", "asks_for_news", "opens_follow_up", "asks_card_action", "opener_subject",
-           "lists_records_of",
+           "lists_records_of", "reports_it_failed",
            "is_bare_follow_up", "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS", "OPENER_MAX_WORDS"]
 
 #: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
@@ -143,6 +143,19 @@ IT_QUESTION_MAX_WORDS = 6
 #: Words that give a message a subject of its own (a product or record of the desk).
 _DOMAIN_NOUN_RE = re.compile(r"\b(?:cards?|refunds?|transfers?|payments?|charges?|account|balance|fees?|pin|atms?|"
                              r"money|transactions?|top[- ]?ups?|limits?|phone|address|email|identity|currenc\w*)\b", re.I)
+
+
+#: "it failed", "it keeps failing", "that didn't work": a report that what was just discussed failed.
+_IT_FAILED_RE = re.compile(r"^\W*(?:(?:but|and|so|ok(?:ay)?|well)[,\s]+)?(?:it|that|this)(?:'s| is| has)?\s+(?:still\s+)?"
+                           r"(?:failed|fails|failing|keeps? failing|didn'?t work|doesn'?t work|won'?t work|did not work|"
+                           r"was declined|got declined|not working)\b\W*$", re.I)
+
+
+def reports_it_failed(text: str) -> bool:
+    """Does ``text`` only report that "it" failed ("it keeps failing", "that didn't work")? It is about what the
+    previous answer discussed, so it stays with the agent that gave it (fresh-user review of main: "it keeps failing"
+    after the identity check's how-to went to transfers)."""
+    return bool(_IT_FAILED_RE.match(text or ""))
 
 
 def is_bare_follow_up(text: str, strict: bool = False) -> bool:

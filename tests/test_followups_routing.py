@@ -22,7 +22,7 @@ from nodes.playbook import (
     names_desk_subject,
 )
 from policies import entry
-from policies.replies import lists_records_of, opener_subject
+from policies.replies import lists_records_of, opener_subject, reports_it_failed
 from tests.test_followups import desk  # noqa: F401  (the desk fixture)
 
 Turn = tuple[str, str, tuple[str, ...], tuple[str, ...]]
@@ -120,6 +120,12 @@ ROWS: list[tuple[str, list[Turn]]] = [
     ("what-can-you-do-mid-thread", [
         ("I lost my card", "cards", ("4242",), ()),
         ("what can you do?", "cards", ("I can help with your cards",), ("Your cards:",))]),
+    ("verify-then-it-keeps-failing", [
+        ("how do I verify my identity?", "account", ("Profile > Verify",), ()),
+        ("it keeps failing", "account", ("If verification keeps failing",), TR_LIST)]),
+    ("top-up-fee-then-by-card", [
+        ("what's the fee for a top-up?", "billing|policy", ("0.5%",), ()),
+        ("and for top-ups by card?", "billing|policy", ("0.5%",), ("nothing new",))]),
 ]
 
 
@@ -191,6 +197,10 @@ def test_an_acknowledgement_then_a_question_is_no_plain_yes_or_no():
 
 
 def test_it_failed_leans_on_the_previous_answer():
+    assert reports_it_failed("it keeps failing") and reports_it_failed("that didn't work")
+    assert not reports_it_failed("my card failed") and not reports_it_failed("it failed to load the page yesterday")
+    assert leaning_text("it keeps failing", "To verify your identity, open Profile > Verify") == \
+        "my identity verification failed"
     assert leaning_text("it failed", "Top up by card in the app under Add money") == "my top-up failed"
     assert leaning_text("it was declined", "To send money, open Payments") == "my transfer was declined"
     assert leaning_text("it failed", "Your cards: physical card ending 4242 is active.") == "it failed"  # no subject
