@@ -30,6 +30,7 @@ from checkpoints.business import money, money_plain, parse_iso
 from nodes.desk_knowledge import DeskIntent, load_knowledge
 from nodes.desk_render import count_words, render_desk_tool
 from nodes.tools import TOOLS, match_policy_topic
+from policies.replies import listed_items_of
 
 __all__ = [
     "DISPUTE_WHICH",
@@ -60,6 +61,7 @@ __all__ = [
     "compose_answer",
     "resolve_intent",
     "handbook_follow_up",
+    "how_to_answer",
     "leaning_text",
     "knows_subject",
     "names_desk_subject",
@@ -256,18 +258,46 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
         # "ok" / "no" that answers no offer: no record is read again, no list shown again (review of main); "why?"
         # with no record to re-read: the agent asks what to explain (BARE_WHY_ANSWER)
         return None
-    why = agent == "billing" and _bare_follow_up(text) and not facts.get("transaction_id")
-    if not done and (why or handbook_follow_up(agent, user_text, previous) is not None):
+    why = _bare_follow_up(text) and not how_to_answer(text, previous) and not (
+        facts.keys() & {"transaction_id", "transfer_id", "refund_id"}) and (
+        agent == "billing" or (agent in _PLANNERS and not listed_items_of(previous or "")))
+    if not done and (why or how_to_answer(text, previous) or handbook_follow_up(agent, user_text, previous)):
         return _follow_up_plan(why, previous, plan)
     return planner(text, facts, done, intent, plan)
 
 
-def _follow_up_plan(why: bool, previous: str | None, plan: _Plan) -> ToolCallPlan | None:
-    """The plan for a follow-up that leans on the ``previous`` answer: "why?" to billing (``why``) after it named one
-    payment or fee explains that one (after a list it asks which one: no tool); "what about Switzerland?" after a
-    handbook answer reads no records (:func:`handbook_follow_up`)."""
-    from policies.replies import listed_items_of
+#: "how?", "how do I do it?", "so how do I do that?": the customer asks how to do what the last answer described.
+_HOW_RE = re.compile(r"^\W*(?:(?:but|and|so|ok(?:ay)?)[,\s]+)?how(?: do i do (?:it|that)| can i do (?:it|that)| do i "
+                     r"(?:do|get) (?:it|that) done)?\s*[?!.]*\s*$", re.I)
+#: A sentence or clause of an answer that says how to do something ("… in the app under Cards", "open Payments …").
+_HOW_TO_CLAUSE = re.compile(r"\bin the app\b|\bopen (?:Profile|Cards|Payments|Exchange|the app)\b|\bunder (?:Cards|Profile|"
+                            r"Payments|Add money)\b|\bgo to\b", re.I)
 
+
+def how_to_answer(user_text: str, previous: str | None) -> str | None:
+    """The answer to "how?" / "how do I do it?" (``user_text``) from the desk's ``previous`` answer: after an offer to
+    unfreeze a card, how to do it in the app or by a yes; else the clauses of that answer's first sentence that say how
+    (in the app, which screen); None when it is no such question or the answer said no how. Fresh-user review of main: "how do I
+    do it?" after the offer got "which part would you like me to explain?"."""
+    if not previous or not _HOW_RE.match(user_text or ""):
+        return None
+    offered = re.search(r"\bShall I unfreeze your card ending (\d{4})\?", previous)
+    if offered:
+        return (f"You can unfreeze your card ending {offered.group(1)} yourself in the app under Cards, or just say "
+                "yes and I'll do it for you now.")
+    first = re.split(r"(?<=[.!?])\s+", previous.strip(), maxsplit=1)[0]  # the answer's lead, not a side remark
+    steps = [c for c in _clauses(first) if _HOW_TO_CLAUSE.search(c)]
+    if not steps:
+        return None
+    body = "; ".join(steps)
+    return f"Here's how: {body[:1].lower() + body[1:]}."
+
+
+def _follow_up_plan(why: bool, previous: str | None, plan: _Plan) -> ToolCallPlan | None:
+    """The plan for a follow-up that leans on the ``previous`` answer: "why?" (``why``) after billing named one
+    payment or fee explains that one (after a list it asks which one, after an answer naming no record any agent asks
+    what to explain: no tool); "what about Switzerland?" after a handbook answer reads no records
+    (:func:`handbook_follow_up`)."""
     listed = [i for i in listed_items_of(previous or "") if i.startswith("tx_")]
     return plan("explain_transaction", transaction_id=listed[0]) if why and len(listed) == 1 else None
 
@@ -1357,7 +1387,7 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     about the top-up, :func:`leaning_text`)."""
     user_text = leaning_text(user_text, previous)
     text = user_text.lower()
-    if not tool_results and (short := _reply_without_tool(agent, user_text, asked)) is not None:
+    if not tool_results and (short := _reply_without_tool(agent, user_text, asked, previous)) is not None:
         return short
     names = [name for name, _ in tool_results]
     if agent == "refunds" and (picked := _refund_picked(text, tool_results)) is not None:
@@ -1438,20 +1468,24 @@ def _answer_intent(agent: str, user_text: str, hint: str | None, acted: bool,
     return (None, known) if known else (intent, None)
 
 
-def _reply_without_tool(agent: str, user_text: str, asked: str | None = None) -> str | None:
+def _reply_without_tool(agent: str, user_text: str, asked: str | None = None,
+                        previous: str | None = None) -> str | None:
     """A specialist's answer when no tool ran and the message asks for none: a yes/no to "anything else?"
     (:data:`WHAT_ELSE_ANSWER` / :data:`PLAIN_NO_ANSWER`), a "no" to another question or offer (:data:`DECLINED_ANSWER`,
     which asks "anything else?" so the declined offer is no longer the open question), an "ok" that answers no offer
     (:data:`PLAIN_YES_ANSWER`), a "why?" with no record to explain (:data:`BARE_WHY_ANSWER`), "cancel that" to
     account (:data:`ACCOUNT_CANCEL_ANSWER`); else None."""
+    if agent in _PLANNERS and (how := how_to_answer(user_text, previous)) is not None:
+        return how  # "how do I do it?": the how of the desk's ``previous`` answer (:func:`how_to_answer`)
     text = user_text.lower()
     if agent in _PLANNERS and is_acknowledgement(text):
         if is_plain_no(text):
             return PLAIN_NO_ANSWER if asked in (None, ANYTHING_ELSE, WHAT_ELSE_ANSWER) else DECLINED_ANSWER
         return WHAT_ELSE_ANSWER if asked == ANYTHING_ELSE and _bare_yes(text) else PLAIN_YES_ANSWER
-    if agent in _NO_RECORD_TO_EXPLAIN | {"billing"} and _bare_follow_up(text) \
-            and resolve_intent(agent, user_text) is None:
-        return BARE_WHY_ANSWER  # billing: a "why?" after a list of several payments (it explains one it named)
+    if agent in _PLANNERS and _bare_follow_up(text) and resolve_intent(agent, user_text) is None:
+        # billing: a "why?" after a list of several payments (it explains one it named); any agent: a "why?" or "how?"
+        # with no record to re-read (transfers after the transfer times: not the list of transfers)
+        return BARE_WHY_ANSWER
     if agent == "account" and _has(text, *_CANCEL_WORDS, r"\bchanged my mind\b"):
         return ACCOUNT_CANCEL_ANSWER
     if agent == "refunds" and _PICKS_BY_NAME.search(text) and not _TX_IN_TEXT.search(text):

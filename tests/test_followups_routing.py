@@ -126,6 +126,13 @@ ROWS: list[tuple[str, list[Turn]]] = [
     ("top-up-fee-then-by-card", [
         ("what's the fee for a top-up?", "billing|policy", ("0.5%",), ()),
         ("and for top-ups by card?", "billing|policy", ("0.5%",), ("nothing new",))]),
+    ("found-card-then-how", [
+        ("I lost my card", "cards", ("frozen your physical card ending 4242",), ()),
+        ("I found it", "cards", ("Shall I unfreeze your card ending 4242?",), ()),
+        ("how do I do it?", "cards", ("in the app under Cards", "say yes"), ("which part",))]),
+    ("transfer-times-then-how", [
+        (TRANSFER_TIMES, "transfers", ("SEPA",), ()),
+        ("how?", "transfers", ("which part",), TR_LIST)]),
 ]
 
 
