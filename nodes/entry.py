@@ -132,6 +132,9 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     same = asks_same_for(text) or asks_for_news(text) or is_bare_follow_up(text) or reports_it_failed(text)
     opener, card_action, lists = opens_follow_up(text), asks_card_action(text), lists_records_of(text)
     opener_oos = opener and not owners and opener_out_of_scope(text, deps, last is not None and last.name == OUT_OF_SCOPE)
+    # "and the US?" after a delivery estimate for Germany: the same question about another place (the router reads the
+    # place alone as a question about the supported countries)
+    same = same or (opener and not opener_oos and load_knowledge().region_of(opener_subject(text) or "") is not None)
     decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,
                             identity_changed=identity_changed, available=deps.available, task_status=task.get("status"),
                             reply=reply.kind, open_question=question, clarify_rounds=rounds,

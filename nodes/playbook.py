@@ -882,14 +882,20 @@ _REGION_IN_CLAUSE = {"UK": r"\bUK\b(?! and)", "SEPA": r"\bSEPA\b|\bEEA\b|\bSwitz
 _RECORD_NAMED = re.compile(r"\b(?:tx|rf|tr|card)_\w+|\b\d{4}\b")
 
 
+#: A card delivery estimate in an answer ("A new or replacement card usually arrives within 3 to 5 business days").
+_DELIVERY_IN_ANSWER = re.compile(r"\bcard usually arrives within \d+ to \d+ business days\b")
+
+
 def _handbook_text_of(previous: str) -> str | None:
-    """The handbook text the desk's ``previous`` answer gave (the one that ends last in it, when several): a desk
+    """The handbook rule the desk's ``previous`` answer gave (the one that ends last in it, when several): a desk
     intent's answer (``nodes/data/desk_knowledge.json``) or a policy topic's ``"{title}: {text}"``
-    (``nodes.tools.POLICY_KB``); None when it gave none (a list of records, a status)."""
+    (``nodes.tools.POLICY_KB``) that states a figure (a time, a price, a limit: what a place can change; "You can follow
+    the card in the app" after a delivery estimate is a side remark); None when it gave none (a list of records, a
+    status)."""
     from nodes.tools import POLICY_KB
 
     low = previous.lower()
-    texts = [i.answer for i in load_knowledge().intents.values() if len(i.answer) >= 40]
+    texts = [i.answer for i in load_knowledge().intents.values() if len(i.answer) >= 40 and re.search(r"\d", i.answer)]
     texts += [f"{e.title}: {e.text}" for e in POLICY_KB.values()]
     found: list[tuple[int, str]] = []
     for text in texts:  # the text, or one of its clauses of at least _CLAUSE_SEEN characters (a focused answer)
@@ -898,6 +904,13 @@ def _handbook_text_of(previous: str) -> str | None:
         if ends:
             found.append((max(ends), text))
     return max(found)[1] if found else None
+
+
+def _is_title(text: str) -> bool:
+    """Is ``text`` the title of a policy topic of ``nodes.tools.POLICY_KB`` ("Transfer times")?"""
+    from nodes.tools import POLICY_KB
+
+    return any(text == e.title for e in POLICY_KB.values())
 
 
 #: Words of an opener's subject that say nothing about what it is ("what about *the* …", "and *my* …").
@@ -956,7 +969,8 @@ def handbook_follow_up(agent: str, user_text: str, previous: str | None) -> str 
     subject ("what about Switzerland?", "and Japan?", "and in the UK?": ``policies.replies.opener_subject``) right
     after it answered from the handbook (``previous``, :func:`_handbook_text_of`): the same handbook text, focused on
     the region the place belongs to (``DeskKnowledge.region_of``: "For Switzerland: SEPA transfers within 1 business
-    day."), or said to apply as it is when the handbook has no separate rule for it. None when the opener names a
+    day."), or said to apply as it is when the handbook has no separate rule for it; after a card delivery estimate,
+    the delivery days to that region (``DeskKnowledge.delivery_days``). None when the opener names a
     record, picks a payment by merchant ("the Tesco one"), asks a question of its own (an intent, fee, limit or
     subject of the desk: those have their own answers) or the previous answer gave no handbook text. Fresh-user review
     of main: "what about Switzerland?" after the transfer times listed the transfers, "and in the UK?" after the ATM fee
@@ -970,12 +984,19 @@ def handbook_follow_up(agent: str, user_text: str, previous: str | None) -> str 
     if subject is None or _ASKS_ITSELF.search(subject) or _RECORD_NAMED.search(low) or _PICKS_BY_NAME.search(low) \
             or _subjects(low) or _policy_question(low) or load_knowledge().resolve(agent, low) is not None:
         return None
+    region = load_knowledge().region_of(subject)
+    delivery = _DELIVERY_IN_ANSWER.search(previous)
+    if delivery and region:  # "what about Germany?" after a card delivery estimate: the days to that region
+        key = {"UK": "GB", "SEPA": "CH" if subject.lower() == "switzerland" else "EEA"}.get(region, "default")
+        lo, hi = load_knowledge().delivery_days.get(key) or load_knowledge().delivery_days.get("default", (7, 12))
+        return f"To an address in {subject}, a new card usually arrives within {lo} to {hi} business days of ordering."
     handbook = _handbook_text_of(previous)
     if handbook is None:
         return None
-    region = load_knowledge().region_of(subject)
-    picked = [c for c in _clauses(handbook) if region and re.search(_REGION_IN_CLAUSE.get(region, r"$^"), c)]
-    if picked and len(picked) < len(_clauses(handbook)):
+    body = handbook.partition(": ")[2] if _is_title(handbook.split(": ", 1)[0]) else handbook
+    picked = [c for c in _clauses(body) if region and re.search(_REGION_IN_CLAUSE.get(region, r"$^"), c)]
+    picked = [c for c in picked if c.lower() in previous.lower()] or picked  # the part the last answer was about
+    if picked and len(picked) < len(_clauses(body)):
         body = "; ".join(picked)
         return f"For {subject}: {body[:1].lower() + body[1:] if body[:2] != body[:2].upper() else body}."
     return f"Our handbook has no separate rule for {subject}, so this applies: {handbook}"

@@ -41,6 +41,13 @@ ROWS: list[tuple[str, list[Turn]]] = [
         (TRANSFER_TIMES, "transfers", ("SEPA",), ()),
         ("what about Switzerland?", "transfers", ("Switzerland", "SEPA", "1 business day"), TR_LIST + ("SWIFT",)),
         ("and Japan?", "transfers", ("Japan", "SWIFT", "1 to 5 business days"), TR_LIST + ("SEPA",))]),
+    ("card-delivery-countries", [
+        ("when will my card arrive?", "cards", ("3 to 5 business days",), ()),
+        ("what about Germany?", "cards", ("Germany", "5 to 8 business days"), ("Our handbook", "Your cards:")),
+        ("and the US?", "cards", ("the US", "7 to 12 business days"), COUNTRIES)]),
+    ("international-fee-then-japan", [
+        ("what's the fee for international transfers?", "billing|policy|transfers", ("£0.50",), ()),
+        ("and Japan?", "billing|policy|transfers", ("£0.50",), TX_LIST + (OOS,))]),
     ("atm-fee-abroad-then-uk", [
         ("what's the fee for using an ATM abroad?", "billing", ("£1.50",), ()),
         ("and in the UK?", "billing", ("£1.50", "the UK"), TX_LIST + ("tx_1009",))]),
