@@ -411,6 +411,16 @@ class BusinessStore:
         with self._read() as conn:
             return _record(Task, self._task(conn, task_id))
 
+    def tasks_of_refund(self, refund_id: str) -> list[Task]:
+        """The tasks that decide ``refund_id`` (``tasks.refund_id``), oldest update first: normally one, the task of
+        the conversation that requested it (or the task ``switchboard tasks approve`` opened for a refund without
+        one)."""
+        tk = t.tasks
+        with self._read() as conn:
+            rows = conn.execute(select(*_TASK).where(tk.c.refund_id == refund_id)
+                                .order_by(tk.c.updated_at, tk.c.id)).mappings().all()
+        return [Task(**r) for r in rows]
+
     @staticmethod
     def _task(conn: Connection, task_id: str, *, lock: bool = False) -> RowMapping | None:
         query = select(*_TASK).where(t.tasks.c.id == task_id)
@@ -827,6 +837,10 @@ class BusinessStore:
                 if any(d.approver == approver for d in prior):
                     raise BusinessRuleError(f"{approver} already approved task {task_id}; the next approval must "
                                             "come from a different approver")
+                elsewhere = self._approved_elsewhere(conn, refund_id or task.refund_id, task_id, approver)
+                if elsewhere is not None:
+                    raise BusinessRuleError(f"{approver} already approved refund {refund_id or task.refund_id} (task "
+                                            f"{elsewhere}); the next approval must come from a different approver")
                 final = len(prior) + 1 >= required_approvals
             now = iso(self.now())
             if final:
@@ -837,6 +851,18 @@ class BusinessStore:
             stored = _decision_of(self._decision(conn, decision_id))
         assert stored is not None
         return stored, True
+
+    @staticmethod
+    def _approved_elsewhere(conn: Connection, refund_id: str | None, task_id: str, approver: str) -> str | None:
+        """The id of another task deciding ``refund_id`` on which ``approver`` already approved it, or None (four eyes
+        hold per refund, not only per task: an operator's ``tasks approve`` once opened a second task for a refund a
+        thread waited on)."""
+        if not refund_id:
+            return None
+        dc, tk = t.decisions, t.tasks
+        return conn.execute(select(dc.c.task_id).join(tk, tk.c.id == dc.c.task_id)
+                            .where(tk.c.refund_id == refund_id, tk.c.id != task_id, dc.c.approver == approver,
+                                   dc.c.decision == "approve").limit(1)).scalar()
 
     @staticmethod
     def _settle_refund(conn: Connection, refund_id: str | None, decision: str) -> None:
