@@ -419,6 +419,10 @@ def _desk_or_none(db: str | None) -> Any:
 def tasks(
     ctx: typer.Context,
     stuck: bool = typer.Option(False, "--stuck", help="Only tasks and refunds no thread will finish."),
+    requests: bool = typer.Option(False, "--requests", help="Instead: the customers' requests to our team (close, "
+                                  "freeze or unfreeze an account: sr_…), open and withdrawn, oldest first; with --json "
+                                  "a list of {request_id, kind, customer_id, status: open|cancelled, opened_at, "
+                                  "cancelled_at}."),
     db: Optional[str] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
     as_: Optional[str] = AsOpt,
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list on stdout: [{id, kind: task|refund, "
@@ -430,6 +434,9 @@ def tasks(
     if ctx.invoked_subcommand is not None:
         return
     acting = acting_operator(as_, READ_ROLES, "tasks", db=db)
+    if requests:
+        _list_requests(acting, as_json)
+        return
     desk = _desk_or_none(db)
     items = stuck_items(acting, desk)
     if not stuck:
@@ -450,6 +457,27 @@ def tasks(
     if any(i.kind == "refund" or i.why == NO_CONVERSATION for i in items):
         console.print("A refund no conversation waits on: decide it with 'switchboard tasks approve ID' or "
                       "'tasks reject ID' (or 'tasks close ID'), --as an approver.")
+
+
+def _list_requests(acting: Acting, as_json: bool) -> None:
+    """``tasks --requests``: the service requests (``BusinessStore.list_service_requests``) of the customers of the
+    operator's tenant."""
+    store = acting.store
+    mine = {r["customer_id"] for r in store.list_service_requests()
+            if r["customer_id"] and (c := store.get_customer(r["customer_id"])) is not None
+            and c.tenant_id == acting.tenant_id}
+    rows = store.list_service_requests(sorted(mine)) if mine else []
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        console.print("no requests to our team")
+        return
+    table = Table("request", "kind", "customer", "status", "opened", "withdrawn")
+    for r in rows:
+        table.add_row(r["request_id"], r["kind"], r["customer_id"], r["status"], r["opened_at"] or "-",
+                      r["cancelled_at"] or "-")
+    print_table(console, table)
 
 
 @tasks_app.command("close")

@@ -27,7 +27,7 @@ from typing import Any
 
 from checkpoints.business import money, money_plain, parse_iso
 from nodes.desk_knowledge import DeskIntent, load_knowledge
-from nodes.desk_render import count_words, render_desk_tool
+from nodes.desk_render import ACCOUNT_CANCEL_ANSWER, count_words, render_desk_tool
 from nodes.tools import TOOLS, match_policy_topic
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "is_acknowledgement",
     "BARE_WHY_ANSWER",
     "ACCOUNT_CANCEL_ANSWER",
+    "CLOSE_ACCOUNT_ASKED",
     "is_plain_yes",
     "reports_card_loss",
     "LOSS_QUESTION",
@@ -226,13 +227,29 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
     offered = _UNFREEZE_OFFERED.match(asked or "") if agent == "cards" else None
     if offered and is_plain_yes(text) and "unfreeze_card" not in done:
         return plan("unfreeze_card", card_id=offered.group(1))  # the yes to the unfreeze the agent offered
-    if agent == "cards" and (meant := _cards_reply_to_question(text, asked)) is not None:
-        return planner(meant, facts, done, None, plan)
+    handled, replied = _reply_to_question(agent, text, asked, facts, done, plan)
+    if handled:
+        return replied
     if is_acknowledgement(text):
         return None  # "ok" / "no" that answers no offer: no record is read again, no list shown again (review of main)
     if agent in _NO_RECORD_TO_EXPLAIN and intent is None and _bare_follow_up(text):
         return None  # "why?" with no record to re-read: the agent asks what to explain (BARE_WHY_ANSWER)
     return planner(text, facts, done, intent, plan)
+
+
+def _reply_to_question(agent: str, text: str, asked: str | None, facts: dict[str, str], done: set[str],
+                       plan: _Plan) -> tuple[bool, ToolCallPlan | None]:
+    """``(handled, plan)`` for a (lower-cased) reply to the agent's own question or offer: cards' freeze questions
+    (:func:`_cards_reply_to_question`), a yes to account's :data:`CLOSE_ACCOUNT_ASKED` (the request is filed), and a
+    wish to withdraw a request to our team (:func:`withdraws_account_request`); ``(False, None)`` otherwise."""
+    if agent == "cards" and (meant := _cards_reply_to_question(text, asked)) is not None:
+        return True, _plan_cards(meant, facts, done, None, plan)
+    if agent == "account" and asked == CLOSE_ACCOUNT_ASKED and is_plain_yes(text):
+        return True, plan("request_operator_case", kind="close_account")
+    if agent == "account" and withdraws_account_request(text):
+        kind = _request_kind_named(text)
+        return True, plan("withdraw_operator_case", **({"kind": kind} if kind else {}))
+    return False, None
 
 
 def _cards_reply_to_question(text: str, asked: str | None) -> str | None:
@@ -558,6 +575,10 @@ def transfers_intent(text: str, intent: DeskIntent | None) -> DeskIntent | None:
 
 def _plan_account(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                   plan: _Plan) -> ToolCallPlan | None:
+    if _UNFREEZE_ACCOUNT.search(text):
+        return plan("request_operator_case", kind="unfreeze_account")  # its own request, never the freeze
+    if intent is not None and intent.args.get("kind") == "close_account":
+        return None  # closing is asked first (CLOSE_ACCOUNT_ASKED); the yes to that files the request
     if intent is not None:
         return _intent_plan(intent, plan)
     if _has(text, *_CANCEL_WORDS, r"\bchanged my mind\b") or _has(text, *_TIMING):
@@ -572,9 +593,37 @@ _CURRENCY_WORDS = r"\b(?:euros?|dollars?|pounds?|francs?|zloty|kronor|krone|yen|
 #: Currency words of a question -> ISO code (the currencies of ``nodes.tools.POLICY_KB["currencies"]`` people name).
 _CURRENCY_CODES = {"euro": "EUR", "eur\\b": "EUR", "dollar": "USD", "usd": "USD", "pound": "GBP", "gbp": "GBP",
                    "franc": "CHF", "chf": "CHF", "yen": "JPY", "jpy": "JPY", "zloty": "PLN", "pln": "PLN"}
-#: Account's answer to "cancel that" (no account tool withdraws a request already passed to the team).
-ACCOUNT_CANCEL_ANSWER = ("Nothing has been closed or changed yet. If you asked us to close or freeze your account and "
-                         "have changed your mind, tell the member of our team who contacts you and they will stop it.")
+#: The account agent's question before a closure request goes to our team (fresh-user review of main: "I want to close
+#: my account" filed it at once); only a plain yes to it files the request.
+CLOSE_ACCOUNT_ASKED = "Shall I pass your request to close your account to our team?"
+CLOSE_ACCOUNT_QUESTION = ("Closing your account ends all its cards and payments; our team finishes it once the balance "
+                          f"is zero. {CLOSE_ACCOUNT_ASKED}")
+#: "unfreeze / unlock my account": a request of its own (the team lifts an account freeze), never the freeze.
+_UNFREEZE_ACCOUNT = re.compile(r"\b(?:unfreeze|un-freeze|unlock|unblock|unsuspend|reactivate|reopen)\b[\w ]{0,12}"
+                               r"\baccount\b")
+#: A wish to withdraw a request to the team: "cancel the closure", "I changed my mind, don't close my account".
+_WITHDRAW_RE = re.compile(r"\b(?:cancel|withdraw|stop|undo|call off|revoke)\b[\w ,']{0,30}\b(?:clos(?:ure|ing|e)|"
+                          r"freez(?:e|ing)|unfreez(?:e|ing)|request|that|it)\b|\bchanged my mind\b|"
+                          r"\b(?:don'?t|do not|no longer want to)\b[\w ]{0,12}\b(?:close|freeze|unfreeze)\b[\w ]{0,6}"
+                          r"\baccount\b|\bkeep my account\b")
+
+
+def withdraws_account_request(text: str) -> bool:
+    """Does the (lower-cased) message ask to withdraw a request to our team ("no, cancel the closure", "I changed my
+    mind", "don't close my account")? Questions about cancelling ("can I cancel it later?") do not."""
+    t = text.strip()
+    return bool(_WITHDRAW_RE.search(t)) and not re.match(r"(?:can|could|what|how|will|would|if)\b", t)
+
+
+def _request_kind_named(text: str) -> str | None:
+    """The kind of request a withdraw wish names ("cancel the closure" -> close_account), or None."""
+    if re.search(r"\bunfreez", text):
+        return "unfreeze_account"
+    if re.search(r"\bfreez", text):
+        return "freeze_account"
+    if re.search(r"\bclos", text):
+        return "close_account"
+    return None
 
 
 def _plan_policy(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
@@ -1115,6 +1164,26 @@ _NO_TOOL_ANSWERS = {
 }
 
 
+#: What happens after an unfreeze request (the desk knowledge has answers for the closure and the freeze only).
+UNFREEZE_ACCOUNT_ANSWER = ("Our team will check the account with you and lift the freeze; until then no payments or "
+                           "transfers can leave the account.")
+
+
+def _filed_request(tool_results: list[tuple[str, dict[str, Any]]],
+                   intent: DeskIntent | None) -> tuple[DeskIntent | None, list[str]]:
+    """``(intent, tail)`` after account's ``request_operator_case``: the desk intent of the request actually filed
+    (its answer says what happens next; "unfreeze my account" is never answered with the freeze's text) and, for an
+    unfreeze request, which the desk knowledge has no entry for, :data:`UNFREEZE_ACCOUNT_ANSWER`. Unchanged
+    ``(intent, [])`` when no request was filed."""
+    case = dict(tool_results).get("request_operator_case") or {}
+    if not case.get("ok"):
+        return intent, []
+    kind = case.get("kind")
+    filed = next((i for i in load_knowledge().intents.values()
+                  if i.tool == "request_operator_case" and i.args.get("kind") == kind), None)
+    return filed, [UNFREEZE_ACCOUNT_ANSWER] if kind == "unfreeze_account" else []
+
+
 def _with_intent_answer(agent: str, text: str, intent: DeskIntent | None, names: list[str],
                         parts: list[str]) -> list[str]:
     """``parts`` (the rendered tool results) followed by the desk intent's own answer when that intent needs no tool
@@ -1151,7 +1220,7 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     else?" asks what else, it is not answered with the same question again). ``previous``: the desk's previous answer
     on the thread (an "and for X?" after a limits answer asks the limit of X)."""
     text = user_text.lower()
-    if not tool_results and (short := _reply_without_tool(agent, user_text, asked)) is not None:
+    if not tool_results and (short := _reply_without_tool(agent, user_text, asked, hint)) is not None:
         return short
     names = [name for name, _ in tool_results]
     if agent == "refunds" and (picked := _refund_picked(text, tool_results)) is not None:
@@ -1166,7 +1235,8 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     intent, known = _answer_intent(agent, user_text, hint, bool(tool_results), previous)
     if known:
         parts = [known]
-    parts = _with_intent_answer(agent, text, intent, names, parts)
+    intent, tail = _filed_request(tool_results, intent)
+    parts = _with_intent_answer(agent, text, intent, names, parts) + tail
     if not parts:
         return _NO_TOOL_ANSWERS.get(agent, "How can I help?")
     if agent == "refunds":
@@ -1226,12 +1296,13 @@ def _answer_intent(agent: str, user_text: str, hint: str | None, acted: bool,
     return (None, known) if known else (intent, None)
 
 
-def _reply_without_tool(agent: str, user_text: str, asked: str | None = None) -> str | None:
+def _reply_without_tool(agent: str, user_text: str, asked: str | None = None, hint: str | None = None) -> str | None:
     """A specialist's answer when no tool ran and the message asks for none: a yes/no to "anything else?"
     (:data:`WHAT_ELSE_ANSWER` / :data:`PLAIN_NO_ANSWER`), a "no" to another question or offer (:data:`DECLINED_ANSWER`,
     which asks "anything else?" so the declined offer is no longer the open question), an "ok" that answers no offer
     (:data:`PLAIN_YES_ANSWER`), a "why?" with no record to explain (:data:`BARE_WHY_ANSWER`), "cancel that" to
-    account (:data:`ACCOUNT_CANCEL_ANSWER`); else None."""
+    account (:data:`ACCOUNT_CANCEL_ANSWER`), a wish to close the account (:data:`CLOSE_ACCOUNT_QUESTION`: asked before
+    anything is filed; ``hint``: the router's label); else None."""
     text = user_text.lower()
     if agent in _PLANNERS and is_acknowledgement(text):
         if is_plain_no(text):
@@ -1239,8 +1310,9 @@ def _reply_without_tool(agent: str, user_text: str, asked: str | None = None) ->
         return WHAT_ELSE_ANSWER if asked == ANYTHING_ELSE and _bare_yes(text) else PLAIN_YES_ANSWER
     if agent in _NO_RECORD_TO_EXPLAIN and _bare_follow_up(text) and resolve_intent(agent, user_text) is None:
         return BARE_WHY_ANSWER
-    if agent == "account" and _has(text, *_CANCEL_WORDS, r"\bchanged my mind\b"):
-        return ACCOUNT_CANCEL_ANSWER
+    if agent == "account" and not _UNFREEZE_ACCOUNT.search(text) and not withdraws_account_request(text) and \
+            getattr(resolve_intent(agent, user_text, hint), "args", {}).get("kind") == "close_account":
+        return CLOSE_ACCOUNT_QUESTION
     if agent == "refunds" and _PICKS_BY_NAME.search(text) and not _TX_IN_TEXT.search(text):
         return REFUND_WHICH_BY_ID
     if agent == "account" and _has(text, *_TIMING) and resolve_intent(agent, user_text) is None:

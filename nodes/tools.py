@@ -528,8 +528,13 @@ class CardRefArgs(_Args):
 
 
 class ServiceRequestArgs(_Args):
-    kind: Literal["close_account", "freeze_account"] = Field(
-        ..., description="What the operator is asked to do: close_account or freeze_account.")
+    kind: Literal["close_account", "freeze_account", "unfreeze_account"] = Field(
+        ..., description="What the operator is asked to do: close_account, freeze_account or unfreeze_account.")
+
+
+class WithdrawRequestArgs(_Args):
+    kind: Literal["close_account", "freeze_account", "unfreeze_account"] | None = Field(
+        None, description="Which open request to withdraw; omitted: the customer's newest open request.")
 
 
 _OUTGOING_KINDS = ("card_payment", "atm", "fee", "transfer_out")
@@ -596,6 +601,16 @@ def _request_operator_case(store: BusinessStore, ctx: ToolContext, kind: str) ->
     return {"ok": True, **store.open_service_request(ctx.customer_id, kind, f"service:{ctx.task_key}:{kind}")}
 
 
+def _withdraw_operator_case(store: BusinessStore, ctx: ToolContext, kind: str | None = None) -> dict[str, Any]:
+    """Withdraw the caller's newest open service request (of ``kind``), at the customer's wish. Result:
+    ``{"ok": True, "withdrawn": True, "request_id", "kind", "status": "cancelled", …}``, or ``{"ok": True,
+    "withdrawn": False, "kind"}`` when none is open (nothing to do is no error)."""
+    withdrawn = store.cancel_service_request(ctx.customer_id, kind)
+    if withdrawn is None:
+        return {"ok": True, "withdrawn": False, "kind": kind}
+    return {"ok": True, "withdrawn": True, **withdrawn}
+
+
 _DESK_TOOLS: list[ToolSpec] = [
     ToolSpec("card_delivery_estimate",
              "How many business days a new or replacement card takes to arrive at the customer's address.",
@@ -613,9 +628,13 @@ _DESK_TOOLS: list[ToolSpec] = [
              "payments.",
              NoArgs, "account", False, _account_balance),
     ToolSpec("request_operator_case",
-             "Ask an operator to close or freeze the customer's account (the agent cannot do it itself); opens one "
+             "Ask an operator to close, freeze or unfreeze the customer's account (the agent cannot do it itself); opens one "
              "request per task.",
              ServiceRequestArgs, "account", True, _request_operator_case),
+    ToolSpec("withdraw_operator_case",
+             "Withdraw the customer's open request to our team (close, freeze or unfreeze the account) when the "
+             "customer asks to cancel it.",
+             WithdrawRequestArgs, "account", True, _withdraw_operator_case),
 ]
 
 

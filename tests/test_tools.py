@@ -51,7 +51,7 @@ def test_registry_shape() -> None:
         "refund_status", "check_refund_eligibility", "request_refund"]
     assert tools_for("triage") == [] and tools_for("fallback") == []
     assert {s.name for s in TOOLS.values() if s.side_effect} == {"request_refund", "freeze_card", "unfreeze_card",
-                                                                 "request_operator_case"}
+                                                                 "request_operator_case", "withdraw_operator_case"}
     for name, spec in TOOLS.items():
         assert spec.name == name and spec.description
         assert not IDENTITY_WORDS & set(spec.args_schema.model_json_schema().get("properties", {}))
@@ -351,3 +351,9 @@ def test_desk_tools_balance_unfreeze_and_operator_request(store: BusinessStore) 
     assert [e.action for e in store.audit_entries(action="service_request")] == ["service_request"]
     with pytest.raises(ToolArgumentError):
         run_tool("request_operator_case", {"kind": "pay_me"}, store, ADA)
+    withdrawn = run_tool("withdraw_operator_case", {"kind": "close_account"}, store, ADA)
+    assert withdrawn["withdrawn"] and withdrawn["request_id"] == first["request_id"] and withdrawn["status"] == "cancelled"
+    assert run_tool("withdraw_operator_case", {}, store, ADA)["withdrawn"] is False  # nothing open any more
+    assert run_tool("withdraw_operator_case", {}, store, BOB)["withdrawn"] is False  # never another customer's
+    anew = run_tool("request_operator_case", {"kind": "close_account"}, store, ADA)  # same task, asked again
+    assert anew["request_id"] != first["request_id"] and anew["replayed"] is False
