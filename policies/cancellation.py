@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-__all__ = ["PausedReply", "wants_to_cancel", "confirmation", "is_status_question", "paused_reply"]
+__all__ = ["PausedReply", "wants_to_cancel", "confirmation", "is_status_question", "paused_reply", "speaks_of_cancelling"]
 
 #: What the desk does with a message on a paused thread: ``ask`` (ask the yes/no confirmation), ``cancel`` (the
 #: customer confirmed: cancel), ``keep`` (the customer said no: the refund stays with the team), ``status`` (answer
@@ -89,6 +89,13 @@ def confirmation(text: str) -> Literal["yes", "no"] | None:
     if _CANCEL_VERB.search(t):
         return "no"  # a cancel verb that was negated: "please don't cancel"
     return None
+
+
+def speaks_of_cancelling(text: str) -> bool:
+    """True when ``text`` uses a cancel verb at all, wished, negated or hypothetical ("please don't cancel it", "do NOT
+    withdraw my request"): on a paused thread such a message is about the refund, never another specialist's
+    question."""
+    return bool(_CANCEL_VERB.search(_norm(text)) or _NOT_WANTED.search(_norm(text)))
 
 
 def is_status_question(text: str) -> bool:
