@@ -1014,6 +1014,9 @@ def _render_card_status(result: dict[str, Any], text: str) -> str:
 
 
 def _render_freeze_card(result: dict[str, Any], text: str) -> str:
+    if result.get("status") != "frozen":  # read back after the action (nodes.tools): never claim a state it lacks
+        return (f"Your {result['kind']} card ending {result['last4']} is {result.get('status')}, not frozen: I "
+                "couldn't freeze it. Please try again, or tell me and I'll pass it to our team.")
     if result.get("already_frozen") or result.get("replayed"):  # replayed: this task froze it already
         confirm = "Yes, that's the one: your" if _CARD_NAMED_RE.search(text) and not reports_card_loss(text) \
             else "Your"
