@@ -32,6 +32,16 @@ CARD_CASES: list[tuple[str, list[Turn]]] = [
         ("I found it, unfreeze it", "cards", ("unfrozen your physical card ending 4242",), (), SEED),
         ("oh no, lost it again, freeze it", "cards", ("card ending 4242",), ("not frozen",), FROZE_4242),
         ("what's the status of my cards?", "cards", ("4242 is frozen",), ("4242 is active",), FROZE_4242)]),
+    # §2.1: freezing a blocked card never reports another card frozen
+    ("unfreeze-then-freeze-blocked", [
+        ("unfreeze 4242", "cards", ("4242",), ("frozen your",), SEED),
+        ("freeze 1881", "cards", ("1881", "blocked"), ("4242",), SEED)]),
+    # §2.3: a card's last four digits name a card, never the account
+    ("freeze-last4-new-thread", [
+        ("freeze 8899", "cards", ("frozen your virtual card ending 8899",), ("account",), FROZE_8899),
+        ("unfreeze 8899", "cards", ("unfrozen your virtual card ending 8899",), (), SEED)]),
+    ("freeze-card-last4-please", [
+        ("please freeze card 8899", "cards", ("virtual card ending 8899",), ("sr_",), FROZE_8899)]),
 ]
 
 
