@@ -63,8 +63,9 @@ def extract_facts(user_text: str) -> dict[str, str]:
     under ``transaction_ids`` when there are several), refund id (``rf_…``), transfer id (``tr_…``),
     card last four digits (only next to words like "card", "ending", "last four", or right after "freeze" /
     "unfreeze" / "block", so years and amounts are not mistaken), a card id the user named (``card_…`` ->
-    ``card_ref``: resolved exactly, never replaced by another card), and the first amount with a currency ("£4.50", "£5,000", "5,000.00 GBP", "12 euros", read with
-    babel through ``parse_money``) as ``amount`` "4.50 GBP", ``amount_minor`` "450", ``currency`` "GBP"."""
+    ``card_ref``: resolved exactly, never replaced by another card), and the first amount with a currency ("£4.50",
+    "£5,000", "5,000.00 GBP", "12 euros", read with babel through ``parse_money``) as ``amount`` "4.50 GBP",
+    ``amount_minor`` "450", ``currency`` "GBP"."""
     facts: dict[str, str] = {}
     txs = list(dict.fromkeys(_TX_RE.findall(user_text)))
     if txs:

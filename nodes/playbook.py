@@ -28,6 +28,7 @@ from typing import Any
 from checkpoints.business import money, money_plain, parse_iso
 from nodes.desk_knowledge import DeskIntent, load_knowledge
 from nodes.desk_render import count_words, render_desk_tool
+from nodes.facts import extract_facts
 from nodes.tools import TOOLS, match_policy_topic
 
 __all__ = [
@@ -226,8 +227,10 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
     offered = _UNFREEZE_OFFERED.match(asked or "") if agent == "cards" else None
     if offered and is_plain_yes(text) and "unfreeze_card" not in done:
         return plan("unfreeze_card", card_id=offered.group(1))  # the yes to the unfreeze the agent offered
-    if agent == "cards" and (meant := _cards_reply_to_question(text, asked)) is not None:
-        return planner(meant, facts, done, None, plan)
+    if agent == "cards" and (meant := _cards_reply_to_question(text, asked, previous)) is not None:
+        # the card named in the reply is the one acted on: its digits replace any card carried from earlier (qa1 §2.2:
+        # "8899" in reply to "which card?" froze 4242, the verified first active card)
+        return planner(meant, {**facts, **extract_facts(meant)}, done, None, plan)
     if is_acknowledgement(text):
         return None  # "ok" / "no" that answers no offer: no record is read again, no list shown again (review of main)
     if agent in _NO_RECORD_TO_EXPLAIN and intent is None and _bare_follow_up(text):
@@ -235,17 +238,39 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
     return planner(text, facts, done, intent, plan)
 
 
-def _cards_reply_to_question(text: str, asked: str | None) -> str | None:
+def _cards_reply_to_question(text: str, asked: str | None, previous: str | None = None) -> str | None:
     """What the customer's (lower-cased) reply to a freeze question of cards asks, in their words, or None: "yes" to
     :data:`LOSS_QUESTION` reports the loss ("yes, i lost my card"); a card named in reply to :data:`FREEZE_WHICH`
-    ("the one ending 4242") asks its freeze."""
+    ("the one ending 4242", "8899") asks its freeze ("freeze card 8899"), and so does a card picked by its kind ("the
+    virtual one") when the desk's ``previous`` answer listed exactly one usable card of that kind
+    (:func:`card_of_kind`)."""
     if not asked or _NOT.search(text):
         return None
     if asked.startswith(LOSS_ASKED) and _LOSS_YES.fullmatch(text.strip()):
         return "yes, i lost my card"  # "yes" to "Has your card been lost or stolen …? If so, say so and I'll freeze it"
-    if asked == FREEZE_ASKED and _CARD_NAMED_RE.search(text) and not _has(text, *_UNFREEZE):
-        return f"freeze {text}"
+    if asked == FREEZE_ASKED and not _has(text, *_UNFREEZE):
+        named = _CARD_NAMED_RE.search(text)
+        digits = next((g for g in named.groups() if g), None) if named else card_of_kind(text, previous)
+        if digits:
+            return f"freeze card {digits}" if digits.isdigit() else f"freeze {digits}"
     return None
+
+
+#: "physical card ending 4242 is active": a card a card-status answer lists, with its kind and status.
+_LISTED_CARD = re.compile(r"\b(virtual|physical) card ending (\d{4}) is (\w+)")
+
+
+def card_of_kind(text: str, previous: str | None) -> str | None:
+    """The last four digits of the card a (lower-cased) reply picks by its kind ("the virtual one", "my physical
+    card") among the cards the desk's ``previous`` answer listed: the one card of that kind, or the one of them that
+    is not blocked or expired; None when the reply names no kind, or none or several cards fit."""
+    kind = _CARD_KIND_RE.search(text)
+    if kind is None:
+        return None
+    listed = [(d, st) for k, d, st in _LISTED_CARD.findall(previous or "") if k == kind.group(1)]
+    if len(listed) > 1:
+        listed = [(d, st) for d, st in listed if st not in ("blocked", "expired")]
+    return listed[0][0] if len(listed) == 1 else None
 
 
 #: Agents whose "why?" has no record carried to re-read and explain (billing, refunds and transfers re-read theirs).

@@ -40,6 +40,16 @@ CARD_CASES: list[tuple[str, list[Turn]]] = [
     ("freeze-last4-new-thread", [
         ("freeze 8899", "cards", ("frozen your virtual card ending 8899",), ("account",), FROZE_8899),
         ("unfreeze 8899", "cards", ("unfrozen your virtual card ending 8899",), (), SEED)]),
+    # §2.2: the card named in reply to "which card?" is the one frozen, by its digits or its kind
+    ("freeze-it-which-8899", [
+        ("freeze it", "cards", ("freeze a card or your whole account",), ("I've frozen",), SEED),
+        ("8899", "cards", ("frozen your virtual card ending 8899",), ("4242",), FROZE_8899)]),
+    ("freeze-it-which-virtual", [
+        ("freeze it", "cards", ("freeze a card or your whole account",), ("I've frozen",), SEED),
+        ("the virtual one", "cards", ("frozen your virtual card ending 8899",), ("4242",), FROZE_8899)]),
+    ("freeze-it-which-physical", [
+        ("freeze it", "cards", ("freeze a card or your whole account",), (), SEED),
+        ("the physical one", "cards", ("frozen your physical card ending 4242",), ("1881",), FROZE_4242)]),
     ("freeze-card-last4-please", [
         ("please freeze card 8899", "cards", ("virtual card ending 8899",), ("sr_",), FROZE_8899)]),
 ]
