@@ -243,10 +243,13 @@ def _cards_reply_to_question(text: str, asked: str | None, previous: str | None 
     :data:`LOSS_QUESTION` reports the loss ("yes, i lost my card"); a card named in reply to :data:`FREEZE_WHICH`
     ("the one ending 4242", "8899") asks its freeze ("freeze card 8899"), and so does a card picked by its kind ("the
     virtual one") when the desk's ``previous`` answer listed exactly one usable card of that kind
-    (:func:`card_of_kind`)."""
+    (:func:`card_of_kind`). A yes to the loss question after an answer that named several cards names none: it is
+    "freeze it", which asks which card (:data:`FREEZE_WHICH`; README: cards asks when the answer named several)."""
     if not asked or _NOT.search(text):
         return None
     if asked.startswith(LOSS_ASKED) and _LOSS_YES.fullmatch(text.strip()):
+        if len(set(_CARD_ENDING.findall(previous or ""))) > 1 and not _CARD_NAMED_RE.search(text):
+            return "freeze it"  # the question followed a list of several cards: which one? (qa1 §2.5, FREEZE_WHICH)
         return "yes, i lost my card"  # "yes" to "Has your card been lost or stolen …? If so, say so and I'll freeze it"
     if asked == FREEZE_ASKED and not _has(text, *_UNFREEZE):
         named = _CARD_NAMED_RE.search(text)
@@ -256,6 +259,8 @@ def _cards_reply_to_question(text: str, asked: str | None, previous: str | None 
     return None
 
 
+#: "card ending 4242": a card an answer names.
+_CARD_ENDING = re.compile(r"\bcard ending (\d{4})\b")
 #: "physical card ending 4242 is active": a card a card-status answer lists, with its kind and status.
 _LISTED_CARD = re.compile(r"\b(virtual|physical) card ending (\d{4}) is (\w+)")
 
@@ -1200,7 +1205,7 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     if agent == "refunds":
         parts = _refunds_tail(text, names, parts)
     if agent == "cards" and names == ["card_status"]:
-        parts.extend(_card_follow_up(text))
+        parts.extend(_card_follow_up(_cards_reply_to_question(text, asked, previous) or text))
     balance = dict(tool_results).get("account_balance") or {}
     if agent == "account" and balance.get("ok"):
         parts = _currency_not_held(text, balance) + parts

@@ -50,6 +50,15 @@ CARD_CASES: list[tuple[str, list[Turn]]] = [
     ("freeze-it-which-physical", [
         ("freeze it", "cards", ("freeze a card or your whole account",), (), SEED),
         ("the physical one", "cards", ("frozen your physical card ending 4242",), ("1881",), FROZE_4242)]),
+    # §2.5: after an answer naming several cards, "freeze it" or a yes to the loss question asks which card
+    ("freeze-it-after-card-list", [
+        ("what's the status of my cards?", "cards", ("4242 is active", "8899 is active"), (), SEED),
+        ("freeze it", "cards", ("freeze a card or your whole account",), ("I've frozen",), SEED),
+        ("8899", "cards", ("frozen your virtual card ending 8899",), ("4242",), FROZE_8899)]),
+    ("yes-to-loss-question-after-card-list", [
+        ("what's the status of my cards?", "cards", ("lost or stolen",), (), SEED),
+        ("yes", "cards", ("freeze a card or your whole account",), ("I've frozen",), SEED),
+        ("the physical one", "cards", ("frozen your physical card ending 4242",), (), FROZE_4242)]),
     ("freeze-card-last4-please", [
         ("please freeze card 8899", "cards", ("virtual card ending 8899",), ("sr_",), FROZE_8899)]),
 ]
