@@ -489,7 +489,10 @@ class OfflineChatModel(BaseChatModel):
         first, the rest of the request (the withdrawal the customer did not make) is that specialist's. A rest the
         router gives a specialist below :data:`MISROUTE_CONFIDENCE` ("What do I do?") is no other team's question
         (found with ``bench/route_losses.py --list`` on held-out BANKING77 train rows: it went to account)."""
-        rest = [seg for seg in (split_requests(user_text) or [user_text]) if not _is_safety(seg)]
+        segments = split_requests(user_text) or [user_text]
+        # only a segment that asks something is another request: "I have been a loyal customer for many years."
+        # before the loss report is narrative (policies.compound.asks_something; qa1 §2.4)
+        rest = [seg for seg, asks in zip(segments, asks_something(segments)) if asks and not _is_safety(seg)]
         frozen = results.get("freeze_card") or {}
         facts = {"card_last4": str(frozen.get("last4", "")), "card_status": "frozen"} if frozen.get("ok") else {}
         rest_route = self._router().route(" ".join(rest)) if rest else None
@@ -593,6 +596,8 @@ class OfflineChatModel(BaseChatModel):
 
         if _NAMES_RECORD.search(user_text) or is_bare_follow_up(user_text, strict=True):
             return None  # "how?" / "why?" ask about the last answer (the router may call "how?" a greeting)
+        if playbook.reports_card_loss(user_text.lower()) or any(_is_safety(seg) for seg in split_requests(user_text)):
+            return None  # safety first: a loss report after a long polite lead-in is no greeting (qa1 §2.4)
         try:
             topic = social_topic(self._router().route(user_text), user_text)
         except (ValueError, RuntimeError):

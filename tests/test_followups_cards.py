@@ -20,8 +20,12 @@ from nodes.router import default_router
 SEED = {"1881": "blocked", "4242": "active", "8899": "active"}
 FROZE_4242 = {**SEED, "4242": "frozen"}
 FROZE_8899 = {**SEED, "8899": "frozen"}
-LONG_LEAD = ("Dear bank, " + "I have been a loyal customer for many years. " * 3
-             + " Anyway, I lost my card yesterday, please help.")
+
+
+def _lead_in(times: int) -> str:
+    """A loss report after a polite narrative lead-in of ``times`` sentences (3: about 200 characters)."""
+    return "Dear bank, " + "I have been a loyal customer for many years. " * times + " Anyway, I lost my card " \
+        "yesterday, please help."
 
 Turn = tuple[str, str, tuple[str, ...], tuple[str, ...], dict[str, str]]
 
@@ -59,6 +63,13 @@ CARD_CASES: list[tuple[str, list[Turn]]] = [
         ("what's the status of my cards?", "cards", ("lost or stolen",), (), SEED),
         ("yes", "cards", ("freeze a card or your whole account",), ("I've frozen",), SEED),
         ("the physical one", "cards", ("frozen your physical card ending 4242",), (), FROZE_4242)]),
+    # §2.4: safety first sees the loss whatever the lead-in; narrative sentences are no second question
+    *((f"lost-card-long-lead-in-{n}", [
+        (_lead_in(n), "cards", ("frozen your physical card ending 4242",),
+         ("automated assistant", "other question", "right team"), FROZE_4242)]) for n in (1, 3, 6)),
+    ("lost-card-and-a-question", [
+        ("I lost my card yesterday, and what is the fee for international transfers?", "billing",
+         ("frozen your card ending 4242", "£0.50"), (), FROZE_4242)]),
     ("freeze-card-last4-please", [
         ("please freeze card 8899", "cards", ("virtual card ending 8899",), ("sr_",), FROZE_8899)]),
 ]
