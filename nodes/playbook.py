@@ -53,6 +53,7 @@ __all__ = [
     "LOSS_QUESTION",
     "UNFREEZE_OFFER",
     "found_card_offer",
+    "NOTHING_FROZEN",
     "FREEZE_WHICH",
     "FREEZE_ASKED",
     "ToolCallPlan",
@@ -144,13 +145,22 @@ _UNFREEZE_OFFERED = re.compile(r"^Shall I unfreeze your card ending (\d{4})\?$")
 _FROZE_CARD = re.compile(r"\bfrozen your \w+ card ending (\d{4})\b|\bcard ending (\d{4}) is frozen\b")
 
 
+#: Cards' answer when the customer found the card before anything was frozen.
+NOTHING_FROZEN = "Good to hear you found it! Nothing was frozen, so your cards work as before."
+
+
 def found_card_offer(text: str, facts: dict[str, str], previous: str | None = None) -> str | None:
     """The cards agent's answer when the customer says they found the card this conversation froze (the packet's
     verified ``card_status`` frozen; the card's last four digits from ``card_last4`` or the desk's ``previous``
     answer that froze it) without asking for the unfreeze: it offers the unfreeze (:data:`UNFREEZE_OFFER`) and does
-    nothing yet; None otherwise (``text`` lower-cased)."""
-    if not _has(text, *_FOUND_CARD) or _has(text, *_UNFREEZE_ASKED) or facts.get("card_status") != "frozen":
+    nothing yet; when the ``previous`` answer only talked of a freeze and none was done, :data:`NOTHING_FROZEN`; None
+    otherwise (``text`` lower-cased)."""
+    if not _has(text, *_FOUND_CARD) or _has(text, *_UNFREEZE_ASKED):
         return None
+    if facts.get("card_status") != "frozen":
+        # "no wait, I found it" while the desk only asked which card to freeze: nothing was frozen (qa1 §2)
+        asked_freeze = bool(previous) and "freeze" in str(previous) and not _FROZE_CARD.search(str(previous))
+        return NOTHING_FROZEN if asked_freeze else None
     froze = _FROZE_CARD.search(previous or "")
     last4 = facts.get("card_last4") or (next(g for g in froze.groups() if g) if froze else None)
     if not last4:
@@ -217,8 +227,9 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
 
     if raises_limit(text, previous):  # "can I raise it?" after a limit: the limits can't be raised (handbook)
         return plan("lookup_policy", topic=LIMIT_CHANGES) if agent == "policy" else None
-    if agent == "billing" and transfer_timing_answer(text, previous) is not None:
-        return None  # "and how long does it take?" after a transfer's price: the handbook's transfer times
+    if _handbook_follow_up(agent, text, previous):
+        return None  # "and how long does it take?" after a transfer's price: the handbook's transfer times; "how do
+        # I unblock it?" after a PIN answer: the PIN how-to, not the card list again
     if agent == "refunds" and _bare_yes(text):
         tx_id = facts.get("transaction_id")
         if done or asked != REFUND_OFFER or not tx_id:
@@ -236,6 +247,15 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
     if agent in _NO_RECORD_TO_EXPLAIN and intent is None and _bare_follow_up(text):
         return None  # "why?" with no record to re-read: the agent asks what to explain (BARE_WHY_ANSWER)
     return planner(text, facts, done, intent, plan)
+
+
+def _handbook_follow_up(agent: str, text: str, previous: str | None) -> bool:
+    """Is the (lower-cased) ``text`` a follow-up that ``agent`` answers from the handbook with no tool: billing's
+    transfer times after a transfer's price (:func:`transfer_timing_answer`), cards' PIN how-to after a PIN answer
+    (:func:`pin_follow_up_answer`)?"""
+    if agent == "billing":
+        return transfer_timing_answer(text, previous) is not None
+    return agent == "cards" and pin_follow_up_answer(text, previous) is not None
 
 
 def _cards_reply_to_question(text: str, asked: str | None, previous: str | None = None) -> str | None:
@@ -779,6 +799,30 @@ def _limit_changes_answer() -> str:
     return f"{entry.title}: {entry.text}"
 
 
+#: A question about "it" after an answer about the PIN: how to unblock it, or how to change it.
+_PIN_IN_ANSWER = re.compile(r"\bPIN\b")
+_IT = re.compile(r"\b(?:it|that|this)\b")
+_PIN_UNBLOCK = re.compile(r"\b(?:unblock|unlock|reactivate|get (?:it )?back)\b")
+_PIN_CHANGE = re.compile(r"\b(?:change|reset|update|new one)\b")
+
+
+def pin_follow_up_answer(text: str, previous: str | None) -> str | None:
+    """The handbook's PIN how-to for a short question about "it" (at most 10 words, naming no card) right after an
+    answer about the PIN (``previous``; ``text`` lower-cased): "how do I unblock it?" -> the ``pin_blocked`` answer,
+    "and how do I change it?" -> the ``change_pin`` answer; else None. Fresh-user review of main (qa1 §2): both got
+    the card list again ("I've checked again and nothing has changed")."""
+    if not previous or not _PIN_IN_ANSWER.search(previous) or len(text.split()) > 10 or not _IT.search(text) \
+            or _CARD_NAMED_RE.search(text) or _has(text, r"\bcard\b"):
+        return None
+    intents = load_knowledge().intents
+    key = "pin_blocked" if _PIN_UNBLOCK.search(text) else "change_pin" if _PIN_CHANGE.search(text) else None
+    if key not in intents:
+        return None
+    answer = intents[str(key)].answer
+    how = answer.find("Unblock ")  # the how-to of the blocked-PIN answer, without why it was blocked (said already)
+    return answer[how:] if key == "pin_blocked" and how > 0 else answer
+
+
 def transfer_timing_answer(text: str, previous: str | None) -> str | None:
     """The handbook's transfer times (``transfer_times``) for a timing question naming no record ("and how long does
     it take?", ``text`` lower-cased) right after an answer about transfers (``previous``: billing's price of an
@@ -1184,7 +1228,7 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     else?" asks what else, it is not answered with the same question again). ``previous``: the desk's previous answer
     on the thread (an "and for X?" after a limits answer asks the limit of X)."""
     text = user_text.lower()
-    if not tool_results and (short := _reply_without_tool(agent, user_text, asked)) is not None:
+    if not tool_results and (short := _reply_without_tool(agent, user_text, asked, previous)) is not None:
         return short
     names = [name for name, _ in tool_results]
     if agent == "refunds" and (picked := _refund_picked(text, tool_results)) is not None:
@@ -1259,13 +1303,17 @@ def _answer_intent(agent: str, user_text: str, hint: str | None, acted: bool,
     return (None, known) if known else (intent, None)
 
 
-def _reply_without_tool(agent: str, user_text: str, asked: str | None = None) -> str | None:
+def _reply_without_tool(agent: str, user_text: str, asked: str | None = None,
+                        previous: str | None = None) -> str | None:
     """A specialist's answer when no tool ran and the message asks for none: a yes/no to "anything else?"
     (:data:`WHAT_ELSE_ANSWER` / :data:`PLAIN_NO_ANSWER`), a "no" to another question or offer (:data:`DECLINED_ANSWER`,
     which asks "anything else?" so the declined offer is no longer the open question), an "ok" that answers no offer
     (:data:`PLAIN_YES_ANSWER`), a "why?" with no record to explain (:data:`BARE_WHY_ANSWER`), "cancel that" to
-    account (:data:`ACCOUNT_CANCEL_ANSWER`); else None."""
+    account (:data:`ACCOUNT_CANCEL_ANSWER`), cards' PIN how-to after a PIN answer (``previous``,
+    :func:`pin_follow_up_answer`); else None."""
     text = user_text.lower()
+    if agent == "cards" and (pin := pin_follow_up_answer(text, previous)) is not None:
+        return pin
     if agent in _PLANNERS and is_acknowledgement(text):
         if is_plain_no(text):
             return PLAIN_NO_ANSWER if asked in (None, ANYTHING_ELSE, WHAT_ELSE_ANSWER) else DECLINED_ANSWER

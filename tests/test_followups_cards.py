@@ -70,6 +70,15 @@ CARD_CASES: list[tuple[str, list[Turn]]] = [
     ("lost-card-and-a-question", [
         ("I lost my card yesterday, and what is the fee for international transfers?", "billing",
          ("frozen your card ending 4242", "£0.50"), (), FROZE_4242)]),
+    # lower items: "found it" when nothing was frozen; PIN and replacement follow-ups
+    ("found-it-before-any-freeze", [
+        ("freeze it", "cards", ("freeze a card or your whole account",), (), SEED),
+        ("no wait, I found it", "cards", ("Nothing was frozen",), ("link", "Link"), SEED)]),
+    ("pin-blocked-follow-ups", [
+        ("my PIN is blocked", "cards", ("PIN is blocked",), (), SEED),
+        ("how do I unblock it?", "cards", ("Unblock it in the app under Cards > PIN",),
+         ("Your cards", "checked again", "no change"), SEED),
+        ("and how do I change it?", "cards", ("Change PIN",), ("Your cards", "checked again", "no change"), SEED)]),
     ("freeze-card-last4-please", [
         ("please freeze card 8899", "cards", ("virtual card ending 8899",), ("sr_",), FROZE_8899)]),
 ]
