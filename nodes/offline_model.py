@@ -236,6 +236,13 @@ def _safety_context(system: str, user_text: str, from_specialist: bool) -> tuple
     return (objective.group(1).strip() if objective else user_text), prefix
 
 
+def _taken_up(agent: str, user_text: str, messages: list[BaseMessage]) -> str:
+    """The request the customer's ``user_text`` makes of ``agent`` given the desk's previous answer: for cards,
+    "order one please" after a replacement answer is an order of a replacement card (``playbook.order_taken_up``);
+    ``user_text`` otherwise."""
+    return playbook.order_taken_up(user_text, _previous_answer(messages)) if agent == "cards" else user_text
+
+
 def _billing_answer(answer: str, user_text: str, system: str, results: list[tuple[str, dict]], hint: str | None) -> str:
     """Billing's answer when the customer does not recognise a payment (the intent, or billing's open question asking
     which one): the named payment with the offer to dispute it (``playbook.dispute_answer``); when billing asked which
@@ -386,6 +393,7 @@ class OfflineChatModel(BaseChatModel):
         from_specialist = bool(re.search(r"^(?:Handoff from (?!triage\b)\w+ to|Continuing the conversation with)", system,
                                          re.M))
         user_text, safety_prefix = _safety_context(system, user_text, from_specialist)
+        user_text = _taken_up(agent, user_text, messages)
         facts = _known_facts(user_text, system)
         facts.update(_picked_by_position(messages, user_text))
         facts.update(_card_meant(agent, messages, user_text, facts))

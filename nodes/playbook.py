@@ -249,6 +249,20 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
     return planner(text, facts, done, intent, plan)
 
 
+_ORDER_ONE = re.compile(r"^\W*(?:(?:ok(?:ay)?|yes|great|then|please|can you|could you)[,\s]+)*(?:order|get|send)"
+                        r"(?: me)? (?:one|it|that|a new one)\b", re.I)
+_REPLACEMENT_IN_ANSWER = re.compile(r"\b(?:replacement|new card|replace card)\b", re.I)
+
+
+def order_taken_up(user_text: str, previous: str | None) -> str:
+    """Cards: "order one please" right after an answer about a replacement card (``previous``) asks to order a
+    replacement card: that request in the desk's words, so the handbook's ``order_physical_card`` answer follows;
+    ``user_text`` unchanged otherwise (qa1 §2: it was taken for out of scope)."""
+    if _ORDER_ONE.search(user_text) and _REPLACEMENT_IN_ANSWER.search(previous or ""):
+        return "order a replacement card"
+    return user_text
+
+
 def _handbook_follow_up(agent: str, text: str, previous: str | None) -> bool:
     """Is the (lower-cased) ``text`` a follow-up that ``agent`` answers from the handbook with no tool: billing's
     transfer times after a transfer's price (:func:`transfer_timing_answer`), cards' PIN how-to after a PIN answer
@@ -731,7 +745,9 @@ def focused_policy_text(topic: str, title: str, policy_text: str, question: str)
 
 #: "how much does it cost?", "is it free?": a price question.
 _COST = (r"\bcosts?\b", r"\bhow much (?:is|does|do|will)\b.*\b(?:charge|pay|cost)", r"\bis (?:it|that|this) free\b",
-         r"\bprice\b")
+         r"\bprice\b",
+         # "how much is a replacement?" after the damaged-card answer (qa1 §2)
+         r"\bhow much (?:is|are|would be|will be) (?:a |an |the |my )?(?:new |physical )*(?:replacement|card)s?\b")
 
 
 def _policy_question(text: str) -> bool:

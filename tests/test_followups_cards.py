@@ -79,6 +79,13 @@ CARD_CASES: list[tuple[str, list[Turn]]] = [
         ("how do I unblock it?", "cards", ("Unblock it in the app under Cards > PIN",),
          ("Your cards", "checked again", "no change"), SEED),
         ("and how do I change it?", "cards", ("Change PIN",), ("Your cards", "checked again", "no change"), SEED)]),
+    ("damaged-card-replacement-follow-ups", [
+        ("my card is damaged", "cards", ("replacement",), (), SEED),
+        ("how much is a replacement?", "cards", ("£5",), ("not something this desk", "Your cards"), SEED),
+        ("order one please", "cards", ("Order a new card in the app",), ("not something this desk",), SEED)]),
+    ("damaged-card-order-one", [
+        ("my card is damaged", "cards", ("replacement",), (), SEED),
+        ("order one please", "cards", ("Order a new card in the app",), ("outside what we can help",), SEED)]),
     ("freeze-card-last4-please", [
         ("please freeze card 8899", "cards", ("virtual card ending 8899",), ("sr_",), FROZE_8899)]),
 ]
