@@ -604,7 +604,7 @@ class OfflineChatModel(BaseChatModel):
 
         if _NAMES_RECORD.search(user_text) or is_bare_follow_up(user_text, strict=True):
             return None  # "how?" / "why?" ask about the last answer (the router may call "how?" a greeting)
-        if playbook.reports_card_loss(user_text.lower()) or any(_is_safety(seg) for seg in split_requests(user_text)):
+        if any(_is_safety(seg) for seg in split_requests(user_text)):
             return None  # safety first: a loss report after a long polite lead-in is no greeting (qa1 §2.4)
         try:
             topic = social_topic(self._router().route(user_text), user_text)

@@ -136,7 +136,8 @@ _UNFREEZE = (r"\bunfreeze\b", r"\bun-freeze\b", r"\bunblock (?:my|the) card\b", 
 _UNFREEZE_ASKED = (r"\bunfreeze\b", r"\bun-freeze\b", r"\bunblock (?:my|the|it)\b", r"\b(?:reactivate|re-activate)\b",
                    r"\b(?:turn|switch) (?:it|my card|the card) (?:back )?on\b")
 #: "I found it", "found my card", "it turned up": the lost card is back.
-_FOUND_CARD = (r"\bfound (?:it|my card|the card|them)\b", r"\b(?:it|my card|the card) (?:turned|showed) up\b")
+_FOUND_CARD = (r"\bfound (?:it|(?:my|the) (?:lost |missing )?card|them)\b",
+               r"\b(?:it|my card|the card) (?:turned|showed) up\b")
 #: The cards agent's offer after the customer found a card this conversation froze; a plain yes unfreezes that card.
 UNFREEZE_OFFER = "Shall I unfreeze your card ending {last4}?"
 _UNFREEZE_OFFERED = re.compile(r"^Shall I unfreeze your card ending (\d{4})\?$")
@@ -149,18 +150,23 @@ _FROZE_CARD = re.compile(r"\bfrozen your \w+ card ending (\d{4})\b|\bcard ending
 NOTHING_FROZEN = "Good to hear you found it! Nothing was frozen, so your cards work as before."
 
 
+#: Cards' answer when a thread opens with the card found ("thanks, I found my lost card"): nothing to freeze.
+FOUND_FIRST = ("Good to hear you found it! If you froze it, tell me its last four digits and I'll unfreeze it; "
+               "otherwise it works as before.")
+
+
 def found_card_offer(text: str, facts: dict[str, str], previous: str | None = None) -> str | None:
     """The cards agent's answer when the customer says they found the card this conversation froze (the packet's
     verified ``card_status`` frozen; the card's last four digits from ``card_last4`` or the desk's ``previous``
     answer that froze it) without asking for the unfreeze: it offers the unfreeze (:data:`UNFREEZE_OFFER`) and does
-    nothing yet; when the ``previous`` answer only talked of a freeze and none was done, :data:`NOTHING_FROZEN`; None
-    otherwise (``text`` lower-cased)."""
+    nothing yet; when the ``previous`` answer only talked of a freeze and none was done, :data:`NOTHING_FROZEN`; on a
+    new thread (no ``previous``), :data:`FOUND_FIRST`; None otherwise (``text`` lower-cased)."""
     if not _has(text, *_FOUND_CARD) or _has(text, *_UNFREEZE_ASKED):
         return None
     if facts.get("card_status") != "frozen":
         # "no wait, I found it" while the desk only asked which card to freeze: nothing was frozen (qa1 §2)
         asked_freeze = bool(previous) and "freeze" in str(previous) and not _FROZE_CARD.search(str(previous))
-        return NOTHING_FROZEN if asked_freeze else None
+        return NOTHING_FROZEN if asked_freeze else FOUND_FIRST if not previous else None
     froze = _FROZE_CARD.search(previous or "")
     last4 = facts.get("card_last4") or (next(g for g in froze.groups() if g) if froze else None)
     if not last4:
@@ -489,7 +495,8 @@ _LOSS_YES = re.compile(r"(?:yes|yeah|yep|yup|it (?:was|has|is)|please do|go ahea
 
 def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                 plan: _Plan) -> ToolCallPlan | None:
-    wants_freeze = reports_card_loss(text)
+    # "thanks, I found my lost card" reports the card back, not a loss: nothing is frozen for it
+    wants_freeze = reports_card_loss(text) and not _has(text, *_FOUND_CARD)
     wants_unfreeze = _has(text, *_UNFREEZE) and not _has(text, r"\b(?:lost|stolen|compromis|fraud)")
     if _names_card_only(text):
         intent = None  # "it's the one ending 4242": the card the customer means, not the router's guess of a topic

@@ -74,6 +74,12 @@ CARD_CASES: list[tuple[str, list[Turn]]] = [
     ("found-it-before-any-freeze", [
         ("freeze it", "cards", ("freeze a card or your whole account",), (), SEED),
         ("no wait, I found it", "cards", ("Nothing was frozen",), ("link", "Link"), SEED)]),
+    ("found-lost-card-new-thread", [
+        ("thanks, I found my lost card", "cards", ("found it",), ("I've frozen", "I'll freeze"), SEED)]),
+    ("found-lost-card-after-freeze", [
+        ("I lost my card", "cards", ("frozen your physical card ending 4242",), (), FROZE_4242),
+        ("great news, I found my lost card", "cards", ("Shall I unfreeze your card ending 4242?",), (), FROZE_4242),
+        ("yes", "cards", ("unfrozen your physical card ending 4242",), (), SEED)]),
     ("pin-blocked-follow-ups", [
         ("my PIN is blocked", "cards", ("PIN is blocked",), (), SEED),
         ("how do I unblock it?", "cards", ("Unblock it in the app under Cards > PIN",),
