@@ -146,3 +146,16 @@ def test_a_card_action_replays_within_its_request_and_acts_on_a_new_one(store):
 
     said = compose_answer("cards", "freeze it", [("freeze_card", stale)])
     assert "not frozen" in said and "I've frozen" not in said and "is frozen" not in said
+
+
+def test_the_graph_keys_a_freeze_by_its_turn(desk, store):
+    """The cards agent's freeze is recorded under its turn's key, so re-running that turn replays it (nothing runs
+    twice) while the next turn's freeze is a new request."""
+    conv = Conversation("keyed", desk=desk)
+    conv.send("I lost my card")
+    conv.send("I found it, unfreeze it")
+    conv.send("oh no, lost it again, freeze it")
+    task = conv.state["task"]["task_id"]
+    first, third = (store.side_effect_result(f"freeze:{task}:t{n}:card_ada_phys") for n in (1, 3))
+    assert first is not None and third is not None and third["previous_status"] == "active"
+    assert store.side_effect_result(f"unfreeze:{task}:t2:card_ada_phys") is not None
