@@ -126,7 +126,7 @@ class AgentVisit:
         self.failure_reason = ""
         self.call_names: dict[str, str] = {}  # tool_call id -> the name the model called (route_to_agent stays so)
         self.packet_in = self._packet_in()
-        self.tools = ToolRunner(business, deps, ctx, self.thread_id, self.task.get("task_id", ""))
+        self.tools = ToolRunner(business, deps, ctx, self.thread_id, self.task.get("task_id", ""), self.turn)
 
     # ============================================================== the visit, top to bottom
     def run(self) -> Command:

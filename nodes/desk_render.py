@@ -28,6 +28,8 @@ def _delivery(r: dict[str, Any]) -> str:
 
 
 def _unfreeze(r: dict[str, Any]) -> str:
+    if r.get("status") != "active":  # read back after the action (nodes.tools): never claim a state the card lacks
+        return f"Your {r['kind']} card ending {r['last4']} is {r.get('status')}, not active: I couldn't unfreeze it."
     if r.get("already_active"):
         return f"Your {r['kind']} card ending {r['last4']} isn't frozen: it is active and ready to use."
     return f"I've unfrozen your {r['kind']} card ending {r['last4']}, so you can pay with it again."

@@ -46,6 +46,7 @@ from policies.replies import (
     opens_follow_up,
     record_owners,
     refers_back,
+    takes_up_last_answer,
 )
 
 __all__ = ["make_entry_node", "make_access_denied_node", "turn_verdict", "incoming_messages", "decide_entry"]
@@ -104,7 +105,8 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     task = dict(state.get("task") or {})
     owners = record_owners(text)
     # safety first: a lost, stolen or compromised card is frozen before a person takes over (issue 12 §2 review)
-    back, person = refers_back(text, listed), asks_for_person(text) and not reports_card_loss(text.lower())
+    back = refers_back(text, listed) or takes_up_last_answer(text, last_text)
+    person = asks_for_person(text) and not reports_card_loss(text.lower())
     same = asks_same_for(text) or asks_for_news(text) or is_bare_follow_up(text)
     opener, card_action = opens_follow_up(text), asks_card_action(text)
     decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,

@@ -236,6 +236,13 @@ def _safety_context(system: str, user_text: str, from_specialist: bool) -> tuple
     return (objective.group(1).strip() if objective else user_text), prefix
 
 
+def _taken_up(agent: str, user_text: str, messages: list[BaseMessage]) -> str:
+    """The request the customer's ``user_text`` makes of ``agent`` given the desk's previous answer: for cards,
+    "order one please" after a replacement answer is an order of a replacement card (``playbook.order_taken_up``);
+    ``user_text`` otherwise."""
+    return playbook.order_taken_up(user_text, _previous_answer(messages)) if agent == "cards" else user_text
+
+
 def _billing_answer(answer: str, user_text: str, system: str, results: list[tuple[str, dict]], hint: str | None) -> str:
     """Billing's answer when the customer does not recognise a payment (the intent, or billing's open question asking
     which one): the named payment with the offer to dispute it (``playbook.dispute_answer``); when billing asked which
@@ -386,6 +393,7 @@ class OfflineChatModel(BaseChatModel):
         from_specialist = bool(re.search(r"^(?:Handoff from (?!triage\b)\w+ to|Continuing the conversation with)", system,
                                          re.M))
         user_text, safety_prefix = _safety_context(system, user_text, from_specialist)
+        user_text = _taken_up(agent, user_text, messages)
         facts = _known_facts(user_text, system)
         facts.update(_picked_by_position(messages, user_text))
         facts.update(_card_meant(agent, messages, user_text, facts))
@@ -489,7 +497,10 @@ class OfflineChatModel(BaseChatModel):
         first, the rest of the request (the withdrawal the customer did not make) is that specialist's. A rest the
         router gives a specialist below :data:`MISROUTE_CONFIDENCE` ("What do I do?") is no other team's question
         (found with ``bench/route_losses.py --list`` on held-out BANKING77 train rows: it went to account)."""
-        rest = [seg for seg in (split_requests(user_text) or [user_text]) if not _is_safety(seg)]
+        segments = split_requests(user_text) or [user_text]
+        # only a segment that asks something is another request: "I have been a loyal customer for many years."
+        # before the loss report is narrative (policies.compound.asks_something; qa1 §2.4)
+        rest = [seg for seg, asks in zip(segments, asks_something(segments)) if asks and not _is_safety(seg)]
         frozen = results.get("freeze_card") or {}
         facts = {"card_last4": str(frozen.get("last4", "")), "card_status": "frozen"} if frozen.get("ok") else {}
         rest_route = self._router().route(" ".join(rest)) if rest else None
@@ -593,6 +604,8 @@ class OfflineChatModel(BaseChatModel):
 
         if _NAMES_RECORD.search(user_text) or is_bare_follow_up(user_text, strict=True):
             return None  # "how?" / "why?" ask about the last answer (the router may call "how?" a greeting)
+        if any(_is_safety(seg) for seg in split_requests(user_text)):
+            return None  # safety first: a loss report after a long polite lead-in is no greeting (qa1 §2.4)
         try:
             topic = social_topic(self._router().route(user_text), user_text)
         except (ValueError, RuntimeError):

@@ -19,6 +19,7 @@ the ``freeze`` intents of ``nodes/data/desk_knowledge.json``).
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +56,10 @@ def freeze_while_paused(text: str, store: Any, ctx: RunContext, thread_id: str) 
     is worded like any refusal (no tool names, no internal ids)."""
     if not is_safety_report(text):
         return None
-    tool_ctx = ToolContext(customer_id=ctx.user_id or "", tenant_id=ctx.tenant_id, thread_id=thread_id)
+    # each message served here is its own request (nothing resumes it): a fresh request id in the freeze's key, so a
+    # card lost again after an unfreeze is frozen again instead of replayed (fresh-user review of main, §2.1)
+    tool_ctx = ToolContext(customer_id=ctx.user_id or "", tenant_id=ctx.tenant_id, thread_id=thread_id,
+                           turn=f"p{uuid.uuid4().hex[:12]}")
     facts = dict(extract_facts(text))
     results: list[tuple[str, dict[str, Any]]] = []
     for _ in range(_MAX_CALLS):

@@ -28,6 +28,7 @@ from typing import Any
 from checkpoints.business import money, money_plain, parse_iso
 from nodes.desk_knowledge import DeskIntent, load_knowledge
 from nodes.desk_render import ACCOUNT_CANCEL_ANSWER, count_words, render_desk_tool
+from nodes.facts import extract_facts
 from nodes.tools import TOOLS, match_policy_topic
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "LOSS_QUESTION",
     "UNFREEZE_OFFER",
     "found_card_offer",
+    "NOTHING_FROZEN",
     "FREEZE_WHICH",
     "FREEZE_ASKED",
     "ToolCallPlan",
@@ -135,7 +137,8 @@ _UNFREEZE = (r"\bunfreeze\b", r"\bun-freeze\b", r"\bunblock (?:my|the) card\b", 
 _UNFREEZE_ASKED = (r"\bunfreeze\b", r"\bun-freeze\b", r"\bunblock (?:my|the|it)\b", r"\b(?:reactivate|re-activate)\b",
                    r"\b(?:turn|switch) (?:it|my card|the card) (?:back )?on\b")
 #: "I found it", "found my card", "it turned up": the lost card is back.
-_FOUND_CARD = (r"\bfound (?:it|my card|the card|them)\b", r"\b(?:it|my card|the card) (?:turned|showed) up\b")
+_FOUND_CARD = (r"\bfound (?:it|(?:my|the) (?:lost |missing )?card|them)\b",
+               r"\b(?:it|my card|the card) (?:turned|showed) up\b")
 #: The cards agent's offer after the customer found a card this conversation froze; a plain yes unfreezes that card.
 UNFREEZE_OFFER = "Shall I unfreeze your card ending {last4}?"
 _UNFREEZE_OFFERED = re.compile(r"^Shall I unfreeze your card ending (\d{4})\?$")
@@ -144,13 +147,27 @@ _UNFREEZE_OFFERED = re.compile(r"^Shall I unfreeze your card ending (\d{4})\?$")
 _FROZE_CARD = re.compile(r"\bfrozen your \w+ card ending (\d{4})\b|\bcard ending (\d{4}) is frozen\b")
 
 
+#: Cards' answer when the customer found the card before anything was frozen.
+NOTHING_FROZEN = "Good to hear you found it! Nothing was frozen, so your cards work as before."
+
+
+#: Cards' answer when a thread opens with the card found ("thanks, I found my lost card"): nothing to freeze.
+FOUND_FIRST = ("Good to hear you found it! If you froze it, tell me its last four digits and I'll unfreeze it; "
+               "otherwise it works as before.")
+
+
 def found_card_offer(text: str, facts: dict[str, str], previous: str | None = None) -> str | None:
     """The cards agent's answer when the customer says they found the card this conversation froze (the packet's
     verified ``card_status`` frozen; the card's last four digits from ``card_last4`` or the desk's ``previous``
     answer that froze it) without asking for the unfreeze: it offers the unfreeze (:data:`UNFREEZE_OFFER`) and does
-    nothing yet; None otherwise (``text`` lower-cased)."""
-    if not _has(text, *_FOUND_CARD) or _has(text, *_UNFREEZE_ASKED) or facts.get("card_status") != "frozen":
+    nothing yet; when the ``previous`` answer only talked of a freeze and none was done, :data:`NOTHING_FROZEN`; on a
+    new thread (no ``previous``), :data:`FOUND_FIRST`; None otherwise (``text`` lower-cased)."""
+    if not _has(text, *_FOUND_CARD) or _has(text, *_UNFREEZE_ASKED):
         return None
+    if facts.get("card_status") != "frozen":
+        # "no wait, I found it" while the desk only asked which card to freeze: nothing was frozen (qa1 §2)
+        asked_freeze = bool(previous) and "freeze" in str(previous) and not _FROZE_CARD.search(str(previous))
+        return NOTHING_FROZEN if asked_freeze else FOUND_FIRST if not previous else None
     froze = _FROZE_CARD.search(previous or "")
     last4 = facts.get("card_last4") or (next(g for g in froze.groups() if g) if froze else None)
     if not last4:
@@ -217,8 +234,9 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
 
     if raises_limit(text, previous):  # "can I raise it?" after a limit: the limits can't be raised (handbook)
         return plan("lookup_policy", topic=LIMIT_CHANGES) if agent == "policy" else None
-    if agent == "billing" and transfer_timing_answer(text, previous) is not None:
-        return None  # "and how long does it take?" after a transfer's price: the handbook's transfer times
+    if _handbook_follow_up(agent, text, previous):
+        return None  # "and how long does it take?" after a transfer's price: the handbook's transfer times; "how do
+        # I unblock it?" after a PIN answer: the PIN how-to, not the card list again
     if agent == "refunds" and _bare_yes(text):
         tx_id = facts.get("transaction_id")
         if done or asked != REFUND_OFFER or not tx_id:
@@ -227,7 +245,7 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
     offered = _UNFREEZE_OFFERED.match(asked or "") if agent == "cards" else None
     if offered and is_plain_yes(text) and "unfreeze_card" not in done:
         return plan("unfreeze_card", card_id=offered.group(1))  # the yes to the unfreeze the agent offered
-    handled, replied = _reply_to_question(agent, text, asked, facts, done, plan)
+    handled, replied = _reply_to_question(agent, text, asked, facts, done, plan, previous)
     if handled:
         return replied
     if is_acknowledgement(text):
@@ -238,12 +256,14 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
 
 
 def _reply_to_question(agent: str, text: str, asked: str | None, facts: dict[str, str], done: set[str],
-                       plan: _Plan) -> tuple[bool, ToolCallPlan | None]:
+                       plan: _Plan, previous: str | None = None) -> tuple[bool, ToolCallPlan | None]:
     """``(handled, plan)`` for a (lower-cased) reply to the agent's own question or offer: cards' freeze questions
     (:func:`_cards_reply_to_question`), a yes to account's :data:`CLOSE_ACCOUNT_ASKED` (the request is filed), and a
     wish to withdraw a request to our team (:func:`withdraws_account_request`); ``(False, None)`` otherwise."""
-    if agent == "cards" and (meant := _cards_reply_to_question(text, asked)) is not None:
-        return True, _plan_cards(meant, facts, done, None, plan)
+    if agent == "cards" and (meant := _cards_reply_to_question(text, asked, previous)) is not None:
+        # the card named in the reply is the one acted on: its digits replace any card carried from earlier (qa1 §2.2:
+        # "8899" in reply to "which card?" froze 4242, the verified first active card)
+        return True, _plan_cards(meant, {**facts, **extract_facts(meant)}, done, None, plan)
     if agent == "account" and asked == CLOSE_ACCOUNT_ASKED and is_plain_yes(text):
         return True, plan("request_operator_case", kind="close_account")
     if agent == "account" and withdraws_account_request(text):
@@ -252,17 +272,67 @@ def _reply_to_question(agent: str, text: str, asked: str | None, facts: dict[str
     return False, None
 
 
-def _cards_reply_to_question(text: str, asked: str | None) -> str | None:
+_ORDER_ONE = re.compile(r"^\W*(?:(?:ok(?:ay)?|yes|great|then|please|can you|could you)[,\s]+)*(?:order|get|send)"
+                        r"(?: me)? (?:one|it|that|a new one)\b", re.I)
+_REPLACEMENT_IN_ANSWER = re.compile(r"\b(?:replacement|new card|replace card)\b", re.I)
+
+
+def order_taken_up(user_text: str, previous: str | None) -> str:
+    """Cards: "order one please" right after an answer about a replacement card (``previous``) asks to order a
+    replacement card: that request in the desk's words, so the handbook's ``order_physical_card`` answer follows;
+    ``user_text`` unchanged otherwise (qa1 §2: it was taken for out of scope)."""
+    if _ORDER_ONE.search(user_text) and _REPLACEMENT_IN_ANSWER.search(previous or ""):
+        return "order a replacement card"
+    return user_text
+
+
+def _handbook_follow_up(agent: str, text: str, previous: str | None) -> bool:
+    """Is the (lower-cased) ``text`` a follow-up that ``agent`` answers from the handbook with no tool: billing's
+    transfer times after a transfer's price (:func:`transfer_timing_answer`), cards' PIN how-to after a PIN answer
+    (:func:`pin_follow_up_answer`)?"""
+    if agent == "billing":
+        return transfer_timing_answer(text, previous) is not None
+    return agent == "cards" and pin_follow_up_answer(text, previous) is not None
+
+
+def _cards_reply_to_question(text: str, asked: str | None, previous: str | None = None) -> str | None:
     """What the customer's (lower-cased) reply to a freeze question of cards asks, in their words, or None: "yes" to
     :data:`LOSS_QUESTION` reports the loss ("yes, i lost my card"); a card named in reply to :data:`FREEZE_WHICH`
-    ("the one ending 4242") asks its freeze."""
+    ("the one ending 4242", "8899") asks its freeze ("freeze card 8899"), and so does a card picked by its kind ("the
+    virtual one") when the desk's ``previous`` answer listed exactly one usable card of that kind
+    (:func:`card_of_kind`). A yes to the loss question after an answer that named several cards names none: it is
+    "freeze it", which asks which card (:data:`FREEZE_WHICH`; README: cards asks when the answer named several)."""
     if not asked or _NOT.search(text):
         return None
     if asked.startswith(LOSS_ASKED) and _LOSS_YES.fullmatch(text.strip()):
+        if len(set(_CARD_ENDING.findall(previous or ""))) > 1 and not _CARD_NAMED_RE.search(text):
+            return "freeze it"  # the question followed a list of several cards: which one? (qa1 §2.5, FREEZE_WHICH)
         return "yes, i lost my card"  # "yes" to "Has your card been lost or stolen …? If so, say so and I'll freeze it"
-    if asked == FREEZE_ASKED and _CARD_NAMED_RE.search(text) and not _has(text, *_UNFREEZE):
-        return f"freeze {text}"
+    if asked == FREEZE_ASKED and not _has(text, *_UNFREEZE):
+        named = _CARD_NAMED_RE.search(text)
+        digits = next((g for g in named.groups() if g), None) if named else card_of_kind(text, previous)
+        if digits:
+            return f"freeze card {digits}" if digits.isdigit() else f"freeze {digits}"
     return None
+
+
+#: "card ending 4242": a card an answer names.
+_CARD_ENDING = re.compile(r"\bcard ending (\d{4})\b")
+#: "physical card ending 4242 is active": a card a card-status answer lists, with its kind and status.
+_LISTED_CARD = re.compile(r"\b(virtual|physical) card ending (\d{4}) is (\w+)")
+
+
+def card_of_kind(text: str, previous: str | None) -> str | None:
+    """The last four digits of the card a (lower-cased) reply picks by its kind ("the virtual one", "my physical
+    card") among the cards the desk's ``previous`` answer listed: the one card of that kind, or the one of them that
+    is not blocked or expired; None when the reply names no kind, or none or several cards fit."""
+    kind = _CARD_KIND_RE.search(text)
+    if kind is None:
+        return None
+    listed = [(d, st) for k, d, st in _LISTED_CARD.findall(previous or "") if k == kind.group(1)]
+    if len(listed) > 1:
+        listed = [(d, st) for d, st in listed if st not in ("blocked", "expired")]
+    return listed[0][0] if len(listed) == 1 else None
 
 
 #: Agents whose "why?" has no record carried to re-read and explain (billing, refunds and transfers re-read theirs).
@@ -442,7 +512,8 @@ _LOSS_YES = re.compile(r"(?:yes|yeah|yep|yup|it (?:was|has|is)|please do|go ahea
 
 def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                 plan: _Plan) -> ToolCallPlan | None:
-    wants_freeze = reports_card_loss(text)
+    # "thanks, I found my lost card" reports the card back, not a loss: nothing is frozen for it
+    wants_freeze = reports_card_loss(text) and not _has(text, *_FOUND_CARD)
     wants_unfreeze = _has(text, *_UNFREEZE) and not _has(text, r"\b(?:lost|stolen|compromis|fraud)")
     if _names_card_only(text):
         intent = None  # "it's the one ending 4242": the card the customer means, not the router's guess of a topic
@@ -730,7 +801,9 @@ def focused_policy_text(topic: str, title: str, policy_text: str, question: str)
 
 #: "how much does it cost?", "is it free?": a price question.
 _COST = (r"\bcosts?\b", r"\bhow much (?:is|does|do|will)\b.*\b(?:charge|pay|cost)", r"\bis (?:it|that|this) free\b",
-         r"\bprice\b")
+         r"\bprice\b",
+         # "how much is a replacement?" after the damaged-card answer (qa1 §2)
+         r"\bhow much (?:is|are|would be|will be) (?:a |an |the |my )?(?:new |physical )*(?:replacement|card)s?\b")
 
 
 def _policy_question(text: str) -> bool:
@@ -796,6 +869,30 @@ def _limit_changes_answer() -> str:
 
     entry = POLICY_KB[LIMIT_CHANGES]
     return f"{entry.title}: {entry.text}"
+
+
+#: A question about "it" after an answer about the PIN: how to unblock it, or how to change it.
+_PIN_IN_ANSWER = re.compile(r"\bPIN\b")
+_IT = re.compile(r"\b(?:it|that|this)\b")
+_PIN_UNBLOCK = re.compile(r"\b(?:unblock|unlock|reactivate|get (?:it )?back)\b")
+_PIN_CHANGE = re.compile(r"\b(?:change|reset|update|new one)\b")
+
+
+def pin_follow_up_answer(text: str, previous: str | None) -> str | None:
+    """The handbook's PIN how-to for a short question about "it" (at most 10 words, naming no card) right after an
+    answer about the PIN (``previous``; ``text`` lower-cased): "how do I unblock it?" -> the ``pin_blocked`` answer,
+    "and how do I change it?" -> the ``change_pin`` answer; else None. Fresh-user review of main (qa1 §2): both got
+    the card list again ("I've checked again and nothing has changed")."""
+    if not previous or not _PIN_IN_ANSWER.search(previous) or len(text.split()) > 10 or not _IT.search(text) \
+            or _CARD_NAMED_RE.search(text) or _has(text, r"\bcard\b"):
+        return None
+    intents = load_knowledge().intents
+    key = "pin_blocked" if _PIN_UNBLOCK.search(text) else "change_pin" if _PIN_CHANGE.search(text) else None
+    if key not in intents:
+        return None
+    answer = intents[str(key)].answer
+    how = answer.find("Unblock ")  # the how-to of the blocked-PIN answer, without why it was blocked (said already)
+    return answer[how:] if key == "pin_blocked" and how > 0 else answer
 
 
 def transfer_timing_answer(text: str, previous: str | None) -> str | None:
@@ -1063,6 +1160,9 @@ def _render_card_status(result: dict[str, Any], text: str) -> str:
 
 
 def _render_freeze_card(result: dict[str, Any], text: str) -> str:
+    if result.get("status") != "frozen":  # read back after the action (nodes.tools): never claim a state it lacks
+        return (f"Your {result['kind']} card ending {result['last4']} is {result.get('status')}, not frozen: I "
+                "couldn't freeze it. Please try again, or tell me and I'll pass it to our team.")
     if result.get("already_frozen") or result.get("replayed"):  # replayed: this task froze it already
         confirm = "Yes, that's the one: your" if _CARD_NAMED_RE.search(text) and not reports_card_loss(text) \
             else "Your"
@@ -1220,7 +1320,7 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     else?" asks what else, it is not answered with the same question again). ``previous``: the desk's previous answer
     on the thread (an "and for X?" after a limits answer asks the limit of X)."""
     text = user_text.lower()
-    if not tool_results and (short := _reply_without_tool(agent, user_text, asked, hint)) is not None:
+    if not tool_results and (short := _reply_without_tool(agent, user_text, asked, previous, hint)) is not None:
         return short
     names = [name for name, _ in tool_results]
     if agent == "refunds" and (picked := _refund_picked(text, tool_results)) is not None:
@@ -1242,7 +1342,7 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     if agent == "refunds":
         parts = _refunds_tail(text, names, parts)
     if agent == "cards" and names == ["card_status"]:
-        parts.extend(_card_follow_up(text))
+        parts.extend(_card_follow_up(_cards_reply_to_question(text, asked, previous) or text))
     balance = dict(tool_results).get("account_balance") or {}
     if agent == "account" and balance.get("ok"):
         parts = _currency_not_held(text, balance) + parts
@@ -1296,14 +1396,18 @@ def _answer_intent(agent: str, user_text: str, hint: str | None, acted: bool,
     return (None, known) if known else (intent, None)
 
 
-def _reply_without_tool(agent: str, user_text: str, asked: str | None = None, hint: str | None = None) -> str | None:
+def _reply_without_tool(agent: str, user_text: str, asked: str | None = None,
+                        previous: str | None = None, hint: str | None = None) -> str | None:
     """A specialist's answer when no tool ran and the message asks for none: a yes/no to "anything else?"
     (:data:`WHAT_ELSE_ANSWER` / :data:`PLAIN_NO_ANSWER`), a "no" to another question or offer (:data:`DECLINED_ANSWER`,
     which asks "anything else?" so the declined offer is no longer the open question), an "ok" that answers no offer
     (:data:`PLAIN_YES_ANSWER`), a "why?" with no record to explain (:data:`BARE_WHY_ANSWER`), "cancel that" to
-    account (:data:`ACCOUNT_CANCEL_ANSWER`), a wish to close the account (:data:`CLOSE_ACCOUNT_QUESTION`: asked before
-    anything is filed; ``hint``: the router's label); else None."""
+    account (:data:`ACCOUNT_CANCEL_ANSWER`), cards' PIN how-to after a PIN answer (``previous``,
+    :func:`pin_follow_up_answer`), a wish to close the account (:data:`CLOSE_ACCOUNT_QUESTION`: asked before anything
+    is filed; ``hint``: the router's label); else None."""
     text = user_text.lower()
+    if agent == "cards" and (pin := pin_follow_up_answer(text, previous)) is not None:
+        return pin
     if agent in _PLANNERS and is_acknowledgement(text):
         if is_plain_no(text):
             return PLAIN_NO_ANSWER if asked in (None, ANYTHING_ELSE, WHAT_ELSE_ANSWER) else DECLINED_ANSWER

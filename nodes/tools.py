@@ -53,6 +53,7 @@ __all__ = [
     "run_tool",
     "refund_idempotency_key",
     "freeze_idempotency_key",
+    "unfreeze_idempotency_key",
 ]
 
 
@@ -66,18 +67,29 @@ class ToolContext:
     """Who the tool acts for, supplied by the graph from the run context (never from the model).
 
     customer_id: the authenticated customer; tenant_id: their tenant; thread_id: the conversation
-    (LangGraph thread); task_id: the support task (used in idempotency keys; None -> thread_id is used).
+    (LangGraph thread); task_id: the support task (used in idempotency keys; None -> thread_id is used); turn: the
+    request within the thread (the graph state's ``turn``, or any other id of one customer request), part of a card
+    action's idempotency key so a retry or resume of the same request is answered from its key while a new request
+    in the same task ("freeze it" again after an unfreeze) acts (fresh-user review of main, §2.1); None -> the key
+    names the task only (one action per task and card).
     """
 
     customer_id: str
     tenant_id: str
     thread_id: str
     task_id: str | None = None
+    turn: int | str | None = None
 
     @property
     def task_key(self) -> str:
         """The task id for idempotency keys (``task_id``, or ``thread_id`` when there is no task)."""
         return self.task_id or self.thread_id
+
+    @property
+    def request_key(self) -> str:
+        """The task and the request within it for a card action's idempotency key: ``{task_key}`` without a
+        ``turn``, else ``{task_key}:t{turn}``."""
+        return self.task_key if self.turn is None else f"{self.task_key}:t{self.turn}"
 
 
 @dataclass(frozen=True)
@@ -428,8 +440,14 @@ def refund_idempotency_key(ctx: ToolContext, transaction_id: str) -> str:
 
 
 def freeze_idempotency_key(ctx: ToolContext, card_id: str) -> str:
-    """``freeze:{task}:{card_id}`` with task = ``ctx.task_id`` or ``ctx.thread_id``."""
-    return f"freeze:{ctx.task_key}:{card_id}"
+    """``freeze:{task}:{card_id}`` with task = ``ctx.task_id`` or ``ctx.thread_id``, and ``:t{turn}`` after the task
+    when ``ctx.turn`` is set (:attr:`ToolContext.request_key`): one freeze per request, not one per task."""
+    return f"freeze:{ctx.request_key}:{card_id}"
+
+
+def unfreeze_idempotency_key(ctx: ToolContext, card_id: str) -> str:
+    """``unfreeze:{task}:{card_id}``, made like :func:`freeze_idempotency_key`."""
+    return f"unfreeze:{ctx.request_key}:{card_id}"
 
 
 def _request_refund(store: BusinessStore, ctx: ToolContext, transaction_id: str,
@@ -469,8 +487,20 @@ def _freeze_card(store: BusinessStore, ctx: ToolContext, card_id: str) -> dict[s
     card = _named_card(store, ctx, card_id)
     if isinstance(card, dict):
         return card
-    result = store.freeze_card(ctx.customer_id, card.id, freeze_idempotency_key(ctx, card.id))
-    return {"ok": True, **result}
+    return _read_back(store, ctx, store.freeze_card(ctx.customer_id, card.id, freeze_idempotency_key(ctx, card.id)))
+
+
+def _read_back(store: BusinessStore, ctx: ToolContext, result: dict[str, Any]) -> dict[str, Any]:
+    """A card action's result with ``status`` read back from the store after the action, so no answer claims a state
+    the card does not have (fresh-user review of main, §2.1: a replayed freeze said "frozen" of an active card). A
+    replayed result whose card has changed since (``status`` differs from the recorded one) says so with
+    ``"changed_since": True``."""
+    card = store.get_card(ctx.customer_id, str(result["card_id"]))
+    now = card.status if card is not None else result.get("status")
+    out = {"ok": True, **result, "status": now}
+    if now != result.get("status"):
+        out["changed_since"] = True
+    return out
 
 
 def _list_transfers(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
@@ -557,7 +587,7 @@ def _unfreeze_card(store: BusinessStore, ctx: ToolContext, card_id: str) -> dict
     card = _named_card(store, ctx, card_id)
     if isinstance(card, dict):
         return card
-    return {"ok": True, **store.unfreeze_card(ctx.customer_id, card.id, f"unfreeze:{ctx.task_key}:{card.id}")}
+    return _read_back(store, ctx, store.unfreeze_card(ctx.customer_id, card.id, unfreeze_idempotency_key(ctx, card.id)))
 
 
 def _money_totals(txs: list[Transaction], kinds: tuple[str, ...]) -> dict[str, int]:
