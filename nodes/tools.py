@@ -30,6 +30,7 @@ from checkpoints.business import (
     BusinessRuleError,
     BusinessStore,
     Card,
+    NotFoundError,
     Refund,
     Transaction,
     Transfer,
@@ -143,6 +144,10 @@ class RefundStatusArgs(_Args):
     refund_id: str | None = Field(
         None, pattern=_RF_ID,
         description="A refund id such as rf_5001; omit to list all of the customer's refunds.")
+
+
+class RefundIdArgs(_Args):
+    refund_id: str = Field(..., pattern=_RF_ID, description="A refund id such as rf_5001.")
 
 
 class RequestRefundArgs(_Args):
@@ -464,6 +469,33 @@ def _request_refund(store: BusinessStore, ctx: ToolContext, transaction_id: str,
             "note": "The refund is requested, not paid: it is paid after review/approval."}
 
 
+def _cancel_refund(store: BusinessStore, ctx: ToolContext, refund_id: str) -> dict[str, Any]:
+    """Cancel the caller's refund ``refund_id`` that is still waiting (``requested`` or ``approved``) and that no
+    conversation's approval decides (``BusinessStore.cancel_orphan_refund``); nothing is paid. Refused: not the
+    caller's refund, already paid/rejected/cancelled/expired, or waiting for an approver in a conversation (that
+    conversation cancels it: README "Cancelling a paused refund"). The model calls it only after the customer
+    confirmed (the refunds agent asks first: ``nodes.playbook``'s cancel question)."""
+    rf = store.get_refund(ctx.customer_id, refund_id)
+    if rf is None:
+        return _refused(f"no such refund {refund_id} on your account")
+    if rf.status not in ("requested", "approved"):
+        return _refused(f"refund {rf.id} is already {_REFUND_DONE.get(rf.status, rf.status)}, so it can't be cancelled")
+    try:
+        cancelled = store.cancel_orphan_refund(rf.id)
+    except BusinessRuleError:
+        return _refused(f"refund {rf.id} is waiting for an approver's decision in the conversation where you asked "
+                        "for it; write \"cancel my refund\" there")
+    except NotFoundError:
+        return _refused(f"no such refund {refund_id} on your account")
+    return {"ok": True, "refund": _refund_view(cancelled, store),
+            "note": "The refund is cancelled: nothing was paid and nothing will be."}
+
+
+#: How a refund that can no longer be cancelled ended, in the customer's words (:func:`_cancel_refund`).
+_REFUND_DONE = {"executed": "paid back to your account", "rejected": "rejected after review", "cancelled": "cancelled",
+                "expired": "expired"}
+
+
 def _card_status(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
     cards = store.list_cards(ctx.customer_id)
     return {"ok": True, "cards": [_card_view(c) for c in cards], "count": len(cards)}
@@ -678,6 +710,10 @@ TOOLS: dict[str, ToolSpec] = {s.name: s for s in [
              "Open a refund request for the full amount of one of the customer's transactions. Creates "
              "a REQUESTED refund that is paid only after review; it does not pay anything now.",
              RequestRefundArgs, "refunds", True, _request_refund),
+    ToolSpec("cancel_refund",
+             "Cancel one of the customer's refunds that is still waiting (requested or approved); nothing is paid. "
+             "Only after the customer asked to cancel it and confirmed.",
+             RefundIdArgs, "refunds", True, _cancel_refund),
     ToolSpec("card_status",
              "List the customer's cards with last four digits, kind and status.",
              NoArgs, "cards", False, _card_status),

@@ -1,0 +1,137 @@
+"""No money moves unless the customer asked for it (fresh-user review of main, notes qa1 §1.1, §3.2, §3.4 and "refunds
+misc"): a wish to cancel a refund, or a question about refunds, never opens one — not even right after billing named a
+single transaction, which hands the conversation on to refunds with that transaction; an operator's rejection is not
+undone by asking again; a refund the customer names to cancel follows the cancellation rules; a status question after a
+paid refund gets its status, never a second request.
+
+Multi-turn conversations with the offline model and the shipped default router, as in ``tests/test_followups.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from graph.builder import build_desk
+from graph.conversation import Conversation
+from graph.settings import Settings
+from nodes.offline_model import OfflineChatModel
+from nodes.router import default_router
+
+#: Billing names one transaction (tx_1008, Blue Bottle Coffee, £4.50: under the automatic-approval limit, so a refund
+#: opened by mistake is paid at once).
+NAMED = "what is tx_1008?"
+#: Billing finds the duplicate (tx_1008) and offers to refund it: the offer is open when the next message comes.
+TWICE = "I was charged twice for my coffee"
+
+#: ``(id, turns, transactions that must keep no refund)``: a cancel wish or a question about refunds after billing named
+#: one transaction (qa1 §1.1: each of these opened and paid a refund of tx_1008).
+NO_REFUND_AFTER_BILLING = [
+    ("cancel-my-refund", [NAMED, "cancel my refund"], ("tx_1008",)),
+    ("stop-the-refund", [NAMED, "stop the refund"], ("tx_1008",)),
+    ("withdraw-request", [NAMED, "withdraw my refund request"], ("tx_1008",)),
+    ("changed-my-mind", [NAMED, "I changed my mind, cancel the refund"], ("tx_1008",)),
+    ("call-it-off", [NAMED, "please call off the refund"], ("tx_1008",)),
+    ("dont-want-any-more", [NAMED, "I don't want the refund any more"], ("tx_1008",)),
+    ("refund-policy", [NAMED, "what's your refund policy?"], ("tx_1008",)),
+    ("refund-possible", [NAMED, "is a refund possible?"], ("tx_1008",)),
+    ("possible-to-get", [NAMED, "is it possible to get a refund?"], ("tx_1008",)),
+    ("if-complained", [NAMED, "would I get a refund if I complained?"], ("tx_1008",)),
+    ("maybe", [NAMED, "maybe a refund?"], ("tx_1008",)),
+    ("look-like", [NAMED, "what would a refund look like?"], ("tx_1008",)),
+    ("how-do-refunds-work", [NAMED, "how do refunds work?"], ("tx_1008",)),
+    ("could-it-be", [NAMED, "could I be refunded for it?"], ("tx_1008",)),
+    ("does-it-qualify", [NAMED, "does it qualify for a refund?"], ("tx_1008",)),
+    ("after-duplicate-cancel", [TWICE, "cancel my refund"], ("tx_1008", "tx_1007")),
+    ("after-duplicate-policy", [TWICE, "what's your refund policy?"], ("tx_1008", "tx_1007")),
+    ("after-duplicate-possible", [TWICE, "is a refund possible?"], ("tx_1008", "tx_1007")),
+    ("fresh-cancel", ["cancel my refund"], ("tx_1008", "tx_1001")),
+    ("fresh-policy", ["what's your refund policy?"], ("tx_1008", "tx_1001")),
+]
+
+
+@pytest.fixture
+def desk(store):
+    router = default_router()
+    return build_desk(model=OfflineChatModel(router=router), checkpointer=InMemorySaver(), settings=Settings.from_env(),
+                      router=router, store=store)
+
+
+def _money_in(store, customer: str = "c_ada") -> list[str]:
+    return [t.id for t in store.list_transactions(customer, limit=100, kind="transfer_in")]
+
+
+@pytest.mark.parametrize("case,turns,untouched", NO_REFUND_AFTER_BILLING, ids=[c for c, _, _ in NO_REFUND_AFTER_BILLING])
+def test_a_cancel_wish_or_a_question_about_refunds_opens_none(desk, store, case, turns, untouched):
+    before_refunds = {f.id for f in store.list_refunds("c_ada")}
+    before_money = _money_in(store)
+    conv = Conversation(case, desk=desk)
+    for text in turns:
+        r = conv.send(text)
+        assert "approved and paid back" not in r.text and "opened refund" not in r.text, (text, r.text)
+    assert {f.id for f in store.list_refunds("c_ada")} == before_refunds
+    assert not [f for f in store.list_refunds("c_ada") if f.transaction_id in untouched]
+    assert _money_in(store) == before_money
+
+
+@pytest.mark.parametrize("text", ["cancel my refund", "stop the refund", "I changed my mind, cancel the refund"])
+def test_a_cancel_wish_with_no_refund_of_that_payment_says_so(desk, text):
+    conv = Conversation("cancel-none", desk=desk)
+    conv.send(NAMED)
+    r = conv.send(text)
+    assert r.agent == "refunds", r.path_str
+    assert "no refund" in r.text.lower() and "tx_1008" in r.text, r.text
+
+
+@pytest.mark.parametrize("text", ["is a refund possible?", "what's your refund policy?", "maybe a refund?"])
+def test_a_question_about_refunds_gets_the_answer_and_an_offer(desk, store, text):
+    conv = Conversation("ask", desk=desk)
+    conv.send(NAMED)
+    r = conv.send(text)
+    assert "tx_1008" in r.text and "can be refunded" in r.text and r.text.rstrip().endswith("?"), r.text
+    assert not [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
+    r = conv.send("yes")  # the offer made as a question: its yes is the customer's request
+    assert r.agent == "refunds" and "rf_" in r.text, r.text
+    assert [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
+
+
+@pytest.mark.parametrize("text", ["refund tx_1008 please", "I want my money back for it", "can I get a refund for it?"])
+def test_an_explicit_request_after_billing_still_opens_the_refund(desk, store, text):
+    conv = Conversation("explicit", desk=desk)
+    conv.send(NAMED)
+    r = conv.send(text)
+    assert r.agent == "refunds" and "rf_" in r.text, r.text
+    assert [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
+
+
+# ------------------------------------------------------------------ qa1 §3.4: a waiting refund named for cancellation
+@pytest.mark.parametrize("first", ["cancel rf_5001", "cancel my refund", "I want to withdraw refund rf_5001"])
+def test_a_waiting_refund_named_to_cancel_is_asked_then_cancelled_on_yes(desk, store, first):
+    conv = Conversation("cancel-5001", desk=desk)
+    r = conv.send(first)
+    assert r.agent == "refunds" and r.text.endswith("Shall I cancel refund rf_5001?"), r.text
+    assert store.get_refund("c_ada", "rf_5001").status == "requested"  # asked, not done
+    r = conv.send("yes")
+    assert "cancelled refund rf_5001" in r.text and "Nothing was paid" in r.text, r.text
+    assert store.get_refund("c_ada", "rf_5001").status == "cancelled"
+    assert _money_in(store) == []
+
+
+def test_a_no_to_the_cancel_question_keeps_the_refund(desk, store):
+    conv = Conversation("keep-5001", desk=desk)
+    conv.send("cancel rf_5001")
+    r = conv.send("no")
+    assert "rf_5001" not in r.text or "cancelled" not in r.text, r.text
+    assert store.get_refund("c_ada", "rf_5001").status == "requested"
+    conv.send("yes")  # the question was declined: a later yes cancels nothing
+    assert store.get_refund("c_ada", "rf_5001").status == "requested"
+
+
+def test_a_refund_that_cannot_be_cancelled_says_why(desk, store):
+    conv = Conversation("cancel-paid", desk=desk)
+    conv.send("refund tx_1008 please")  # £4.50: approved and paid at once by the house rules
+    paid = [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
+    assert paid and paid[0].status == "executed"
+    r = conv.send(f"cancel {paid[0].id}")
+    assert "already paid" in r.text and "can't be cancelled" in r.text, r.text
+    assert "Shall I cancel" not in r.text
