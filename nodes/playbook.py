@@ -162,7 +162,12 @@ _REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all
                  # "did I get my money?", "have I received the refund?": whether it was paid (review of main)
                  r"\b(?:did|have|has) (?:i|it|my money|the money)\b.{0,12}\b(?:get|got|receive|received|arrive|"
                  r"arrived|come|paid)\b",
-                 r"\b(?:got|received) (?:my|the) (?:money|refund|cash)\b")
+                 r"\b(?:got|received) (?:my|the) (?:money|refund|cash)\b",
+                 # "is it in my balance?", "is the money back in my account?": whether it was paid (qa1 refunds misc:
+                 # it was read as a second request, "can't be refunded: already has refund")
+                 r"\b(?:is|was|has) (?:it|the money|the refund|my refund|that|this)\b.{0,12}\b(?:in|on|into|to) "
+                 r"(?:my|the) (?:balance|account)\b",
+                 r"\b(?:is|was|has) (?:it|the money|the refund|my refund|that|this) (?:been )?(?:credited|paid out)\b")
 _ELIGIBILITY = (r"\brefundable\b", r"\beligib", r"\b(?:can|could) (?:it|this|that|tx_\w+) be refunded\b")
 _CARD_FREEZE = (r"\blost\b", r"\bstolen\b", r"\bmissing\b", r"\bcompromis", r"\bfraud", r"\bfreeze\b",
                 r"\bblock (?:it|my|the)\b", r"\bcan'?t find (?:my|the) card\b",
@@ -1322,6 +1327,8 @@ def _refund_cancel_answer(tool_results: list[tuple[str, dict[str, Any]]]) -> str
         return f"These refunds are still waiting: {listed}. Which one would you like to cancel? Please give its id."
     if not refunds:
         return "You have no refund to cancel: none was opened on your account, and nothing has been paid."
+    if len(refunds) == 1:
+        return _cannot_cancel(refunds[0])  # the one asked about (named, or carried from earlier)
     latest = max(refunds, key=lambda rf: rf.get("created_at", ""))
     return "You have no refund waiting that could be cancelled. " + _cannot_cancel(latest)
 

@@ -135,3 +135,24 @@ def test_a_refund_that_cannot_be_cancelled_says_why(desk, store):
     r = conv.send(f"cancel {paid[0].id}")
     assert "already paid" in r.text and "can't be cancelled" in r.text, r.text
     assert "Shall I cancel" not in r.text
+
+
+# ------------------------------------------------------------------ qa1 "refunds misc": after a refund already paid
+@pytest.mark.parametrize("text", ["is it in my balance?", "is it in my account?", "has it been credited?"])
+def test_a_balance_question_after_a_paid_refund_gets_its_status(desk, store, text):
+    conv = Conversation("paid-balance", desk=desk)
+    conv.send("refund tx_1008 please")
+    r = conv.send(text)
+    assert r.agent == "refunds" and "already in your balance" in r.text, r.text
+    assert "can't be refunded" not in r.text
+    assert len([f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]) == 1
+
+
+@pytest.mark.parametrize("text", ["cancel that", "cancel it", "cancel my refund"])
+def test_cancel_after_an_automatic_refund_says_it_was_already_paid(desk, store, text):
+    conv = Conversation("paid-cancel", desk=desk)
+    conv.send("refund tx_1008 please")
+    r = conv.send(text)
+    assert r.agent == "refunds" and "already paid" in r.text and "can't be cancelled" in r.text, r.text
+    assert "can't be refunded" not in r.text and "rf_5001" not in r.text, r.text
+    assert [f.status for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"] == ["executed"]
