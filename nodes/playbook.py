@@ -39,6 +39,7 @@ __all__ = [
     "dispute_offer",
     "is_plain_no",
     "REFUND_OFFER",
+    "REJECTED_REASON",
     "CANCEL_REFUND_OFFER",
     "PLAIN_YES_ANSWER",
     "PLAIN_NO_ANSWER",
@@ -163,6 +164,10 @@ _REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all
                  r"\b(?:did|have|has) (?:i|it|my money|the money)\b.{0,12}\b(?:get|got|receive|received|arrive|"
                  r"arrived|come|paid)\b",
                  r"\b(?:got|received) (?:my|the) (?:money|refund|cash)\b",
+                 # "why was it rejected?", "why wasn't my refund approved?": the refund's outcome (qa1 §3.2)
+                 r"\bwhy\b.{0,30}\b(?:rejected|declined|refused|turned down|not approved|(?:n'?t|not) (?:been )?"
+                 r"approved?|cancelled|expired)\b",
+                 r"\bwhat happened to\b.{0,20}\brefund\b",
                  # "is it in my balance?", "is the money back in my account?": whether it was paid (qa1 refunds misc:
                  # it was read as a second request, "can't be refunded: already has refund")
                  r"\b(?:is|was|has) (?:it|the money|the refund|my refund|that|this)\b.{0,12}\b(?:in|on|into|to) "
@@ -481,6 +486,12 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
     return _plan_refund_wish(text, tx_id, plan)
 
 
+#: A question about one of the customer's own refunds ("what happened to my amazon refund?", "why was the refund
+#: rejected?"), not about refunds in general.
+_OWN_REFUND = (r"\b(?:my|the|that|this|our)\b(?:\s+[\w'-]+){0,2}?\s+refund\b(?!\s+(?:polic|rules?|process))",
+               r"\brf_\w+", r"\b(?:rejected|declined|refused|turned down|approved|cancelled|expired)\b")
+
+
 def _plan_refunds_after(text: str, facts: dict[str, str], done: set[str], plan: _Plan) -> ToolCallPlan | None:
     """Refunds' next tool after one of its refund tools ran this turn: one settles the turn, except a cancel wish about
     the payment carried from earlier (its eligibility, then the refunds to cancel) and a positive eligibility check of
@@ -500,8 +511,9 @@ def _plan_refund_wish(text: str, tx_id: str | None, plan: _Plan) -> ToolCallPlan
     (:func:`asks_for_refund`, or a duplicate charge reported to refunds) opens a refund of the known payment."""
     if cancels_refund(text):
         return plan("check_refund_eligibility", transaction_id=tx_id) if tx_id else plan("refund_status")
-    if not tx_id:
-        return None if asks_about_refund(text) else plan("refund_status")
+    if not tx_id:  # "what happened to my amazon refund?" asks about the customer's refunds; "is a refund possible?"
+        # the rules
+        return None if asks_about_refund(text) and not _has(text, *_OWN_REFUND) else plan("refund_status")
     if asks_for_refund(text) or (_has(text, *_DUPLICATE) and not declines_refund(text) and not asks_about_refund(text)
                                  and not _has(text, *_ELIGIBILITY)):
         return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
@@ -1006,7 +1018,7 @@ _REFUND_ARRIVAL = {
     "approved": "It has been approved; the money usually reaches your account within 5 business days.",
     "executed": "The {amount} was credited to your account on {paid}, so it is already in your balance: there is "
                 "nothing more to wait for.",
-    "rejected": "It was not approved, so no money will arrive; you can reply if you'd like us to look again.",
+    "rejected": "It was not approved after review, so no money will arrive.",
     "cancelled": "It was cancelled, so no money will arrive.",
     "expired": "No money will arrive for it; you can ask for a new refund.",
 }
@@ -1031,6 +1043,11 @@ def _day(iso_text: str) -> str:
 def _on_day(iso_text: str | None) -> str:
     """`` since 3 Dec`` for a timestamp, "" for none."""
     return f" since {_day(iso_text)}" if iso_text else ""
+
+
+def _on(iso_text: str | None) -> str:
+    """`` on 3 Dec`` for a timestamp, "" for none."""
+    return f" on {_day(iso_text)}" if iso_text else ""
 
 
 def _amt(d: dict[str, Any]) -> str:
@@ -1168,14 +1185,29 @@ def _render_refund_status(result: dict[str, Any], text: str) -> str:
                      f"(opened {_day(rf['created_at'])})")
     body = "; ".join(lines)
     answer = body[0].upper() + body[1:] + "."
+    if len(refunds) == 1 and refunds[0]["status"] == "rejected" and _has(text, *_WHY_REJECTED):
+        return f"{answer} {REJECTED_REASON.format(on=_on(refunds[0].get('rejected_at')))}"
     if len(refunds) == 1 and _has(text, *_REFUND_WHERE):
         answer += " " + _REFUND_ARRIVAL.get(refunds[0]["status"], "").format(
             paid=_day(refunds[0].get("paid_at") or ""), amount=_amt(refunds[0])).strip()
     return answer.strip()
 
 
+#: "why was it rejected?", "why didn't you approve it?": the customer asks why a refund was not approved.
+_WHY_REJECTED = (r"\bwhy\b", r"\breason\b", r"\bwhat went wrong\b", r"\bhow come\b")
+#: The fixed reason a customer gets for a rejected refund (README "Human approval": the approver's note is for
+#: operators only; a rejected customer is told a fixed reason, never the note). ``{on}``: " on 1 Dec" or "".
+REJECTED_REASON = ("Our team reviewed it{on} and could not approve it. I can't share the details of the review here; "
+                   "nothing was paid. A new request for the same payment goes to our team for another review.")
+
+
 def _render_check_refund_eligibility(result: dict[str, Any], text: str) -> str:
     tx = result["transaction"]
+    earlier = result.get("rejected_refund")
+    if result["eligible"] and earlier:  # qa1 §3.2: a rejection is not undone by asking again
+        return (f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) already had refund {earlier['id']}, which was not approved "
+                f"after review{_on(earlier.get('rejected_at'))}. A new request can't be approved automatically: "
+                f"it would go to our team for another review. {REFUND_OFFER}")
     if result["eligible"]:
         return f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) can be refunded. {REFUND_OFFER}"
     return f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) can't be refunded: {result['reason']}."
@@ -1516,7 +1548,8 @@ def _reply_without_tool(agent: str, user_text: str, asked: str | None = None,
         return ACCOUNT_CANCEL_ANSWER
     if agent == "refunds" and _PICKS_BY_NAME.search(text) and not _TX_IN_TEXT.search(text):
         return REFUND_WHICH_BY_ID
-    if agent == "refunds" and asks_about_refund(text) and not asks_for_refund(text) and not cancels_refund(text):
+    if (agent == "refunds" and asks_about_refund(text) and not asks_for_refund(text) and not cancels_refund(text)
+            and not _has(text, *_OWN_REFUND)):
         return f"{_refund_rules()} {REFUND_WHICH_QUESTION}"  # "what's your refund policy?", no payment known yet
     if agent == "account" and _has(text, *_TIMING) and resolve_intent(agent, user_text) is None:
         from nodes.tools import POLICY_KB  # the account agent's timing question: how long the identity checks take

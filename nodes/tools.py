@@ -195,6 +195,10 @@ def _refund_view(rf: Refund, store: BusinessStore | None = None) -> dict[str, An
             decision = store.refund_decision(rf.id)
             if decision is not None:
                 view["expired_at"] = decision.decided_at
+        if rf.status == "rejected":  # when a person (or the house rules) rejected it; the note stays internal
+            decision = store.refund_decision(rf.id)
+            if decision is not None:
+                view["rejected_at"] = decision.decided_at
     return view
 
 
@@ -435,8 +439,12 @@ def _check_refund_eligibility(store: BusinessStore, ctx: ToolContext,
         return _refused(f"no such transaction {transaction_id} on your account")
     eligible, reason = store.refund_eligibility(ctx.customer_id, transaction_id)
     recent = store.refunds_in_last_days(ctx.customer_id, 30)
-    return {"ok": True, "eligible": eligible, "reason": reason, "transaction": _tx_view(tx),
-            "refunds_last_30_days": len(recent)}
+    result = {"ok": True, "eligible": eligible, "reason": reason, "transaction": _tx_view(tx),
+              "refunds_last_30_days": len(recent)}
+    rejected = [r for r in store.refunds_for_transaction(ctx.customer_id, tx.id) if r.status == "rejected"]
+    if rejected:  # a new request goes to a person, never paid automatically (policies.risk.REJECTED_BEFORE)
+        result["rejected_refund"] = _refund_view(rejected[-1], store)
+    return result
 
 
 def refund_idempotency_key(ctx: ToolContext, transaction_id: str) -> str:

@@ -156,3 +156,48 @@ def test_cancel_after_an_automatic_refund_says_it_was_already_paid(desk, store, 
     assert r.agent == "refunds" and "already paid" in r.text and "can't be cancelled" in r.text, r.text
     assert "can't be refunded" not in r.text and "rf_5001" not in r.text, r.text
     assert [f.status for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"] == ["executed"]
+
+
+# ------------------------------------------------------------------ qa1 §3.2: an operator's rejection stands
+def _reject_5001(store) -> None:
+    """rf_5001 (Amazon, tx_1005, £59.99) rejected as by ``tasks reject rf_5001 --as ben --note "fraud suspected"``
+    (a task of its own, the operator's final decision with an internal note)."""
+    task = store.create_task("task_rf_5001", "", "refunds", refund_id="rf_5001")
+    store.update_task(task.id, task.version, status="awaiting_approval")
+    store.decide_approval(task.id, "dc_test_reject", "operator:ben", "reject", note="fraud suspected",
+                          refund_id="rf_5001")
+    assert store.get_refund("c_ada", "rf_5001").status == "rejected"
+
+
+def test_why_a_refund_was_rejected_gets_the_fixed_reason_never_the_note(desk, store):
+    _reject_5001(store)
+    conv = Conversation("why-rejected", desk=desk)
+    r = conv.send("what happened to my amazon refund?")
+    assert r.agent == "refunds" and "rf_5001" in r.text and "not approved" in r.text, r.text
+    r = conv.send("why was it rejected?")
+    assert "could not approve it" in r.text and "fraud" not in r.text.lower(), r.text
+    r = conv.send("yes")
+    assert "rf_" not in r.text or "rf_5001" in r.text, r.text
+    assert [f.id for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1005"] == ["rf_5001"]
+
+
+def test_a_new_refund_for_a_rejected_payment_goes_to_a_person_with_the_flag(desk, store):
+    from policies.risk import REJECTED_BEFORE
+
+    _reject_5001(store)
+    conv = Conversation("again", desk=desk)
+    r = conv.send("is tx_1005 refundable?")
+    assert "rf_5001" in r.text and "another review" in r.text, r.text
+    r = conv.send("yes")
+    assert r.pending is not None and REJECTED_BEFORE in r.pending.risk_flags, (r.text, r.pending)
+    new = [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1005" and f.id != "rf_5001"]
+    assert [f.status for f in new] == ["requested"]  # waits for a person; nothing paid
+
+
+def test_a_small_refund_rejected_before_is_never_approved_automatically():
+    from policies.risk import AUTO_APPROVE_LIMIT_MINOR, REJECTED_BEFORE, RiskInput, assess_refund
+
+    small = AUTO_APPROVE_LIMIT_MINOR // 2
+    assert assess_refund(RiskInput(small, "GBP", 0, {})).outcome == "auto_approve"
+    again = assess_refund(RiskInput(small, "GBP", 0, {}, rejected_before=1))
+    assert again.outcome == "human_approval" and REJECTED_BEFORE in again.reasons
