@@ -152,7 +152,7 @@ def approval_outcome_text(facts: dict[str, str]) -> str:
         return f"Good news: {what} has been approved and paid back to your account; the money is already in your balance."
     if status == "rejected":
         return (f"I'm sorry, {what} was not approved: after review, our team could not approve this refund. "
-                "Nothing was paid; you can reply if you'd like us to look again.")
+                "Nothing was paid. A new request for this payment would go to our team for another review.")
     if status == "cancelled":
         return f"As you asked, {what} is cancelled. Nothing was paid."
     if status == "expired":

@@ -201,3 +201,22 @@ def test_a_small_refund_rejected_before_is_never_approved_automatically():
     assert assess_refund(RiskInput(small, "GBP", 0, {})).outcome == "auto_approve"
     again = assess_refund(RiskInput(small, "GBP", 0, {}, rejected_before=1))
     assert again.outcome == "human_approval" and REJECTED_BEFORE in again.reasons
+
+
+def test_after_a_rejection_in_the_conversation_a_yes_opens_nothing(desk, store):
+    """The rejection's answer invites no reply a plain yes could take for a new request (qa1 §3.2: "yes" after the
+    rejection led to a new refund in two turns), and "why?" gets the fixed reason, not the approver's note."""
+    from graph.context import RunContext
+
+    conv = Conversation("reject-here", desk=desk)
+    r = conv.send("I want a refund for tx_1001 please")
+    assert r.pending is not None
+    store.add_operator("ben", "t_demo", ["approver"])
+    r = Conversation("reject-here", desk=desk, context=RunContext.for_operator("ben", "t_demo")).resume(
+        {"decision": "reject", "note": "receipt forged"})
+    assert "not approved" in r.text and "reply" not in r.text, r.text
+    r = conv.send("yes")
+    assert "rf_" not in r.text, r.text
+    r = conv.send("why was it rejected?")
+    assert "could not approve it" in r.text and "forged" not in r.text, r.text
+    assert [f.status for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1001"] == ["rejected"]
