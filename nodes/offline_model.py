@@ -114,8 +114,9 @@ def refund_talk_reason(text: str) -> str | None:
     """Billing's handoff reason when ``text`` talks about a refund without asking for one: a cancel wish
     (:data:`REFUND_CANCEL_REASON`) or a question (:data:`REFUND_QUESTION_REASON`) naming a refund; else None."""
     lowered = (text or "").lower()
-    if not re.search(r"\brefund", lowered) or playbook.declines_refund(lowered):
-        return None
+    if (not _REFUND_RE.search(text or "") or playbook.declines_refund(lowered) or _REFUND_OUTCOME.search(text or "")
+            or not re.search(r"\brefund(?!ed\b)", lowered)):
+        return None  # only where billing handed on before (the route is unchanged; only the reason says no request)
     if playbook.cancels_refund(lowered):
         return REFUND_CANCEL_REASON
     if playbook.asks_about_refund(lowered):

@@ -108,8 +108,11 @@ def declines_refund(text: str) -> bool:
 #: "what would a refund look like?" opened and paid a refund of the transaction billing had just named). A request put
 #: as a polite question ("can I get my money back?", "could you refund it?") is still a request.
 _REFUND_QUESTION = (r"^\W*(?:and\s+|so\s+|but\s+|ok(?:ay)?,?\s+)?(?:what|what'?s|how|which|why|who|whom|when)\b",
-                    r"^\W*(?:and\s+|so\s+|but\s+|ok(?:ay)?,?\s+)?(?:is|are|was|were|does|do|did|will|would|should|"
-                    r"might|am|has|have)\b(?!\s+you\b)",
+                    r"^\W*(?:and\s+|so\s+|but\s+|ok(?:ay)?,?\s+)?(?:is|are|was|were|does|do|did|should|might|am|has|"
+                    r"have)\b",
+                    r"^\W*(?:and\s+|so\s+|but\s+|ok(?:ay)?,?\s+)?(?:will|would)\b(?!\s+you\b)",
+                    r"\b(?:could|can|may|might|would|will) (?:a|the|my) refund be\b", r"\bany chance\b",
+                    r"\b(?:i|we) might\b", r"\bthinking (?:about|of)\b", r"\bnot sure\b", r"\bconsidering\b",
                     r"^\W*(?:could|can|may)\s+(?:i|it|this|that|we)\s+be\s+(?:refunded|reimbursed)\b",
                     r"\b(?:maybe|perhaps|possibly|wondering|hypothetical(?:ly)?)\b",
                     r"\bif\b(?!\s+(?:possible|you (?:can|could|don'?t mind)|that'?s (?:ok|okay|possible|alright)))",
