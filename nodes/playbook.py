@@ -263,7 +263,10 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
     billing: "twice/duplicate/double charge" -> find_duplicate_charges; a transaction id with
     "what/why/pending/declined/don't recognise" (or just an id) -> explain_transaction; then the intent's
     tool; no intent: fee words -> explain_fees, else list_recent_transactions. One tool, then answer.
-    refunds: "where/status/not showing" or a known refund id -> refund_status; a money-back request with
+    refunds: "where/status/not showing" or a known refund id -> refund_status; a wish to cancel a refund
+    (:func:`cancels_refund`) -> check_refund_eligibility of the known payment and refund_status (the answer asks
+    :data:`CANCEL_REFUND_OFFER` for a waiting refund, whose yes -> cancel_refund); a question about refunds
+    (:func:`asks_about_refund`) never requests one; an explicit money-back request (:func:`asks_for_refund`) with
     a known transaction id -> request_refund (reason "duplicate charge" when the text says so); a plain yes
     (:func:`is_plain_yes`) -> request_refund only when ``asked`` is :data:`REFUND_OFFER` (QA1 section 2: a stray yes
     after a cancelled refund opened a new one), else no tool (the answer is :data:`PLAIN_YES_ANSWER`); but
