@@ -30,6 +30,7 @@ from nodes.desk_knowledge import DeskIntent, load_knowledge
 from nodes.desk_render import count_words, render_desk_tool
 from nodes.facts import extract_facts
 from nodes.tools import TOOLS, match_policy_topic
+from policies.cancellation import CANCEL_QUESTION
 
 __all__ = [
     "DISPUTE_WHICH",
@@ -1309,7 +1310,7 @@ def _render_cancel_refund(result: dict[str, Any], text: str) -> str:
 
 #: Refunds' question before it cancels a waiting refund the customer asked to cancel (the cancellation rules of
 #: ``policies.cancellation``: an explicit wish, then a yes); a plain yes to it cancels that refund (``cancel_refund``).
-CANCEL_REFUND_OFFER = "Shall I cancel refund {refund_id}?"
+CANCEL_REFUND_OFFER = CANCEL_QUESTION
 _CANCEL_REFUND_OFFERED = re.compile(r"^Shall I cancel refund (rf_\w+)\?$")
 _WAITING = ("requested", "approved")
 

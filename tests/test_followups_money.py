@@ -227,3 +227,52 @@ def test_after_a_rejection_in_the_conversation_a_yes_opens_nothing(desk, store):
     r = conv.send("why was it rejected?")
     assert "could not approve it" in r.text and "forged" not in r.text, r.text
     assert [f.status for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1001"] == ["rejected"]
+
+
+# ------------------------------------------------------------------ the code checks the confirmation, not the model
+def _canceller(first_question: bool):
+    """A model that routes to refunds and calls cancel_refund(rf_5001) at once (``first_question`` False) or only after
+    its answer asked the cancel question (True); after a tool result it answers with the result's text."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from nodes.testing import scripted as sm
+    from policies.cancellation import CANCEL_QUESTION
+
+    def policy(agent, user, names, i, msgs):
+        if agent == "triage":
+            return AIMessage(content="", tool_calls=[sm.tool_call("transfer_to_refunds", reason="refund")])
+        if isinstance(msgs[-1], ToolMessage) and msgs[-1].name == "cancel_refund":
+            return AIMessage(content=f"Result: {msgs[-1].content}")
+        if first_question and user.lower().startswith("cancel"):
+            return AIMessage(content=f"Refund rf_5001 waits for review. {CANCEL_QUESTION.format(refund_id='rf_5001')}")
+        return AIMessage(content="", tool_calls=[sm.tool_call("cancel_refund", refund_id="rf_5001")])
+
+    return sm.ScriptedChatModel(policy=policy)
+
+
+def test_a_model_cancelling_a_refund_without_the_customers_yes_is_refused(make_desk, store):
+    r = Conversation("model-cancels", desk=make_desk(_canceller(first_question=False))).send("cancel rf_5001")
+    assert "not confirmed" in r.text, r.text
+    assert store.get_refund("c_ada", "rf_5001").status == "requested"
+
+
+def test_a_model_cancelling_after_the_question_and_a_yes_is_allowed(make_desk, store):
+    conv = Conversation("model-asks", desk=make_desk(_canceller(first_question=True)))
+    assert conv.send("cancel rf_5001").text.endswith("Shall I cancel refund rf_5001?")
+    r = conv.send("yes")
+    assert store.get_refund("c_ada", "rf_5001").status == "cancelled", r.text
+
+
+@pytest.mark.parametrize("previous,reply,ok", [
+    ("Refund rf_5001 waits. Shall I cancel refund rf_5001?", "yes", True),
+    ("Refund rf_5001 waits. Shall I cancel refund rf_5001?", "yes, cancel it", True),
+    ("Refund rf_5001 waits. Shall I cancel refund rf_5001?", "no", False),
+    ("Refund rf_5001 waits. Shall I cancel refund rf_5001?", "please don't cancel it", False),
+    ("Shall I cancel refund rf_5002?", "yes", False),  # another refund was asked about
+    ("Shall I cancel refund rf_5001? Anything else?", "yes", False),  # the last question is another one
+    (None, "yes", False),
+])
+def test_cancel_confirmed_rule(previous, reply, ok):
+    from policies.cancellation import cancel_confirmed
+
+    assert cancel_confirmed(previous, reply, "rf_5001") is ok
