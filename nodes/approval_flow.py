@@ -142,8 +142,10 @@ def make_risk_node(deps: Deps):
             customer = store.get_customer(refund.customer_id)
             recent = [r for r in store.refunds_in_last_days(refund.customer_id, RECENT_WINDOW_DAYS)
                       if r.id != refund.id and r.status not in UNPAID_FINAL_REFUND_STATUSES]
+            rejected = [r for r in store.refunds_for_transaction(refund.customer_id, refund.transaction_id)
+                        if r.id != refund.id and r.status == "rejected"]
             verdict = assess_refund(RiskInput(refund.amount_minor, refund.currency, len(recent),
-                                              dict(customer.flags) if customer else {}))
+                                              dict(customer.flags) if customer else {}, len(rejected)))
             pa.update(amount_minor=refund.amount_minor, currency=refund.currency,
                       amount=money(refund.amount_minor, refund.currency), transaction_id=refund.transaction_id,
                       risk={"outcome": verdict.outcome, "reasons": list(verdict.reasons)},

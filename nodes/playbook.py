@@ -30,6 +30,7 @@ from nodes.desk_knowledge import DeskIntent, load_knowledge
 from nodes.desk_render import ACCOUNT_CANCEL_ANSWER, count_words, render_desk_tool
 from nodes.facts import extract_facts
 from nodes.tools import TOOLS, match_policy_topic
+from policies.cancellation import CANCEL_QUESTION
 
 __all__ = [
     "DISPUTE_WHICH",
@@ -39,6 +40,8 @@ __all__ = [
     "dispute_offer",
     "is_plain_no",
     "REFUND_OFFER",
+    "REJECTED_REASON",
+    "CANCEL_REFUND_OFFER",
     "PLAIN_YES_ANSWER",
     "PLAIN_NO_ANSWER",
     "DECLINED_ANSWER",
@@ -62,6 +65,8 @@ __all__ = [
     "compose_answer",
     "resolve_intent",
     "asks_for_refund",
+    "asks_about_refund",
+    "cancels_refund",
     "declines_refund",
 ]
 
@@ -100,11 +105,57 @@ def declines_refund(text: str) -> bool:
     return _has(text, *_NO_REFUND)
 
 
+#: A question about refunds, or a tentative mention, that asks for none (fresh-user review of main, qa1 §1.1: each of
+#: "what's your refund policy?", "is a refund possible?", "would I get a refund if I complained?", "maybe a refund?",
+#: "what would a refund look like?" opened and paid a refund of the transaction billing had just named). A request put
+#: as a polite question ("can I get my money back?", "could you refund it?") is still a request.
+_REFUND_QUESTION = (r"^\W*(?:and\s+|so\s+|but\s+|ok(?:ay)?,?\s+)?(?:what|what'?s|how|which|why|who|whom|when)\b",
+                    r"^\W*(?:and\s+|so\s+|but\s+|ok(?:ay)?,?\s+)?(?:is|are|was|were|does|do|did|should|might|am|has|"
+                    r"have)\b",
+                    r"^\W*(?:and\s+|so\s+|but\s+|ok(?:ay)?,?\s+)?(?:will|would)\b(?!\s+you\b)",
+                    r"\b(?:could|can|may|might|would|will) (?:a|the|my) refund be\b", r"\bany chance\b",
+                    r"\b(?:i|we) might\b", r"\bthinking (?:about|of)\b", r"\bnot sure\b", r"\bconsidering\b",
+                    r"^\W*(?:could|can|may)\s+(?:i|it|this|that|we)\s+be\s+(?:refunded|reimbursed)\b",
+                    r"\b(?:maybe|perhaps|possibly|wondering|hypothetical(?:ly)?)\b",
+                    r"\bif\b(?!\s+(?:possible|you (?:can|could|don'?t mind)|that'?s (?:ok|okay|possible|alright)))",
+                    r"\brefunds? polic", r"\bqualif", r"(?<!as soon as )\bpossible\s*\?",
+                    r"^\W*(?:a\s+|any\s+)?refund\s*\?+\W*$")
+
+
+def asks_about_refund(text: str) -> bool:
+    """Is the (lower-cased) ``text`` a question about refunds (or a tentative mention) that asks for none
+    (:data:`_REFUND_QUESTION`: a wh-question, a yes/no question not addressed to "you", "maybe", "if …", "refund
+    policy", "does it qualify")? The desk answers it (a transaction's eligibility and the offer as a question; the
+    refund rules) and opens nothing."""
+    return _has(text, *_REFUND_QUESTION)
+
+
+def cancels_refund(text: str) -> bool:
+    """Does the (lower-cased) ``text`` ask to cancel, stop or withdraw a refund (``policies.cancellation
+    .wants_to_cancel``: "cancel my refund", "I changed my mind, cancel the refund", "I don't want the refund any
+    more"), not to open one? Negated wishes ("don't cancel it") are not cancel wishes."""
+    from policies.cancellation import wants_to_cancel
+
+    if re.search(r"\bchanged? (?:my|our) minds?\b", text) and re.search(r"\brefund|\bcancel", text):
+        return True
+    # "I don't want a refund for tx_1008" declines one (nothing to cancel); "I don't want the refund any more" cancels
+    return wants_to_cancel(text) and (not declines_refund(text) or _has(text, *_CANCEL_NOT_DECLINE))
+
+
+#: A negated wish that is a cancel wish, not a refusal of a refund never asked for: "… any more", "no longer", "the/my
+#: refund" (one that exists).
+_CANCEL_NOT_DECLINE = (r"\bany ?more\b", r"\bno longer\b", r"\b(?:the|my|this|that) refund\b",
+                       r"\bcancel|\bwithdraw|\bstop\b|\bcall\w* (?:it |this |that |the refund )?off\b")
+
+
 def asks_for_refund(text: str) -> bool:
-    """Does the (lower-cased) ``text`` ask for money back (:data:`_MONEY_BACK`), without saying it does not want it
-    (:data:`_NO_REFUND`) and without being only a question whether it could be refunded (:data:`_ELIGIBILITY`:
-    "can tx_1001 be refunded?" gets the check and the offer, not a request)?"""
-    return _has(text, *_MONEY_BACK) and not declines_refund(text) and not _has(text, *_ELIGIBILITY)
+    """Does the (lower-cased) ``text`` explicitly ask for money back (:data:`_MONEY_BACK`), without saying it does not
+    want it (:data:`_NO_REFUND`), without being only a question whether it could be refunded (:data:`_ELIGIBILITY`:
+    "can tx_1001 be refunded?" gets the check and the offer, not a request) or another question about refunds
+    (:func:`asks_about_refund`), and without asking to cancel one (:func:`cancels_refund`)? The project's rule: no
+    money moves unless the customer asked for it."""
+    return (_has(text, *_MONEY_BACK) and not declines_refund(text) and not _has(text, *_ELIGIBILITY)
+            and not asks_about_refund(text) and not cancels_refund(text))
 
 
 _REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all) (?:other )?refunds\b",
@@ -117,7 +168,16 @@ _REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all
                  # "did I get my money?", "have I received the refund?": whether it was paid (review of main)
                  r"\b(?:did|have|has) (?:i|it|my money|the money)\b.{0,12}\b(?:get|got|receive|received|arrive|"
                  r"arrived|come|paid)\b",
-                 r"\b(?:got|received) (?:my|the) (?:money|refund|cash)\b")
+                 r"\b(?:got|received) (?:my|the) (?:money|refund|cash)\b",
+                 # "why was it rejected?", "why wasn't my refund approved?": the refund's outcome (qa1 §3.2)
+                 r"\bwhy\b.{0,30}\b(?:rejected|declined|refused|turned down|not approved|(?:n'?t|not) (?:been )?"
+                 r"approved?|cancelled|expired)\b",
+                 r"\bwhat happened to\b.{0,20}\brefund\b",
+                 # "is it in my balance?", "is the money back in my account?": whether it was paid (qa1 refunds misc:
+                 # it was read as a second request, "can't be refunded: already has refund")
+                 r"\b(?:is|was|has) (?:it|the money|the refund|my refund|that|this)\b.{0,12}\b(?:in|on|into|to) "
+                 r"(?:my|the) (?:balance|account)\b",
+                 r"\b(?:is|was|has) (?:it|the money|the refund|my refund|that|this) (?:been )?(?:credited|paid out)\b")
 _ELIGIBILITY = (r"\brefundable\b", r"\beligib", r"\b(?:can|could) (?:it|this|that|tx_\w+) be refunded\b")
 _CARD_FREEZE = (r"\blost\b", r"\bstolen\b", r"\bmissing\b", r"\bcompromis", r"\bfraud", r"\bfreeze\b",
                 r"\bblock (?:it|my|the)\b", r"\bcan'?t find (?:my|the) card\b",
@@ -205,7 +265,10 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
     billing: "twice/duplicate/double charge" -> find_duplicate_charges; a transaction id with
     "what/why/pending/declined/don't recognise" (or just an id) -> explain_transaction; then the intent's
     tool; no intent: fee words -> explain_fees, else list_recent_transactions. One tool, then answer.
-    refunds: "where/status/not showing" or a known refund id -> refund_status; a money-back request with
+    refunds: "where/status/not showing" or a known refund id -> refund_status; a wish to cancel a refund
+    (:func:`cancels_refund`) -> check_refund_eligibility of the known payment and refund_status (the answer asks
+    :data:`CANCEL_REFUND_OFFER` for a waiting refund, whose yes -> cancel_refund); a question about refunds
+    (:func:`asks_about_refund`) never requests one; an explicit money-back request (:func:`asks_for_refund`) with
     a known transaction id -> request_refund (reason "duplicate charge" when the text says so); a plain yes
     (:func:`is_plain_yes`) -> request_refund only when ``asked`` is :data:`REFUND_OFFER` (QA1 section 2: a stray yes
     after a cancelled refund opened a new one), else no tool (the answer is :data:`PLAIN_YES_ANSWER`); but
@@ -237,11 +300,8 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
     if _handbook_follow_up(agent, text, previous):
         return None  # "and how long does it take?" after a transfer's price: the handbook's transfer times; "how do
         # I unblock it?" after a PIN answer: the PIN how-to, not the card list again
-    if agent == "refunds" and _bare_yes(text):
-        tx_id = facts.get("transaction_id")
-        if done or asked != REFUND_OFFER or not tx_id:
-            return None  # a yes that answers no offer of refunds' opens nothing
-        return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
+    if agent == "refunds" and (_bare_yes(text) or (_CANCEL_REFUND_OFFERED.match(asked or "") and _cancel_yes(text))):
+        return _refunds_yes_plan(text, facts, done, asked, plan)
     offered = _UNFREEZE_OFFERED.match(asked or "") if agent == "cards" else None
     if offered and is_plain_yes(text) and "unfreeze_card" not in done:
         return plan("unfreeze_card", card_id=offered.group(1))  # the yes to the unfreeze the agent offered
@@ -293,6 +353,28 @@ def _handbook_follow_up(agent: str, text: str, previous: str | None) -> bool:
     if agent == "billing":
         return transfer_timing_answer(text, previous) is not None
     return agent == "cards" and pin_follow_up_answer(text, previous) is not None
+
+
+def _refunds_yes_plan(text: str, facts: dict[str, str], done: set[str], asked: str | None,
+                      plan: _Plan) -> ToolCallPlan | None:
+    """Refunds' tool for a yes: a yes to :data:`CANCEL_REFUND_OFFER` (or a fresh cancel wish, :func:`_cancel_yes`)
+    cancels that refund (the cancellation rules: asked, then confirmed); a yes to :data:`REFUND_OFFER` opens the
+    request for the payment offered; any other yes opens nothing."""
+    offered = _CANCEL_REFUND_OFFERED.match(asked or "")
+    if offered and _cancel_yes(text):
+        return None if done else plan("cancel_refund", refund_id=offered.group(1))
+    tx_id = facts.get("transaction_id")
+    if done or asked != REFUND_OFFER or not tx_id:
+        return None  # a yes that answers no offer of refunds' opens nothing
+    return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
+
+
+def _cancel_yes(text: str) -> bool:
+    """A (lower-cased) yes to refunds' cancel question: a plain yes, or the wish said again ("yes cancel it") with
+    no negation (``policies.cancellation.confirmation``)."""
+    from policies.cancellation import confirmation
+
+    return _bare_yes(text) or confirmation(text) == "yes"
 
 
 def _cards_reply_to_question(text: str, asked: str | None, previous: str | None = None) -> str | None:
@@ -408,11 +490,7 @@ def _named_merchant(text: str) -> str | None:
 def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                   plan: _Plan) -> ToolCallPlan | None:
     if done & {"request_refund", "refund_status", "check_refund_eligibility"}:
-        # One refund tool settles the turn, except: eligibility said yes and the user wants money back.
-        if ("check_refund_eligibility" in done and facts.get("refund_eligible") == "yes"
-                and asks_for_refund(text) and facts.get("transaction_id")):
-            return plan("request_refund", transaction_id=facts["transaction_id"], reason=_refund_reason(text))
-        return None
+        return _plan_refunds_after(text, facts, done, plan)
     tx_id = facts.get("transaction_id")
     if _PICKS_BY_NAME.search(text) and not _TX_IN_TEXT.search(text):
         # "and the Amazon one?": refunds cannot look payments up by merchant, but its refunds name theirs; a payment
@@ -429,15 +507,41 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
         return plan("refund_status", refund_id=facts["refund_id"])
     if wants_status:
         return plan("refund_status")
-    if tx_id and _has(text, *_ELIGIBILITY):
-        return plan("check_refund_eligibility", transaction_id=tx_id)
-    if tx_id and declines_refund(text):
-        return plan("check_refund_eligibility", transaction_id=tx_id)  # "I don't want a refund for tx_1008": no request
-    if tx_id and (asks_for_refund(text) or _has(text, *_DUPLICATE)):
+    return _plan_refund_wish(text, tx_id, plan)
+
+
+#: A question about one of the customer's own refunds ("what happened to my amazon refund?", "why was the refund
+#: rejected?"), not about refunds in general.
+_OWN_REFUND = (r"\b(?:my|the|that|this|our)\b(?:\s+[\w'-]+){0,2}?\s+refund\b(?!\s+(?:polic|rules?|process))",
+               r"\brf_\w+", r"\b(?:rejected|declined|refused|turned down|approved|cancelled|expired)\b")
+
+
+def _plan_refunds_after(text: str, facts: dict[str, str], done: set[str], plan: _Plan) -> ToolCallPlan | None:
+    """Refunds' next tool after one of its refund tools ran this turn: one settles the turn, except a cancel wish about
+    the payment carried from earlier (its eligibility, then the refunds to cancel) and a positive eligibility check of
+    a payment the customer explicitly asked money back for (the request)."""
+    if cancels_refund(text) and "check_refund_eligibility" in done and "refund_status" not in done:
+        return plan("refund_status")
+    if ("check_refund_eligibility" in done and facts.get("refund_eligible") == "yes"
+            and asks_for_refund(text) and facts.get("transaction_id")):
+        return plan("request_refund", transaction_id=facts["transaction_id"], reason=_refund_reason(text))
+    return None
+
+
+def _plan_refund_wish(text: str, tx_id: str | None, plan: _Plan) -> ToolCallPlan | None:
+    """Refunds' tool for a message that asks no status: a cancel wish opens nothing (qa1 §1.1: the payment carried
+    from earlier, then the refunds to cancel); a question about refunds gets the payment's eligibility (and the offer
+    as a question) or, with no payment known, the refund rules (no tool); only an explicit request for money back
+    (:func:`asks_for_refund`, or a duplicate charge reported to refunds) opens a refund of the known payment."""
+    if cancels_refund(text):
+        return plan("check_refund_eligibility", transaction_id=tx_id) if tx_id else plan("refund_status")
+    if not tx_id:  # "what happened to my amazon refund?" asks about the customer's refunds; "is a refund possible?"
+        # the rules
+        return None if asks_about_refund(text) and not _has(text, *_OWN_REFUND) else plan("refund_status")
+    if asks_for_refund(text) or (_has(text, *_DUPLICATE) and not declines_refund(text) and not asks_about_refund(text)
+                                 and not _has(text, *_ELIGIBILITY)):
         return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
-    if tx_id:
-        return plan("check_refund_eligibility", transaction_id=tx_id)
-    return plan("refund_status")
+    return plan("check_refund_eligibility", transaction_id=tx_id)  # eligibility, a refusal or a question: no request
 
 
 #: "the Tesco one", "that Amazon one", "and the Amazon one?": a payment picked by its merchant (not by position: "the
@@ -970,7 +1074,7 @@ _REFUND_ARRIVAL = {
     "approved": "It has been approved; the money usually reaches your account within 5 business days.",
     "executed": "The {amount} was credited to your account on {paid}, so it is already in your balance: there is "
                 "nothing more to wait for.",
-    "rejected": "It was not approved, so no money will arrive; you can reply if you'd like us to look again.",
+    "rejected": "It was not approved after review, so no money will arrive.",
     "cancelled": "It was cancelled, so no money will arrive.",
     "expired": "No money will arrive for it; you can ask for a new refund.",
 }
@@ -995,6 +1099,11 @@ def _day(iso_text: str) -> str:
 def _on_day(iso_text: str | None) -> str:
     """`` since 3 Dec`` for a timestamp, "" for none."""
     return f" since {_day(iso_text)}" if iso_text else ""
+
+
+def _on(iso_text: str | None) -> str:
+    """`` on 3 Dec`` for a timestamp, "" for none."""
+    return f" on {_day(iso_text)}" if iso_text else ""
 
 
 def _amt(d: dict[str, Any]) -> str:
@@ -1030,6 +1139,8 @@ def _render_refusal(tool: str, result: dict[str, Any]) -> str:
         return f"I couldn't open a refund: {err}."
     if tool == "freeze_card":
         return f"I couldn't freeze the card: {err}."
+    if tool == "cancel_refund":
+        return f"I couldn't cancel it: {err}."
     if tool == "lookup_policy":
         return ("I don't have a published policy on that. I can answer questions about fees, limits, "
                 "currencies, countries, age, top-ups, exchange rates, verification, ATMs, refunds and "
@@ -1130,14 +1241,29 @@ def _render_refund_status(result: dict[str, Any], text: str) -> str:
                      f"(opened {_day(rf['created_at'])})")
     body = "; ".join(lines)
     answer = body[0].upper() + body[1:] + "."
+    if len(refunds) == 1 and refunds[0]["status"] == "rejected" and _has(text, *_WHY_REJECTED):
+        return f"{answer} {REJECTED_REASON.format(on=_on(refunds[0].get('rejected_at')))}"
     if len(refunds) == 1 and _has(text, *_REFUND_WHERE):
         answer += " " + _REFUND_ARRIVAL.get(refunds[0]["status"], "").format(
             paid=_day(refunds[0].get("paid_at") or ""), amount=_amt(refunds[0])).strip()
     return answer.strip()
 
 
+#: "why was it rejected?", "why didn't you approve it?": the customer asks why a refund was not approved.
+_WHY_REJECTED = (r"\bwhy\b", r"\breason\b", r"\bwhat went wrong\b", r"\bhow come\b")
+#: The fixed reason a customer gets for a rejected refund (README "Human approval": the approver's note is for
+#: operators only; a rejected customer is told a fixed reason, never the note). ``{on}``: " on 1 Dec" or "".
+REJECTED_REASON = ("Our team reviewed it{on} and could not approve it. I can't share the details of the review here; "
+                   "nothing was paid. A new request for the same payment goes to our team for another review.")
+
+
 def _render_check_refund_eligibility(result: dict[str, Any], text: str) -> str:
     tx = result["transaction"]
+    earlier = result.get("rejected_refund")
+    if result["eligible"] and earlier:  # qa1 §3.2: a rejection is not undone by asking again
+        return (f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) already had refund {earlier['id']}, which was not approved "
+                f"after review{_on(earlier.get('rejected_at'))}. A new request can't be approved automatically: "
+                f"it would go to our team for another review. {REFUND_OFFER}")
     if result["eligible"]:
         return f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) can be refunded. {REFUND_OFFER}"
     return f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) can't be refunded: {result['reason']}."
@@ -1224,7 +1350,79 @@ def _render_lookup_policy(result: dict[str, Any], text: str) -> str:
 
 
 #: One renderer per business tool: ``(result, lowercased user text) -> answer`` (empty: nothing to say).
+def _render_cancel_refund(result: dict[str, Any], text: str) -> str:
+    rf = result["refund"]
+    merchant = f"{rf['merchant']}, " if rf.get("merchant") else ""
+    return (f"I've cancelled refund {rf['id']} for {_amt(rf)} ({merchant}{rf['transaction_id']}). Nothing was paid "
+            "and nothing will be.")
+
+
+#: Refunds' question before it cancels a waiting refund the customer asked to cancel (the cancellation rules of
+#: ``policies.cancellation``: an explicit wish, then a yes); a plain yes to it cancels that refund (``cancel_refund``).
+CANCEL_REFUND_OFFER = CANCEL_QUESTION
+_CANCEL_REFUND_OFFERED = re.compile(r"^Shall I cancel refund (rf_\w+)\?$")
+_WAITING = ("requested", "approved")
+
+
+def _refund_line(rf: dict[str, Any]) -> str:
+    merchant = f"{rf['merchant']}, " if rf.get("merchant") else ""
+    return f"refund {rf['id']} for {_amt(rf)} ({merchant}{rf['transaction_id']})"
+
+
+def _cannot_cancel(rf: dict[str, Any]) -> str:
+    """Why ``rf`` (a refund view that no longer waits) can't be cancelled, in one sentence."""
+    line = _refund_line(rf)
+    if rf["status"] == "executed":
+        paid = f" on {_day(rf['paid_at'])}" if rf.get("paid_at") else ""
+        return (f"{line[0].upper()}{line[1:]} was already paid back to your account{paid}, so it can't be cancelled: "
+                "the money is in your balance.")
+    done = {"rejected": "was rejected after review", "cancelled": "was already cancelled",
+            "expired": "expired"}.get(rf["status"], f"is {rf['status']}")
+    return f"{line[0].upper()}{line[1:]} {done}: nothing was paid, so there is nothing to cancel."
+
+
+def _refund_cancel_answer(tool_results: list[tuple[str, dict[str, Any]]]) -> str | None:
+    """Refunds' answer to a wish to cancel a refund (:func:`cancels_refund`), from ``refund_status`` (and the
+    ``check_refund_eligibility`` of the payment carried from earlier, when there is one): no refund of that payment
+    -> says so (and names a refund still waiting, if any); one refund still waiting -> its status and
+    :data:`CANCEL_REFUND_OFFER` (only a yes cancels it); several waiting -> which one; a refund already paid, rejected,
+    cancelled or expired -> why it can't be cancelled. None when ``refund_status`` did not answer."""
+    res = dict(tool_results)
+    status = res.get("refund_status") or {}
+    if not status.get("ok"):
+        return None
+    refunds = list(status.get("refunds") or [])
+    waiting = [rf for rf in refunds if rf["status"] in _WAITING]
+    elig = res.get("check_refund_eligibility") or {}
+    tx = elig.get("transaction") if elig.get("ok") else None
+    if tx is not None:
+        mine = [rf for rf in refunds if rf["transaction_id"] == tx["id"]]
+        if not mine:
+            answer = (f"There is no refund of {tx['id']} ({tx['merchant']}, {_amt(tx)}) to cancel: none was opened, "
+                      "and nothing has been paid for it.")
+            if len(waiting) == 1:
+                answer += (f" Your {_refund_line(waiting[0])} is still waiting for review; if that's the one you mean, "
+                           f"say \"cancel {waiting[0]['id']}\".")
+            return answer
+        refunds, waiting = mine, [rf for rf in mine if rf["status"] in _WAITING]
+    if len(waiting) == 1:
+        rf = waiting[0]
+        state = _REFUND_STATUS_TEXT.get(rf["status"], rf["status"]).format(on="")
+        line = _refund_line(rf)
+        return f"{line[0].upper()}{line[1:]} is {state}. {CANCEL_REFUND_OFFER.format(refund_id=rf['id'])}"
+    if waiting:
+        listed = "; ".join(_refund_line(rf) for rf in waiting)
+        return f"These refunds are still waiting: {listed}. Which one would you like to cancel? Please give its id."
+    if not refunds:
+        return "You have no refund to cancel: none was opened on your account, and nothing has been paid."
+    if len(refunds) == 1:
+        return _cannot_cancel(refunds[0])  # the one asked about (named, or carried from earlier)
+    latest = max(refunds, key=lambda rf: rf.get("created_at", ""))
+    return "You have no refund waiting that could be cancelled. " + _cannot_cancel(latest)
+
+
 _RENDERERS: dict[str, Callable[[dict[str, Any], str], str]] = {
+    "cancel_refund": _render_cancel_refund,
     "find_duplicate_charges": _render_find_duplicate_charges,
     "list_recent_transactions": _render_list_recent_transactions,
     "explain_transaction": _render_explain_transaction,
@@ -1323,8 +1521,8 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     if not tool_results and (short := _reply_without_tool(agent, user_text, asked, previous, hint)) is not None:
         return short
     names = [name for name, _ in tool_results]
-    if agent == "refunds" and (picked := _refund_picked(text, tool_results)) is not None:
-        return picked
+    if agent == "refunds" and (first := _refunds_first_answer(text, tool_results, names)) is not None:
+        return first
     parts: list[str] = []
     for name, result in tool_results:
         if name == "card_status" and {"freeze_card", "unfreeze_card"} & set(names) and result.get("ok"):
@@ -1350,6 +1548,16 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     if status.get("ok"):
         parts.extend(p for p in _transfer_follow_up(text, status) if p not in parts)
     return " ".join(parts)
+
+
+def _refunds_first_answer(text: str, tool_results: list[tuple[str, dict[str, Any]]], names: list[str]) -> str | None:
+    """Refunds' whole answer when the turn is a pick by merchant (:func:`_refund_picked`) or a wish to cancel a refund
+    (:func:`_refund_cancel_answer`), else None."""
+    if (picked := _refund_picked(text, tool_results)) is not None:
+        return picked
+    if "cancel_refund" not in names and cancels_refund(text):
+        return _refund_cancel_answer(tool_results)
+    return None
 
 
 #: How the policy answers of a question domain start ("Daily limits: …", "Fees (standard plan): …", "International
@@ -1419,12 +1627,30 @@ def _reply_without_tool(agent: str, user_text: str, asked: str | None = None,
         return CLOSE_ACCOUNT_QUESTION
     if agent == "refunds" and _PICKS_BY_NAME.search(text) and not _TX_IN_TEXT.search(text):
         return REFUND_WHICH_BY_ID
+    if (agent == "refunds" and asks_about_refund(text) and not asks_for_refund(text) and not cancels_refund(text)
+            and not _has(text, *_OWN_REFUND)):
+        return f"{_refund_rules()} {REFUND_WHICH_QUESTION}"  # "what's your refund policy?", no payment known yet
     if agent == "account" and _has(text, *_TIMING) and resolve_intent(agent, user_text) is None:
         from nodes.tools import POLICY_KB  # the account agent's timing question: how long the identity checks take
 
         entry = POLICY_KB["verification"]
         return "Identity checks: " + "; ".join(c for c in _clauses(entry.text) if "minutes" in c) + "."
     return None
+
+
+#: Refunds' question after the refund rules when no payment is known: the customer names one to be offered a refund.
+REFUND_WHICH_QUESTION = "Would you like me to check a payment? Please give its id (such as tx_1234)."
+#: A question about how refunds work ("what's your refund policy?", "what would a refund look like?"): the rules
+#: come before the payment's eligibility.
+_HOW_REFUNDS_WORK = (r"\bpolic", r"\bhow (?:do|does|would|will)\b", r"\blook like\b", r"\bwork\b", r"\brules?\b",
+                     r"\bwhat would\b", r"\bprocess\b")
+
+
+def _refund_rules() -> str:
+    """The refund rules of the handbook (``nodes.tools.POLICY_KB["refunds"]``), as refunds says them."""
+    from nodes.tools import POLICY_KB
+
+    return f"Refunds: {POLICY_KB['refunds'].text}"
 
 
 def _refunds_tail(text: str, names: list[str], parts: list[str]) -> list[str]:
@@ -1435,6 +1661,8 @@ def _refunds_tail(text: str, names: list[str], parts: list[str]) -> list[str]:
         return [*parts, "Which transaction would you like refunded? Please give its id (such as tx_1234)."]
     if names == ["check_refund_eligibility"] and _has(text, *_REFUND_TIMING):
         return _with_refund_times(parts)
+    if names == ["check_refund_eligibility"] and asks_about_refund(text) and _has(text, *_HOW_REFUNDS_WORK):
+        return [_refund_rules(), *parts]  # the rules asked about, then the payment's eligibility and the offer
     return parts
 
 

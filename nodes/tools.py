@@ -30,6 +30,7 @@ from checkpoints.business import (
     BusinessRuleError,
     BusinessStore,
     Card,
+    NotFoundError,
     Refund,
     Transaction,
     Transfer,
@@ -145,6 +146,10 @@ class RefundStatusArgs(_Args):
         description="A refund id such as rf_5001; omit to list all of the customer's refunds.")
 
 
+class RefundIdArgs(_Args):
+    refund_id: str = Field(..., pattern=_RF_ID, description="A refund id such as rf_5001.")
+
+
 class RequestRefundArgs(_Args):
     transaction_id: str = Field(..., pattern=_TX_ID, description="The transaction to refund, e.g. tx_1008.")
     reason: str = Field(..., min_length=1, max_length=200,
@@ -190,6 +195,10 @@ def _refund_view(rf: Refund, store: BusinessStore | None = None) -> dict[str, An
             decision = store.refund_decision(rf.id)
             if decision is not None:
                 view["expired_at"] = decision.decided_at
+        if rf.status == "rejected":  # when a person (or the house rules) rejected it; the note stays internal
+            decision = store.refund_decision(rf.id)
+            if decision is not None:
+                view["rejected_at"] = decision.decided_at
     return view
 
 
@@ -430,8 +439,12 @@ def _check_refund_eligibility(store: BusinessStore, ctx: ToolContext,
         return _refused(f"no such transaction {transaction_id} on your account")
     eligible, reason = store.refund_eligibility(ctx.customer_id, transaction_id)
     recent = store.refunds_in_last_days(ctx.customer_id, 30)
-    return {"ok": True, "eligible": eligible, "reason": reason, "transaction": _tx_view(tx),
-            "refunds_last_30_days": len(recent)}
+    result = {"ok": True, "eligible": eligible, "reason": reason, "transaction": _tx_view(tx),
+              "refunds_last_30_days": len(recent)}
+    rejected = [r for r in store.refunds_for_transaction(ctx.customer_id, tx.id) if r.status == "rejected"]
+    if rejected:  # a new request goes to a person, never paid automatically (policies.risk.REJECTED_BEFORE)
+        result["rejected_refund"] = _refund_view(rejected[-1], store)
+    return result
 
 
 def refund_idempotency_key(ctx: ToolContext, transaction_id: str) -> str:
@@ -462,6 +475,33 @@ def _request_refund(store: BusinessStore, ctx: ToolContext, transaction_id: str,
     return {"ok": True, "refund": _refund_view(refund, store), "transaction": _tx_view(tx),
             "replayed": replayed,
             "note": "The refund is requested, not paid: it is paid after review/approval."}
+
+
+def _cancel_refund(store: BusinessStore, ctx: ToolContext, refund_id: str) -> dict[str, Any]:
+    """Cancel the caller's refund ``refund_id`` that is still waiting (``requested`` or ``approved``) and that no
+    conversation's approval decides (``BusinessStore.cancel_orphan_refund``); nothing is paid. Refused: not the
+    caller's refund, already paid/rejected/cancelled/expired, or waiting for an approver in a conversation (that
+    conversation cancels it: README "Cancelling a paused refund"). The model calls it only after the customer
+    confirmed (the refunds agent asks first: ``nodes.playbook``'s cancel question)."""
+    rf = store.get_refund(ctx.customer_id, refund_id)
+    if rf is None:
+        return _refused(f"no such refund {refund_id} on your account")
+    if rf.status not in ("requested", "approved"):
+        return _refused(f"refund {rf.id} is already {_REFUND_DONE.get(rf.status, rf.status)}, so it can't be cancelled")
+    try:
+        cancelled = store.cancel_orphan_refund(rf.id)
+    except BusinessRuleError:
+        return _refused(f"refund {rf.id} is waiting for an approver's decision in the conversation where you asked "
+                        "for it; write \"cancel my refund\" there")
+    except NotFoundError:
+        return _refused(f"no such refund {refund_id} on your account")
+    return {"ok": True, "refund": _refund_view(cancelled, store),
+            "note": "The refund is cancelled: nothing was paid and nothing will be."}
+
+
+#: How a refund that can no longer be cancelled ended, in the customer's words (:func:`_cancel_refund`).
+_REFUND_DONE = {"executed": "paid back to your account", "rejected": "rejected after review", "cancelled": "cancelled",
+                "expired": "expired"}
 
 
 def _card_status(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
@@ -697,6 +737,10 @@ TOOLS: dict[str, ToolSpec] = {s.name: s for s in [
              "Open a refund request for the full amount of one of the customer's transactions. Creates "
              "a REQUESTED refund that is paid only after review; it does not pay anything now.",
              RequestRefundArgs, "refunds", True, _request_refund),
+    ToolSpec("cancel_refund",
+             "Cancel one of the customer's refunds that is still waiting (requested or approved); nothing is paid. "
+             "Only after the customer asked to cancel it and confirmed.",
+             RefundIdArgs, "refunds", True, _cancel_refund),
     ToolSpec("card_status",
              "List the customer's cards with last four digits, kind and status.",
              NoArgs, "cards", False, _card_status),
