@@ -701,6 +701,11 @@ def resume(
     r = conv.resume({"decision": "approve" if approve else "reject", "note": note})
     with _printing(r):
         print_json(turn_dict(r)) if as_json else _print_turn(r)
+    from nodes.approval_flow import ALREADY_PAID
+
+    if any(h.reason == ALREADY_PAID for h in r.handoff_path):
+        # for the operator (stderr): this decision paid nothing, the refund had been paid before it
+        err.print(f"operator: {ALREADY_PAID}", highlight=False)
 
 
 @app.command()

@@ -229,8 +229,10 @@ class Conversation:
     def _while_paused(self, text: str) -> TurnResult:
         """A customer's message while the thread waits for an approval (``policies.cancellation``): a wish to cancel is
         answered with the question "Cancel refund rf_… of £23.80? yes/no" (recorded in the audit log, so it survives
-        the process); only a yes to that question cancels; a status question is answered; anything else raises
-        InputError. Nothing is sent to the model and the graph stays paused except on the confirmed cancel."""
+        the process); only a yes to that question cancels; a status question is answered; a request for a person and
+        a read-only question for another specialist are served (:meth:`_urgent_or_social_while_paused`,
+        :meth:`_question_while_paused`); anything else raises InputError. Nothing is sent to the model and the graph
+        stays paused except on the confirmed cancel."""
         from policies.cancellation import paused_reply
 
         request = self.pending()
@@ -243,6 +245,8 @@ class Conversation:
         awaiting = bool(entries) and entries[0].detail.get("state") == "asked"
         reply = paused_reply(text, awaiting)
         what = f"refund {request.get('refund_id', '')} of {request.get('amount', '')}"
+        if reply in ("status", "other") and (served := self._question_while_paused(text, request, reply)):
+            return dataclasses.replace(self.result(), text=served)
         if reply == "other":
             raise InputError(f"thread {self.thread_id} is waiting for an approval decision; "
                              "say 'cancel my refund' to withdraw it, ask for its status, or wait for the decision")
@@ -267,10 +271,11 @@ class Conversation:
 
     def _urgent_or_social_while_paused(self, text: str, request: dict) -> str | None:
         """Served on a paused thread without touching the pause: a lost, stolen or compromised card is frozen at once
-        (``nodes.paused_safety``; recorded in the audit log and as a ``tool_finished`` event), a greeting, thanks or
+        (``nodes.paused_safety``; recorded in the audit log and as a ``tool_finished`` event), a request for a person
+        reaches the team (``person_while_paused``: a ``talk_to_person`` service request), a greeting, thanks or
         goodbye gets the desk's answer; None for anything else (the caller reads it as cancel/status/other)."""
         from nodes.desk_knowledge import load_knowledge, social_topic
-        from nodes.paused_safety import freeze_while_paused
+        from nodes.paused_safety import freeze_while_paused, person_while_paused
 
         waiting = (f"Your refund {request.get('refund_id', '')} of {request.get('amount', '')} is still waiting for "
                    "approval by our team; nothing has been paid yet.")
@@ -280,6 +285,11 @@ class Conversation:
                 "calls": [list(c) for c in done.calls], "frozen_last4": done.frozen_last4,
                 "refund_id": request.get("refund_id"), "task_id": request.get("task_id")})
             return f"{done.text} {waiting}"
+        person = person_while_paused(text, self.store, self.context, self.thread_id, str(request.get("task_id") or ""))
+        if person is not None:  # before the social answers: "I want to speak to a human" is no "are you a bot?"
+            self._record_paused_action("person_while_paused", {"refund_id": request.get("refund_id"),
+                                                               "task_id": request.get("task_id")}, agent="fallback")
+            return f"{person} {waiting}"
         router = self._router
         if router is None:
             from nodes.router import load_router
@@ -288,15 +298,34 @@ class Conversation:
         topic = social_topic(router.route(text), text)
         return f"{load_knowledge().conversational[topic]} {waiting}" if topic else None
 
-    def _record_paused_action(self, action: str, detail: dict) -> None:
-        """An action served while paused, in the audit log and the thread's event log (best effort, like refusals)."""
+    def _question_while_paused(self, text: str, request: dict, reply: str) -> str | None:
+        """Served on a paused thread without touching the pause, when the message is neither a cancel wish nor an
+        answer to the cancel question: a question for another specialist whose tools only read is answered
+        (``nodes.paused_safety.answer_while_paused``: the balance, the cards, a policy); the refund's wait is added.
+        None otherwise."""
+        from nodes.paused_safety import answer_while_paused
+
+        waiting = (f"Your refund {request.get('refund_id', '')} of {request.get('amount', '')} is still waiting for "
+                   "approval by our team; nothing has been paid yet.")
+        router = self._router
+        if router is None:
+            from nodes.router import load_router
+
+            router = load_router()
+        answer = answer_while_paused(text, router.route(text), self.store, self.context, self.thread_id,
+                                     reply == "status")
+        return f"{answer} {waiting}" if answer else None
+
+    def _record_paused_action(self, action: str, detail: dict, agent: str = "cards") -> None:
+        """An action served while paused (by ``agent``), in the audit log and the thread's event log (best effort,
+        like refusals)."""
         who = self.context.principal().ref
         if self.events is not None:
             try:
                 from checkpoints.event_log import event_key, now_iso
 
                 self.events.record("tool_finished", key=event_key("conversation", self.thread_id, uuid.uuid4().hex),
-                                   ts=now_iso(), thread_id=self.thread_id, agent="cards",
+                                   ts=now_iso(), thread_id=self.thread_id, agent=agent,
                                    reason="served while the thread waits for an approval", detail={"action": action,
                                                                                                    **detail})
             except Exception:  # noqa: BLE001 - the freeze stands even when its event cannot be written

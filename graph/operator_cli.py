@@ -419,6 +419,10 @@ def _desk_or_none(db: str | None) -> Any:
 def tasks(
     ctx: typer.Context,
     stuck: bool = typer.Option(False, "--stuck", help="Only tasks and refunds no thread will finish."),
+    requests: bool = typer.Option(False, "--requests", help="Instead: the customers' requests to our team (close, "
+                                  "freeze or unfreeze an account: sr_…), open and withdrawn, oldest first; with --json "
+                                  "a list of {request_id, kind, customer_id, status: open|cancelled, opened_at, "
+                                  "cancelled_at}."),
     db: Optional[str] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
     as_: Optional[str] = AsOpt,
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list on stdout: [{id, kind: task|refund, "
@@ -430,6 +434,9 @@ def tasks(
     if ctx.invoked_subcommand is not None:
         return
     acting = acting_operator(as_, READ_ROLES, "tasks", db=db)
+    if requests:
+        _list_requests(acting, as_json)
+        return
     desk = _desk_or_none(db)
     items = stuck_items(acting, desk)
     if not stuck:
@@ -452,6 +459,27 @@ def tasks(
                       "'tasks reject ID' (or 'tasks close ID'), --as an approver.")
 
 
+def _list_requests(acting: Acting, as_json: bool) -> None:
+    """``tasks --requests``: the service requests (``BusinessStore.list_service_requests``) of the customers of the
+    operator's tenant."""
+    store = acting.store
+    mine = {r["customer_id"] for r in store.list_service_requests()
+            if r["customer_id"] and (c := store.get_customer(r["customer_id"])) is not None
+            and c.tenant_id == acting.tenant_id}
+    rows = store.list_service_requests(sorted(mine)) if mine else []
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        console.print("no requests to our team")
+        return
+    table = Table("request", "kind", "customer", "status", "opened", "withdrawn")
+    for r in rows:
+        table.add_row(r["request_id"], r["kind"], r["customer_id"], r["status"], r["opened_at"] or "-",
+                      r["cancelled_at"] or "-")
+    print_table(console, table)
+
+
 @tasks_app.command("close")
 def tasks_close(
     item: str = typer.Argument(..., metavar="ID", help="A task id (task_…) or a refund id without a task (rf_…)."),
@@ -460,7 +488,8 @@ def tasks_close(
     as_: Optional[str] = AsOpt,
 ) -> None:
     """Close a task or refund of your tenant: nothing is paid, the decision is recorded with your name, and the
-    customer is told on the thread when it still exists. Needs --as an approver."""
+    customer is told on the thread when it still exists. A refund already paid is not cancelled: its open task is
+    completed and the command says it was paid. Needs --as an approver."""
     acting = acting_operator(as_, DECIDE_ROLES, "tasks close", db=db)
     store = acting.store
     task = store.get_task(item)
@@ -469,6 +498,9 @@ def tasks_close(
     if refund is None or customer is None or customer.tenant_id != acting.tenant_id:
         raise refuse(store, _settings(db), acting.ref, "tasks close", f"no task or refund {item} in tenant "
                      f"{acting.tenant_id}", target=item)
+    if refund.status == "executed":  # paid already: nothing to cancel, and nobody may be told "nothing paid"
+        console.print(_close_paid(db, acting, task, refund, note))
+        return
     if task is None:
         store.cancel_orphan_refund(refund.id)
         record_allowed(acting, "tasks close", refund.id, {"note": note})
@@ -478,6 +510,37 @@ def tasks_close(
     record_allowed(acting, "tasks close", task.id, {"note": note, "decision_id": decision.id})
     told = _tell_customer(db, acting, task, decision, refund)
     console.print(f"closed task {task.id} (refund {refund.id} cancelled, nothing paid); {told}")
+
+
+def _close_paid(db: str | None, acting: Acting, task: Any, refund: Any, note: str) -> str:
+    """``tasks close`` on a refund that was already paid: nothing is cancelled. A task still open or waiting is
+    completed (a thread paused on it is resumed, and its ``human_approval`` tells the customer the refund was paid);
+    a finished one is refused. Returns what happened, for the operator; raises InputError when there is nothing to
+    close."""
+    from checkpoints.business import StaleVersionError, money
+
+    paid = f"refund {refund.id} of {money(refund.amount_minor, refund.currency)} was already paid (credit tx_{refund.id})"
+    if task is None or task.status not in ("open", "awaiting_approval"):
+        raise InputError(f"{paid}: nothing to close" + (f" (task {task.id} is {task.status})" if task else ""))
+    record_allowed(acting, "tasks close", task.id, {"note": note, "refund_status": "executed"})
+    desk = _desk_or_none(db)
+    if _held_by_thread(desk, task, refund.id) == f"waits on thread {task.thread_id}":
+        from langgraph.types import Command
+
+        from graph.conversation import Conversation
+
+        conv = Conversation(task.thread_id, desk=desk, context=acting.context())
+        desk.graph.invoke(Command(resume={"decision": "close", "decision_id": f"dc_close_{uuid.uuid4().hex[:10]}"}),
+                          conv.config, context=acting.context())
+        return f"{paid}: nothing cancelled; task {task.id} completed; customer told on thread {task.thread_id}: " \
+               f"{conv.result().text}"
+    try:
+        store_task = acting.store.get_task(task.id)
+        acting.store.update_task(store_task.id, store_task.version, status="completed")
+    except StaleVersionError:
+        pass  # another operator or the thread finished it at the same moment
+    return f"{paid}: nothing cancelled; task {task.id} marked completed (the customer sees the credit in their " \
+           "transactions)"
 
 
 def threadless_task_id(refund_id: str) -> str:
@@ -502,8 +565,9 @@ def decide_threadless(acting: Acting, item: str, decision: str, note: str, desk:
     needs and refuse to pay one they reject; the operator is authorized by ``policies.authz.authorize_decision`` (an
     enabled approver of the refund's tenant, not its customer, not an earlier approver of it); the decision is claimed
     at most once (``decide_approval``); the payment is idempotent by :func:`threadless_execution_key`, so a repeat
-    after a crash pays nothing twice. A task whose thread is paused on it is refused: ``resume THREAD`` decides it,
-    so the customer is told in their conversation.
+    after a crash pays nothing twice. A refund a conversation holds, named by its id or its task's, is refused
+    (:func:`_held_by_thread`): ``resume THREAD`` decides it, so the customer is told in their conversation and the
+    thread never pays a refund already paid here.
 
     Raises AccessDenied (recorded: another tenant's or unknown refund, not authorized, the house rules reject it) or
     InputError (nothing to decide, already decided)."""
@@ -559,7 +623,7 @@ def decide_threadless(acting: Acting, item: str, decision: str, note: str, desk:
 
 def _threadless_item(acting: Acting, item: str, decision: str, desk: Any, settings: Any) -> tuple[Any, Any, Any]:
     """``(task or None, refund, customer)`` that ``item`` (a refund or task id) names in the operator's tenant, for
-    :func:`decide_threadless`; refused (recorded) when there is none, InputError when a thread is paused on it."""
+    :func:`decide_threadless`; refused (recorded) when there is none, InputError when a conversation holds it."""
     store = acting.store
     task = store.get_task(item)
     refund = store.load_refund(task.refund_id if task is not None and task.refund_id else item)
@@ -567,14 +631,35 @@ def _threadless_item(acting: Acting, item: str, decision: str, desk: Any, settin
     if refund is None or customer is None or customer.tenant_id != acting.tenant_id:
         raise refuse(store, settings, acting.ref, f"tasks {decision}",
                      f"no task or refund {item} in tenant {acting.tenant_id}", target=item)
-    if task is None:
-        task = store.get_task(threadless_task_id(refund.id))
-    if task is not None and task.thread_id and desk is not None:
-        _, pending, _ = _thread_state(desk, task.thread_id)
-        if isinstance(pending, dict) and pending.get("task_id") == task.id:
-            raise InputError(f"task {task.id} waits on thread {task.thread_id}: decide it there with: switchboard "
-                             f"resume {task.thread_id} --{decision} --as {acting.name}")
+    owned = store.tasks_of_refund(refund.id)
+    if task is None:  # named by its refund: the task still deciding it (else the last one, for "nothing to decide")
+        task = next((t for t in owned if t.status in ("open", "awaiting_approval")), owned[-1] if owned else None)
+    for held in {t.id: t for t in [*owned, task] if t is not None}.values():
+        why = _held_by_thread(desk, held, refund.id)
+        if why:
+            raise InputError(f"refund {refund.id} {why}: decide it there with: switchboard resume {held.thread_id} "
+                             f"--{decision} --as {acting.name}" if why.startswith("waits") else
+                             f"refund {refund.id} {why}: finish it with: switchboard recover {held.thread_id} "
+                             f"--as {acting.name}")
     return task, refund, customer
+
+
+def _held_by_thread(desk: Any, task: Any, refund_id: str) -> str | None:
+    """Why a conversation still holds ``task`` (deciding ``refund_id``), so ``tasks approve/reject`` must not decide
+    it: ``"waits on thread T"`` when T is paused at ``human_approval`` on the task or the refund (``resume T``
+    decides it and tells the customer there), ``"is in a run left unfinished on thread T"`` when T stopped between
+    nodes (``recover T`` finishes it); None when no thread holds it (no thread, the thread is gone, or it is not
+    paused on it: the task is stuck and ``tasks approve/reject`` are the way to decide it)."""
+    if not task.thread_id or desk is None or task.status not in ("open", "awaiting_approval"):
+        return None
+    values, pending, nxt = _thread_state(desk, task.thread_id)
+    if not values:
+        return None
+    if isinstance(pending, dict) and (pending.get("task_id") == task.id or pending.get("refund_id") == refund_id):
+        return f"waits on thread {task.thread_id}"
+    if nxt and pending is None and (values.get("pending_approval") or {}).get("task_id") == task.id:
+        return f"is in a run left unfinished on thread {task.thread_id}"
+    return None
 
 
 def _open_threadless_task(store: Any, refund_id: str) -> Any:

@@ -55,6 +55,7 @@ from nodes.transcript import (
 )
 from policies.answers import instead_of_repeat, same_answer
 from policies.approval import needs_risk_check
+from policies.cancellation import cancel_confirmed
 from policies.edges import CLARIFY, FALLBACK, FLOW_NODES, SPECIALISTS, SUPERVISOR, TRIAGE, handoff_targets
 from policies.handoff import Arbitration, CallOutcome, ToolCallView, arbitrate, handoff_tool_name
 from policies.history import bound_messages, policy_for_edge, shape_history
@@ -126,7 +127,7 @@ class AgentVisit:
         self.failure_reason = ""
         self.call_names: dict[str, str] = {}  # tool_call id -> the name the model called (route_to_agent stays so)
         self.packet_in = self._packet_in()
-        self.tools = ToolRunner(business, deps, ctx, self.thread_id, self.task.get("task_id", ""))
+        self.tools = ToolRunner(business, deps, ctx, self.thread_id, self.task.get("task_id", ""), self.turn)
 
     # ============================================================== the visit, top to bottom
     def run(self) -> Command:
@@ -423,6 +424,12 @@ class AgentVisit:
                 self.new.append(self._tool_message(o.call_id, o.name, {"ok": False, "error": _ONE_AT_A_TIME}))
                 continue
             call = next(c for c in decision.calls if c.id == o.call_id)
+            if o.name == "cancel_refund" and not self._cancel_confirmed(call.args or {}):
+                emit("tool_called", tool=o.name, call_id=o.call_id, side_effect=True)
+                emit("tool_finished", tool=o.name, call_id=o.call_id, status="error", reason=_CANCEL_UNCONFIRMED,
+                     state_version=self.version)
+                self.new.append(self._tool_message(o.call_id, o.name, {"ok": False, "error": _CANCEL_UNCONFIRMED}))
+                continue
             try:
                 result = self._run_tool(o, call)
             except ToolUnavailable as exc:
@@ -433,6 +440,13 @@ class AgentVisit:
             if refund_id and risk_check is None:
                 risk_check = (refund_id, result)
         return self._to_risk(*risk_check) if risk_check is not None else None
+
+    def _cancel_confirmed(self, args: Mapping[str, Any]) -> bool:
+        """Did the customer confirm cancelling ``args["refund_id"]``: the desk's answer before this message asked
+        ``policies.cancellation.CANCEL_QUESTION`` for it and this message says yes (``cancel_confirmed``)?"""
+        answers = desk_answers(self.messages)
+        previous = str(answers[-1].content) if answers else None
+        return cancel_confirmed(previous, self.user_text, str(args.get("refund_id") or ""))
 
     def _run_tool(self, o: CallOutcome, call: ToolCallView) -> dict:
         """One business tool call through the shared runner, recorded; its ToolMessage appended. Raises
@@ -548,6 +562,9 @@ class AgentVisit:
 
 
 #: The refusal of a side-effect call made in the same model message after a refund that now waits for its risk check.
+#: The answer to a ``cancel_refund`` call the customer did not confirm (``policies.cancellation.cancel_confirmed``).
+_CANCEL_UNCONFIRMED = ("Refused: the customer has not confirmed this cancellation. Ask them first: "
+                       "'Shall I cancel refund rf_…?' and cancel only on their yes.")
 _ONE_AT_A_TIME = ("Refused: another request in this message is already waiting for its risk check; one side effect "
                   "at a time — ask again after it is decided")
 #: Model names whose server refused a forced tool_choice in this process: triage routes with transfer tools for them.

@@ -49,7 +49,7 @@ from policies.edges import FALLBACK
 from policies.risk import RECENT_WINDOW_DAYS, RiskInput, assess_refund
 
 __all__ = ["make_risk_node", "make_human_approval_node", "make_refund_execute_node", "execution_key", "decision_key",
-           "STAGE_OF"]
+           "STAGE_OF", "ALREADY_PAID"]
 
 REFUNDS = "refunds"
 
@@ -142,8 +142,10 @@ def make_risk_node(deps: Deps):
             customer = store.get_customer(refund.customer_id)
             recent = [r for r in store.refunds_in_last_days(refund.customer_id, RECENT_WINDOW_DAYS)
                       if r.id != refund.id and r.status not in UNPAID_FINAL_REFUND_STATUSES]
+            rejected = [r for r in store.refunds_for_transaction(refund.customer_id, refund.transaction_id)
+                        if r.id != refund.id and r.status == "rejected"]
             verdict = assess_refund(RiskInput(refund.amount_minor, refund.currency, len(recent),
-                                              dict(customer.flags) if customer else {}))
+                                              dict(customer.flags) if customer else {}, len(rejected)))
             pa.update(amount_minor=refund.amount_minor, currency=refund.currency,
                       amount=money(refund.amount_minor, refund.currency), transaction_id=refund.transaction_id,
                       risk={"outcome": verdict.outcome, "reasons": list(verdict.reasons)},
@@ -300,6 +302,9 @@ def make_human_approval_node(deps: Deps):
             raise AccessDenied(f"thread {thread_id_of() or '?'}: {gate.reason}")
         flow = _Approval(deps, state, caller, pa)
         try:
+            paid = deps.store.load_refund(str(pa.get("refund_id") or ""))
+            if paid is not None and paid.status == "executed":  # paid outside this conversation while it waited
+                return _already_paid(deps.store, state, pa, paid, "human_approval")
             d, won = flow.next_decision()
         except _Refused as exc:
             raise AccessDenied(f"thread {thread_id_of() or '?'}: {exc}") from None
@@ -333,6 +338,30 @@ def _after_decision(state: dict, pa: dict, d: Any, won: bool) -> Command:
     return _back_to_refunds(state, "human_approval", pa, f"{pa['stage']} by {d.approver}", extra)
 
 
+#: The hop reason of ``human_approval``/``refund_execute`` when the refund had been paid before this decision (under
+#: another idempotency key, e.g. by an operator outside the conversation); ``switchboard resume`` tells the operator.
+ALREADY_PAID = "the refund was already paid before this decision; nothing was paid twice"
+
+
+def _already_paid(store: Any, state: dict, pa: dict, refund: Any, source: str = "refund_execute") -> Command:
+    """Report a refund that was paid before this thread's payment ran (``execute_refund`` refused a second key): the
+    customer hears that it was paid, the task is completed, and no "payment failed" reaches anyone."""
+    def close() -> None:
+        t = store.get_task(pa["task_id"])
+        if t is not None and t.status not in ("completed", "cancelled"):
+            store.update_task(t.id, t.version, status="completed")
+
+    try:
+        _retry_cas(close)
+    except StoreError:
+        pass  # the money is paid either way; the task is then listed by 'switchboard tasks --stuck'
+    pa.update(stage="executed", result={"refund_id": refund.id, "transaction_id": refund.transaction_id,
+                                        "credit_transaction_id": f"tx_{refund.id}", "amount_minor": refund.amount_minor,
+                                        "currency": refund.currency, "status": "executed", "already_paid": True,
+                                        "replayed": True})
+    return _back_to_refunds(state, source, pa, ALREADY_PAID)
+
+
 def make_refund_execute_node(deps: Deps):
     """``refund_execute(state, runtime) -> Command``: pay the approved refund exactly once and close the task."""
 
@@ -360,6 +389,8 @@ def make_refund_execute_node(deps: Deps):
             if refund is not None and refund.status in UNPAID_FINAL_REFUND_STATUSES:
                 pa["stage"] = refund.status
                 return _back_to_refunds(state, "refund_execute", pa, f"the refund is {refund.status}; nothing was paid")
+            if refund is not None and refund.status == "executed":
+                return _already_paid(store, state, pa, refund)
             return _to_fallback(state, "refund_execute", pa, f"the payment failed ({type(exc).__name__}: {exc})")
         pa.update(stage="executed", result=result)
         return _back_to_refunds(state, "refund_execute", pa, "refund paid",

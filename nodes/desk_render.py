@@ -10,7 +10,7 @@ from typing import Any
 
 from checkpoints.business import money, parse_iso
 
-__all__ = ["DESK_RENDERERS", "render_desk_tool", "count_words"]
+__all__ = ["DESK_RENDERERS", "render_desk_tool", "count_words", "REQUEST_WORDS", "ACCOUNT_CANCEL_ANSWER"]
 
 
 def count_words(n: int, noun: str, plural: str | None = None) -> str:
@@ -28,6 +28,8 @@ def _delivery(r: dict[str, Any]) -> str:
 
 
 def _unfreeze(r: dict[str, Any]) -> str:
+    if r.get("status") != "active":  # read back after the action (nodes.tools): never claim a state the card lacks
+        return f"Your {r['kind']} card ending {r['last4']} is {r.get('status')}, not active: I couldn't unfreeze it."
     if r.get("already_active"):
         return f"Your {r['kind']} card ending {r['last4']} isn't frozen: it is active and ready to use."
     return f"I've unfrozen your {r['kind']} card ending {r['last4']}, so you can pay with it again."
@@ -64,14 +66,29 @@ def _balance(r: dict[str, Any]) -> str:
     return f"Your balance{when}: " + "; ".join(parts) + "."
 
 
-_REQUEST_WORDS = {"close_account": "close your account", "freeze_account": "freeze your account"}
+#: How the account agent names a service request's kind to the customer.
+REQUEST_WORDS = {"close_account": "close your account", "freeze_account": "freeze your account",
+                 "unfreeze_account": "unfreeze your account"}
 
 
 def _operator_case(r: dict[str, Any]) -> str:
-    what = _REQUEST_WORDS.get(r.get("kind", ""), "handle your request")
+    what = REQUEST_WORDS.get(r.get("kind", ""), "handle your request")
     if r.get("replayed"):
         return f"Your request to {what} is already with our team (reference {r['request_id']})."
     return f"I've passed your request to {what} to our team (reference {r['request_id']})."
+
+
+#: Account's answer to "cancel that" when no request to our team is open (``withdraw_operator_case`` found none).
+ACCOUNT_CANCEL_ANSWER = ("Nothing has been closed or changed on your account: you have no open request with our team "
+                         "to withdraw.")
+
+
+def _withdrawn(r: dict[str, Any]) -> str:
+    if not r.get("withdrawn"):
+        return ACCOUNT_CANCEL_ANSWER
+    what = REQUEST_WORDS.get(r.get("kind", ""), "handle your request")
+    return (f"I've withdrawn your request to {what} (reference {r['request_id']}); our team will not act on it, and "
+            "nothing has been changed on your account.")
 
 
 DESK_RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
@@ -80,6 +97,7 @@ DESK_RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "spending_summary": _spending,
     "account_balance": _balance,
     "request_operator_case": _operator_case,
+    "withdraw_operator_case": _withdrawn,
 }
 
 

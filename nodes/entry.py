@@ -49,6 +49,7 @@ from policies.replies import (
     record_owners,
     refers_back,
     reports_it_failed,
+    takes_up_last_answer,
 )
 
 __all__ = ["make_entry_node", "make_access_denied_node", "turn_verdict", "incoming_messages", "decide_entry",
@@ -128,7 +129,8 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     task = dict(state.get("task") or {})
     owners = record_owners(text)
     # safety first: a lost, stolen or compromised card is frozen before a person takes over (issue 12 §2 review)
-    back, person = refers_back(text, listed), asks_for_person(text) and not reports_card_loss(text.lower())
+    back = refers_back(text, listed) or takes_up_last_answer(text, last_text)
+    person = asks_for_person(text) and not reports_card_loss(text.lower())
     same = asks_same_for(text) or asks_for_news(text) or is_bare_follow_up(text) or reports_it_failed(text)
     opener, card_action, lists = opens_follow_up(text), asks_card_action(text), lists_records_of(text)
     opener_oos = opener and not owners and opener_out_of_scope(text, deps, last is not None and last.name == OUT_OF_SCOPE)

@@ -106,7 +106,7 @@ class ExpertRun:
         self.business = {s.name: s for s in specs}
         self.side_effects = {s.name for s in specs if s.side_effect}
         self.bound = bound if bound is not None else _bind(deps.model, task.expert)
-        self.tools = ToolRunner(self.business, deps, ctx, thread_id, task_key)
+        self.tools = ToolRunner(self.business, deps, ctx, thread_id, task_key, task.turn)
         self.model_calls = 0
         self.tools_called: list[str] = []
 

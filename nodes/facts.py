@@ -43,6 +43,8 @@ _TR_RE = re.compile(r"\btr_[A-Za-z0-9_]+\b")
 _LAST4_RE = re.compile(
     r"(?:card|ending(?:\s+in|\s+with)?|ends\s+(?:in|with)|last\s+(?:four|4)(?:\s+digits)?(?:\s+(?:are|is))?)"
     r"\D{0,12}?(\d{4})\b", re.IGNORECASE)
+#: "freeze 8899", "unfreeze 4242": four digits right after a card action word name a card (qa1 §2.3).
+_ACTION_LAST4_RE = re.compile(r"\b(?:un)?(?:freeze|block)\s+(\d{4})\b", re.IGNORECASE)
 _CARD_RE = re.compile(r"\bcard_[A-Za-z0-9_]+\b")
 
 
@@ -59,10 +61,11 @@ def _amount_facts(text: str) -> dict[str, str]:
 def extract_facts(user_text: str) -> dict[str, str]:
     """User-said facts in ``user_text``: the first transaction id (``tx_…``; all of them, comma-joined,
     under ``transaction_ids`` when there are several), refund id (``rf_…``), transfer id (``tr_…``),
-    card last four digits (only next to words like "card", "ending", "last four" so years and amounts
-    are not mistaken), a card id the user named (``card_…`` -> ``card_ref``: resolved exactly, never replaced by
-    another card), and the first amount with a currency ("£4.50", "£5,000", "5,000.00 GBP", "12 euros", read with
-    babel through ``parse_money``) as ``amount`` "4.50 GBP", ``amount_minor`` "450", ``currency`` "GBP"."""
+    card last four digits (only next to words like "card", "ending", "last four", or right after "freeze" /
+    "unfreeze" / "block", so years and amounts are not mistaken), a card id the user named (``card_…`` ->
+    ``card_ref``: resolved exactly, never replaced by another card), and the first amount with a currency ("£4.50",
+    "£5,000", "5,000.00 GBP", "12 euros", read with babel through ``parse_money``) as ``amount`` "4.50 GBP",
+    ``amount_minor`` "450", ``currency`` "GBP"."""
     facts: dict[str, str] = {}
     txs = list(dict.fromkeys(_TX_RE.findall(user_text)))
     if txs:
@@ -73,7 +76,7 @@ def extract_facts(user_text: str) -> dict[str, str]:
         facts["refund_id"] = m.group(0)
     if m := _TR_RE.search(user_text):
         facts["transfer_id"] = m.group(0)
-    if m := _LAST4_RE.search(user_text):
+    if m := _LAST4_RE.search(user_text) or _ACTION_LAST4_RE.search(user_text):
         facts["card_last4"] = m.group(1)
     if m := _CARD_RE.search(user_text):
         facts["card_ref"] = m.group(0)

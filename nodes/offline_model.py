@@ -98,8 +98,30 @@ def wants_refund(text: str) -> bool:
     with ``--list`` on held-out BANKING77 train queries, ``bench/merged_training_set.py --holdout``; likewise money
     back already received or only asked about, :data:`_REFUND_OUTCOME`: 4 of the 298 BANKING77/CLINC150 train rows
     that name money back, 3 of them billing's)"""
-    return (bool(_REFUND_RE.search(text or "")) and not playbook.declines_refund((text or "").lower())
-            and not _REFUND_OUTCOME.search(text or ""))
+    lowered = (text or "").lower()
+    return (bool(_REFUND_RE.search(text or "")) and not playbook.declines_refund(lowered)
+            and not _REFUND_OUTCOME.search(text or "") and not playbook.asks_about_refund(lowered)
+            and not playbook.cancels_refund(lowered))
+
+
+#: Billing's handoff reasons for a message about refunds that asks for none (a question, a cancel wish): refunds
+#: answers it and opens nothing (qa1 §1.1: the hand-on said "wants the money back" and refunds paid one).
+REFUND_QUESTION_REASON = "the customer asks about refunds; they did not ask for one: answer, open nothing"
+REFUND_CANCEL_REASON = "the customer wants to cancel a refund; they did not ask for one: open nothing"
+
+
+def refund_talk_reason(text: str) -> str | None:
+    """Billing's handoff reason when ``text`` talks about a refund without asking for one: a cancel wish
+    (:data:`REFUND_CANCEL_REASON`) or a question (:data:`REFUND_QUESTION_REASON`) naming a refund; else None."""
+    lowered = (text or "").lower()
+    if (not _REFUND_RE.search(text or "") or playbook.declines_refund(lowered) or _REFUND_OUTCOME.search(text or "")
+            or not re.search(r"\brefund(?!ed\b)", lowered)):
+        return None  # only where billing handed on before (the route is unchanged; only the reason says no request)
+    if playbook.cancels_refund(lowered):
+        return REFUND_CANCEL_REASON
+    if playbook.asks_about_refund(lowered):
+        return REFUND_QUESTION_REASON
+    return None
 
 
 #: Fact keys that name a record: the one the customer named is the one acted on (a verified value of another record
@@ -131,7 +153,7 @@ def approval_outcome_text(facts: dict[str, str]) -> str:
         return f"Good news: {what} has been approved and paid back to your account; the money is already in your balance."
     if status == "rejected":
         return (f"I'm sorry, {what} was not approved: after review, our team could not approve this refund. "
-                "Nothing was paid; you can reply if you'd like us to look again.")
+                "Nothing was paid. A new request for this payment would go to our team for another review.")
     if status == "cancelled":
         return f"As you asked, {what} is cancelled. Nothing was paid."
     if status == "expired":
@@ -234,6 +256,13 @@ def _safety_context(system: str, user_text: str, from_specialist: bool) -> tuple
     objective = re.search(r"^Objective: (.+)$", system, re.M)
     prefix = _frozen_line({k: v.strip() for k, v, _ in _FACT_LINE.findall(system)})
     return (objective.group(1).strip() if objective else user_text), prefix
+
+
+def _taken_up(agent: str, user_text: str, messages: list[BaseMessage]) -> str:
+    """The request the customer's ``user_text`` makes of ``agent`` given the desk's previous answer: for cards,
+    "order one please" after a replacement answer is an order of a replacement card (``playbook.order_taken_up``);
+    ``user_text`` otherwise."""
+    return playbook.order_taken_up(user_text, _previous_answer(messages)) if agent == "cards" else user_text
 
 
 def _billing_answer(answer: str, user_text: str, system: str, results: list[tuple[str, dict]], hint: str | None) -> str:
@@ -422,6 +451,7 @@ class OfflineChatModel(BaseChatModel):
         from_specialist = bool(re.search(r"^(?:Handoff from (?!triage\b)\w+ to|Continuing the conversation with)", system,
                                          re.M))
         user_text, safety_prefix = _safety_context(system, user_text, from_specialist)
+        user_text = _taken_up(agent, user_text, messages)
         facts = _known_facts(user_text, system)
         facts.update(_picked_by_position(messages, user_text))
         facts.update(_card_meant(agent, messages, user_text, facts))
@@ -457,9 +487,10 @@ class OfflineChatModel(BaseChatModel):
             if agent == "cards" and done and not from_specialist and _is_safety(user_text) else None
         if isinstance(follow, AIMessage):
             return follow
-        if (agent == "billing" and wants_refund(user_text) and "transfer_to_refunds" in names and not refused
-                and not _disputed_here(user_text, hint, facts)):
-            args: dict[str, Any] = {"reason": "customer wants the money back for the charge identified by billing"}
+        talk = refund_talk_reason(user_text) if agent == "billing" and not wants_refund(user_text) else None
+        if (agent == "billing" and (wants_refund(user_text) or talk) and "transfer_to_refunds" in names
+                and not refused and not _disputed_here(user_text, hint, facts)):
+            args: dict[str, Any] = {"reason": talk or "customer wants the money back for the charge identified by billing"}
             if facts.get("transaction_id"):
                 args["facts"] = {k: v for k, v in facts.items() if k in ("transaction_id", "amount", "merchant")}
             return AIMessage(content="", tool_calls=[_call("transfer_to_refunds", args)])
@@ -525,7 +556,10 @@ class OfflineChatModel(BaseChatModel):
         first, the rest of the request (the withdrawal the customer did not make) is that specialist's. A rest the
         router gives a specialist below :data:`MISROUTE_CONFIDENCE` ("What do I do?") is no other team's question
         (found with ``bench/route_losses.py --list`` on held-out BANKING77 train rows: it went to account)."""
-        rest = [seg for seg in (split_requests(user_text) or [user_text]) if not _is_safety(seg)]
+        segments = split_requests(user_text) or [user_text]
+        # only a segment that asks something is another request: "I have been a loyal customer for many years."
+        # before the loss report is narrative (policies.compound.asks_something; qa1 §2.4)
+        rest = [seg for seg, asks in zip(segments, asks_something(segments)) if asks and not _is_safety(seg)]
         frozen = results.get("freeze_card") or {}
         facts = {"card_last4": str(frozen.get("last4", "")), "card_status": "frozen"} if frozen.get("ok") else {}
         rest_route = self._router().route(" ".join(rest)) if rest else None
@@ -637,6 +671,8 @@ class OfflineChatModel(BaseChatModel):
             # "how?" / "why?" ask about the last answer, "the third one" picks a record (the router may call either
             # small talk)
             return None
+        if any(_is_safety(seg) for seg in split_requests(user_text)):
+            return None  # safety first: a loss report after a long polite lead-in is no greeting (qa1 §2.4)
         try:
             topic = social_topic(self._router().route(user_text), user_text)
         except (ValueError, RuntimeError):

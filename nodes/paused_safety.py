@@ -8,12 +8,18 @@ business tools as the cards agent (``card_status``, then ``freeze_card``), the s
 (``policies.authz.authorize_tool``: the customer role, acting on their own records only) and the same wording
 (``nodes.playbook``); the refund stays pending with its approvals unchanged, and nothing else runs.
 
+The same holds for what cannot conflict with the refund (fresh-user review of main, §4): a question for another
+specialist whose plan only reads (:func:`answer_while_paused`) and a request for a person, which opens a service
+request for the team (:func:`person_while_paused`).
+
 Recognising the report is the desk's own rule for the safety-first path (``nodes.offline_model.is_safety_report``:
 the ``freeze`` intents of ``nodes/data/desk_knowledge.json``).
 """
 
 from __future__ import annotations
 
+import re
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +30,7 @@ from nodes.playbook import compose_answer, plan_tool_call
 from nodes.tools import TOOLS, ToolArgumentError, ToolContext, run_tool
 from policies.authz import authorize_tool
 
-__all__ = ["PausedFreeze", "freeze_while_paused"]
+__all__ = ["PausedFreeze", "freeze_while_paused", "READ_ONLY_AGENTS", "answer_while_paused", "person_while_paused"]
 
 #: At most this many cards-agent tool calls for one report (card_status, freeze_card).
 _MAX_CALLS = 3
@@ -50,7 +56,10 @@ def freeze_while_paused(text: str, store: Any, ctx: RunContext, thread_id: str) 
     is worded like any refusal (no tool names, no internal ids)."""
     if not is_safety_report(text):
         return None
-    tool_ctx = ToolContext(customer_id=ctx.user_id or "", tenant_id=ctx.tenant_id, thread_id=thread_id)
+    # each message served here is its own request (nothing resumes it): a fresh request id in the freeze's key, so a
+    # card lost again after an unfreeze is frozen again instead of replayed (fresh-user review of main, §2.1)
+    tool_ctx = ToolContext(customer_id=ctx.user_id or "", tenant_id=ctx.tenant_id, thread_id=thread_id,
+                           turn=f"p{uuid.uuid4().hex[:12]}")
     facts = dict(extract_facts(text))
     results: list[tuple[str, dict[str, Any]]] = []
     for _ in range(_MAX_CALLS):
@@ -74,3 +83,68 @@ def freeze_while_paused(text: str, store: Any, ctx: RunContext, thread_id: str) 
     return PausedFreeze(text=compose_answer("cards", text, results),
                         calls=tuple((n, bool(r.get("ok"))) for n, r in results),
                         frozen_last4=str(frozen.get("last4")) if frozen else None)
+
+
+#: The specialists whose questions are answered on a paused thread when every tool their plan needs only reads
+#: (fresh-user review of main, §4: "what's my balance?" got the refund's status while a refund waited). Refunds is
+#: not among them: what it is asked there is the paused refund's status or cancellation (``policies.cancellation``).
+READ_ONLY_AGENTS = frozenset({"account", "cards", "policy", "billing", "transfers"})
+#: Words that make a status question one about the paused refund itself ("any news?", "has it been approved?").
+_ABOUT_THE_REFUND = re.compile(r"\b(?:refund\w*|money back|request|approv\w*|decid\w*|decision|paid|review\w*|news|"
+                               r"update|progress|it)\b", re.I)
+
+
+def answer_while_paused(text: str, route: Any, store: Any, ctx: RunContext, thread_id: str,
+                        status_question: bool) -> str | None:
+    """The answer to a question for another specialist on a paused thread, or None (the caller goes on with the
+    refund's status, the cancel question or the refusal).
+
+    ``route``: the router's :class:`nodes.router.Route` of ``text``; answered only when its agent is one of
+    :data:`READ_ONLY_AGENTS`, the message asks for no money back (``nodes.offline_model.wants_refund``) and speaks of
+    no cancelling (``policies.cancellation.speaks_of_cancelling``: "please don't cancel it" is about the refund), a status
+    question (``status_question``, ``policies.cancellation.is_status_question``) names nothing of the refund, and every
+    tool of the agent's offline plan (``nodes.playbook.plan_tool_call``) only reads: a side effect (a freeze of the
+    account, a new refund) is not run here, so nothing can conflict with the pending refund. Each call is authorized
+    from ``ctx`` as in :func:`freeze_while_paused`."""
+    from nodes.offline_model import wants_refund
+    from policies.cancellation import speaks_of_cancelling
+
+    agent = getattr(route, "agent", None)
+    if agent not in READ_ONLY_AGENTS or wants_refund(text) or speaks_of_cancelling(text) or \
+            (status_question and _ABOUT_THE_REFUND.search(text)):
+        return None
+    hint = getattr(route, "intent", None)
+    tool_ctx = ToolContext(customer_id=ctx.user_id or "", tenant_id=ctx.tenant_id, thread_id=thread_id)
+    facts = dict(extract_facts(text))
+    results: list[tuple[str, dict[str, Any]]] = []
+    for _ in range(_MAX_CALLS):
+        plan = plan_tool_call(agent, text, facts, [n for n, _ in results], hint)
+        if plan is None:
+            break
+        spec = TOOLS[plan.name]
+        if spec.side_effect or not authorize_tool(plan.name, False, ctx.roles, ctx.user_id).allowed:
+            return None  # it would change something while the refund waits: refused by the caller
+        try:
+            result = run_tool(plan.name, dict(plan.args), store, tool_ctx, agent=agent)
+        except ToolArgumentError:
+            return None
+        results.append((plan.name, result))
+        if not result.get("ok"):
+            break
+        facts.update(facts_from_tool_result(plan.name, result))
+    return compose_answer(agent, text, results, hint) or None
+
+
+def person_while_paused(text: str, store: Any, ctx: RunContext, thread_id: str, task_id: str) -> str | None:
+    """A request for a person on a paused thread (``policies.replies.asks_for_person``) reaches the team: a service
+    request ``talk_to_person`` is opened (once per thread and paused task; ``switchboard tasks --requests`` lists it)
+    and the customer is told its reference. None for any other message."""
+    from policies.replies import asks_for_person
+
+    if not asks_for_person(text) or not ctx.user_id:
+        return None
+    r = store.open_service_request(ctx.user_id, "talk_to_person", f"person:{thread_id}:{task_id}")
+    if r.get("replayed"):
+        return f"A member of our team has already been asked to contact you (reference {r['request_id']})."
+    return (f"I've asked a member of our team to contact you (reference {r['request_id']}); they will continue this "
+            "conversation.")

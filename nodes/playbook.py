@@ -28,8 +28,10 @@ from typing import Any
 
 from checkpoints.business import money, money_plain, parse_iso
 from nodes.desk_knowledge import DeskIntent, load_knowledge
-from nodes.desk_render import count_words, render_desk_tool
+from nodes.desk_render import ACCOUNT_CANCEL_ANSWER, count_words, render_desk_tool
+from nodes.facts import extract_facts
 from nodes.tools import TOOLS, match_policy_topic
+from policies.cancellation import CANCEL_QUESTION
 from policies.replies import listed_items_of
 
 __all__ = [
@@ -40,6 +42,8 @@ __all__ = [
     "dispute_offer",
     "is_plain_no",
     "REFUND_OFFER",
+    "REJECTED_REASON",
+    "CANCEL_REFUND_OFFER",
     "PLAIN_YES_ANSWER",
     "PLAIN_NO_ANSWER",
     "DECLINED_ANSWER",
@@ -49,11 +53,13 @@ __all__ = [
     "is_acknowledgement",
     "BARE_WHY_ANSWER",
     "ACCOUNT_CANCEL_ANSWER",
+    "CLOSE_ACCOUNT_ASKED",
     "is_plain_yes",
     "reports_card_loss",
     "LOSS_QUESTION",
     "UNFREEZE_OFFER",
     "found_card_offer",
+    "NOTHING_FROZEN",
     "FREEZE_WHICH",
     "FREEZE_ASKED",
     "ToolCallPlan",
@@ -66,6 +72,8 @@ __all__ = [
     "knows_subject",
     "names_desk_subject",
     "asks_for_refund",
+    "asks_about_refund",
+    "cancels_refund",
     "declines_refund",
 ]
 
@@ -104,11 +112,57 @@ def declines_refund(text: str) -> bool:
     return _has(text, *_NO_REFUND)
 
 
+#: A question about refunds, or a tentative mention, that asks for none (fresh-user review of main, qa1 §1.1: each of
+#: "what's your refund policy?", "is a refund possible?", "would I get a refund if I complained?", "maybe a refund?",
+#: "what would a refund look like?" opened and paid a refund of the transaction billing had just named). A request put
+#: as a polite question ("can I get my money back?", "could you refund it?") is still a request.
+_REFUND_QUESTION = (r"^\W*(?:and\s+|so\s+|but\s+|ok(?:ay)?,?\s+)?(?:what|what'?s|how|which|why|who|whom|when)\b",
+                    r"^\W*(?:and\s+|so\s+|but\s+|ok(?:ay)?,?\s+)?(?:is|are|was|were|does|do|did|should|might|am|has|"
+                    r"have)\b",
+                    r"^\W*(?:and\s+|so\s+|but\s+|ok(?:ay)?,?\s+)?(?:will|would)\b(?!\s+you\b)",
+                    r"\b(?:could|can|may|might|would|will) (?:a|the|my) refund be\b", r"\bany chance\b",
+                    r"\b(?:i|we) might\b", r"\bthinking (?:about|of)\b", r"\bnot sure\b", r"\bconsidering\b",
+                    r"^\W*(?:could|can|may)\s+(?:i|it|this|that|we)\s+be\s+(?:refunded|reimbursed)\b",
+                    r"\b(?:maybe|perhaps|possibly|wondering|hypothetical(?:ly)?)\b",
+                    r"\bif\b(?!\s+(?:possible|you (?:can|could|don'?t mind)|that'?s (?:ok|okay|possible|alright)))",
+                    r"\brefunds? polic", r"\bqualif", r"(?<!as soon as )\bpossible\s*\?",
+                    r"^\W*(?:a\s+|any\s+)?refund\s*\?+\W*$")
+
+
+def asks_about_refund(text: str) -> bool:
+    """Is the (lower-cased) ``text`` a question about refunds (or a tentative mention) that asks for none
+    (:data:`_REFUND_QUESTION`: a wh-question, a yes/no question not addressed to "you", "maybe", "if …", "refund
+    policy", "does it qualify")? The desk answers it (a transaction's eligibility and the offer as a question; the
+    refund rules) and opens nothing."""
+    return _has(text, *_REFUND_QUESTION)
+
+
+def cancels_refund(text: str) -> bool:
+    """Does the (lower-cased) ``text`` ask to cancel, stop or withdraw a refund (``policies.cancellation
+    .wants_to_cancel``: "cancel my refund", "I changed my mind, cancel the refund", "I don't want the refund any
+    more"), not to open one? Negated wishes ("don't cancel it") are not cancel wishes."""
+    from policies.cancellation import wants_to_cancel
+
+    if re.search(r"\bchanged? (?:my|our) minds?\b", text) and re.search(r"\brefund|\bcancel", text):
+        return True
+    # "I don't want a refund for tx_1008" declines one (nothing to cancel); "I don't want the refund any more" cancels
+    return wants_to_cancel(text) and (not declines_refund(text) or _has(text, *_CANCEL_NOT_DECLINE))
+
+
+#: A negated wish that is a cancel wish, not a refusal of a refund never asked for: "… any more", "no longer", "the/my
+#: refund" (one that exists).
+_CANCEL_NOT_DECLINE = (r"\bany ?more\b", r"\bno longer\b", r"\b(?:the|my|this|that) refund\b",
+                       r"\bcancel|\bwithdraw|\bstop\b|\bcall\w* (?:it |this |that |the refund )?off\b")
+
+
 def asks_for_refund(text: str) -> bool:
-    """Does the (lower-cased) ``text`` ask for money back (:data:`_MONEY_BACK`), without saying it does not want it
-    (:data:`_NO_REFUND`) and without being only a question whether it could be refunded (:data:`_ELIGIBILITY`:
-    "can tx_1001 be refunded?" gets the check and the offer, not a request)?"""
-    return _has(text, *_MONEY_BACK) and not declines_refund(text) and not _has(text, *_ELIGIBILITY)
+    """Does the (lower-cased) ``text`` explicitly ask for money back (:data:`_MONEY_BACK`), without saying it does not
+    want it (:data:`_NO_REFUND`), without being only a question whether it could be refunded (:data:`_ELIGIBILITY`:
+    "can tx_1001 be refunded?" gets the check and the offer, not a request) or another question about refunds
+    (:func:`asks_about_refund`), and without asking to cancel one (:func:`cancels_refund`)? The project's rule: no
+    money moves unless the customer asked for it."""
+    return (_has(text, *_MONEY_BACK) and not declines_refund(text) and not _has(text, *_ELIGIBILITY)
+            and not asks_about_refund(text) and not cancels_refund(text))
 
 
 _REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all) (?:other )?refunds\b",
@@ -121,7 +175,16 @@ _REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all
                  # "did I get my money?", "have I received the refund?": whether it was paid (review of main)
                  r"\b(?:did|have|has) (?:i|it|my money|the money)\b.{0,12}\b(?:get|got|receive|received|arrive|"
                  r"arrived|come|paid)\b",
-                 r"\b(?:got|received) (?:my|the) (?:money|refund|cash)\b")
+                 r"\b(?:got|received) (?:my|the) (?:money|refund|cash)\b",
+                 # "why was it rejected?", "why wasn't my refund approved?": the refund's outcome (qa1 §3.2)
+                 r"\bwhy\b.{0,30}\b(?:rejected|declined|refused|turned down|not approved|(?:n'?t|not) (?:been )?"
+                 r"approved?|cancelled|expired)\b",
+                 r"\bwhat happened to\b.{0,20}\brefund\b",
+                 # "is it in my balance?", "is the money back in my account?": whether it was paid (qa1 refunds misc:
+                 # it was read as a second request, "can't be refunded: already has refund")
+                 r"\b(?:is|was|has) (?:it|the money|the refund|my refund|that|this)\b.{0,12}\b(?:in|on|into|to) "
+                 r"(?:my|the) (?:balance|account)\b",
+                 r"\b(?:is|was|has) (?:it|the money|the refund|my refund|that|this) (?:been )?(?:credited|paid out)\b")
 _ELIGIBILITY = (r"\brefundable\b", r"\beligib", r"\b(?:can|could) (?:it|this|that|tx_\w+) be refunded\b")
 _CARD_FREEZE = (r"\blost\b", r"\bstolen\b", r"\bmissing\b", r"\bcompromis", r"\bfraud", r"\bfreeze\b",
                 r"\bblock (?:it|my|the)\b", r"\bcan'?t find (?:my|the) card\b",
@@ -141,7 +204,8 @@ _UNFREEZE = (r"\bunfreeze\b", r"\bun-freeze\b", r"\bunblock (?:my|the) card\b", 
 _UNFREEZE_ASKED = (r"\bunfreeze\b", r"\bun-freeze\b", r"\bunblock (?:my|the|it)\b", r"\b(?:reactivate|re-activate)\b",
                    r"\b(?:turn|switch) (?:it|my card|the card) (?:back )?on\b")
 #: "I found it", "found my card", "it turned up": the lost card is back.
-_FOUND_CARD = (r"\bfound (?:it|my card|the card|them)\b", r"\b(?:it|my card|the card) (?:turned|showed) up\b")
+_FOUND_CARD = (r"\bfound (?:it|(?:my|the) (?:lost |missing )?card|them)\b",
+               r"\b(?:it|my card|the card) (?:turned|showed) up\b")
 #: The cards agent's offer after the customer found a card this conversation froze; a plain yes unfreezes that card.
 UNFREEZE_OFFER = "Shall I unfreeze your card ending {last4}?"
 _UNFREEZE_OFFERED = re.compile(r"^Shall I unfreeze your card ending (\d{4})\?$")
@@ -150,13 +214,27 @@ _UNFREEZE_OFFERED = re.compile(r"^Shall I unfreeze your card ending (\d{4})\?$")
 _FROZE_CARD = re.compile(r"\bfrozen your \w+ card ending (\d{4})\b|\bcard ending (\d{4}) is frozen\b")
 
 
+#: Cards' answer when the customer found the card before anything was frozen.
+NOTHING_FROZEN = "Good to hear you found it! Nothing was frozen, so your cards work as before."
+
+
+#: Cards' answer when a thread opens with the card found ("thanks, I found my lost card"): nothing to freeze.
+FOUND_FIRST = ("Good to hear you found it! If you froze it, tell me its last four digits and I'll unfreeze it; "
+               "otherwise it works as before.")
+
+
 def found_card_offer(text: str, facts: dict[str, str], previous: str | None = None) -> str | None:
     """The cards agent's answer when the customer says they found the card this conversation froze (the packet's
     verified ``card_status`` frozen; the card's last four digits from ``card_last4`` or the desk's ``previous``
     answer that froze it) without asking for the unfreeze: it offers the unfreeze (:data:`UNFREEZE_OFFER`) and does
-    nothing yet; None otherwise (``text`` lower-cased)."""
-    if not _has(text, *_FOUND_CARD) or _has(text, *_UNFREEZE_ASKED) or facts.get("card_status") != "frozen":
+    nothing yet; when the ``previous`` answer only talked of a freeze and none was done, :data:`NOTHING_FROZEN`; on a
+    new thread (no ``previous``), :data:`FOUND_FIRST`; None otherwise (``text`` lower-cased)."""
+    if not _has(text, *_FOUND_CARD) or _has(text, *_UNFREEZE_ASKED):
         return None
+    if facts.get("card_status") != "frozen":
+        # "no wait, I found it" while the desk only asked which card to freeze: nothing was frozen (qa1 §2)
+        asked_freeze = bool(previous) and "freeze" in str(previous) and not _FROZE_CARD.search(str(previous))
+        return NOTHING_FROZEN if asked_freeze else FOUND_FIRST if not previous else None
     froze = _FROZE_CARD.search(previous or "")
     last4 = facts.get("card_last4") or (next(g for g in froze.groups() if g) if froze else None)
     if not last4:
@@ -212,7 +290,10 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
     billing: "twice/duplicate/double charge" -> find_duplicate_charges; a transaction id with
     "what/why/pending/declined/don't recognise" (or just an id) -> explain_transaction; then the intent's
     tool; no intent: fee words -> explain_fees, else list_recent_transactions. One tool, then answer.
-    refunds: "where/status/not showing" or a known refund id -> refund_status; a money-back request with
+    refunds: "where/status/not showing" or a known refund id -> refund_status; a wish to cancel a refund
+    (:func:`cancels_refund`) -> check_refund_eligibility of the known payment and refund_status (the answer asks
+    :data:`CANCEL_REFUND_OFFER` for a waiting refund, whose yes -> cancel_refund); a question about refunds
+    (:func:`asks_about_refund`) never requests one; an explicit money-back request (:func:`asks_for_refund`) with
     a known transaction id -> request_refund (reason "duplicate charge" when the text says so); a plain yes
     (:func:`is_plain_yes`) -> request_refund only when ``asked`` is :data:`REFUND_OFFER` (QA1 section 2: a stray yes
     after a cancelled refund opened a new one), else no tool (the answer is :data:`PLAIN_YES_ANSWER`); but
@@ -242,18 +323,17 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
 
     if raises_limit(text, previous):  # "can I raise it?" after a limit: the limits can't be raised (handbook)
         return plan("lookup_policy", topic=LIMIT_CHANGES) if agent == "policy" else None
-    if agent == "billing" and transfer_timing_answer(text, previous) is not None:
-        return None  # "and how long does it take?" after a transfer's price: the handbook's transfer times
-    if agent == "refunds" and _bare_yes(text):
-        tx_id = facts.get("transaction_id")
-        if done or asked != REFUND_OFFER or not tx_id:
-            return None  # a yes that answers no offer of refunds' opens nothing
-        return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
+    if _handbook_follow_up(agent, text, previous):
+        return None  # "and how long does it take?" after a transfer's price: the handbook's transfer times; "how do
+        # I unblock it?" after a PIN answer: the PIN how-to, not the card list again
+    if agent == "refunds" and (_bare_yes(text) or (_CANCEL_REFUND_OFFERED.match(asked or "") and _cancel_yes(text))):
+        return _refunds_yes_plan(text, facts, done, asked, plan)
     offered = _UNFREEZE_OFFERED.match(asked or "") if agent == "cards" else None
     if offered and is_plain_yes(text) and "unfreeze_card" not in done:
         return plan("unfreeze_card", card_id=offered.group(1))  # the yes to the unfreeze the agent offered
-    if agent == "cards" and (meant := _cards_reply_to_question(text, asked)) is not None:
-        return planner(meant, facts, done, None, plan)
+    handled, replied = _reply_to_question(agent, text, asked, facts, done, plan, previous)
+    if handled:
+        return replied
     if is_acknowledgement(text) or (agent in _NO_RECORD_TO_EXPLAIN and intent is None and _bare_follow_up(text)):
         # "ok" / "no" that answers no offer: no record is read again, no list shown again (review of main); "why?"
         # with no record to re-read: the agent asks what to explain (BARE_WHY_ANSWER)
@@ -302,17 +382,106 @@ def _follow_up_plan(why: bool, previous: str | None, plan: _Plan) -> ToolCallPla
     return plan("explain_transaction", transaction_id=listed[0]) if why and len(listed) == 1 else None
 
 
-def _cards_reply_to_question(text: str, asked: str | None) -> str | None:
+def _reply_to_question(agent: str, text: str, asked: str | None, facts: dict[str, str], done: set[str],
+                       plan: _Plan, previous: str | None = None) -> tuple[bool, ToolCallPlan | None]:
+    """``(handled, plan)`` for a (lower-cased) reply to the agent's own question or offer: cards' freeze questions
+    (:func:`_cards_reply_to_question`), a yes to account's :data:`CLOSE_ACCOUNT_ASKED` (the request is filed), and a
+    wish to withdraw a request to our team (:func:`withdraws_account_request`); ``(False, None)`` otherwise."""
+    if agent == "cards" and (meant := _cards_reply_to_question(text, asked, previous)) is not None:
+        # the card named in the reply is the one acted on: its digits replace any card carried from earlier (qa1 §2.2:
+        # "8899" in reply to "which card?" froze 4242, the verified first active card)
+        return True, _plan_cards(meant, {**facts, **extract_facts(meant)}, done, None, plan)
+    if agent == "account" and asked == CLOSE_ACCOUNT_ASKED and is_plain_yes(text):
+        return True, plan("request_operator_case", kind="close_account")
+    if agent == "account" and withdraws_account_request(text):
+        kind = _request_kind_named(text)
+        return True, plan("withdraw_operator_case", **({"kind": kind} if kind else {}))
+    return False, None
+
+
+_ORDER_ONE = re.compile(r"^\W*(?:(?:ok(?:ay)?|yes|great|then|please|can you|could you)[,\s]+)*(?:order|get|send)"
+                        r"(?: me)? (?:one|it|that|a new one)\b", re.I)
+_REPLACEMENT_IN_ANSWER = re.compile(r"\b(?:replacement|new card|replace card)\b", re.I)
+
+
+def order_taken_up(user_text: str, previous: str | None) -> str:
+    """Cards: "order one please" right after an answer about a replacement card (``previous``) asks to order a
+    replacement card: that request in the desk's words, so the handbook's ``order_physical_card`` answer follows;
+    ``user_text`` unchanged otherwise (qa1 §2: it was taken for out of scope)."""
+    if _ORDER_ONE.search(user_text) and _REPLACEMENT_IN_ANSWER.search(previous or ""):
+        return "order a replacement card"
+    return user_text
+
+
+def _handbook_follow_up(agent: str, text: str, previous: str | None) -> bool:
+    """Is the (lower-cased) ``text`` a follow-up that ``agent`` answers from the handbook with no tool: billing's
+    transfer times after a transfer's price (:func:`transfer_timing_answer`), cards' PIN how-to after a PIN answer
+    (:func:`pin_follow_up_answer`)?"""
+    if agent == "billing":
+        return transfer_timing_answer(text, previous) is not None
+    return agent == "cards" and pin_follow_up_answer(text, previous) is not None
+
+
+def _refunds_yes_plan(text: str, facts: dict[str, str], done: set[str], asked: str | None,
+                      plan: _Plan) -> ToolCallPlan | None:
+    """Refunds' tool for a yes: a yes to :data:`CANCEL_REFUND_OFFER` (or a fresh cancel wish, :func:`_cancel_yes`)
+    cancels that refund (the cancellation rules: asked, then confirmed); a yes to :data:`REFUND_OFFER` opens the
+    request for the payment offered; any other yes opens nothing."""
+    offered = _CANCEL_REFUND_OFFERED.match(asked or "")
+    if offered and _cancel_yes(text):
+        return None if done else plan("cancel_refund", refund_id=offered.group(1))
+    tx_id = facts.get("transaction_id")
+    if done or asked != REFUND_OFFER or not tx_id:
+        return None  # a yes that answers no offer of refunds' opens nothing
+    return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
+
+
+def _cancel_yes(text: str) -> bool:
+    """A (lower-cased) yes to refunds' cancel question: a plain yes, or the wish said again ("yes cancel it") with
+    no negation (``policies.cancellation.confirmation``)."""
+    from policies.cancellation import confirmation
+
+    return _bare_yes(text) or confirmation(text) == "yes"
+
+
+def _cards_reply_to_question(text: str, asked: str | None, previous: str | None = None) -> str | None:
     """What the customer's (lower-cased) reply to a freeze question of cards asks, in their words, or None: "yes" to
     :data:`LOSS_QUESTION` reports the loss ("yes, i lost my card"); a card named in reply to :data:`FREEZE_WHICH`
-    ("the one ending 4242") asks its freeze."""
+    ("the one ending 4242", "8899") asks its freeze ("freeze card 8899"), and so does a card picked by its kind ("the
+    virtual one") when the desk's ``previous`` answer listed exactly one usable card of that kind
+    (:func:`card_of_kind`). A yes to the loss question after an answer that named several cards names none: it is
+    "freeze it", which asks which card (:data:`FREEZE_WHICH`; README: cards asks when the answer named several)."""
     if not asked or _NOT.search(text):
         return None
     if asked.startswith(LOSS_ASKED) and _LOSS_YES.fullmatch(text.strip()):
+        if len(set(_CARD_ENDING.findall(previous or ""))) > 1 and not _CARD_NAMED_RE.search(text):
+            return "freeze it"  # the question followed a list of several cards: which one? (qa1 §2.5, FREEZE_WHICH)
         return "yes, i lost my card"  # "yes" to "Has your card been lost or stolen …? If so, say so and I'll freeze it"
-    if asked == FREEZE_ASKED and _CARD_NAMED_RE.search(text) and not _has(text, *_UNFREEZE):
-        return f"freeze {text}"
+    if asked == FREEZE_ASKED and not _has(text, *_UNFREEZE):
+        named = _CARD_NAMED_RE.search(text)
+        digits = next((g for g in named.groups() if g), None) if named else card_of_kind(text, previous)
+        if digits:
+            return f"freeze card {digits}" if digits.isdigit() else f"freeze {digits}"
     return None
+
+
+#: "card ending 4242": a card an answer names.
+_CARD_ENDING = re.compile(r"\bcard ending (\d{4})\b")
+#: "physical card ending 4242 is active": a card a card-status answer lists, with its kind and status.
+_LISTED_CARD = re.compile(r"\b(virtual|physical) card ending (\d{4}) is (\w+)")
+
+
+def card_of_kind(text: str, previous: str | None) -> str | None:
+    """The last four digits of the card a (lower-cased) reply picks by its kind ("the virtual one", "my physical
+    card") among the cards the desk's ``previous`` answer listed: the one card of that kind, or the one of them that
+    is not blocked or expired; None when the reply names no kind, or none or several cards fit."""
+    kind = _CARD_KIND_RE.search(text)
+    if kind is None:
+        return None
+    listed = [(d, st) for k, d, st in _LISTED_CARD.findall(previous or "") if k == kind.group(1)]
+    if len(listed) > 1:
+        listed = [(d, st) for d, st in listed if st not in ("blocked", "expired")]
+    return listed[0][0] if len(listed) == 1 else None
 
 
 #: Agents whose "why?" has no record carried to re-read and explain (billing, refunds and transfers re-read theirs).
@@ -390,11 +559,7 @@ def _named_merchant(text: str) -> str | None:
 def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                   plan: _Plan) -> ToolCallPlan | None:
     if done & {"request_refund", "refund_status", "check_refund_eligibility"}:
-        # One refund tool settles the turn, except: eligibility said yes and the user wants money back.
-        if ("check_refund_eligibility" in done and facts.get("refund_eligible") == "yes"
-                and asks_for_refund(text) and facts.get("transaction_id")):
-            return plan("request_refund", transaction_id=facts["transaction_id"], reason=_refund_reason(text))
-        return None
+        return _plan_refunds_after(text, facts, done, plan)
     tx_id = facts.get("transaction_id")
     if _PICKS_BY_NAME.search(text) and not _TX_IN_TEXT.search(text):
         # "and the Amazon one?": refunds cannot look payments up by merchant, but its refunds name theirs; a payment
@@ -411,15 +576,41 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
         return plan("refund_status", refund_id=facts["refund_id"])
     if wants_status:
         return plan("refund_status")
-    if tx_id and _has(text, *_ELIGIBILITY):
-        return plan("check_refund_eligibility", transaction_id=tx_id)
-    if tx_id and declines_refund(text):
-        return plan("check_refund_eligibility", transaction_id=tx_id)  # "I don't want a refund for tx_1008": no request
-    if tx_id and (asks_for_refund(text) or _has(text, *_DUPLICATE)):
+    return _plan_refund_wish(text, tx_id, plan)
+
+
+#: A question about one of the customer's own refunds ("what happened to my amazon refund?", "why was the refund
+#: rejected?"), not about refunds in general.
+_OWN_REFUND = (r"\b(?:my|the|that|this|our)\b(?:\s+[\w'-]+){0,2}?\s+refund\b(?!\s+(?:polic|rules?|process))",
+               r"\brf_\w+", r"\b(?:rejected|declined|refused|turned down|approved|cancelled|expired)\b")
+
+
+def _plan_refunds_after(text: str, facts: dict[str, str], done: set[str], plan: _Plan) -> ToolCallPlan | None:
+    """Refunds' next tool after one of its refund tools ran this turn: one settles the turn, except a cancel wish about
+    the payment carried from earlier (its eligibility, then the refunds to cancel) and a positive eligibility check of
+    a payment the customer explicitly asked money back for (the request)."""
+    if cancels_refund(text) and "check_refund_eligibility" in done and "refund_status" not in done:
+        return plan("refund_status")
+    if ("check_refund_eligibility" in done and facts.get("refund_eligible") == "yes"
+            and asks_for_refund(text) and facts.get("transaction_id")):
+        return plan("request_refund", transaction_id=facts["transaction_id"], reason=_refund_reason(text))
+    return None
+
+
+def _plan_refund_wish(text: str, tx_id: str | None, plan: _Plan) -> ToolCallPlan | None:
+    """Refunds' tool for a message that asks no status: a cancel wish opens nothing (qa1 §1.1: the payment carried
+    from earlier, then the refunds to cancel); a question about refunds gets the payment's eligibility (and the offer
+    as a question) or, with no payment known, the refund rules (no tool); only an explicit request for money back
+    (:func:`asks_for_refund`, or a duplicate charge reported to refunds) opens a refund of the known payment."""
+    if cancels_refund(text):
+        return plan("check_refund_eligibility", transaction_id=tx_id) if tx_id else plan("refund_status")
+    if not tx_id:  # "what happened to my amazon refund?" asks about the customer's refunds; "is a refund possible?"
+        # the rules
+        return None if asks_about_refund(text) and not _has(text, *_OWN_REFUND) else plan("refund_status")
+    if asks_for_refund(text) or (_has(text, *_DUPLICATE) and not declines_refund(text) and not asks_about_refund(text)
+                                 and not _has(text, *_ELIGIBILITY)):
         return plan("request_refund", transaction_id=tx_id, reason=_refund_reason(text))
-    if tx_id:
-        return plan("check_refund_eligibility", transaction_id=tx_id)
-    return plan("refund_status")
+    return plan("check_refund_eligibility", transaction_id=tx_id)  # eligibility, a refusal or a question: no request
 
 
 #: "the Tesco one", "that Amazon one", "and the Amazon one?": a payment picked by its merchant (not by position: "the
@@ -500,7 +691,8 @@ _LOSS_YES = re.compile(r"(?:yes|yeah|yep|yup|it (?:was|has|is)|please do|go ahea
 
 def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                 plan: _Plan) -> ToolCallPlan | None:
-    wants_freeze = reports_card_loss(text)
+    # "thanks, I found my lost card" reports the card back, not a loss: nothing is frozen for it
+    wants_freeze = reports_card_loss(text) and not _has(text, *_FOUND_CARD)
     wants_unfreeze = _has(text, *_UNFREEZE) and not _has(text, r"\b(?:lost|stolen|compromis|fraud)")
     if _names_card_only(text):
         intent = None  # "it's the one ending 4242": the card the customer means, not the router's guess of a topic
@@ -642,6 +834,10 @@ def transfers_intent(text: str, intent: DeskIntent | None) -> DeskIntent | None:
 
 def _plan_account(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                   plan: _Plan) -> ToolCallPlan | None:
+    if _UNFREEZE_ACCOUNT.search(text):
+        return plan("request_operator_case", kind="unfreeze_account")  # its own request, never the freeze
+    if intent is not None and intent.args.get("kind") == "close_account":
+        return None  # closing is asked first (CLOSE_ACCOUNT_ASKED); the yes to that files the request
     if intent is not None:
         return _intent_plan(intent, plan)
     if _has(text, *_CANCEL_WORDS, r"\bchanged my mind\b") or _has(text, *_TIMING):
@@ -660,9 +856,37 @@ _CURRENCY_CODES = {"euro": "EUR", "eur\\b": "EUR", "dollar": "USD", "usd": "USD"
                    "baht": "THB", "rupee": "INR", "yuan": "CNY", "renminbi": "CNY", "peso": "MXN", "lira": "TRY",
                    "rand": "ZAR", "dirham": "AED", "rouble": "RUB", "ruble": "RUB", "forint": "HUF", "koruna": "CZK",
                    "krona": "SEK", "lei": "RON", "leu": "RON"}
-#: Account's answer to "cancel that" (no account tool withdraws a request already passed to the team).
-ACCOUNT_CANCEL_ANSWER = ("Nothing has been closed or changed yet. If you asked us to close or freeze your account and "
-                         "have changed your mind, tell the member of our team who contacts you and they will stop it.")
+#: The account agent's question before a closure request goes to our team (fresh-user review of main: "I want to close
+#: my account" filed it at once); only a plain yes to it files the request.
+CLOSE_ACCOUNT_ASKED = "Shall I pass your request to close your account to our team?"
+CLOSE_ACCOUNT_QUESTION = ("Closing your account ends all its cards and payments; our team finishes it once the balance "
+                          f"is zero. {CLOSE_ACCOUNT_ASKED}")
+#: "unfreeze / unlock my account": a request of its own (the team lifts an account freeze), never the freeze.
+_UNFREEZE_ACCOUNT = re.compile(r"\b(?:unfreeze|un-freeze|unlock|unblock|unsuspend|reactivate|reopen)\b[\w ]{0,12}"
+                               r"\baccount\b")
+#: A wish to withdraw a request to the team: "cancel the closure", "I changed my mind, don't close my account".
+_WITHDRAW_RE = re.compile(r"\b(?:cancel|withdraw|stop|undo|call off|revoke)\b[\w ,']{0,30}\b(?:clos(?:ure|ing|e)|"
+                          r"freez(?:e|ing)|unfreez(?:e|ing)|request|that|it)\b|\bchanged my mind\b|"
+                          r"\b(?:don'?t|do not|no longer want to)\b[\w ]{0,12}\b(?:close|freeze|unfreeze)\b[\w ]{0,6}"
+                          r"\baccount\b|\bkeep my account\b")
+
+
+def withdraws_account_request(text: str) -> bool:
+    """Does the (lower-cased) message ask to withdraw a request to our team ("no, cancel the closure", "I changed my
+    mind", "don't close my account")? Questions about cancelling ("can I cancel it later?") do not."""
+    t = text.strip()
+    return bool(_WITHDRAW_RE.search(t)) and not re.match(r"(?:can|could|what|how|will|would|if)\b", t)
+
+
+def _request_kind_named(text: str) -> str | None:
+    """The kind of request a withdraw wish names ("cancel the closure" -> close_account), or None."""
+    if re.search(r"\bunfreez", text):
+        return "unfreeze_account"
+    if re.search(r"\bfreez", text):
+        return "freeze_account"
+    if re.search(r"\bclos", text):
+        return "close_account"
+    return None
 
 
 def _plan_policy(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
@@ -792,7 +1016,9 @@ def focused_policy_text(topic: str, title: str, policy_text: str, question: str)
 
 #: "how much does it cost?", "is it free?": a price question.
 _COST = (r"\bcosts?\b", r"\bhow much (?:is|does|do|will)\b.*\b(?:charge|pay|cost)", r"\bis (?:it|that|this) free\b",
-         r"\bprice\b")
+         r"\bprice\b",
+         # "how much is a replacement?" after the damaged-card answer (qa1 §2)
+         r"\bhow much (?:is|are|would be|will be) (?:a |an |the |my )?(?:new |physical )*(?:replacement|card)s?\b")
 
 
 def _policy_question(text: str) -> bool:
@@ -858,6 +1084,30 @@ def _limit_changes_answer() -> str:
 
     entry = POLICY_KB[LIMIT_CHANGES]
     return f"{entry.title}: {entry.text}"
+
+
+#: A question about "it" after an answer about the PIN: how to unblock it, or how to change it.
+_PIN_IN_ANSWER = re.compile(r"\bPIN\b")
+_IT = re.compile(r"\b(?:it|that|this)\b")
+_PIN_UNBLOCK = re.compile(r"\b(?:unblock|unlock|reactivate|get (?:it )?back)\b")
+_PIN_CHANGE = re.compile(r"\b(?:change|reset|update|new one)\b")
+
+
+def pin_follow_up_answer(text: str, previous: str | None) -> str | None:
+    """The handbook's PIN how-to for a short question about "it" (at most 10 words, naming no card) right after an
+    answer about the PIN (``previous``; ``text`` lower-cased): "how do I unblock it?" -> the ``pin_blocked`` answer,
+    "and how do I change it?" -> the ``change_pin`` answer; else None. Fresh-user review of main (qa1 §2): both got
+    the card list again ("I've checked again and nothing has changed")."""
+    if not previous or not _PIN_IN_ANSWER.search(previous) or len(text.split()) > 10 or not _IT.search(text) \
+            or _CARD_NAMED_RE.search(text) or _has(text, r"\bcard\b"):
+        return None
+    intents = load_knowledge().intents
+    key = "pin_blocked" if _PIN_UNBLOCK.search(text) else "change_pin" if _PIN_CHANGE.search(text) else None
+    if key not in intents:
+        return None
+    answer = intents[str(key)].answer
+    how = answer.find("Unblock ")  # the how-to of the blocked-PIN answer, without why it was blocked (said already)
+    return answer[how:] if key == "pin_blocked" and how > 0 else answer
 
 
 def transfer_timing_answer(text: str, previous: str | None) -> str | None:
@@ -1063,7 +1313,7 @@ _REFUND_ARRIVAL = {
     "approved": "It has been approved; the money usually reaches your account within 5 business days.",
     "executed": "The {amount} was credited to your account on {paid}, so it is already in your balance: there is "
                 "nothing more to wait for.",
-    "rejected": "It was not approved, so no money will arrive; you can reply if you'd like us to look again.",
+    "rejected": "It was not approved after review, so no money will arrive.",
     "cancelled": "It was cancelled, so no money will arrive.",
     "expired": "No money will arrive for it; you can ask for a new refund.",
 }
@@ -1088,6 +1338,11 @@ def _day(iso_text: str) -> str:
 def _on_day(iso_text: str | None) -> str:
     """`` since 3 Dec`` for a timestamp, "" for none."""
     return f" since {_day(iso_text)}" if iso_text else ""
+
+
+def _on(iso_text: str | None) -> str:
+    """`` on 3 Dec`` for a timestamp, "" for none."""
+    return f" on {_day(iso_text)}" if iso_text else ""
 
 
 def _amt(d: dict[str, Any]) -> str:
@@ -1123,6 +1378,8 @@ def _render_refusal(tool: str, result: dict[str, Any]) -> str:
         return f"I couldn't open a refund: {err}."
     if tool == "freeze_card":
         return f"I couldn't freeze the card: {err}."
+    if tool == "cancel_refund":
+        return f"I couldn't cancel it: {err}."
     if tool == "lookup_policy":
         return ("I don't have a published policy on that. I can answer questions about fees, limits, "
                 "currencies, countries, age, top-ups, exchange rates, verification, ATMs, refunds and "
@@ -1238,14 +1495,29 @@ def _render_refund_status(result: dict[str, Any], text: str) -> str:
                      f"(opened {_day(rf['created_at'])})")
     body = "; ".join(lines)
     answer = body[0].upper() + body[1:] + "."
+    if len(refunds) == 1 and refunds[0]["status"] == "rejected" and _has(text, *_WHY_REJECTED):
+        return f"{answer} {REJECTED_REASON.format(on=_on(refunds[0].get('rejected_at')))}"
     if len(refunds) == 1 and _has(text, *_REFUND_WHERE):
         answer += " " + _REFUND_ARRIVAL.get(refunds[0]["status"], "").format(
             paid=_day(refunds[0].get("paid_at") or ""), amount=_amt(refunds[0])).strip()
     return answer.strip()
 
 
+#: "why was it rejected?", "why didn't you approve it?": the customer asks why a refund was not approved.
+_WHY_REJECTED = (r"\bwhy\b", r"\breason\b", r"\bwhat went wrong\b", r"\bhow come\b")
+#: The fixed reason a customer gets for a rejected refund (README "Human approval": the approver's note is for
+#: operators only; a rejected customer is told a fixed reason, never the note). ``{on}``: " on 1 Dec" or "".
+REJECTED_REASON = ("Our team reviewed it{on} and could not approve it. I can't share the details of the review here; "
+                   "nothing was paid. A new request for the same payment goes to our team for another review.")
+
+
 def _render_check_refund_eligibility(result: dict[str, Any], text: str) -> str:
     tx = result["transaction"]
+    earlier = result.get("rejected_refund")
+    if result["eligible"] and earlier:  # qa1 §3.2: a rejection is not undone by asking again
+        return (f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) already had refund {earlier['id']}, which was not approved "
+                f"after review{_on(earlier.get('rejected_at'))}. A new request can't be approved automatically: "
+                f"it would go to our team for another review. {REFUND_OFFER}")
     if result["eligible"]:
         return f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) can be refunded. {REFUND_OFFER}"
     return f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) can't be refunded: {result['reason']}."
@@ -1268,6 +1540,9 @@ def _render_card_status(result: dict[str, Any], text: str) -> str:
 
 
 def _render_freeze_card(result: dict[str, Any], text: str) -> str:
+    if result.get("status") != "frozen":  # read back after the action (nodes.tools): never claim a state it lacks
+        return (f"Your {result['kind']} card ending {result['last4']} is {result.get('status')}, not frozen: I "
+                "couldn't freeze it. Please try again, or tell me and I'll pass it to our team.")
     if result.get("already_frozen") or result.get("replayed"):  # replayed: this task froze it already
         confirm = "Yes, that's the one: your" if _CARD_NAMED_RE.search(text) and not reports_card_loss(text) \
             else "Your"
@@ -1330,7 +1605,79 @@ def _render_lookup_policy(result: dict[str, Any], text: str) -> str:
 
 
 #: One renderer per business tool: ``(result, lowercased user text) -> answer`` (empty: nothing to say).
+def _render_cancel_refund(result: dict[str, Any], text: str) -> str:
+    rf = result["refund"]
+    merchant = f"{rf['merchant']}, " if rf.get("merchant") else ""
+    return (f"I've cancelled refund {rf['id']} for {_amt(rf)} ({merchant}{rf['transaction_id']}). Nothing was paid "
+            "and nothing will be.")
+
+
+#: Refunds' question before it cancels a waiting refund the customer asked to cancel (the cancellation rules of
+#: ``policies.cancellation``: an explicit wish, then a yes); a plain yes to it cancels that refund (``cancel_refund``).
+CANCEL_REFUND_OFFER = CANCEL_QUESTION
+_CANCEL_REFUND_OFFERED = re.compile(r"^Shall I cancel refund (rf_\w+)\?$")
+_WAITING = ("requested", "approved")
+
+
+def _refund_line(rf: dict[str, Any]) -> str:
+    merchant = f"{rf['merchant']}, " if rf.get("merchant") else ""
+    return f"refund {rf['id']} for {_amt(rf)} ({merchant}{rf['transaction_id']})"
+
+
+def _cannot_cancel(rf: dict[str, Any]) -> str:
+    """Why ``rf`` (a refund view that no longer waits) can't be cancelled, in one sentence."""
+    line = _refund_line(rf)
+    if rf["status"] == "executed":
+        paid = f" on {_day(rf['paid_at'])}" if rf.get("paid_at") else ""
+        return (f"{line[0].upper()}{line[1:]} was already paid back to your account{paid}, so it can't be cancelled: "
+                "the money is in your balance.")
+    done = {"rejected": "was rejected after review", "cancelled": "was already cancelled",
+            "expired": "expired"}.get(rf["status"], f"is {rf['status']}")
+    return f"{line[0].upper()}{line[1:]} {done}: nothing was paid, so there is nothing to cancel."
+
+
+def _refund_cancel_answer(tool_results: list[tuple[str, dict[str, Any]]]) -> str | None:
+    """Refunds' answer to a wish to cancel a refund (:func:`cancels_refund`), from ``refund_status`` (and the
+    ``check_refund_eligibility`` of the payment carried from earlier, when there is one): no refund of that payment
+    -> says so (and names a refund still waiting, if any); one refund still waiting -> its status and
+    :data:`CANCEL_REFUND_OFFER` (only a yes cancels it); several waiting -> which one; a refund already paid, rejected,
+    cancelled or expired -> why it can't be cancelled. None when ``refund_status`` did not answer."""
+    res = dict(tool_results)
+    status = res.get("refund_status") or {}
+    if not status.get("ok"):
+        return None
+    refunds = list(status.get("refunds") or [])
+    waiting = [rf for rf in refunds if rf["status"] in _WAITING]
+    elig = res.get("check_refund_eligibility") or {}
+    tx = elig.get("transaction") if elig.get("ok") else None
+    if tx is not None:
+        mine = [rf for rf in refunds if rf["transaction_id"] == tx["id"]]
+        if not mine:
+            answer = (f"There is no refund of {tx['id']} ({tx['merchant']}, {_amt(tx)}) to cancel: none was opened, "
+                      "and nothing has been paid for it.")
+            if len(waiting) == 1:
+                answer += (f" Your {_refund_line(waiting[0])} is still waiting for review; if that's the one you mean, "
+                           f"say \"cancel {waiting[0]['id']}\".")
+            return answer
+        refunds, waiting = mine, [rf for rf in mine if rf["status"] in _WAITING]
+    if len(waiting) == 1:
+        rf = waiting[0]
+        state = _REFUND_STATUS_TEXT.get(rf["status"], rf["status"]).format(on="")
+        line = _refund_line(rf)
+        return f"{line[0].upper()}{line[1:]} is {state}. {CANCEL_REFUND_OFFER.format(refund_id=rf['id'])}"
+    if waiting:
+        listed = "; ".join(_refund_line(rf) for rf in waiting)
+        return f"These refunds are still waiting: {listed}. Which one would you like to cancel? Please give its id."
+    if not refunds:
+        return "You have no refund to cancel: none was opened on your account, and nothing has been paid."
+    if len(refunds) == 1:
+        return _cannot_cancel(refunds[0])  # the one asked about (named, or carried from earlier)
+    latest = max(refunds, key=lambda rf: rf.get("created_at", ""))
+    return "You have no refund waiting that could be cancelled. " + _cannot_cancel(latest)
+
+
 _RENDERERS: dict[str, Callable[[dict[str, Any], str], str]] = {
+    "cancel_refund": _render_cancel_refund,
     "find_duplicate_charges": _render_find_duplicate_charges,
     "list_recent_transactions": _render_list_recent_transactions,
     "explain_transaction": _render_explain_transaction,
@@ -1368,6 +1715,26 @@ _NO_TOOL_ANSWERS = {
     "policy": "What would you like to know? I can answer questions about fees, limits, currencies, "
               "countries, top-ups, exchange rates and verification.",
 }
+
+
+#: What happens after an unfreeze request (the desk knowledge has answers for the closure and the freeze only).
+UNFREEZE_ACCOUNT_ANSWER = ("Our team will check the account with you and lift the freeze; until then no payments or "
+                           "transfers can leave the account.")
+
+
+def _filed_request(tool_results: list[tuple[str, dict[str, Any]]],
+                   intent: DeskIntent | None) -> tuple[DeskIntent | None, list[str]]:
+    """``(intent, tail)`` after account's ``request_operator_case``: the desk intent of the request actually filed
+    (its answer says what happens next; "unfreeze my account" is never answered with the freeze's text) and, for an
+    unfreeze request, which the desk knowledge has no entry for, :data:`UNFREEZE_ACCOUNT_ANSWER`. Unchanged
+    ``(intent, [])`` when no request was filed."""
+    case = dict(tool_results).get("request_operator_case") or {}
+    if not case.get("ok"):
+        return intent, []
+    kind = case.get("kind")
+    filed = next((i for i in load_knowledge().intents.values()
+                  if i.tool == "request_operator_case" and i.args.get("kind") == kind), None)
+    return filed, [UNFREEZE_ACCOUNT_ANSWER] if kind == "unfreeze_account" else []
 
 
 def _with_intent_answer(agent: str, text: str, intent: DeskIntent | None, names: list[str],
@@ -1408,11 +1775,11 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     about the top-up, :func:`leaning_text`)."""
     user_text = leaning_text(user_text, previous)
     text = user_text.lower()
-    if not tool_results and (short := _reply_without_tool(agent, user_text, asked, previous)) is not None:
+    if not tool_results and (short := _reply_without_tool(agent, user_text, asked, previous, hint)) is not None:
         return short
     names = [name for name, _ in tool_results]
-    if agent == "refunds" and (picked := _refund_picked(text, tool_results)) is not None:
-        return picked
+    if agent == "refunds" and (first := _refunds_first_answer(text, tool_results, names)) is not None:
+        return first
     parts: list[str] = []
     for name, result in tool_results:
         if name == "card_status" and {"freeze_card", "unfreeze_card"} & set(names) and result.get("ok"):
@@ -1423,13 +1790,14 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     intent, known = _answer_intent(agent, user_text, hint, bool(tool_results), previous)
     if known:
         parts = [known]
-    parts = _with_intent_answer(agent, text, intent, names, parts)
+    intent, tail = _filed_request(tool_results, intent)
+    parts = _with_intent_answer(agent, text, intent, names, parts) + tail
     if not parts:
         return _NO_TOOL_ANSWERS.get(agent, "How can I help?")
     if agent == "refunds":
         parts = _refunds_tail(text, names, parts)
     if agent == "cards" and names == ["card_status"]:
-        parts.extend(_card_follow_up(text))
+        parts.extend(_card_follow_up(_cards_reply_to_question(text, asked, previous) or text))
     balance = dict(tool_results).get("account_balance") or {}
     if agent == "account" and balance.get("ok"):
         parts = _currency_not_held(text, balance) + parts
@@ -1437,6 +1805,16 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     if status.get("ok"):
         parts.extend(p for p in _transfer_follow_up(text, status) if p not in parts)
     return " ".join(parts)
+
+
+def _refunds_first_answer(text: str, tool_results: list[tuple[str, dict[str, Any]]], names: list[str]) -> str | None:
+    """Refunds' whole answer when the turn is a pick by merchant (:func:`_refund_picked`) or a wish to cancel a refund
+    (:func:`_refund_cancel_answer`), else None."""
+    if (picked := _refund_picked(text, tool_results)) is not None:
+        return picked
+    if "cancel_refund" not in names and cancels_refund(text):
+        return _refund_cancel_answer(tool_results)
+    return None
 
 
 #: How the policy answers of a question domain start ("Daily limits: …", "Fees (standard plan): …", "International
@@ -1490,15 +1868,19 @@ def _answer_intent(agent: str, user_text: str, hint: str | None, acted: bool,
 
 
 def _reply_without_tool(agent: str, user_text: str, asked: str | None = None,
-                        previous: str | None = None) -> str | None:
+                        previous: str | None = None, hint: str | None = None) -> str | None:
     """A specialist's answer when no tool ran and the message asks for none: a yes/no to "anything else?"
     (:data:`WHAT_ELSE_ANSWER` / :data:`PLAIN_NO_ANSWER`), a "no" to another question or offer (:data:`DECLINED_ANSWER`,
     which asks "anything else?" so the declined offer is no longer the open question), an "ok" that answers no offer
     (:data:`PLAIN_YES_ANSWER`), a "why?" with no record to explain (:data:`BARE_WHY_ANSWER`), "cancel that" to
-    account (:data:`ACCOUNT_CANCEL_ANSWER`); else None."""
+    account (:data:`ACCOUNT_CANCEL_ANSWER`), cards' PIN how-to after a PIN answer (``previous``,
+    :func:`pin_follow_up_answer`), a wish to close the account (:data:`CLOSE_ACCOUNT_QUESTION`: asked before anything
+    is filed; ``hint``: the router's label), "how do I do it?" (:func:`how_to_answer`); else None."""
     if agent in _PLANNERS and (how := how_to_answer(user_text, previous)) is not None:
         return how  # "how do I do it?": the how of the desk's ``previous`` answer (:func:`how_to_answer`)
     text = user_text.lower()
+    if agent == "cards" and (pin := pin_follow_up_answer(text, previous)) is not None:
+        return pin
     if agent in _PLANNERS and is_acknowledgement(text):
         if is_plain_no(text):
             return PLAIN_NO_ANSWER if asked in (None, ANYTHING_ELSE, WHAT_ELSE_ANSWER) else DECLINED_ANSWER
@@ -1507,16 +1889,35 @@ def _reply_without_tool(agent: str, user_text: str, asked: str | None = None,
         # billing: a "why?" after a list of several payments (it explains one it named); any agent: a "why?" or "how?"
         # with no record to re-read (transfers after the transfer times: not the list of transfers)
         return BARE_WHY_ANSWER
-    if agent == "account" and _has(text, *_CANCEL_WORDS, r"\bchanged my mind\b"):
-        return ACCOUNT_CANCEL_ANSWER
+    if agent == "account" and not _UNFREEZE_ACCOUNT.search(text) and not withdraws_account_request(text) and \
+            getattr(resolve_intent(agent, user_text, hint), "args", {}).get("kind") == "close_account":
+        return CLOSE_ACCOUNT_QUESTION
     if agent == "refunds" and _PICKS_BY_NAME.search(text) and not _TX_IN_TEXT.search(text):
         return REFUND_WHICH_BY_ID
+    if (agent == "refunds" and asks_about_refund(text) and not asks_for_refund(text) and not cancels_refund(text)
+            and not _has(text, *_OWN_REFUND)):
+        return f"{_refund_rules()} {REFUND_WHICH_QUESTION}"  # "what's your refund policy?", no payment known yet
     if agent == "account" and _has(text, *_TIMING) and resolve_intent(agent, user_text) is None:
         from nodes.tools import POLICY_KB  # the account agent's timing question: how long the identity checks take
 
         entry = POLICY_KB["verification"]
         return "Identity checks: " + "; ".join(c for c in _clauses(entry.text) if "minutes" in c) + "."
     return None
+
+
+#: Refunds' question after the refund rules when no payment is known: the customer names one to be offered a refund.
+REFUND_WHICH_QUESTION = "Would you like me to check a payment? Please give its id (such as tx_1234)."
+#: A question about how refunds work ("what's your refund policy?", "what would a refund look like?"): the rules
+#: come before the payment's eligibility.
+_HOW_REFUNDS_WORK = (r"\bpolic", r"\bhow (?:do|does|would|will)\b", r"\blook like\b", r"\bwork\b", r"\brules?\b",
+                     r"\bwhat would\b", r"\bprocess\b")
+
+
+def _refund_rules() -> str:
+    """The refund rules of the handbook (``nodes.tools.POLICY_KB["refunds"]``), as refunds says them."""
+    from nodes.tools import POLICY_KB
+
+    return f"Refunds: {POLICY_KB['refunds'].text}"
 
 
 def _refunds_tail(text: str, names: list[str], parts: list[str]) -> list[str]:
@@ -1527,6 +1928,8 @@ def _refunds_tail(text: str, names: list[str], parts: list[str]) -> list[str]:
         return [*parts, "Which transaction would you like refunded? Please give its id (such as tx_1234)."]
     if names == ["check_refund_eligibility"] and _has(text, *_REFUND_TIMING):
         return _with_refund_times(parts)
+    if names == ["check_refund_eligibility"] and asks_about_refund(text) and _has(text, *_HOW_REFUNDS_WORK):
+        return [_refund_rules(), *parts]  # the rules asked about, then the payment's eligibility and the offer
     return parts
 
 

@@ -81,12 +81,15 @@ class ToolRunner:
         deps: store, settings (budgets), sleep, read cache.
         ctx: the run context (identity and roles).
         thread_id / task_id: the conversation and its task (for idempotency keys; task_id "" = none).
+        turn: the thread's turn (graph state ``turn``) for card actions' idempotency keys, so a resumed turn replays
+            its freeze while a later turn's freeze acts (``nodes.tools.ToolContext``); None: keys name the task only.
     """
 
-    def __init__(self, specs: Mapping[str, ToolSpec], deps: Deps, ctx: RunContext, thread_id: str, task_id: str = ""):
+    def __init__(self, specs: Mapping[str, ToolSpec], deps: Deps, ctx: RunContext, thread_id: str, task_id: str = "",
+                 turn: int | None = None):
         self.specs, self.deps, self.ctx = specs, deps, ctx
         self.tool_ctx = ToolContext(customer_id=ctx.user_id or "", tenant_id=ctx.tenant_id, thread_id=thread_id,
-                                    task_id=task_id or None)
+                                    task_id=task_id or None, turn=turn)
 
     def run(self, name: str, args: Mapping[str, Any]) -> ToolRun:
         """Run tool ``name`` with the model's ``args`` (see the module doc for the steps).

@@ -30,6 +30,7 @@ from checkpoints.business import (
     BusinessRuleError,
     BusinessStore,
     Card,
+    NotFoundError,
     Refund,
     Transaction,
     Transfer,
@@ -53,6 +54,7 @@ __all__ = [
     "run_tool",
     "refund_idempotency_key",
     "freeze_idempotency_key",
+    "unfreeze_idempotency_key",
 ]
 
 
@@ -66,18 +68,29 @@ class ToolContext:
     """Who the tool acts for, supplied by the graph from the run context (never from the model).
 
     customer_id: the authenticated customer; tenant_id: their tenant; thread_id: the conversation
-    (LangGraph thread); task_id: the support task (used in idempotency keys; None -> thread_id is used).
+    (LangGraph thread); task_id: the support task (used in idempotency keys; None -> thread_id is used); turn: the
+    request within the thread (the graph state's ``turn``, or any other id of one customer request), part of a card
+    action's idempotency key so a retry or resume of the same request is answered from its key while a new request
+    in the same task ("freeze it" again after an unfreeze) acts (fresh-user review of main, §2.1); None -> the key
+    names the task only (one action per task and card).
     """
 
     customer_id: str
     tenant_id: str
     thread_id: str
     task_id: str | None = None
+    turn: int | str | None = None
 
     @property
     def task_key(self) -> str:
         """The task id for idempotency keys (``task_id``, or ``thread_id`` when there is no task)."""
         return self.task_id or self.thread_id
+
+    @property
+    def request_key(self) -> str:
+        """The task and the request within it for a card action's idempotency key: ``{task_key}`` without a
+        ``turn``, else ``{task_key}:t{turn}``."""
+        return self.task_key if self.turn is None else f"{self.task_key}:t{self.turn}"
 
 
 @dataclass(frozen=True)
@@ -133,6 +146,10 @@ class RefundStatusArgs(_Args):
         description="A refund id such as rf_5001; omit to list all of the customer's refunds.")
 
 
+class RefundIdArgs(_Args):
+    refund_id: str = Field(..., pattern=_RF_ID, description="A refund id such as rf_5001.")
+
+
 class RequestRefundArgs(_Args):
     transaction_id: str = Field(..., pattern=_TX_ID, description="The transaction to refund, e.g. tx_1008.")
     reason: str = Field(..., min_length=1, max_length=200,
@@ -178,6 +195,10 @@ def _refund_view(rf: Refund, store: BusinessStore | None = None) -> dict[str, An
             decision = store.refund_decision(rf.id)
             if decision is not None:
                 view["expired_at"] = decision.decided_at
+        if rf.status == "rejected":  # when a person (or the house rules) rejected it; the note stays internal
+            decision = store.refund_decision(rf.id)
+            if decision is not None:
+                view["rejected_at"] = decision.decided_at
     return view
 
 
@@ -418,8 +439,12 @@ def _check_refund_eligibility(store: BusinessStore, ctx: ToolContext,
         return _refused(f"no such transaction {transaction_id} on your account")
     eligible, reason = store.refund_eligibility(ctx.customer_id, transaction_id)
     recent = store.refunds_in_last_days(ctx.customer_id, 30)
-    return {"ok": True, "eligible": eligible, "reason": reason, "transaction": _tx_view(tx),
-            "refunds_last_30_days": len(recent)}
+    result = {"ok": True, "eligible": eligible, "reason": reason, "transaction": _tx_view(tx),
+              "refunds_last_30_days": len(recent)}
+    rejected = [r for r in store.refunds_for_transaction(ctx.customer_id, tx.id) if r.status == "rejected"]
+    if rejected:  # a new request goes to a person, never paid automatically (policies.risk.REJECTED_BEFORE)
+        result["rejected_refund"] = _refund_view(rejected[-1], store)
+    return result
 
 
 def refund_idempotency_key(ctx: ToolContext, transaction_id: str) -> str:
@@ -428,8 +453,14 @@ def refund_idempotency_key(ctx: ToolContext, transaction_id: str) -> str:
 
 
 def freeze_idempotency_key(ctx: ToolContext, card_id: str) -> str:
-    """``freeze:{task}:{card_id}`` with task = ``ctx.task_id`` or ``ctx.thread_id``."""
-    return f"freeze:{ctx.task_key}:{card_id}"
+    """``freeze:{task}:{card_id}`` with task = ``ctx.task_id`` or ``ctx.thread_id``, and ``:t{turn}`` after the task
+    when ``ctx.turn`` is set (:attr:`ToolContext.request_key`): one freeze per request, not one per task."""
+    return f"freeze:{ctx.request_key}:{card_id}"
+
+
+def unfreeze_idempotency_key(ctx: ToolContext, card_id: str) -> str:
+    """``unfreeze:{task}:{card_id}``, made like :func:`freeze_idempotency_key`."""
+    return f"unfreeze:{ctx.request_key}:{card_id}"
 
 
 def _request_refund(store: BusinessStore, ctx: ToolContext, transaction_id: str,
@@ -444,6 +475,33 @@ def _request_refund(store: BusinessStore, ctx: ToolContext, transaction_id: str,
     return {"ok": True, "refund": _refund_view(refund, store), "transaction": _tx_view(tx),
             "replayed": replayed,
             "note": "The refund is requested, not paid: it is paid after review/approval."}
+
+
+def _cancel_refund(store: BusinessStore, ctx: ToolContext, refund_id: str) -> dict[str, Any]:
+    """Cancel the caller's refund ``refund_id`` that is still waiting (``requested`` or ``approved``) and that no
+    conversation's approval decides (``BusinessStore.cancel_orphan_refund``); nothing is paid. Refused: not the
+    caller's refund, already paid/rejected/cancelled/expired, or waiting for an approver in a conversation (that
+    conversation cancels it: README "Cancelling a paused refund"). The model calls it only after the customer
+    confirmed (the refunds agent asks first: ``nodes.playbook``'s cancel question)."""
+    rf = store.get_refund(ctx.customer_id, refund_id)
+    if rf is None:
+        return _refused(f"no such refund {refund_id} on your account")
+    if rf.status not in ("requested", "approved"):
+        return _refused(f"refund {rf.id} is already {_REFUND_DONE.get(rf.status, rf.status)}, so it can't be cancelled")
+    try:
+        cancelled = store.cancel_orphan_refund(rf.id)
+    except BusinessRuleError:
+        return _refused(f"refund {rf.id} is waiting for an approver's decision in the conversation where you asked "
+                        "for it; write \"cancel my refund\" there")
+    except NotFoundError:
+        return _refused(f"no such refund {refund_id} on your account")
+    return {"ok": True, "refund": _refund_view(cancelled, store),
+            "note": "The refund is cancelled: nothing was paid and nothing will be."}
+
+
+#: How a refund that can no longer be cancelled ended, in the customer's words (:func:`_cancel_refund`).
+_REFUND_DONE = {"executed": "paid back to your account", "rejected": "rejected after review", "cancelled": "cancelled",
+                "expired": "expired"}
 
 
 def _card_status(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
@@ -469,8 +527,20 @@ def _freeze_card(store: BusinessStore, ctx: ToolContext, card_id: str) -> dict[s
     card = _named_card(store, ctx, card_id)
     if isinstance(card, dict):
         return card
-    result = store.freeze_card(ctx.customer_id, card.id, freeze_idempotency_key(ctx, card.id))
-    return {"ok": True, **result}
+    return _read_back(store, ctx, store.freeze_card(ctx.customer_id, card.id, freeze_idempotency_key(ctx, card.id)))
+
+
+def _read_back(store: BusinessStore, ctx: ToolContext, result: dict[str, Any]) -> dict[str, Any]:
+    """A card action's result with ``status`` read back from the store after the action, so no answer claims a state
+    the card does not have (fresh-user review of main, §2.1: a replayed freeze said "frozen" of an active card). A
+    replayed result whose card has changed since (``status`` differs from the recorded one) says so with
+    ``"changed_since": True``."""
+    card = store.get_card(ctx.customer_id, str(result["card_id"]))
+    now = card.status if card is not None else result.get("status")
+    out = {"ok": True, **result, "status": now}
+    if now != result.get("status"):
+        out["changed_since"] = True
+    return out
 
 
 def _list_transfers(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
@@ -528,8 +598,13 @@ class CardRefArgs(_Args):
 
 
 class ServiceRequestArgs(_Args):
-    kind: Literal["close_account", "freeze_account"] = Field(
-        ..., description="What the operator is asked to do: close_account or freeze_account.")
+    kind: Literal["close_account", "freeze_account", "unfreeze_account"] = Field(
+        ..., description="What the operator is asked to do: close_account, freeze_account or unfreeze_account.")
+
+
+class WithdrawRequestArgs(_Args):
+    kind: Literal["close_account", "freeze_account", "unfreeze_account"] | None = Field(
+        None, description="Which open request to withdraw; omitted: the customer's newest open request.")
 
 
 _OUTGOING_KINDS = ("card_payment", "atm", "fee", "transfer_out")
@@ -552,7 +627,7 @@ def _unfreeze_card(store: BusinessStore, ctx: ToolContext, card_id: str) -> dict
     card = _named_card(store, ctx, card_id)
     if isinstance(card, dict):
         return card
-    return {"ok": True, **store.unfreeze_card(ctx.customer_id, card.id, f"unfreeze:{ctx.task_key}:{card.id}")}
+    return _read_back(store, ctx, store.unfreeze_card(ctx.customer_id, card.id, unfreeze_idempotency_key(ctx, card.id)))
 
 
 def _money_totals(txs: list[Transaction], kinds: tuple[str, ...]) -> dict[str, int]:
@@ -596,6 +671,16 @@ def _request_operator_case(store: BusinessStore, ctx: ToolContext, kind: str) ->
     return {"ok": True, **store.open_service_request(ctx.customer_id, kind, f"service:{ctx.task_key}:{kind}")}
 
 
+def _withdraw_operator_case(store: BusinessStore, ctx: ToolContext, kind: str | None = None) -> dict[str, Any]:
+    """Withdraw the caller's newest open service request (of ``kind``), at the customer's wish. Result:
+    ``{"ok": True, "withdrawn": True, "request_id", "kind", "status": "cancelled", …}``, or ``{"ok": True,
+    "withdrawn": False, "kind"}`` when none is open (nothing to do is no error)."""
+    withdrawn = store.cancel_service_request(ctx.customer_id, kind)
+    if withdrawn is None:
+        return {"ok": True, "withdrawn": False, "kind": kind}
+    return {"ok": True, "withdrawn": True, **withdrawn}
+
+
 _DESK_TOOLS: list[ToolSpec] = [
     ToolSpec("card_delivery_estimate",
              "How many business days a new or replacement card takes to arrive at the customer's address.",
@@ -613,9 +698,13 @@ _DESK_TOOLS: list[ToolSpec] = [
              "payments.",
              NoArgs, "account", False, _account_balance),
     ToolSpec("request_operator_case",
-             "Ask an operator to close or freeze the customer's account (the agent cannot do it itself); opens one "
+             "Ask an operator to close, freeze or unfreeze the customer's account (the agent cannot do it itself); opens one "
              "request per task.",
              ServiceRequestArgs, "account", True, _request_operator_case),
+    ToolSpec("withdraw_operator_case",
+             "Withdraw the customer's open request to our team (close, freeze or unfreeze the account) when the "
+             "customer asks to cancel it.",
+             WithdrawRequestArgs, "account", True, _withdraw_operator_case),
 ]
 
 
@@ -648,6 +737,10 @@ TOOLS: dict[str, ToolSpec] = {s.name: s for s in [
              "Open a refund request for the full amount of one of the customer's transactions. Creates "
              "a REQUESTED refund that is paid only after review; it does not pay anything now.",
              RequestRefundArgs, "refunds", True, _request_refund),
+    ToolSpec("cancel_refund",
+             "Cancel one of the customer's refunds that is still waiting (requested or approved); nothing is paid. "
+             "Only after the customer asked to cancel it and confirmed.",
+             RefundIdArgs, "refunds", True, _cancel_refund),
     ToolSpec("card_status",
              "List the customer's cards with last four digits, kind and status.",
              NoArgs, "cards", False, _card_status),

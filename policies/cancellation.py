@@ -14,7 +14,12 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-__all__ = ["PausedReply", "wants_to_cancel", "confirmation", "is_status_question", "paused_reply"]
+__all__ = ["PausedReply", "wants_to_cancel", "confirmation", "is_status_question", "paused_reply", "speaks_of_cancelling",
+           "CANCEL_QUESTION", "cancel_confirmed"]
+
+#: The refunds agent's question before it cancels a waiting refund no conversation pauses on (``{refund_id}``: rf_…);
+#: only a yes to it cancels (:func:`cancel_confirmed`, qa1 §3.4).
+CANCEL_QUESTION = "Shall I cancel refund {refund_id}?"
 
 #: What the desk does with a message on a paused thread: ``ask`` (ask the yes/no confirmation), ``cancel`` (the
 #: customer confirmed: cancel), ``keep`` (the customer said no: the refund stays with the team), ``status`` (answer
@@ -91,6 +96,13 @@ def confirmation(text: str) -> Literal["yes", "no"] | None:
     return None
 
 
+def speaks_of_cancelling(text: str) -> bool:
+    """True when ``text`` uses a cancel verb at all, wished, negated or hypothetical ("please don't cancel it", "do NOT
+    withdraw my request"): on a paused thread such a message is about the refund, never another specialist's
+    question."""
+    return bool(_CANCEL_VERB.search(_norm(text)) or _NOT_WANTED.search(_norm(text)))
+
+
 def is_status_question(text: str) -> bool:
     """True when ``text`` asks where the request stands ("any news?", "where is my refund", "how long will it take",
     "has it been approved?")."""
@@ -118,3 +130,14 @@ def paused_reply(text: str, awaiting_confirmation: bool) -> PausedReply:
     if _ACK.fullmatch(_norm(text)):
         return "ack"
     return "other"
+
+
+def cancel_confirmed(previous_answer: str | None, reply: str, refund_id: str) -> bool:
+    """May ``refund_id`` be cancelled now? True only when the desk's answer just before the customer's ``reply``
+    asked :data:`CANCEL_QUESTION` for that very refund (as its last question) and ``reply`` confirms it
+    (:func:`confirmation` is ``"yes"``). The code's check on the ``cancel_refund`` tool, whatever the model decided:
+    an explicit wish, then a yes (this module's rule for paused refunds, applied to every refund)."""
+    question = CANCEL_QUESTION.format(refund_id=refund_id)
+    sentences = re.split(r"(?<=[.!?])\s+", (previous_answer or "").strip())
+    asked = [x.strip() for x in sentences if x.strip().endswith("?")]
+    return bool(asked) and asked[-1] == question and confirmation(reply) == "yes"

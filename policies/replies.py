@@ -15,8 +15,8 @@ from policies.approval import is_cancellation
 
 __all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "refers_back",
            "asks_for_person", "asks_same_for", "asks_for_news", "opens_follow_up", "asks_card_action", "opener_subject",
-           "lists_records_of", "reports_it_failed",
-           "is_bare_follow_up", "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS", "OPENER_MAX_WORDS"]
+           "lists_records_of", "reports_it_failed", "names_card_in_action", "takes_up_last_answer", "is_bare_follow_up",
+           "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS", "OPENER_MAX_WORDS"]
 
 #: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
 #: the previous answer listed; ``cancel``: asks to stop/cancel; ``fragment``: a short follow-up that leans on the
@@ -243,14 +243,53 @@ _CARD_ACTION_RE = re.compile(r"^\s*(?:(?:please|pls|ok(?:ay)?|now|can you|could 
                              r"as well|right away|for me))*\s*[.!?]*\s*$", re.I)
 
 
+#: "freeze 8899", "please unfreeze card 4242", "block my virtual card ending 8899": a card action naming the card by its
+#: last four digits (a card's last four digits name a card, never an account: fresh-user review of main, qa1 §2.3).
+_NAMED_CARD_ACTION_RE = re.compile(
+    r"^\s*(?:(?:please|pls|ok(?:ay)?|now|can you|could you|would you|will you|can u)[,\s]+)*"
+    r"(?:(?:un)?freeze|block)\s+(?:(?:my|the)\s+)?(?:(?:physical|virtual)\s+)?(?:card\s*)?"
+    r"(?:(?:ending|ends)(?:\s+(?:in|with))?\s+|number\s+|no\.?\s*)?\d{4}\b"
+    r"(?:[,\s]+(?:please|now|again|too|as well|right away|for me))*\s*[.!?]*\s*$", re.I)
+
+
 def asks_card_action(text: str) -> bool:
-    """Is ``text`` a bare request to freeze, unfreeze or block "it" ("freeze it", "can you unfreeze it?"), naming no
-    account ("unblock it" is not: a card is blocked by wrong PIN entries, which the customer undoes in the app)? At
-    this desk only a card is frozen or unfrozen by a word (an account freeze is asked for by name, "freeze my
-    account", and goes to the team), so such a message is the cards agent's: after card talk "it" is the card just
-    discussed, on a new thread cards asks "a card or your whole account?" (fresh-user review of main: "freeze it"
-    filed an account-freeze request, "unfreeze it" was refused as out of scope)."""
-    return bool(_CARD_ACTION_RE.match(text or ""))
+    """Is ``text`` a bare request to freeze, unfreeze or block "it" ("freeze it", "can you unfreeze it?"), or a card
+    named by its last four digits ("freeze 8899", "unfreeze card 4242"), naming no account ("unblock it" is not: a
+    card is blocked by wrong PIN entries, which the customer undoes in the app)? At this desk only a card is frozen or
+    unfrozen by a word (an account freeze is asked for by name, "freeze my account", and goes to the team), so such a
+    message is the cards agent's: after card talk "it" is the card just discussed, on a new thread cards asks "a card
+    or your whole account?" (fresh-user review of main: "freeze it" filed an account-freeze request, "unfreeze it"
+    was refused as out of scope, "freeze 8899" filed an account freeze and "unfreeze 4242" was out of scope)."""
+    return bool(_CARD_ACTION_RE.match(text or "") or _NAMED_CARD_ACTION_RE.match(text or ""))
+
+
+def names_card_in_action(text: str) -> bool:
+    """Does ``text`` ask a card action naming the card by its last four digits ("freeze 8899", see
+    :func:`asks_card_action`)? Then "it" needs no meaning from the previous answer."""
+    return bool(_NAMED_CARD_ACTION_RE.match(text or ""))
+
+
+#: "order one please", "get me one": taking up an offer to order something the last answer made.
+_ORDER_ONE_RE = re.compile(r"\b(?:order|get|send)(?: me)? (?:one|it|that|a new one)\b", re.I)
+#: A long word a short message shares with the last answer ("replacement"): it takes up what that answer said.
+_LONG_WORD_RE = re.compile(r"[a-z]{7,}")
+#: Long words too common in the desk's answers to tie a message to one of them.
+_COMMON_LONG = frozenset({"account", "payment", "payments", "transfer", "transfers", "please", "something",
+                          "anything", "question", "another", "through", "without", "business", "because"})
+
+
+def takes_up_last_answer(text: str, previous: str | None) -> bool:
+    """Does the short ``text`` (at most 8 words) take up a thing the desk's ``previous`` answer named: a long word of
+    that answer ("how much is a replacement?" after "order a replacement in the app … it costs £5") or an order
+    ("order one please" after an answer that names an order, a replacement or a new card)? Such a message leans on
+    the conversation and is never out of scope (fresh-user review of main, qa1 §2: both were refused as out of
+    scope after the damaged-card answer)."""
+    if not previous or len(_words(text or "")) > 8:
+        return False
+    if _ORDER_ONE_RE.search(text) and re.search(r"\b(?:order|replacement|new card)\b", previous, re.I):
+        return True
+    said = set(_LONG_WORD_RE.findall(previous.lower())) - _COMMON_LONG
+    return bool(set(_LONG_WORD_RE.findall(text.lower())) & said)
 
 
 def asks_for_news(text: str) -> bool:

@@ -2,8 +2,10 @@
 
 The numbers are the demo bank's house rules (documented here, the single place to change them):
 refunds up to ``AUTO_APPROVE_LIMIT_MINOR`` are paid without a human; larger ones, a customer with
-``RECENT_REFUNDS_FOR_REVIEW`` or more refunds in the last ``RECENT_WINDOW_DAYS`` days, or an unverified
-identity go to a human; above ``REJECT_ABOVE_MINOR`` or with the ``refunds_blocked`` flag they are rejected.
+``RECENT_REFUNDS_FOR_REVIEW`` or more refunds in the last ``RECENT_WINDOW_DAYS`` days, an unverified
+identity, or a transaction whose earlier refund a person rejected (``REJECTED_BEFORE``: a rejection is not undone by
+asking again, fresh-user review qa1 §3.2) go to a human; above ``REJECT_ABOVE_MINOR`` or with the
+``refunds_blocked`` flag they are rejected.
 
 Tiers of human approval (four eyes, README "Identity and authorization"): a refund that goes to a human needs one
 registered approver; it needs **two distinct approvers** when it is above ``TWO_APPROVERS_ABOVE_MINOR`` or when a
@@ -18,7 +20,7 @@ from typing import Any, Literal
 
 __all__ = ["AUTO_APPROVE_LIMIT_MINOR", "REJECT_ABOVE_MINOR", "RECENT_WINDOW_DAYS", "RECENT_REFUNDS_FOR_REVIEW",
            "TWO_APPROVERS_ABOVE_MINOR", "IDENTITY_NOT_VERIFIED", "FRAUD_WATCH", "TWO_APPROVER_FLAGS", "RiskInput",
-           "RiskDecision", "assess_refund"]
+           "RiskDecision", "assess_refund", "REJECTED_BEFORE"]
 
 #: Auto-approval limit in minor units of the refund's currency (20.00).
 AUTO_APPROVE_LIMIT_MINOR = 2000
@@ -34,17 +36,21 @@ TWO_APPROVERS_ABOVE_MINOR = 50_000
 IDENTITY_NOT_VERIFIED = "identity not verified"
 FRAUD_WATCH = "account on fraud watch"
 TWO_APPROVER_FLAGS = frozenset({IDENTITY_NOT_VERIFIED, FRAUD_WATCH})
+#: The flag of a refund for a transaction whose earlier refund was rejected after review: never automatic.
+REJECTED_BEFORE = "an earlier refund of this transaction was rejected after review"
 
 
 @dataclass(frozen=True)
 class RiskInput:
     """What the rules look at: ``amount_minor`` (int, minor units), ``currency`` (ISO 4217),
-    ``recent_refunds`` (other refunds of the customer in the window), ``flags`` (customer flags)."""
+    ``recent_refunds`` (other refunds of the customer in the window), ``flags`` (customer flags),
+    ``rejected_before`` (earlier refunds of the same transaction a person rejected; default 0)."""
 
     amount_minor: int
     currency: str
     recent_refunds: int
     flags: Mapping[str, Any]
+    rejected_before: int = 0
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,8 @@ def assess_refund(r: RiskInput) -> RiskDecision:
         reasons.append(IDENTITY_NOT_VERIFIED)
     if r.flags.get("fraud_watch"):
         reasons.append(FRAUD_WATCH)
+    if r.rejected_before > 0:
+        reasons.append(REJECTED_BEFORE)
     if reasons:
         two = r.amount_minor > TWO_APPROVERS_ABOVE_MINOR or bool(TWO_APPROVER_FLAGS & set(reasons))
         if r.amount_minor > TWO_APPROVERS_ABOVE_MINOR:

@@ -19,7 +19,7 @@ import pytest
 from checkpoints.business import BusinessStore
 from nodes.desk_knowledge import load_knowledge
 from nodes.facts import extract_facts, facts_from_tool_result
-from nodes.playbook import compose_answer, plan_tool_call, resolve_intent
+from nodes.playbook import CLOSE_ACCOUNT_ASKED, compose_answer, plan_tool_call, resolve_intent
 from nodes.tools import POLICY_KB, TOOLS, ToolContext, run_tool
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -202,11 +202,13 @@ def test_each_intent_has_its_own_behaviour(label: str, text: str, owners: dict[s
     elif expected.kind == "freeze":
         assert tools[:2] == ["card_status", "freeze_card"]
         assert "frozen" in answer
+    elif expected.kind == "operator" and expected.args.get("kind") == "close_account":
+        assert tools == [] and CLOSE_ACCOUNT_ASKED in answer  # closing is asked first; a yes files it
     elif expected.kind == "operator":
         assert tools == ["request_operator_case"] and "reference sr_" in answer
     else:
         assert expected.tool in tools, f"expected {expected.tool}, called {tools}"
-    if expected.answer:
+    if expected.answer and not (expected.kind == "operator" and expected.args.get("kind") == "close_account"):
         assert expected.answer in answer
     if expected.tool == "lookup_policy":
         assert POLICY_KB[expected.args["topic"]].text in answer
@@ -236,8 +238,13 @@ def test_the_issue_examples_get_their_own_answer(make_desk) -> None:
     desk = make_desk(router=load_router())
     answers = {}
     for i, (text, agent, key) in enumerate(EXAMPLES):
-        r = Conversation(f"ex-{i}", desk=desk).send(text)
+        conv = Conversation(f"ex-{i}", desk=desk)
+        r = conv.send(text)
         assert r.agent == agent, (text, r.agent, r.text)
+        if key == "terminate_account":  # asked first (fresh-user review of main, §3.3); the yes files the request
+            assert CLOSE_ACCOUNT_ASKED in r.text and "reference sr_" not in r.text, r.text
+            r = conv.send("yes")
+            assert r.agent == agent, (text, r.agent, r.text)
         intent = KNOWLEDGE.intents[key]
         assert intent.answer in r.text or key == "balance", r.text
         answers[text] = r.text

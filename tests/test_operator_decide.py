@@ -8,6 +8,8 @@ resume, one decision per task, one payment per task (idempotency key).
 from __future__ import annotations
 
 from checkpoints.business import open_store
+from graph.context import RunContext
+from graph.conversation import Conversation
 from graph.operator_cli import threadless_execution_key, threadless_task_id
 from tests.test_operator_cli import _run, home  # noqa: F401 - the shared fixture: a paused refund on thread "p"
 
@@ -82,3 +84,79 @@ def test_an_approval_cut_short_before_the_payment_is_paid_once_on_a_repeat(home)
     assert done.exit_code == 0 and len(_paid(store, "rf_5001")) == 1, done.output
     assert store.side_effect_result(threadless_execution_key(task_id)) is not None
     assert _run("tasks", "approve", "rf_5001", "--as", "ben").exit_code != 0 and len(_paid(store, "rf_5001")) == 1
+
+
+# -- a refund a conversation holds (fresh-user review of main, §3.1 and §3.5) -----------------------------------------
+
+
+def _paused(store):
+    """The task and refund thread "p" of the ``home`` fixture is paused on."""
+    task = next(t for t in store.list_tasks(("awaiting_approval",)) if t.thread_id == "p")
+    return task, store.load_refund(task.refund_id)
+
+
+def test_a_refund_paused_on_a_thread_named_by_its_refund_id_is_refused_too(home):  # noqa: F811
+    """The review: ``tasks approve rf_…`` (the refund id, not the task's) paid a refund thread "p" waited on, said "no
+    conversation holds it", and the thread's own approval then ended in "the payment failed"."""
+    store = open_store(home / "business.db")
+    task, refund = _paused(store)
+    for verb in ("approve", "reject"):
+        refused = _run("tasks", verb, refund.id, "--as", "ann")
+        assert refused.exit_code != 0 and f"resume p --{verb} --as ann" in _said(refused), _said(refused)
+        assert "\n" not in str(refused.exception).strip()
+    assert store.load_refund(refund.id).status == "requested" and _paid(store, refund.id) == []
+    assert [t.id for t in store.tasks_of_refund(refund.id)] == [task.id]  # no second task was opened
+    assert store.list_decisions(task.id) == []
+    done = _run("resume", "p", "--approve", "--as", "ben")
+    assert done.exit_code == 0 and "paid back" in done.output, done.output
+    assert len(_paid(store, refund.id)) == 1 and store.get_task(task.id).status == "completed"
+
+
+def test_resume_after_a_payment_outside_the_conversation_reports_it_paid_not_a_payment_failure(home):  # noqa: F811
+    store = open_store(home / "business.db")
+    task, refund = _paused(store)
+    store.execute_refund(refund.id, "refund-exec:elsewhere")  # paid under another key while the thread waited
+    r = _run("resume", "p", "--approve", "--as", "ben")
+    said = _said(r)
+    assert r.exit_code == 0 and "paid back" in said and "payment failed" not in said and "fallback" not in said, said
+    assert "already paid" in said, said  # the operator's line (stderr)
+    assert len(_paid(store, refund.id)) == 1 and store.get_task(task.id).status == "completed"
+    assert "p" not in _run("pending", "--as", "ann").output.split()
+
+
+def test_closing_the_task_of_a_paid_refund_never_says_nothing_was_paid(home):  # noqa: F811
+    store = open_store(home / "business.db")
+    task, refund = _paused(store)
+    store.execute_refund(refund.id, "refund-exec:elsewhere")
+    closed = _run("tasks", "close", task.id, "--as", "ann")
+    said = _said(closed)
+    assert closed.exit_code == 0 and "already paid" in said and "nothing paid" not in said, said
+    assert store.load_refund(refund.id).status == "executed" and store.get_task(task.id).status == "completed"
+    assert [d.decision for d in store.list_decisions(task.id)] == []  # no "close" decision over a paid refund
+    from tests.test_approval import _setup
+
+    told = Conversation("p", graph=_setup(home)[0]).state["messages"][-1].content
+    assert "paid back" in told and "Nothing was paid" not in told, told
+    again = _run("tasks", "close", task.id, "--as", "ann")
+    assert again.exit_code != 0 and "already paid" in _said(again) and "nothing to close" in _said(again)
+    orphan = store.request_refund("c_ada", "tx_1003", 100, "GBP", "customer request", None)
+    store.execute_refund(orphan.id, "refund-exec:elsewhere2")
+    no_task = _run("tasks", "close", orphan.id, "--as", "ann")
+    assert no_task.exit_code != 0 and "already paid" in _said(no_task), _said(no_task)
+
+
+def test_an_approval_on_another_task_of_the_refund_counts_for_four_eyes(home):  # noqa: F811
+    """The review: ann's ``tasks approve`` on a two-approver refund opened a second task, and her ``resume --approve``
+    on the thread was then taken as the first approval. Four eyes hold per refund."""
+    from tests.test_approval import _setup
+
+    store = open_store(home / "business.db")
+    g = _setup(home)[0]
+    Conversation("b", graph=g, context=RunContext(user_id="c_bob")).send("Please refund tx_2001")
+    task = next(t for t in store.list_tasks(("awaiting_approval",)) if t.thread_id == "b")
+    other = store.create_task(threadless_task_id(task.refund_id), "", "human_approval", refund_id=task.refund_id)
+    store.update_task(other.id, other.version, status="awaiting_approval")
+    store.decide_approval(other.id, "dc_old", "operator:ann", "approve", refund_id=task.refund_id, required_approvals=2)
+    twice = _run("resume", "b", "--approve", "--as", "ann")
+    assert twice.exit_code != 0 and "already approved refund" in _said(twice), _said(twice)
+    assert store.list_decisions(task.id) == [] and _paid(store, task.refund_id) == []

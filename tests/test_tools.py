@@ -48,10 +48,11 @@ def test_registry_shape() -> None:
     assert [s.name for s in tools_for("billing")] == [
         "list_recent_transactions", "find_duplicate_charges", "explain_transaction", "explain_fees", "spending_summary"]
     assert [s.name for s in tools_for("refunds")] == [
-        "refund_status", "check_refund_eligibility", "request_refund"]
+        "refund_status", "check_refund_eligibility", "request_refund", "cancel_refund"]
     assert tools_for("triage") == [] and tools_for("fallback") == []
     assert {s.name for s in TOOLS.values() if s.side_effect} == {"request_refund", "freeze_card", "unfreeze_card",
-                                                                 "request_operator_case"}
+                                                                 "request_operator_case", "withdraw_operator_case",
+                                                                 "cancel_refund"}
     for name, spec in TOOLS.items():
         assert spec.name == name and spec.description
         assert not IDENTITY_WORDS & set(spec.args_schema.model_json_schema().get("properties", {}))
@@ -152,6 +153,21 @@ def test_request_refund_tool_idempotent_per_task(store: BusinessStore) -> None:
     assert refused["ok"] is False and first["refund"]["id"] in refused["error"]
     no_task = ToolContext("c_ada", "t_demo", "th-7", None)
     assert refund_idempotency_key(no_task, "tx_1001") == "refund:th-7:tx_1001"
+
+
+def test_cancel_refund_tool_cancels_only_a_waiting_refund_no_conversation_decides(store: BusinessStore) -> None:
+    assert run_tool("cancel_refund", {"refund_id": "rf_5001"}, store, BOB)["ok"] is False  # not Bob's refund
+    assert store.get_refund("c_ada", "rf_5001").status == "requested"
+    done = run_tool("cancel_refund", {"refund_id": "rf_5001"}, store, ADA)
+    assert done["ok"] and done["refund"]["status"] == "cancelled"
+    assert store.get_refund("c_ada", "rf_5001").status == "cancelled"
+    again = run_tool("cancel_refund", {"refund_id": "rf_5001"}, store, ADA)
+    assert again["ok"] is False and "already cancelled" in again["error"]
+    waiting = run_tool("request_refund", {"transaction_id": "tx_1008", "reason": "duplicate"}, store, ADA)["refund"]
+    store.create_task("task-1", "th-1", "refunds", refund_id=waiting["id"])  # a conversation's approval decides it
+    owned = run_tool("cancel_refund", {"refund_id": waiting["id"]}, store, ADA)
+    assert owned["ok"] is False and "conversation" in owned["error"]
+    assert store.get_refund("c_ada", waiting["id"]).status == "requested"
 
 
 def test_freeze_card_tool(store: BusinessStore) -> None:
@@ -351,3 +367,9 @@ def test_desk_tools_balance_unfreeze_and_operator_request(store: BusinessStore) 
     assert [e.action for e in store.audit_entries(action="service_request")] == ["service_request"]
     with pytest.raises(ToolArgumentError):
         run_tool("request_operator_case", {"kind": "pay_me"}, store, ADA)
+    withdrawn = run_tool("withdraw_operator_case", {"kind": "close_account"}, store, ADA)
+    assert withdrawn["withdrawn"] and withdrawn["request_id"] == first["request_id"] and withdrawn["status"] == "cancelled"
+    assert run_tool("withdraw_operator_case", {}, store, ADA)["withdrawn"] is False  # nothing open any more
+    assert run_tool("withdraw_operator_case", {}, store, BOB)["withdrawn"] is False  # never another customer's
+    anew = run_tool("request_operator_case", {"kind": "close_account"}, store, ADA)  # same task, asked again
+    assert anew["request_id"] != first["request_id"] and anew["replayed"] is False

@@ -411,6 +411,16 @@ class BusinessStore:
         with self._read() as conn:
             return _record(Task, self._task(conn, task_id))
 
+    def tasks_of_refund(self, refund_id: str) -> list[Task]:
+        """The tasks that decide ``refund_id`` (``tasks.refund_id``), oldest update first: normally one, the task of
+        the conversation that requested it (or the task ``switchboard tasks approve`` opened for a refund without
+        one)."""
+        tk = t.tasks
+        with self._read() as conn:
+            rows = conn.execute(select(*_TASK).where(tk.c.refund_id == refund_id)
+                                .order_by(tk.c.updated_at, tk.c.id)).mappings().all()
+        return [Task(**r) for r in rows]
+
     @staticmethod
     def _task(conn: Connection, task_id: str, *, lock: bool = False) -> RowMapping | None:
         query = select(*_TASK).where(t.tasks.c.id == task_id)
@@ -685,17 +695,82 @@ class BusinessStore:
         (a repeat returns the first result with ``"replayed": True``), and append an audit row
         (action ``service_request``, outcome ``allowed``) so operators find it.
 
-        Result shape: ``{"request_id", "kind", "status": "open", "opened_at", "idempotency_key", "replayed"}``."""
+        A request the customer withdrew (:meth:`cancel_service_request`) is not replayed: asking again under the same
+        key opens a new one (key ``<key>#2``, ``#3``, …).
+
+        Result shape: ``{"request_id", "kind", "customer_id", "status": "open", "opened_at", "idempotency_key",
+        "replayed"}``."""
         with self._write() as conn:
-            recorded = self._claim_key(conn, idempotency_key, f"service_request:{kind}")
+            key, n = idempotency_key, 1
+            while True:
+                recorded = self._claim_key(conn, key, f"service_request:{kind}")
+                if recorded is None or recorded.get("status") != "cancelled":
+                    break
+                n += 1
+                key = f"{idempotency_key}#{n}"
             if recorded is not None:
                 return {**recorded, "replayed": True}
-            result = {"request_id": f"sr_{uuid.uuid4().hex[:10]}", "kind": kind, "status": "open",
-                      "opened_at": iso(self.now()), "idempotency_key": idempotency_key}
-            self._record_effect(conn, idempotency_key, result)
+            result = {"request_id": f"sr_{uuid.uuid4().hex[:10]}", "kind": kind, "customer_id": customer_id,
+                      "status": "open", "opened_at": iso(self.now()), "idempotency_key": key}
+            self._record_effect(conn, key, result)
         self.record_audit(f"customer:{customer_id}", "service_request", target=result["request_id"],
                           detail={"kind": kind}, key=idempotency_key)
         return {**result, "replayed": False}
+
+    def list_service_requests(self, customer_ids: Sequence[str] | None = None,
+                              statuses: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Service requests (:meth:`open_service_request`), oldest first, of ``customer_ids`` and in ``statuses``
+        when given. Each: ``{"request_id", "kind", "customer_id", "status" (open|cancelled), "opened_at",
+        "cancelled_at" (or None)}``; the customer of a request recorded before results carried it is read from its
+        audit row."""
+        se = t.side_effects
+        out = []
+        with self._read() as conn:
+            rows = conn.execute(select(se.c.result_json).where(se.c.kind.like("service_request:%"))
+                                .order_by(se.c.created_at, se.c.idempotency_key)).scalars().all()
+            found = [(r, r.get("customer_id") or self._service_request_customer(conn, r["request_id"]))
+                     for r in (json.loads(raw or "{}") for raw in rows)
+                     if r.get("request_id")]  # a key claimed but never recorded (the writer died): nothing opened
+        for r, customer in found:
+            if (customer_ids is not None and customer not in customer_ids) or \
+                    (statuses is not None and r.get("status") not in statuses):
+                continue
+            out.append({"request_id": r["request_id"], "kind": r.get("kind"), "customer_id": customer,
+                        "status": r.get("status", "open"), "opened_at": r.get("opened_at"),
+                        "cancelled_at": r.get("cancelled_at")})
+        return out
+
+    @staticmethod
+    def _service_request_customer(conn: Connection, request_id: str) -> str | None:
+        au = t.audit
+        actor = conn.execute(select(au.c.actor).where(au.c.action == "service_request", au.c.target == request_id)
+                             .limit(1)).scalar()
+        return actor.split(":", 1)[1] if actor and actor.startswith("customer:") else None
+
+    def cancel_service_request(self, customer_id: str, kind: str | None = None) -> dict[str, Any] | None:
+        """Withdraw the customer's newest open service request (of ``kind`` when given): its status becomes
+        ``cancelled`` (with ``cancelled_at``) and an audit row (action ``service_request cancel``) is appended.
+        Returns the updated request (shape of :meth:`list_service_requests`), or None when there is none open.
+        Withdrawing twice finds nothing the second time."""
+        se = t.side_effects
+        with self._write() as conn:
+            rows = conn.execute(select(se.c.idempotency_key, se.c.result_json)
+                                .where(se.c.kind.like("service_request:%"))
+                                .order_by(se.c.created_at.desc(), se.c.idempotency_key.desc())).all()
+            for key, raw in rows:
+                r = json.loads(raw or "{}")
+                if not r.get("request_id") or r.get("status") != "open" or (kind and r.get("kind") != kind):
+                    continue
+                if (r.get("customer_id") or self._service_request_customer(conn, r["request_id"])) != customer_id:
+                    continue
+                r.update(status="cancelled", cancelled_at=iso(self.now()), customer_id=customer_id)
+                self._record_effect(conn, key, r)
+                break
+            else:
+                return None
+        self.record_audit(f"customer:{customer_id}", "service_request cancel", target=r["request_id"],
+                          detail={"kind": r.get("kind")})
+        return {k: r.get(k) for k in ("request_id", "kind", "customer_id", "status", "opened_at", "cancelled_at")}
 
     # -- writes: tasks and decisions ----------------------------------------------------------------
 
@@ -827,6 +902,10 @@ class BusinessStore:
                 if any(d.approver == approver for d in prior):
                     raise BusinessRuleError(f"{approver} already approved task {task_id}; the next approval must "
                                             "come from a different approver")
+                elsewhere = self._approved_elsewhere(conn, refund_id or task.refund_id, task_id, approver)
+                if elsewhere is not None:
+                    raise BusinessRuleError(f"{approver} already approved refund {refund_id or task.refund_id} (task "
+                                            f"{elsewhere}); the next approval must come from a different approver")
                 final = len(prior) + 1 >= required_approvals
             now = iso(self.now())
             if final:
@@ -837,6 +916,18 @@ class BusinessStore:
             stored = _decision_of(self._decision(conn, decision_id))
         assert stored is not None
         return stored, True
+
+    @staticmethod
+    def _approved_elsewhere(conn: Connection, refund_id: str | None, task_id: str, approver: str) -> str | None:
+        """The id of another task deciding ``refund_id`` on which ``approver`` already approved it, or None (four eyes
+        hold per refund, not only per task: an operator's ``tasks approve`` once opened a second task for a refund a
+        thread waited on)."""
+        if not refund_id:
+            return None
+        dc, tk = t.decisions, t.tasks
+        return conn.execute(select(dc.c.task_id).join(tk, tk.c.id == dc.c.task_id)
+                            .where(tk.c.refund_id == refund_id, tk.c.id != task_id, dc.c.approver == approver,
+                                   dc.c.decision == "approve").limit(1)).scalar()
 
     @staticmethod
     def _settle_refund(conn: Connection, refund_id: str | None, decision: str) -> None:

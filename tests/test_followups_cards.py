@@ -1,0 +1,161 @@
+"""Card conversations of the fresh-user review of main (notes qa1 §2): each turn asserts the answering agent, what the
+answer must and must not say, AND the states of the customer's cards in the business store after the turn, so an
+answer can never claim a freeze the store does not hold.
+
+Each row: an id, then ``(message, agent, must, must_not, cards)`` per turn, with ``cards`` the expected status of each
+of Ada's cards by last four digits (seed: 1881 blocked, 4242 physical active, 8899 virtual active).
+"""
+
+from __future__ import annotations
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from graph.builder import build_desk
+from graph.conversation import Conversation
+from graph.settings import Settings
+from nodes.offline_model import OfflineChatModel
+from nodes.router import default_router
+
+SEED = {"1881": "blocked", "4242": "active", "8899": "active"}
+FROZE_4242 = {**SEED, "4242": "frozen"}
+FROZE_8899 = {**SEED, "8899": "frozen"}
+
+
+def _lead_in(times: int) -> str:
+    """A loss report after a polite narrative lead-in of ``times`` sentences (3: about 200 characters)."""
+    return "Dear bank, " + "I have been a loyal customer for many years. " * times + " Anyway, I lost my card " \
+        "yesterday, please help."
+
+Turn = tuple[str, str, tuple[str, ...], tuple[str, ...], dict[str, str]]
+
+CARD_CASES: list[tuple[str, list[Turn]]] = [
+    # §2.1: a second freeze in the same thread is a new request: it freezes, and the status agrees
+    ("freeze-again-after-unfreeze", [
+        ("I lost my card", "cards", ("frozen your physical card ending 4242",), (), FROZE_4242),
+        ("I found it, unfreeze it", "cards", ("unfrozen your physical card ending 4242",), (), SEED),
+        ("oh no, lost it again, freeze it", "cards", ("card ending 4242",), ("not frozen",), FROZE_4242),
+        ("what's the status of my cards?", "cards", ("4242 is frozen",), ("4242 is active",), FROZE_4242)]),
+    # §2.1: freezing a blocked card never reports another card frozen
+    ("unfreeze-then-freeze-blocked", [
+        ("unfreeze 4242", "cards", ("4242",), ("frozen your",), SEED),
+        ("freeze 1881", "cards", ("1881", "blocked"), ("4242",), SEED)]),
+    # §2.3: a card's last four digits name a card, never the account
+    ("freeze-last4-new-thread", [
+        ("freeze 8899", "cards", ("frozen your virtual card ending 8899",), ("account",), FROZE_8899),
+        ("unfreeze 8899", "cards", ("unfrozen your virtual card ending 8899",), (), SEED)]),
+    # §2.2: the card named in reply to "which card?" is the one frozen, by its digits or its kind
+    ("freeze-it-which-8899", [
+        ("freeze it", "cards", ("freeze a card or your whole account",), ("I've frozen",), SEED),
+        ("8899", "cards", ("frozen your virtual card ending 8899",), ("4242",), FROZE_8899)]),
+    ("freeze-it-which-virtual", [
+        ("freeze it", "cards", ("freeze a card or your whole account",), ("I've frozen",), SEED),
+        ("the virtual one", "cards", ("frozen your virtual card ending 8899",), ("4242",), FROZE_8899)]),
+    ("freeze-it-which-physical", [
+        ("freeze it", "cards", ("freeze a card or your whole account",), (), SEED),
+        ("the physical one", "cards", ("frozen your physical card ending 4242",), ("1881",), FROZE_4242)]),
+    # §2.5: after an answer naming several cards, "freeze it" or a yes to the loss question asks which card
+    ("freeze-it-after-card-list", [
+        ("what's the status of my cards?", "cards", ("4242 is active", "8899 is active"), (), SEED),
+        ("freeze it", "cards", ("freeze a card or your whole account",), ("I've frozen",), SEED),
+        ("8899", "cards", ("frozen your virtual card ending 8899",), ("4242",), FROZE_8899)]),
+    ("yes-to-loss-question-after-card-list", [
+        ("what's the status of my cards?", "cards", ("lost or stolen",), (), SEED),
+        ("yes", "cards", ("freeze a card or your whole account",), ("I've frozen",), SEED),
+        ("the physical one", "cards", ("frozen your physical card ending 4242",), (), FROZE_4242)]),
+    # §2.4: safety first sees the loss whatever the lead-in; narrative sentences are no second question
+    *((f"lost-card-long-lead-in-{n}", [
+        (_lead_in(n), "cards", ("frozen your physical card ending 4242",),
+         ("automated assistant", "other question", "right team"), FROZE_4242)]) for n in (1, 3, 6)),
+    ("lost-card-and-a-question", [
+        ("I lost my card yesterday, and what is the fee for international transfers?", "billing",
+         ("frozen your card ending 4242", "£0.50"), (), FROZE_4242)]),
+    # lower items: "found it" when nothing was frozen; PIN and replacement follow-ups
+    ("found-it-before-any-freeze", [
+        ("freeze it", "cards", ("freeze a card or your whole account",), (), SEED),
+        ("no wait, I found it", "cards", ("Nothing was frozen",), ("link", "Link"), SEED)]),
+    ("found-lost-card-new-thread", [
+        ("thanks, I found my lost card", "cards", ("found it",), ("I've frozen", "I'll freeze"), SEED)]),
+    ("found-lost-card-after-freeze", [
+        ("I lost my card", "cards", ("frozen your physical card ending 4242",), (), FROZE_4242),
+        ("great news, I found my lost card", "cards", ("Shall I unfreeze your card ending 4242?",), (), FROZE_4242),
+        ("yes", "cards", ("unfrozen your physical card ending 4242",), (), SEED)]),
+    ("pin-blocked-follow-ups", [
+        ("my PIN is blocked", "cards", ("PIN is blocked",), (), SEED),
+        ("how do I unblock it?", "cards", ("Unblock it in the app under Cards > PIN",),
+         ("Your cards", "checked again", "no change"), SEED),
+        ("and how do I change it?", "cards", ("Change PIN",), ("Your cards", "checked again", "no change"), SEED)]),
+    ("damaged-card-replacement-follow-ups", [
+        ("my card is damaged", "cards", ("replacement",), (), SEED),
+        ("how much is a replacement?", "cards", ("£5",), ("not something this desk", "Your cards"), SEED),
+        ("order one please", "cards", ("Order a new card in the app",), ("not something this desk",), SEED)]),
+    ("damaged-card-order-one", [
+        ("my card is damaged", "cards", ("replacement",), (), SEED),
+        ("order one please", "cards", ("Order a new card in the app",), ("outside what we can help",), SEED)]),
+    ("freeze-card-last4-please", [
+        ("please freeze card 8899", "cards", ("virtual card ending 8899",), ("sr_",), FROZE_8899)]),
+]
+
+
+@pytest.fixture
+def desk(store):
+    router = default_router()
+    return build_desk(model=OfflineChatModel(router=router), checkpointer=InMemorySaver(), settings=Settings.from_env(),
+                      router=router, store=store)
+
+
+def _cards(store) -> dict[str, str]:
+    return {c.last4: c.status for c in store.list_cards("c_ada")}
+
+
+def test_seed_cards_are_what_the_rows_assume(store):
+    assert _cards(store) == SEED
+
+
+@pytest.mark.parametrize("case,turns", CARD_CASES, ids=[c for c, _ in CARD_CASES])
+def test_card_conversation_answers_and_card_states(desk, store, case, turns):
+    conv = Conversation(case, desk=desk)
+    for text, agent, must, must_not, cards in turns:
+        r = conv.send(text)
+        assert r.agent in agent.split("|"), (text, r.agent, r.text)
+        assert all(m in r.text for m in must), (text, r.text)
+        assert not any(m in r.text for m in must_not), (text, r.text)
+        assert _cards(store) == cards, (text, r.text)
+
+
+def test_a_card_action_replays_within_its_request_and_acts_on_a_new_one(store):
+    """The idempotency key of a card action names the request (the turn): a retry or resume of the same turn is
+    answered from the key (nothing runs twice), the next turn's freeze runs (qa1 §2.1)."""
+    from nodes.tools import ToolContext, freeze_idempotency_key, run_tool
+
+    turn3 = ToolContext("c_ada", "t_demo", "th-c", "task-c", turn=3)
+    assert freeze_idempotency_key(turn3, "card_ada_phys") == "freeze:task-c:t3:card_ada_phys"
+    first = run_tool("freeze_card", {"card_id": "4242"}, store, turn3)
+    again = run_tool("freeze_card", {"card_id": "4242"}, store, turn3)  # the same turn resumed
+    assert (first["replayed"], again["replayed"], again["status"]) == (False, True, "frozen")
+    assert run_tool("unfreeze_card", {"card_id": "4242"}, store, ToolContext("c_ada", "t_demo", "th-c", "task-c",
+                                                                               turn=4))["previous_status"] == "frozen"
+    later = run_tool("freeze_card", {"card_id": "4242"}, store, ToolContext("c_ada", "t_demo", "th-c", "task-c", turn=5))
+    assert later["replayed"] is False and later["previous_status"] == "active"
+    assert _cards(store)["4242"] == "frozen"
+    # a replay of turn 3 now (the card changed since) reports the card's real state, read back after the action
+    run_tool("unfreeze_card", {"card_id": "4242"}, store, ToolContext("c_ada", "t_demo", "th-c", "task-c", turn=6))
+    stale = run_tool("freeze_card", {"card_id": "4242"}, store, turn3)
+    assert stale["replayed"] is True and stale["status"] == "active" and stale["changed_since"] is True
+    from nodes.playbook import compose_answer
+
+    said = compose_answer("cards", "freeze it", [("freeze_card", stale)])
+    assert "not frozen" in said and "I've frozen" not in said and "is frozen" not in said
+
+
+def test_the_graph_keys_a_freeze_by_its_turn(desk, store):
+    """The cards agent's freeze is recorded under its turn's key, so re-running that turn replays it (nothing runs
+    twice) while the next turn's freeze is a new request."""
+    conv = Conversation("keyed", desk=desk)
+    conv.send("I lost my card")
+    conv.send("I found it, unfreeze it")
+    conv.send("oh no, lost it again, freeze it")
+    task = conv.state["task"]["task_id"]
+    first, third = (store.side_effect_result(f"freeze:{task}:t{n}:card_ada_phys") for n in (1, 3))
+    assert first is not None and third is not None and third["previous_status"] == "active"
+    assert store.side_effect_result(f"unfreeze:{task}:t2:card_ada_phys") is not None
