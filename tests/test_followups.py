@@ -450,14 +450,20 @@ CONTENT_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, 
 ]
 
 
-@pytest.mark.parametrize("case,turns", CONTENT_CASES, ids=[c for c, _ in CONTENT_CASES])
-def test_followup_answers_say_what_was_asked(desk, case, turns):
-    conv = Conversation(case, desk=desk)
+def play_content_turns(desk, thread: str, turns) -> None:
+    """Send each ``(message, agent, must, must_not)`` turn on ``thread`` and check the answering agent (``a|b``: any
+    of them) and the substrings its answer must and must not contain; shared by the follow-up tables' test files."""
+    conv = Conversation(thread, desk=desk)
     for text, agent, must, must_not in turns:
         r = conv.send(text)
         assert r.agent in agent.split("|"), (text, r.agent, r.text)
         assert all(m in r.text for m in must), (text, r.text)
         assert not any(m in r.text for m in must_not), (text, r.text)
+
+
+@pytest.mark.parametrize("case,turns", CONTENT_CASES, ids=[c for c, _ in CONTENT_CASES])
+def test_followup_answers_say_what_was_asked(desk, case, turns):
+    play_content_turns(desk, case, turns)
 
 
 def test_yes_to_the_loss_question_freezes_and_no_does_nothing():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from graph.conversation import Conversation
-from tests.test_followups import desk  # noqa: F401 - the shared fixture (offline model, shipped router)
+from tests.test_followups import desk, play_content_turns  # noqa: F401 - the shared fixture (offline model, shipped router)
 
 ANSWER_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]]] = [
     # "I want to change my email": how to change it, not the profile summary again
@@ -56,12 +56,7 @@ ANSWER_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, .
 
 @pytest.mark.parametrize("case,turns", ANSWER_CASES, ids=[c for c, _ in ANSWER_CASES])
 def test_answers_say_what_was_asked(desk, case, turns):  # noqa: F811 - the fixture
-    conv = Conversation(case, desk=desk)
-    for text, agent, must, must_not in turns:
-        r = conv.send(text)
-        assert r.agent in agent.split("|"), (text, r.agent, r.text)
-        assert all(m in r.text for m in must), (text, r.text)
-        assert not any(m in r.text for m in must_not), (text, r.text)
+    play_content_turns(desk, case, turns)
 
 
 def test_found_card_is_not_unfrozen_without_a_yes(desk, store):  # noqa: F811

@@ -13,7 +13,7 @@ import pytest
 from graph.conversation import Conversation
 from policies import entry
 from policies.replies import asks_card_action, opens_follow_up
-from tests.test_followups import TWICE, desk  # noqa: F401  (the desk fixture)
+from tests.test_followups import TWICE, desk, play_content_turns  # noqa: F401  (the desk fixture)
 
 Turn = tuple[str, str, tuple[str, ...], tuple[str, ...]]
 
@@ -89,12 +89,7 @@ FLOWS: list[tuple[str, list[Turn]]] = [
 
 @pytest.mark.parametrize("case,turns", FLOWS, ids=[c for c, _ in FLOWS])
 def test_flow_lands_where_a_person_expects(desk, case, turns):  # noqa: F811  (the fixture)
-    conv = Conversation(case, desk=desk)
-    for text, agent, must, must_not in turns:
-        r = conv.send(text)
-        assert r.agent in agent.split("|"), (text, r.agent, r.text)
-        assert all(m in r.text for m in must), (text, r.text)
-        assert not any(m in r.text for m in must_not), (text, r.text)
+    play_content_turns(desk, case, turns)
     decided = desk.deps.events.events(case, kinds=["entry_decided"])
     assert len(decided) == len(turns)
     assert all("follow_up_opener" in e.detail and "card_action" in e.detail for e in decided)  # inputs in the event

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pytest
 
-from graph.conversation import Conversation
 from nodes.desk_knowledge import load_knowledge
 from nodes.playbook import (
     handbook_follow_up,
@@ -23,7 +22,7 @@ from nodes.playbook import (
 )
 from policies import entry
 from policies.replies import lists_records_of, opener_subject, reports_it_failed
-from tests.test_followups import desk  # noqa: F401  (the desk fixture)
+from tests.test_followups import desk, play_content_turns  # noqa: F401  (the desk fixture)
 
 Turn = tuple[str, str, tuple[str, ...], tuple[str, ...]]
 
@@ -145,12 +144,7 @@ ROWS: list[tuple[str, list[Turn]]] = [
 
 @pytest.mark.parametrize("case,turns", ROWS, ids=[c for c, _ in ROWS])
 def test_follow_up_answered_by_the_right_agent(desk, case, turns):  # noqa: F811  (the fixture)
-    conv = Conversation(case, desk=desk)
-    for text, agent, must, must_not in turns:
-        r = conv.send(text)
-        assert r.agent in agent.split("|"), (text, r.agent, r.text)
-        assert all(m in r.text for m in must), (text, r.text)
-        assert not any(m in r.text for m in must_not), (text, r.text)
+    play_content_turns(desk, case, turns)
 
 
 def test_opener_subject_and_regions():
