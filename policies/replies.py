@@ -127,10 +127,16 @@ def asks_same_for(text: str) -> bool:
             and not _RECORD_RE.search(text or ""))
 
 
-#: A follow-up with no content of its own: "why?", "why not?", "how come?", "what do you mean?", "really?".
-_BARE_FOLLOW_UP_RE = re.compile(r"^\s*(?:but\s+|and\s+|so\s+)?(?:why(?: not| is that| so)?|how(?: come| so| do i do "
-                                r"(?:that|it))?|what do you mean|meaning|really|seriously|what now|now what|what next|"
-                                r"and then)\s*[?!.]*\s*$", re.I)
+#: A follow-up with no content of its own: "why?", "why not?", "how come?", "what do you mean?", "really?"; or a request
+#: to explain the previous answer: "what does that mean?", "I don't understand", "can you explain that?" (the lead's
+#: probe of main: "what does that mean?" after policy's answer got the out-of-scope answer, "I don't understand" after
+#: account's the profile summary).
+_BARE_FOLLOW_UP_RE = re.compile(
+    r"^\s*(?:but\s+|and\s+|so\s+|sorry,?\s+|hmm,?\s+)?(?:why(?: not| is that| so)?|how(?: come| so| do i do (?:that|it))?|"
+    r"what do you mean(?: by that)?|meaning|really|seriously|what now|now what|what next|and then|"
+    r"what does (?:that|this|it) mean|i (?:do not|don'?t|dont) (?:understand(?: (?:that|this|it))?|get (?:it|that|this))|"
+    r"i'?m (?:confused|lost)|(?:can|could) you (?:explain|clarify)(?: (?:that|this|it))?(?: again| more| please)?|"
+    r"explain(?: (?:that|this|it))?(?: please)?|come again|say that again)\s*[?!.]*\s*$", re.I)
 
 
 #: "and how long does it take?", "so when will that happen?": a connective, then a question about "it"/"that".

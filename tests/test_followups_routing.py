@@ -213,3 +213,29 @@ def test_it_failed_leans_on_the_previous_answer():
     assert leaning_text("it was declined", "To send money, open Payments") == "my transfer was declined"
     assert leaning_text("it failed", "Your cards: physical card ending 4242 is active.") == "it failed"  # no subject
     assert leaning_text("my card failed", "Top up by card") == "my card failed"  # names its own subject
+
+
+EXPLAIN_ROWS = [
+    ("policy-what-does-that-mean", [
+        ("what is the exchange rate at weekends?", "policy", ("1%",), ()),
+        ("what does that mean?", "policy", ("which part",), ("not something this desk can help with",))]),
+    ("account-dont-understand", [
+        ("how do I verify my identity?", "account", ("Profile > Verify",), ()),
+        ("I don't understand", "account", ("which part",), ("Ada Lovelace",))]),
+]
+
+
+@pytest.mark.parametrize("case,turns", EXPLAIN_ROWS, ids=[c for c, _ in EXPLAIN_ROWS])
+def test_a_request_to_explain_the_last_answer_stays_with_its_agent(desk, case, turns):  # noqa: F811  (the fixture)
+    """'what does that mean?' mid-thread was answered as out of scope, 'I don't understand' with the profile summary."""
+    play_content_turns(desk, case, turns)
+
+
+def test_requests_to_explain_are_bare_follow_ups():
+    from policies.replies import is_bare_follow_up
+
+    for text in ("what does that mean?", "I don't understand", "sorry, I don't get it", "can you explain that?",
+                 "explain please", "I'm confused", "what do you mean by that?"):
+        assert is_bare_follow_up(text, strict=True), text
+    for text in ("what does APR mean?", "I don't understand this fee on my card", "can you explain the fee?"):
+        assert not is_bare_follow_up(text, strict=True), text
