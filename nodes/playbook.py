@@ -75,6 +75,8 @@ __all__ = [
     "asks_about_refund",
     "cancels_refund",
     "declines_refund",
+    "refuses_refund",
+    "REFUSED_ANSWER",
 ]
 
 @dataclass(frozen=True)
@@ -112,6 +114,20 @@ def declines_refund(text: str) -> bool:
     return _has(text, *_NO_REFUND)
 
 
+#: The customer says in so many words that they want no refund ("I don't want a refund for tx_1008", "we don't need
+#: the money back", "no refund needed"): fresh-user QA round 2 §12 — it was answered with the offer to open one.
+_REFUSES_REFUND = (r"\b(?:don'?t|do not|doesn'?t|does not|won'?t|will not|not|never)\s+(?:\w+\s+){0,2}?(?:want|need|"
+                   r"require|asking for|ask for|looking for)\b(?:\s+[\w']+){0,3}?\s+(?:refund|money back|reimburs)",
+                   r"\bno refunds? (?:needed|necessary|required|please|thanks|thank you)\b")
+
+
+def refuses_refund(text: str) -> bool:
+    """Does the (lower-cased) ``text`` say the customer wants no refund (:data:`_REFUSES_REFUND`), without asking to
+    cancel one that exists (:func:`cancels_refund`)? Refunds opens nothing and offers nothing
+    (:data:`REFUSED_ANSWER`)."""
+    return _has(text, *_REFUSES_REFUND) and not cancels_refund(text)
+
+
 #: A question about refunds, or a tentative mention, that asks for none (fresh-user review of main, qa1 §1.1: each of
 #: "what's your refund policy?", "is a refund possible?", "would I get a refund if I complained?", "maybe a refund?",
 #: "what would a refund look like?" opened and paid a refund of the transaction billing had just named). A request put
@@ -129,12 +145,30 @@ _REFUND_QUESTION = (r"^\W*(?:and\s+|so\s+|but\s+|ok(?:ay)?,?\s+)?(?:what|what'?s
                     r"^\W*(?:a\s+|any\s+)?refund\s*\?+\W*$")
 
 
+#: A word that makes a refund message a request, even put as a question: a verb of asking or giving ("can I get a
+#: refund for tx_1008?", "I'd like a refund?"), a request addressed to the desk ("could you …?"), "please", or "refund"
+#: used as a verb with its object ("refund tx_1008?", "refund it?").
+_REQUEST_MARK = (r"\b(?:can|could|would|will|won'?t|can'?t)\s+(?:you|u|ya)\b",
+                 r"\b(?:want|wanna|need|like|demand|expect|request|claim|get|give|gimme|have|send|issue|process|make|"
+                 r"do|open|start|file|raise|put|pay|return|arrange|sort)\b",
+                 r"\b(?:please|pls|plz)\b",
+                 r"\brefund(?:ing)?\s+(?:me|us|it|this|that|them|tx_\w+|the|my|both|all|these|those|one|him|her)\b")
+#: A bare noun phrase about a refund put as a question, with no request word (:data:`_REQUEST_MARK`): "and the refund
+#: for tx_1008?", "refund for tx_1008?", "tx_1008 refund?" ask about that payment's refund (fresh-user QA round 2 §3:
+#: each opened and paid one).
+_BARE_REFUND_QUESTION = re.compile(r"\?[\W_]*$")
+
+
 def asks_about_refund(text: str) -> bool:
     """Is the (lower-cased) ``text`` a question about refunds (or a tentative mention) that asks for none
     (:data:`_REFUND_QUESTION`: a wh-question, a yes/no question not addressed to "you", "maybe", "if …", "refund
-    policy", "does it qualify")? The desk answers it (a transaction's eligibility and the offer as a question; the
+    policy", "does it qualify"; or a bare noun phrase about a refund with a question mark and no request word,
+    :data:`_BARE_REFUND_QUESTION`)? The desk answers it (a transaction's eligibility and the offer as a question; the
     refund rules) and opens nothing."""
-    return _has(text, *_REFUND_QUESTION)
+    if _has(text, *_REFUND_QUESTION):
+        return True
+    return (bool(_BARE_REFUND_QUESTION.search(text)) and _has(text, *_MONEY_BACK)
+            and not _has(text, *_REQUEST_MARK))
 
 
 def cancels_refund(text: str) -> bool:
@@ -604,6 +638,8 @@ def _plan_refund_wish(text: str, tx_id: str | None, plan: _Plan) -> ToolCallPlan
     (:func:`asks_for_refund`, or a duplicate charge reported to refunds) opens a refund of the known payment."""
     if cancels_refund(text):
         return plan("check_refund_eligibility", transaction_id=tx_id) if tx_id else plan("refund_status")
+    if refuses_refund(text):
+        return None  # "I don't want a refund for tx_1008": nothing to look up, nothing to offer (REFUSED_ANSWER)
     if not tx_id:  # "what happened to my amazon refund?" asks about the customer's refunds; "is a refund possible?"
         # the rules
         return None if asks_about_refund(text) and not _has(text, *_OWN_REFUND) else plan("refund_status")
@@ -1894,6 +1930,9 @@ def _reply_without_tool(agent: str, user_text: str, asked: str | None = None,
         return CLOSE_ACCOUNT_QUESTION
     if agent == "refunds" and _PICKS_BY_NAME.search(text) and not _TX_IN_TEXT.search(text):
         return REFUND_WHICH_BY_ID
+    if agent == "refunds" and refuses_refund(text):
+        named = _TX_IN_TEXT.search(text)
+        return REFUSED_ANSWER.format(what=f" for {named.group(0)}" if named else "")
     if (agent == "refunds" and asks_about_refund(text) and not asks_for_refund(text) and not cancels_refund(text)
             and not _has(text, *_OWN_REFUND)):
         return f"{_refund_rules()} {REFUND_WHICH_QUESTION}"  # "what's your refund policy?", no payment known yet
@@ -1905,6 +1944,9 @@ def _reply_without_tool(agent: str, user_text: str, asked: str | None = None,
     return None
 
 
+#: Refunds' answer when the customer says they want no refund (:func:`refuses_refund`): nothing is opened and nothing
+#: is offered (fresh-user QA round 2 §12). ``{what}``: " for tx_1008" or "".
+REFUSED_ANSWER = f"All right: I won't open a refund{{what}}, and nothing has been changed. {ANYTHING_ELSE}"
 #: Refunds' question after the refund rules when no payment is known: the customer names one to be offered a refund.
 REFUND_WHICH_QUESTION = "Would you like me to check a payment? Please give its id (such as tx_1234)."
 #: A question about how refunds work ("what's your refund policy?", "what would a refund look like?"): the rules

@@ -54,6 +54,15 @@ NO_REFUND_AFTER_BILLING = [
     ("after-duplicate-possible", [TWICE, "is a refund possible?"], ("tx_1008", "tx_1007")),
     ("fresh-cancel", ["cancel my refund"], ("tx_1008", "tx_1001")),
     ("fresh-policy", ["what's your refund policy?"], ("tx_1008", "tx_1001")),
+    # QA round 2 §3: a bare noun phrase about a refund with a question mark asks about it (each opened and paid one)
+    ("fresh-and-the-refund-for", ["and the refund for tx_1008?"], ("tx_1008",)),
+    ("fresh-refund-for", ["refund for tx_1008?"], ("tx_1008",)),
+    ("fresh-tx-refund", ["tx_1008 refund?"], ("tx_1008",)),
+    ("fresh-money-back-for", ["money back for tx_1008?"], ("tx_1008",)),
+    ("after-billing-refund-for", [NAMED, "refund for tx_1008?"], ("tx_1008",)),
+    # QA round 2 §12: a refund the customer says they don't want
+    ("fresh-dont-want", ["I don't want a refund for tx_1008"], ("tx_1008",)),
+    ("fresh-dont-need", ["we don't need the money back for tx_1008"], ("tx_1008",)),
 ]
 
 
@@ -100,6 +109,60 @@ def test_a_question_about_refunds_gets_the_answer_and_an_offer(desk, store, text
     r = conv.send("yes")  # the offer made as a question: its yes is the customer's request
     assert r.agent == "refunds" and "rf_" in r.text, r.text
     assert [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
+
+
+@pytest.mark.parametrize("text", ["and the refund for tx_1008?", "refund for tx_1008?", "tx_1008 refund?"])
+def test_a_bare_refund_question_gets_the_eligibility_and_the_offer(desk, store, text):
+    conv = Conversation("bare", desk=desk)
+    r = conv.send(text)
+    assert r.agent == "refunds" and "tx_1008" in r.text and "can be refunded" in r.text, r.text
+    assert r.text.endswith("Shall I open a refund request for it?"), r.text
+    assert not [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
+    r = conv.send("yes")  # the offer's yes is the request
+    assert [f.status for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"] == ["executed"], r.text
+
+
+@pytest.mark.parametrize("text", ["I don't want a refund for tx_1008", "I do not need a refund for tx_1008"])
+def test_a_refund_the_customer_does_not_want_is_neither_opened_nor_offered(desk, store, text):
+    from nodes.playbook import REFUND_OFFER
+
+    conv = Conversation("refused", desk=desk)
+    r = conv.send(text)
+    assert r.agent == "refunds" and "won't open a refund for tx_1008" in r.text, r.text
+    assert REFUND_OFFER not in r.text
+    conv.send("yes")  # answers "anything else?", not an offer: opens nothing
+    assert not [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
+
+
+@pytest.mark.parametrize("text", ["I want a refund for tx_1008", "refund tx_1008 please", "can I get a refund for tx_1008?",
+                                  "could you refund tx_1008?", "refund tx_1008?"])
+def test_an_explicit_request_on_a_fresh_thread_opens_the_refund(desk, store, text):
+    r = Conversation("explicit-fresh", desk=desk).send(text)
+    assert r.agent == "refunds" and "rf_" in r.text, r.text
+    assert [f.status for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"] == ["executed"]
+
+
+@pytest.mark.parametrize("text,about", [
+    ("and the refund for tx_1008?", True), ("refund for tx_1008?", True), ("tx_1008 refund?", True),
+    ("refund tx_1008?", False), ("can i get a refund for tx_1008?", False), ("could you refund tx_1008?", False),
+    ("refund please?", False), ("can i have my money back?", False), ("i'd like a refund for tx_1008?", False),
+])
+def test_bare_refund_question_rule(text, about):
+    from nodes.playbook import asks_about_refund, asks_for_refund
+
+    assert asks_about_refund(text) is about
+    assert asks_for_refund(text) is not about
+
+
+@pytest.mark.parametrize("text,refused", [
+    ("i don't want a refund for tx_1008", True), ("we do not need the money back", True), ("no refund needed", True),
+    ("i don't want the refund any more", False),  # a cancel wish (cancels_refund)
+    ("why didn't i get a refund for tx_1005?", False), ("i want a refund", False),
+])
+def test_refuses_refund_rule(text, refused):
+    from nodes.playbook import refuses_refund
+
+    assert refuses_refund(text) is refused
 
 
 @pytest.mark.parametrize("text", ["refund tx_1008 please", "I want my money back for it", "can I get a refund for it?"])
