@@ -605,6 +605,8 @@ def _plan_refunds(text: str, facts: dict[str, str], done: set[str], intent: Desk
     wants_status = _has(text, *_REFUND_WHERE) and not _has(text, *_DUPLICATE)
     if wants_status and _has(text, r"\b(?:other|all|my) refunds\b"):
         return plan("refund_status")  # every refund, not only the one carried from earlier
+    if wants_status and _status_of_payment(text):
+        return plan("refund_status")  # "refund status for tx_1008?": that payment's refunds (then its eligibility)
     if facts.get("refund_id") and (wants_status or not tx_id or facts["refund_id"].lower() in text):
         # a refund the customer names ("rf_5001") is the one read, not the transaction carried from earlier
         return plan("refund_status", refund_id=facts["refund_id"])
@@ -625,10 +627,36 @@ def _plan_refunds_after(text: str, facts: dict[str, str], done: set[str], plan: 
     a payment the customer explicitly asked money back for (the request)."""
     if cancels_refund(text) and "check_refund_eligibility" in done and "refund_status" not in done:
         return plan("refund_status")
+    if (payment := _status_of_payment(text)) and done == {"refund_status"} and _has(text, *_REFUND_WHERE):
+        return plan("check_refund_eligibility", transaction_id=payment)  # whether one can be opened, if none exists
     if ("check_refund_eligibility" in done and facts.get("refund_eligible") == "yes"
             and asks_for_refund(text) and facts.get("transaction_id")):
         return plan("request_refund", transaction_id=facts["transaction_id"], reason=_refund_reason(text))
     return None
+
+
+def _status_of_payment(text: str) -> str | None:
+    """The one transaction id a (lower-cased) refund status question names ("refund status for tx_1008?", "where's my
+    refund for tx_1001?") when it names no refund id, else None: the answer is that payment's refund, or that it has
+    none (fresh-user QA round 2 §8: "refund status for tx_1008?" got rf_5001 of tx_1005)."""
+    named = set(_TX_IN_TEXT.findall(text))
+    return named.pop() if len(named) == 1 and not _has(text, r"\brf_\w+") else None
+
+
+def _refund_status_of_payment(text: str, tool_results: list[tuple[str, dict[str, Any]]]) -> str | None:
+    """Refunds' answer to a status question naming one payment (:func:`_status_of_payment`) after it read the
+    refunds and that payment's eligibility: the payment's own refunds, or that it has none followed by its eligibility
+    (the offer as a question when it can be refunded); never another payment's refund. None for any other turn."""
+    results = dict(tool_results)
+    payment = _status_of_payment(text)
+    if not payment or [n for n, _ in tool_results] != ["refund_status", "check_refund_eligibility"]:
+        return None
+    hits = [rf for rf in results["refund_status"].get("refunds") or [] if rf.get("transaction_id") == payment]
+    if hits:
+        return _render_refund_status({"refunds": hits}, text)
+    eligibility = results["check_refund_eligibility"]
+    said = _render("check_refund_eligibility", eligibility, text)
+    return f"There's no refund for {payment}. {said}" if eligibility.get("ok") else said  # no such payment: the refusal
 
 
 def _plan_refund_wish(text: str, tx_id: str | None, plan: _Plan) -> ToolCallPlan | None:
@@ -1848,6 +1876,8 @@ def _refunds_first_answer(text: str, tool_results: list[tuple[str, dict[str, Any
     (:func:`_refund_cancel_answer`), else None."""
     if (picked := _refund_picked(text, tool_results)) is not None:
         return picked
+    if (of_payment := _refund_status_of_payment(text, tool_results)) is not None:
+        return of_payment
     if "cancel_refund" not in names and cancels_refund(text):
         return _refund_cancel_answer(tool_results)
     return None

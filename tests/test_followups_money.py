@@ -339,3 +339,23 @@ def test_cancel_confirmed_rule(previous, reply, ok):
     from policies.cancellation import cancel_confirmed
 
     assert cancel_confirmed(previous, reply, "rf_5001") is ok
+
+
+# ------------------------------------------------------------------ QA round 2 §8: the status of one payment's refund
+def test_a_status_question_naming_a_payment_without_a_refund_says_so(desk, store):
+    conv = Conversation("status-none", desk=desk)
+    r = conv.send("refund status for tx_1008?")
+    assert r.agent == "refunds" and "no refund for tx_1008" in r.text, r.text
+    assert "rf_5001" not in r.text and "tx_1005" not in r.text, r.text
+    assert r.text.endswith("Shall I open a refund request for it?"), r.text
+    assert not [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
+
+
+def test_a_status_question_naming_a_payment_with_a_refund_gets_only_that_one(desk, store):
+    conv = Conversation("status-one", desk=desk)
+    conv.send("refund tx_1008 please")
+    r = conv.send("refund status for tx_1008?")
+    assert "tx_1008" in r.text and "paid back" in r.text and "rf_5001" not in r.text, r.text
+    r = Conversation("status-5001", desk=desk).send("where is my refund for tx_1005?")
+    assert "rf_5001" in r.text and "tx_1008" not in r.text, r.text
+
