@@ -363,6 +363,45 @@ def _picked_by_position(messages: list[BaseMessage], user_text: str) -> dict[str
     return {}
 
 
+#: "refund it", "I want my money back for that": a short refund request pointing back at a record.
+_POINTS_AT_IT = re.compile(r"\b(?:it|that|this|that one|this one|that charge|that payment|this charge|this payment)\b",
+                           re.I)
+#: "refund the other one too", "and the other charge": the other record of a pair the desk named.
+_THE_OTHER = re.compile(r"\bthe other (?:one|charge|payment|transaction)\b", re.I)
+
+
+def _payment_meant(agent: str, messages: list[BaseMessage], user_text: str, facts: dict[str, str]) -> dict[str, str]:
+    """``{"transaction_id": id}`` of the payment a short refund request to the refunds ``agent`` points at without
+    naming it, from the desk's previous answers (fresh-user QA round 2 §7); {} for another agent, or when the message
+    names a record or points at nothing:
+
+    * "the other one" (:data:`_THE_OTHER`): the other payment of a pair an answer of the last
+      :data:`_PICK_LOOKBACK` listed (billing's duplicate: tx_1007 and tx_1008), the one discussed being the payment
+      known (``facts``) or the one the previous answer named — "refund the other one too" after the duplicate tx_1008
+      was refunded is tx_1007;
+    * "it" / "that" (:data:`_POINTS_AT_IT`) in a money-back request: the one payment the previous answer named, when
+      it named exactly one and no refund ("why was I charged a fee?" names tx_1003 -> "refund it" is tx_1003).
+
+    Only identifies the payment: the refund rules (eligibility, risk, approval) still decide."""
+    if agent != "refunds" or len(user_text.split()) > 10 or _NAMES_RECORD.search(user_text):
+        return {}
+    answers = _previous_answers(messages)
+    if not answers:
+        return {}
+    newest = [i for i in listed_items_of(answers[0]) if i.startswith("tx_")]
+    if _THE_OTHER.search(user_text):
+        current = facts.get("transaction_id") or (newest[0] if len(newest) == 1 else None)
+        for answer in answers:
+            pair = [i for i in listed_items_of(answer) if i.startswith("tx_")]
+            if len(pair) == 2 and current in pair:
+                return {"transaction_id": next(i for i in pair if i != current)}
+        return {}
+    if (_POINTS_AT_IT.search(user_text) and _REFUND_RE.search(user_text) and len(newest) == 1
+            and not re.search(r"\brf_\w+", answers[0])):
+        return {"transaction_id": newest[0]}
+    return {}
+
+
 #: "your virtual card ending 8899", "card ending 4242": a card an answer names.
 _CARD_IN_ANSWER = re.compile(r"\bcard ending (\d{4})\b")
 
@@ -455,6 +494,7 @@ class OfflineChatModel(BaseChatModel):
         facts = _known_facts(user_text, system)
         facts.update(_picked_by_position(messages, user_text))
         facts.update(_card_meant(agent, messages, user_text, facts))
+        facts.update(_payment_meant(agent, messages, user_text, facts))
         for name, res in results:
             facts.update(facts_from_tool_result(name, res))
 

@@ -359,3 +359,26 @@ def test_a_status_question_naming_a_payment_with_a_refund_gets_only_that_one(des
     r = Conversation("status-5001", desk=desk).send("where is my refund for tx_1005?")
     assert "rf_5001" in r.text and "tx_1008" not in r.text, r.text
 
+
+
+# ------------------------------------------------------------------ QA round 2 §7: "it" and "the other one"
+def test_refund_it_after_billing_named_one_fee_checks_that_payment(desk, store):
+    conv = Conversation("fee-it", desk=desk)
+    first = conv.send("why was I charged a fee?")
+    assert "tx_1003" in first.text, first.text
+    r = conv.send("refund it")
+    assert r.agent == "refunds" and "tx_1003" in r.text, r.text
+    assert "Which transaction" not in r.text and "rf_5001" not in r.text, r.text
+    assert [f.transaction_id for f in store.list_refunds("c_ada") if f.id != "rf_5001"] == ["tx_1003"]
+
+
+def test_refund_the_other_one_after_the_duplicate_is_the_other_of_the_pair(desk, store):
+    conv = Conversation("other-one", desk=desk)
+    conv.send(TWICE)
+    conv.send("yes")
+    assert [f.status for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"] == ["executed"]
+    r = conv.send("refund the other one too")
+    assert r.agent == "refunds" and "tx_1007" in r.text and "already has refund" not in r.text, r.text
+    assert [f.transaction_id for f in store.list_refunds("c_ada") if f.transaction_id in ("tx_1007", "tx_1008")] \
+        .count("tx_1007") == 1
+    assert len([f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]) == 1
