@@ -228,32 +228,60 @@ class Conversation:
 
     def _while_paused(self, text: str) -> TurnResult:
         """A customer's message while the thread waits for an approval (``policies.cancellation``): a wish to cancel is
-        answered with the question "Cancel refund rf_… of £23.80? yes/no" (recorded in the audit log, so it survives
-        the process); only a yes to that question cancels; a status question is answered; a request for a person and
+        answered with the question "Cancel refund rf_… of £23.80 for tx_…? yes/no" (the refund's own transaction, from
+        its record; recorded in the audit log, so it survives the process); only a plain yes to that question, as the
+        desk's last question, cancels; a message naming another record (a transfer, another refund, another
+        transaction) is never a cancel or a yes: it is answered read-only (``nodes.paused_safety.records_while_paused``,
+        qa2 §1); a status question is answered; a request for a person and
         a read-only question for another specialist are served (:meth:`_urgent_or_social_while_paused`,
         :meth:`_question_while_paused`); anything else raises InputError. Nothing is sent to the model and the graph
         stays paused except on the confirmed cancel."""
-        from policies.cancellation import paused_reply
+        from nodes.paused_safety import records_while_paused
+        from policies.cancellation import is_status_question, other_records, paused_reply
 
         request = self.pending()
         request = request if isinstance(request, dict) else {}
-        served = self._urgent_or_social_while_paused(text, request)
-        if served is not None:
-            return dataclasses.replace(self.result(), text=served)
         key = f"cancel_confirmation:{self.thread_id}:{request.get('task_id', '')}"
         entries = self.store.audit_entries(key=key, action="cancel_confirmation", limit=1)
         awaiting = bool(entries) and entries[0].detail.get("state") == "asked"
-        reply = paused_reply(text, awaiting)
-        what = f"refund {request.get('refund_id', '')} of {request.get('amount', '')}"
-        if reply in ("status", "other") and (served := self._question_while_paused(text, request, reply)):
+        refund_id = str(request.get("refund_id") or "")
+        owner = str(request.get("customer_id") or self.context.user_id or "")
+        record = self.store.get_refund(owner, refund_id) if owner and refund_id else None
+        # the paused refund's own transaction, read from its record (never from a message; qa2 §1)
+        own_tx = record.transaction_id if record is not None else str(request.get("transaction_id") or "")
+        what = f"refund {refund_id} of {request.get('amount', '')}" + (f" for {own_tx}" if own_tx else "")
+
+        def close_question(reply: str) -> None:
+            """The desk answered something else: its cancel question is no longer the last one, so a later yes to
+            this answer cancels nothing."""
+            if awaiting:
+                self.store.record_audit(self.context.principal().ref, "cancel_confirmation",
+                                        target=f"thread:{self.thread_id}",
+                                        detail={"state": "answered", "reply": reply, "refund_id": refund_id}, key=key)
+
+        served = self._urgent_or_social_while_paused(text, request)
+        if served is not None:
+            close_question("served")
             return dataclasses.replace(self.result(), text=served)
+        reply = paused_reply(text, awaiting, refund_id, own_tx)
+        if reply in ("status", "other", "elsewhere") and (
+                served := self._question_while_paused(text, request, "status" if reply == "elsewhere" and
+                                                      is_status_question(text) else reply)):
+            close_question(reply)
+            return dataclasses.replace(self.result(), text=served)
+        if reply == "elsewhere":  # it names another record: never a cancel or a yes for the paused refund
+            close_question(reply)
+            return dataclasses.replace(self.result(), text=records_while_paused(
+                other_records(text, refund_id, own_tx), self.store, owner, what))
         if reply == "other":
             raise InputError(f"thread {self.thread_id} is waiting for an approval decision; "
                              "say 'cancel my refund' to withdraw it, ask for its status, or wait for the decision")
         if reply in ("ask", "keep", "cancel"):
             state = "asked" if reply == "ask" else "answered"
             self.store.record_audit(self.context.principal().ref, "cancel_confirmation", target=f"thread:{self.thread_id}",
-                                    detail={"state": state, "reply": reply, "refund_id": request.get("refund_id")}, key=key)
+                                    detail={"state": state, "reply": reply, "refund_id": refund_id}, key=key)
+        else:
+            close_question(reply)
         if reply == "cancel":
             return self._resume({"decision": "cancel", "note": text.strip()})
         if reply == "ask":
@@ -264,7 +292,7 @@ class Conversation:
         elif reply == "keep":
             answer = f"All right: your {what} stays with our team for review; nothing has been paid yet."
         else:
-            answer = (f"Your {what} for {request.get('transaction_id', '')} is waiting for review by our team "
+            answer = (f"Your {what} is waiting for review by our team "
                       f"(requested {_customer_time(request.get('requested_at'))}); nothing has been paid yet. You can "
                       "say 'cancel my refund' to withdraw it.")
         return dataclasses.replace(self.result(), text=answer)

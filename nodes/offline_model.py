@@ -550,7 +550,10 @@ class OfflineChatModel(BaseChatModel):
         if acted:
             return None
         if re.search(r"^Handoff from (risk|human_approval|refund_execute) to", system, re.M):
-            return AIMessage(content=approval_outcome_text(facts))
+            # the outcome names the decided refund's own records (system-verified), never an id of the customer's
+            # message ("cancel the refund for tx_1005" named another transaction; qa2 §1)
+            verified = {k: v.strip() for k, v, src in _FACT_LINE.findall(system) if src == "system_verified"}
+            return AIMessage(content=approval_outcome_text({**facts, **verified}))
         if social := self._social_answer(user_text):
             return AIMessage(content=social)  # the agent holding the conversation answers a greeting, thanks, goodbye
         if agent == "billing" and (step := self._dispute_reply(user_text, system, names)):

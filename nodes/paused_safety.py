@@ -30,7 +30,8 @@ from nodes.playbook import compose_answer, plan_tool_call
 from nodes.tools import TOOLS, ToolArgumentError, ToolContext, run_tool
 from policies.authz import authorize_tool
 
-__all__ = ["PausedFreeze", "freeze_while_paused", "READ_ONLY_AGENTS", "answer_while_paused", "person_while_paused"]
+__all__ = ["PausedFreeze", "freeze_while_paused", "READ_ONLY_AGENTS", "answer_while_paused", "person_while_paused",
+           "records_while_paused"]
 
 #: At most this many cards-agent tool calls for one report (card_status, freeze_card).
 _MAX_CALLS = 3
@@ -148,3 +149,50 @@ def person_while_paused(text: str, store: Any, ctx: RunContext, thread_id: str, 
         return f"A member of our team has already been asked to contact you (reference {r['request_id']})."
     return (f"I've asked a member of our team to contact you (reference {r['request_id']}); they will continue this "
             "conversation.")
+
+
+#: How a refund's stored status is said to the customer.
+_REFUND_STATUS_WORDS = {"requested": "waiting for review", "approved": "approved, not yet paid", "executed": "paid",
+                        "rejected": "not approved", "cancelled": "cancelled", "expired": "expired"}
+
+
+def _describe_record(record_id: str, store: Any, customer_id: str) -> str:
+    """One read-only sentence on ``record_id`` as stored for ``customer_id`` (never another customer's record)."""
+    from checkpoints.business import money
+
+    found: Any = None
+    if record_id.startswith("rf_"):
+        found = store.get_refund(customer_id, record_id)
+        if found is not None:
+            status = _REFUND_STATUS_WORDS.get(found.status, found.status)
+            return (f"Refund {found.id} of {money(found.amount_minor, found.currency)} for {found.transaction_id} is "
+                    f"{status}.")
+    elif record_id.startswith("tx_"):
+        found = store.get_transaction(customer_id, record_id)
+        if found is not None:
+            refunds = [r for r in store.list_refunds(customer_id) if r.transaction_id == found.id]
+            tail = "".join(f" Its refund {r.id} is {_REFUND_STATUS_WORDS.get(r.status, r.status)}." for r in refunds)
+            return (f"{found.id} is your payment of {money(found.amount_minor, found.currency)} at {found.merchant} "
+                    f"({found.status}).{tail}")
+    elif record_id.startswith("tr_"):
+        found = store.get_transfer(customer_id, record_id)
+        if found is not None:
+            return (f"Transfer {found.id} of {money(found.amount_minor, found.currency)} to {found.beneficiary} is "
+                    f"{found.status}.")
+    else:
+        return ""
+    return f"I can't find {record_id} on your account."
+
+
+def records_while_paused(names: tuple[str, ...], store: Any, customer_id: str, paused: str) -> str:
+    """The answer to a message naming other records (``names``: ``policies.cancellation.other_records``) while the
+    refund described by ``paused`` ("refund rf_… of £23.80 for tx_1001", from its record) waits for approval: what
+    each named record is (read from ``store`` for ``customer_id`` only: nothing is changed), that nothing about them
+    can be changed here while the refund waits, and that the paused refund is untouched (qa2 §1: "cancel tr_3002" was
+    taken for a cancel of the paused refund)."""
+    facts = " ".join(x for x in (_describe_record(n, store, customer_id) for n in names) if x)
+    listed = ", ".join(names)
+    return " ".join(x for x in (
+        facts,
+        f"I can't change anything about {listed} while your {paused} waits for approval; ask again once it is "
+        "decided. Your refund is untouched and nothing has been paid yet.") if x)

@@ -15,7 +15,7 @@ import re
 from typing import Literal
 
 __all__ = ["PausedReply", "wants_to_cancel", "confirmation", "is_status_question", "paused_reply", "speaks_of_cancelling",
-           "CANCEL_QUESTION", "cancel_confirmed"]
+           "CANCEL_QUESTION", "cancel_confirmed", "other_records"]
 
 #: The refunds agent's question before it cancels a waiting refund no conversation pauses on (``{refund_id}``: rf_…);
 #: only a yes to it cancels (:func:`cancel_confirmed`, qa1 §3.4).
@@ -23,8 +23,13 @@ CANCEL_QUESTION = "Shall I cancel refund {refund_id}?"
 
 #: What the desk does with a message on a paused thread: ``ask`` (ask the yes/no confirmation), ``cancel`` (the
 #: customer confirmed: cancel), ``keep`` (the customer said no: the refund stays with the team), ``status`` (answer
-#: where the refund stands), ``other`` (not understood while paused: the caller refuses with a hint).
-PausedReply = Literal["ask", "cancel", "keep", "status", "ack", "other"]
+#: where the refund stands), ``ack`` (a plain yes/ok that answers no question), ``elsewhere`` (the message names another
+#: record — a transfer, another refund, a transaction other than the paused refund's: it is not about the paused
+#: refund, which it never cancels; qa2 §1), ``other`` (not understood while paused: the caller refuses with a hint).
+PausedReply = Literal["ask", "cancel", "keep", "status", "ack", "elsewhere", "other"]
+
+#: A record id a customer may name: a transaction (tx_), transfer (tr_), refund (rf_) or service request (sr_).
+_RECORD_ID = re.compile(r"\b(?:tx|tr|rf|sr)_[a-z0-9]+\b")
 
 #: A wish to stop the request, as a verb phrase (negation is checked separately, in the words before it).
 _CANCEL_VERB = re.compile(
@@ -82,18 +87,33 @@ def wants_to_cancel(text: str) -> bool:
 
 
 def confirmation(text: str) -> Literal["yes", "no"] | None:
-    """The answer to "Cancel refund …? yes/no": ``"yes"`` for yes/confirm/go ahead (or a fresh explicit wish to
-    cancel), ``"no"`` for no/keep/wait (or a negated cancel such as "don't cancel"), None when it answers neither."""
+    """The answer to "Cancel refund …? yes/no": ``"yes"`` only for a plain yes (yes/confirm/go ahead/ok, possibly
+    followed by words: "yes, cancel it"), ``"no"`` for no/keep/wait (or a negated cancel such as "don't cancel"), None
+    when it answers neither — a fresh "cancel …" sentence is a new wish, not a yes (qa2 §1: "cancel the refund for
+    tx_1005" used to confirm the question about another refund)."""
     t = _norm(text)
     if _NO.match(t) and not _YES.match(t):
         return "no"
     if _YES.match(t):
         return "no" if _NEGATION.search(t) and not wants_to_cancel(t) and _CANCEL_VERB.search(t) else "yes"
     if wants_to_cancel(t):
-        return "yes"
+        return None  # a new wish to cancel: the caller asks its question again
     if _CANCEL_VERB.search(t):
         return "no"  # a cancel verb that was negated: "please don't cancel"
     return None
+
+
+def other_records(text: str, refund_id: str | None = None, transaction_id: str | None = None) -> tuple[str, ...]:
+    """The record ids ``text`` names (tx_/tr_/rf_/sr_, lower case, in order, once each) other than the paused refund
+    ``refund_id`` and its own transaction ``transaction_id`` (both read from the refund's record by the caller, never
+    from a message). Empty when the message names nothing else. "cancel tr_3002" -> ("tr_3002",); "cancel the refund
+    for tx_1001" on tx_1001's refund -> ()."""
+    own = {x.lower() for x in (refund_id, transaction_id) if x}
+    found: list[str] = []
+    for m in _RECORD_ID.finditer(_norm(text)):
+        if m.group(0) not in own and m.group(0) not in found:
+            found.append(m.group(0))
+    return tuple(found)
 
 
 def speaks_of_cancelling(text: str) -> bool:
@@ -110,13 +130,22 @@ def is_status_question(text: str) -> bool:
     return bool(_STATUS.search(t)) or (t.endswith("?") and not _CANCEL_VERB.search(t))
 
 
-def paused_reply(text: str, awaiting_confirmation: bool) -> PausedReply:
+def paused_reply(text: str, awaiting_confirmation: bool, refund_id: str | None = None,
+                 transaction_id: str | None = None) -> PausedReply:
     """What to do with ``text`` on a thread paused for an approval. ``awaiting_confirmation``: the desk asked the
-    cancel question and the customer has not answered it yet.
+    cancel question and the customer has not answered it yet; ``refund_id``/``transaction_id``: the paused refund and
+    its own transaction (from the refund's record).
 
-    Awaiting: yes -> ``cancel``; no -> ``keep``; otherwise as below. Not awaiting: an explicit wish to cancel ->
-    ``ask``; a status question -> ``status``; a plain yes/ok (:data:`_ACK`) -> ``ack``; anything else -> ``other``.
-    Nothing cancels without the yes."""
+    A message naming another record (:func:`other_records`) never cancels the paused refund nor confirms its question
+    (qa2 §1): a cancel wish, yes/no or status question about it -> ``elsewhere``, anything else -> ``other``.
+    Awaiting: a plain yes -> ``cancel``; no -> ``keep``; otherwise as below. Not awaiting: an explicit wish to
+    cancel -> ``ask``; a status question -> ``status``; a plain yes/ok (:data:`_ACK`) -> ``ack``; anything else ->
+    ``other``. Nothing cancels without the yes."""
+    if other_records(text, refund_id, transaction_id):
+        # about another record: its cancel wish, yes/no or status question is answered read-only; any other request
+        # ("I want a refund for tx_1005") is refused like every change while paused
+        about = speaks_of_cancelling(text) or confirmation(text) is not None or is_status_question(text)
+        return "elsewhere" if about else "other"
     if awaiting_confirmation:
         answer = confirmation(text)
         if answer == "yes":

@@ -80,7 +80,8 @@ def test_the_table_is_large_enough():
 
 
 @pytest.mark.parametrize("text, answer", [
-    ("yes", "yes"), ("Yes please", "yes"), ("yep, go ahead", "yes"), ("confirm", "yes"), ("cancel it", "yes"),
+    ("yes", "yes"), ("Yes please", "yes"), ("yep, go ahead", "yes"), ("confirm", "yes"),
+    ("cancel it", None),  # a new wish, not a yes: the question is asked again (qa2 §1)
     ("no", "no"), ("No, keep it", "no"), ("wait", "no"), ("please don't cancel", "no"), ("nope", "no"),
     ("what?", None), ("hmm", None),
 ])
@@ -125,7 +126,7 @@ def test_cancel_needs_a_confirmation_turn(isolated_home):
     g, store, conv = _paused(isolated_home)
     r = conv.send("cancel my refund")
     refund_id = conv.pending()["refund_id"]
-    assert r.status == "awaiting_approval" and r.text == f"Cancel refund {refund_id} of £23.80? yes/no"
+    assert r.status == "awaiting_approval" and r.text == f"Cancel refund {refund_id} of £23.80 for tx_1001? yes/no"
     r = conv.send("no, keep it")
     assert r.status == "awaiting_approval" and "stays with our team" in r.text and _tx1001(store) == ["requested"]
     r = conv.send("yes")  # the question was answered: a later bare yes cancels nothing (it is told the refund waits)
