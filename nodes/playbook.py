@@ -639,7 +639,10 @@ WHAT_ELSE_ANSWER = "Sure, what else can I help you with?"
 #: A specialist's answer to a plain "no" that answers no offer of its own (nothing is done).
 PLAIN_NO_ANSWER = "All right. If anything else comes up, just write here."
 
-_YES = re.compile(r"(?:yes|yeah|yep|sure|ok(?:ay)?|please do|go ahead|do it)\b[\w ,.!']{0,40}")
+#: A yes: "yes", "ok do it", "please go ahead", "sure, please do", "go for it" (QA round 2 §9: "ok do it" to the offer to
+#: refund the duplicate was no yes).
+_YES = re.compile(r"(?:please\s+)?(?:yes|yeah|yep|sure|ok(?:ay)?|alright|absolutely|of course|please do|go ahead|"
+                  r"go for it|do it|do that)\b[\w ,.!']{0,40}")
 _NOT = re.compile(r"\b(?:no|not|don'?t|never)\b")
 
 
@@ -657,7 +660,7 @@ def is_plain_yes(text: str) -> bool:
 
 #: "ok what's my balance", "yes how long does it take?", "no, why?": a yes/no word, then a question of its own.
 _ACK_THEN_ASKS = re.compile(r"\W*(?:yes|yeah|yep|sure|ok(?:ay)?|no|nope|nah|alright|right)\b[,.!]?\s+(?:what|what'?s|whats|"
-                            r"how|why|when|where|which|who|is|are|do|does|did)\b")
+                            r"how|why|when|where|which|who|is|are|do(?!\s+(?:it|that|so)\b)|does|did)\b")
 
 
 _NO = re.compile(r"(?:no|nope|nah|no thanks?|not now|don'?t|leave it)\b[\w ,.!']{0,40}")
@@ -1134,6 +1137,27 @@ _RECORD_NAMED = re.compile(r"\b(?:tx|rf|tr|card)_\w+|\b\d{4}\b")
 
 #: A card delivery estimate in an answer ("A new or replacement card usually arrives within 3 to 5 business days").
 _DELIVERY_IN_ANSWER = re.compile(r"\bcard usually arrives within \d+ to \d+ business days\b")
+
+
+def missing_pick_answer(position: str, items: list[str]) -> str:
+    """The answer to a pick by position past the end of the list the desk just gave ("the third one" after two
+    transfers): there is no such item, how many the list has, and which one the customer means. ``position`` is the
+    customer's word ("third", "3rd"); ``items`` the listed record ids, or cards' last four digits. QA round 2 §11: the
+    list was repeated instead."""
+    names = [f"the card ending {i}" if i.isdigit() else i for i in items]
+    listed = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
+    return (f"There is no {position} one: the list has {len(items)} ({listed}). Which one do you mean? You can give "
+            f"its {'last four digits' if items[0].isdigit() else 'id'}.")
+
+
+def speaks_of_places(answer: str | None) -> bool:
+    """Does a specialist's ``answer`` give a rule a place can change: it names a region of the handbook's rules (the UK,
+    SEPA/the EEA/Switzerland, international/abroad/SWIFT/worldwide: ``_REGION_IN_CLAUSE``) or is a card delivery
+    estimate? A follow-up opener about a place ("what about Switzerland?") then asks that answer's question again for
+    the place, even after an out-of-scope answer in between (QA round 2 §11: countries, then "what about a mortgage?",
+    then "what about Switzerland?" got the out-of-scope answer)."""
+    text = answer or ""
+    return bool(_DELIVERY_IN_ANSWER.search(text)) or any(re.search(p, text) for p in _REGION_IN_CLAUSE.values())
 
 
 def _handbook_text_of(previous: str) -> str | None:
