@@ -366,14 +366,14 @@ def position_pick(messages: list[BaseMessage], user_text: str) -> tuple[dict[str
         return {}, None
     m = _POSITION_RE.search(user_text)
     by_word = None if m else _PICKS_BY_WORD.search(user_text)
-    if m is None and by_word is None:
-        return {}, None
     if by_word is not None:  # "the pending one": the one record of the last answer whose line says "pending"
         answer = next(iter(_previous_answers(messages, 1)), "")
         word = by_word.group("word").lower()
         lines = _item_lines(answer, [i for i in listed_items_of(answer) if i[:2] in _ID_KEYS])
         found = [i for i, line in lines.items() if re.search(rf"\b{word}\b", line, re.I)]
         return (_pick_fact(found[0]), None) if len(found) == 1 else ({}, None)
+    if m is None:
+        return {}, None
     index = _POSITIONS[m.group(1).lower()]
     lists = [items for items in map(_listed_for_pick, _previous_answers(messages)) if len(items) >= 2]
     for items in lists:
@@ -382,9 +382,15 @@ def position_pick(messages: list[BaseMessage], user_text: str) -> tuple[dict[str
     return {}, ((m.group(1).lower(), lists[0]) if lists else None)
 
 
-def _picked_by_position(messages: list[BaseMessage], user_text: str) -> dict[str, str]:
-    """``{fact key: id}`` of the record a short reply picks (:func:`position_pick`), {} when none."""
-    return position_pick(messages, user_text)[0]
+def _with_pick(agent: str, messages: list[BaseMessage],
+               user_text: str) -> tuple[str, dict[str, str], tuple[str, list[str]] | None]:
+    """``(user_text, facts, missing)`` of :func:`position_pick` for ``agent``: to cards, a card picked by position is
+    named in the text ("the third one" -> "the one ending 8899", as if the customer had said it); ``missing`` only for
+    a specialist (it answers that there is no such item)."""
+    picked, missing = position_pick(messages, user_text)
+    if picked.get("card_last4") and agent == "cards":
+        user_text = f"the one ending {picked['card_last4']}"
+    return user_text, picked, missing if agent in SPECIALISTS else None
 
 
 #: "your virtual card ending 8899", "card ending 4242": a card an answer names.
@@ -476,10 +482,7 @@ class OfflineChatModel(BaseChatModel):
                                          re.M))
         user_text, safety_prefix = _safety_context(system, user_text, from_specialist)
         user_text = _taken_up(agent, user_text, messages)
-        picked, missing = position_pick(messages, user_text)
-        missing = missing if agent in SPECIALISTS else None
-        if picked.get("card_last4") and agent == "cards":
-            user_text = f"the one ending {picked['card_last4']}"  # "the third one" after the card list names that card
+        user_text, picked, missing = _with_pick(agent, messages, user_text)
         facts = _known_facts(user_text, system)
         facts.update(picked)
         facts.update(_card_meant(agent, messages, user_text, facts))
@@ -501,10 +504,8 @@ class OfflineChatModel(BaseChatModel):
         if agent == "clarify":
             return AIMessage(content=self._clarify_text(user_text))
 
-        if missing is not None and not results and not refused:
-            return AIMessage(content=playbook.missing_pick_answer(*missing))  # "the third one" of two: which one?
         early = self._before_plan(agent, user_text, system, names, facts, bool(results or refused), from_specialist,
-                                  _previous_answer(messages))
+                                  _previous_answer(messages), missing)
         if early is not None:
             return early
         done = [n for n, _ in results]
@@ -531,16 +532,20 @@ class OfflineChatModel(BaseChatModel):
         return AIMessage(content=" ".join(p for p in (safety_prefix.strip(), answer, follow or "") if p))
 
     def _before_plan(self, agent: str, user_text: str, system: str, names: set[str], facts: dict[str, str],
-                     acted: bool, from_specialist: bool, previous: str | None = None) -> AIMessage | None:
+                     acted: bool, from_specialist: bool, previous: str | None = None,
+                     missing: tuple[str, list[str]] | None = None) -> AIMessage | None:
         """A specialist's step before its playbook plan, when nothing was called yet this visit (``acted`` False): the
         answer after the approval flow, a social answer, billing's dispute step, cards' offer to unfreeze a card the
         customer found (``playbook.found_card_offer``, with the desk's ``previous`` answer), or a handoff for a fresh
         request that plainly belongs to another agent (not when a colleague handed it here on purpose: its packet
-        says why)."""
+        says why). ``missing``: the customer picked by position past the end of the list (:func:`position_pick`):
+        there is no such item, which one is meant (``playbook.missing_pick_answer``)."""
         if acted:
             return None
         if re.search(r"^Handoff from (risk|human_approval|refund_execute) to", system, re.M):
             return AIMessage(content=approval_outcome_text(facts))
+        if missing is not None:
+            return AIMessage(content=playbook.missing_pick_answer(*missing))  # "the third one" of two: which one?
         if social := self._social_answer(user_text):
             return AIMessage(content=social)  # the agent holding the conversation answers a greeting, thanks, goodbye
         if agent == "billing" and (step := self._dispute_reply(user_text, system, names)):
