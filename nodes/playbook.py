@@ -1070,6 +1070,11 @@ _RAISE_LIMIT = (r"\b(?:raise|increase|lift|extend|higher|bigger)\b.*\blimits?\b"
 #: A previous answer that gave a limit ("Daily limits: …", "You can top up to £10,000 a day, and your balance can be
 #: at most £50,000.", "Each contactless payment is limited to £100").
 _LIMIT_IN_ANSWER = re.compile(r"\blimits?\b|\blimited to\b|\bat most\b|\bmaximum\b|\bup to £", re.I)
+#: An answer that gave a fee ("Each ATM withdrawal costs a flat £1.50", "ATM withdrawal fee £1.50").
+_FEE_IN_ANSWER = re.compile(r"\bfees?\b|\bcosts? (?:a )?(?:flat )?£", re.I)
+#: The lead of the answer to "can I raise it?" after a fee (QA round 2 §10: it listed the transactions).
+FEE_NOT_CHANGED = ("A fee can't be raised, lowered or waived on request: our fees follow the fee schedule and are the "
+                   "same for every account.")
 
 
 def raises_limit(text: str, previous: str | None = None) -> bool:
@@ -1079,14 +1084,17 @@ def raises_limit(text: str, previous: str | None = None) -> bool:
     if _has(text, *_RAISE_LIMIT):
         return True
     return bool(previous) and len(text.split()) <= 8 and bool(_RAISE_IT.search(text)) \
-        and bool(_LIMIT_IN_ANSWER.search(previous or ""))
+        and bool(_LIMIT_IN_ANSWER.search(previous or "") or _FEE_IN_ANSWER.search(previous or ""))
 
 
-def _limit_changes_answer() -> str:
+def _limit_changes_answer(previous: str | None = None) -> str:
+    """The handbook's ``limit_changes`` topic; after an answer that gave a fee and no limit (``previous``), led by
+    :data:`FEE_NOT_CHANGED` ("can I raise it?" after the ATM fee asks to change the fee)."""
     from nodes.tools import POLICY_KB
 
     entry = POLICY_KB[LIMIT_CHANGES]
-    return f"{entry.title}: {entry.text}"
+    fee = bool(previous) and bool(_FEE_IN_ANSWER.search(previous or "")) and not _LIMIT_IN_ANSWER.search(previous or "")
+    return (f"{FEE_NOT_CHANGED} " if fee else "") + f"{entry.title}: {entry.text}"
 
 
 #: A question about "it" after an answer about the PIN: how to unblock it, or how to change it.
@@ -1873,7 +1881,8 @@ def _answer_intent(agent: str, user_text: str, hint: str | None, acted: bool,
         intent = transfers_intent(text, intent)
     known: str | None = None
     if not acted and raises_limit(text, previous):
-        known = _limit_changes_answer()  # "can I raise it?" after a limit, to an agent without the policy tool
+        known = _limit_changes_answer(previous)  # "can I raise it?" after a limit or fee, to an agent without the
+        # policy tool
     elif agent == "billing" and not acted and (timing := transfer_timing_answer(text, previous)) is not None:
         known = timing
     elif agent == "billing" and not acted and _fee_of_another_thing(text):

@@ -124,6 +124,9 @@ ROWS: list[tuple[str, list[Turn]]] = [
     ("raise-contactless-limit", [
         ("what's the contactless limit?", "cards", ("£100",), ()),
         ("can I raise it?", "cards|policy", ("can't be raised",), ("Your cards:",))]),
+    ("atm-fee-then-raise-it", [  # QA round 2 §10: the transactions were listed
+        ("what's the fee for using an ATM?", "billing", ("£1.50",), ()),
+        ("can I raise it?", "billing|policy", ("can't be raised",), TX_LIST + ("tx_1009",))]),
     ("top-up-how-then-failed", [
         ("I need to top up my account", "transfers", ("Add money",), ("fails when",)),
         ("it failed", "transfers", ("A top-up fails when",), ("nothing new",))]),
