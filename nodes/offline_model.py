@@ -546,6 +546,8 @@ class OfflineChatModel(BaseChatModel):
             return AIMessage(content=approval_outcome_text(facts))
         if missing is not None:
             return AIMessage(content=playbook.missing_pick_answer(*missing))  # "the third one" of two: which one?
+        if agent == "billing" and (retry := playbook.retry_answer(user_text, previous)):
+            return AIMessage(content=retry)  # "can you retry it?" after a declined payment: only the customer can
         if social := self._social_answer(user_text):
             return AIMessage(content=social)  # the agent holding the conversation answers a greeting, thanks, goodbye
         if agent == "billing" and (step := self._dispute_reply(user_text, system, names)):

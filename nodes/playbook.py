@@ -1158,6 +1158,28 @@ def missing_pick_answer(position: str, items: list[str]) -> str:
             f"its {'last four digits' if items[0].isdigit() else 'id'}.")
 
 
+#: "can you retry it?", "try it again", "please resend it", "could you process it again?": the desk asked to retry.
+_RETRY_IT = re.compile(r"\b(?:retry|re-?try|resend|re-?send|re-?submit|re-?process|reattempt)\b|"
+                       r"\b(?:try|send|process|run|put)\b.{0,20}\b(?:again|through)\b", re.I)
+#: An answer about a declined or failed payment.
+_DECLINED_IN_ANSWER = re.compile(r"\b(?:declined|failed|rejected)\b", re.I)
+#: The answer to a request to retry a declined payment (QA round 2 §10: it got the desk's self-description).
+RETRY_ANSWER = ("I can't retry a payment for you: only you can, from the shop, website or app where you paid. A "
+                "declined payment took no money from your account, so once the cause is fixed (the card is active, "
+                "your balance covers it, it's within your daily limit) just try it again there.")
+
+
+def retry_answer(text: str, previous: str | None) -> str | None:
+    """:data:`RETRY_ANSWER` when ``text`` is a short request (at most 8 words, naming no transfer) to retry or resend
+    "it" right after an answer about a declined or failed payment (``previous``); None otherwise. The desk cannot
+    retry a card payment: the customer does, at the merchant."""
+    if not previous or len(text.split()) > 8 or not _RETRY_IT.search(text) or re.search(r"\btr_\w+|\btransfer", text,
+                                                                                          re.I):
+        return None
+    return RETRY_ANSWER if _DECLINED_IN_ANSWER.search(previous) and re.search(r"\bpayments?\b", previous, re.I) \
+        else None
+
+
 def speaks_of_places(answer: str | None) -> bool:
     """Does a specialist's ``answer`` give a rule a place can change: it names a region of the handbook's rules (the UK,
     SEPA/the EEA/Switzerland, international/abroad/SWIFT/worldwide: ``_REGION_IN_CLAUSE``) or is a card delivery

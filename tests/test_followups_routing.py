@@ -127,6 +127,9 @@ ROWS: list[tuple[str, list[Turn]]] = [
     ("atm-fee-then-raise-it", [  # QA round 2 §10: the transactions were listed
         ("what's the fee for using an ATM?", "billing", ("£1.50",), ()),
         ("can I raise it?", "billing|policy", ("can't be raised",), TX_LIST + ("tx_1009",))]),
+    ("declined-then-retry-it", [  # QA round 2 §10: the desk's self-description
+        ("why was my payment declined?", "billing", ("declined",), ()),
+        ("can you retry it?", "billing", ("can't retry a payment", "try it again"), ("automated assistant",))]),
     ("top-up-how-then-failed", [
         ("I need to top up my account", "transfers", ("Add money",), ("fails when",)),
         ("it failed", "transfers", ("A top-up fails when",), ("nothing new",))]),
