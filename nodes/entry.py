@@ -40,6 +40,7 @@ from policies.replies import (
     asks_for_person,
     asks_same_for,
     classify_reply,
+    gives_address,
     is_bare_follow_up,
     listed_cards_of,
     listed_items_of,
@@ -140,6 +141,8 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     back = refers_back(text, listed) or takes_up_last_answer(text, last_text)
     person = asks_for_person(text) and not reports_card_loss(text.lower())
     same = asks_same_for(text) or asks_for_news(text) or is_bare_follow_up(text) or reports_it_failed(text)
+    # "it's 12 Baker Street, London" after an answer about the address: the new address, for the agent that answered
+    same = same or (gives_address(text) and "address" in last_text.lower())
     opener, card_action, lists = opens_follow_up(text), asks_card_action(text), lists_records_of(text)
     specialist_last = next((str(m.content) for m in reversed(earlier) if m.name in SPECIALISTS), None)
     opener_oos = opener and not owners and opener_out_of_scope(text, deps, last is not None and last.name == OUT_OF_SCOPE,

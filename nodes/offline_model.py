@@ -43,7 +43,7 @@ from policies.compound import (
     split_requests,
 )
 from policies.edges import SPECIALISTS
-from policies.replies import asks_card_action, listed_items_of, lists_records_of
+from policies.replies import asks_card_action, gives_address, listed_items_of, lists_records_of
 
 __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE", "SAFETY_REASON",
            "SAFETY_REASON_AFTER", "PATTERN_HANDON_BELOW", "PATTERN_OWNER_MIN", "DISPUTE_REASON", "DUPLICATE_REASON",
@@ -548,6 +548,8 @@ class OfflineChatModel(BaseChatModel):
             return AIMessage(content=playbook.missing_pick_answer(*missing))  # "the third one" of two: which one?
         if agent == "billing" and (retry := playbook.retry_answer(user_text, previous)):
             return AIMessage(content=retry)  # "can you retry it?" after a declined payment: only the customer can
+        if agent == "account" and gives_address(user_text) and "address" in (previous or "").lower():
+            return AIMessage(content=playbook.ADDRESS_CHANGE_ANSWER)  # a new address: changed in the app, not here
         if social := self._social_answer(user_text):
             return AIMessage(content=social)  # the agent holding the conversation answers a greeting, thanks, goodbye
         if agent == "billing" and (step := self._dispute_reply(user_text, system, names)):

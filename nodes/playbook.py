@@ -1180,6 +1180,12 @@ def retry_answer(text: str, previous: str | None) -> str | None:
         else None
 
 
+#: Account's answer to a new address given in the chat (QA round 2 §10: "it's 12 Baker Street, London" after the
+#: address answer got the out-of-scope answer). The desk has no tool that changes an address.
+ADDRESS_CHANGE_ANSWER = ("I can't change your address in this chat. You can change it yourself in the app under "
+                         "Profile > Personal details: enter the new address there and save it.")
+
+
 def speaks_of_places(answer: str | None) -> bool:
     """Does a specialist's ``answer`` give a rule a place can change: it names a region of the handbook's rules (the UK,
     SEPA/the EEA/Switzerland, international/abroad/SWIFT/worldwide: ``_REGION_IN_CLAUSE``) or is a card delivery

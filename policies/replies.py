@@ -16,7 +16,7 @@ from policies.approval import is_cancellation
 __all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "listed_cards_of", "refers_back",
            "asks_for_person", "asks_same_for", "asks_for_news", "opens_follow_up", "asks_card_action", "opener_subject",
            "lists_records_of", "reports_it_failed", "names_card_in_action", "takes_up_last_answer", "is_bare_follow_up",
-           "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS", "OPENER_MAX_WORDS"]
+           "record_owners", "gives_address", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS", "OPENER_MAX_WORDS"]
 
 #: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
 #: the previous answer listed; ``cancel``: asks to stop/cancel; ``fragment``: a short follow-up that leans on the
@@ -168,6 +168,19 @@ _DOMAIN_NOUN_RE = re.compile(r"\b(?:cards?|refunds?|transfers?|payments?|charges
 _IT_FAILED_RE = re.compile(r"^\W*(?:(?:but|and|so|ok(?:ay)?|well)[,\s]+)?(?:it|that|this)(?:'s| is| has)?\s+(?:still\s+)?"
                            r"(?:failed|fails|failing|keeps? failing|didn'?t work|doesn'?t work|won'?t work|did not work|"
                            r"was declined|got declined|not working)\b\W*$", re.I)
+
+
+#: A street address or a UK postcode in a message ("12 Baker Street", "221b Baker St", "NW1 6XE").
+_ADDRESS_RE = re.compile(r"\b\d+[a-z]?,?\s+(?:[A-Za-z'-]+\s+){1,3}(?:street|st|road|rd|avenue|ave|lane|ln|drive|dr|way|"
+                         r"close|place|square|court|gardens|terrace|crescent|row|hill|park)\b|"
+                         r"\b[A-Z]{1,2}\d[A-Z\d]?\s*\d[A-Z]{2}\b", re.I)
+
+
+def gives_address(text: str) -> bool:
+    """Does ``text`` give a postal address (a house number and street, or a UK postcode: "it's 12 Baker Street,
+    London") in at most 15 words? After an answer about the address it is the customer's new address (QA round 2
+    §10: it got the out-of-scope answer)."""
+    return len(_words(text or "")) <= 15 and bool(_ADDRESS_RE.search(text or ""))
 
 
 def reports_it_failed(text: str) -> bool:

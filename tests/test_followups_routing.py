@@ -130,6 +130,10 @@ ROWS: list[tuple[str, list[Turn]]] = [
     ("declined-then-retry-it", [  # QA round 2 §10: the desk's self-description
         ("why was my payment declined?", "billing", ("declined",), ()),
         ("can you retry it?", "billing", ("can't retry a payment", "try it again"), ("automated assistant",))]),
+    ("address-then-new-address", [  # QA round 2 §10: the out-of-scope answer
+        ("what's my address?", "account", ("Profile > Personal details",), ()),
+        ("it's 12 Baker Street, London", "account", ("can't change your address in this chat", "Profile > Personal"),
+         (OOS,))]),
     ("top-up-how-then-failed", [
         ("I need to top up my account", "transfers", ("Add money",), ("fails when",)),
         ("it failed", "transfers", ("A top-up fails when",), ("nothing new",))]),
@@ -241,6 +245,15 @@ def test_an_acknowledgement_then_a_question_is_no_plain_yes_or_no():
     assert not is_plain_yes("ok do you charge a fee?") and not is_plain_yes("no, do it later")
     assert not is_plain_yes("ok what's my balance") and not is_plain_yes("yes how long does it take")
     assert is_plain_no("no thanks") and not is_plain_no("no what is that")
+
+
+def test_an_address_is_recognised():
+    from policies.replies import gives_address
+
+    for text in ("it's 12 Baker Street, London", "221b Baker St", "my new address is NW1 6XE"):
+        assert gives_address(text), text
+    for text in ("what's my address?", "I paid 12 pounds at the shop", "the third one"):
+        assert not gives_address(text), text
 
 
 def test_it_failed_leans_on_the_previous_answer():
