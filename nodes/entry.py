@@ -28,11 +28,11 @@ from nodes.deps import Deps
 from nodes.desk_knowledge import SOCIAL_TOPICS, load_knowledge, social_topic
 from nodes.instrumentation import emit
 from nodes.packets import build_packet
-from nodes.playbook import knows_subject, names_desk_subject, reports_card_loss
+from nodes.playbook import knows_subject, names_desk_subject, reports_card_loss, speaks_of_places
 from nodes.principal import acting_context, resolve_principal
 from nodes.transcript import desk_answers, last_user_text, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
-from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE
+from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE, SPECIALISTS
 from policies.entry import NEW_TOPIC_CONFIDENCE, OUT_OF_SCOPE_SURE, EntryDecision, choose_entry, scope_of
 from policies.replies import (
     asks_card_action,
@@ -40,7 +40,9 @@ from policies.replies import (
     asks_for_person,
     asks_same_for,
     classify_reply,
+    gives_address,
     is_bare_follow_up,
+    listed_cards_of,
     listed_items_of,
     lists_records_of,
     open_question_of,
@@ -80,7 +82,8 @@ def _clarify_rounds(earlier: list[Any]) -> int:
     return rounds
 
 
-def opener_out_of_scope(text: str, deps: Deps, after_out_of_scope: bool = False) -> bool:
+def opener_out_of_scope(text: str, deps: Deps, after_out_of_scope: bool = False,
+                        specialist_answer: str | None = None) -> bool:
     """Is ``text`` a follow-up opener whose subject the desk does not serve ("what about crypto?", "what about a
     mortgage?": ``policies.replies.opener_subject``)? True when nothing in the handbook covers the subject
     (``nodes.playbook.knows_subject``), or the subject names nothing of the desk (``nodes.playbook.names_desk_subject``:
@@ -88,12 +91,17 @@ def opener_out_of_scope(text: str, deps: Deps, after_out_of_scope: bool = False)
     (>= ``policies.entry.OUT_OF_SCOPE_SURE``) the desk does not serve it ("a personal loan": 0.96). Fresh-user review of
     main: such openers got the previous answer again or another specialist's answer. ``after_out_of_scope``: the desk's
     previous answer was the out_of_scope one; an opener then asks that question again about its subject ("what about
-    Paris?" after the weather) unless the subject is something of the desk other than a place."""
+    Paris?" after the weather) unless the subject is something of the desk other than a place, or a place of the
+    handbook (``DeskKnowledge.region_of``) while ``specialist_answer`` (the last answer of a specialist, before the
+    out-of-scope one) gave a rule a place can change (``nodes.playbook.speaks_of_places``): countries, then "what
+    about a mortgage?", then "what about Switzerland?" asks the countries question again (QA round 2 §11)."""
     subject = opener_subject(text)
     if subject is None:
         return False
-    if not knows_subject(subject) or (after_out_of_scope and not names_desk_subject(subject, places=False)):
+    if not knows_subject(subject):
         return True
+    if after_out_of_scope and not names_desk_subject(subject, places=False):
+        return not (load_knowledge().region_of(subject) is not None and speaks_of_places(specialist_answer))
     if names_desk_subject(subject):
         return False
     route = deps.router.route(subject)
@@ -118,7 +126,8 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     # (fresh-user review: billing offered to refund tx_1008, then described tx_1001; an "ok" to that paid tx_1008);
     # the packet's question stands in only when the thread has no desk answer yet
     question = open_question_of(last_text) if last is not None else (packet_questions[-1] if packet_questions else None)
-    listed = listed_items_of(last_text)
+    # what a reply may pick among: the records the last answer listed, else the cards it named ("the third one")
+    listed = listed_items_of(last_text) or listed_cards_of(last_text)
     scope = scope_of(routed, route.intent if route else None)
     # a message has a topic of its own when the router is sure of a specialist or of "not served here"
     own_topic = routed is not None and confidence >= NEW_TOPIC_CONFIDENCE and scope != "conversational"
@@ -132,8 +141,12 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     back = refers_back(text, listed) or takes_up_last_answer(text, last_text)
     person = asks_for_person(text) and not reports_card_loss(text.lower())
     same = asks_same_for(text) or asks_for_news(text) or is_bare_follow_up(text) or reports_it_failed(text)
+    # "it's 12 Baker Street, London" after an answer about the address: the new address, for the agent that answered
+    same = same or (gives_address(text) and "address" in last_text.lower())
     opener, card_action, lists = opens_follow_up(text), asks_card_action(text), lists_records_of(text)
-    opener_oos = opener and not owners and opener_out_of_scope(text, deps, last is not None and last.name == OUT_OF_SCOPE)
+    specialist_last = next((str(m.content) for m in reversed(earlier) if m.name in SPECIALISTS), None)
+    opener_oos = opener and not owners and opener_out_of_scope(text, deps, last is not None and last.name == OUT_OF_SCOPE,
+                                                               specialist_last)
     # "and the US?" after a delivery estimate for Germany: the same question about another place (the router reads the
     # place alone as a question about the supported countries)
     same = same or (opener and not opener_oos and load_knowledge().region_of(opener_subject(text) or "") is not None)

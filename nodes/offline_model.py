@@ -42,7 +42,8 @@ from policies.compound import (
     split_marked,
     split_requests,
 )
-from policies.replies import asks_card_action, listed_items_of, lists_records_of
+from policies.edges import SPECIALISTS
+from policies.replies import asks_card_action, gives_address, listed_items_of, lists_records_of
 
 __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE", "SAFETY_REASON",
            "SAFETY_REASON_AFTER", "PATTERN_HANDON_BELOW", "PATTERN_OWNER_MIN", "DISPUTE_REASON", "DUPLICATE_REASON",
@@ -338,29 +339,58 @@ def _item_lines(answer: str, items: list[str]) -> dict[str, str]:
 _ID_KEYS = {"tx": "transaction_id", "tr": "transfer_id", "rf": "refund_id"}
 
 
-def _picked_by_position(messages: list[BaseMessage], user_text: str) -> dict[str, str]:
-    """``{fact key: id}`` of the record a short reply picks by position among the records the desk's previous answer
-    listed ("the first one" after "Your transfers: tr_3002 …; tr_3001 …" -> ``{"transfer_id": "tr_3002"}``), as if
-    the customer had named it; {} when the reply names an id itself, picks nothing, or nothing was listed (review of
-    main: "the first one" got the whole list again)."""
+def _listed_for_pick(answer: str) -> list[str]:
+    """What a pick by position counts in ``answer``: its record ids (``tx_…``, ``tr_…``, ``rf_…``), else the last four
+    digits of the cards it names ("Your cards: physical card ending 1881 …; virtual card ending 8899 …"), first-seen
+    order."""
+    ids = [i for i in listed_items_of(answer) if i[:2] in _ID_KEYS]
+    return ids or list(dict.fromkeys(_CARD_IN_ANSWER.findall(answer)))
+
+
+def _pick_fact(item: str) -> dict[str, str]:
+    return {"card_last4": item} if item.isdigit() else {_ID_KEYS[item[:2]]: item}
+
+
+def position_pick(messages: list[BaseMessage], user_text: str) -> tuple[dict[str, str], tuple[str, list[str]] | None]:
+    """The record a short reply picks by position or by a word of its line among what the desk's recent answers listed.
+
+    Returns ``(facts, missing)``: ``facts`` is ``{fact key: id}`` of the picked record ("the first one" after "Your
+    transfers: tr_3002 …; tr_3001 …" -> ``{"transfer_id": "tr_3002"}``; "the third one" after the card list ->
+    ``{"card_last4": "8899"}``), as if the customer had named it; ``missing`` is ``(position word, the list)`` when
+    the position is past the end of the newest list (at least 2 items) of the last :data:`_PICK_LOOKBACK` answers
+    ("the third one" after two transfers: there is no third one, QA round 2 §11). A pick by position counts only
+    answers that list at least 2 records (an answer about one record is no list: "the first one" after the third one
+    was explained picks from the list before). ``({}, None)`` when the reply names an id itself, picks nothing, or
+    nothing was listed (review of main: "the first one" got the whole list again)."""
     if len(user_text.split()) > 8 or _NAMES_RECORD.search(user_text):
-        return {}
+        return {}, None
     m = _POSITION_RE.search(user_text)
     by_word = None if m else _PICKS_BY_WORD.search(user_text)
-    if m is None and by_word is None:
-        return {}
-    index = _POSITIONS[m.group(1).lower()] if m else 0
-    for answer in _previous_answers(messages) if m else _previous_answers(messages, 1):
-        listed = [i for i in listed_items_of(answer) if i[:2] in _ID_KEYS]
-        if by_word is not None:  # "the pending one": the one listed record whose line says "pending"
-            word = by_word.group("word").lower()
-            listed = [i for i, line in _item_lines(answer, listed).items() if re.search(rf"\b{word}\b", line, re.I)]
-            if len(listed) != 1:
-                return {}
-        if listed and index < len(listed):
-            item = listed[index]
-            return {_ID_KEYS[item[:2]]: item}
-    return {}
+    if by_word is not None:  # "the pending one": the one record of the last answer whose line says "pending"
+        answer = next(iter(_previous_answers(messages, 1)), "")
+        word = by_word.group("word").lower()
+        lines = _item_lines(answer, [i for i in listed_items_of(answer) if i[:2] in _ID_KEYS])
+        found = [i for i, line in lines.items() if re.search(rf"\b{word}\b", line, re.I)]
+        return (_pick_fact(found[0]), None) if len(found) == 1 else ({}, None)
+    if m is None:
+        return {}, None
+    index = _POSITIONS[m.group(1).lower()]
+    lists = [items for items in map(_listed_for_pick, _previous_answers(messages)) if len(items) >= 2]
+    for items in lists:
+        if index < len(items):
+            return _pick_fact(items[index]), None
+    return {}, ((m.group(1).lower(), lists[0]) if lists else None)
+
+
+def _with_pick(agent: str, messages: list[BaseMessage],
+               user_text: str) -> tuple[str, dict[str, str], tuple[str, list[str]] | None]:
+    """``(user_text, facts, missing)`` of :func:`position_pick` for ``agent``: to cards, a card picked by position is
+    named in the text ("the third one" -> "the one ending 8899", as if the customer had said it); ``missing`` only for
+    a specialist (it answers that there is no such item)."""
+    picked, missing = position_pick(messages, user_text)
+    if picked.get("card_last4") and agent == "cards":
+        user_text = f"the one ending {picked['card_last4']}"
+    return user_text, picked, missing if agent in SPECIALISTS else None
 
 
 #: "refund it", "I want my money back for that": a short refund request pointing back at a record.
@@ -491,8 +521,9 @@ class OfflineChatModel(BaseChatModel):
                                          re.M))
         user_text, safety_prefix = _safety_context(system, user_text, from_specialist)
         user_text = _taken_up(agent, user_text, messages)
+        user_text, picked, missing = _with_pick(agent, messages, user_text)
         facts = _known_facts(user_text, system)
-        facts.update(_picked_by_position(messages, user_text))
+        facts.update(picked)
         facts.update(_card_meant(agent, messages, user_text, facts))
         facts.update(_payment_meant(agent, messages, user_text, facts))
         for name, res in results:
@@ -514,7 +545,7 @@ class OfflineChatModel(BaseChatModel):
             return AIMessage(content=self._clarify_text(user_text))
 
         early = self._before_plan(agent, user_text, system, names, facts, bool(results or refused), from_specialist,
-                                  _previous_answer(messages))
+                                  _previous_answer(messages), missing)
         if early is not None:
             return early
         done = [n for n, _ in results]
@@ -541,12 +572,14 @@ class OfflineChatModel(BaseChatModel):
         return AIMessage(content=" ".join(p for p in (safety_prefix.strip(), answer, follow or "") if p))
 
     def _before_plan(self, agent: str, user_text: str, system: str, names: set[str], facts: dict[str, str],
-                     acted: bool, from_specialist: bool, previous: str | None = None) -> AIMessage | None:
+                     acted: bool, from_specialist: bool, previous: str | None = None,
+                     missing: tuple[str, list[str]] | None = None) -> AIMessage | None:
         """A specialist's step before its playbook plan, when nothing was called yet this visit (``acted`` False): the
         answer after the approval flow, a social answer, billing's dispute step, cards' offer to unfreeze a card the
         customer found (``playbook.found_card_offer``, with the desk's ``previous`` answer), or a handoff for a fresh
         request that plainly belongs to another agent (not when a colleague handed it here on purpose: its packet
-        says why)."""
+        says why). ``missing``: the customer picked by position past the end of the list (:func:`position_pick`):
+        there is no such item, which one is meant (``playbook.missing_pick_answer``)."""
         if acted:
             return None
         if re.search(r"^Handoff from (risk|human_approval|refund_execute) to", system, re.M):
@@ -554,6 +587,12 @@ class OfflineChatModel(BaseChatModel):
             # message ("cancel the refund for tx_1005" named another transaction; qa2 §1)
             verified = {k: v.strip() for k, v, src in _FACT_LINE.findall(system) if src == "system_verified"}
             return AIMessage(content=approval_outcome_text({**facts, **verified}))
+        if missing is not None:
+            return AIMessage(content=playbook.missing_pick_answer(*missing))  # "the third one" of two: which one?
+        if agent == "billing" and (retry := playbook.retry_answer(user_text, previous)):
+            return AIMessage(content=retry)  # "can you retry it?" after a declined payment: only the customer can
+        if agent == "account" and gives_address(user_text) and "address" in (previous or "").lower():
+            return AIMessage(content=playbook.ADDRESS_CHANGE_ANSWER)  # a new address: changed in the app, not here
         if social := self._social_answer(user_text):
             return AIMessage(content=social)  # the agent holding the conversation answers a greeting, thanks, goodbye
         if agent == "billing" and (step := self._dispute_reply(user_text, system, names)):

@@ -703,7 +703,10 @@ WHAT_ELSE_ANSWER = "Sure, what else can I help you with?"
 #: A specialist's answer to a plain "no" that answers no offer of its own (nothing is done).
 PLAIN_NO_ANSWER = "All right. If anything else comes up, just write here."
 
-_YES = re.compile(r"(?:yes|yeah|yep|sure|ok(?:ay)?|please do|go ahead|do it)\b[\w ,.!']{0,40}")
+#: A yes: "yes", "ok do it", "please go ahead", "sure, please do", "go for it" (QA round 2 §9: "ok do it" to the offer to
+#: refund the duplicate was no yes).
+_YES = re.compile(r"(?:please\s+)?(?:yes|yeah|yep|sure|ok(?:ay)?|alright|absolutely|of course|please do|go ahead|"
+                  r"go for it|do it|do that)\b[\w ,.!']{0,40}")
 _NOT = re.compile(r"\b(?:no|not|don'?t|never)\b")
 
 
@@ -721,7 +724,7 @@ def is_plain_yes(text: str) -> bool:
 
 #: "ok what's my balance", "yes how long does it take?", "no, why?": a yes/no word, then a question of its own.
 _ACK_THEN_ASKS = re.compile(r"\W*(?:yes|yeah|yep|sure|ok(?:ay)?|no|nope|nah|alright|right)\b[,.!]?\s+(?:what|what'?s|whats|"
-                            r"how|why|when|where|which|who|is|are|do|does|did)\b")
+                            r"how|why|when|where|which|who|is|are|do(?!\s+(?:it|that|so)\b)|does|did)\b")
 
 
 _NO = re.compile(r"(?:no|nope|nah|no thanks?|not now|don'?t|leave it)\b[\w ,.!']{0,40}")
@@ -1131,6 +1134,11 @@ _RAISE_LIMIT = (r"\b(?:raise|increase|lift|extend|higher|bigger)\b.*\blimits?\b"
 #: A previous answer that gave a limit ("Daily limits: …", "You can top up to £10,000 a day, and your balance can be
 #: at most £50,000.", "Each contactless payment is limited to £100").
 _LIMIT_IN_ANSWER = re.compile(r"\blimits?\b|\blimited to\b|\bat most\b|\bmaximum\b|\bup to £", re.I)
+#: An answer that gave a fee ("Each ATM withdrawal costs a flat £1.50", "ATM withdrawal fee £1.50").
+_FEE_IN_ANSWER = re.compile(r"\bfees?\b|\bcosts? (?:a )?(?:flat )?£", re.I)
+#: The lead of the answer to "can I raise it?" after a fee (QA round 2 §10: it listed the transactions).
+FEE_NOT_CHANGED = ("A fee can't be raised, lowered or waived on request: our fees follow the fee schedule and are the "
+                   "same for every account.")
 
 
 def raises_limit(text: str, previous: str | None = None) -> bool:
@@ -1140,14 +1148,17 @@ def raises_limit(text: str, previous: str | None = None) -> bool:
     if _has(text, *_RAISE_LIMIT):
         return True
     return bool(previous) and len(text.split()) <= 8 and bool(_RAISE_IT.search(text)) \
-        and bool(_LIMIT_IN_ANSWER.search(previous or ""))
+        and bool(_LIMIT_IN_ANSWER.search(previous or "") or _FEE_IN_ANSWER.search(previous or ""))
 
 
-def _limit_changes_answer() -> str:
+def _limit_changes_answer(previous: str | None = None) -> str:
+    """The handbook's ``limit_changes`` topic; after an answer that gave a fee and no limit (``previous``), led by
+    :data:`FEE_NOT_CHANGED` ("can I raise it?" after the ATM fee asks to change the fee)."""
     from nodes.tools import POLICY_KB
 
     entry = POLICY_KB[LIMIT_CHANGES]
-    return f"{entry.title}: {entry.text}"
+    fee = bool(previous) and bool(_FEE_IN_ANSWER.search(previous or "")) and not _LIMIT_IN_ANSWER.search(previous or "")
+    return (f"{FEE_NOT_CHANGED} " if fee else "") + f"{entry.title}: {entry.text}"
 
 
 #: A question about "it" after an answer about the PIN: how to unblock it, or how to change it.
@@ -1198,6 +1209,55 @@ _RECORD_NAMED = re.compile(r"\b(?:tx|rf|tr|card)_\w+|\b\d{4}\b")
 
 #: A card delivery estimate in an answer ("A new or replacement card usually arrives within 3 to 5 business days").
 _DELIVERY_IN_ANSWER = re.compile(r"\bcard usually arrives within \d+ to \d+ business days\b")
+
+
+def missing_pick_answer(position: str, items: list[str]) -> str:
+    """The answer to a pick by position past the end of the list the desk just gave ("the third one" after two
+    transfers): there is no such item, how many the list has, and which one the customer means. ``position`` is the
+    customer's word ("third", "3rd"); ``items`` the listed record ids, or cards' last four digits. QA round 2 §11: the
+    list was repeated instead."""
+    names = [f"the card ending {i}" if i.isdigit() else i for i in items]
+    listed = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
+    return (f"There is no {position} one: the list has {len(items)} ({listed}). Which one do you mean? You can give "
+            f"its {'last four digits' if items[0].isdigit() else 'id'}.")
+
+
+#: "can you retry it?", "try it again", "please resend it", "could you process it again?": the desk asked to retry.
+_RETRY_IT = re.compile(r"\b(?:retry|re-?try|resend|re-?send|re-?submit|re-?process|reattempt)\b|"
+                       r"\b(?:try|send|process|run|put)\b.{0,20}\b(?:again|through)\b", re.I)
+#: An answer about a declined or failed payment.
+_DECLINED_IN_ANSWER = re.compile(r"\b(?:declined|failed|rejected)\b", re.I)
+#: The answer to a request to retry a declined payment (QA round 2 §10: it got the desk's self-description).
+RETRY_ANSWER = ("I can't retry a payment for you: only you can, from the shop, website or app where you paid. A "
+                "declined payment took no money from your account, so once the cause is fixed (the card is active, "
+                "your balance covers it, it's within your daily limit) just try it again there.")
+
+
+def retry_answer(text: str, previous: str | None) -> str | None:
+    """:data:`RETRY_ANSWER` when ``text`` is a short request (at most 8 words, naming no transfer) to retry or resend
+    "it" right after an answer about a declined or failed payment (``previous``); None otherwise. The desk cannot
+    retry a card payment: the customer does, at the merchant."""
+    if not previous or len(text.split()) > 8 or not _RETRY_IT.search(text) or re.search(r"\btr_\w+|\btransfer", text,
+                                                                                          re.I):
+        return None
+    return RETRY_ANSWER if _DECLINED_IN_ANSWER.search(previous) and re.search(r"\bpayments?\b", previous, re.I) \
+        else None
+
+
+#: Account's answer to a new address given in the chat (QA round 2 §10: "it's 12 Baker Street, London" after the
+#: address answer got the out-of-scope answer). The desk has no tool that changes an address.
+ADDRESS_CHANGE_ANSWER = ("I can't change your address in this chat. You can change it yourself in the app under "
+                         "Profile > Personal details: enter the new address there and save it.")
+
+
+def speaks_of_places(answer: str | None) -> bool:
+    """Does a specialist's ``answer`` give a rule a place can change: it names a region of the handbook's rules (the UK,
+    SEPA/the EEA/Switzerland, international/abroad/SWIFT/worldwide: ``_REGION_IN_CLAUSE``) or is a card delivery
+    estimate? A follow-up opener about a place ("what about Switzerland?") then asks that answer's question again for
+    the place, even after an out-of-scope answer in between (QA round 2 §11: countries, then "what about a mortgage?",
+    then "what about Switzerland?" got the out-of-scope answer)."""
+    text = answer or ""
+    return bool(_DELIVERY_IN_ANSWER.search(text)) or any(re.search(p, text) for p in _REGION_IN_CLAUSE.values())
 
 
 def _handbook_text_of(previous: str) -> str | None:
@@ -1915,7 +1975,8 @@ def _answer_intent(agent: str, user_text: str, hint: str | None, acted: bool,
         intent = transfers_intent(text, intent)
     known: str | None = None
     if not acted and raises_limit(text, previous):
-        known = _limit_changes_answer()  # "can I raise it?" after a limit, to an agent without the policy tool
+        known = _limit_changes_answer(previous)  # "can I raise it?" after a limit or fee, to an agent without the
+        # policy tool
     elif agent == "billing" and not acted and (timing := transfer_timing_answer(text, previous)) is not None:
         known = timing
     elif agent == "billing" and not acted and _fee_of_another_thing(text):

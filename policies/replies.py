@@ -13,10 +13,10 @@ from typing import Literal
 
 from policies.approval import is_cancellation
 
-__all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "refers_back",
+__all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "listed_cards_of", "refers_back",
            "asks_for_person", "asks_same_for", "asks_for_news", "opens_follow_up", "asks_card_action", "opener_subject",
            "lists_records_of", "reports_it_failed", "names_card_in_action", "takes_up_last_answer", "is_bare_follow_up",
-           "record_owners", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS", "OPENER_MAX_WORDS"]
+           "record_owners", "gives_address", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS", "OPENER_MAX_WORDS"]
 
 #: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
 #: the previous answer listed; ``cancel``: asks to stop/cancel; ``fragment``: a short follow-up that leans on the
@@ -28,13 +28,15 @@ FRAGMENT_MAX_WORDS = 7
 
 _ID_RE = re.compile(r"\b(?:tx|rf|tr|card|c)_[A-Za-z0-9]+\b|\b\d{4}\b")
 _YES_NO_RE = re.compile(
-    r"^\s*(?:yes|yeah|yep|yup|sure|ok(?:ay)?|please(?: do)?|go ahead|do it|correct|right|that'?s (?:right|it|correct)|"
+    r"^\s*(?:yes|yeah|yep|yup|sure|ok(?:ay)?|please(?: do)?|go ahead|go for it|do it|absolutely|of course|correct|right|"
+    r"that'?s (?:right|it|correct)|"
     r"exactly|confirm(?:ed)?|no|nope|nah|not really|no thanks?|i do|i don'?t|it is|it isn'?t|that one)\b", re.I)
 _ORDINAL_RE = re.compile(r"\b(?:first|second|third|fourth|fifth|last|latest|earlier|later|other|1st|2nd|3rd|"
                          r"top(?![- ]?ups?\b)|bottom|former|latter)\b(?:\s+one)?", re.I)  # "top", not "top-up"
 #: "ok and for ATM withdrawals?": an acknowledgement that opens a new question is not a yes/no answer (qa1 §8).
 _ACK_THEN_QUESTION_RE = re.compile(r"^\s*(?:ok(?:ay)?|alright|right|sure|fine|cool)\b[,.!]?\s+(?:and|but|so|also|"
-                                   r"what|how|why|when|where|which|who|can|could|is|are|do|does)\b", re.I)
+                                   r"what|how|why|when|where|which|who|can|could|is|are|do(?!\s+(?:it|that|so)\b)|does)\b",
+                                   re.I)
 #: "the Uber one", "that one from Tesco": picks among listed items by a detail of one of them.
 _THE_ONE_RE = re.compile(r"^\s*(?:the|that)\b.{0,40}\bone\b", re.I)
 _FOLLOW_UP_RE = re.compile(r"^\s*(?:and|also|what about|how about|which|why|when|so|but|then|ok(?:ay)? (?:and|so)|"
@@ -82,6 +84,17 @@ def open_question_of(answer: str) -> str | None:
 def listed_items_of(answer: str) -> tuple[str, ...]:
     """The record ids (``tx_…``, ``rf_…``, ``tr_…``, ``card_…``) an answer listed, first-seen order."""
     return tuple(dict.fromkeys(_ITEM_RE.findall(answer or "")))
+
+
+#: A card an answer names by its last four digits ("physical card ending 4242").
+_CARD_ENDING_RE = re.compile(r"\bcard ending (\d{4})\b")
+
+
+def listed_cards_of(answer: str) -> tuple[str, ...]:
+    """The last four digits of the cards an answer named ("Your cards: physical card ending 1881 is blocked; …" ->
+    ``("1881", "4242", "8899")``), first-seen order: the items a reply such as "the third one" or "8899" picks among
+    after a card answer (QA round 2 §11: "the third one" after the card list was no pick)."""
+    return tuple(dict.fromkeys(_CARD_ENDING_RE.findall(answer or "")))
 
 
 #: A request for a person: "speak to a human", "talk to a real person", "can I get an agent", "human please".
@@ -155,6 +168,19 @@ _DOMAIN_NOUN_RE = re.compile(r"\b(?:cards?|refunds?|transfers?|payments?|charges
 _IT_FAILED_RE = re.compile(r"^\W*(?:(?:but|and|so|ok(?:ay)?|well)[,\s]+)?(?:it|that|this)(?:'s| is| has)?\s+(?:still\s+)?"
                            r"(?:failed|fails|failing|keeps? failing|didn'?t work|doesn'?t work|won'?t work|did not work|"
                            r"was declined|got declined|not working)\b\W*$", re.I)
+
+
+#: A street address or a UK postcode in a message ("12 Baker Street", "221b Baker St", "NW1 6XE").
+_ADDRESS_RE = re.compile(r"\b\d+[a-z]?,?\s+(?:[A-Za-z'-]+\s+){1,3}(?:street|st|road|rd|avenue|ave|lane|ln|drive|dr|way|"
+                         r"close|place|square|court|gardens|terrace|crescent|row|hill|park)\b|"
+                         r"\b[A-Z]{1,2}\d[A-Z\d]?\s*\d[A-Z]{2}\b", re.I)
+
+
+def gives_address(text: str) -> bool:
+    """Does ``text`` give a postal address (a house number and street, or a UK postcode: "it's 12 Baker Street,
+    London") in at most 15 words? After an answer about the address it is the customer's new address (QA round 2
+    §10: it got the out-of-scope answer)."""
+    return len(_words(text or "")) <= 15 and bool(_ADDRESS_RE.search(text or ""))
 
 
 def reports_it_failed(text: str) -> bool:

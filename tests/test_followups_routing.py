@@ -81,6 +81,10 @@ ROWS: list[tuple[str, list[Turn]]] = [
         ("what about Switzerland?", "policy", ("Switzerland",), (OOS,)),
         ("what about a personal loan?", "out_of_scope", (OOS,), COUNTRIES),
         ("what about a mortgage?", "out_of_scope", ("outside what we can help with",), COUNTRIES)]),
+    ("countries-mortgage-then-switzerland", [  # QA round 2 §11: the out-of-scope answer in between
+        ("which countries do you support?", "policy", COUNTRIES, ()),
+        ("what about a mortgage?", "out_of_scope", (OOS,), COUNTRIES),
+        ("what about Switzerland?", "policy", ("Switzerland", "Supported countries"), (OOS, "outside what we can"))]),
     ("crypto-after-card-delivery", [
         ("when will my card arrive?", "cards", ("business days",), ()),
         ("what about crypto?", "out_of_scope", (OOS,), ("recipient", "Our handbook"))]),
@@ -100,6 +104,16 @@ ROWS: list[tuple[str, list[Turn]]] = [
         ("the third one", "billing", ("tx_1008 is Blue Bottle Coffee",), ("automated assistant",) + TX_LIST),
         ("the fourth one", "billing", ("tx_1007 is Blue Bottle Coffee",), (OOS,) + TX_LIST),
         ("the fifth one", "billing", ("tx_1006 is Top-up",), (OOS,) + TX_LIST)]),
+    ("card-list-picks-by-position", [  # QA round 2 §11: "the third one" after the card list repeated the list
+        ("which cards do I have?", "cards", ("Your cards:", "8899"), ()),
+        ("the third one", "cards", ("virtual card ending 8899 is active",), ("Your cards:", "1881", "4242")),
+        ("the first one", "cards", ("card ending 1881 is blocked",), ("Your cards:", "8899")),
+        ("the fifth one", "cards", ("There is no fifth one", "the list has 3", "Which one"), ("Your cards:", OOS))]),
+    ("transfer-list-no-third-one", [  # QA round 2 §11: both transfers again, never "there is no third one"
+        ("what transfers have I made?", "transfers", TR_LIST, ()),
+        ("the third one", "transfers", ("There is no third one", "the list has 2", "Which one"),
+         TR_LIST + ("checked again",)),
+        ("the second one", "transfers", ("Transfer tr_3001",), TR_LIST + ("tr_3002",))]),
     ("transfer-pending-one", [
         ("has my transfer arrived?", "transfers", ("tr_3002", "tr_3001"), ()),
         ("the pending one", "transfers", ("Transfer tr_3002", "pending"), TR_LIST + ("tr_3001",))]),
@@ -110,6 +124,16 @@ ROWS: list[tuple[str, list[Turn]]] = [
     ("raise-contactless-limit", [
         ("what's the contactless limit?", "cards", ("£100",), ()),
         ("can I raise it?", "cards|policy", ("can't be raised",), ("Your cards:",))]),
+    ("atm-fee-then-raise-it", [  # QA round 2 §10: the transactions were listed
+        ("what's the fee for using an ATM?", "billing", ("£1.50",), ()),
+        ("can I raise it?", "billing|policy", ("can't be raised",), TX_LIST + ("tx_1009",))]),
+    ("declined-then-retry-it", [  # QA round 2 §10: the desk's self-description
+        ("why was my payment declined?", "billing", ("declined",), ()),
+        ("can you retry it?", "billing", ("can't retry a payment", "try it again"), ("automated assistant",))]),
+    ("address-then-new-address", [  # QA round 2 §10: the out-of-scope answer
+        ("what's my address?", "account", ("Profile > Personal details",), ()),
+        ("it's 12 Baker Street, London", "account", ("can't change your address in this chat", "Profile > Personal"),
+         (OOS,))]),
     ("top-up-how-then-failed", [
         ("I need to top up my account", "transfers", ("Add money",), ("fails when",)),
         ("it failed", "transfers", ("A top-up fails when",), ("nothing new",))]),
@@ -136,6 +160,22 @@ ROWS: list[tuple[str, list[Turn]]] = [
         ("I lost my card", "cards", ("frozen your physical card ending 4242",), ()),
         ("I found it", "cards", ("Shall I unfreeze your card ending 4242?",), ()),
         ("how do I do it?", "cards", ("in the app under Cards", "say yes"), ("which part",))]),
+    # QA round 2 §9: "ok do it" to the supervisor's offer to refund the duplicate got clarify; only "yes" worked
+    ("supervisor-offer-ok-do-it", [
+        ("Why was I charged twice, and when will my refund arrive?", "supervisor", ("refund the duplicate, tx_1008?",),
+         ()),
+        ("ok do it", "refunds", ("tx_1008", "paid back"), ("I'm not sure I understood",))]),
+    ("supervisor-offer-go-ahead", [
+        ("Why was I charged twice, and when will my refund arrive?", "supervisor", ("refund the duplicate, tx_1008?",),
+         ()),
+        ("go ahead", "refunds", ("tx_1008", "paid back"), ("I'm not sure I understood",))]),
+    ("supervisor-offer-please-do", [
+        ("Why was I charged twice, and when will my refund arrive?", "supervisor", ("refund the duplicate, tx_1008?",),
+         ()),
+        ("please do", "refunds", ("tx_1008", "paid back"), ("I'm not sure I understood",))]),
+    ("billing-offer-ok-do-it", [  # billing's own offer: it explained tx_1008 instead
+        ("I was charged twice at Blue Bottle", "billing", ("refund the duplicate, tx_1008?",), ()),
+        ("ok do it", "refunds", ("tx_1008", "paid back"), ("status posted",))]),
     ("transfer-times-then-how", [
         (TRANSFER_TIMES, "transfers", ("SEPA",), ()),
         ("how?", "transfers", ("which part",), TR_LIST)]),
@@ -200,8 +240,20 @@ def test_subjects_the_desk_knows_and_chitchat_scope():
 
 def test_an_acknowledgement_then_a_question_is_no_plain_yes_or_no():
     assert is_plain_yes("ok") and is_plain_yes("yes please") and is_plain_yes("sure, go ahead")
+    for text in ("ok do it", "yes do it", "please go ahead", "ok, do it", "go for it", "sure, please do"):
+        assert is_plain_yes(text), text  # QA round 2 §9
+    assert not is_plain_yes("ok do you charge a fee?") and not is_plain_yes("no, do it later")
     assert not is_plain_yes("ok what's my balance") and not is_plain_yes("yes how long does it take")
     assert is_plain_no("no thanks") and not is_plain_no("no what is that")
+
+
+def test_an_address_is_recognised():
+    from policies.replies import gives_address
+
+    for text in ("it's 12 Baker Street, London", "221b Baker St", "my new address is NW1 6XE"):
+        assert gives_address(text), text
+    for text in ("what's my address?", "I paid 12 pounds at the shop", "the third one"):
+        assert not gives_address(text), text
 
 
 def test_it_failed_leans_on_the_previous_answer():
