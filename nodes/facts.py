@@ -165,7 +165,8 @@ def facts_from_tool_result(tool_name: str, result: Mapping[str, Any]) -> dict[st
     request_refund / refund_status (single) -> ``refund_id``, ``refund_status``, ``transaction_id``;
     check_refund_eligibility -> ``transaction_id``, ``refund_eligible``; explain_transaction ->
     ``transaction_id``, ``merchant``, amount keys; card_status -> ``card_id`` of the active physical
-    card (else the first active card) and ``card_id_virtual`` / ``card_id_physical`` (the one usable card of the kind); freeze_card -> ``card_id``, ``card_status``; transfer_status ->
+    card (else the first active card) and ``card_id_virtual`` / ``card_id_physical`` (the one usable card of the
+    kind); freeze_card -> ``card_id``, ``card_status``; transfer_status ->
     ``transfer_id``, ``transfer_status``; lookup_policy -> ``policy_topic``. A refusal (``ok`` False)
     or an unknown tool gives {}."""
     if not isinstance(result, Mapping) or not result.get("ok"):

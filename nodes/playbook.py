@@ -1391,7 +1391,7 @@ def _render_refusal(tool: str, result: dict[str, Any]) -> str:
                 "rf_1234 or tr_1234) or, for a card, its last four digits.")
     if tool == "request_refund":
         return f"I couldn't open a refund: {err}."
-    blocked = " " + BLOCKED_NEXT_STEP if tool in ("freeze_card", "unfreeze_card") and " blocked" in err else ""
+    blocked = " " + BLOCKED_NEXT_STEP if tool in ("freeze_card", "unfreeze_card") and " blocked" in (err or "") else ""
     if tool == "freeze_card":
         return f"I couldn't freeze the card: {err}.{blocked}"
     if tool == "unfreeze_card" and blocked:  # the store's reason already says it cannot be unfrozen
@@ -1840,13 +1840,8 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
         return _NO_TOOL_ANSWERS.get(agent, "How can I help?")
     if agent == "refunds":
         parts = _refunds_tail(text, names, parts)
-    if agent == "cards" and names == ["card_status"]:
-        nothing = _nothing_to_unfreeze(text, dict(tool_results)["card_status"])
-        if nothing is not None:  # "unfreeze my card" with no card frozen: say so, no loss question (qa2 §13)
-            return " ".join([*parts[:1], nothing])
-        parts.extend(_card_follow_up(_cards_reply_to_question(text, asked, previous) or text))
     if agent == "cards":
-        parts.extend(_others_still_frozen(tool_results))
+        parts = _cards_tail(text, tool_results, parts, asked, previous)
     balance = dict(tool_results).get("account_balance") or {}
     if agent == "account" and balance.get("ok"):
         parts = _currency_not_held(text, balance) + parts
@@ -1854,6 +1849,19 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     if status.get("ok"):
         parts.extend(p for p in _transfer_follow_up(text, status) if p not in parts)
     return " ".join(parts)
+
+
+def _cards_tail(text: str, tool_results: list[tuple[str, dict[str, Any]]], parts: list[str], asked: str | None,
+                previous: str | None) -> list[str]:
+    """Cards' answer ``parts`` with what follows them: after the card list alone, nothing to unfreeze (an unfreeze
+    request with no card frozen: no loss question, qa2 §13) or the follow-up question (which card); after a new
+    freeze, the other cards that stay frozen (:func:`_others_still_frozen`)."""
+    if [name for name, _ in tool_results] == ["card_status"]:
+        nothing = _nothing_to_unfreeze(text, dict(tool_results)["card_status"])
+        if nothing is not None:
+            return [*parts[:1], nothing]
+        return [*parts, *_card_follow_up(_cards_reply_to_question(text, asked, previous) or text)]
+    return [*parts, *_others_still_frozen(tool_results)]
 
 
 #: What a blocked card's owner can do: a blocked card stays blocked (``checkpoints.business`` refuses its unfreeze);

@@ -74,3 +74,21 @@ def test_card_status_facts_name_the_one_usable_card_of_each_kind():
         {"card_id_physical": "c2", "card_id_virtual": "c3"}
     two_virtual = [*cards[:2], cards[2], {**cards[2], "id": "c4", "last4": "1234"}]
     assert "card_id_virtual" not in facts_from_tool_result("card_status", {"ok": True, "cards": two_virtual})
+
+
+def test_a_safety_report_with_a_refund_request_freezes_and_says_how_the_refund_goes_on(desk, store):  # noqa: F811
+    """qa2 §4: "My card was stolen and I want a refund for tx_1001" freezes the card and no longer drops the refund:
+    the answer says how to send it to refunds; nothing is opened by the cards agent (no refund without the refunds
+    team's own request handling), and sending it as asked opens it."""
+    from graph.conversation import Conversation
+
+    before = len(store.refunds_for_transaction("c_ada", "tx_1001"))
+    conv = Conversation("stolen-and-refund", desk=desk)
+    r = conv.send("My card was stolen and I want a refund for tx_1001")
+    assert r.agent == "cards" and "frozen your physical card ending 4242" in r.text, r.text
+    assert "refund tx_1001" in r.text and "rf_" not in r.text, r.text
+    assert _cards(store) == FROZE_4242
+    assert len(store.refunds_for_transaction("c_ada", "tx_1001")) == before
+    r = conv.send("refund tx_1001")
+    assert r.agent == "refunds" and "tx_1001" in r.text, r.text
+    assert len(store.refunds_for_transaction("c_ada", "tx_1001")) == before + 1
