@@ -4,7 +4,7 @@ offline one).
 Facts are ``dict[str, str]`` with the keys of :data:`FACT_KEYS` (all optional): ``transaction_id``,
 ``transaction_ids`` (comma-separated when the user named several), ``original_transaction_id``, ``refund_id``,
 ``refund_status``, ``transfer_id``, ``transfer_status``, ``card_last4`` and ``card_ref`` (user-said), ``card_id``
-(system-verified),
+(system-verified), ``card_id_virtual`` / ``card_id_physical`` (system-verified: the one usable card of that kind),
 ``card_status``, ``merchant``, ``amount`` ("4.50 GBP"), ``amount_minor`` ("450"), ``currency`` ("GBP"),
 ``refund_eligible`` ("yes"/"no"), ``policy_topic``.
 
@@ -33,7 +33,7 @@ __all__ = ["FACT_KEYS", "extract_facts", "facts_from_tool_result", "collect_fact
 FACT_KEYS = frozenset({
     "transaction_id", "transaction_ids", "original_transaction_id", "refund_id", "refund_status",
     "transfer_id", "transfer_status", "card_last4", "card_id", "card_ref", "card_status", "merchant", "amount",
-    "amount_minor", "currency", "refund_eligible", "policy_topic",
+    "amount_minor", "currency", "refund_eligible", "policy_topic", "card_id_virtual", "card_id_physical",
 })
 
 
@@ -130,12 +130,17 @@ def _explained(result: Mapping[str, Any]) -> dict[str, str]:
 
 def _cards(result: Mapping[str, Any]) -> dict[str, str]:
     cards = result.get("cards", [])
+    # the one usable (not blocked or expired) card of each kind: the card a loss report naming its kind means ("my
+    # virtual card was stolen" freezes the virtual card, never the physical default: qa2 §2)
+    by_kind = {f"card_id_{kind}": usable[0]["id"] for kind in ("virtual", "physical")
+               if len(usable := [c for c in cards if c["kind"] == kind and c["status"] not in ("blocked", "expired")])
+               == 1}
     if any(c["status"] == "frozen" for c in cards):
-        return {}  # a card was already frozen: which one is lost now is for the customer to say
+        return by_kind  # a card was already frozen: which one is lost now is for the customer to say
     active = [c for c in cards if c["status"] == "active"]
     physical = [c for c in active if c["kind"] == "physical"]
     chosen = (physical or active or [None])[0]
-    return {"card_id": chosen["id"]} if chosen else {}
+    return {**by_kind, "card_id": chosen["id"]} if chosen else by_kind
 
 
 #: Tool name -> the function reading its result's verified facts.
@@ -160,7 +165,8 @@ def facts_from_tool_result(tool_name: str, result: Mapping[str, Any]) -> dict[st
     request_refund / refund_status (single) -> ``refund_id``, ``refund_status``, ``transaction_id``;
     check_refund_eligibility -> ``transaction_id``, ``refund_eligible``; explain_transaction ->
     ``transaction_id``, ``merchant``, amount keys; card_status -> ``card_id`` of the active physical
-    card (else the first active card); freeze_card -> ``card_id``, ``card_status``; transfer_status ->
+    card (else the first active card) and ``card_id_virtual`` / ``card_id_physical`` (the one usable card of the
+    kind); freeze_card -> ``card_id``, ``card_status``; transfer_status ->
     ``transfer_id``, ``transfer_status``; lookup_policy -> ``policy_topic``. A refusal (``ok`` False)
     or an unknown tool gives {}."""
     if not isinstance(result, Mapping) or not result.get("ok"):

@@ -650,6 +650,11 @@ class OfflineChatModel(BaseChatModel):
         unsure = rest_route is not None and target != "other" and rest_route.confidence < MISROUTE_CONFIDENCE
         if target in ("cards", "other") or unsure:
             # nothing else asked, or the rest is no specialist's: the whole message, when the router is sure of another
+            if not rest and wants_refund(user_text) and "transfer_to_refunds" not in names:
+                # "My card was stolen and I want a refund for tx_1001" (one segment): cards can't hand on to refunds
+                # (policies.edges) and opens no refund itself, so it says how the refund request reaches refunds; it
+                # was dropped (qa2 §4)
+                return self._refund_elsewhere(extract_facts(user_text).get("transaction_id"))
             whole = self._router().route(user_text)
             if (whole.agent in ("cards", "other") or whole.confidence < MISROUTE_CONFIDENCE
                     or f"transfer_to_{whole.agent}" not in names):
@@ -661,6 +666,15 @@ class OfflineChatModel(BaseChatModel):
             return AIMessage(content="", tool_calls=[_call(f"transfer_to_{target}", {
                 "reason": SAFETY_REASON_AFTER, "objective": objective, "facts": facts})])
         return self._rest_elsewhere(objective, target)
+
+    @staticmethod
+    def _refund_elsewhere(tx_id: str | None) -> str:
+        """The sentence telling the customer how the refund they asked for beside a safety report reaches the refunds
+        team (the cards agent opens none: a refund opens only on the customer's own request, which refunds handles)."""
+        what = f"the refund for {tx_id}" if tx_id else "your refund"
+        example = f"\u201crefund {tx_id}\u201d" if tx_id else "\u201crefund\u201d and the transaction's id"
+        return (f"I haven't opened {what} yet: refunds are our refunds team's. Send it as its own message (for "
+                f"example {example}) and they'll take it.")
 
     @staticmethod
     def _rest_elsewhere(objective: str, target: str) -> str:

@@ -220,7 +220,7 @@ _REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all
                  r"(?:my|the) (?:balance|account)\b",
                  r"\b(?:is|was|has) (?:it|the money|the refund|my refund|that|this) (?:been )?(?:credited|paid out)\b")
 _ELIGIBILITY = (r"\brefundable\b", r"\beligib", r"\b(?:can|could) (?:it|this|that|tx_\w+) be refunded\b")
-_CARD_FREEZE = (r"\blost\b", r"\bstolen\b", r"\bmissing\b", r"\bcompromis", r"\bfraud", r"\bfreeze\b",
+_CARD_FREEZE = (r"\blost\b", r"\bstolen\b", r"\bstole\b", r"\bmissing\b", r"\bcompromis", r"\bfraud", r"\bfreeze\b",
                 r"\bblock (?:it|my|the)\b", r"\bcan'?t find (?:my|the) card\b",
                 r"\bsomeone (?:has|took|used)")
 _FEES = (r"\bfees?\b", r"\bcharged? (?:me )?(?:for|a)\b", r"\bcommission\b", r"\bextra charge",
@@ -787,8 +787,12 @@ def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIn
         # the card the customer named, exactly (card_ref / last four); the verified card only when they named none
         # and reported a loss: a bare "freeze it" freezes the card the conversation meant (card_last4, set by the
         # offline model from the previous answer) or none, and asks (FREEZE_WHICH)
-        target = facts.get("card_ref") or facts.get("card_last4") or (
-            None if _bare_card_action(text) else facts.get("card_id"))
+        kind = loss_card_kind(text)
+        # a card named by its kind ("my virtual card was stolen") is that card, never the physical default (qa2 §2);
+        # none usable of that kind: no freeze, cards asks which card
+        by_kind = facts.get(f"card_id_{kind}") if kind else None
+        target = facts.get("card_ref") or facts.get("card_last4") or by_kind or (
+            None if _bare_card_action(text) or kind else facts.get("card_id"))
         if target:
             return plan("freeze_card", card_id=target)
     return None
@@ -797,6 +801,17 @@ def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIn
 #: The customer names one card in their message: its last four digits or its id.
 _CARD_NAMED_RE = re.compile(r"\b(?:ending|ends|last (?:four|4)(?: digits)?|card)\D{0,12}(\d{4})\b|\b(card_[a-z0-9_]+)\b|"
                             r"^\D*\b(\d{4})\b\D*$")
+
+
+#: "virtual card", "physical one", "virtual debit card": a card's kind named in a message.
+_KIND_NAMED_RE = re.compile(r"\b(virtual|physical)\s+(?:debit\s+|credit\s+|bank\s+)?(?:card|one)s?\b")
+
+
+def loss_card_kind(text: str) -> str | None:
+    """The kind ("virtual" or "physical") of the card the (lower-cased) ``text`` names ("I lost my virtual card",
+    "someone stole my virtual card details"), or None when it names no kind or both."""
+    kinds = {m.group(1) for m in _KIND_NAMED_RE.finditer(text)}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 #: "the virtual one", "my physical one": a card picked by its kind.
@@ -1500,8 +1515,11 @@ def _render_refusal(tool: str, result: dict[str, Any]) -> str:
                 "rf_1234 or tr_1234) or, for a card, its last four digits.")
     if tool == "request_refund":
         return f"I couldn't open a refund: {err}."
+    blocked = " " + BLOCKED_NEXT_STEP if tool in ("freeze_card", "unfreeze_card") and " blocked" in (err or "") else ""
     if tool == "freeze_card":
-        return f"I couldn't freeze the card: {err}."
+        return f"I couldn't freeze the card: {err}.{blocked}"
+    if tool == "unfreeze_card" and blocked:  # the store's reason already says it cannot be unfrozen
+        return f"I couldn't unfreeze it: {err}. To pay by card again, order a replacement in the app under Cards (£5)."
     if tool == "cancel_refund":
         return f"I couldn't cancel it: {err}."
     if tool == "lookup_policy":
@@ -1657,7 +1675,8 @@ def _render_card_status(result: dict[str, Any], text: str) -> str:
     one = [c for c in cards if (digits and digits in (c["last4"], c["id"])) or (kind and c["kind"] == kind.group(1))]
     if len(one) == 1 and (digits or kind) and len(text.split()) <= 8:  # "the one ending 1881": that card, not the list
         c = one[0]
-        tail = {"frozen": " You can unfreeze it in the app, or tell me and I'll do it."}.get(c["status"], "")
+        tail = {"frozen": " You can unfreeze it in the app, or tell me and I'll do it.",
+                "blocked": " " + BLOCKED_NEXT_STEP}.get(c["status"], "")
         return f"Your {c['kind']} card ending {c['last4']} is {c['status']}.{tail}"
     return "Your cards: " + "; ".join(
         f"{c['kind']} card ending {c['last4']} is {c['status']}" for c in cards) + "."
@@ -1671,10 +1690,35 @@ def _render_freeze_card(result: dict[str, Any], text: str) -> str:
         confirm = "Yes, that's the one: your" if _CARD_NAMED_RE.search(text) and not reports_card_loss(text) \
             else "Your"
         return (f"{confirm} {result['kind']} card ending {result['last4']} is frozen, so nobody can pay with it. "
-                + CARD_NEXT_STEPS)
+                + (_compromised_next_steps(result) if _no_card_to_find(result, text) else CARD_NEXT_STEPS))
+    if _no_card_to_find(result, text):
+        return (f"I've frozen your {result['kind']} card ending {result['last4']}, so nobody can pay with it. "
+                + _compromised_next_steps(result))
     return (f"I've frozen your {result['kind']} card ending {result['last4']}, so nobody can pay "
             "with it. If you find it you can unfreeze it in the app; if it was stolen, order a "
             "replacement there and check your recent transactions.")
+
+
+def _no_card_to_find(result: dict[str, Any], text: str) -> bool:
+    """A frozen card the customer cannot "find" again: a virtual card, or card details reported stolen or leaked
+    (qa2 §13: a virtual card's freeze said "If you find it…")."""
+    return result.get("kind") == "virtual" or bool(re.search(r"\bcard (?:details|number)\b|\bcompromis|\bcloned\b|"
+                                                          r"\bskimm", text, re.I))
+
+
+def _compromised_next_steps(result: dict[str, Any]) -> str:
+    if result.get("kind") == "virtual":
+        return VIRTUAL_NEXT_STEPS
+    return ("Its number can't be used again safely: order a replacement in the app (£5; the new card has a new number) "
+            "and check your recent transactions. If you froze it by mistake, you can unfreeze it in the app (or tell "
+            "me and I'll do it).")
+
+
+#: What happens after a virtual card (or card details) is frozen: nothing to find, a new number is the fix (a virtual
+#: card is free: ``getting_virtual_card`` of ``nodes/data/desk_knowledge.json``).
+VIRTUAL_NEXT_STEPS = ("Its number can't be used again safely: create a new card in the app under Cards > Add card (a new "
+                      "virtual card is free and has a new number) and check your recent transactions. If you froze it "
+                      "by mistake, you can unfreeze it in the app (or tell me and I'll do it).")
 
 
 #: What happens after a card is frozen (fees: a replacement physical card costs £5, ``nodes.tools.POLICY_KB``).
@@ -1920,8 +1964,8 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
         return _NO_TOOL_ANSWERS.get(agent, "How can I help?")
     if agent == "refunds":
         parts = _refunds_tail(text, names, parts)
-    if agent == "cards" and names == ["card_status"]:
-        parts.extend(_card_follow_up(_cards_reply_to_question(text, asked, previous) or text))
+    if agent == "cards":
+        parts = _cards_tail(text, tool_results, parts, asked, previous)
     balance = dict(tool_results).get("account_balance") or {}
     if agent == "account" and balance.get("ok"):
         parts = _currency_not_held(text, balance) + parts
@@ -1929,6 +1973,55 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
     if status.get("ok"):
         parts.extend(p for p in _transfer_follow_up(text, status) if p not in parts)
     return " ".join(parts)
+
+
+def _cards_tail(text: str, tool_results: list[tuple[str, dict[str, Any]]], parts: list[str], asked: str | None,
+                previous: str | None) -> list[str]:
+    """Cards' answer ``parts`` with what follows them: after the card list alone, nothing to unfreeze (an unfreeze
+    request with no card frozen: no loss question, qa2 §13) or the follow-up question (which card); after a new
+    freeze, the other cards that stay frozen (:func:`_others_still_frozen`)."""
+    if [name for name, _ in tool_results] == ["card_status"]:
+        nothing = _nothing_to_unfreeze(text, dict(tool_results)["card_status"])
+        if nothing is not None:
+            return [*parts[:1], nothing]
+        return [*parts, *_card_follow_up(_cards_reply_to_question(text, asked, previous) or text)]
+    return [*parts, *_others_still_frozen(tool_results)]
+
+
+#: What a blocked card's owner can do: a blocked card stays blocked (``checkpoints.business`` refuses its unfreeze);
+#: a replacement physical card costs £5 (``nodes.tools.POLICY_KB``).
+BLOCKED_NEXT_STEP = "A blocked card can't be unfrozen or used again: order a replacement in the app under Cards (£5)."
+
+
+def _nothing_to_unfreeze(text: str, status: dict[str, Any]) -> str | None:
+    """Cards' answer to an unfreeze request that names no card when none of the customer's cards is frozen
+    (``status``: the card_status result): nothing to unfreeze, and what a blocked card needs; None otherwise."""
+    cards = status.get("cards") or []
+    if not status.get("ok") or not _has(text, *_UNFREEZE_ASKED) or _CARD_NAMED_RE.search(text) \
+            or any(c["status"] == "frozen" for c in cards):
+        return None
+    blocked = [c["last4"] for c in cards if c["status"] == "blocked"]
+    return "None of your cards is frozen, so there's nothing to unfreeze." + (
+        f" Your card ending {blocked[0]} is blocked. {BLOCKED_NEXT_STEP}" if len(blocked) == 1 else
+        f" {BLOCKED_NEXT_STEP}" if blocked else "")
+
+
+def _others_still_frozen(tool_results: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """After a new freeze, the other cards that were frozen before it (the turn's card_status result) stay frozen:
+    say so, and offer to unfreeze the one such card (:data:`UNFREEZE_OFFER`, whose yes unfreezes it) — "actually it's
+    the one ending 8899" after the desk froze 4242 for "I lost my card" (qa2 §13)."""
+    results = dict(tool_results)
+    frozen, status = results.get("freeze_card") or {}, results.get("card_status") or {}
+    if not frozen.get("ok") or frozen.get("already_frozen") or frozen.get("replayed") or not status.get("ok"):
+        return []
+    others = [c for c in status.get("cards") or [] if c["status"] == "frozen" and c["last4"] != frozen.get("last4")]
+    if not others:
+        return []
+    if len(others) > 1:
+        return ["Your cards ending " + " and ".join(c["last4"] for c in others) + " stay frozen too; tell me if you "
+                "want one of them unfrozen."]
+    c = others[0]
+    return [f"Your {c['kind']} card ending {c['last4']} stays frozen too.", UNFREEZE_OFFER.format(last4=c["last4"])]
 
 
 def _refunds_first_answer(text: str, tool_results: list[tuple[str, dict[str, Any]]], names: list[str]) -> str | None:

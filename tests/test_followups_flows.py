@@ -37,9 +37,11 @@ FLOWS: list[tuple[str, list[Turn]]] = [
         ("the one ending 4242", "cards", ("frozen your physical card ending 4242",), ACCOUNT_FREEZE)]),
     ("freeze-it-new-thread", [
         ("freeze it", "cards", ("a card or your whole account",), ACCOUNT_FREEZE + ("I've frozen",)),
-        ("unfreeze it", "cards", ("which card to unfreeze",), ("not something this desk", "I've unfrozen"))]),
+        ("unfreeze it", "cards", ("nothing to unfreeze",), ("not something this desk", "I've unfrozen", "which card to "
+                                                           "unfreeze", "lost or stolen"))]),
     ("unfreeze-it-new-thread", [
-        ("unfreeze it", "cards", ("which card to unfreeze",), ("not something this desk", "Your account"))]),
+        ("unfreeze it", "cards", ("nothing to unfreeze",), ("not something this desk", "Your account", "which card to "
+                                                           "unfreeze", "lost or stolen"))]),
     ("freeze-my-account-still-account", [
         ("please freeze my account", "account", ACCOUNT_FREEZE, ())]),
     # 2. a short out-of-scope question while a specialist holds the thread gets the out_of_scope answer; an opener
