@@ -114,7 +114,13 @@ def test_seed_cards_are_what_the_rows_assume(store):
 
 @pytest.mark.parametrize("case,turns", CARD_CASES, ids=[c for c, _ in CARD_CASES])
 def test_card_conversation_answers_and_card_states(desk, store, case, turns):
-    conv = Conversation(case, desk=desk)
+    play_card_turns(desk, store, case, turns)
+
+
+def play_card_turns(desk, store, thread: str, turns) -> None:
+    """Send each ``(message, agent, must, must_not, card states)`` turn on ``thread``; check the answering agent, the
+    substrings the answer must and must not contain, and c_ada's cards in ``store`` (``{last4: status}``) after it."""
+    conv = Conversation(thread, desk=desk)
     for text, agent, must, must_not, cards in turns:
         r = conv.send(text)
         assert r.agent in agent.split("|"), (text, r.agent, r.text)

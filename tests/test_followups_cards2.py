@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_followups_cards import FROZE_4242, FROZE_8899, SEED, Turn, _cards
+from tests.test_followups_cards import FROZE_4242, FROZE_8899, SEED, Turn, _cards, play_card_turns
 from tests.test_followups_cards import desk as desk  # noqa: F401  (the fixture)
 
 BOTH_FROZEN = {**SEED, "4242": "frozen", "8899": "frozen"}
@@ -51,15 +51,7 @@ CARD_CASES2: list[tuple[str, list[Turn]]] = [
 
 @pytest.mark.parametrize("case,turns", CARD_CASES2, ids=[c for c, _ in CARD_CASES2])
 def test_card_conversation_answers_and_card_states(desk, store, case, turns):  # noqa: F811
-    from graph.conversation import Conversation
-
-    conv = Conversation(case, desk=desk)
-    for text, agent, must, must_not, cards in turns:
-        r = conv.send(text)
-        assert r.agent in agent.split("|"), (text, r.agent, r.text)
-        assert all(m in r.text for m in must), (text, r.text)
-        assert not any(m in r.text for m in must_not), (text, r.text)
-        assert _cards(store) == cards, (text, r.text)
+    play_card_turns(desk, store, case, turns)
 
 
 def test_card_status_facts_name_the_one_usable_card_of_each_kind():
