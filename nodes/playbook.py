@@ -1886,8 +1886,8 @@ _NO_TOOL_ANSWERS = {
 
 
 #: What happens after an unfreeze request (the desk knowledge has answers for the closure and the freeze only).
-UNFREEZE_ACCOUNT_ANSWER = ("Our team will check the account with you and lift the freeze; until then no payments or "
-                           "transfers can leave the account.")
+UNFREEZE_ACCOUNT_ANSWER = ("Our team will check your account with you and lift any freeze they find on it. Your cards "
+                           "are separate: I can tell you their state or unfreeze one here.")
 
 
 def _filed_request(tool_results: list[tuple[str, dict[str, Any]]],

@@ -92,3 +92,15 @@ def test_a_plain_yes_while_a_refund_waits_is_answered_not_refused(isolated_home)
     assert r.status == "awaiting_approval" and "waiting for approval" in r.text and "nothing has been paid" in r.text
     assert "\n" not in r.text and r.text != first.text
     assert [x.status for x in store.list_refunds("c_ada") if x.transaction_id == "tx_1001"] == ["requested"]
+
+
+def test_account_freeze_requests_never_claim_a_freeze_that_is_not_there(desk):  # noqa: F811 - the fixture
+    """A freeze or unfreeze of the whole account is a request to our team (nothing is frozen yet); the answers said
+    "until then no payments or transfers can leave the account" (fresh-user review round 2)."""
+    conv = Conversation("account-freeze-words", desk=desk)
+    freeze = conv.send("freeze my account").text
+    if "Shall I" in freeze:  # the desk may ask before filing
+        freeze = conv.send("yes").text
+    assert "can still leave" in freeze and "no payments or transfers can leave" not in freeze, freeze
+    unfreeze = conv.send("unfreeze my account").text
+    assert "can leave the account" not in unfreeze and "lift any freeze" in unfreeze, unfreeze
