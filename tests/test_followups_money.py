@@ -73,6 +73,11 @@ def desk(store):
                       router=router, store=store)
 
 
+def _refunds_of(store, transaction_id: str, customer: str = "c_ada") -> list:
+    """The customer's refund records of ``transaction_id`` (``store.list_refunds`` order)."""
+    return [f for f in store.list_refunds(customer) if f.transaction_id == transaction_id]
+
+
 def _money_in(store, customer: str = "c_ada") -> list[str]:
     return [t.id for t in store.list_transactions(customer, limit=100, kind="transfer_in")]
 
@@ -105,10 +110,10 @@ def test_a_question_about_refunds_gets_the_answer_and_an_offer(desk, store, text
     conv.send(NAMED)
     r = conv.send(text)
     assert "tx_1008" in r.text and "can be refunded" in r.text and r.text.rstrip().endswith("?"), r.text
-    assert not [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
+    assert not _refunds_of(store, "tx_1008")
     r = conv.send("yes")  # the offer made as a question: its yes is the customer's request
     assert r.agent == "refunds" and "rf_" in r.text, r.text
-    assert [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
+    assert _refunds_of(store, "tx_1008")
 
 
 @pytest.mark.parametrize("text", ["and the refund for tx_1008?", "refund for tx_1008?", "tx_1008 refund?"])
@@ -117,9 +122,9 @@ def test_a_bare_refund_question_gets_the_eligibility_and_the_offer(desk, store, 
     r = conv.send(text)
     assert r.agent == "refunds" and "tx_1008" in r.text and "can be refunded" in r.text, r.text
     assert r.text.endswith("Shall I open a refund request for it?"), r.text
-    assert not [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
+    assert not _refunds_of(store, "tx_1008")
     r = conv.send("yes")  # the offer's yes is the request
-    assert [f.status for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"] == ["executed"], r.text
+    assert [f.status for f in _refunds_of(store, "tx_1008")] == ["executed"], r.text
 
 
 @pytest.mark.parametrize("text", ["I don't want a refund for tx_1008", "I do not need a refund for tx_1008"])
@@ -131,7 +136,7 @@ def test_a_refund_the_customer_does_not_want_is_neither_opened_nor_offered(desk,
     assert r.agent == "refunds" and "won't open a refund for tx_1008" in r.text, r.text
     assert REFUND_OFFER not in r.text
     conv.send("yes")  # answers "anything else?", not an offer: opens nothing
-    assert not [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
+    assert not _refunds_of(store, "tx_1008")
 
 
 @pytest.mark.parametrize("text", ["I want a refund for tx_1008", "refund tx_1008 please", "can I get a refund for tx_1008?",
@@ -139,7 +144,7 @@ def test_a_refund_the_customer_does_not_want_is_neither_opened_nor_offered(desk,
 def test_an_explicit_request_on_a_fresh_thread_opens_the_refund(desk, store, text):
     r = Conversation("explicit-fresh", desk=desk).send(text)
     assert r.agent == "refunds" and "rf_" in r.text, r.text
-    assert [f.status for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"] == ["executed"]
+    assert [f.status for f in _refunds_of(store, "tx_1008")] == ["executed"]
 
 
 @pytest.mark.parametrize("text,about", [
@@ -171,7 +176,7 @@ def test_an_explicit_request_after_billing_still_opens_the_refund(desk, store, t
     conv.send(NAMED)
     r = conv.send(text)
     assert r.agent == "refunds" and "rf_" in r.text, r.text
-    assert [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
+    assert _refunds_of(store, "tx_1008")
 
 
 # ------------------------------------------------------------------ qa1 §3.4: a waiting refund named for cancellation
@@ -200,7 +205,7 @@ def test_a_no_to_the_cancel_question_keeps_the_refund(desk, store):
 def test_a_refund_that_cannot_be_cancelled_says_why(desk, store):
     conv = Conversation("cancel-paid", desk=desk)
     conv.send("refund tx_1008 please")  # £4.50: approved and paid at once by the house rules
-    paid = [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
+    paid = _refunds_of(store, "tx_1008")
     assert paid and paid[0].status == "executed"
     r = conv.send(f"cancel {paid[0].id}")
     assert "already paid" in r.text and "can't be cancelled" in r.text, r.text
@@ -215,7 +220,7 @@ def test_a_balance_question_after_a_paid_refund_gets_its_status(desk, store, tex
     r = conv.send(text)
     assert r.agent == "refunds" and "already in your balance" in r.text, r.text
     assert "can't be refunded" not in r.text
-    assert len([f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]) == 1
+    assert len(_refunds_of(store, "tx_1008")) == 1
 
 
 @pytest.mark.parametrize("text", ["cancel that", "cancel it", "cancel my refund"])
@@ -225,7 +230,7 @@ def test_cancel_after_an_automatic_refund_says_it_was_already_paid(desk, store, 
     r = conv.send(text)
     assert r.agent == "refunds" and "already paid" in r.text and "can't be cancelled" in r.text, r.text
     assert "can't be refunded" not in r.text and "rf_5001" not in r.text, r.text
-    assert [f.status for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"] == ["executed"]
+    assert [f.status for f in _refunds_of(store, "tx_1008")] == ["executed"]
 
 
 # ------------------------------------------------------------------ qa1 §3.2: an operator's rejection stands
@@ -248,7 +253,7 @@ def test_why_a_refund_was_rejected_gets_the_fixed_reason_never_the_note(desk, st
     assert "could not approve it" in r.text and "fraud" not in r.text.lower(), r.text
     r = conv.send("yes")
     assert "rf_" not in r.text or "rf_5001" in r.text, r.text
-    assert [f.id for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1005"] == ["rf_5001"]
+    assert [f.id for f in _refunds_of(store, "tx_1005")] == ["rf_5001"]
 
 
 def test_a_new_refund_for_a_rejected_payment_goes_to_a_person_with_the_flag(desk, store):
@@ -289,7 +294,7 @@ def test_after_a_rejection_in_the_conversation_a_yes_opens_nothing(desk, store):
     assert "rf_" not in r.text, r.text
     r = conv.send("why was it rejected?")
     assert "could not approve it" in r.text and "forged" not in r.text, r.text
-    assert [f.status for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1001"] == ["rejected"]
+    assert [f.status for f in _refunds_of(store, "tx_1001")] == ["rejected"]
 
 
 # ------------------------------------------------------------------ the code checks the confirmation, not the model
@@ -348,7 +353,7 @@ def test_a_status_question_naming_a_payment_without_a_refund_says_so(desk, store
     assert r.agent == "refunds" and "no refund for tx_1008" in r.text, r.text
     assert "rf_5001" not in r.text and "tx_1005" not in r.text, r.text
     assert r.text.endswith("Shall I open a refund request for it?"), r.text
-    assert not [f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]
+    assert not _refunds_of(store, "tx_1008")
 
 
 def test_a_status_question_naming_a_payment_with_a_refund_gets_only_that_one(desk, store):
@@ -376,9 +381,9 @@ def test_refund_the_other_one_after_the_duplicate_is_the_other_of_the_pair(desk,
     conv = Conversation("other-one", desk=desk)
     conv.send(TWICE)
     conv.send("yes")
-    assert [f.status for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"] == ["executed"]
+    assert [f.status for f in _refunds_of(store, "tx_1008")] == ["executed"]
     r = conv.send("refund the other one too")
     assert r.agent == "refunds" and "tx_1007" in r.text and "already has refund" not in r.text, r.text
     assert [f.transaction_id for f in store.list_refunds("c_ada") if f.transaction_id in ("tx_1007", "tx_1008")] \
         .count("tx_1007") == 1
-    assert len([f for f in store.list_refunds("c_ada") if f.transaction_id == "tx_1008"]) == 1
+    assert len(_refunds_of(store, "tx_1008")) == 1
