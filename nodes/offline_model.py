@@ -43,7 +43,7 @@ from policies.compound import (
     split_requests,
 )
 from policies.edges import SPECIALISTS
-from policies.replies import asks_card_action, gives_address, listed_items_of, lists_records_of
+from policies.replies import asks_card_action, gives_address, listed_cards_of, listed_items_of, lists_records_of
 
 __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE", "SAFETY_REASON",
            "SAFETY_REASON_AFTER", "PATTERN_HANDON_BELOW", "PATTERN_OWNER_MIN", "DISPUTE_REASON", "DUPLICATE_REASON",
@@ -337,14 +337,15 @@ def _item_lines(answer: str, items: list[str]) -> dict[str, str]:
         out[item] = line
     return out
 _ID_KEYS = {"tx": "transaction_id", "tr": "transfer_id", "rf": "refund_id"}
+_RECORD_PREFIXES = tuple(f"{k}_" for k in _ID_KEYS)
 
 
 def _listed_for_pick(answer: str) -> list[str]:
     """What a pick by position counts in ``answer``: its record ids (``tx_…``, ``tr_…``, ``rf_…``), else the last four
     digits of the cards it names ("Your cards: physical card ending 1881 …; virtual card ending 8899 …"), first-seen
     order."""
-    ids = [i for i in listed_items_of(answer) if i[:2] in _ID_KEYS]
-    return ids or list(dict.fromkeys(_CARD_IN_ANSWER.findall(answer)))
+    ids = list(listed_items_of(answer, _RECORD_PREFIXES))
+    return ids or list(listed_cards_of(answer))
 
 
 def _pick_fact(item: str) -> dict[str, str]:
@@ -369,7 +370,7 @@ def position_pick(messages: list[BaseMessage], user_text: str) -> tuple[dict[str
     if by_word is not None:  # "the pending one": the one record of the last answer whose line says "pending"
         answer = next(iter(_previous_answers(messages, 1)), "")
         word = by_word.group("word").lower()
-        lines = _item_lines(answer, [i for i in listed_items_of(answer) if i[:2] in _ID_KEYS])
+        lines = _item_lines(answer, list(listed_items_of(answer, _RECORD_PREFIXES)))
         found = [i for i, line in lines.items() if re.search(rf"\b{word}\b", line, re.I)]
         return (_pick_fact(found[0]), None) if len(found) == 1 else ({}, None)
     if m is None:
@@ -418,11 +419,11 @@ def _payment_meant(agent: str, messages: list[BaseMessage], user_text: str, fact
     answers = _previous_answers(messages)
     if not answers:
         return {}
-    newest = [i for i in listed_items_of(answers[0]) if i.startswith("tx_")]
+    newest = listed_items_of(answers[0], ("tx_",))
     if _THE_OTHER.search(user_text):
         current = facts.get("transaction_id") or (newest[0] if len(newest) == 1 else None)
         for answer in answers:
-            pair = [i for i in listed_items_of(answer) if i.startswith("tx_")]
+            pair = listed_items_of(answer, ("tx_",))
             if len(pair) == 2 and current in pair:
                 return {"transaction_id": next(i for i in pair if i != current)}
         return {}
@@ -430,10 +431,6 @@ def _payment_meant(agent: str, messages: list[BaseMessage], user_text: str, fact
             and not re.search(r"\brf_\w+", answers[0])):
         return {"transaction_id": newest[0]}
     return {}
-
-
-#: "your virtual card ending 8899", "card ending 4242": a card an answer names.
-_CARD_IN_ANSWER = re.compile(r"\bcard ending (\d{4})\b")
 
 
 def _card_meant(agent: str, messages: list[BaseMessage], user_text: str, facts: dict[str, str]) -> dict[str, str]:
@@ -444,8 +441,8 @@ def _card_meant(agent: str, messages: list[BaseMessage], user_text: str, facts: 
     card or the account is meant)."""
     if agent != "cards" or facts.keys() & {"card_last4", "card_ref"} or not asks_card_action(user_text):
         return {}
-    named = set(_CARD_IN_ANSWER.findall(_previous_answer(messages) or ""))
-    return {"card_last4": named.pop()} if len(named) == 1 else {}
+    named = listed_cards_of(_previous_answer(messages) or "")
+    return {"card_last4": named[0]} if len(named) == 1 else {}
 
 
 def _call(name: str, args: dict) -> dict:

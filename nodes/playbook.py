@@ -412,7 +412,7 @@ def _follow_up_plan(why: bool, previous: str | None, plan: _Plan) -> ToolCallPla
     payment or fee explains that one (after a list it asks which one, after an answer naming no record any agent asks
     what to explain: no tool); "what about Switzerland?" after a handbook answer reads no records
     (:func:`handbook_follow_up`)."""
-    listed = [i for i in listed_items_of(previous or "") if i.startswith("tx_")]
+    listed = listed_items_of(previous or "", ("tx_",))
     return plan("explain_transaction", transaction_id=listed[0]) if why and len(listed) == 1 else None
 
 

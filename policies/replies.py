@@ -81,9 +81,11 @@ def open_question_of(answer: str) -> str | None:
     return questions[-1] if questions else None
 
 
-def listed_items_of(answer: str) -> tuple[str, ...]:
-    """The record ids (``tx_…``, ``rf_…``, ``tr_…``, ``card_…``) an answer listed, first-seen order."""
-    return tuple(dict.fromkeys(_ITEM_RE.findall(answer or "")))
+def listed_items_of(answer: str, prefixes: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """The record ids (``tx_…``, ``rf_…``, ``tr_…``, ``card_…``) an answer listed, first-seen order; with ``prefixes``
+    (e.g. ``("tx_",)``) only the ids starting with one of them."""
+    items = tuple(dict.fromkeys(_ITEM_RE.findall(answer or "")))
+    return items if prefixes is None else tuple(i for i in items if i.startswith(prefixes))
 
 
 #: A card an answer names by its last four digits ("physical card ending 4242").
