@@ -643,8 +643,12 @@ class OfflineChatModel(BaseChatModel):
         facts = {"card_last4": str(frozen.get("last4", "")), "card_status": "frozen"} if frozen.get("ok") else {}
         rest_route = self._router().route(" ".join(rest)) if rest else None
         target = rest_route.agent if rest_route is not None else "cards"
-        # a rest the router is unsure of ("What do I do?" beside "The ATM took my card!") asks nothing of another team
-        unsure = rest_route is not None and target != "other" and rest_route.confidence < MISROUTE_CONFIDENCE
+        # a rest the router is unsure of ("What do I do?" beside "The ATM took my card!") asks nothing of another team:
+        # the other specialists together get less than MISROUTE_CONFIDENCE. Summed, not the best one's: "what is the
+        # fee for international transfers?" is billing 0.55 / policy 0.40 with the router's embedding head, surely
+        # another team's question though the two teams share it
+        others = sum(p for a, p in rest_route.scores.items() if a not in ("cards", "other")) if rest_route else 0.0
+        unsure = rest_route is not None and target != "other" and others < MISROUTE_CONFIDENCE
         if target in ("cards", "other") or unsure:
             # nothing else asked, or the rest is no specialist's: the whole message, when the router is sure of another
             if not rest and wants_refund(user_text) and "transfer_to_refunds" not in names:
@@ -728,7 +732,10 @@ class OfflineChatModel(BaseChatModel):
         """A handoff for a fresh request that plainly belongs to another agent (the router gives it at least
         ``MISROUTE_CONFIDENCE``, or the desk handbook's patterns match another agent's intent better than any of
         ``agent``'s while the router is unsure of ``agent``: :data:`PATTERN_HANDON_BELOW`, :data:`PATTERN_OWNER_MIN`),
-        when that transfer tool is bound; billing keeps refund requests (it identifies the charge)."""
+        when that transfer tool is bound; billing keeps refund requests (it identifies the charge), and refunds keeps
+        an explicit request for money back that the router reads as billing's charge question ("refund the duplicate
+        charge tx_1008", the objective of billing's or the supervisor's duplicate offer: billing 0.67 with the
+        router's embedding head)."""
         if (agent == "cards" and (_is_safety(user_text) or asks_card_action(user_text))) \
                 or lists_records_of(user_text) == agent:
             return None  # safety first: a lost/stolen card or fraud is handled here before anything else; so is a
@@ -742,7 +749,8 @@ class OfflineChatModel(BaseChatModel):
               and (owner := load_knowledge().owner_by_patterns(agent, user_text)) is not None
               and scores.get(owner, 0.0) >= PATTERN_OWNER_MIN):
             target, reason = owner, f"the desk handbook puts this request with {owner}"
-        if target is None or f"transfer_to_{target}" not in names or (agent == "billing" and target == "refunds"):
+        if target is None or f"transfer_to_{target}" not in names or (agent == "billing" and target == "refunds") \
+                or (agent == "refunds" and target == "billing" and wants_refund(user_text)):
             return None
         return AIMessage(content="", tool_calls=[_call(f"transfer_to_{target}", {"reason": reason})])
 

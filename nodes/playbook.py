@@ -756,13 +756,21 @@ LOSS_ASKED = LOSS_QUESTION.split("?")[0] + "?"
 _LOSS_YES = re.compile(r"(?:yes|yeah|yep|yup|it (?:was|has|is)|please do|go ahead|do it|freeze it)\b[\w ,.!']{0,40}")
 
 
+def _lists_cards(text: str) -> bool:
+    """Does the customer ask for their list of cards ("which cards do I have?", ``policies.replies.lists_records_of``)?"""
+    from policies.replies import lists_records_of
+
+    return lists_records_of(text) == "cards"
+
+
 def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIntent | None,
                 plan: _Plan) -> ToolCallPlan | None:
     # "thanks, I found my lost card" reports the card back, not a loss: nothing is frozen for it
     wants_freeze = reports_card_loss(text) and not _has(text, *_FOUND_CARD)
     wants_unfreeze = _has(text, *_UNFREEZE) and not _has(text, r"\b(?:lost|stolen|compromis|fraud)")
-    if _names_card_only(text):
-        intent = None  # "it's the one ending 4242": the card the customer means, not the router's guess of a topic
+    if _names_card_only(text) or _lists_cards(text):
+        intent = None  # "it's the one ending 4242": the card the customer means, not the router's guess of a topic;
+        # "which cards do I have?": the card list (the router reads a spare-card question into it)
     if not (wants_freeze or wants_unfreeze) and (_policy_question(text) or _fee_or_limit_of_another_thing(text)) \
             and load_knowledge().resolve("cards", text) is None:
         return None  # "and my card limit?": the desk's limits (compose_answer), not the card list and a loss question

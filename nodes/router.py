@@ -192,10 +192,12 @@ class IntentRouter:
                 value that is not a known agent.
         """
         clean_texts, clean_labels, mapping = _validate_training(texts, labels, label_to_agent)
-        from nodes.router_fit import export_model, fit_pipeline
+        from nodes.router_fit import export_model, fit_head, fit_pipeline
 
         pipeline = fit_pipeline(clean_texts, clean_labels)
-        self._set_model(export_model(pipeline, mapping, {}))
+        classes = tuple(str(c) for c in pipeline.named_steps["clf"].classes_)
+        head = fit_head(clean_texts, clean_labels, classes)
+        self._set_model(export_model(pipeline, mapping, {}, head=head))
         self.label_to_agent = mapping
         self.n_examples = len(clean_texts)
         self.created_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -305,7 +307,7 @@ class IntentRouter:
             raise ConfigError("cannot save an unfitted router")
         m = self._model
         save_model(RouterModel(m.kind, m.blocks, m.weights, m.intercepts, m.sigmoid_a, m.sigmoid_b, m.n_folds,
-                               m.classes, m.class_agents, self.metadata()), Path(path))
+                               m.classes, m.class_agents, self.metadata(), m.head), Path(path))
 
     @classmethod
     def load(cls, path: Path) -> "IntentRouter":

@@ -21,6 +21,11 @@ to a :class:`RouterModel`; this module turns a message into the same probabiliti
    (``CalibratedClassifierCV.predict_proba``).  ``logistic`` (the fallback for tiny data sets,
    ``LogisticRegression``): softmax of the scores, or ``[1 - expit(s), expit(s)]`` for two classes.
 
+4. Optionally (:class:`EmbeddingHead`, routers fitted on enough data, ``nodes.router_fit``): a second classifier on
+   the message's sentence vector (``nodes.router_embed``): one hidden layer ``h = max(0, v @ w1 + b1)``, then
+   ``softmax(h @ w2 + b2)`` (scikit-learn's ``MLPClassifier.predict_proba``, relu, multi-class); the router's
+   probabilities are ``(1 - blend) * p_tfidf + blend * p_head``.
+
 File format (:func:`save_model` / :func:`load_model`): one ``.npz`` (a zip of ``.npy`` arrays, read with
 ``allow_pickle=False``, so a router file from elsewhere cannot run code) holding the arrays and a JSON
 ``metadata`` entry with the format name ``switchboard-router`` and :data:`ROUTER_FORMAT_VERSION`.  Every array's
@@ -48,7 +53,9 @@ from graph.errors import ConfigError
 __all__ = [
     "ROUTER_FORMAT_NAME",
     "ROUTER_FORMAT_VERSION",
+    "READ_FORMAT_VERSIONS",
     "TfidfBlock",
+    "EmbeddingHead",
     "RouterModel",
     "save_model",
     "load_model",
@@ -57,8 +64,12 @@ __all__ = [
 
 #: Written into every router file; another value means "not ours".
 ROUTER_FORMAT_NAME = "switchboard-router"
-#: Bump when the arrays or their meaning change (1 was the pickled scikit-learn pipeline, never read now).
-ROUTER_FORMAT_VERSION = 2
+#: Bump when the arrays or their meaning change (1 was the pickled scikit-learn pipeline, never read now; 3 added
+#: the optional embedding head).  Files are written as 3 with a head and as 2 without one, so a router without a
+#: head stays readable by the switchboard before the head.
+ROUTER_FORMAT_VERSION = 3
+#: Versions :func:`load_model` reads.
+READ_FORMAT_VERSIONS = (2, 3)
 #: Model kinds this module scores (see the module docstring, step 3).
 KINDS = ("calibrated_sigmoid", "logistic")
 #: The only vectorizer settings implemented here (``TfidfVectorizer`` parameters); anything else is refused.
@@ -132,6 +143,33 @@ class TfidfBlock:
 _TOKEN = re.compile(str(SUPPORTED_VECTORIZER["token_pattern"]))
 
 
+@dataclass(frozen=True, eq=False)
+class EmbeddingHead:
+    """The second classifier, on sentence vectors (module docstring, step 4).
+
+    Attributes:
+        encoder: the ``nodes.router_embed.ENCODER_NAME`` the head was fitted on.
+        w1: ``(dim, hidden)`` float32; b1: ``(hidden,)`` float32.
+        w2: ``(hidden, n_classes)`` float32, columns in the router's ``classes`` order; b2: ``(n_classes,)`` float32.
+        blend: weight of the head's probabilities, 0..1.
+    """
+
+    encoder: str
+    w1: np.ndarray
+    b1: np.ndarray
+    w2: np.ndarray
+    b2: np.ndarray
+    blend: float
+
+    def predict_proba(self, vectors: np.ndarray) -> np.ndarray:
+        """Class probabilities ``(n, n_classes)`` float64 of sentence ``vectors`` ``(n, dim)``."""
+        h = np.maximum(vectors @ self.w1 + self.b1, 0.0)
+        z = (h @ self.w2 + self.b2).astype(np.float64)
+        z -= z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=1, keepdims=True)
+
+
 class _Analyzer:
     """A block's terms -> global feature ids (``offset`` + vocabulary index), unknown terms dropped."""
 
@@ -171,6 +209,7 @@ class RouterModel:
         classes: the fine labels (or agents), in the classifier's order.
         class_agents: the agent of each class (``classes`` themselves when trained on agents).
         metadata: JSON-able provenance (format, source, examples, fit settings, ...), written into the file.
+        head: the optional :class:`EmbeddingHead` (None: the TF-IDF classifier alone).
     """
 
     kind: str
@@ -183,6 +222,7 @@ class RouterModel:
     classes: tuple[str, ...]
     class_agents: tuple[str, ...]
     metadata: dict = field(default_factory=dict)
+    head: EmbeddingHead | None = None
     # Derived in __post_init__ (not constructor arguments): feature offset of each block, the concatenated idf and
     # one analyzer per block.
     _offsets: np.ndarray = field(init=False, repr=False, compare=False)
@@ -241,8 +281,21 @@ class RouterModel:
     def predict_proba(self, docs: list[str]) -> np.ndarray:
         """Class probabilities ``(len(docs), len(classes))`` float64, rows sum to 1, columns in ``classes`` order.
 
-        Equal to the exported scikit-learn pipeline's ``predict_proba`` on the same strings (to 1e-9).
+        Without a head, equal to the exported scikit-learn pipeline's ``predict_proba`` on the same strings (to
+        1e-9); with one, blended with the head's (step 4).
+
+        Raises:
+            ConfigError: the head's sentence encoder cannot be loaded (``nodes.router_embed.load_encoder``).
         """
+        proba = self._tfidf_proba(docs)
+        if self.head is None or not docs:
+            return proba
+        from nodes.router_embed import load_encoder
+
+        q = self.head.predict_proba(load_encoder().encode(docs))
+        return (1.0 - self.head.blend) * proba + self.head.blend * q
+
+    def _tfidf_proba(self, docs: list[str]) -> np.ndarray:
         s = self.scores(docs)
         n_classes = len(self.classes)
         if self.kind == "logistic":
@@ -277,8 +330,10 @@ def save_model(model: RouterModel, path: Path) -> None:
         ConfigError: the file cannot be written.
     """
     path = Path(path)
-    meta = {**model.metadata, "format": ROUTER_FORMAT_NAME, "format_version": ROUTER_FORMAT_VERSION,
+    head = model.head
+    meta = {**model.metadata, "format": ROUTER_FORMAT_NAME, "format_version": ROUTER_FORMAT_VERSION if head else 2,
             "kind": model.kind, "n_folds": model.n_folds,
+            "head": None if head is None else {"encoder": head.encoder, "blend": head.blend},
             "blocks": [{"name": b.name, "analyzer": b.analyzer, "ngram_range": list(b.ngram_range),
                         **SUPPORTED_VECTORIZER} for b in model.blocks]}
     arrays: dict[str, np.ndarray] = {
@@ -288,6 +343,8 @@ def save_model(model: RouterModel, path: Path) -> None:
         "weights": model.weights, "intercepts": model.intercepts,
         "sigmoid_a": model.sigmoid_a, "sigmoid_b": model.sigmoid_b,
     }
+    if head is not None:
+        arrays.update(head_w1=head.w1, head_b1=head.b1, head_w2=head.w2, head_b2=head.b2)
     for b in model.blocks:
         arrays[f"terms_{b.name}"] = np.array(b.terms, dtype=str)
         arrays[f"idf_{b.name}"] = b.idf
@@ -372,9 +429,10 @@ def _read(path: Path, metadata_only: bool) -> tuple[dict, dict[str, np.ndarray]]
             meta = json.loads(str(npz["metadata"][()]))
             if not isinstance(meta, dict) or meta.get("format") != ROUTER_FORMAT_NAME:
                 raise ConfigError(f"router file {path} is not a switchboard router")
-            if meta.get("format_version") != ROUTER_FORMAT_VERSION:
+            if meta.get("format_version") not in READ_FORMAT_VERSIONS:
                 raise ConfigError(f"router file {path} has format version {meta.get('format_version')}, "
-                                  f"this switchboard reads {ROUTER_FORMAT_VERSION} (re-run train-router)")
+                                  f"this switchboard reads {' and '.join(map(str, READ_FORMAT_VERSIONS))} "
+                                  "(re-run train-router)")
             if metadata_only:
                 return meta, {}
             arrays = {name: npz[name] for name in npz.files if name != "metadata"}
@@ -413,8 +471,35 @@ def _build(meta: dict, a: dict[str, np.ndarray], known_agents: tuple[str, ...]) 
     n_sig = 0 if kind == "logistic" else n_folds * n_out
     if intercepts.shape != (n_folds * n_out,) or sa.shape != (n_sig,) or sb.shape != (n_sig,):
         raise ValueError("intercepts or sigmoid parameters do not match the weights")
-    meta = {k: v for k, v in meta.items() if k not in ("blocks", "kind", "n_folds")}
-    return RouterModel(kind, tuple(blocks), weights, intercepts, sa, sb, n_folds, classes, agents, meta)
+    head = _head(meta, a, len(classes))
+    meta = {k: v for k, v in meta.items() if k not in ("blocks", "kind", "n_folds", "head")}
+    return RouterModel(kind, tuple(blocks), weights, intercepts, sa, sb, n_folds, classes, agents, meta, head)
+
+
+def _head(meta: dict, a: dict[str, np.ndarray], n_classes: int) -> EmbeddingHead | None:
+    """The embedding head of a version-3 file (None when it has none); ValueError when it is malformed or needs an
+    encoder this switchboard does not have."""
+    from nodes.router_embed import ENCODER_DIM, ENCODER_NAME, encoder_files
+
+    spec = meta.get("head")
+    if spec is None:
+        return None
+    encoder_files()  # ConfigError now, not at the first message, when the encoder is not installed
+    if meta.get("format_version") != 3 or not isinstance(spec, dict):
+        raise ValueError("bad head")
+    if spec.get("encoder") != ENCODER_NAME:
+        raise ValueError(f"the head needs the sentence encoder {spec.get('encoder')!r}, this switchboard has "
+                         f"{ENCODER_NAME!r}")
+    blend = spec.get("blend")
+    if not isinstance(blend, float) or not 0.0 <= blend <= 1.0:
+        raise ValueError(f"bad head blend {blend!r}")
+    w1, b1, w2, b2 = (_floats(a, f"head_{k}", n, allow_small=True) for k, n in
+                      (("w1", 2), ("b1", 1), ("w2", 2), ("b2", 1)))
+    hidden = w1.shape[1]
+    if w1.shape[0] != ENCODER_DIM or b1.shape != (hidden,) or w2.shape != (hidden, n_classes) \
+            or b2.shape != (n_classes,):
+        raise ValueError("head arrays do not fit together")
+    return EmbeddingHead(ENCODER_NAME, w1, b1, w2, b2, blend)
 
 
 def _block(spec: dict, a: dict[str, np.ndarray]) -> TfidfBlock:

@@ -193,7 +193,8 @@ def choose_entry(
         out-of-scope message on a thread nobody holds, a self-contained out-of-scope request, or a fragment the router
         is sure (>= :data:`OUT_OF_SCOPE_SURE`) the desk does not serve that neither opens as a follow-up
         (``follow_up_opener``), points back (``refers_back``) nor asks the same question again (``same_question``);
-        never for a reply that answers the active agent (yes/no, choice, identifier, cancel); triage when nobody
+        never for a yes/no reply (whoever holds the conversation: "please do" after the supervisor's offer) nor for
+        a reply that answers the active agent (choice, identifier, cancel); triage when nobody
         holds the conversation or permission lapsed. With an active specialist: itself for a reply that answers it
         (yes/no, choice among listed items, cancel — cancellation
         follows ``policies.approval`` there — or an identifier when it had asked a question), for the same question
@@ -224,8 +225,11 @@ def choose_entry(
         return _after_clarify(routed_agent, route_confidence, clarify_rounds, scope)
     holder = active_agent if active_agent in SPECIALISTS else None
     leans = refers_back or same_question or follow_up_opener  # leans on the conversation: never out of scope
-    if scope == "out_of_scope" and (holder is None or (reply == "request" and not refers_back and not same_question)
-                                    or (reply == "fragment" and route_confidence >= OUT_OF_SCOPE_SURE and not leans)):
+    # a yes/no ("please do") is never out of scope: two words give the router no topic (it read "please do" as
+    # smart-home talk at 0.81 after the supervisor's offer)
+    if scope == "out_of_scope" and reply != "yes_no" and (
+            holder is None or (reply == "request" and not refers_back and not same_question)
+            or (reply == "fragment" and route_confidence >= OUT_OF_SCOPE_SURE and not leans)):
         return EntryDecision(OUT_OF_SCOPE, f"no specialist serves this (router: {routed_agent} at {route_confidence:.2f})")
     if holder is None:
         return EntryDecision(TRIAGE, "no specialist holds the conversation")

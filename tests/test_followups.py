@@ -164,6 +164,16 @@ def test_named_record_of_another_agent_re_triages():
     assert record_owners("I'd like to cancel tr_3002") == {"transfers"} and record_owners("hello") == frozenset()
 
 
+def test_a_yes_no_reply_is_never_out_of_scope():
+    """"please do" after the supervisor's offer: the router may read two words as another domain's talk (0.81 with the
+    embedding head); a yes/no goes to triage (which takes up the offer) or stays with the holder, never out_of_scope."""
+    base = dict(routed_agent="other", route_confidence=0.95, identity_changed=False, scope="out_of_scope")
+    assert entry.choose_entry(**base, active_agent="supervisor", reply="yes_no").target == "triage"
+    assert entry.choose_entry(**base, active_agent=None, reply="yes_no").target == "triage"
+    assert entry.choose_entry(**base, active_agent="refunds", reply="yes_no").target == "refunds"
+    assert entry.choose_entry(**base, active_agent="supervisor", reply="request").target == "out_of_scope"
+
+
 def test_a_re_read_with_the_same_facts_says_so_and_nothing_new_only_without_one():
     previous = ["Your balance is £55.71."]
     assert instead_of_repeat("account", previous[0], previous, reread=True) == \

@@ -1,0 +1,187 @@
+"""Tests of the router's embedding head (nodes/router_embed.py, nodes/router_fit.fit_head, nodes/router_model step 4).
+
+The head is only fitted from ``router_fit._HEAD_FROM`` examples; these tests lower that threshold to fit one on a
+small hand-made data set (seconds), and check the file format, the blend rule, the encoder against the wordllama
+package's own code, and the one-line errors.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.neural_network import MLPClassifier
+
+from graph.errors import ConfigError
+from nodes import router_embed, router_fit
+from nodes.router import IntentRouter
+from nodes.router_model import read_metadata
+
+WORDS = {
+    "lost_card": ["I lost my card", "my card is gone", "cannot find my debit card", "card went missing today",
+                  "where did my card go", "misplaced my bank card"],
+    "stolen_card": ["someone stole my card", "my wallet with the card was stolen", "card theft last night",
+                    "a thief took my card", "my card got stolen on the bus", "robbed, card taken"],
+    "refund": ["I want my money back", "refund the order please", "give me a refund", "refund for the shoes",
+               "please refund this purchase", "money back for the broken item"],
+    "transfer": ["send money to my friend", "wire funds abroad", "make a bank transfer", "transfer to savings",
+                 "pay my landlord by transfer", "move money to another account"],
+    "greeting": ["hello there", "hi", "good morning", "hey", "good evening to you", "hiya"],
+}
+MAP = {"lost_card": "cards", "stolen_card": "cards", "refund": "refunds", "transfer": "transfers",
+       "greeting": "other"}
+
+
+def _data(copies: int = 4) -> tuple[list[str], list[str]]:
+    texts, labels = [], []
+    for label, examples in WORDS.items():
+        for k in range(copies):
+            for e in examples:
+                texts.append(e if k == 0 else f"{e} ({k})")
+                labels.append(label)
+    return texts, labels
+
+
+@pytest.fixture(scope="module")
+def head_router() -> IntentRouter:
+    saved = router_fit._HEAD_FROM
+    router_fit._HEAD_FROM = 50
+    try:
+        return IntentRouter().fit(*_data(), MAP)
+    finally:
+        router_fit._HEAD_FROM = saved
+
+
+def test_encoder_equals_wordllamas_own_embed():
+    """Our loader of the bundled files gives WordLlama's ``embed(norm=True)`` vectors (its inference class, fed the
+    same two files: its own loader looks for the tokenizer under a directory the wheel does not have)."""
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+    from wordllama.inference import WordLlamaInference
+
+    tok_path, weights_path = router_embed.encoder_files()
+    ref = WordLlamaInference(load_file(str(weights_path))["embedding.weight"], Tokenizer.from_file(str(tok_path)))
+    texts = ["I was charged twice for the same coffee", "hi", "Überweisung ins Ausland?", "tx_1001 refund " * 20]
+    ours = router_embed.load_encoder().encode(texts)
+    theirs = ref.embed(texts, norm=True)
+    assert ours.shape == (4, router_embed.ENCODER_DIM) and ours.dtype == np.float32
+    assert np.abs(ours - theirs).max() < 1e-5
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+
+
+def test_encoder_gives_zero_vector_for_no_tokens_and_handles_empty_lists():
+    enc = router_embed.load_encoder()
+    assert enc.encode([]).shape == (0, router_embed.ENCODER_DIM)
+    assert not enc.encode([""]).any()
+
+
+def test_head_is_fitted_only_on_enough_data():
+    """Below ``_HEAD_FROM`` examples (the unit tests' tiny sets, a user's small file) the router is TF-IDF only and
+    its file keeps format version 2."""
+    texts, labels = _data(copies=1)
+    router = IntentRouter().fit(texts, labels, MAP)
+    assert router._model is not None and router._model.head is None
+    assert router_fit.fit_head(texts, labels, tuple(sorted(set(labels)))) is None
+
+
+def test_blend_is_half_tfidf_half_head_and_head_equals_scikit_learn(head_router):
+    """p = (1 - blend) * p_tfidf + blend * p_head, and the exported head scores exactly as the MLPClassifier fitted
+    with the same settings (same seed: the same network)."""
+    model = head_router._model
+    assert model is not None and model.head is not None and model.head.blend == router_fit._HEAD_BLEND
+    probe = ["my card was taken by a thief", "hello!", "refund please", "send money to mum", "zzz"]
+    texts, labels = _data()
+    vectors = router_embed.load_encoder().encode(texts)
+    mlp = MLPClassifier(hidden_layer_sizes=(router_fit._HEAD_HIDDEN,), early_stopping=True,
+                        max_iter=router_fit._HEAD_MAX_ITER, random_state=0).fit(vectors, labels)
+    ref = mlp.predict_proba(router_embed.load_encoder().encode(probe))
+    ref = ref[:, [list(mlp.classes_).index(c) for c in head_router.classes]]
+    head = model.head.predict_proba(router_embed.load_encoder().encode(probe))
+    assert np.abs(head - ref).max() < 1e-5
+    blended = head_router.predict_proba(probe)
+    assert np.abs(blended - (0.5 * model._tfidf_proba(probe) + 0.5 * head)).max() < 1e-12
+    assert np.allclose(blended.sum(axis=1), 1.0)
+    assert head_router.route("a thief took my card on the train").agent == "cards"
+
+
+def test_head_router_roundtrip_is_version_3_and_exact(tmp_path, head_router):
+    path = tmp_path / "r.npz"
+    head_router.save(path)
+    meta = read_metadata(path)
+    assert meta["format_version"] == 3 and meta["head"] == {"encoder": router_embed.ENCODER_NAME, "blend": 0.5}
+    assert meta["fit"]["settings"]["embedding_head"]["hidden"] == router_fit._HEAD_HIDDEN
+    again = IntentRouter.load(path)
+    probe = ["lost my card", "hi", "wire to savings"]
+    assert np.array_equal(again.predict_proba(probe), head_router.predict_proba(probe))
+    again.save(tmp_path / "b.npz")
+    assert (tmp_path / "b.npz").read_bytes() == path.read_bytes()
+
+
+def _rewrite(path: Path, out: Path, *, meta_change=None, drop: str | None = None,
+             replace: dict[str, np.ndarray] | None = None) -> None:
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            name = info.filename[:-4]
+            if name == drop:
+                continue
+            data = src.read(info)
+            if name == "metadata" and meta_change is not None:
+                meta = json.loads(str(np.load(path)["metadata"][()]))
+                meta_change(meta)
+                import io
+                buf = io.BytesIO()
+                np.lib.format.write_array(buf, np.array(json.dumps(meta)), allow_pickle=False)
+                data = buf.getvalue()
+            if replace and name in replace:
+                import io
+                buf = io.BytesIO()
+                np.lib.format.write_array(buf, replace[name], allow_pickle=False)
+                data = buf.getvalue()
+            dst.writestr(info, data)
+
+
+@pytest.mark.parametrize("case, fragment", [
+    ("other encoder", "needs the sentence encoder"),
+    ("missing array", "head_w2"),
+    ("wrong shape", "do not fit together"),
+    ("non-finite", "non-finite"),
+    ("bad blend", "blend"),
+    ("head in version 2", "bad head"),
+])
+def test_malformed_heads_are_one_line_config_errors(tmp_path, head_router, case, fragment):
+    good = tmp_path / "good.npz"
+    head_router.save(good)
+    w1 = np.load(good)["head_w1"]
+    bad = tmp_path / "bad.npz"
+    if case == "other encoder":
+        _rewrite(good, bad, meta_change=lambda m: m["head"].update(encoder="some-other-model"))
+    elif case == "missing array":
+        _rewrite(good, bad, drop="head_w2")
+    elif case == "wrong shape":
+        _rewrite(good, bad, replace={"head_w1": w1[:, :10]})
+    elif case == "non-finite":
+        broken = w1.copy()
+        broken[0, 0] = np.nan
+        _rewrite(good, bad, replace={"head_w1": broken})
+    elif case == "bad blend":
+        _rewrite(good, bad, meta_change=lambda m: m["head"].update(blend=1.5))
+    else:
+        _rewrite(good, bad, meta_change=lambda m: m.update(format_version=2))
+    with pytest.raises(ConfigError) as err:
+        IntentRouter.load(bad)
+    msg = str(err.value)
+    assert "\n" not in msg and str(bad) in msg and fragment in msg, msg
+
+
+def test_a_head_router_without_the_encoder_installed_is_a_one_line_error(tmp_path, head_router, monkeypatch):
+    """On a machine where wordllama is missing, loading such a router says so at load time, not at the first
+    message (``encoder_files``), in one line that says how to fix it."""
+    path = tmp_path / "r.npz"
+    head_router.save(path)
+    monkeypatch.setattr(router_embed.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ConfigError) as err:
+        IntentRouter.load(path)
+    assert "\n" not in str(err.value) and "wordllama" in str(err.value) and "not installed" in str(err.value)
