@@ -61,12 +61,14 @@ class SentenceEncoder:
     """Mean-pooled, l2-normalised token embeddings (see the module docstring).
 
     Args:
-        embedding: ``(vocab, dim)`` token vectors (any float dtype; kept as float32).
+        embedding: ``(vocab, dim)`` token vectors (kept in their dtype, float16 for the bundled file: 16 MB; a
+            sentence's rows are widened to float32 before the mean, as ``WordLlamaInference`` does for the whole
+            matrix).
         tokenizer: a ``tokenizers.Tokenizer`` whose ids index ``embedding``.
     """
 
     def __init__(self, embedding: np.ndarray, tokenizer) -> None:  # noqa: ANN001 - tokenizers.Tokenizer
-        self._embedding = np.ascontiguousarray(embedding, dtype=np.float32)
+        self._embedding = np.ascontiguousarray(embedding)
         self._tokenizer = tokenizer
         self._tokenizer.no_padding()
         self._tokenizer.no_truncation()
@@ -85,14 +87,14 @@ class SentenceEncoder:
         for i, enc in enumerate(self._tokenizer.encode_batch(list(texts), add_special_tokens=False)):
             ids = np.clip(np.asarray(enc.ids, dtype=np.int64), 0, vocab - 1)
             if ids.size:
-                out[i] = self._embedding[ids].mean(axis=0)
+                out[i] = self._embedding[ids].astype(np.float32).mean(axis=0)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)
         return out
 
 
 def load_encoder() -> SentenceEncoder:
-    """The process's one encoder, loaded on first use (about 0.3 s; 32 MB of float32 in memory).
+    """The process's one encoder, loaded on first use (figures: ``python bench/router_speed.py``; 16 MB of float16).
 
     Raises:
         ConfigError: the package or its files are missing, or a file cannot be read.
