@@ -903,7 +903,9 @@ def train_router(
     """Fit the offline router on a user's labelled data, compare it with the shipped router on held-out data (a fit on
     80% of the rows), then refit on all the rows and store that router for later runs only when the comparison says it
     is not worse (or with --force). The desk's conversational and out-of-scope examples
-    are merged in unless the label map has its own 'other' labels (nodes/router_training.py). The shipped default
+    are merged in unless the label map has its own 'other' labels (nodes/router_training.py). From 2,000 rows on, each
+    fit also trains an embedding head (a small network on sentence vectors, averaged with the TF-IDF classifier):
+    BANKING77 + CLINC150 train take about 6 minutes on 2 cores. The shipped default
     stays available: delete the file or pass --router to route. Exit 1 when the router is refused."""
     from nodes.router import load_training_labels, read_labelled_csv, trained_router_path
     from nodes.router_training import train_with_holdout
