@@ -643,12 +643,15 @@ class OfflineChatModel(BaseChatModel):
         facts = {"card_last4": str(frozen.get("last4", "")), "card_status": "frozen"} if frozen.get("ok") else {}
         rest_route = self._router().route(" ".join(rest)) if rest else None
         target = rest_route.agent if rest_route is not None else "cards"
-        # a rest the router is unsure of ("What do I do?" beside "The ATM took my card!") asks nothing of another team:
-        # the other specialists together get less than MISROUTE_CONFIDENCE. Summed, not the best one's: "what is the
-        # fee for international transfers?" is billing 0.55 / policy 0.40 with the router's embedding head, surely
-        # another team's question though the two teams share it
-        others = sum(p for a, p in rest_route.scores.items() if a not in ("cards", "other")) if rest_route else 0.0
-        unsure = rest_route is not None and target != "other" and others < MISROUTE_CONFIDENCE
+        # a rest the router is unsure of ("What do I do?" beside "The ATM took my card!") asks nothing of another team,
+        # unless the desk handbook's patterns give it to one that the router does not rule out, as ``_misrouted``
+        # does ("what is the fee for international transfers?": billing 0.55 / policy 0.40 with the router's
+        # embedding head, the handbook's international_fees is policy's; it was dropped)
+        unsure = rest_route is not None and target != "other" and rest_route.confidence < MISROUTE_CONFIDENCE
+        owner = load_knowledge().owner_by_patterns("cards", " ".join(rest)) if unsure else None
+        if rest_route is not None and owner is not None and owner in SPECIALISTS and owner != "cards" \
+                and rest_route.scores.get(owner, 0.0) >= PATTERN_OWNER_MIN:
+            target, unsure = owner, False
         if target in ("cards", "other") or unsure:
             # nothing else asked, or the rest is no specialist's: the whole message, when the router is sure of another
             if not rest and wants_refund(user_text) and "transfer_to_refunds" not in names:

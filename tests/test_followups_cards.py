@@ -68,7 +68,8 @@ CARD_CASES: list[tuple[str, list[Turn]]] = [
         (_lead_in(n), "cards", ("frozen your physical card ending 4242",),
          ("automated assistant", "other question", "right team"), FROZE_4242)]) for n in (1, 3, 6)),
     ("lost-card-and-a-question", [
-        ("I lost my card yesterday, and what is the fee for international transfers?", "billing",
+        # the fee question goes on to whichever team the router or the handbook's patterns name (billing or policy)
+        ("I lost my card yesterday, and what is the fee for international transfers?", "billing|policy",
          ("frozen your card ending 4242", "£0.50"), (), FROZE_4242)]),
     # lower items: "found it" when nothing was frozen; PIN and replacement follow-ups
     ("found-it-before-any-freeze", [
