@@ -187,3 +187,11 @@ def print_training_report(console: Console, report: Any, seconds: float) -> None
                [("held-out accuracy (agent)", f"{c.accuracy:.4f}", f"{s.accuracy:.4f}", f"{c.n_held_out} held-out rows"),
                 ("conversational/out-of-scope -> other", f"{c.other_recall:.4f}", f"{s.other_recall:.4f}",
                  f"{c.n_other} sentences (nodes/data/router_holdout.csv)")], empty="")
+    cand_head, final_head = getattr(report, "candidate_no_head", None), getattr(report, "final_no_head", None)
+    if final_head is not None:
+        console.print(f"embedding head: none ({final_head}); the router is the TF-IDF classifier alone", highlight=False)
+    elif cand_head is not None:
+        console.print(f"embedding head: the installed router has one, the comparison fit had none ({cand_head}): its "
+                      "figures above are of the TF-IDF classifier alone", highlight=False)
+    else:
+        console.print("embedding head: yes (in the comparison fit and the installed router)", highlight=False)

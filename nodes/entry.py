@@ -28,7 +28,7 @@ from nodes.deps import Deps
 from nodes.desk_knowledge import SOCIAL_TOPICS, load_knowledge, social_topic
 from nodes.instrumentation import emit
 from nodes.packets import build_packet
-from nodes.playbook import knows_subject, names_desk_subject, reports_card_loss, speaks_of_places
+from nodes.playbook import knows_subject, names_card_by_ending, names_desk_subject, reports_card_loss, speaks_of_places
 from nodes.principal import acting_context, resolve_principal
 from nodes.transcript import desk_answers, last_user_text, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
@@ -137,8 +137,13 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     rounds = 0 if social_topic(route) else _clarify_rounds(earlier)
     task = dict(state.get("task") or {})
     owners = record_owners(text)
+    if names_card_by_ending(text) and listed_cards_of(last_text):
+        owners = owners | {"cards"}  # "actually it's the one ending 8899" after an answer that named a card
     # safety first: a lost, stolen or compromised card is frozen before a person takes over (issue 12 §2 review)
-    back = refers_back(text, listed) or takes_up_last_answer(text, last_text)
+    # a word the last answer used is no lean when the router is sure of another specialist: "what is my balance?"
+    # after "… the money is already in your balance" is account's, not refunds' (fresh-user review)
+    other_topic = own_topic and routed in SPECIALISTS and routed != state.get("active_agent")
+    back = refers_back(text, listed) or (takes_up_last_answer(text, last_text) and not other_topic)
     person = asks_for_person(text) and not reports_card_loss(text.lower())
     same = asks_same_for(text) or asks_for_news(text) or is_bare_follow_up(text) or reports_it_failed(text)
     # "it's 12 Baker Street, London" after an answer about the address: the new address, for the agent that answered

@@ -527,15 +527,8 @@ class OfflineChatModel(BaseChatModel):
             facts.update(facts_from_tool_result(name, res))
 
         if agent == "triage":
-            offered = _offered_duplicate(messages)
-            if offered and "transaction_id" not in facts and "transfer_to_refunds" in names and not refused and (
-                    playbook.is_plain_yes(user_text.lower()) or (wants_refund(user_text)
-                                                                 and re.search(r"\bit\b", user_text, re.I))):
-                # "ok, please refund it" after an answer (a supervisor's) that offered to refund the duplicate tx_…
-                return AIMessage(content="", tool_calls=[_call("transfer_to_refunds", {
-                    "reason": DUPLICATE_REASON, "objective": f"refund the duplicate charge {offered}",
-                    "facts": {"transaction_id": offered}})])
-            return self._triage(user_text, names, bool(refused), facts)
+            return self._offer_reply(user_text, messages, names, bool(refused), facts) \
+                or self._triage(user_text, names, bool(refused), facts)
         if agent == "supervisor":
             return self._supervise(user_text, names, bool(results or refused))
         if agent == "clarify":
@@ -597,6 +590,27 @@ class OfflineChatModel(BaseChatModel):
         if agent == "cards" and (offer := playbook.found_card_offer(user_text.lower(), facts, previous)):
             return AIMessage(content=offer)  # found the frozen card: offer the unfreeze, do nothing unasked
         return None if from_specialist else self._misrouted(agent, user_text, names)
+
+    @staticmethod
+    def _offer_reply(user_text: str, messages: list[BaseMessage], names: set[str], refused: bool,
+                     facts: dict[str, str]) -> AIMessage | None:
+        """Triage's answer to a yes or a no to the offer of the last answer (a supervisor's) to refund the duplicate
+        tx_…: the yes hands the refund to refunds, the no leaves the payment alone; None for anything else."""
+        offered = _offered_duplicate(messages)
+        if not offered or "transaction_id" in facts:
+            return None
+        if "transfer_to_refunds" in names and not refused and (
+                playbook.is_plain_yes(user_text.lower()) or (wants_refund(user_text)
+                                                             and re.search(r"\bit\b", user_text, re.I))):
+            # "ok, please refund it" after an answer (a supervisor's) that offered to refund the duplicate tx_…
+            return AIMessage(content="", tool_calls=[_call("transfer_to_refunds", {
+                "reason": DUPLICATE_REASON, "objective": f"refund the duplicate charge {offered}",
+                "facts": {"transaction_id": offered}})])
+        if playbook.is_plain_no(user_text.lower()):
+            # "no thanks" to that offer: nothing is refunded, as billing answers a no to its own offer (it went to
+            # clarify: fresh-user review)
+            return AIMessage(content=f"All right: I've left {offered} as it is. Tell me if anything else looks wrong.")
+        return None
 
     def _dispute_reply(self, user_text: str, system: str, names: set[str]) -> AIMessage | None:
         """Billing's next step when its open question (carried in the packet) offered to dispute a named payment
@@ -694,6 +708,10 @@ class OfflineChatModel(BaseChatModel):
             # "freeze it" / "unfreeze it": only a card is frozen by a word here (an account freeze is asked for by name)
             return AIMessage(content="", tool_calls=[_call("transfer_to_cards", {
                 "reason": "a card action (freeze/unfreeze it) is the cards team's"})])
+        if playbook.names_card_by_ending(user_text) and "transfer_to_cards" in names and not refused:
+            # "actually it's the one ending 8899": a card correction is the cards team's (nodes.entry re-triages it)
+            return AIMessage(content="", tool_calls=[_call("transfer_to_cards", {
+                "reason": "the customer names one of their cards"})])
         lister = lists_records_of(user_text)
         if lister and f"transfer_to_{lister}" in names and not refused:
             # "what transfers have I made?": the list of the customer's own records is their owner's

@@ -826,6 +826,18 @@ def loss_card_kind(text: str) -> str | None:
 _CARD_KIND_RE = re.compile(r"^\W*(?:(?:it'?s|it is|and)\s+)?(?:the|my)\s+(virtual|physical)\s+(?:one|card)\b")
 
 
+#: A card named by its last four digits with a word that says so ("the one ending 8899", "last four 4242").
+CARD_ENDING_RE = re.compile(r"\b(?:ending|ends (?:in|with)|last (?:four|4)(?: digits)?)\D{0,12}\d{4}\b", re.I)
+
+
+def names_card_by_ending(text: str) -> bool:
+    """Does ``text`` name one card by its last four digits (:data:`CARD_ENDING_RE`) and nothing else the cards
+    intents recognise, in at most 8 words ("actually it's the one ending 8899")?  A card correction is the cards team's
+    whoever holds the conversation (fresh-user review: after a safety report whose other question policy answered, the
+    correction stayed with policy and the card was never frozen)."""
+    return bool(CARD_ENDING_RE.search(text or "")) and _names_card_only((text or "").lower())
+
+
 def _names_card_only(text: str) -> bool:
     """Does the (lower-cased) ``text`` only name a card ("it's the one ending 4242", "4242", "the virtual one"): a
     card named in at most 8 words that no cards intent of the desk knowledge recognises by its own patterns?"""

@@ -30,11 +30,13 @@ the comparison were measured with scripts of that session; ``bench/router_heads.
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 
 import numpy as np
 import sklearn
 from sklearn.calibration import CalibratedClassifierCV
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
@@ -45,7 +47,7 @@ from sklearn.svm import LinearSVC
 from nodes.router_embed import ENCODER_NAME
 from nodes.router_model import SUPPORTED_VECTORIZER, EmbeddingHead, RouterModel, TfidfBlock
 
-__all__ = ["FIT_SETTINGS", "build_pipeline", "fit_pipeline", "fit_head", "export_model"]
+__all__ = ["FIT_SETTINGS", "build_pipeline", "fit_pipeline", "fit_head", "head_skip_reason", "export_model"]
 
 #: LinearSVC regularisation; 0.5 measured best of {0.25, 0.5, 1, 2} on BANKING77 train -> test (agent level), and
 #: kept against 0.25 and 1 on the shipped data (``python bench/router_tuning.py --set _SVC_C=...``, nodes/router.py).
@@ -137,6 +139,23 @@ def fit_pipeline(texts: list[str], labels: list[str]) -> Pipeline:
     return pipeline
 
 
+def head_skip_reason(labels: list[str]) -> str | None:
+    """Why :func:`fit_head` fits no head for these training ``labels`` (one per example), or None when it fits one:
+    "fewer than 2,000 examples", "label 'x' has 1 example (2 needed)", "only two labels", "more labels than a tenth of
+    the examples"."""
+    counts = Counter(labels)
+    if len(labels) < _HEAD_FROM:
+        return f"fewer than {_HEAD_FROM:,} examples"
+    if len(counts) < 3:
+        return "only two labels"
+    rare, n = min(counts.items(), key=lambda kv: kv[1])
+    if n < _HEAD_MIN_PER_CLASS:
+        return f"label {rare!r} has {n} example{'s' if n != 1 else ''} ({_HEAD_MIN_PER_CLASS} needed)"
+    if len(labels) // 10 < len(counts):
+        return "more labels than a tenth of the examples"
+    return None
+
+
 def fit_head(texts: list[str], labels: list[str], classes: tuple[str, ...]) -> EmbeddingHead | None:
     """The embedding head for clean ``texts``/``labels`` (module docstring), its output columns in ``classes`` order
     (the SVM's), or None when the data is too small for one (fewer than ``_HEAD_FROM`` examples, a label with fewer
@@ -144,17 +163,26 @@ def fit_head(texts: list[str], labels: list[str], classes: tuple[str, ...]) -> E
 
     Raises:
         ConfigError: the sentence encoder cannot be loaded (``nodes.router_embed.load_encoder``).
+        KeyboardInterrupt: Ctrl-C during the network's training (scikit-learn would swallow it).
     """
-    counts = Counter(labels)
-    if len(texts) < _HEAD_FROM or len(counts) < 3 or min(counts.values()) < _HEAD_MIN_PER_CLASS \
-            or len(texts) // 10 < len(counts):
+    if head_skip_reason(labels) is not None:
         return None
     from nodes.router_embed import load_encoder
 
     vectors = load_encoder().encode(texts)
     mlp = MLPClassifier(hidden_layer_sizes=(_HEAD_HIDDEN,), activation="relu", solver="adam", early_stopping=True,
                         max_iter=_HEAD_MAX_ITER, random_state=_RANDOM_STATE)
-    mlp.fit(vectors, labels)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mlp.fit(vectors, labels)
+    if any("interrupted by user" in str(w.message) for w in caught):
+        # scikit-learn's MLP catches Ctrl-C, warns and keeps the half-trained network
+        # (sklearn/neural_network/_multilayer_perceptron.py, _fit_stochastic): a half-trained router must never be
+        # measured or installed, so the interrupt goes on (train-router then exits 130, nothing written)
+        raise KeyboardInterrupt
+    for w in caught:  # a ConvergenceWarning (max_iter reached) is no user's business: early stopping kept the best
+        if not issubclass(w.category, ConvergenceWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     order = [list(mlp.classes_).index(c) for c in classes]
     w1, w2 = mlp.coefs_
     b1, b2 = mlp.intercepts_

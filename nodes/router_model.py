@@ -493,6 +493,9 @@ def _head(meta: dict, a: dict[str, np.ndarray], n_classes: int) -> EmbeddingHead
     blend = spec.get("blend")
     if not isinstance(blend, float) or not 0.0 <= blend <= 1.0:
         raise ValueError(f"bad head blend {blend!r}")
+    missing = [k for k in ("head_w1", "head_b1", "head_w2", "head_b2") if k not in a]
+    if missing:
+        raise ValueError(f"the embedding head's array {missing[0]} is missing")
     w1, b1, w2, b2 = (_floats(a, f"head_{k}", n, allow_small=True) for k, n in
                       (("w1", 2), ("b1", 1), ("w2", 2), ("b2", 1)))
     hidden = w1.shape[1]

@@ -71,6 +71,10 @@ class TrainingReport:
     merged_desk_rows: int
     worse_on: tuple[str, ...]
     n_final: int = 0
+    #: Why the measuring fit / the installed router has no embedding head (``nodes.router_fit.head_skip_reason``),
+    #: None when it has one; they can differ (1,931 rows measured, 2,162 installed).
+    candidate_no_head: str | None = None
+    final_no_head: str | None = None
 
 
 def merge_desk_classes(texts: list[str], labels: list[str], label_to_agent: dict[str, str],
@@ -157,5 +161,8 @@ def train_with_holdout(texts: list[str], labels: list[str], label_to_agent: dict
     all_texts, all_labels, all_mapping, _ = merge_desk_classes(texts, labels, label_to_agent)
     say(f"refitting on all {len(all_texts)} examples")
     final = IntentRouter().fit(all_texts, all_labels, label_to_agent=all_mapping, data_sha256=data_sha256)
+    from nodes.router_fit import head_skip_reason
+
     return final, TrainingReport(candidate=cand, shipped=ship, n_train=len(tr_texts), merged_desk_rows=added,
-                                 worse_on=worse, n_final=len(all_texts))
+                                 worse_on=worse, n_final=len(all_texts),
+                                 candidate_no_head=head_skip_reason(tr_labels), final_no_head=head_skip_reason(all_labels))

@@ -71,6 +71,11 @@ CARD_CASES: list[tuple[str, list[Turn]]] = [
         # the fee question goes on to whichever team the router or the handbook's patterns name (billing or policy)
         ("I lost my card yesterday, and what is the fee for international transfers?", "billing|policy",
          ("frozen your card ending 4242", "£0.50"), (), FROZE_4242)]),
+    ("lost-card-and-a-question-then-the-right-card", [  # fresh-user review: the correction stayed with policy
+        ("I lost my card yesterday, and what is the fee for international transfers?", "billing|policy",
+         ("frozen your card ending 4242", "£0.50"), (), FROZE_4242),
+        ("actually it's the one ending 8899", "cards", ("frozen your virtual card ending 8899",), ("International",),
+         {**FROZE_4242, "8899": "frozen"})]),
     # lower items: "found it" when nothing was frozen; PIN and replacement follow-ups
     ("found-it-before-any-freeze", [
         ("freeze it", "cards", ("freeze a card or your whole account",), (), SEED),

@@ -169,6 +169,15 @@ ROWS: list[tuple[str, list[Turn]]] = [
         ("Why was I charged twice, and when will my refund arrive?", "supervisor", ("refund the duplicate, tx_1008?",),
          ()),
         ("go ahead", "refunds", ("tx_1008", "paid back"), ("I'm not sure I understood",))]),
+    ("supervisor-offer-no", [  # fresh-user review: a no to the supervisor's offer went to clarify
+        ("Why was I charged twice, and when will my refund arrive?", "supervisor", ("refund the duplicate, tx_1008?",),
+         ()),
+        ("no thanks", "triage", ("left tx_1008 as it is",), ("I'm not sure I understood", "paid back"))]),
+    ("balance-after-a-paid-refund", [  # fresh-user review: "balance" in the refund answer kept it with refunds
+        ("Why was I charged twice, and when will my refund arrive?", "supervisor", ("refund the duplicate, tx_1008?",),
+         ()),
+        ("yes", "refunds", ("tx_1008", "paid back"), ()),
+        ("what is my balance?", "account", ("balance",), ("can't be refunded", "tx_1008"))]),
     ("supervisor-offer-please-do", [
         ("Why was I charged twice, and when will my refund arrive?", "supervisor", ("refund the duplicate, tx_1008?",),
          ()),

@@ -145,7 +145,7 @@ def _rewrite(path: Path, out: Path, *, meta_change=None, drop: str | None = None
 
 @pytest.mark.parametrize("case, fragment", [
     ("other encoder", "needs the sentence encoder"),
-    ("missing array", "head_w2"),
+    ("missing array", "array head_w2 is missing"),
     ("wrong shape", "do not fit together"),
     ("non-finite", "non-finite"),
     ("bad blend", "blend"),
@@ -185,3 +185,30 @@ def test_a_head_router_without_the_encoder_installed_is_a_one_line_error(tmp_pat
     with pytest.raises(ConfigError) as err:
         IntentRouter.load(path)
     assert "\n" not in str(err.value) and "wordllama" in str(err.value) and "not installed" in str(err.value)
+
+
+def test_ctrl_c_while_the_head_trains_is_not_swallowed(monkeypatch):
+    """scikit-learn's MLPClassifier catches KeyboardInterrupt, warns "Training interrupted by user." and returns the
+    half-trained network; fit_head turns that back into KeyboardInterrupt, so train-router installs nothing (fresh-user
+    review: Ctrl-C installed a half-trained router and exited 0)."""
+    import warnings
+
+    def interrupted(self, X, y):  # noqa: ANN001 - what MLPClassifier.fit does on Ctrl-C
+        warnings.warn("Training interrupted by user.", stacklevel=2)
+        return self
+
+    monkeypatch.setattr(router_fit.MLPClassifier, "fit", interrupted)
+    monkeypatch.setattr(router_fit, "_HEAD_FROM", 50)
+    texts, labels = _data()
+    with pytest.raises(KeyboardInterrupt):
+        router_fit.fit_head(texts, labels, tuple(sorted(set(labels))))
+
+
+def test_head_skip_reasons_name_the_cause():
+    """train-router tells the user why the router has no embedding head (fresh-user review: it was skipped silently)."""
+    many = [f"l{i % 50}" for i in range(2500)]
+    assert router_fit.head_skip_reason(many) is None
+    assert router_fit.head_skip_reason(many[:1999]) == "fewer than 2,000 examples"
+    assert router_fit.head_skip_reason(many + ["lonely"]) == "label 'lonely' has 1 example (2 needed)"
+    assert router_fit.head_skip_reason(["a", "b"] * 1500) == "only two labels"
+    assert router_fit.head_skip_reason([f"l{i % 400}" for i in range(2500)]) == "more labels than a tenth of the examples"

@@ -134,3 +134,6 @@ def test_the_installed_router_is_refitted_on_every_row(tmp_path: Path) -> None:
     assert report.n_train == len(user_texts) - len(held) + report.merged_desk_rows
     assert report.n_final == router.n_examples == len(user_texts) + report.merged_desk_rows
     assert steps[-1].startswith("refitting on all")
+    # too few rows for an embedding head: the report says why, for both fits (train-router prints it)
+    assert report.candidate_no_head == report.final_no_head == "fewer than 2,000 examples"
+    assert router._model is not None and router._model.head is None
