@@ -312,7 +312,8 @@ class Conversation:
             self._record_paused_action("urgent_freeze_while_paused", {
                 "calls": [list(c) for c in done.calls], "frozen_last4": done.frozen_last4,
                 "refund_id": request.get("refund_id"), "task_id": request.get("task_id")})
-            return f"{done.text} {waiting}"
+            rest = self._rest_of_safety_report(text)
+            return " ".join(p for p in (done.text, rest, waiting) if p)
         person = person_while_paused(text, self.store, self.context, self.thread_id, str(request.get("task_id") or ""))
         if person is not None:  # before the social answers: "I want to speak to a human" is no "are you a bot?"
             self._record_paused_action("person_while_paused", {"refund_id": request.get("refund_id"),
@@ -325,6 +326,27 @@ class Conversation:
             router = load_router()
         topic = social_topic(router.route(text), text)
         return f"{load_knowledge().conversational[topic]} {waiting}" if topic else None
+
+    def _rest_of_safety_report(self, text: str) -> str | None:
+        """The answer to the other question of a loss report frozen on a paused thread ("I lost my card, and what is
+        the fee for international transfers?"), when it is a read-only question (``answer_while_paused``); None
+        otherwise (fresh-user review: the fee question was dropped)."""
+        from nodes.offline_model import is_safety_report
+        from nodes.paused_safety import answer_while_paused
+        from policies.cancellation import is_status_question
+        from policies.compound import asks_something, split_requests
+
+        segments = split_requests(text) or [text]
+        rest = " ".join(s for s, asks in zip(segments, asks_something(segments)) if asks and not is_safety_report(s))
+        if not rest:
+            return None
+        router = self._router
+        if router is None:
+            from nodes.router import load_router
+
+            router = load_router()
+        return answer_while_paused(rest, router.route(rest), self.store, self.context, self.thread_id,
+                                   is_status_question(rest))
 
     def _question_while_paused(self, text: str, request: dict, reply: str) -> str | None:
         """Served on a paused thread without touching the pause, when the message is neither a cancel wish nor an

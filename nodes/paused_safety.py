@@ -100,7 +100,8 @@ def answer_while_paused(text: str, route: Any, store: Any, ctx: RunContext, thre
     """The answer to a question for another specialist on a paused thread, or None (the caller goes on with the
     refund's status, the cancel question or the refusal).
 
-    ``route``: the router's :class:`nodes.router.Route` of ``text``; answered only when its agent is one of
+    ``route``: the router's :class:`nodes.router.Route` of ``text`` (a request to list one kind of record goes to its
+    owner instead, ``policies.replies.lists_records_of``); answered only when its agent is one of
     :data:`READ_ONLY_AGENTS`, the message asks for no money back (``nodes.offline_model.wants_refund``) and speaks of
     no cancelling (``policies.cancellation.speaks_of_cancelling``: "please don't cancel it" is about the refund), a status
     question (``status_question``, ``policies.cancellation.is_status_question``) names nothing of the refund, and every
@@ -109,12 +110,18 @@ def answer_while_paused(text: str, route: Any, store: Any, ctx: RunContext, thre
     from ``ctx`` as in :func:`freeze_while_paused`."""
     from nodes.offline_model import wants_refund
     from policies.cancellation import speaks_of_cancelling
+    from policies.replies import lists_records_of
 
     agent = getattr(route, "agent", None)
+    hint = getattr(route, "intent", None)
+    lister = lists_records_of(text)
+    if lister is not None and lister != agent:
+        # "which cards do I have" lists the cards, as on a thread that waits for nothing (policies.entry's owner rule;
+        # fresh-user review: without "?" the router read the card network into it, answered by policy)
+        agent, hint = lister, None
     if agent not in READ_ONLY_AGENTS or wants_refund(text) or speaks_of_cancelling(text) or \
             (status_question and _ABOUT_THE_REFUND.search(text)):
         return None
-    hint = getattr(route, "intent", None)
     tool_ctx = ToolContext(customer_id=ctx.user_id or "", tenant_id=ctx.tenant_id, thread_id=thread_id)
     facts = dict(extract_facts(text))
     results: list[tuple[str, dict[str, Any]]] = []

@@ -27,6 +27,10 @@ def test_read_only_questions_are_answered_while_the_refund_waits(isolated_home):
     assert "£1.50" in fees.text, fees.text  # the ATM fee of the fee schedule
     assert store.get_card("c_ada", "card_ada_phys").status == "active"
     _still_paused(conv, store)
+    # a list request without "?" (the router read the card network into it): the cards, not the network
+    listed = conv.send("which cards do I have")
+    assert "Your cards:" in listed.text and "8899" in listed.text and "Mastercard" not in listed.text, listed.text
+    _still_paused(conv, store)
 
 
 def test_the_refunds_own_status_is_still_the_answer_to_a_status_question(isolated_home):
@@ -67,3 +71,12 @@ def test_a_message_that_speaks_of_cancelling_is_about_the_refund(text, expected)
     from policies.cancellation import speaks_of_cancelling
 
     assert speaks_of_cancelling(text) is expected
+
+
+def test_a_loss_report_with_another_question_while_paused_answers_both(isolated_home):
+    """Fresh-user review: the card was frozen and the fee question dropped while a refund waited."""
+    g, store, conv = _paused(isolated_home)
+    r = conv.send("I lost my card yesterday, and what is the fee for international transfers?")
+    assert "frozen" in r.text and "4242" in r.text and "£0.50" in r.text, r.text
+    assert store.get_card("c_ada", "card_ada_phys").status == "frozen"
+    _still_paused(conv, store)
