@@ -175,8 +175,10 @@ def cancels_refund(text: str) -> bool:
     """Does the (lower-cased) ``text`` ask to cancel, stop or withdraw a refund (``policies.cancellation
     .wants_to_cancel``: "cancel my refund", "I changed my mind, cancel the refund", "I don't want the refund any
     more"), not to open one? Negated wishes ("don't cancel it") are not cancel wishes."""
-    from policies.cancellation import wants_to_cancel
+    from policies.cancellation import cancels_something_else, wants_to_cancel
 
+    if cancels_something_else(text):
+        return False  # "cancel my subscription to Netflix": not the pending refund (fresh-user review)
     if re.search(r"\bchanged? (?:my|our) minds?\b", text) and re.search(r"\brefund|\bcancel", text):
         return True
     # "I don't want a refund for tx_1008" declines one (nothing to cancel); "I don't want the refund any more" cancels

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-__all__ = ["PausedReply", "wants_to_cancel", "confirmation", "is_status_question", "paused_reply", "speaks_of_cancelling",
-           "CANCEL_QUESTION", "cancel_confirmed", "other_records"]
+__all__ = ["PausedReply", "wants_to_cancel", "cancels_something_else", "confirmation", "is_status_question",
+           "paused_reply", "speaks_of_cancelling", "CANCEL_QUESTION", "cancel_confirmed", "other_records"]
 
 #: The refunds agent's question before it cancels a waiting refund no conversation pauses on (``{refund_id}``: rf_…);
 #: only a yes to it cancels (:func:`cancel_confirmed`, qa1 §3.4).
@@ -86,6 +86,20 @@ def wants_to_cancel(text: str) -> bool:
     return False
 
 
+#: What a customer may want cancelled besides a refund: a cancel wish naming one of these and no refund ("I want to
+#: cancel my subscription to Netflix") is no refund's (fresh-user review: its "yes" withdrew the pending rf_5001).
+_OTHER_THING = re.compile(r"\b(?:subscriptions?|memberships?|direct debits?|standing orders?|cards?|accounts?|"
+                          r"transfers?|bookings?|plans?|contracts?|insurance|policies|policy|tickets?|flights?)\b")
+_REFUND_WORD = re.compile(r"\brefund|\brf_\w+|\bmoney back\b")
+
+
+def cancels_something_else(text: str) -> bool:
+    """Is ``text`` a wish to cancel something that is not a refund (:data:`_OTHER_THING` named, no refund word)?
+    Such a wish never leads to the question "Shall I cancel refund …?"."""
+    t = _norm(text)
+    return bool(_OTHER_THING.search(t)) and not _REFUND_WORD.search(t)
+
+
 def confirmation(text: str) -> Literal["yes", "no"] | None:
     """The answer to "Cancel refund …? yes/no": ``"yes"`` only for a plain yes (yes/confirm/go ahead/ok, possibly
     followed by words: "yes, cancel it"), ``"no"`` for no/keep/wait (or a negated cancel such as "don't cancel"), None
@@ -152,7 +166,7 @@ def paused_reply(text: str, awaiting_confirmation: bool, refund_id: str | None =
             return "cancel"
         if answer == "no":
             return "keep"
-    if wants_to_cancel(text):
+    if wants_to_cancel(text) and not cancels_something_else(text):
         return "ask"
     if is_status_question(text):
         return "status"

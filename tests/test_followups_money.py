@@ -95,6 +95,19 @@ def test_a_cancel_wish_or_a_question_about_refunds_opens_none(desk, store, case,
     assert _money_in(store) == before_money
 
 
+@pytest.mark.parametrize("wish", ["I want to cancel my subscription to Netflix", "cancel my gym membership",
+                                  "please cancel my direct debit to the council"])
+def test_a_wish_to_cancel_something_else_never_withdraws_a_refund(desk, store, wish):
+    """Fresh-user review: "I want to cancel my subscription to Netflix" | "yes" cancelled the pending rf_5001."""
+    before = {f.id: f.status for f in store.list_refunds("c_ada")}
+    conv = Conversation(f"other-cancel-{len(wish)}", desk=desk)
+    first = conv.send(wish)
+    assert "Shall I cancel refund" not in first.text, first.text
+    second = conv.send("yes")
+    assert "cancelled refund" not in second.text, second.text
+    assert {f.id: f.status for f in store.list_refunds("c_ada")} == before
+
+
 @pytest.mark.parametrize("text", ["cancel my refund", "stop the refund", "I changed my mind, cancel the refund"])
 def test_a_cancel_wish_with_no_refund_of_that_payment_says_so(desk, text):
     conv = Conversation("cancel-none", desk=desk)

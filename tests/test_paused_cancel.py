@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from graph.conversation import Conversation
+from graph.errors import InputError
 from policies.cancellation import confirmation, paused_reply
 from tests.test_cancellation import _paused
 
@@ -87,3 +88,16 @@ def test_paused_reply_with_another_record():
     assert paused_reply("yes", True, "rf_x", "tx_1001") == "cancel"
     assert paused_reply("cancel it", True, "rf_x", "tx_1001") == "ask"
     assert confirmation("cancel the refund for tx_1005") is None
+
+
+def test_a_wish_to_cancel_a_subscription_while_paused_never_cancels_the_refund(isolated_home):
+    """Fresh-user review: a cancel wish about something else (a subscription) led to "Shall I cancel refund …?"."""
+    g, store, conv = _paused(isolated_home)
+    rid = conv.pending()["refund_id"]
+    with pytest.raises(InputError):  # no read-only question and no wish about the refund: refused, nothing asked
+        conv.send("I want to cancel my subscription to Netflix")
+    r = conv.send("yes")
+    assert "cancelled" not in r.text, r.text
+    assert _status(store, rid) == "requested" and conv.pending() is not None
+    assert paused_reply("cancel my gym membership", False, rid, "tx_1001") == "other"
+    assert paused_reply("cancel my refund", False, rid, "tx_1001") == "ask"
