@@ -187,7 +187,7 @@ def print_training_report(console: Console, report: Any, seconds: float) -> None
                [("held-out accuracy (agent)", f"{c.accuracy:.4f}", f"{s.accuracy:.4f}", f"{c.n_held_out} held-out rows"),
                 ("conversational/out-of-scope -> other", f"{c.other_recall:.4f}", f"{s.other_recall:.4f}",
                  f"{c.n_other} sentences (nodes/data/router_holdout.csv)")], empty="")
-    cand_head, final_head = getattr(report, "candidate_no_head", None), getattr(report, "final_no_head", None)
+    cand_head, final_head = report.candidate_no_head, report.final_no_head
     if final_head is not None:
         console.print(f"embedding head: none ({final_head}); the router is the TF-IDF classifier alone", highlight=False)
     elif cand_head is not None:

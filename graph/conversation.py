@@ -319,33 +319,29 @@ class Conversation:
             self._record_paused_action("person_while_paused", {"refund_id": request.get("refund_id"),
                                                                "task_id": request.get("task_id")}, agent="fallback")
             return f"{person} {waiting}"
-        router = self._router
-        if router is None:
-            from nodes.router import load_router
-
-            router = load_router()
-        topic = social_topic(router.route(text), text)
+        topic = social_topic(self._routing().route(text), text)
         return f"{load_knowledge().conversational[topic]} {waiting}" if topic else None
+
+    def _routing(self):  # noqa: ANN202 - an IntentRouter (imported lazily: a Conversation may never route)
+        """The desk's router, or the one later runs use (``nodes.router.load_router``) when there is no desk."""
+        if self._router is not None:
+            return self._router
+        from nodes.router import load_router
+
+        return load_router()
 
     def _rest_of_safety_report(self, text: str) -> str | None:
         """The answer to the other question of a loss report frozen on a paused thread ("I lost my card, and what is
         the fee for international transfers?"), when it is a read-only question (``answer_while_paused``); None
         otherwise (fresh-user review: the fee question was dropped)."""
-        from nodes.offline_model import is_safety_report
+        from nodes.offline_model import rest_of_safety_report
         from nodes.paused_safety import answer_while_paused
         from policies.cancellation import is_status_question
-        from policies.compound import asks_something, split_requests
 
-        segments = split_requests(text) or [text]
-        rest = " ".join(s for s, asks in zip(segments, asks_something(segments)) if asks and not is_safety_report(s))
+        rest = " ".join(rest_of_safety_report(text))
         if not rest:
             return None
-        router = self._router
-        if router is None:
-            from nodes.router import load_router
-
-            router = load_router()
-        return answer_while_paused(rest, router.route(rest), self.store, self.context, self.thread_id,
+        return answer_while_paused(rest, self._routing().route(rest), self.store, self.context, self.thread_id,
                                    is_status_question(rest))
 
     def _question_while_paused(self, text: str, request: dict, reply: str) -> str | None:
@@ -357,12 +353,7 @@ class Conversation:
 
         waiting = (f"Your refund {request.get('refund_id', '')} of {request.get('amount', '')} is still waiting for "
                    "approval by our team; nothing has been paid yet.")
-        router = self._router
-        if router is None:
-            from nodes.router import load_router
-
-            router = load_router()
-        answer = answer_while_paused(text, router.route(text), self.store, self.context, self.thread_id,
+        answer = answer_while_paused(text, self._routing().route(text), self.store, self.context, self.thread_id,
                                      reply == "status")
         return f"{answer} {waiting}" if answer else None
 

@@ -47,7 +47,7 @@ from policies.replies import asks_card_action, gives_address, listed_cards_of, l
 
 __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE", "SAFETY_REASON",
            "SAFETY_REASON_AFTER", "PATTERN_HANDON_BELOW", "PATTERN_OWNER_MIN", "DISPUTE_REASON", "DUPLICATE_REASON",
-           "DISPUTE_INTENTS", "is_safety_report", "CLARIFY_BELOW", "NO_SPECIALIST_SURE"]
+           "DISPUTE_INTENTS", "is_safety_report", "rest_of_safety_report", "CLARIFY_BELOW", "NO_SPECIALIST_SURE"]
 
 #: A specialist hands a fresh request on when the router gives another agent at least this probability.
 MISROUTE_CONFIDENCE = 0.6
@@ -201,6 +201,14 @@ def is_safety_report(segment: str) -> bool:
     """Public name of the safety-first rule (:func:`_is_safety`): does ``segment`` report a lost, stolen, swallowed or
     compromised card, or fraud?"""
     return _is_safety(segment)
+
+
+def rest_of_safety_report(text: str) -> list[str]:
+    """The request segments of ``text`` besides its loss or fraud report (``policies.compound.split_requests``): only
+    a segment that asks something (``policies.compound.asks_something``) and reports no loss itself. "I have been a
+    loyal customer for many years." before the loss report is narrative, not another request (qa1 §2.4)."""
+    segments = split_requests(text) or [text]
+    return [seg for seg, asks in zip(segments, asks_something(segments)) if asks and not _is_safety(seg)]
 
 
 def _is_safety(segment: str) -> bool:
@@ -649,20 +657,18 @@ class OfflineChatModel(BaseChatModel):
         first, the rest of the request (the withdrawal the customer did not make) is that specialist's. A rest the
         router gives a specialist below :data:`MISROUTE_CONFIDENCE` ("What do I do?") is no other team's question
         (found with ``bench/route_losses.py --list`` on held-out BANKING77 train rows: it went to account)."""
-        segments = split_requests(user_text) or [user_text]
-        # only a segment that asks something is another request: "I have been a loyal customer for many years."
-        # before the loss report is narrative (policies.compound.asks_something; qa1 §2.4)
-        rest = [seg for seg, asks in zip(segments, asks_something(segments)) if asks and not _is_safety(seg)]
+        rest = rest_of_safety_report(user_text)
+        objective = " ".join(rest)
         frozen = results.get("freeze_card") or {}
         facts = {"card_last4": str(frozen.get("last4", "")), "card_status": "frozen"} if frozen.get("ok") else {}
-        rest_route = self._router().route(" ".join(rest)) if rest else None
+        rest_route = self._router().route(objective) if rest else None
         target = rest_route.agent if rest_route is not None else "cards"
         # a rest the router is unsure of ("What do I do?" beside "The ATM took my card!") asks nothing of another team,
         # unless the desk handbook's patterns give it to one that the router does not rule out, as ``_misrouted``
         # does ("what is the fee for international transfers?": billing 0.55 / policy 0.40 with the router's
         # embedding head, the handbook's international_fees is policy's; it was dropped)
         unsure = rest_route is not None and target != "other" and rest_route.confidence < MISROUTE_CONFIDENCE
-        owner = load_knowledge().owner_by_patterns("cards", " ".join(rest)) if unsure else None
+        owner = load_knowledge().owner_by_patterns("cards", objective) if unsure else None
         if rest_route is not None and owner is not None and owner in SPECIALISTS and owner != "cards" \
                 and rest_route.scores.get(owner, 0.0) >= PATTERN_OWNER_MIN:
             target, unsure = owner, False
@@ -676,10 +682,9 @@ class OfflineChatModel(BaseChatModel):
             whole = self._router().route(user_text)
             if (whole.agent in ("cards", "other") or whole.confidence < MISROUTE_CONFIDENCE
                     or f"transfer_to_{whole.agent}" not in names):
-                return None if not rest or unsure else self._rest_elsewhere(" ".join(rest), target)
+                return None if not rest or unsure else self._rest_elsewhere(objective, target)
             return AIMessage(content="", tool_calls=[_call(f"transfer_to_{whole.agent}", {
                 "reason": SAFETY_REASON_AFTER, "objective": user_text, "facts": facts})])
-        objective = " ".join(rest)
         if f"transfer_to_{target}" in names and facts:
             return AIMessage(content="", tool_calls=[_call(f"transfer_to_{target}", {
                 "reason": SAFETY_REASON_AFTER, "objective": objective, "facts": facts})])
