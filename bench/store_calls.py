@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from checkpoints.business import open_store  # noqa: E402
+from nodes.testing.ledger import approve_refund  # noqa: E402
 
 WARMUP = 20
 
@@ -53,6 +54,8 @@ def _measure(target: str, calls: int) -> dict[str, Any]:
     store.insert_rows({"transactions": rows})
     refunds = [store.request_refund("c_ada", f"tx_b{n + i}", 100 + n + i, "GBP", "bench", f"req-{i}").id
                for i in range(n)]
+    for refund_id in refunds:  # execute_refund pays only on recorded decisions
+        approve_refund(store, refund_id)
     out = {
         "get_customer": _timed(lambda i: store.get_customer("c_ada"), calls),
         "list_transactions_20": _timed(lambda i: store.list_transactions("c_ada", limit=20), calls),

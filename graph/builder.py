@@ -28,6 +28,7 @@ from nodes.instrumentation import EventRecorder
 from nodes.models import is_openai_model, make_model
 from nodes.out_of_scope import out_of_scope_node
 from nodes.principal import guard_node
+from nodes.run_gate import guarded
 from nodes.supervisor import make_merge_node, make_supervisor_node
 from policies.edges import (
     ACCESS_DENIED,
@@ -191,7 +192,8 @@ def build_desk(model: BaseChatModel | None = None, checkpointer: BaseCheckpointS
     add(MERGE_NODE, make_merge_node(deps), destinations=table.destinations(MERGE_NODE))
     g.add_edge(EXPERT_NODE, MERGE_NODE)
     g.add_edge(START, ENTRY_NODE)
-    compiled = g.compile(checkpointer=checkpointer, name="switchboard").with_config(
+    # what a caller may hand the graph (a user message or an authorized decision, nothing else): nodes.run_gate
+    compiled = guarded(g.compile(checkpointer=checkpointer, name="switchboard"), deps.store, deps.events).with_config(
         recursion_limit=deps.settings.recursion_limit)
     # the input rules of graph.inputs on every run, before anything else (nodes.input_guard)
     compiled = compiled.with_config(callbacks=[InputGuard(), *run_callbacks])

@@ -747,6 +747,8 @@ def _tell_customer(db: str | None, acting: Acting, task: Any, decision: Any, ref
 
     text = (f"Our team closed your refund request {refund.id} of {money(refund.amount_minor, refund.currency)}. "
             "Nothing was paid; reply if you'd like us to look at it again.")
-    desk.graph.update_state({"configurable": {"thread_id": task.thread_id}},
-                            {"messages": ensure_ids([AIMessage(content=text, name="refunds")])}, as_node="fallback")
+    from nodes.run_gate import maintenance_write
+
+    maintenance_write(desk.graph, task.thread_id, {"messages": ensure_ids([AIMessage(content=text, name="refunds")])},
+                      "fallback", actor=acting.ref, action="tasks close", store=acting.store)
     return f"customer told on thread {task.thread_id}"

@@ -33,7 +33,15 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
-from checkpoints.business import BusinessRuleError, NotFoundError, StaleVersionError, StoreError, iso, money
+from checkpoints.business import (
+    BusinessRuleError,
+    NotFoundError,
+    PaymentNotAuthorized,
+    StaleVersionError,
+    StoreError,
+    iso,
+    money,
+)
 from checkpoints.business.records import UNPAID_FINAL_REFUND_STATUSES
 from graph.approval import ApprovalRequest, parse_decision
 from graph.context import SYSTEM_RISK_POLICY, Principal, RunContext
@@ -154,22 +162,27 @@ def make_risk_node(deps: Deps):
                 pa["stage"] = "executed"
                 return _back_to_refunds(state, "risk", pa, "the refund was already paid")
 
+            now = store.now()
+            deadline = now + timedelta(hours=deps.settings.approval_deadline_h)
+            human = verdict.outcome == "human_approval"
+            # what paying this refund requires, recorded once where the money moves (execute_refund reads it back)
+            store.record_approval_rule(task.id, max(1, verdict.approvals_required) if human else
+                                       0 if verdict.outcome == "auto_approve" else 1, iso(deadline) if human else None)
+
             def park() -> None:
                 t = store.get_task(task.id)
                 if t.status == "open" and not store.list_decisions(task.id):
                     store.update_task(t.id, t.version, status="awaiting_approval")
 
             _retry_cas(park)
-            if verdict.outcome == "human_approval":
-                now = store.now()
+            if human:
                 req = ApprovalRequest(task_id=task.id, thread_id=thread_id_of(), customer_id=refund.customer_id,
                                       refund_id=refund.id, transaction_id=refund.transaction_id,
                                       amount_minor=refund.amount_minor, currency=refund.currency,
                                       amount=pa["amount"], reason=refund.reason,
                                       evidence_refs=(refund.id, refund.transaction_id),
                                       risk_flags=verdict.reasons, requested_at=iso(now),
-                                      approvals_required=verdict.approvals_required,
-                                      deadline=iso(now + timedelta(hours=deps.settings.approval_deadline_h)))
+                                      approvals_required=verdict.approvals_required, deadline=iso(deadline))
                 pa.update(stage="awaiting", request=req.model_dump(mode="json"))
                 return Command(goto="human_approval", update={
                     "pending_approval": pa,
@@ -259,8 +272,8 @@ class _Approval:
         if not verdict.allowed:
             self._refuse(decision.decision, verdict.reason, key)
         try:
+            # refund_id None: the store settles the refund its task decides (checked by _request_mismatch)
             return self.deps.store.decide_approval(self.task_id, key, self.caller.ref, decision.decision, decision.note,
-                                                   refund_id=self.pa.get("refund_id"),
                                                    required_approvals=self.required)
         except BusinessRuleError as exc:  # the same approver twice, or a decision id of another task
             self._refuse(decision.decision, str(exc), key)
@@ -300,6 +313,10 @@ def make_human_approval_node(deps: Deps):
         if not gate.allowed or caller is None:
             _deny(deps.store, caller, "resume", gate.reason, str(pa.get("task_id") or ""))
             raise AccessDenied(f"thread {thread_id_of() or '?'}: {gate.reason}")
+        mismatch = _request_mismatch(deps.store, pa, request)
+        if mismatch:  # the pause shows an approver exactly the refund the store will pay, or nothing
+            _deny(deps.store, caller, "resume", mismatch, str(pa.get("task_id") or ""))
+            return _to_fallback(state, "human_approval", pa, "the approval request does not match the business store")
         flow = _Approval(deps, state, caller, pa)
         try:
             paid = deps.store.load_refund(str(pa.get("refund_id") or ""))
@@ -313,6 +330,36 @@ def make_human_approval_node(deps: Deps):
         return _after_decision(state, pa, d, won)
 
     return human_approval
+
+
+def _request_mismatch(store: Any, pa: dict, request: dict) -> str:
+    """Why the approval request in graph state is not the business store's ("" when it is): the task must be this
+    thread's, decide the request's refund, and the refund's customer, transaction, amount and currency, and the task's
+    recorded approval rule, must be the request's. The approver decides what the store holds, never a copy of it."""
+    task = store.get_task(str(pa.get("task_id") or request.get("task_id") or ""))
+    if task is None:
+        return f"no task {pa.get('task_id')!r} in the business store"
+    if task.thread_id != (thread_id_of() or task.thread_id):
+        return f"task {task.id} belongs to another thread"
+    wanted = str(request.get("refund_id") or "")
+    if not task.refund_id or task.refund_id != wanted or str(pa.get("refund_id") or wanted) != wanted:
+        return f"task {task.id} decides refund {task.refund_id}, not {wanted or pa.get('refund_id')}"
+    refund = store.load_refund(task.refund_id)
+    if refund is None:
+        return f"no refund {task.refund_id} in the business store"
+    shown = (request.get("customer_id"), request.get("transaction_id"), request.get("amount_minor"),
+             request.get("currency"))
+    if shown != (refund.customer_id, refund.transaction_id, refund.amount_minor, refund.currency):
+        return f"the request does not show refund {refund.id} as the business store holds it"
+    if task.approvals_required is not None and int(request.get("approvals_required") or 1) != task.approvals_required:
+        return f"task {task.id} records {task.approvals_required} required approver(s)"
+    return ""
+
+
+def _as_stored(pa: dict, refund: Any) -> dict:
+    """``pa`` with the refund's identity and amount taken from the store's record ``refund`` (what was acted on)."""
+    return {**pa, "refund_id": refund.id, "transaction_id": refund.transaction_id, "amount_minor": refund.amount_minor,
+            "currency": refund.currency, "amount": money(refund.amount_minor, refund.currency)}
 
 
 def _after_decision(state: dict, pa: dict, d: Any, won: bool) -> Command:
@@ -373,10 +420,17 @@ def make_refund_execute_node(deps: Deps):
             if task is None or task.status == "cancelled":
                 pa["stage"] = "cancelled"
                 return _back_to_refunds(state, "refund_execute", pa, "the task was cancelled; nothing was paid")
-            emit("tool_called", tool="execute_refund", refund_id=pa["refund_id"], side_effect=True)
-            result = store.execute_refund(pa["refund_id"], execution_key(pa["task_id"], pa.get("handoff_id")))
-            emit("tool_finished", tool="execute_refund", refund_id=pa["refund_id"],
-                        status="replayed" if result.get("replayed") else "ok")
+            # The authority to pay is the store's: the task must be this thread's and decide this refund, and
+            # execute_refund pays only what the task's recorded decisions allow (PaymentNotAuthorized otherwise).
+            if task.thread_id != (thread_id_of() or task.thread_id) or not task.refund_id \
+                    or task.refund_id != pa.get("refund_id"):
+                reason = f"task {task.id} does not decide refund {pa.get('refund_id')} on this thread"
+                _deny(store, None, "execute_refund", reason, task.id)
+                return _to_fallback(state, "refund_execute", pa, "the payment does not match the business store")
+            emit("tool_called", tool="execute_refund", refund_id=task.refund_id, side_effect=True)
+            result = store.execute_refund(task.refund_id, execution_key(task.id, pa.get("handoff_id")))
+            emit("tool_finished", tool="execute_refund", refund_id=task.refund_id,
+                 status="replayed" if result.get("replayed") else "ok")
 
             def close() -> None:
                 t = store.get_task(pa["task_id"])
@@ -384,6 +438,9 @@ def make_refund_execute_node(deps: Deps):
                     store.update_task(t.id, t.version, status="completed")
 
             _retry_cas(close)
+        except PaymentNotAuthorized as exc:
+            _deny(store, None, "execute_refund", str(exc), str(pa.get("task_id") or ""))
+            return _to_fallback(state, "refund_execute", pa, "no recorded decision allows this payment; nothing was paid")
         except StoreError as exc:
             refund = store.load_refund(pa.get("refund_id", ""))
             if refund is not None and refund.status in UNPAID_FINAL_REFUND_STATUSES:
@@ -392,6 +449,8 @@ def make_refund_execute_node(deps: Deps):
             if refund is not None and refund.status == "executed":
                 return _already_paid(store, state, pa, refund)
             return _to_fallback(state, "refund_execute", pa, f"the payment failed ({type(exc).__name__}: {exc})")
+        paid = store.load_refund(result["refund_id"])
+        pa = _as_stored(pa, paid) if paid is not None else pa  # the answer names the record that was paid
         pa.update(stage="executed", result=result)
         return _back_to_refunds(state, "refund_execute", pa, "refund paid",
                                 {"state_version": int(state.get("state_version") or 0) + (0 if result.get("replayed") else 1)})

@@ -408,7 +408,7 @@ def test_expired_refunds_get_their_own_status_and_old_rows_are_renamed(business_
                 return dict(conn.execute(text("SELECT id, status FROM refunds ORDER BY id")).all())
 
         engine.dispose()
-        assert upgrade(business_url) == SCHEMA_VERSION == "0005"
+        assert upgrade(business_url) == SCHEMA_VERSION
         assert statuses() == {"rf_can": "cancelled", "rf_exp": "expired", "rf_rej": "rejected"}
         store = BusinessStore(business_url)
         assert store.load_refund("rf_exp").status == "expired"  # old rows keep reading
@@ -423,11 +423,45 @@ def test_expired_refunds_get_their_own_status_and_old_rows_are_renamed(business_
         with pytest.raises(Exception, match="(?i)check"), engine.begin() as conn:
             conn.execute(text("UPDATE refunds SET status = 'expired' WHERE id = 'rf_can'"))
         engine.dispose()
-        assert upgrade(business_url) == "0005" and statuses()["rf_exp"] == "expired"
+        assert upgrade(business_url) == SCHEMA_VERSION and statuses()["rf_exp"] == "expired"
         inspector_engine = _raw_engine(business_url)
         with inspector_engine.connect() as conn:  # the rebuilt table keeps its indexes
             assert {i["name"] for i in inspect(conn).get_indexes("refunds")} >= {"refunds_by_customer",
                                                                                  "refunds_by_seq"}
         inspector_engine.dispose()
+    finally:
+        engine.dispose()
+
+
+def test_tasks_get_their_approval_rule_and_old_tasks_count_as_one_approver(business_url: str) -> None:
+    """Revision 0006: ``tasks.approvals_required`` and ``tasks.approval_deadline`` arrive empty on the tasks of
+    revision 0005, which then pay on one human approver; the rule is limited to 0–2; the downgrade drops both."""
+    from alembic import command
+
+    from checkpoints.business.migrate import alembic_config
+
+    assert upgrade(business_url, "0005") == "0005"
+    engine = _raw_engine(business_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO tasks (id, thread_id, status, current_owner, updated_at, refund_id) "
+                              "VALUES ('task_old', 'th', 'awaiting_approval', 'refunds', '2026-01-02T00:00:00Z', "
+                              "'rf_5001')"))
+        engine.dispose()
+        assert upgrade(business_url) == SCHEMA_VERSION
+        store = BusinessStore(business_url)
+        old = store.get_task("task_old")
+        assert (old.approvals_required, old.approval_deadline) == (None, None)
+        with pytest.raises(Exception, match="(?i)check|constraint"), engine.begin() as conn:
+            conn.execute(text("UPDATE tasks SET approvals_required = 3 WHERE id = 'task_old'"))
+        engine.dispose()
+        store.record_approval_rule("task_old", 1, "2026-01-03T00:00:00Z")
+        store.close()
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0005")
+        engine.dispose()
+        with engine.connect() as conn:
+            assert "approvals_required" not in {c["name"] for c in inspect(conn).get_columns("tasks")}
+            assert conn.execute(text("SELECT status FROM tasks WHERE id = 'task_old'")).scalar() == "awaiting_approval"
     finally:
         engine.dispose()

@@ -125,8 +125,12 @@ def test_a_stopped_run_can_be_continued_by_its_owner_only(isolated_home):
 def test_the_input_cannot_write_the_owner_or_any_other_key(isolated_home):
     d, _ = _desk(isolated_home)
     g = d.graph
-    g.invoke({"messages": [HumanMessage("Where is my refund?")], "owner": {"customer_id": "c_bob", "tenant_id": "t_demo"},
-              "pending_approval": {"stage": "approved"}}, _cfg("n"), context=ADA)
+    with pytest.raises(InputError, match="may hold only messages, not owner, pending_approval"):
+        g.invoke({"messages": [HumanMessage("Where is my refund?")],
+                  "owner": {"customer_id": "c_bob", "tenant_id": "t_demo"}, "pending_approval": {"stage": "approved"}},
+                 _cfg("n"), context=ADA)
+    assert g.get_state(_cfg("n")).values == {}  # refused before anything was stored
+    g.invoke({"messages": [HumanMessage("Where is my refund?")]}, _cfg("n"), context=ADA)
     values = g.get_state(_cfg("n")).values
     assert values["owner"] == {"customer_id": "c_ada", "tenant_id": "t_demo"}
     assert values.get("pending_approval") is None
@@ -254,7 +258,8 @@ def test_refused_resumes_change_nothing_and_are_recorded(isolated_home, who, val
     g, store = d.graph, d.deps.store
     r = _paused(d)
     values = g.get_state(_cfg("p")).values
-    with pytest.raises(AccessDenied, match=reason):
+    # a payload that is no decision is malformed input (InputError); a decision the caller may not take, AccessDenied
+    with pytest.raises(InputError if reason == "malformed decision" else AccessDenied, match=reason):
         g.invoke(Command(resume=value), _cfg("p"), context=who)
     assert g.get_state(_cfg("p")).values == values
     assert Conversation("p", desk=d).pending()["refund_id"] == r.pending.refund_id

@@ -11,6 +11,7 @@ from checkpoints.business import open_store
 from graph.context import RunContext
 from graph.conversation import Conversation
 from graph.operator_cli import threadless_execution_key, threadless_task_id
+from nodes.testing.ledger import approve_refund
 from tests.test_operator_cli import _run, home  # noqa: F401 - the shared fixture: a paused refund on thread "p"
 
 
@@ -115,6 +116,7 @@ def test_a_refund_paused_on_a_thread_named_by_its_refund_id_is_refused_too(home)
 def test_resume_after_a_payment_outside_the_conversation_reports_it_paid_not_a_payment_failure(home):  # noqa: F811
     store = open_store(home / "business.db")
     task, refund = _paused(store)
+    approve_refund(store, refund.id, ("operator:zed",), task_id="task-elsewhere")  # decided and paid elsewhere
     store.execute_refund(refund.id, "refund-exec:elsewhere")  # paid under another key while the thread waited
     r = _run("resume", "p", "--approve", "--as", "ben")
     said = _said(r)
@@ -127,6 +129,7 @@ def test_resume_after_a_payment_outside_the_conversation_reports_it_paid_not_a_p
 def test_closing_the_task_of_a_paid_refund_never_says_nothing_was_paid(home):  # noqa: F811
     store = open_store(home / "business.db")
     task, refund = _paused(store)
+    approve_refund(store, refund.id, ("operator:zed",), task_id="task-elsewhere")
     store.execute_refund(refund.id, "refund-exec:elsewhere")
     closed = _run("tasks", "close", task.id, "--as", "ann")
     said = _said(closed)
@@ -140,6 +143,7 @@ def test_closing_the_task_of_a_paid_refund_never_says_nothing_was_paid(home):  #
     again = _run("tasks", "close", task.id, "--as", "ann")
     assert again.exit_code != 0 and "already paid" in _said(again) and "nothing to close" in _said(again)
     orphan = store.request_refund("c_ada", "tx_1003", 100, "GBP", "customer request", None)
+    approve_refund(store, orphan.id, ("operator:zed",))
     store.execute_refund(orphan.id, "refund-exec:elsewhere2")
     no_task = _run("tasks", "close", orphan.id, "--as", "ann")
     assert no_task.exit_code != 0 and "already paid" in _said(no_task), _said(no_task)

@@ -19,6 +19,7 @@ from checkpoints.business import (
     BusinessStore,
     NotFoundError,
     OwnershipError,
+    PaymentNotAuthorized,
     StaleVersionError,
     StoreError,
     default_store_path,
@@ -28,6 +29,7 @@ from checkpoints.business import (
 )
 from checkpoints.business import schema as tables
 from graph.errors import SwitchboardError
+from nodes.testing.ledger import approve_refund
 from tests import store_workers
 
 REF = datetime(2025, 3, 14, 12, 0, tzinfo=timezone.utc)
@@ -319,6 +321,7 @@ def test_set_refund_status_race_one_cas_wins(store: BusinessStore) -> None:
 
 def test_execute_refund_exactly_once(store: BusinessStore) -> None:
     rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "req-1")
+    approve_refund(store, rf.id)
     first = store.execute_refund(rf.id, "exec-1")
     second = store.execute_refund(rf.id, "exec-1")
     assert first["replayed"] is False and second["replayed"] is True
@@ -350,6 +353,7 @@ def test_execute_refund_refuses_cancelled_and_rejected(store: BusinessStore) -> 
 
 def test_execute_refund_threads_race_same_key(store: BusinessStore) -> None:
     rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "req-race")
+    approve_refund(store, rf.id)
     results, errors = _race(4, lambda i: store.execute_refund(rf.id, "exec-race"))
     assert errors == []
     assert sorted(r["replayed"] for r in results) == [False, True, True, True]  # type: ignore[index]
@@ -358,6 +362,7 @@ def test_execute_refund_threads_race_same_key(store: BusinessStore) -> None:
 
 def test_execute_refund_threads_race_other_keys(store: BusinessStore) -> None:
     rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "req-race2")
+    approve_refund(store, rf.id)
     results, errors = _race(4, lambda i: store.execute_refund(rf.id, f"exec-{i}"))
     assert len(results) == 1 and results[0]["replayed"] is False  # type: ignore[index]
     assert len(errors) == 3 and all("already paid" in str(e) for e in errors)
@@ -385,6 +390,7 @@ def _run_processes(target, args_list: list[tuple]) -> list[object]:
 @pytest.mark.subprocess
 def test_execute_refund_two_processes_race_same_key(store: BusinessStore, business_url: str) -> None:
     rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "req-proc")
+    approve_refund(store, rf.id)
     results = _run_processes(store_workers.execute_refund, [(business_url, rf.id, "exec-proc")] * 2)
     assert sorted(results) == ["executed", "replayed"]
     assert _count(store, "SELECT COUNT(*) FROM transactions WHERE reference=:r", r=rf.id) == 1
@@ -393,6 +399,7 @@ def test_execute_refund_two_processes_race_same_key(store: BusinessStore, busine
 @pytest.mark.subprocess
 def test_execute_refund_two_processes_race_different_keys(store: BusinessStore, business_url: str) -> None:
     rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "req-proc2")
+    approve_refund(store, rf.id)
     results = _run_processes(store_workers.execute_refund,
                              [(business_url, rf.id, "exec-a"), (business_url, rf.id, "exec-b")])
     assert sorted(r.split(":")[0] for r in results) == ["executed", "refused"]  # type: ignore[union-attr]
@@ -548,3 +555,82 @@ def test_records_to_dict_json_safe(store: BusinessStore) -> None:
         assert json.loads(json.dumps(d)) == d
         assert "seq" not in d
     assert store.get_customer("c_ada").to_dict()["flags"]["plan"] == "standard"
+
+
+# -- refunds: the authority to pay is the store's own records ----------------------------------------
+
+
+def _paid(store: BusinessStore, refund_id: str) -> int:
+    return _count(store, "SELECT COUNT(*) FROM transactions WHERE reference=:r", r=refund_id)
+
+
+def test_execute_refund_refuses_a_refund_without_a_recorded_decision(store: BusinessStore) -> None:
+    rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "req-nodec")
+    with pytest.raises(PaymentNotAuthorized, match="requested, not approved"):
+        store.execute_refund(rf.id, "exec-nodec")
+    store.set_refund_status(rf.id, 1, "approved")  # a status flipped by hand is no decision
+    with pytest.raises(PaymentNotAuthorized, match="no task deciding it"):
+        store.execute_refund(rf.id, "exec-nodec")
+    task = store.create_task("task-nodec", "t", "refunds", refund_id=rf.id)
+    with pytest.raises(PaymentNotAuthorized, match="no final approval"):
+        store.execute_refund(rf.id, "exec-nodec")
+    assert store.get_task(task.id).status == "open"
+    assert _paid(store, rf.id) == 0 and store.side_effect_result("exec-nodec") is None
+
+
+def test_the_recorded_rule_wins_over_a_callers_lower_count_of_approvers(store: BusinessStore) -> None:
+    rf = store.request_refund("c_ada", "tx_1001", 2380, "GBP", "never arrived", "req-two")
+    task = store.create_task("task-two", "t", "refunds", refund_id=rf.id)
+    store.record_approval_rule(task.id, 2)
+    store.update_task(task.id, store.get_task(task.id).version, status="awaiting_approval")
+    first, won = store.decide_approval(task.id, "dc-1", "operator:ann", "approve", required_approvals=1)
+    assert won and first.final is False  # the caller said one approver; the task records two
+    assert store.load_refund(rf.id).status == "requested"
+    with pytest.raises(PaymentNotAuthorized):
+        store.execute_refund(rf.id, "exec-two")
+    second, _ = store.decide_approval(task.id, "dc-2", "operator:ben", "approve", required_approvals=1)
+    assert second.final is True
+    assert store.execute_refund(rf.id, "exec-two")["replayed"] is False and _paid(store, rf.id) == 1
+
+
+def test_an_automatic_approval_counts_only_where_the_risk_rules_recorded_one(store: BusinessStore) -> None:
+    rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "req-auto")
+    task = store.create_task("task-auto", "t", "refunds", refund_id=rf.id)
+    store.record_approval_rule(task.id, 1)  # a human tier
+    store.update_task(task.id, store.get_task(task.id).version, status="awaiting_approval")
+    with pytest.raises(BusinessRuleError, match="needs a human approver"):
+        store.decide_approval(task.id, f"auto:{rf.id}", "system:risk-policy", "approve", refund_id=rf.id)
+    assert store.load_refund(rf.id).status == "requested"
+    other = store.request_refund("c_ada", "tx_1003", 100, "GBP", "fee", "req-auto2")
+    auto = store.create_task("task-auto2", "t", "refunds", refund_id=other.id)
+    store.record_approval_rule(auto.id, 0)
+    store.update_task(auto.id, store.get_task(auto.id).version, status="awaiting_approval")
+    store.decide_approval(auto.id, f"auto:{other.id}", "system:risk-policy", "approve", refund_id=other.id)
+    assert store.execute_refund(other.id, "exec-auto2")["replayed"] is False
+
+
+def test_a_system_approval_never_stands_in_for_a_human_one(store: BusinessStore) -> None:
+    """On a human tier a ``system:`` ref is no approver, even when the decision row says approve."""
+    rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "dup", "req-sys")
+    task = store.create_task("task-sys", "t", "refunds", refund_id=rf.id)
+    store.record_approval_rule(task.id, 1)
+    store.update_task(task.id, store.get_task(task.id).version, status="awaiting_approval")
+    store.decide_approval(task.id, "dc-sys", "system:scheduler", "approve", refund_id=rf.id)
+    with pytest.raises(PaymentNotAuthorized, match="needs 1 distinct approvers and has 0"):
+        store.execute_refund(rf.id, "exec-sys")
+    assert _paid(store, rf.id) == 0
+
+
+def test_the_approval_rule_is_recorded_once(store: BusinessStore) -> None:
+    task = store.create_task("task-rule", "t", "refunds", refund_id="rf_5001")
+    assert store.get_task(task.id).approvals_required is None
+    recorded = store.record_approval_rule(task.id, 2, "2025-03-15T12:00:00Z")
+    assert (recorded.approvals_required, recorded.approval_deadline) == (2, "2025-03-15T12:00:00Z")
+    assert store.record_approval_rule(task.id, 2).approvals_required == 2  # a re-run records nothing new
+    with pytest.raises(BusinessRuleError, match="does not change"):
+        store.record_approval_rule(task.id, 1)
+    with pytest.raises(ValueError):
+        store.record_approval_rule(task.id, 3)
+    with pytest.raises(NotFoundError):
+        store.record_approval_rule("task-nope", 1)
+    assert store.get_task(task.id).approvals_required == 2

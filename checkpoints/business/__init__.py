@@ -53,6 +53,7 @@ from checkpoints.business.records import (
     NotFoundError,
     Operator,
     OwnershipError,
+    PaymentNotAuthorized,
     Refund,
     StaleVersionError,
     StorageUnavailable,
@@ -116,6 +117,7 @@ __all__ = [
     "DEMO_CUSTOMER",
     "DEMO_OTHER_CUSTOMER",
     "SCHEMA_VERSION",
+    "PaymentNotAuthorized",
 ]
 
 #: The SQLAlchemy/Alembic names, imported on first use.

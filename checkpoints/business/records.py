@@ -80,6 +80,11 @@ class BusinessRuleError(StoreError):
     """The request breaks a business rule (one-line, customer-safe message); nothing was written."""
 
 
+class PaymentNotAuthorized(BusinessRuleError):
+    """A payment the business store's own records do not allow: the refund is not approved, or its recorded decisions
+    do not meet the approval rule its risk check recorded (:meth:`BusinessStore.execute_refund`)."""
+
+
 class NotFoundError(BusinessRuleError):
     """The row does not exist, or does not belong to the given customer (the two are not distinguished,
     so a caller cannot probe other customers' ids)."""
@@ -156,7 +161,7 @@ AUDIT_OUTCOMES = frozenset({"allowed", "denied"})
 
 #: The Alembic revision this code reads and writes (the head of ``migrations/versions``; re-exported by
 #: :mod:`checkpoints.business.schema`, kept here so that a light read need not import SQLAlchemy).
-SCHEMA_VERSION = "0005"
+SCHEMA_VERSION = "0006"
 #: The table holding the business database's Alembic revision (re-exported by :mod:`checkpoints.business.migrate`).
 VERSION_TABLE = "alembic_version_business"
 
@@ -254,7 +259,11 @@ class Transfer(_Record):
 class Task(_Record):
     """A support task (one customer request across agents). ``current_owner`` is the agent holding it;
     ``owner_version`` is the fencing token bumped by every claim; ``version`` bumps on every write; ``refund_id``:
-    the refund the task decides (None for tasks of the first release)."""
+    the refund the task decides (None for tasks of the first release); ``approvals_required``: the approval rule the
+    risk check recorded for that refund, write-once (:meth:`BusinessStore.record_approval_rule`): 0 = paid on the
+    risk rules' own approval (decision ``auto:<refund>`` by ``system:risk-policy``), 1 or 2 = that many distinct
+    human approvers (None: not assessed yet, or a task of a release before revision 0006, which counts as 1);
+    ``approval_deadline``: ISO-8601 UTC time after which an approver may expire the request (None: no deadline)."""
 
     id: str
     thread_id: str
@@ -264,6 +273,8 @@ class Task(_Record):
     version: int
     updated_at: str
     refund_id: str | None = None
+    approvals_required: int | None = None
+    approval_deadline: str | None = None
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,7 @@ from checkpoints.business.records import (
     NotFoundError,
     Operator,
     OwnershipError,
+    PaymentNotAuthorized,
     Refund,
     StaleVersionError,
     Task,
@@ -89,7 +90,7 @@ from checkpoints.business.records import (
     Transaction,
     Transfer,
 )
-from graph.context import OPERATOR_NAME_RE, RESERVED_NAMES
+from graph.context import OPERATOR_NAME_RE, RESERVED_NAMES, SYSTEM_RISK_POLICY
 
 __all__ = ["BusinessStore", "open_store", "token_digest"]
 
@@ -421,6 +422,15 @@ class BusinessStore:
                                 .order_by(tk.c.updated_at, tk.c.id)).mappings().all()
         return [Task(**r) for r in rows]
 
+    def tasks_of_thread(self, thread_id: str) -> list[Task]:
+        """The tasks of conversation ``thread_id`` that decide a refund, oldest update first (the thread's waiting
+        approval is the one ``awaiting_approval``)."""
+        tk = t.tasks
+        with self._read() as conn:
+            rows = conn.execute(select(*_TASK).where(tk.c.thread_id == thread_id, tk.c.refund_id.is_not(None))
+                                .order_by(tk.c.updated_at, tk.c.id)).mappings().all()
+        return [Task(**r) for r in rows]
+
     @staticmethod
     def _task(conn: Connection, task_id: str, *, lock: bool = False) -> RowMapping | None:
         query = select(*_TASK).where(t.tasks.c.id == task_id)
@@ -600,10 +610,12 @@ class BusinessStore:
                      .values(result_json=json.dumps(result)))
 
     def execute_refund(self, refund_id: str, idempotency_key: str) -> dict[str, Any]:
-        """Pay a requested or approved refund, exactly once.
+        """Pay an approved refund, exactly once, on the authority of this store's own records.
 
         In one transaction: lock the refund; if ``side_effects`` holds ``idempotency_key``, return its recorded
-        result plus ``"replayed": True`` and change nothing; otherwise flip the refund to ``executed`` (CAS on
+        result plus ``"replayed": True`` and change nothing; otherwise check that the records allow the payment
+        (:meth:`_payment_refusal`: the refund is ``approved`` and a task deciding it holds the final decisions its
+        recorded approval rule requires), then flip the refund to ``executed`` (CAS on
         version), post a ``transfer_in`` credit transaction ``tx_<refund_id>`` referencing the refund, record
         the result under the key, and return it with ``"replayed": False``. Two callers racing (same key or
         not, threads or processes) pay once: the loser replays or is refused as "already paid".
@@ -611,7 +623,7 @@ class BusinessStore:
         Result shape: ``{"refund_id", "transaction_id", "credit_transaction_id", "amount_minor",
         "currency", "status": "executed", "executed_at", "idempotency_key", "replayed"}``.
         Raises :class:`NotFoundError`, :class:`BusinessRuleError` (refund cancelled, expired, rejected, or
-        already executed under another key)."""
+        already executed under another key), :class:`PaymentNotAuthorized` (not approved as the rules require)."""
         with self._write() as conn:
             refund = _record(Refund, self._refund(conn, refund_id, lock=True))
             recorded = self._claim_key(conn, idempotency_key, "execute_refund")
@@ -623,6 +635,9 @@ class BusinessStore:
                 raise BusinessRuleError(f"refund {refund_id} is {refund.status} and cannot be paid")
             if refund.status == "executed":
                 raise BusinessRuleError(f"refund {refund_id} was already paid")
+            refusal = self._payment_refusal(conn, refund)
+            if refusal:
+                raise PaymentNotAuthorized(refusal)
             self._cas(conn, t.refunds, refund.id, refund.version, status="executed")
             now = iso(self.now())
             credit_id = f"tx_{refund.id}"
@@ -638,6 +653,39 @@ class BusinessStore:
             }
             self._record_effect(conn, idempotency_key, result)
         return {**result, "replayed": False}
+
+    def _payment_refusal(self, conn: Connection, refund: Refund) -> str:
+        """Why the records do not allow paying ``refund`` ("" when they do), read inside the paying transaction.
+
+        The rule (``policies.risk`` decides it, the risk check records it on the task, write-once): the refund is
+        ``approved``, and one task deciding it has a final ``approve`` decision and either
+
+        * an approval rule of 0 and the risk rules' own decision ``auto:<refund id>`` by ``system:risk-policy``, or
+        * an approval rule of N >= 1 (None counts as 1) and ``approve`` decisions of at least N distinct human
+          approvers (``system:`` refs never count)."""
+        if refund.status != "approved":
+            return f"refund {refund.id} is {refund.status}, not approved: nothing is paid without a recorded decision"
+        tk = t.tasks
+        rows = conn.execute(select(*_TASK).where(tk.c.refund_id == refund.id)).mappings().all()
+        if not rows:
+            return f"refund {refund.id} has no task deciding it: nothing is paid without a recorded decision"
+        reasons = []
+        for task in (Task(**r) for r in rows):
+            approvals = [d for d in self._decisions(conn, task.id) if d.decision == "approve"]
+            if not any(d.final for d in approvals):
+                reasons.append(f"task {task.id} has no final approval")
+                continue
+            rule = 1 if task.approvals_required is None else task.approvals_required
+            if rule == 0:
+                if any(d.id == f"auto:{refund.id}" and d.approver == SYSTEM_RISK_POLICY for d in approvals):
+                    return ""
+                reasons.append(f"task {task.id} has no approval by the risk rules")
+                continue
+            humans = {d.approver for d in approvals if not d.approver.startswith("system:")}
+            if len(humans) >= rule:
+                return ""
+            reasons.append(f"task {task.id} needs {rule} distinct approvers and has {len(humans)}")
+        return f"refund {refund.id} is not approved as its rule requires ({'; '.join(reasons)})"
 
     # -- writes: cards ------------------------------------------------------------------------------
 
@@ -820,6 +868,30 @@ class BusinessStore:
         assert updated is not None
         return updated
 
+    def record_approval_rule(self, task_id: str, approvals_required: int, deadline: str | None = None) -> Task:
+        """Record, once, what paying the refund of task ``task_id`` requires (:meth:`_payment_refusal`):
+        ``approvals_required`` distinct human approvers (1 or 2), or 0 when the risk rules approve it themselves, and
+        the request's ``deadline`` (ISO-8601 UTC, or None). Recording the same rule again returns the task unchanged
+        (a node re-run after a crash); the first rule stays.
+
+        Raises ``ValueError`` (a rule outside 0–2), :class:`NotFoundError` (no such task), :class:`BusinessRuleError`
+        (a different rule is already recorded: the rule of a refund never changes after its risk check)."""
+        if approvals_required not in (0, 1, 2):
+            raise ValueError(f"approvals_required must be 0, 1 or 2, not {approvals_required!r}")
+        with self._write() as conn:
+            task = _record(Task, self._task(conn, task_id, lock=True))
+            if task is None:
+                raise NotFoundError(f"no task {task_id}")
+            if task.approvals_required is None:
+                self._cas(conn, t.tasks, task_id, task.version, approvals_required=approvals_required,
+                          approval_deadline=deadline, updated_at=iso(self.now()))
+            elif task.approvals_required != approvals_required:
+                raise BusinessRuleError(f"task {task_id} already records {task.approvals_required} required "
+                                        f"approver(s); its rule does not change")
+            stored = _record(Task, self._task(conn, task_id))
+        assert stored is not None
+        return stored
+
     def claim_task(self, task_id: str, new_owner: str, expected_owner_version: int) -> Task:
         """Move the task to ``new_owner`` if its ``owner_version`` is still ``expected_owner_version``;
         bumps ``owner_version`` and ``version``. A claim based on an outdated view of ownership (someone
@@ -906,7 +978,12 @@ class BusinessStore:
                 if elsewhere is not None:
                     raise BusinessRuleError(f"{approver} already approved refund {refund_id or task.refund_id} (task "
                                             f"{elsewhere}); the next approval must come from a different approver")
-                final = len(prior) + 1 >= required_approvals
+                if approver == SYSTEM_RISK_POLICY and task.approvals_required != 0:
+                    raise BusinessRuleError(f"task {task_id} needs a human approver: the risk rules did not record "
+                                            "an automatic approval for it")
+                # the rule the risk check recorded wins over a caller's lower count (the store is the authority)
+                needed = max(required_approvals, 1 if task.approvals_required is None else task.approvals_required)
+                final = len(prior) + 1 >= needed
             now = iso(self.now())
             if final:
                 self._cas(conn, t.tasks, task_id, task.version, status=_TASK_AFTER[decision], updated_at=now)

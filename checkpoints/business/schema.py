@@ -7,7 +7,9 @@ column to ``refunds`` and ``decisions`` (insertion order: SQLite's implicit ``ro
 before, PostgreSQL has none); ``0003`` adds the principals (``operators``, ``tokens``), the ``audit`` table, the
 ``final`` flag of ``decisions`` (two-approver tier), the ``refund_id`` of ``tasks``, and renames the task status
 ``needs_human`` to ``fallback``; ``0004`` adds ``thread_owners`` (who started each thread, recorded before its first
-run); ``0005`` adds the refund status ``expired`` (an approval that passed its deadline; ``cancelled`` before).
+run); ``0005`` adds the refund status ``expired`` (an approval that passed its deadline; ``cancelled`` before);
+``0006`` adds the approval rule of ``tasks`` (``approvals_required``, ``approval_deadline``): what a payment needs is
+read from the store where the money moves, never from the caller.
 
 Types: ids, names and timestamps are ``TEXT`` (timestamps as ``YYYY-MM-DDTHH:MM:SSZ`` strings, so string order
 is time order); money is an integer in minor units, ``BIGINT`` on PostgreSQL (SQLite's ``INTEGER`` is 64-bit
@@ -152,6 +154,10 @@ tasks = Table(
     Column("version", Integer, nullable=False, server_default=text("1")),
     Column("updated_at", Text, nullable=False),
     Column("refund_id", Text),  # revision 0003: the refund the task decides (stuck tasks are found by it)
+    # revision 0006: the approval rule the risk check recorded (write-once) and the request's deadline
+    Column("approvals_required", Integer, CheckConstraint("approvals_required BETWEEN 0 AND 2",
+                                                          name="tasks_approvals_required_check")),
+    Column("approval_deadline", Text),
 )
 
 side_effects = Table(
