@@ -79,6 +79,8 @@ def input_refusal(run_input: Any) -> str:
     if extra:
         return f"a run input may hold only messages, not {', '.join(extra)}"
     messages = run_input.get("messages")
+    if messages is None or (isinstance(messages, (list, tuple)) and not messages):
+        return ""  # no message at all: graph.inputs.check_turn_input says so
     for m in messages if isinstance(messages, (list, tuple)) and not _is_pair(messages) else [messages]:
         if _role(m) not in _HUMAN:
             return "a run may carry only user messages (no assistant, tool or system messages)"

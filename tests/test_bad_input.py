@@ -16,6 +16,7 @@ from graph.conversation import Conversation
 from graph.errors import InputError
 from graph.inputs import check_message, check_thread_id, printable
 from graph.state import ensure_ids
+from nodes.testing.state import ungated
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -94,7 +95,8 @@ def test_history_prints_a_stored_escape_sequence_escaped(isolated_home):
     [msg] = ensure_ids([HumanMessage(content="placeholder")])
     config = {"configurable": {"thread_id": "ev"}}
     g.invoke({"messages": [msg]}, config, context=RunContext())
-    g.update_state(config, {"messages": [HumanMessage(content="evil \x1b[2J\x1b]0;pwned\x07 [bold]x[/bold]", id=msg.id)]})
+    evil = HumanMessage(content="evil \x1b[2J\x1b]0;pwned\x07 [bold]x[/bold]", id=msg.id)
+    ungated(g).update_state(config, {"messages": [evil]})
     r = _cli(isolated_home, "history", "ev", "--as", "ann")
     out = r.stdout.decode()
     assert r.returncode == 0, r.stderr

@@ -17,6 +17,7 @@ from graph.settings import Settings
 from nodes.offline_model import OfflineChatModel
 from nodes.playbook import PLAIN_YES_ANSWER, REFUND_OFFER
 from nodes.router import default_router
+from nodes.testing.state import ungated
 from policies import entry
 from policies.answers import CLARIFY_QUESTIONS, instead_of_repeat
 from policies.replies import classify_reply, listed_items_of, open_question_of, record_owners
@@ -296,7 +297,7 @@ def test_a_yes_opens_the_refund_only_while_the_offer_is_open(desk, store):
     assert REFUND_OFFER in conv.send("tx_1001").text
     config = {"configurable": {"thread_id": "closed-offer"}}
     task = desk.graph.get_state(config).values["task"]
-    desk.graph.update_state(config, {"task": {**task, "status": "completed"}})
+    ungated(desk.graph).update_state(config, {"task": {**task, "status": "completed"}})
     r = conv.send("yes")
     assert r.pending is None and r.text == PLAIN_YES_ANSWER
     assert not [x for x in store.list_refunds("c_ada") if x.transaction_id == "tx_1001"]
