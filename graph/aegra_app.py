@@ -13,9 +13,10 @@ customer's). Aegra then authenticates again.
 
 Aegra 0.6 also asks no handler at all for the routes that write a thread outside a run: ``POST /threads/{id}/state``
 with ``values`` or ``as_node`` (``threads.update_state``), and cancelling, interrupting (``PATCH``) or deleting one
-of the thread's runs. The LangGraph API asks ``threads.update`` / ``threads.delete`` for them, which admit admins
-only; :class:`RunGuard` gives Aegra the same answer (401 without a valid token, 403 ``only an admin may …`` for
-anyone else, :func:`admin_refusal`). A ``POST …/state`` without ``values`` is a read and passes.
+of the thread's runs. The LangGraph API asks ``threads.update`` / ``threads.delete`` for them; :class:`RunGuard`
+gives Aegra the same answers: run cancellation and deletion are for admins (401 without a valid token, 403 ``only an
+admin may …`` for anyone else, :func:`admin_refusal`), a state write is refused for everyone (403,
+:func:`state_write_refusal`). A ``POST …/state`` without ``values`` is a read and passes.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from graph.auth import (
+    STATE_WRITE_REFUSED,
     authenticate,
     check_run_request,
     checked_owner,
@@ -114,6 +116,16 @@ async def admin_refusal(headers: list[tuple[bytes, bytes]], what: str) -> tuple[
     return 200, ""
 
 
+async def state_write_refusal(headers: list[tuple[bytes, bytes]]) -> tuple[int, str]:
+    """``(401, why)`` without a valid token, else ``(403, why)``: a state write is refused for everyone, admins
+    included (the compiled graph refuses it too, ``nodes.run_gate``)."""
+    try:
+        await authenticate(headers)
+    except Exception as exc:  # noqa: BLE001 - langgraph_sdk's Auth HTTPException carries status and detail
+        return int(getattr(exc, "status_code", 401)), str(getattr(exc, "detail", exc))
+    return 403, STATE_WRITE_REFUSED
+
+
 async def _read_body(receive: Any) -> bytes:
     body, more = b"", True
     while more:
@@ -147,7 +159,7 @@ class RunGuard:
             return
         body = await _read_body(receive)
         if STATE_PATH.match(path):
-            status, why = (await admin_refusal(headers, "update a thread's state")) if _writes_state(body) else (200, "")
+            status, why = (await state_write_refusal(headers)) if _writes_state(body) else (200, "")
             if status != 200:
                 await _reply(send, status, why)
             else:

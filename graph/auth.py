@@ -24,9 +24,10 @@ A revoked or unknown token, a customer no longer in the store, a disabled operat
   an older checkpoint, or the multitask strategies ``interrupt``/``rollback`` (they would cut short or erase a turn
   in progress: a second message is enqueued or rejected). The graph then checks the principal again
   (``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide, four eyes;
-* ``threads.update`` / ``threads.delete`` (state updates, ``as_node`` updates, supersteps and run cancellation
-  included) — admins of the tenant only; a thread copy is refused (it writes state outside a run). Aegra 0.6 asks no
-  handler for some of these routes: ``graph/aegra_app.py`` guards them with :func:`require_admin`;
+* ``threads.update`` / ``threads.delete`` (metadata, run cancellation, deletion) — admins of the tenant only; a
+  state write (values, ``as_node``, supersteps) is refused for everyone, as the graph refuses it
+  (``nodes.run_gate``), and so is a thread copy (it writes state outside a run). Aegra 0.6 asks no handler for some
+  of these routes: ``graph/aegra_app.py`` guards them;
 * ``assistants`` — read and search for everyone authenticated, changes for admins;
 * ``store``, ``crons`` — refused;
 * everything else (read, search, history, runs of a thread) — customers see their own threads (``owner``),
@@ -329,10 +330,20 @@ def _admin_scope(ctx: Any, what: str) -> dict[str, str]:
     return {"tenant_id": require_admin(ctx.user, f"{what} a thread")}
 
 
+#: The answer to a state write over HTTP, for everyone (the compiled graph refuses it too: ``nodes.run_gate``).
+STATE_WRITE_REFUSED = ("state writes are not accepted: a thread changes only through a user message or a decision "
+                       "(operators: switchboard tasks close / recover)")
+
+
 @auth.on.threads.update
 async def on_thread_update(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
-    """Thread metadata and state updates: admins of the tenant only."""
-    return _admin_scope(ctx, "update")
+    """Thread metadata updates and run cancellation: admins of the tenant only. A state write (``POST
+    /threads/{id}/state`` with values or ``as_node``, and the bulk form: the LangGraph API asks this handler with the
+    thread id alone, no ``metadata`` or ``action``) is refused for everyone, admins included (403)."""
+    tenant = _admin_scope(ctx, "update")
+    if isinstance(value, Mapping) and "metadata" not in value and not value.get("action"):
+        raise _HTTP_ERROR(status_code=403, detail=STATE_WRITE_REFUSED)
+    return tenant
 
 
 @auth.on.threads.delete

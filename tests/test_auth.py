@@ -319,10 +319,33 @@ def _asgi(method: str, path: str, token: str | None, body: dict | None = None) -
     return sent[0]["status"], bool(reached)
 
 
+@pytest.mark.parametrize("body", [
+    {"values": {"owner": {"customer_id": "c_bob"}}},
+    {"values": {"messages": []}, "as_node": "risk"},
+    {"as_node": "risk"},
+    {"values": {"pending_approval": {"stage": "approved"}}, "as_node": "refund_execute"},
+])
+def test_aegra_state_writes_are_refused_for_everyone(tokens, store, body):
+    store.add_operator("ida", "t_demo", ["admin"])
+    admin = store.issue_token("operator", "ida", "t_demo")[1]
+    for token in (tokens["c_ada"], tokens["ann"], admin):
+        assert _asgi("POST", "/threads/t1/state", token, body) == (403, False)
+    assert _asgi("POST", "/threads/t1/state", None, body) == (401, False)
+
+
+def test_langgraph_api_state_writes_are_refused_for_everyone_and_metadata_is_for_admins():
+    admin = {**ANN, "roles": ["admin"]}
+    for who in (ADA, ANN, admin):
+        assert _status(A.on_thread_update(_ctx(who, "update"), {"thread_id": "t1"})) == 403
+    assert asyncio.run(A.on_thread_update(_ctx(admin, "update"), {"thread_id": "t1", "metadata": {"x": 1}})) == \
+        {"tenant_id": "t_demo"}
+    assert asyncio.run(A.on_thread_update(_ctx(admin, "update"), {"thread_id": "t1", "action": "interrupt",
+                                                                  "metadata": {"run_ids": ["r1"]}})) == \
+        {"tenant_id": "t_demo"}
+    assert _status(A.on_thread_update(_ctx(ANN, "update"), {"thread_id": "t1", "metadata": {"x": 1}})) == 403
+
+
 @pytest.mark.parametrize("method, path, body", [
-    ("POST", "/threads/t1/state", {"values": {"owner": {"customer_id": "c_bob"}}}),
-    ("POST", "/threads/t1/state", {"values": {"messages": []}, "as_node": "risk"}),
-    ("POST", "/threads/t1/state", {"as_node": "risk"}),
     ("POST", "/threads/t1/runs/r1/cancel", None),
     ("PATCH", "/threads/t1/runs/r1", {"status": "interrupted"}),
     ("DELETE", "/threads/t1/runs/r1", None),
