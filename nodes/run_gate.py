@@ -131,6 +131,11 @@ def check_resume(store: Any, thread_id: str, principal: Principal | None, value:
     d = None if paid else parse_decision(value)
     if task is None:
         raise InputError(f"thread {thread_id} waits for no decision")
+    if d is not None and task.status != "awaiting_approval":
+        finals = [x for x in store.list_decisions(task.id) if x.final]
+        if finals:  # a second click, or a decision that lost a race: what Conversation.resume says too
+            raise InputError(f"already decided: {finals[0].decision} by {finals[0].approver} at {finals[0].decided_at}")
+        raise InputError(f"thread {thread_id} waits for no decision")
     if principal is None:
         raise AccessDenied("no identified caller")
     customer_id = refund.customer_id if refund is not None else ""

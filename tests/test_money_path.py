@@ -195,3 +195,14 @@ def test_without_the_gate_a_repointed_approval_is_never_shown_or_paid(desk):
     assert store.load_refund("rf_5001").status == "requested"
     assert store.load_refund(r.pending.refund_id).status == "requested"
     assert store.list_decisions(r.pending.task_id) == []
+
+
+def test_a_second_click_is_refused_as_already_decided_and_pays_nothing_twice(desk):
+    g, store = desk.graph, desk.deps.store
+    _paused(desk)
+    g.invoke(Command(resume={"decision": "approve"}), _cfg("p"), context=ANN)
+    after = g.get_state(_cfg("p"))
+    for ctx in (ANN, BEN):
+        with pytest.raises(InputError, match="already decided: approve by operator:ann"):
+            g.invoke(Command(resume={"decision": "approve"}), _cfg("p"), context=ctx)
+    assert g.get_state(_cfg("p")).config == after.config and len(_paid(store)) == 1
