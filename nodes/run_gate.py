@@ -125,7 +125,7 @@ def check_resume(store: Any, thread_id: str, principal: Principal | None, value:
     if replay is not None:
         return None
     refund = store.load_refund(task.refund_id) if task is not None and task.refund_id else None
-    paid = refund is not None and refund.status == "executed"
+    paid = refund is not None and refund.status == "executed" and task is not None and task.status == "awaiting_approval"
     # a pause on a refund paid meanwhile decides nothing: the resume only lets human_approval tell the customer
     # (``switchboard tasks close`` on a paid refund), so only who resumes is checked
     d = None if paid else parse_decision(value)
