@@ -84,10 +84,9 @@ def _back_to_refunds(state: dict, source: str, pa: dict, reason: str, extra: dic
     at = observed_now()  # the approval flow read these from the store just now
     facts = [Fact(key=k, value=str(v), source="system_verified", observed_at=at) for k, v in (
         ("refund_id", pa.get("refund_id")), ("transaction_id", pa.get("transaction_id")),
-        ("amount", pa.get("amount")), ("refund_status", pa.get("stage")),
-        ("decided_by", (pa.get("decision") or {}).get("approver"))) if v]
-    # The decider's note is internal (decision record, events, pending/history for operators): it never enters the
-    # packet, so no model and no answer can pass it on to the customer.
+        ("amount", pa.get("amount")), ("refund_status", pa.get("stage"))) if v]
+    # Who decided and their note are internal (decision record, events, pending/history for operators): they never
+    # enter the packet, so no model and no answer can pass them on to the customer.
     packet = HandoffPacket(task_id=pa.get("task_id", ""), session_id=thread_id_of(), trace_id=pa.get("task_id", ""),
                            from_agent=source, to_agent=REFUNDS, reason=reason,
                            objective="tell the customer the outcome of their refund request",
