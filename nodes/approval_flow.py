@@ -42,7 +42,7 @@ from graph.packet import Fact, HandoffPacket, HandoffRecord, observed_now, step_
 from graph.state import ensure_ids
 from nodes.deps import Deps
 from nodes.instrumentation import emit
-from nodes.principal import operator_facts, resolve_principal
+from nodes.principal import cancel_confirmed_on, operator_facts, resolve_principal
 from nodes.transcript import thread_id_of
 from policies.authz import AuthzDecision, approval_overdue, authorize_decision, authorize_resume, owner_of
 from policies.edges import FALLBACK
@@ -272,8 +272,11 @@ class _Approval:
         overdue = False
         if decision.decision == "expire":
             overdue = approval_overdue(self.request, self.deps.store.now())
+        # a customer's cancel follows the chat's confirmation rule on every way in (policies.cancellation)
+        confirmed = decision.decision == "cancel" and self.caller.kind == "customer" and \
+            cancel_confirmed_on(self.deps.store, thread_id_of(), self.task_id)
         return authorize_decision(self.caller, self.operator, decision.decision,
-                                  str(self.request.get("customer_id") or ""), self.approvals, overdue)
+                                  str(self.request.get("customer_id") or ""), self.approvals, overdue, confirmed)
 
     def _refuse(self, action: str, reason: str, key: str) -> None:
         _deny(self.deps.store, self.caller, action, reason, self.task_id, key)
