@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from graph.views import is_waiting
+
 if TYPE_CHECKING:  # the listing commands read SQLite files without LangGraph (checkpoints.sqlite_reader)
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -111,7 +113,9 @@ def thread_summaries(saver: Any, tenant_id: str | None = None) -> list[dict[str,
         owner = thread_owner(v) or ("", "")
         if tenant_id is not None and owner[1] != tenant_id:
             continue
-        status = (v.get("outcome") or {}).get("status", "awaiting_approval" if v.get("pending_approval") else "-")
+        # pending_approval keeps the last request after its decision: only its stage says it still waits
+        waiting = is_waiting(v.get("pending_approval"))
+        status = (v.get("outcome") or {}).get("status", "awaiting_approval" if waiting else "-")
         out.append({"thread_id": tid, "turns": int(v.get("turn") or 0), "active_agent": v.get("active_agent"),
                     "status": status, "handoffs": int(v.get("handoff_count") or 0), "customer_id": owner[0],
                     "tenant_id": owner[1]})

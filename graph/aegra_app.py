@@ -17,6 +17,9 @@ of the thread's runs. The LangGraph API asks ``threads.update`` / ``threads.dele
 gives Aegra the same answers: run cancellation and deletion are for admins (401 without a valid token, 403 ``only an
 admin may …`` for anyone else, :func:`admin_refusal`), a state write is refused for everyone (403,
 :func:`state_write_refusal`). A ``POST …/state`` without ``values`` is a read and passes.
+
+The app also carries ``graph.view_guard.ViewGuard`` (outermost): what a customer's token reads of a thread — state,
+history, threads, run outputs, stream events — is the customer's view (``graph.views``), as on the LangGraph API.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from graph.auth import (
     STATE_WRITE_REFUSED,
     authenticate,
     check_run_request,
+    checked_cancel,
     checked_owner,
     input_refusal,
     principal_claims,
@@ -60,7 +64,8 @@ async def _reply(send: Any, status: int, detail: str) -> None:
 async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes,
                        thread_id: str | None = None) -> tuple[int, str, bytes]:
     """``(200, "", new body)`` for a run request that may go ahead (its context replaced), else ``(status, why, b"")``:
-    401 / 403 as the auth handlers, 422 for a message or a ``thread_id`` (of the path) the input rules refuse
+    401 / 403 as the auth handlers (a customer's cancel before they confirmed it too, :func:`graph.auth.checked_cancel`),
+    422 for a message or a ``thread_id`` (of the path) the input rules refuse
     (:func:`graph.auth.input_refusal`), 404 for another customer's thread. ``thread_id``: the thread of the request's
     path (None for a thread-less run); a customer's run records its owner there once its input passed. A body that
     is not a JSON object is passed on unchanged (Aegra answers 422)."""
@@ -84,7 +89,8 @@ async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes,
         return int(getattr(exc, "status_code", 422)), str(getattr(exc, "detail", exc)), b""
     try:
         await checked_owner(thread_id, kind, pid, tenant)
-    except Exception as exc:  # noqa: BLE001 - 404 (another customer's thread) or 503 (store unavailable)
+        await checked_cancel(thread_id, kind, data.get("command"))
+    except Exception as exc:  # noqa: BLE001 - 404 (another customer's thread), 403 (unconfirmed cancel) or 503
         return int(getattr(exc, "status_code", 503)), str(getattr(exc, "detail", exc)), b""
     data["context"] = run_context_for(kind, pid, tenant, roles, data.get("context"))
     return 200, "", json.dumps(data).encode()
@@ -190,16 +196,19 @@ def _replay(body: bytes, receive: Any) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    """``app``: a FastAPI app with :class:`RunGuard` (made on first access, so that importing this module does not
-    need FastAPI, which comes with Aegra)."""
+    """``app``: a FastAPI app with :class:`RunGuard` and, around it, ``graph.view_guard.ViewGuard`` (made on first
+    access, so that importing this module does not need FastAPI, which comes with Aegra)."""
     if name != "app":
         raise AttributeError(f"module 'graph.aegra_app' has no attribute {name!r}")
     global _APP
     if _APP is None:
         from fastapi import FastAPI
 
+        from graph.view_guard import ViewGuard
+
         _APP = FastAPI()
         _APP.add_middleware(RunGuard)
+        _APP.add_middleware(ViewGuard)  # added last: the outermost, so it sees RunGuard's replies too
     return _APP
 
 

@@ -17,10 +17,13 @@ A revoked or unknown token, a customer no longer in the store, a disabled operat
 * ``threads.create_run`` — the run's ``context`` is **overwritten** with the authenticated principal (what the
   client sent is discarded, so ``roles=["approver"]`` in a client's context means nothing), and the request is
   checked: messages and thread ids follow ``graph.inputs`` (422 otherwise, also for ``threads.create``); a customer
-  sends only user messages (no ids, no AI/tool/system messages) on their own threads (the customer of a thread's
+  sends only user messages (no ids, no AI/tool/system messages) and streams only ``values`` events
+  (:data:`CUSTOMER_STREAM_MODES`) on their own threads (the customer of a thread's
   first run is recorded as its owner in the business store before the run is queued, :func:`record_thread_owner`,
   so ``recover`` can finish even a first turn killed before its entry node); an operator only resumes (``command``
-  with ``resume`` alone) threads of their tenant; nobody sends ``goto`` or ``update`` commands, webhooks, runs from
+  with ``resume`` alone) threads of their tenant and never with the decision ``cancel`` (the customer's own; an
+  approver rejects), a customer's ``cancel`` is taken only once they confirmed it (:func:`cancel_refusal`, 403
+  otherwise); nobody sends ``goto`` or ``update`` commands, webhooks, runs from
   an older checkpoint, or the multitask strategies ``interrupt``/``rollback`` (they would cut short or erase a turn
   in progress: a second message is enqueued or rejected). The graph then checks the principal again
   (``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide, four eyes;
@@ -31,7 +34,9 @@ A revoked or unknown token, a customer no longer in the store, a disabled operat
 * ``assistants`` — read and search for everyone authenticated, changes for admins;
 * ``store``, ``crons`` — refused;
 * everything else (read, search, history, runs of a thread) — customers see their own threads (``owner``),
-  operators their tenant's (``tenant_id``).
+  operators their tenant's (``tenant_id``). What a customer reads of them is the customer's view
+  (``graph.views.customer_view``): the engines have no hook to filter a thread's state, so ``graph/view_guard.py``
+  rewrites their responses for customer tokens (``langgraph.json`` and ``aegra.json`` mount it as ``http.app``).
 
 ``langgraph.json`` also sets ``"disable_studio_auth": true``: without it, ``langgraph dev`` admits any request with
 the header ``x-auth-scheme: langsmith`` as LangGraph Studio's user, bypassing :func:`authenticate`. Studio then
@@ -51,7 +56,8 @@ from typing import Any
 from langgraph_sdk import Auth
 
 __all__ = ["auth", "authenticate", "resolve_bearer", "principal_claims", "check_run_request", "run_context_for",
-           "record_thread_owner", "checked_owner", "langgraph_api_run", "require_admin", "input_refusal"]
+           "record_thread_owner", "checked_owner", "langgraph_api_run", "require_admin", "input_refusal",
+           "CUSTOMER_STREAM_MODES", "cancel_refusal", "checked_cancel"]
 
 auth = Auth()
 
@@ -137,6 +143,59 @@ def _is_human(message: Any) -> bool:
     return role in _HUMAN_ROLES and "id" not in message and not message.get("tool_calls")
 
 
+#: The stream modes a customer's run may ask for: ``values`` events are rewritten to the customer's view
+#: (``graph.view_guard``); the other modes (updates, messages, custom events, debug, checkpoints, tasks) carry what the
+#: nodes write and say (tool calls, packets, decisions, internal reasons) and have no customer view.
+CUSTOMER_STREAM_MODES = frozenset({"values"})
+
+
+def _stream_modes(value: Any) -> set[str]:
+    if value is None:
+        return set()
+    return {value} if isinstance(value, str) else {str(v) for v in value} if isinstance(value, (list, tuple)) else {
+        str(value)}
+
+
+def _resumed_decision(command: Any) -> Any:
+    """The ``decision`` of a ``resume`` command's value (``{"resume": {"decision": …}}``), or None."""
+    resume = command.get("resume") if isinstance(command, Mapping) else None
+    return resume.get("decision") if isinstance(resume, Mapping) else None
+
+
+def cancel_refusal(thread_id: Any, kind: str, command: Any, store: Any = None) -> str | None:
+    """Why a customer's ``resume {"decision": "cancel"}`` on ``thread_id`` is refused before it is queued, or None:
+    the chat's confirmation rule (``policies.cancellation``; the graph applies it again, ``nodes.approval_flow``) —
+    a cancel is taken only while the desk's question "Cancel refund …? yes/no" for the refund the thread waits on is
+    open, or after the customer's yes to it (``nodes.principal.cancel_confirmed_on``). None for anything else, and
+    when no task waits for approval on the thread (the graph answers that resume). Blocking (database); async callers
+    run it in a thread."""
+    if kind != "customer" or not thread_id or _resumed_decision(command) != "cancel":
+        return None
+    from nodes.principal import cancel_confirmed_on
+    from policies.authz import UNCONFIRMED_CANCEL
+
+    store = store if store is not None else _store()
+    waiting = [t for t in store.list_tasks(["awaiting_approval"]) if t.thread_id == str(thread_id)]
+    if not waiting or any(cancel_confirmed_on(store, str(thread_id), t.id) for t in waiting):
+        return None
+    return UNCONFIRMED_CANCEL
+
+
+async def checked_cancel(thread_id: Any, kind: str, command: Any) -> None:
+    """:func:`cancel_refusal` off the event loop: 403 with its reason, 503 when the business store cannot be
+    reached."""
+    from checkpoints.business import StoreError
+
+    if kind != "customer" or _resumed_decision(command) != "cancel":
+        return
+    try:
+        reason = await asyncio.to_thread(cancel_refusal, thread_id, kind, command)
+    except StoreError as exc:
+        raise _HTTP_ERROR(status_code=503, detail=f"the business store is unavailable ({exc})") from None
+    if reason:
+        raise _HTTP_ERROR(status_code=403, detail=reason)
+
+
 def check_run_request(kind: str, kwargs: Mapping[str, Any]) -> str | None:
     """Why a run request of a ``kind`` principal is refused (module doc), or None when it may go ahead."""
     command = kwargs.get("command") or None
@@ -151,6 +210,13 @@ def check_run_request(kind: str, kwargs: Mapping[str, Any]) -> str | None:
         else {}
     if configurable.get("checkpoint_id") or kwargs.get("checkpoint_id") or kwargs.get("checkpoint"):
         return "runs from an earlier checkpoint are not allowed"
+    if kind == "operator" and _resumed_decision(command) == "cancel":
+        from policies.authz import OPERATOR_CANCEL
+
+        return OPERATOR_CANCEL
+    if kind != "operator" and _stream_modes(kwargs.get("stream_mode")) - CUSTOMER_STREAM_MODES:
+        return ("a customer's run streams only values events (the customer's view of the thread, graph.views); "
+                "stream_mode must be \"values\"")
     raw = kwargs.get("input")
     if kind == "operator":
         return "operators only resume paused threads" if raw else None
@@ -309,6 +375,7 @@ async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
         raise _HTTP_ERROR(status_code=403, detail=reason)
     input_refusal(body.get("input"))
     await checked_owner(value.get("thread_id"), kind, pid, tenant)
+    await checked_cancel(value.get("thread_id"), kind, body.get("command"))
     context = run_context_for(kind, pid, tenant, roles, body.get("context"))
     body["context"] = context
     if isinstance(kwargs, dict):

@@ -48,9 +48,9 @@ class Conversation:
             approval claims; default: the one at ``settings.business_db``).
         context: the run context: who acts (README "Identity and authorization"). A customer
             (``RunContext(user_id=…, tenant_id=…)``; default ``RunContext()``, the demo customer) sends turns on their
-            own threads and may cancel their own pending refund; an operator (``RunContext.for_operator(name, tenant)``)
-            resumes paused threads with decisions (the approver is always this principal, never a name in the
-            decision) and recovers them.
+            own threads and may cancel their own pending refund once they confirmed it (``policies.cancellation``); an
+            operator (``RunContext.for_operator(name, tenant)``) resumes paused threads with decisions other than
+            cancel (the approver is always this principal, never a name in the decision) and recovers them.
         on_event: called with each new event dict (``{"event": kind, "agent": …, …}``, see ``graph.events``) while a
             turn runs, for live display (``switchboard chat --stream``); None = plain ``invoke``.
     """
@@ -203,6 +203,30 @@ class Conversation:
         """The pending interrupt's payload, or None."""
         return _interrupt_value(self.graph.get_state(self.config))
 
+    def view(self) -> dict:
+        """The thread's state as this conversation's principal may read it (``graph.views.view_for``): an operator
+        the whole state, a customer the customer's view (``graph.views.customer_view``: their messages and the desk's
+        answers, the turn, the last outcome, the waiting request while one waits, the outcome of the last refund
+        request) — what the served engines give the same principal's token. Who may read is who may act on the
+        thread (``policies.authz.authorize_resume``: its owner, or a registered operator of its tenant). Raises
+        AccessDenied (recorded) for anyone else, InputError for an unknown thread."""
+        from graph.views import view_for
+        from nodes.principal import operator_facts
+        from policies.authz import authorize_resume, owner_of
+
+        values = self.state
+        if not values:
+            raise InputError(f"unknown thread {self.thread_id!r}")
+        try:
+            principal = self.context.principal()
+        except ValueError as exc:
+            raise self._deny("read", str(exc)) from None
+        operator = operator_facts(self.store, principal.id) if principal.kind == "operator" else None
+        verdict = authorize_resume(principal, owner_of(values), operator)
+        if not verdict.allowed:
+            raise self._deny("read", verdict.reason.replace("the thread is", f"thread {self.thread_id} is"))
+        return view_for(principal.kind, values)
+
     def send(self, text: str) -> TurnResult:
         """Run one user turn. Raises InputError (nothing stored) on empty/over-long text, control characters other
         than newline and tab, or invalid UTF-8 (``graph.inputs.check_message``). While an approval is pending
@@ -237,12 +261,18 @@ class Conversation:
         :meth:`_question_while_paused`); anything else raises InputError. Nothing is sent to the model and the graph
         stays paused except on the confirmed cancel."""
         from nodes.paused_safety import records_while_paused
-        from policies.cancellation import is_status_question, other_records, paused_reply
+        from policies.cancellation import (
+            CONFIRMATION_ACTION,
+            confirmation_key,
+            is_status_question,
+            other_records,
+            paused_reply,
+        )
 
         request = self.pending()
         request = request if isinstance(request, dict) else {}
-        key = f"cancel_confirmation:{self.thread_id}:{request.get('task_id', '')}"
-        entries = self.store.audit_entries(key=key, action="cancel_confirmation", limit=1)
+        key = confirmation_key(self.thread_id, str(request.get("task_id", "")))
+        entries = self.store.audit_entries(key=key, action=CONFIRMATION_ACTION, limit=1)
         awaiting = bool(entries) and entries[0].detail.get("state") == "asked"
         refund_id = str(request.get("refund_id") or "")
         owner = str(request.get("customer_id") or self.context.user_id or "")
@@ -255,7 +285,7 @@ class Conversation:
             """The desk answered something else: its cancel question is no longer the last one, so a later yes to
             this answer cancels nothing."""
             if awaiting:
-                self.store.record_audit(self.context.principal().ref, "cancel_confirmation",
+                self.store.record_audit(self.context.principal().ref, CONFIRMATION_ACTION,
                                         target=f"thread:{self.thread_id}",
                                         detail={"state": "answered", "reply": reply, "refund_id": refund_id}, key=key)
 
@@ -278,7 +308,7 @@ class Conversation:
                              "say 'cancel my refund' to withdraw it, ask for its status, or wait for the decision")
         if reply in ("ask", "keep", "cancel"):
             state = "asked" if reply == "ask" else "answered"
-            self.store.record_audit(self.context.principal().ref, "cancel_confirmation", target=f"thread:{self.thread_id}",
+            self.store.record_audit(self.context.principal().ref, CONFIRMATION_ACTION, target=f"thread:{self.thread_id}",
                                     detail={"state": state, "reply": reply, "refund_id": refund_id}, key=key)
         else:
             close_question(reply)
@@ -380,7 +410,8 @@ class Conversation:
         The decider is this conversation's principal (``context``), never a name in ``decision`` (a deprecated
         ``approver`` field must name the same principal). The decision is validated and authorized first
         (``policies.authz``: a registered approver of the tenant who is not the refund's customer, a second
-        *different* approver for the higher risk tier; the customer may only cancel), then claimed at most once in
+        *different* approver for the higher risk tier, never a cancel; the customer may only cancel, and only while
+        the desk's question "Cancel refund …? yes/no" is open or just answered yes), then claimed at most once in
         the business store (``decide_approval``), and only then is the graph resumed; a losing or refused resume
         changes nothing but the record of the refusal. The first of two required approvals is recorded and the
         thread stays paused (``TurnResult.pending.approvals`` lists who approved).
@@ -395,7 +426,7 @@ class Conversation:
 
     def _authorize_decision(self, d: Any, request: dict) -> Any:
         """The principal, after checking that it may take decision ``d`` on ``request`` (AccessDenied if not)."""
-        from nodes.principal import operator_facts
+        from nodes.principal import cancel_confirmed_on, operator_facts
         from policies.authz import AuthzDecision, approval_overdue, authorize_decision, authorize_resume, owner_of
 
         try:
@@ -408,8 +439,11 @@ class Conversation:
             verdict = AuthzDecision(False, f"the decision names {d.approver!r} but the caller is {principal.ref}")
         if verdict.allowed:
             overdue = approval_overdue(request, self.store.now())
+            # the graph applies the same confirmation rule to a cancel that reaches it unclaimed (nodes.approval_flow)
+            confirmed = d.decision == "cancel" and principal.kind == "customer" and \
+                cancel_confirmed_on(self.store, self.thread_id, str(request.get("task_id") or ""))
             verdict = authorize_decision(principal, operator, d.decision, str(request.get("customer_id") or ""),
-                                         tuple(request.get("approvals") or ()), overdue)
+                                         tuple(request.get("approvals") or ()), overdue, confirmed)
         if not verdict.allowed:
             raise self._deny(d.decision, f"not authorized: {verdict.reason}", request.get("task_id"))
         return principal
@@ -431,6 +465,17 @@ class Conversation:
             raise InputError(reason)
         raise self._deny("resume", reason)
 
+    def _decided(self, decision: Any, approver: Any) -> str:
+        """``"reject by operator:ann"`` for an operator; a customer reads the decision without who took it (internal:
+        the decision record, ``graph.views``), unless it was their own."""
+        try:
+            principal = self.context.principal()
+        except ValueError:
+            principal = None
+        if principal is not None and principal.kind == "customer" and approver != principal.ref:
+            return str(decision)
+        return f"{decision} by {approver}"
+
     def _resume(self, decision: Any) -> TurnResult:
         from checkpoints.business import BusinessRuleError
         from graph.approval import parse_decision
@@ -442,7 +487,7 @@ class Conversation:
         if request is None:
             earlier = (self.state.get("pending_approval") or {}).get("decision")
             if earlier:
-                raise InputError(f"already decided: {earlier.get('decision')} by {earlier.get('approver')} "
+                raise InputError(f"already decided: {self._decided(earlier.get('decision'), earlier.get('approver'))} "
                                  f"at {earlier.get('decided_at')}; thread {self.thread_id} has nothing pending")
             raise InputError(f"thread {self.thread_id} has nothing pending")
         request = request if isinstance(request, dict) else {}
@@ -456,7 +501,8 @@ class Conversation:
             except BusinessRuleError as exc:
                 raise self._deny(d.decision, f"not authorized: {exc}", request.get("task_id")) from None
             if not won:
-                raise InputError(f"already decided: {earlier.decision} by {earlier.approver} at {earlier.decided_at}")
+                raise InputError(f"already decided: {self._decided(earlier.decision, earlier.approver)} at "
+                                 f"{earlier.decided_at}")
         return self._run(Command(resume=d.model_dump(exclude_none=True, exclude={"approver"})))
 
     def recover(self) -> TurnResult | None:

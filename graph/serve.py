@@ -181,7 +181,8 @@ class Launcher:
             # migrations ran once in migrate(); no version check or analytics call from a launched server
             return {**env, "DATABASE_URI": url, "REDIS_URI": self.redis, "LG_RUNTIME_PG_AUTO_MIGRATE": "false",
                     "LANGGRAPH_NO_VERSION_CHECK": "true", "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-                    "N_JOBS_PER_WORKER": str(LANGGRAPH_PG_JOBS)}
+                    "N_JOBS_PER_WORKER": str(LANGGRAPH_PG_JOBS),
+                    **{k: os.environ.get(k, v) for k, v in LANGGRAPH_ENV.items()}}
         return {**env, "DATABASE_URL": url, "AEGRA_CONFIG": str(self.run_dir / "aegra.json")}
 
     def migrate(self) -> None:
@@ -306,12 +307,23 @@ def engine_config() -> dict[str, Any]:
             "http": {"app": "graph.aegra_app:app"}}
 
 
+#: The ``http`` and ``env`` sections of every ``langgraph.json`` (the repository's and the one the launcher writes):
+#: the customer's view on every response (``graph.view_guard``), and no way in that would bypass it — the MCP and A2A
+#: endpoints and the LangGraph API's v2 event streaming (its WebSocket and ``/threads/{id}/commands``) are switched
+#: off. ``FF_V2_EVENT_STREAMING`` is an environment flag (``http`` has no key for it); an environment that sets it
+#: itself wins.
+LANGGRAPH_HTTP: dict[str, Any] = {"app": "graph.view_guard:app", "disable_mcp": True, "disable_a2a": True}
+LANGGRAPH_ENV: dict[str, str] = {"FF_V2_EVENT_STREAMING": "false"}
+
+
 def langgraph_config() -> dict[str, Any]:
     """The ``langgraph.json`` the launcher writes for langgraph-pg: our graph and authentication by absolute path (the
-    folder it is written to is not the repository); ``disable_studio_auth`` as in the repository's own file."""
+    folder it is written to is not the repository); ``disable_studio_auth``, ``http`` and ``env`` as in the
+    repository's own file (:data:`LANGGRAPH_HTTP`, :data:`LANGGRAPH_ENV`)."""
     here = Path(__file__).resolve().parent
     return {"dependencies": ["."], "graphs": {"switchboard": f"{here / 'server.py'}:graph"},
-            "auth": {"path": f"{here / 'auth.py'}:auth", "disable_studio_auth": True}}
+            "auth": {"path": f"{here / 'auth.py'}:auth", "disable_studio_auth": True},
+            "http": dict(LANGGRAPH_HTTP), "env": dict(LANGGRAPH_ENV)}
 
 
 def engine_venv() -> Path:

@@ -50,7 +50,7 @@ from graph.packet import Fact, HandoffPacket, HandoffRecord, observed_now, step_
 from graph.state import ensure_ids
 from nodes.deps import Deps
 from nodes.instrumentation import emit
-from nodes.principal import operator_facts, resolve_principal
+from nodes.principal import cancel_confirmed_on, operator_facts, resolve_principal
 from nodes.transcript import thread_id_of
 from policies.authz import AuthzDecision, approval_overdue, authorize_decision, authorize_resume, owner_of
 from policies.edges import FALLBACK
@@ -92,10 +92,9 @@ def _back_to_refunds(state: dict, source: str, pa: dict, reason: str, extra: dic
     at = observed_now()  # the approval flow read these from the store just now
     facts = [Fact(key=k, value=str(v), source="system_verified", observed_at=at) for k, v in (
         ("refund_id", pa.get("refund_id")), ("transaction_id", pa.get("transaction_id")),
-        ("amount", pa.get("amount")), ("refund_status", pa.get("stage")),
-        ("decided_by", (pa.get("decision") or {}).get("approver"))) if v]
-    # The decider's note is internal (decision record, events, pending/history for operators): it never enters the
-    # packet, so no model and no answer can pass it on to the customer.
+        ("amount", pa.get("amount")), ("refund_status", pa.get("stage"))) if v]
+    # Who decided and their note are internal (decision record, events, pending/history for operators): they never
+    # enter the packet, so no model and no answer can pass them on to the customer.
     packet = HandoffPacket(task_id=pa.get("task_id", ""), session_id=thread_id_of(), trace_id=pa.get("task_id", ""),
                            from_agent=source, to_agent=REFUNDS, reason=reason,
                            objective="tell the customer the outcome of their refund request",
@@ -286,8 +285,11 @@ class _Approval:
         overdue = False
         if decision.decision == "expire":
             overdue = approval_overdue(self.request, self.deps.store.now())
+        # a customer's cancel follows the chat's confirmation rule on every way in (policies.cancellation)
+        confirmed = decision.decision == "cancel" and self.caller.kind == "customer" and \
+            cancel_confirmed_on(self.deps.store, thread_id_of(), self.task_id)
         return authorize_decision(self.caller, self.operator, decision.decision,
-                                  str(self.request.get("customer_id") or ""), self.approvals, overdue)
+                                  str(self.request.get("customer_id") or ""), self.approvals, overdue, confirmed)
 
     def _refuse(self, action: str, reason: str, key: str) -> None:
         _deny(self.deps.store, self.caller, action, reason, self.task_id, key)

@@ -31,12 +31,19 @@ PERSON_NEXT = ("They'll reply to you here, in this conversation, as soon as they
                "anything.")
 
 
-_DETAIL = re.compile(r"\s*\((?:[^()]|\([^()]*\))*\)")  # "(ConnectionError: down)", "(timeout: ReadTimeout(...))"
-_SERVICE = re.compile(r"\bthe (\w+) service\b")
-_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b:?\s*")
-#: Packet facts not shown to the customer: internal record ids (the card's last four digits are shown) and the raw
-#: parts of an amount (``amount_minor``, ``currency``: the amount is shown once, formatted with its currency).
-_INTERNAL_FACTS = frozenset({"card_id", "amount_minor", "currency"})
+#: The few reasons a customer is told, each in fixed words of ours (:func:`customer_reason`): an internal reason
+#: (a loop's state fingerprint, a hop budget, an exception, a tool name, who decided) is never shown; it stays in the
+#: packet (``state["handoff"]``), the handoff path and the event log, for operators.
+_CUSTOMER_REASONS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\bthe \w+ service is unavailable\b|^(?:the risk check|the payment|recording the decision) failed\b"),
+     "one of our services is unavailable"),
+    (re.compile(r"^the model failed\b|^the model's output could not be used\b"),
+     "our automated assistant could not answer"),
+)
+#: Packet facts not shown to the customer: internal record ids (the card's last four digits are shown), the raw
+#: parts of an amount (``amount_minor``, ``currency``: the amount is shown once, formatted with its currency) and who
+#: decided a refund (``decided_by``: packets of threads decided before it left the packet still carry it).
+_INTERNAL_FACTS = frozenset({"card_id", "amount_minor", "currency", "decided_by"})
 #: How each fact key reads in customer text (keys not listed read as their words: ``policy_topic`` -> "policy topic").
 _FACT_LABELS = {
     "transaction_id": "transaction", "transaction_ids": "transactions", "original_transaction_id": "original payment",
@@ -46,16 +53,17 @@ _FACT_LABELS = {
 }
 
 
-def customer_reason(reason: str) -> str:
-    """``reason`` in the customer's words: parenthesised technical detail (exception names, raw error text) and tool
-    names removed — those stay in the packet and the event log. ``"the card_status service is unavailable
-    (ConnectionError: down)"`` -> ``"one of our services is unavailable"``."""
-    text = _EXCEPTION.sub("", _DETAIL.sub("", reason or "")).strip()
-    text = _SERVICE.sub("one of our services", text)
-    if text.startswith("one of our services"):
-        return text
-    return text.replace("the model failed", "our automated assistant could not answer") or \
-        "the request could not be completed automatically"
+def customer_reason(reason: str) -> str | None:
+    """What the customer is told of a fallback's internal ``reason``: one of the fixed phrases of
+    :data:`_CUSTOMER_REASONS` (``"the card_status service is unavailable (ConnectionError: down)"`` -> ``"one of our
+    services is unavailable"``; ``"the model failed (timeout …)"`` -> ``"our automated assistant could not answer"``),
+    else None — no reason at all ("loop detected: state fingerprint 702f… repeated …", "hop budget of 7 …",
+    "bounce-back detected: …" are for operators only). Nothing of ``reason`` itself reaches the customer."""
+    for pattern, phrase in _CUSTOMER_REASONS:
+        if pattern.search(reason or ""):
+            return phrase
+    return None
+
 
 def customer_fact(key: str, value: str, facts: dict[str, str] | None = None) -> str:
     """One packet fact in customer words: ``"amount", "100.00 GBP"`` -> ``"amount: £100.00"`` (money formatted with
@@ -100,17 +108,19 @@ def _as_of(fact: dict) -> str:
 
 
 def fallback_text(packet: dict | None) -> str:
-    """The customer-facing fallback answer for ``packet`` (a HandoffPacket dict or None): the reason in customer words
-    (:func:`customer_reason`), the facts so far without internal record ids, and the open questions."""
+    """The customer-facing fallback answer for ``packet`` (a HandoffPacket dict or None): a fixed apology, the reason
+    only when it is one a customer is told (:func:`customer_reason`), the facts so far without internal ones
+    (:data:`_INTERNAL_FACTS`), and the open questions."""
     packet = packet or {}
     if packet.get("reason") == WAITING_REASON:
         return WAITING_ANSWER
     if packet.get("reason") == PERSON_REASON:  # asked for, not a failure: say who takes over and how, no apology
         parts = [PERSON_ANSWER]
     else:
-        reason = customer_reason(packet.get("reason") or "the request could not be completed automatically")
-        parts = ["I'm sorry, I couldn't complete this automatically, so I've passed it to a member of our team.",
-                 f"(Reason: {reason}.)"]
+        parts = ["I'm sorry, I couldn't complete this automatically, so I've passed it to a member of our team."]
+        reason = customer_reason(str(packet.get("reason") or ""))
+        if reason:
+            parts.append(f"(Reason: {reason}.)")
     all_facts = list(packet.get("known_facts") or [])
     values = {str(f.get("key")): str(f.get("value")) for f in all_facts if f.get("source") == "system_verified"}
     values.update({str(f.get("key")): str(f.get("value")) for f in all_facts if str(f.get("key")) not in values})

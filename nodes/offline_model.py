@@ -145,11 +145,11 @@ def _known_facts(user_text: str, system: str) -> dict[str, str]:
 
 
 def approval_outcome_text(facts: dict[str, str]) -> str:
-    """The refunds agent's answer after the approval flow, from the packet's system-verified facts."""
+    """The refunds agent's answer after the approval flow, from the packet's system-verified facts (the refund, its
+    transaction, amount and ``refund_status``; never who decided or why, which stay in the decision record)."""
     rid, tx, amount = facts.get("refund_id", "your refund"), facts.get("transaction_id"), facts.get("amount", "")
     what = f"refund {rid} of {amount}" + (f" for transaction {tx}" if tx else "")
     status = facts.get("refund_status", "")
-    who = facts.get("decided_by")
     if status == "executed":
         return f"Good news: {what} has been approved and paid back to your account; the money is already in your balance."
     if status == "rejected":
@@ -163,8 +163,8 @@ def approval_outcome_text(facts: dict[str, str]) -> str:
     if status == "closed":
         return f"Our team closed {what}. Nothing was paid; reply if you'd like us to look at it again."
     if status == "already_decided":
-        return (f"{what[0].upper() + what[1:]} had already been decided" + (f" by {who}" if who else "")
-                + "; nothing more was done.")
+        # who decided is internal (the decision record): the customer hears what happened, not who did it
+        return f"{what[0].upper() + what[1:]} had already been decided; nothing more was done."
     return f"Your {what} is being reviewed."
 
 

@@ -32,9 +32,11 @@ from typing import Any
 from graph.context import Principal, RunContext, principal_ref
 from graph.errors import AccessDenied
 from policies.authz import AuthzDecision, OperatorFacts, authorize_resume, owner_of
+from policies.cancellation import CONFIRMATION_ACTION, cancel_was_confirmed, confirmation_key
 
 __all__ = ["Resolution", "resolve_principal", "server_user", "principal_from_claims", "claim", "acting_context",
-           "operator_facts", "facts_of_operator", "run_config", "continuation_verdict", "guard_node"]
+           "operator_facts", "facts_of_operator", "run_config", "continuation_verdict", "guard_node",
+           "cancel_confirmed_on"]
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,18 @@ def operator_facts(store: Any, name: str | None) -> OperatorFacts | None:
         return None
     getter = getattr(store, "get_operator", None)
     return facts_of_operator(getter(name) if getter is not None else None)
+
+
+def cancel_confirmed_on(store: Any, thread_id: str, task_id: str) -> bool:
+    """Did the customer confirm cancelling paused task ``task_id`` on ``thread_id``? The newest record of the desk's
+    cancel question for that pause in the business store's audit log (``policies.cancellation.confirmation_key``),
+    judged by ``policies.cancellation.cancel_was_confirmed``; False when the store keeps no audit log (a test
+    double) or holds no such record."""
+    finder = getattr(store, "audit_entries", None)
+    if finder is None or not thread_id or not task_id:
+        return False
+    entries = finder(key=confirmation_key(thread_id, task_id), action=CONFIRMATION_ACTION, limit=1)
+    return cancel_was_confirmed(entries[0].detail if entries else None)
 
 
 def facts_of_operator(op: Any) -> OperatorFacts | None:

@@ -22,10 +22,20 @@ from typing import Any
 from graph.context import RESERVED_NAMES, Principal
 
 __all__ = ["AuthzDecision", "OperatorFacts", "NOT_YOURS", "owner_of", "authorize_turn", "authorize_resume",
-           "authorize_decision", "authorize_operator", "authorize_tool", "approval_overdue", "DECIDING_ROLES"]
+           "authorize_decision", "authorize_operator", "authorize_tool", "approval_overdue", "DECIDING_ROLES",
+           "OPERATOR_CANCEL", "UNCONFIRMED_CANCEL"]
 
-#: Roles that may decide a paused refund (approve, reject, cancel on the customer's behalf, expire when overdue).
+#: Roles that may decide a paused refund (approve, reject, expire when overdue). Cancelling is the customer's own
+#: withdrawal, never an operator's decision (:func:`authorize_decision`).
 DECIDING_ROLES = frozenset({"approver"})
+
+#: Why an operator's ``cancel`` is refused: the team's way to say no is ``reject`` (the customer is told the fixed
+#: rejection reason); a cancel is recorded as the customer's own withdrawal ("As you asked, … is cancelled").
+OPERATOR_CANCEL = "a cancel is the customer's own withdrawal of their request; an approver rejects it instead"
+#: Why a customer's ``cancel`` is refused before they confirmed it (``policies.cancellation``: an explicit wish, the
+#: desk's question "Cancel refund …? yes/no", then a yes).
+UNCONFIRMED_CANCEL = ("a cancel is taken only once you confirmed it: tell the desk you want to cancel, and it asks "
+                      "'Cancel refund …? yes/no'; only a yes to that question cancels")
 
 
 @dataclass(frozen=True)
@@ -120,11 +130,25 @@ def _same_principal(customer_id: str, *ids: str | None) -> bool:
     return bool(wanted) and any(i is not None and i.strip().casefold() == wanted for i in ids)
 
 
+def _authorize_cancel(principal: Principal, customer_id: str, confirmed: bool) -> AuthzDecision:
+    """The ``cancel`` rule of :func:`authorize_decision`."""
+    if principal.kind != "customer":
+        return AuthzDecision(False, OPERATOR_CANCEL)
+    if principal.id != customer_id:
+        return AuthzDecision(False, "only the customer who asked for the refund may cancel it")
+    return AuthzDecision(True) if confirmed else AuthzDecision(False, UNCONFIRMED_CANCEL)
+
+
 def authorize_decision(principal: Principal, operator: OperatorFacts | None, decision: str, customer_id: str,
-                       approvals: Sequence[str] = (), overdue: bool = False) -> AuthzDecision:
+                       approvals: Sequence[str] = (), overdue: bool = False,
+                       cancel_confirmed: bool = False) -> AuthzDecision:
     """May ``principal`` take ``decision`` on the refund of ``customer_id``?
 
-    * ``cancel``: the customer who asked for the refund, or an approver;
+    * ``cancel``: only the customer who asked for the refund, and only once they confirmed it (``cancel_confirmed``:
+      the desk asked "Cancel refund …? yes/no" on this paused thread and the customer has not answered anything else
+      since, or answered yes — ``policies.cancellation.cancel_was_confirmed`` over the thread's confirmation record;
+      the chat's two-step rule, ``policies.cancellation``, for every way in). Never an operator: a cancel is the
+      customer's own withdrawal and is told to them as such; the team's no is ``reject`` (:data:`OPERATOR_CANCEL`);
     * ``approve`` / ``reject``: an enabled, registered operator with the ``approver`` role (:data:`DECIDING_ROLES`)
       who is not the refund's customer (neither ``operator.customer_id`` nor the operator's own name/id equals
       ``customer_id``), whose name is not reserved
@@ -133,10 +157,8 @@ def authorize_decision(principal: Principal, operator: OperatorFacts | None, dec
     * ``expire``: an approver, only when the request is past its deadline (``overdue``);
     * anything else (``close`` is taken by ``switchboard tasks close``, not by a resume): refused.
     """
-    if decision == "cancel" and principal.kind == "customer":
-        if principal.id == customer_id:
-            return AuthzDecision(True)
-        return AuthzDecision(False, "only the customer who asked for the refund or an approver may cancel it")
+    if decision == "cancel":
+        return _authorize_cancel(principal, customer_id, cancel_confirmed)
     if principal.kind != "operator" or operator is None:
         return AuthzDecision(False, f"{principal.ref} may not {decision} a refund; the approver role is required")
     if not operator.enabled:
@@ -148,7 +170,7 @@ def authorize_decision(principal: Principal, operator: OperatorFacts | None, dec
         return AuthzDecision(False, f"{operator.name!r} is a reserved name and may not decide")
     if _same_principal(customer_id, operator.customer_id, operator.name, principal.id):
         return AuthzDecision(False, f"operator {operator.name} is the refund's customer and may not decide it")
-    if decision in ("cancel", "reject"):
+    if decision == "reject":
         return AuthzDecision(True)
     if decision == "approve":
         if principal.ref in approvals:

@@ -12,14 +12,22 @@ phrasings used to cancel a paused refund.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 __all__ = ["PausedReply", "wants_to_cancel", "cancels_something_else", "confirmation", "is_status_question",
-           "paused_reply", "speaks_of_cancelling", "CANCEL_QUESTION", "cancel_confirmed", "other_records"]
+           "paused_reply", "speaks_of_cancelling", "CANCEL_QUESTION", "cancel_confirmed", "other_records",
+           "CONFIRMATION_ACTION", "confirmation_key", "cancel_was_confirmed"]
 
 #: The refunds agent's question before it cancels a waiting refund no conversation pauses on (``{refund_id}``: rf_…);
 #: only a yes to it cancels (:func:`cancel_confirmed`, qa1 §3.4).
 CANCEL_QUESTION = "Shall I cancel refund {refund_id}?"
+
+#: The audit action under which the desk records its cancel question on a paused thread and the customer's answer
+#: (``graph.conversation.Conversation._while_paused``): ``detail.state`` ``"asked"`` (the question is the desk's last
+#: word on the thread) or ``"answered"`` (with ``detail.reply``: ``cancel`` for the yes, ``keep``, or what else was
+#: answered instead), under the key :func:`confirmation_key`.
+CONFIRMATION_ACTION = "cancel_confirmation"
 
 #: What the desk does with a message on a paused thread: ``ask`` (ask the yes/no confirmation), ``cancel`` (the
 #: customer confirmed: cancel), ``keep`` (the customer said no: the refund stays with the team), ``status`` (answer
@@ -184,3 +192,23 @@ def cancel_confirmed(previous_answer: str | None, reply: str, refund_id: str) ->
     sentences = re.split(r"(?<=[.!?])\s+", (previous_answer or "").strip())
     asked = [x.strip() for x in sentences if x.strip().endswith("?")]
     return bool(asked) and asked[-1] == question and confirmation(reply) == "yes"
+
+
+def confirmation_key(thread_id: str, task_id: str) -> str:
+    """The audit key of the cancel confirmation of paused task ``task_id`` on ``thread_id`` (:data:`CONFIRMATION_ACTION`):
+    one question per pause, so a yes never carries over to another refund's pause."""
+    return f"{CONFIRMATION_ACTION}:{thread_id}:{task_id}"
+
+
+def cancel_was_confirmed(latest: Mapping[str, Any] | None) -> bool:
+    """May the customer's ``cancel`` decision be taken on a paused refund, given ``latest``, the ``detail`` of the
+    newest confirmation record of that pause (:func:`confirmation_key`; None when the desk never asked)?
+
+    True when the desk's question "Cancel refund …? yes/no" is still the last thing it said on the pause
+    (``state == "asked"``: a cancel decision sent now is the answer to it — over HTTP, ``resume {"decision":
+    "cancel"}``), or when the customer's yes to it was recorded (``state == "answered"``, ``reply == "cancel"``: the
+    chat records the yes just before it resumes). False otherwise: never asked, answered no, or the desk answered
+    something else since. The module doc's two-step rule, applied to every way a decision arrives."""
+    if not isinstance(latest, Mapping):
+        return False
+    return latest.get("state") == "asked" or (latest.get("state") == "answered" and latest.get("reply") == "cancel")

@@ -233,7 +233,11 @@ def test_decision_rules():
     assert not ok(ANN_P, None, "approve", "c_ada").allowed
     assert not ok(ANN_P, _op(), "expire", "c_ada").allowed and ok(ANN_P, _op(), "expire", "c_ada", overdue=True).allowed
     assert not ok(ANN_P, _op(), "close", "c_ada").allowed
-    assert ok(ADA_P, None, "cancel", "c_ada").allowed and not ok(ADA_P, None, "cancel", "c_bob").allowed
+    # a cancel is the customer's own, and only once they confirmed it (policies.cancellation); an approver rejects
+    assert ok(ADA_P, None, "cancel", "c_ada", cancel_confirmed=True).allowed
+    assert "confirmed" in ok(ADA_P, None, "cancel", "c_ada").reason
+    assert not ok(ADA_P, None, "cancel", "c_bob", cancel_confirmed=True).allowed
+    assert ok(ANN_P, _op(), "cancel", "c_ada", cancel_confirmed=True).reason == authz.OPERATOR_CANCEL
     assert not ok(ADA_P, None, "approve", "c_ada").allowed
     reserved = Principal("operator", "risk-policy", "t_demo")
     assert not ok(reserved, _op(name="risk-policy"), "approve", "c_ada").allowed

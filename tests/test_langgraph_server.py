@@ -6,7 +6,10 @@ version check switched off (nothing leaves the machine); readiness is polled on 
 sleeps). Tokens are issued in the server's business store before it starts. The tests check: a customer runs a
 turn (events reach the event log); another customer can neither read, run nor resume that thread; a client that
 puts ``roles=["approver"]`` in its context cannot approve; an operator without the approver role cannot either; a
-registered approver's token resumes the pending approval and the refund is paid once.
+registered approver's token resumes the pending approval and the refund is paid once; a customer's token reads the
+customer's view of the thread in every response (state, history, thread, search, runs, run outputs, stream events)
+while an operator's reads the whole state; a customer streams values only and cancels only once confirmed, an approver
+never cancels.
 """
 
 from __future__ import annotations
@@ -158,7 +161,9 @@ def test_customer_turn_runs_and_is_recorded(server):
     out = ada.runs.wait(thread["thread_id"], "switchboard",
                         input={"messages": [{"role": "user", "content": "I was charged twice for my coffee"}]})
     assert out["outcome"]["agent"] == "billing" and out["outcome"]["status"] == "answered"
-    assert out["owner"] == {"customer_id": "c_ada", "tenant_id": "t_demo"}
+    assert "owner" not in out  # the customer's view (graph.views); an operator of the tenant reads the whole state
+    owner = server.client("ann").threads.get_state(thread["thread_id"])["values"]["owner"]
+    assert owner == {"customer_id": "c_ada", "tenant_id": "t_demo"}
     # run_completed is written by the run's callback, possibly just after the HTTP response: poll, bounded
     assert _wait_for(lambda: [e.kind for e in server.events(thread["thread_id"])][-1:] == ["run_completed"])
     kinds = [e.kind for e in server.events(thread["thread_id"])]
@@ -170,7 +175,8 @@ def test_another_customer_cannot_read_run_or_resume(server):
     tid = bob.threads.create()["thread_id"]
     bob.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": BOB_REFUND}]})
     state = bob.threads.get_state(tid)
-    assert len(_interrupts(state)) == 1 and _interrupts(state)[0]["value"]["approvals_required"] == 2
+    assert len(_interrupts(state)) == 1 and "approvals_required" not in _interrupts(state)[0]["value"]
+    assert _interrupts(server.client("ann").threads.get_state(tid))[0]["value"]["approvals_required"] == 2
     before = [m["id"] for m in state["values"]["messages"]]
     assert _status(lambda: ada.threads.get(tid)) == 404
     assert _status(lambda: ada.threads.get_state(tid)) == 404
@@ -228,3 +234,108 @@ def test_only_a_registered_approver_can_resume(server):
     _status(lambda: ann.runs.wait(tid, "switchboard", command={"resume": {"decision": "approve"}}))  # a second time
     assert [r.status for r in store.list_refunds("c_ada") if r.id == refund_id] == ["executed"]
     assert len([r for r in store.list_refunds("c_ada") if r.status == "executed" and r.transaction_id == "tx_1001"]) == 1
+
+
+# ---------------------------------------------------------------- what a customer may read (graph.views, view_guard)
+
+NOTE = "internal: the receipt looks edited; checked with the fraud desk"
+#: What only operators read: none of it may reach a customer's token, in any response.
+OPERATOR_ONLY = (NOTE, "operator:ann", "risk_flags", "approvals_required", "handoff_path", "tool_calls", "task_id",
+                 "langgraph_auth_user", "decided_by")
+
+
+def new_transaction(home_or_url: Any, tx_id: str, amount_minor: int, customer: str = "c_ada") -> str:
+    """A card payment of ``customer`` added to the server's business store (the demo bank has one refundable payment
+    of Ada's above the auto-approval limit, and an earlier test of the module uses it)."""
+    from datetime import datetime, timezone
+
+    target = home_or_url / "business.db" if isinstance(home_or_url, Path) else home_or_url
+    open_store(target).insert_rows({"transactions": [{
+        "id": tx_id, "customer_id": customer, "card_id": "card_ada_phys" if customer == "c_ada" else "card_bob_phys",
+        "merchant": "Tesco", "amount_minor": amount_minor, "currency": "GBP", "kind": "card_payment",
+        "status": "posted", "created_at": datetime.now(timezone.utc).isoformat(), "reference": None}]})
+    return tx_id
+
+
+def leaks(doc: Any) -> list[str]:
+    text = json.dumps(doc, default=str)
+    return [w for w in OPERATOR_ONLY if w in text]
+
+
+def _say(text: str) -> dict:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def test_a_customer_token_reads_the_customers_view_and_an_operator_token_everything(server):
+    from graph.views import CUSTOMER_KEYS, customer_view
+
+    ada, ann = server.client("c_ada"), server.client("ann")
+    tx = new_transaction(server.home, "tx_1901", 3100)
+    tid = ada.threads.create()["thread_id"]
+    paused = ada.runs.wait(tid, "switchboard", input=_say(f"I want a refund for {tx} please, that order never happened"))
+    assert set(paused) <= set(CUSTOMER_KEYS) | {"__interrupt__"} and leaks(paused) == []
+    assert paused["pending_approval"]["transaction_id"] == tx and paused["pending_approval"]["stage"] == "awaiting"
+    assert paused["__interrupt__"][0]["value"]["refund_id"] == paused["pending_approval"]["refund_id"]
+    full = ann.threads.get_state(tid)
+    assert full["values"]["pending_approval"]["risk_flags"] and _interrupts(full)[0]["value"]["approvals_required"] == 1
+    mine = ada.threads.get_state(tid)
+    assert mine["values"] == customer_view(full["values"]) and leaks(mine) == []
+    assert _interrupts(mine)[0]["value"] == {k: v for k, v in _interrupts(full)[0]["value"].items() if k in (
+        "kind", "refund_id", "transaction_id", "amount", "amount_minor", "currency", "requested_at")}
+    # the approver rejects with an internal note: their run output has it, the customer's reads never do
+    run = ann.runs.create(tid, "switchboard", command={"resume": {"decision": "reject", "note": NOTE}})
+    done = ann.runs.join(tid, run["run_id"])
+    assert done["pending_approval"]["decision"]["note"] == NOTE and done["pending_approval"]["stage"] == "rejected"
+    joined = ada.runs.join(tid, run["run_id"])
+    assert joined == customer_view(done) and leaks(joined) == []
+    assert "pending_approval" not in joined and joined["refund_outcome"]["status"] == "rejected"
+    state, history = ada.threads.get_state(tid), ada.threads.get_history(tid, limit=50)
+    assert state["values"] == customer_view(ann.threads.get_state(tid)["values"])
+    assert [h["values"] for h in history] == [customer_view(h["values"]) for h in ann.threads.get_history(tid,
+                                                                                                         limit=50)]
+    thread = ada.threads.get(tid)
+    assert thread["values"] == state["values"] and "config" not in thread
+    found = [t for t in ada.threads.search(limit=100) if t["thread_id"] == tid]
+    runs = ada.runs.list(tid)
+    assert {r["run_id"] for r in runs} >= {run["run_id"]} and all("kwargs" not in r for r in runs)
+    for doc in (state, history, thread, found, runs):
+        assert leaks(doc) == [], doc
+    # the next turn, waited for and streamed: the customer's view in every event
+    after = ada.runs.wait(tid, "switchboard", input=_say("why was it rejected?"))
+    assert leaks(after) == [] and after["outcome"]["agent"] == "refunds" and after["turn"] == 2
+    events = list(ada.runs.stream(tid, "switchboard", input=_say("thanks")))
+    assert {e.event for e in events} <= {"metadata", "values", "end"} and leaks([e.data for e in events]) == []
+    assert events[-1].data == customer_view(ann.threads.get_state(tid)["values"])
+
+
+def test_a_customer_streams_values_only_and_cancels_only_once_confirmed(server):
+    import httpx
+
+    from policies.authz import OPERATOR_CANCEL, UNCONFIRMED_CANCEL
+    from policies.cancellation import CONFIRMATION_ACTION, confirmation_key
+
+    ada, ann = server.client("c_ada"), server.client("ann")
+    tx = new_transaction(server.home, "tx_1902", 4200)
+    tid = ada.threads.create()["thread_id"]
+    ada.runs.wait(tid, "switchboard", input=_say(f"I want a refund for {tx} please, that order never happened"))
+
+    def post(who: str, path: str, body: dict) -> httpx.Response:
+        return httpx.post(f"{server.base}{path}", json={"assistant_id": "switchboard", **body}, timeout=60,
+                          headers={"Authorization": f"Bearer {server.tokens[who]}"})
+
+    for modes in (["updates"], ["values", "messages-tuple"], ["custom"], ["debug"]):
+        refused = post("c_ada", f"/threads/{tid}/runs/stream", {"stream_mode": modes, "input": _say("hi")})
+        assert refused.status_code == 403 and "streams only values" in refused.json()["detail"]
+    refused = post("ann", f"/threads/{tid}/runs/wait", {"command": {"resume": {"decision": "cancel"}}})
+    assert (refused.status_code, refused.json()["detail"]) == (403, OPERATOR_CANCEL)
+    refused = post("c_ada", f"/threads/{tid}/runs/wait", {"command": {"resume": {"decision": "cancel"}}})
+    assert (refused.status_code, refused.json()["detail"]) == (403, UNCONFIRMED_CANCEL)
+    task_id = ann.threads.get_state(tid)["values"]["pending_approval"]["task_id"]
+    store = open_store(server.home / "business.db")
+    assert store.list_decisions(task_id) == [] and len(_interrupts(ada.threads.get_state(tid))) == 1
+    # the desk asked "Cancel refund …? yes/no" (recorded as the chat records it): the customer's cancel answers it
+    store.record_audit("customer:c_ada", CONFIRMATION_ACTION, target=f"thread:{tid}",
+                       key=confirmation_key(tid, task_id), detail={"state": "asked", "reply": "ask"})
+    out = ada.runs.wait(tid, "switchboard", command={"resume": {"decision": "cancel"}})
+    assert out["refund_outcome"]["status"] == "cancelled" and "cancelled" in out["outcome"]["text"]
+    assert [(d.approver, d.decision) for d in store.list_decisions(task_id)] == [("customer:c_ada", "cancel")]

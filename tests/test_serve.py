@@ -4,7 +4,8 @@ One launcher per module, on free loopback ports, with its own fresh database; to
 store of that database before the clients start. Checked: a three-turn conversation with a handoff and an approval
 pause on instance 0; the approval resumed with an operator's token through instance 1 (paid once; a second resume
 refused); another customer can neither read nor run the thread; a request shape the auth refuses (a ``goto``
-command) is refused on Aegra's ``/runs/wait`` too; Ctrl-C (SIGINT) stops every instance.
+command) is refused on Aegra's ``/runs/wait`` too; a customer's token reads the customer's view of the thread;
+Ctrl-C (SIGINT) stops every instance.
 """
 
 from __future__ import annotations
@@ -126,7 +127,9 @@ def test_conversation_pause_and_resume_through_the_other_instance(served: Served
         return ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": text}]})
 
     first = say("I was charged twice for my coffee")
-    assert first["outcome"]["agent"] == "billing" and first["handoff_path"]  # triage handed off to billing
+    assert first["outcome"]["agent"] == "billing" and "handoff_path" not in first  # the customer's view
+    handoffs = open_event_log(served.url).events(tid, kinds=["handoff_accepted"])
+    assert [(e.from_agent, e.to_agent) for e in handoffs][:1] == [("triage", "billing")]  # triage handed off to billing
     second = say(BIG)
     pending = _interrupts(ada.threads.get_state(tid))
     assert len(pending) == 1 and second["pending_approval"]["refund_id"] == pending[0]["value"]["refund_id"]
@@ -194,7 +197,8 @@ def test_a_customer_cannot_write_thread_state_outside_a_run(served: Served) -> N
     assert after["checkpoint"] == before["checkpoint"] and len(_interrupts(after)) == 1
     # the approval is still pending: an approver's decision is taken (one of the two approvers it needs)
     assert _status(lambda: ann.runs.wait(tid, "switchboard", command={"resume": {"decision": "approve"}})) == 200
-    assert open_store(served.url).list_decisions(before["values"]["task"]["task_id"])
+    tasks = [t for t in open_store(served.url).list_tasks() if t.thread_id == tid]
+    assert len(tasks) == 1 and open_store(served.url).list_decisions(tasks[0].id)
 
 
 @pytest.mark.postgres
@@ -235,6 +239,57 @@ def test_a_second_run_on_a_busy_thread_is_refused_and_stores_nothing(served: Ser
     assert ada.threads.get_state(tid)["values"]["messages"] == before  # nothing of the refused run was stored
     again = ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "hello again"}]})
     assert again["turn"] == 2
+
+
+@pytest.mark.postgres
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_a_customer_token_reads_the_customers_view_on_aegra(served: Served) -> None:
+    """Aegra answers a customer's token with the customer's view too (``graph.aegra_app`` mounts
+    ``graph.view_guard``): run outputs, stream events, state, history, the thread and its runs; an approver's own run
+    output keeps everything. Aegra shows an operator no customer's thread (README "Operators over HTTP"), so the
+    operator's view here is the approver's run output."""
+    import httpx
+
+    from graph.views import CUSTOMER_KEYS, customer_view
+    from policies.authz import OPERATOR_CANCEL, UNCONFIRMED_CANCEL
+    from tests.test_langgraph_server import NOTE, leaks, new_transaction
+
+    ada, ann = served.client("c_ada", 0), served.client("ann", 1)
+    tx = new_transaction(served.url, "tx_1911", 3300)
+    tid = ada.threads.create()["thread_id"]
+    paused = ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content":
+                                                                     f"I want a refund for {tx} please"}]})
+    assert set(paused) <= set(CUSTOMER_KEYS) | {"__interrupt__"} and leaks(paused) == []
+    assert paused["pending_approval"]["transaction_id"] == tx and paused["pending_approval"]["stage"] == "awaiting"
+    mine = ada.threads.get_state(tid)
+    assert mine["values"] == {k: v for k, v in paused.items() if k != "__interrupt__"} and leaks(mine) == []
+    assert set(_interrupts(mine)[0]["value"]) == {"kind", "refund_id", "transaction_id", "amount", "amount_minor",
+                                                  "currency", "requested_at"}
+
+    def post(who: str, body: dict) -> httpx.Response:
+        return httpx.post(f"http://127.0.0.1:{served.port}/threads/{tid}/runs/wait", timeout=60,
+                          json={"assistant_id": "switchboard", **body},
+                          headers={"Authorization": f"Bearer {served.tokens[who]}"})
+
+    refused = post("c_ada", {"command": {"resume": {"decision": "cancel"}}})
+    assert (refused.status_code, refused.json()["detail"]) == (403, UNCONFIRMED_CANCEL)
+    refused = post("ann", {"command": {"resume": {"decision": "cancel"}}})
+    assert (refused.status_code, refused.json()["detail"]) == (403, OPERATOR_CANCEL)
+    refused = post("c_ada", {"stream_mode": ["updates"], "input": {"messages": [{"role": "user", "content": "hi"}]}})
+    assert refused.status_code == 403 and "streams only values" in refused.json()["detail"]
+    done = ann.runs.wait(tid, "switchboard", command={"resume": {"decision": "reject", "note": NOTE}})
+    assert done["pending_approval"]["decision"]["note"] == NOTE  # the approver's own output: everything
+    state = ada.threads.get_state(tid)
+    assert state["values"] == customer_view(done)
+    assert "pending_approval" not in state["values"] and state["values"]["refund_outcome"]["status"] == "rejected"
+    history, thread, runs = ada.threads.get_history(tid, limit=50), ada.threads.get(tid), ada.runs.list(tid)
+    for doc in (state, history, thread, runs):
+        assert leaks(doc) == [], doc
+    events = list(ada.runs.stream(tid, "switchboard", input={"messages": [{"role": "user", "content": "thanks"}]}))
+    values = [e.data for e in events if e.event == "values"]
+    assert values and {e.event for e in events} <= {"metadata", "values", "end", "error"} and leaks(values) == []
+    assert values[-1] == ada.threads.get_state(tid)["values"] and values[-1]["turn"] == 2
 
 
 @pytest.mark.postgres

@@ -6,8 +6,8 @@ The engine lives in a virtual environment of its own (``make langgraph-pg``; see
 tests run only when SWITCHBOARD_TEST_LANGGRAPH_PG names it (and SWITCHBOARD_TEST_POSTGRES a server), else they are
 deselected. Checked: a three-turn conversation with a handoff and an approval pause on instance 0, the approval
 resumed by an operator through instance 1 (paid once, a second resume refused), another customer refused, the thread's
-owner recorded before the first run, a second message on a busy thread enqueued (409 with ``reject``), Ctrl-C
-stops both instances.
+owner recorded before the first run, a second message on a busy thread enqueued (409 with ``reject``), a customer's
+token reads the customer's view of the thread, Ctrl-C stops both instances.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from checkpoints.business import open_store
+from checkpoints.event_log import open_event_log
 from tests.conftest import LANGGRAPH_PG_ENV
 from tests.test_serve import BIG, Served, _free, _interrupts, _status, launched
 
@@ -40,7 +41,9 @@ def test_conversation_on_langgraph_api_with_the_postgres_runtime(served_lg: Serv
         return ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": text}]})
 
     first = say("I was charged twice for my coffee")
-    assert first["outcome"]["agent"] == "billing" and first["handoff_path"]  # triage handed off to billing
+    assert first["outcome"]["agent"] == "billing" and "handoff_path" not in first  # the customer's view
+    handoffs = open_event_log(served_lg.url).events(tid, kinds=["handoff_accepted"])
+    assert [(e.from_agent, e.to_agent) for e in handoffs][:1] == [("triage", "billing")]  # triage handed off to billing
     store = open_store(served_lg.url)
     owner = store.thread_owner(tid)
     assert (owner.customer_id, owner.source) == ("c_ada", "server")
@@ -90,6 +93,39 @@ def test_a_second_message_on_a_busy_thread_waits_its_turn_or_is_rejected(served_
     kinds = [m["type"] for m in ada.threads.get_state(tid)["values"]["messages"]]
     humans = [i for i, k in enumerate(kinds) if k == "human"]
     assert len(humans) == 2 and kinds[humans[1] - 1] == "ai" and kinds[-1] == "ai"  # one turn after the other
+
+
+def test_a_customer_token_reads_the_customers_view_on_langgraph_pg(served_lg: Served) -> None:
+    """The Agent Server on the PostgreSQL runtime mounts ``graph.view_guard`` from the ``langgraph.json`` the launcher
+    writes: a customer's run outputs, state, history, thread, runs and stream events are the customer's view; the
+    approver's own run output keeps everything."""
+    import httpx
+
+    from graph.views import CUSTOMER_KEYS, customer_view
+    from policies.authz import OPERATOR_CANCEL, UNCONFIRMED_CANCEL
+    from tests.test_langgraph_server import NOTE, leaks, new_transaction
+
+    ada, ann = served_lg.client("c_ada", 0), served_lg.client("ann", 1)
+    tx = new_transaction(served_lg.url, "tx_1921", 3400)
+    tid = ada.threads.create()["thread_id"]
+    paused = ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content":
+                                                                     f"I want a refund for {tx} please"}]})
+    assert set(paused) <= set(CUSTOMER_KEYS) | {"__interrupt__"} and leaks(paused) == []
+    assert paused["pending_approval"]["stage"] == "awaiting" and leaks(ada.threads.get_state(tid)) == []
+    for who, reason in (("c_ada", UNCONFIRMED_CANCEL), ("ann", OPERATOR_CANCEL)):
+        refused = httpx.post(f"http://127.0.0.1:{served_lg.port}/threads/{tid}/runs/wait", timeout=60,
+                             json={"assistant_id": "switchboard", "command": {"resume": {"decision": "cancel"}}},
+                             headers={"Authorization": f"Bearer {served_lg.tokens[who]}"})
+        assert (refused.status_code, refused.json()["detail"]) == (403, reason)
+    done = ann.runs.wait(tid, "switchboard", command={"resume": {"decision": "reject", "note": NOTE}})
+    assert done["pending_approval"]["decision"]["note"] == NOTE
+    state = ada.threads.get_state(tid)
+    assert state["values"] == customer_view(done) and state["values"]["refund_outcome"]["status"] == "rejected"
+    for doc in (state, ada.threads.get_history(tid, limit=50), ada.threads.get(tid), ada.runs.list(tid)):
+        assert leaks(doc) == [], doc
+    events = list(ada.runs.stream(tid, "switchboard", input={"messages": [{"role": "user", "content": "thanks"}]}))
+    assert {e.event for e in events} <= {"metadata", "values", "end", "error"}
+    assert leaks([e.data for e in events]) == [] and [e.data for e in events if e.event == "values"][-1]["turn"] == 2
 
 
 def test_ctrl_c_stops_both_instances(served_lg: Served) -> None:
