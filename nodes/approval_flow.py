@@ -87,8 +87,11 @@ def _record(state: dict, source: str, target: str, reason: str) -> dict:
                          from_agent=source, to_agent=target, kind="flow", reason=reason).model_dump()
 
 
-def _back_to_refunds(state: dict, source: str, pa: dict, reason: str, extra: dict | None = None) -> Command:
-    """Return control to the refunds agent with a packet whose facts describe the outcome."""
+def _back_to_refunds(state: dict, source: str, pa: dict, reason: str, extra: dict | None = None,
+                     told: str | None = None) -> Command:
+    """Return control to the refunds agent with a packet whose facts describe the outcome. ``reason`` is the hop's
+    (handoff path, events: operators read it); ``told`` the packet's, which reaches the refunds agent's model and so
+    never names who decided (default: ``reason``)."""
     at = observed_now()  # the approval flow read these from the store just now
     facts = [Fact(key=k, value=str(v), source="system_verified", observed_at=at) for k, v in (
         ("refund_id", pa.get("refund_id")), ("transaction_id", pa.get("transaction_id")),
@@ -96,7 +99,7 @@ def _back_to_refunds(state: dict, source: str, pa: dict, reason: str, extra: dic
     # Who decided and their note are internal (decision record, events, pending/history for operators): they never
     # enter the packet, so no model and no answer can pass them on to the customer.
     packet = HandoffPacket(task_id=pa.get("task_id", ""), session_id=thread_id_of(), trace_id=pa.get("task_id", ""),
-                           from_agent=source, to_agent=REFUNDS, reason=reason,
+                           from_agent=source, to_agent=REFUNDS, reason=told or reason,
                            objective="tell the customer the outcome of their refund request",
                            known_facts=tuple(facts), evidence_refs=tuple(x for x in (pa.get("refund_id"),
                                                                                      pa.get("transaction_id")) if x),
@@ -377,14 +380,16 @@ def _after_decision(state: dict, pa: dict, d: Any, won: bool) -> Command:
     if not won:
         pa["stage"] = "cancelled" if d.decision == "cancel" else "already_decided"
         return _back_to_refunds(state, "human_approval", pa,
-                                f"already decided: {d.decision} by {d.approver} at {d.decided_at}", extra)
+                                f"already decided: {d.decision} by {d.approver} at {d.decided_at}", extra,
+                                told=f"already decided: {d.decision}")
     if d.decision == "approve":
         pa["stage"] = "approved"
         return Command(goto="refund_execute", update={
             "pending_approval": pa, **extra,
             "handoff_path": [_record(state, "human_approval", "refund_execute", f"approved by {d.approver}")]})
     pa["stage"] = STAGE_OF.get(d.decision, d.decision)
-    return _back_to_refunds(state, "human_approval", pa, f"{pa['stage']} by {d.approver}", extra)
+    return _back_to_refunds(state, "human_approval", pa, f"{pa['stage']} by {d.approver}", extra,
+                            told=f"the refund request was {pa['stage']}")
 
 
 #: The hop reason of ``human_approval``/``refund_execute`` when the refund had been paid before this decision (under

@@ -12,7 +12,8 @@ The graph accepts exactly two kinds of run input, whoever drives it (a script's 
 the entry node checks the principal again (``nodes.principal.guard_node``).
 
 Everything else is refused before the run touches its checkpoint: ``Command(goto=…)``, ``Command(update=…)``,
-``Command(graph=…)``, a resume payload that is not a decision or that the principal may not take, and every
+``Command(graph=…)``, breakpoints (``interrupt_before``/``interrupt_after``), a resume payload that is not a decision
+or that the principal may not take, and every
 ``update_state`` / ``bulk_update_state`` write (``as_node`` included). The thread is unchanged, the refusal is
 recorded (an ``access_denied`` event and an audit row), and the caller gets :class:`graph.errors.AccessDenied` (a
 command or decision the principal may not send) or :class:`graph.errors.InputError` (a malformed payload). The one
@@ -167,11 +168,18 @@ class _Gate:
     def __init__(self, store: Any, events: Any) -> None:
         self.store, self.events = store, events
 
-    def check(self, run_input: Any, config: Mapping[str, Any] | None, context: Any) -> None:
-        """Refuse (recorded, then raised) a run input the module doc does not admit."""
+    def check(self, run_input: Any, config: Mapping[str, Any] | None, context: Any,
+              options: Mapping[str, Any] | None = None) -> None:
+        """Refuse (recorded, then raised) a run input the module doc does not admit; ``options``: the run's other
+        keyword arguments (breakpoints, ``interrupt_before``/``interrupt_after``, are refused: they stop a turn where
+        the caller chooses)."""
+        thread_id = str(((config or {}).get("configurable") or {}).get("thread_id") or "")
+        breaks = [k for k in ("interrupt_before", "interrupt_after") if (options or {}).get(k)]
+        if breaks:
+            self._refuse(thread_id, "run", AccessDenied(f"breakpoints ({', '.join(breaks)}) are not accepted"),
+                         config, context)
         if run_input is None:
             return
-        thread_id = str(((config or {}).get("configurable") or {}).get("thread_id") or "")
         if isinstance(run_input, Command):
             why = command_refusal(run_input)
             if why:
@@ -235,7 +243,7 @@ class GuardedGraph(CompiledStateGraph[Any, Any, Any, Any]):
 
     def stream(self, input: Any, config: Any = None, *args: Any, **kwargs: Any) -> Iterator[Any]:  # noqa: A002
         if self.switchboard_gate is not None:
-            self.switchboard_gate.check(input, _merged(self.config, config), kwargs.get("context"))
+            self.switchboard_gate.check(input, _merged(self.config, config), kwargs.get("context"), kwargs)
         return super().stream(input, config, *args, **kwargs)
 
     async def astream(self, input: Any, config: Any = None, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # noqa: A002
@@ -244,7 +252,7 @@ class GuardedGraph(CompiledStateGraph[Any, Any, Any, Any]):
             # authenticated user lives in a context variable)
             ctx = contextvars.copy_context()
             await asyncio.to_thread(ctx.run, self.switchboard_gate.check, input, _merged(self.config, config),
-                                    kwargs.get("context"))
+                                    kwargs.get("context"), kwargs)
         async for chunk in super().astream(input, config, *args, **kwargs):
             yield chunk
 

@@ -206,3 +206,10 @@ def test_a_second_click_is_refused_as_already_decided_and_pays_nothing_twice(des
         with pytest.raises(InputError, match="already decided: approve by operator:ann"):
             g.invoke(Command(resume={"decision": "approve"}), _cfg("p"), context=ctx)
     assert g.get_state(_cfg("p")).config == after.config and len(_paid(store)) == 1
+
+
+@pytest.mark.parametrize("breakpoint", [{"interrupt_before": ["refund_execute"]}, {"interrupt_after": "*"}])
+def test_breakpoints_are_refused(desk, breakpoint):
+    with pytest.raises(AccessDenied, match="breakpoints"):
+        desk.graph.invoke({"messages": [HumanMessage("refund tx_1008")]}, _cfg("bp"), context=ADA, **breakpoint)
+    assert desk.graph.get_state(_cfg("bp")).values == {} and _paid(desk.deps.store) == []
