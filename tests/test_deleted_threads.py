@@ -94,7 +94,7 @@ def test_a_run_in_flight_does_not_revive_its_deleted_thread(saver_target: str, m
     refused (ThreadDeleted), and nothing of the thread is left for any reader."""
     saver = open_checkpointer(saver_target)
     reached, release = threading.Event(), threading.Event()
-    hold = HoldAtNode("billing", reached=lambda _tid: reached.set(), released=release.is_set, limit_s=30)
+    hold = HoldAtNode("billing", claim=lambda _tid: reached.set() or True, released=release.is_set, limit_s=30)
     desk = make_desk(checkpointer=saver)
     graph = desk.graph.with_config(callbacks=[*desk.graph.config.get("callbacks", []), hold])
     config = {"configurable": {"thread_id": "t-inflight"}}

@@ -3,11 +3,12 @@ process) at a known point of a turn.
 
 Two ways to use it:
 
-* in-process: ``HoldAtNode("billing", reached=event.set, released=other.wait)`` bound to a compiled graph with
-  ``graph.with_config(callbacks=[hold])``;
-* in a served instance (``graph.server``): the environment variable :data:`HOLD_ENV` = ``"<node>:<folder>"``. The
-  first run to reach ``<node>`` writes ``<folder>/held`` (its thread id) and waits until ``<folder>/release``
-  exists; a process that finds ``held`` already written holds nothing (so an instance restarted after being killed in
+* in-process: ``HoldAtNode("billing", claim=lambda tid: reached.set() or True, released=go.is_set)`` bound to a
+  compiled graph with ``graph.with_config(callbacks=[hold])``;
+* in served instances (``graph.server``): the environment variable :data:`HOLD_ENV` =
+  ``"<node>:<folder>[,<node>:<folder>…]"``. The first run of any process to reach ``<node>`` creates
+  ``<folder>/held`` (its thread id; created exclusively, so one run of all the instances sharing the folder holds)
+  and waits until ``<folder>/release`` exists; every later run passes (an instance restarted after being killed in
   the hold runs normally).
 
 Every hold ends by itself after ``limit_s`` seconds (default :data:`HOLD_LIMIT_S`): a test that never releases it
@@ -16,6 +17,7 @@ cannot hang a server.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -25,9 +27,9 @@ from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-__all__ = ["HoldAtNode", "HOLD_ENV", "HOLD_LIMIT_S", "hold_from_env"]
+__all__ = ["HoldAtNode", "HOLD_ENV", "HOLD_LIMIT_S", "holds_from_env"]
 
-#: ``<node>:<folder>``: hold the first run that reaches ``<node>`` (module doc).
+#: ``<node>:<folder>[,…]``: hold the first run that reaches ``<node>`` (module doc).
 HOLD_ENV = "SWITCHBOARD_TEST_HOLD"
 #: Seconds a hold lasts at most.
 HOLD_LIMIT_S = 60.0
@@ -35,14 +37,14 @@ HOLD_LIMIT_S = 60.0
 
 class HoldAtNode(BaseCallbackHandler):
     """Before the first start of node ``node`` (a chain whose metadata's ``langgraph_node`` is ``node``) in a run with
-    a thread id: calls ``reached(thread_id)``, then waits until ``released()`` is true (polled every 0.05 s) or
-    ``limit_s`` seconds passed. Holds once per instance."""
+    a thread id: when ``claim(thread_id)`` is true, waits until ``released()`` is true (polled every 0.05 s) or
+    ``limit_s`` seconds passed. Asks ``claim`` once per instance."""
 
     run_inline = False  # under an async engine a sync handler then runs in an executor thread, not on the event loop
 
-    def __init__(self, node: str, reached: Callable[[str], object], released: Callable[[], bool],
+    def __init__(self, node: str, claim: Callable[[str], bool], released: Callable[[], bool],
                  limit_s: float = HOLD_LIMIT_S):
-        self.node, self.reached, self.released, self.limit_s = node, reached, released, limit_s
+        self.node, self.claim, self.released, self.limit_s = node, claim, released, limit_s
         self._done = False
         self._mutex = threading.Lock()
 
@@ -55,20 +57,35 @@ class HoldAtNode(BaseCallbackHandler):
             if self._done:
                 return
             self._done = True
-        self.reached(str(metadata["thread_id"]))
+        if not self.claim(str(metadata["thread_id"])):
+            return
         deadline = time.monotonic() + self.limit_s
         while not self.released() and time.monotonic() < deadline:
             time.sleep(0.05)
 
 
-def hold_from_env() -> HoldAtNode | None:
-    """The hold :data:`HOLD_ENV` asks for, or None (unset, malformed, or already held once in its folder)."""
-    spec = os.environ.get(HOLD_ENV, "")
-    node, sep, folder = spec.partition(":")
-    if not sep or not node or not folder:
-        return None
-    where = Path(folder)
-    if (where / "held").exists():
-        return None
-    return HoldAtNode(node, reached=lambda tid: (where / "held").write_text(tid),
-                      released=lambda: (where / "release").exists())
+def holds_from_env() -> list[HoldAtNode]:
+    """The holds :data:`HOLD_ENV` asks for ([] when unset; malformed parts are ignored)."""
+    holds = []
+    for spec in os.environ.get(HOLD_ENV, "").split(","):
+        node, sep, folder = spec.strip().partition(":")
+        if sep and node and folder:
+            where = Path(folder)
+            holds.append(HoldAtNode(node, claim=functools.partial(_claim, where),
+                                    released=functools.partial(_released, where)))
+    return holds
+
+
+def _released(folder: Path) -> bool:
+    return (folder / "release").exists()
+
+
+def _claim(folder: Path, thread_id: str) -> bool:
+    """Create ``folder/held`` (with ``thread_id``) unless some process did: True for the one that created it."""
+    try:
+        fd = os.open(folder / "held", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(thread_id)
+    return True
