@@ -147,12 +147,28 @@ class DeskGraph(CompiledStateGraph[Any, Any, Any, Any]):
             pass
 
     # -- the runs --------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _continuation_config(config: Any) -> Any:
+        """``config`` for the continuation, with a run id of its own (``run_id`` and ``metadata.run_id``, where the
+        engines put theirs). Why: LangGraph takes a run whose ``metadata.run_id`` is the one stored with the thread's
+        last checkpoint for a retry of that run and then ignores its input (``pregel/_loop.py``: ``is_resuming``), so
+        the new message would be dropped after the continuation."""
+        if not isinstance(config, dict):
+            return config
+        out = dict(config)
+        if "run_id" in out:
+            out["run_id"] = uuid.uuid4()
+        if isinstance(out.get("metadata"), dict) and "run_id" in out["metadata"]:
+            out["metadata"] = {**out["metadata"], "run_id": str(uuid.uuid4()),
+                               "continues_for_run": str(out["metadata"]["run_id"])}
+        return out
+
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]
         merged = self._thread_config(input, config)
         cut = self._verdict(self.get_state(merged), merged, kwargs.get("context")) if merged is not None else None
         if cut is not None and merged is not None:
             self._record(cut, merged)
-            yield from super().stream(None, config, **kwargs)
+            yield from super().stream(None, self._continuation_config(config), **kwargs)
         yield from super().stream(input, config, **kwargs)
 
     async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
@@ -164,7 +180,7 @@ class DeskGraph(CompiledStateGraph[Any, Any, Any, Any]):
             cut = await asyncio.to_thread(self._verdict, snap, merged, kwargs.get("context"))
         if cut is not None and merged is not None:
             await asyncio.to_thread(self._record, cut, merged)
-            async for chunk in super().astream(None, config, **kwargs):
+            async for chunk in super().astream(None, self._continuation_config(config), **kwargs):
                 yield chunk
         async for chunk in super().astream(input, config, **kwargs):
             yield chunk
