@@ -149,18 +149,17 @@ class DeskGraph(CompiledStateGraph[Any, Any, Any, Any]):
     # -- the runs --------------------------------------------------------------------------------------------------
     @staticmethod
     def _continuation_config(config: Any) -> Any:
-        """``config`` for the continuation, with a run id of its own (``run_id`` and ``metadata.run_id``, where the
-        engines put theirs). Why: LangGraph takes a run whose ``metadata.run_id`` is the one stored with the thread's
-        last checkpoint for a retry of that run and then ignores its input (``pregel/_loop.py``: ``is_resuming``), so
-        the new message would be dropped after the continuation."""
-        if not isinstance(config, dict):
-            return config
-        out = dict(config)
+        """``config`` for the continuation, with a run id of its own (top-level ``run_id`` when given, and always
+        ``metadata.run_id``, which wins over the ``configurable.run_id`` Aegra sets when LangChain fills the metadata
+        from ``configurable``). Why: LangGraph takes a run whose metadata ``run_id`` is the one stored with the
+        thread's last checkpoint for a retry of that run and then ignores its input (``pregel/_loop.py``:
+        ``is_resuming``), so the new message would be dropped after the continuation."""
+        out = dict(config or {})
         if "run_id" in out:
             out["run_id"] = uuid.uuid4()
-        if isinstance(out.get("metadata"), dict) and "run_id" in out["metadata"]:
-            out["metadata"] = {**out["metadata"], "run_id": str(uuid.uuid4()),
-                               "continues_for_run": str(out["metadata"]["run_id"])}
+        meta = dict(out.get("metadata") or {})
+        given = meta.get("run_id") or (out.get("configurable") or {}).get("run_id")
+        out["metadata"] = {**meta, "run_id": str(uuid.uuid4()), **({"continues_for_run": str(given)} if given else {})}
         return out
 
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -51,15 +52,21 @@ def test_the_next_message_on_the_bare_graph_finishes_the_cut_turn_first(make_des
     assert Conversation("t1", desk=desk, context=ADA).cut_turn() is None
 
 
-def test_the_async_path_of_the_engines_does_the_same(make_desk) -> None:
+@pytest.mark.parametrize("where", ["metadata", "configurable"])
+def test_the_async_path_of_the_engines_does_the_same(make_desk, where: str) -> None:
     saver = InMemorySaver()
     desk = make_desk(checkpointer=saver)
     _cut_at_billing(desk.graph, "t2")
 
-    # the engines give the run an id, in metadata too; LangGraph ignores the input of a run whose metadata.run_id
-    # wrote the thread's last checkpoint (a retry), so the continuation must not write under it
+    # the engines give the run an id (Aegra in configurable, from which LangChain fills the metadata); LangGraph
+    # ignores the input of a run whose metadata run_id wrote the thread's last checkpoint (a retry), so the
+    # continuation must not write under it
     run_id = uuid.uuid4()
-    config = {"configurable": {"thread_id": "t2"}, "run_id": run_id, "metadata": {"run_id": str(run_id)}}
+    config: dict = {"configurable": {"thread_id": "t2"}, "run_id": run_id}
+    if where == "metadata":
+        config["metadata"] = {"run_id": str(run_id)}
+    else:
+        config["configurable"]["run_id"] = str(run_id)
 
     async def stream() -> list:
         return [c async for c in desk.graph.astream(_say(BALANCE), config, context=ADA, stream_mode="values")]
@@ -81,8 +88,6 @@ def test_the_cli_and_the_bare_graph_give_the_same_turns(make_desk) -> None:
 
 
 def test_another_customers_message_does_not_run_the_owners_cut_turn(make_desk, store) -> None:
-    import pytest
-
     from graph.errors import AccessDenied
 
     saver = InMemorySaver()
