@@ -1,4 +1,4 @@
-"""Load test of the served desk on loopback (issue 15): concurrent 3-turn conversations through the official
+"""Load test of the served desk on loopback: concurrent 3-turn conversations through the official
 ``langgraph_sdk`` client, some refunds approved through the other instance, one instance SIGKILLed midway.
 
 Modes (each on a fresh store, measured one after the other, same workload):
@@ -18,13 +18,16 @@ A turn whose request fails (instance killed, connection refused) is settled from
 already; stored but unfinished → ``Conversation.recover()`` over the shared database (``recovered``); never stored →
 sent again (``resent``). Checked at the end: lost turns (a user message without an answer, or missing), duplicate
 refunds (more than one executed refund or side effect per refund), interleaved turns (two user messages in a row),
-and the ledger (executed refunds in the one database = approvals).
+the ledger (executed refunds in the one database = approvals), stuck approvals (a refund approved but never paid, or
+a thread still waiting for a decision) and, on Aegra, run records left ``pending`` / ``running`` (those of the killed
+instance are marked by the launcher's sweep, ``graph.serve.sweep_orphaned_runs``).
 
 Usage: ``python bench/serve_load.py [--conversations 200] [--concurrency 16] [--modes sqlite1,pg1,pg2]
 [--approval-share 0.2] [--kill-at 0.4] [--limit-s 900] [--json out.json] [--engine-venv DIR]`` (``--modes lgpg2`` for
 the langgraph-pg engine). PostgreSQL: ``--pg`` or
 SWITCHBOARD_TEST_POSTGRES (default ``postgresql://postgres@127.0.0.1:5432/test``); each mode creates and drops its own
-database. Bounded: no new conversation starts after ``--limit-s`` seconds per mode. Exit 1 when an invariant fails.
+database. Bounded: no new conversation starts after ``--limit-s`` seconds per mode. Exit 1 when an invariant fails
+(lost, duplicate, interleaved, stuck, left running, ledger).
 """
 
 from __future__ import annotations
@@ -440,6 +443,7 @@ def verify(load: Load, store: Any) -> dict:
     odd: list[dict] = []
     for tid, rec in load.threads.items():
         state = load._try_state(tid, rec["customer"], 0) or {}
+        rec["paused_at_end"] = _interrupted(state)
         msgs = (state.get("values") or {}).get("messages") or []
         kinds = [m.get("type") for m in msgs]
         humans = kinds.count("human")
@@ -462,9 +466,32 @@ def verify(load: Load, store: Any) -> dict:
     executed = sum(n for _, n in per_tx)
     duplicates = sum(n - 1 for _, n in per_tx if n > 1)
     approvals = sum(1 for r in load.threads.values() if r["approval"])
+    paid = {tx for tx, n in per_tx if n}
+    # an approval is stuck when its refund was never paid or its thread still waits for a decision
+    stuck = [tid for tid, r in load.threads.items() if r["approval"] and (r["tx"] not in paid or r.get("paused_at_end"))]
     return {"lost_turns": lost, "interleaved_turns": interleaved, "unfinished_threads": unfinished,
             "duplicate_refunds": duplicates, "executed_refunds": executed, "refund_side_effects": effects,
-            "approvals": approvals, "ledger_ok": executed == approvals == effects, "odd_threads": odd[:5]}
+            "approvals": approvals, "stuck_approvals": len(stuck), "runs_left_running": runs_left_running(load),
+            "ledger_ok": executed == approvals == effects, "odd_threads": odd[:5]}
+
+
+def runs_left_running(load: Load) -> int:
+    """Aegra's run records still ``pending`` / ``running`` once every conversation is done (``switchboard serve``
+    marks those of a killed instance within ``graph.serve.ORPHAN_GRACE_S`` + ``SWEEP_EVERY_S`` seconds: waited for
+    here, bounded); 0 for the modes without Aegra's tables."""
+    if load.t.engine != "aegra" or not load.t.db_url:
+        return 0
+    import psycopg
+
+    from graph.serve import ORPHAN_GRACE_S, SWEEP_EVERY_S
+
+    deadline = time.monotonic() + ORPHAN_GRACE_S + 3 * SWEEP_EVERY_S
+    while True:
+        with psycopg.connect(load.t.db_url, autocommit=True) as conn:
+            left = conn.execute("SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running')").fetchone()[0]
+        if not left or time.monotonic() > deadline:
+            return int(left)
+        time.sleep(1)
 
 
 def main() -> int:
@@ -486,15 +513,17 @@ def main() -> int:
         results.append(r)
         print(json.dumps(r), flush=True)
     print(f"\n{'mode':8} {'turns/s':>8} {'p50 ms':>7} {'p95 ms':>7} {'errors':>6} {'recov':>5} {'resent':>6} "
-          f"{'lost':>4} {'dup':>3} {'interl':>6} {'paid':>7} ledger")
+          f"{'lost':>4} {'dup':>3} {'interl':>6} {'stuck':>5} {'running':>7} {'paid':>7} ledger")
     for r in results:
         print(f"{r['mode']:8} {r['turns_per_s']:>8} {r['p50_ms']:>7} {r['p95_ms']:>7} {r['request_errors']:>6} "
               f"{r['recovered']:>5} {r['resent']:>6} {r['lost_turns']:>4} {r['duplicate_refunds']:>3} "
-              f"{r['interleaved_turns']:>6} {str(r['executed_refunds']) + '/' + str(r['approvals']):>7} "
+              f"{r['interleaved_turns']:>6} {r['stuck_approvals']:>5} {r['runs_left_running']:>7} "
+              f"{str(r['executed_refunds']) + '/' + str(r['approvals']):>7} "
               f"{'ok' if r['ledger_ok'] else 'MISMATCH'}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
-    bad = [r for r in results if r["lost_turns"] or r["duplicate_refunds"] or r["interleaved_turns"] or not r["ledger_ok"]]
+    bad = [r for r in results if r["lost_turns"] or r["duplicate_refunds"] or r["interleaved_turns"]
+           or r["stuck_approvals"] or r["runs_left_running"] or not r["ledger_ok"]]
     return 1 if bad else 0
 
 
