@@ -16,6 +16,11 @@ the database, so it holds for every process and every saver writing these tables
   tombstone (PL/pgSQL reads with a new snapshot per statement under READ COMMITTED).
 
 The saver turns the trigger's error into :class:`graph.errors.ThreadDeleted`, so a late run stops at its next step.
+
+Aegra 0.6 deletes a thread (``DELETE /threads/{id}``) by deleting its row in its table ``thread`` only: the
+checkpoints stay, and a run in flight on another instance goes on writing them. :func:`install_engine_thread_tombstones`
+(``switchboard serve --engine aegra`` runs it after Aegra's migrations) adds a trigger on that table that does what
+``delete_thread`` does, in the same transaction as the row's deletion.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from langgraph.checkpoint.postgres import PostgresSaver, _internal
 
 from graph.errors import ThreadDeleted
 
-__all__ = ["TombstonePostgresSaver", "TOMBSTONES", "DELETED_MARK", "TOMBSTONE_SQL", "is_thread_deleted_error"]
+__all__ = ["TombstonePostgresSaver", "TOMBSTONES", "DELETED_MARK", "TOMBSTONE_SQL", "ENGINE_THREAD_SQL",
+           "is_thread_deleted_error", "install_engine_thread_tombstones"]
 
 #: The table of deleted thread ids.
 TOMBSTONES = "checkpoint_deleted_threads"
@@ -53,6 +59,33 @@ END $$""",
       "EXECUTE FUNCTION switchboard_refuse_deleted_thread()"
       for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")),
 ]
+
+
+#: A trigger on Aegra's ``thread`` table: deleting a thread's row records its tombstone and deletes its checkpoints.
+ENGINE_THREAD_SQL = [
+    f"""CREATE OR REPLACE FUNCTION switchboard_engine_thread_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock({_KEY.format("OLD.thread_id")});
+    INSERT INTO {TOMBSTONES} (thread_id) VALUES (OLD.thread_id) ON CONFLICT DO NOTHING;
+    DELETE FROM checkpoints WHERE thread_id = OLD.thread_id;
+    DELETE FROM checkpoint_blobs WHERE thread_id = OLD.thread_id;
+    DELETE FROM checkpoint_writes WHERE thread_id = OLD.thread_id;
+    RETURN OLD;
+END $$""",
+    "CREATE OR REPLACE TRIGGER switchboard_thread_deleted AFTER DELETE ON thread FOR EACH ROW "
+    "EXECUTE FUNCTION switchboard_engine_thread_deleted()",
+]
+
+
+def install_engine_thread_tombstones(conn: Any) -> bool:
+    """Install :data:`ENGINE_THREAD_SQL` on the database of psycopg connection ``conn`` (autocommit) when it has
+    Aegra's ``thread`` table and our tombstones (``TombstonePostgresSaver.setup`` ran); True when installed."""
+    row = conn.execute(f"SELECT to_regclass('thread') IS NOT NULL AND to_regclass('{TOMBSTONES}') IS NOT NULL").fetchone()
+    if not (row and row[0]):
+        return False
+    for statement in ENGINE_THREAD_SQL:
+        conn.execute(statement)
+    return True
 
 
 def is_thread_deleted_error(exc: BaseException) -> bool:

@@ -218,7 +218,24 @@ class Launcher:
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise InfrastructureError(f"the {self.engine} migrations failed: {last}")
+        if self.engine == "aegra":
+            self._engine_thread_tombstones()
         self.say(f"{self.engine} tables ready")
+
+    def _engine_thread_tombstones(self) -> None:
+        """A thread Aegra deletes stays deleted: its checkpoints go and later writes are refused
+        (``checkpoints.postgres_saver.install_engine_thread_tombstones``). Raises InfrastructureError."""
+        import psycopg
+
+        from checkpoints.postgres import SETUP_KEY_ENGINE, advisory_lock, libpq_url, redacted
+        from checkpoints.postgres_saver import install_engine_thread_tombstones
+
+        try:
+            with advisory_lock(self.db, SETUP_KEY_ENGINE, 60.0, "the engine's tables are being migrated elsewhere"), \
+                    psycopg.connect(libpq_url(self.db), autocommit=True, connect_timeout=10) as conn:
+                install_engine_thread_tombstones(conn)
+        except psycopg.Error as exc:
+            raise InfrastructureError(f"PostgreSQL at {redacted(self.db)} failed: {str(exc).strip()}") from None
 
     def command(self, inst: Instance) -> list[str]:
         """The command line of instance ``inst``."""

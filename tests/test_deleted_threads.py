@@ -141,3 +141,31 @@ def test_tombstones_are_created_on_an_existing_sqlite_file(tmp_path: Path) -> No
         saver.put(before, empty_checkpoint(), {"source": "loop", "step": 0}, {})
     with pytest.raises(sqlite3.IntegrityError, match="thread deleted"):  # LangGraph's own saver on the file too
         old.put(before, empty_checkpoint(), {"source": "loop", "step": 0}, {})
+
+
+@pytest.mark.postgres
+def test_a_thread_the_engine_deletes_stays_deleted() -> None:
+    """Aegra 0.6 deletes only its ``thread`` row; the trigger ``switchboard serve`` installs on that table deletes the
+    checkpoints with it and records the tombstone, so a run in flight on another instance cannot write them back."""
+    import psycopg
+
+    from checkpoints.postgres_saver import install_engine_thread_tombstones
+
+    with postgres_database() as url:
+        saver = open_checkpointer(url)
+        try:
+            with psycopg.connect(url, autocommit=True) as conn:
+                assert not install_engine_thread_tombstones(conn)  # no engine table: nothing to do
+                conn.execute("CREATE TABLE thread (thread_id TEXT PRIMARY KEY, status TEXT)")
+                assert install_engine_thread_tombstones(conn) and install_engine_thread_tombstones(conn)  # idempotent
+                conn.execute("INSERT INTO thread VALUES ('t-eng', 'busy'), ('t-other', 'idle')")
+            before = _first_checkpoint(saver, "t-eng")
+            _first_checkpoint(saver, "t-other")
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("DELETE FROM thread WHERE thread_id = 't-eng'")  # what Aegra's DELETE /threads does
+            assert saver.get_tuple({"configurable": {"thread_id": "t-eng"}}) is None and saver.is_deleted("t-eng")
+            with pytest.raises(ThreadDeleted):
+                saver.put(before, empty_checkpoint(), {"source": "loop", "step": 0}, {})
+            assert saver.get_tuple({"configurable": {"thread_id": "t-other"}}) is not None
+        finally:
+            _close(saver)
