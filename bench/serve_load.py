@@ -15,15 +15,18 @@ Each conversation is its own customer (seeded here: a £23.80 payment and a dupl
 "charged twice" (triage → billing), then either a refund of the £23.80 payment (``--approval-share`` of them: pauses
 for an approver, resumed by operator ``ops`` through the other instance) or a card question, then a thank-you.
 A turn whose request fails (instance killed, connection refused) is settled from the thread's stored state: answered
-already; stored but unfinished → ``Conversation.recover()`` over the shared database (``recovered``); never stored →
-sent again (``resent``). Checked at the end: lost turns (a user message without an answer, or missing), duplicate
-refunds (more than one executed refund or side effect per refund), interleaved turns (two user messages in a row),
+already; stored but unfinished → ``Conversation.recover()`` over the shared database (``recovered``), or with
+``--settle next`` left to the customer's next message, which the served graph finishes first (``left_to_next_message``;
+the last turn of a conversation is still recovered); never stored → sent again (``resent``). Checked at the end: lost
+turns (a user message without an answer, or missing), duplicate refunds (more than one executed refund or side effect
+per refund), interleaved turns (two user messages in a row),
 the ledger (executed refunds in the one database = approvals), stuck approvals (a refund approved but never paid, or
 a thread still waiting for a decision) and, on Aegra, run records left ``pending`` / ``running`` (those of the killed
 instance are marked by the launcher's sweep, ``graph.serve.sweep_orphaned_runs``).
 
 Usage: ``python bench/serve_load.py [--conversations 200] [--concurrency 16] [--modes sqlite1,pg1,pg2]
-[--approval-share 0.2] [--kill-at 0.4] [--limit-s 900] [--json out.json] [--engine-venv DIR]`` (``--modes lgpg2`` for
+[--approval-share 0.2] [--kill-at 0.4] [--limit-s 900] [--settle recover|next] [--json out.json]
+[--engine-venv DIR]`` (``--modes lgpg2`` for
 the langgraph-pg engine). PostgreSQL: ``--pg`` or
 SWITCHBOARD_TEST_POSTGRES (default ``postgresql://postgres@127.0.0.1:5432/test``); each mode creates and drops its own
 database. Bounded: no new conversation starts after ``--limit-s`` seconds per mode. Exit 1 when an invariant fails
@@ -71,6 +74,7 @@ class Stats:
     resent: int = 0
     resume_fallbacks: int = 0
     recover_busy: int = 0
+    left_to_next: int = 0
     kill: dict = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -216,12 +220,13 @@ class Load:
         approval = (i % round(1 / self.args.approval_share)) == 0 if self.args.approval_share > 0 else False
         tid = self._call(cid, home, lambda c: c.threads.create())["thread_id"]
         rec = self.threads[tid] = {"customer": cid, "sent": 0, "approval": approval, "tx": f"tx_lt{i}a"}
-        for text in (TURN1, f"I want a refund for tx_lt{i}a please" if approval else CARD, THANKS):
-            self.turn(tid, rec, cid, home, text)
+        texts = (TURN1, f"I want a refund for tx_lt{i}a please" if approval else CARD, THANKS)
+        for n, text in enumerate(texts, 1):
+            self.turn(tid, rec, cid, home, text, last=n == len(texts))
             if approval and rec["sent"] == 2:
                 self.resume(tid, other)
 
-    def turn(self, tid: str, rec: dict, cid: str, inst: int, text: str) -> None:
+    def turn(self, tid: str, rec: dict, cid: str, inst: int, text: str, last: bool = True) -> None:
         rec["sent"] += 1
         t0 = time.perf_counter()
         try:
@@ -232,11 +237,13 @@ class Load:
             ok = False
         if not ok:
             self.stats.bump("errors")
-            self.settle(tid, rec, cid, inst, text)
+            self.settle(tid, rec, cid, inst, text, last)
         self.stats.add(time.perf_counter() - t0)
 
-    def settle(self, tid: str, rec: dict, cid: str, inst: int, text: str) -> None:
-        """A failed turn: answered already, or recover it, or send it again."""
+    def settle(self, tid: str, rec: dict, cid: str, inst: int, text: str, last: bool = True) -> None:
+        """A failed turn: answered already, or recover it (with ``--settle next``, a turn stored but cut short is left
+        to the customer's next message, which the graph finishes first: ``graph.cut_turns``; the last turn of a
+        conversation is still recovered), or send it again."""
         for _ in range(120):
             state = self._try_state(tid, cid, inst)
             if state is None:
@@ -251,6 +258,11 @@ class Load:
                 if _interrupted(state):
                     rec.setdefault("log", []).append(f"turn {rec['sent']}: paused")
                     return  # paused for approval: the resume follows
+                if self.args.settle == "next" and not last and state.get("next") and not _running(state):
+                    rec.setdefault("log", []).append(f"turn {rec['sent']}: left to the next message "
+                                                     f"(next={state.get('next')})")
+                    self.stats.bump("left_to_next")
+                    return
                 if not self._recover(tid):
                     time.sleep(1)  # the turn is still running on an instance (its run holds the thread): look again
                     continue
@@ -362,6 +374,19 @@ def _interrupted(state: dict) -> bool:
     return any(t.get("interrupts") for t in state.get("tasks") or [])
 
 
+def _running(state: dict) -> bool:
+    """Is a run of an instance still at work on the thread (its checkpoint is younger than 2 s)? A cut turn's last
+    checkpoint stops ageing; a slow one's keeps being replaced."""
+    created = state.get("created_at")
+    if not created:
+        return False
+    try:
+        when = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return (datetime.now(timezone.utc) - when).total_seconds() < 2
+
+
 def run_mode(mode: str, args: argparse.Namespace) -> dict:
     from checkpoints.business import open_store
 
@@ -405,7 +430,7 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict:
                 "turns_per_s": round((load.stats.turns + load.stats.resumes) / wall, 2),
                 "p50_ms": round(1000 * statistics.median(lat)), "p95_ms": round(1000 * lat[int(0.95 * (len(lat) - 1))]),
                 "request_errors": load.stats.errors, "recovered": load.stats.recovered, "resent": load.stats.resent,
-                "resume_fallbacks": load.stats.resume_fallbacks,
+                "resume_fallbacks": load.stats.resume_fallbacks, "left_to_next_message": load.stats.left_to_next,
                 "recover_busy": load.stats.recover_busy, "kill": load.stats.kill, **checks}
     finally:
         target.stop()
@@ -502,6 +527,9 @@ def main() -> int:
     ap.add_argument("--approval-share", type=float, default=0.2)
     ap.add_argument("--kill-at", type=float, default=0.4)
     ap.add_argument("--limit-s", type=float, default=900)
+    ap.add_argument("--settle", choices=("recover", "next"), default="recover",
+                    help="a failed turn stored but cut short: recover it at once (default), or leave it to the "
+                    "customer's next message (the graph finishes it first; the last turn is recovered)")
     ap.add_argument("--pg", default=os.environ.get("SWITCHBOARD_TEST_POSTGRES") or "postgresql://postgres@127.0.0.1:5432/test")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--engine-venv", default=None, help="lgpg2: the langgraph-pg virtual environment "
