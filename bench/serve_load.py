@@ -303,6 +303,12 @@ class Load:
                         continue
                     log.append(f"resume attempt {attempt}: recovered (next={state.get('next')})")
                     self.stats.bump("recovered")
+                    after = self._try_state(tid, self.threads[tid]["customer"], inst)
+                    if after is not None and _interrupted(after):
+                        # the recovered turn was the refund request itself (cut before its pause): it now waits for
+                        # the approval this loop is here to give; the next attempt gives it
+                        log.append(f"resume attempt {attempt}: the recovered turn paused for approval")
+                        continue
                 self.stats.bump("resume_fallbacks")
                 break
             time.sleep(1)

@@ -3,9 +3,9 @@ opens for a ``postgresql://`` target).
 
 LangGraph's ``delete_thread`` removes a thread's rows but does not stop a run still in flight on it from writing its
 next checkpoint, blobs and pending writes afterwards, which brings the thread back with a partial state (a known
-LangGraph behaviour: their issue 7206, PR 7207, which adds tombstones to their savers). Here the guarantee lives in
-the database, so it holds for every process and every saver writing these tables (the engines' own savers of
-``switchboard serve`` included, which share them):
+LangGraph behaviour: their pull request 7207 adds tombstones to their savers). Here the guarantee lives in
+the database, so it holds for every process and every saver writing these tables (Aegra's own saver under
+``switchboard serve`` included, which shares them):
 
 * :data:`TOMBSTONES` holds the deleted thread ids (kept for good: a deleted thread id is never reused);
 * a trigger on ``checkpoints``, ``checkpoint_blobs`` and ``checkpoint_writes`` (``BEFORE INSERT OR UPDATE``) raises

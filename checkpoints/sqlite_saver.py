@@ -3,8 +3,8 @@ threads that stay deleted.
 
 Deleted threads: LangGraph's ``delete_thread`` removes a thread's rows but does not stop a run that is still in flight
 on it (another thread or process, holding a config from before the delete) from writing its next checkpoint and
-pending writes, which brings the thread back with a partial state (a known LangGraph behaviour: their issue 7206,
-PR 7207, which adds tombstones to their savers). Here ``delete_thread`` records a tombstone in
+pending writes, which brings the thread back with a partial state (a known LangGraph behaviour: their pull request
+7207 adds tombstones to their savers). Here ``delete_thread`` records a tombstone in
 :data:`TOMBSTONES` in the same transaction as the deletes, and triggers on ``checkpoints`` and ``writes`` abort any
 later insert for that thread inside the database, whichever process or connection writes it. The saver turns the
 abort into :class:`graph.errors.ThreadDeleted`, so the late run stops at its next step (it does not go on to make a
