@@ -31,7 +31,9 @@ def make_graph() -> CompiledStateGraph:
     environment: ``SWITCHBOARD_DB`` = ``postgresql://…`` puts the business store and the event log in that database
     (``switchboard serve`` sets it), and then each run holds its thread's advisory lock
     (``nodes.thread_guard.ThreadRunGuard``: a second run on a busy thread fails at once instead of racing) and its
-    checkpoints are written step by step (durability ``"sync"``)."""
+    checkpoints are written step by step (durability ``"sync"``). The graph finishes a turn an instance's death cut
+    short before the thread's next message (``graph.cut_turns``). For kill tests only, ``SWITCHBOARD_TEST_HOLD``
+    pauses a run before a node (``nodes.testing.hold``; unset, nothing is added)."""
     from checkpoints.event_log import open_event_log
     from graph.builder import build_graph
     from graph.settings import Settings, is_postgres
