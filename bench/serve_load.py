@@ -1,4 +1,4 @@
-"""Load test of the served desk on loopback (issue 15): concurrent 3-turn conversations through the official
+"""Load test of the served desk on loopback: concurrent 3-turn conversations through the official
 ``langgraph_sdk`` client, some refunds approved through the other instance, one instance SIGKILLed midway.
 
 Modes (each on a fresh store, measured one after the other, same workload):
@@ -15,16 +15,22 @@ Each conversation is its own customer (seeded here: a £23.80 payment and a dupl
 "charged twice" (triage → billing), then either a refund of the £23.80 payment (``--approval-share`` of them: pauses
 for an approver, resumed by operator ``ops`` through the other instance) or a card question, then a thank-you.
 A turn whose request fails (instance killed, connection refused) is settled from the thread's stored state: answered
-already; stored but unfinished → ``Conversation.recover()`` over the shared database (``recovered``); never stored →
-sent again (``resent``). Checked at the end: lost turns (a user message without an answer, or missing), duplicate
-refunds (more than one executed refund or side effect per refund), interleaved turns (two user messages in a row),
-and the ledger (executed refunds in the one database = approvals).
+already; stored but unfinished → ``Conversation.recover()`` over the shared database (``recovered``), or with
+``--settle next`` left to the customer's next message, which the served graph finishes first (``left_to_next_message``;
+the last turn of a conversation is still recovered); never stored → sent again (``resent``). Checked at the end: lost
+turns (a user message without an answer, or missing), duplicate refunds (more than one executed refund or side effect
+per refund), interleaved turns (two user messages in a row),
+the ledger (executed refunds in the one database = approvals), stuck approvals (a refund approved but never paid, or
+a thread still waiting for a decision) and, on Aegra, run records left ``pending`` / ``running`` (those of the killed
+instance are marked by the launcher's sweep, ``graph.serve.sweep_orphaned_runs``).
 
 Usage: ``python bench/serve_load.py [--conversations 200] [--concurrency 16] [--modes sqlite1,pg1,pg2]
-[--approval-share 0.2] [--kill-at 0.4] [--limit-s 900] [--json out.json] [--engine-venv DIR]`` (``--modes lgpg2`` for
+[--approval-share 0.2] [--kill-at 0.4] [--limit-s 900] [--settle recover|next] [--json out.json]
+[--engine-venv DIR]`` (``--modes lgpg2`` for
 the langgraph-pg engine). PostgreSQL: ``--pg`` or
 SWITCHBOARD_TEST_POSTGRES (default ``postgresql://postgres@127.0.0.1:5432/test``); each mode creates and drops its own
-database. Bounded: no new conversation starts after ``--limit-s`` seconds per mode. Exit 1 when an invariant fails.
+database. Bounded: no new conversation starts after ``--limit-s`` seconds per mode. Exit 1 when an invariant fails
+(lost, duplicate, interleaved, stuck, left running, ledger).
 """
 
 from __future__ import annotations
@@ -68,6 +74,7 @@ class Stats:
     resent: int = 0
     resume_fallbacks: int = 0
     recover_busy: int = 0
+    left_to_next: int = 0
     kill: dict = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -213,12 +220,13 @@ class Load:
         approval = (i % round(1 / self.args.approval_share)) == 0 if self.args.approval_share > 0 else False
         tid = self._call(cid, home, lambda c: c.threads.create())["thread_id"]
         rec = self.threads[tid] = {"customer": cid, "sent": 0, "approval": approval, "tx": f"tx_lt{i}a"}
-        for text in (TURN1, f"I want a refund for tx_lt{i}a please" if approval else CARD, THANKS):
-            self.turn(tid, rec, cid, home, text)
+        texts = (TURN1, f"I want a refund for tx_lt{i}a please" if approval else CARD, THANKS)
+        for n, text in enumerate(texts, 1):
+            self.turn(tid, rec, cid, home, text, last=n == len(texts))
             if approval and rec["sent"] == 2:
                 self.resume(tid, other)
 
-    def turn(self, tid: str, rec: dict, cid: str, inst: int, text: str) -> None:
+    def turn(self, tid: str, rec: dict, cid: str, inst: int, text: str, last: bool = True) -> None:
         rec["sent"] += 1
         t0 = time.perf_counter()
         try:
@@ -229,11 +237,13 @@ class Load:
             ok = False
         if not ok:
             self.stats.bump("errors")
-            self.settle(tid, rec, cid, inst, text)
+            self.settle(tid, rec, cid, inst, text, last)
         self.stats.add(time.perf_counter() - t0)
 
-    def settle(self, tid: str, rec: dict, cid: str, inst: int, text: str) -> None:
-        """A failed turn: answered already, or recover it, or send it again."""
+    def settle(self, tid: str, rec: dict, cid: str, inst: int, text: str, last: bool = True) -> None:
+        """A failed turn: answered already, or recover it (with ``--settle next``, a turn stored but cut short is left
+        to the customer's next message, which the graph finishes first: ``graph.cut_turns``; the last turn of a
+        conversation is still recovered), or send it again."""
         for _ in range(120):
             state = self._try_state(tid, cid, inst)
             if state is None:
@@ -248,6 +258,11 @@ class Load:
                 if _interrupted(state):
                     rec.setdefault("log", []).append(f"turn {rec['sent']}: paused")
                     return  # paused for approval: the resume follows
+                if self.args.settle == "next" and not last and state.get("next") and not _running(state):
+                    rec.setdefault("log", []).append(f"turn {rec['sent']}: left to the next message "
+                                                     f"(next={state.get('next')})")
+                    self.stats.bump("left_to_next")
+                    return
                 if not self._recover(tid):
                     time.sleep(1)  # the turn is still running on an instance (its run holds the thread): look again
                     continue
@@ -288,6 +303,12 @@ class Load:
                         continue
                     log.append(f"resume attempt {attempt}: recovered (next={state.get('next')})")
                     self.stats.bump("recovered")
+                    after = self._try_state(tid, self.threads[tid]["customer"], inst)
+                    if after is not None and _interrupted(after):
+                        # the recovered turn was the refund request itself (cut before its pause): it now waits for
+                        # the approval this loop is here to give; the next attempt gives it
+                        log.append(f"resume attempt {attempt}: the recovered turn paused for approval")
+                        continue
                 self.stats.bump("resume_fallbacks")
                 break
             time.sleep(1)
@@ -359,6 +380,19 @@ def _interrupted(state: dict) -> bool:
     return any(t.get("interrupts") for t in state.get("tasks") or [])
 
 
+def _running(state: dict) -> bool:
+    """Is a run of an instance still at work on the thread (its checkpoint is younger than 2 s)? A cut turn's last
+    checkpoint stops ageing; a slow one's keeps being replaced."""
+    created = state.get("created_at")
+    if not created:
+        return False
+    try:
+        when = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return (datetime.now(timezone.utc) - when).total_seconds() < 2
+
+
 def run_mode(mode: str, args: argparse.Namespace) -> dict:
     from checkpoints.business import open_store
 
@@ -402,7 +436,7 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict:
                 "turns_per_s": round((load.stats.turns + load.stats.resumes) / wall, 2),
                 "p50_ms": round(1000 * statistics.median(lat)), "p95_ms": round(1000 * lat[int(0.95 * (len(lat) - 1))]),
                 "request_errors": load.stats.errors, "recovered": load.stats.recovered, "resent": load.stats.resent,
-                "resume_fallbacks": load.stats.resume_fallbacks,
+                "resume_fallbacks": load.stats.resume_fallbacks, "left_to_next_message": load.stats.left_to_next,
                 "recover_busy": load.stats.recover_busy, "kill": load.stats.kill, **checks}
     finally:
         target.stop()
@@ -440,6 +474,7 @@ def verify(load: Load, store: Any) -> dict:
     odd: list[dict] = []
     for tid, rec in load.threads.items():
         state = load._try_state(tid, rec["customer"], 0) or {}
+        rec["paused_at_end"] = _interrupted(state)
         msgs = (state.get("values") or {}).get("messages") or []
         kinds = [m.get("type") for m in msgs]
         humans = kinds.count("human")
@@ -462,9 +497,32 @@ def verify(load: Load, store: Any) -> dict:
     executed = sum(n for _, n in per_tx)
     duplicates = sum(n - 1 for _, n in per_tx if n > 1)
     approvals = sum(1 for r in load.threads.values() if r["approval"])
+    paid = {tx for tx, n in per_tx if n}
+    # an approval is stuck when its refund was never paid or its thread still waits for a decision
+    stuck = [tid for tid, r in load.threads.items() if r["approval"] and (r["tx"] not in paid or r.get("paused_at_end"))]
     return {"lost_turns": lost, "interleaved_turns": interleaved, "unfinished_threads": unfinished,
             "duplicate_refunds": duplicates, "executed_refunds": executed, "refund_side_effects": effects,
-            "approvals": approvals, "ledger_ok": executed == approvals == effects, "odd_threads": odd[:5]}
+            "approvals": approvals, "stuck_approvals": len(stuck), "runs_left_running": runs_left_running(load),
+            "ledger_ok": executed == approvals == effects, "odd_threads": odd[:5]}
+
+
+def runs_left_running(load: Load) -> int:
+    """Aegra's run records still ``pending`` / ``running`` once every conversation is done (``switchboard serve``
+    marks those of a killed instance within ``graph.serve.ORPHAN_GRACE_S`` + ``SWEEP_EVERY_S`` seconds: waited for
+    here, bounded); 0 for the modes without Aegra's tables."""
+    if load.t.engine != "aegra" or not load.t.db_url:
+        return 0
+    import psycopg
+
+    from graph.serve import ORPHAN_GRACE_S, SWEEP_EVERY_S
+
+    deadline = time.monotonic() + ORPHAN_GRACE_S + 3 * SWEEP_EVERY_S
+    while True:
+        with psycopg.connect(load.t.db_url, autocommit=True) as conn:
+            left = conn.execute("SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running')").fetchone()[0]
+        if not left or time.monotonic() > deadline:
+            return int(left)
+        time.sleep(1)
 
 
 def main() -> int:
@@ -475,6 +533,9 @@ def main() -> int:
     ap.add_argument("--approval-share", type=float, default=0.2)
     ap.add_argument("--kill-at", type=float, default=0.4)
     ap.add_argument("--limit-s", type=float, default=900)
+    ap.add_argument("--settle", choices=("recover", "next"), default="recover",
+                    help="a failed turn stored but cut short: recover it at once (default), or leave it to the "
+                    "customer's next message (the graph finishes it first; the last turn is recovered)")
     ap.add_argument("--pg", default=os.environ.get("SWITCHBOARD_TEST_POSTGRES") or "postgresql://postgres@127.0.0.1:5432/test")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--engine-venv", default=None, help="lgpg2: the langgraph-pg virtual environment "
@@ -486,15 +547,17 @@ def main() -> int:
         results.append(r)
         print(json.dumps(r), flush=True)
     print(f"\n{'mode':8} {'turns/s':>8} {'p50 ms':>7} {'p95 ms':>7} {'errors':>6} {'recov':>5} {'resent':>6} "
-          f"{'lost':>4} {'dup':>3} {'interl':>6} {'paid':>7} ledger")
+          f"{'lost':>4} {'dup':>3} {'interl':>6} {'stuck':>5} {'running':>7} {'paid':>7} ledger")
     for r in results:
         print(f"{r['mode']:8} {r['turns_per_s']:>8} {r['p50_ms']:>7} {r['p95_ms']:>7} {r['request_errors']:>6} "
               f"{r['recovered']:>5} {r['resent']:>6} {r['lost_turns']:>4} {r['duplicate_refunds']:>3} "
-              f"{r['interleaved_turns']:>6} {str(r['executed_refunds']) + '/' + str(r['approvals']):>7} "
+              f"{r['interleaved_turns']:>6} {r['stuck_approvals']:>5} {r['runs_left_running']:>7} "
+              f"{str(r['executed_refunds']) + '/' + str(r['approvals']):>7} "
               f"{'ok' if r['ledger_ok'] else 'MISMATCH'}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
-    bad = [r for r in results if r["lost_turns"] or r["duplicate_refunds"] or r["interleaved_turns"] or not r["ledger_ok"]]
+    bad = [r for r in results if r["lost_turns"] or r["duplicate_refunds"] or r["interleaved_turns"]
+           or r["stuck_approvals"] or r["runs_left_running"] or not r["ledger_ok"]]
     return 1 if bad else 0
 
 

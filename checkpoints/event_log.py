@@ -265,7 +265,8 @@ def event_log_for(checkpointer: Any) -> EventLog:
             return EventLog(conn, "sqlite", path, lock=lock, owns_conn=False)
         except sqlite3.Error as exc:
             raise ConfigError(f"cannot open event log {path}: {exc}") from exc
-    if type(checkpointer).__name__.startswith("PostgresSaver"):
+    # by class name, so that this module does not import the PostgreSQL saver; subclasses count (ours keeps tombstones)
+    if any(c.__name__.startswith("PostgresSaver") for c in type(checkpointer).__mro__):
         dsn = getattr(conn, "conninfo", None) or getattr(getattr(conn, "info", None), "dsn", None)
         if dsn:
             return open_event_log(dsn if "://" in dsn else _url_of(conn))

@@ -1,10 +1,12 @@
 """The checkpointer factory: LangGraph's own savers, chosen by a URL or a path.
 
 * a file path or ``sqlite:///path`` -> ``langgraph.checkpoint.sqlite.SqliteSaver`` (WAL mode; the default,
-  ``./.switchboard/switchboard.db``) with short channel versions (``checkpoints.sqlite_saver``);
+  ``./.switchboard/switchboard.db``) with short channel versions and tombstones of deleted threads
+  (``checkpoints.sqlite_saver``);
 * ``memory`` -> ``InMemorySaver`` (tests);
-* ``postgresql://…`` -> ``langgraph.checkpoint.postgres.PostgresSaver`` on a ``psycopg_pool.ConnectionPool``
-  (``langgraph-checkpoint-postgres``, a dependency); its tables are created or migrated once, under an advisory
+* ``postgresql://…`` -> ``langgraph.checkpoint.postgres.PostgresSaver`` with tombstones of deleted threads
+  (``checkpoints.postgres_saver``) on a ``psycopg_pool.ConnectionPool`` (``langgraph-checkpoint-postgres``, a
+  dependency); its tables are created or migrated once, under an advisory
   lock, so several processes starting at once do not race (``switchboard db upgrade`` does it ahead of time).
 """
 
@@ -90,8 +92,9 @@ def _postgres_saver(target: str) -> BaseCheckpointSaver:
     ``from_conn_string`` uses), its schema set up under :data:`SETUP_LOCK`. Raises ConfigError when the package is
     missing, InfrastructureError when the server cannot be reached."""
     try:
-        from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
+
+        from checkpoints.postgres_saver import TombstonePostgresSaver
     except ImportError as exc:
         raise ConfigError("Postgres checkpoints need: pip install langgraph-checkpoint-postgres 'psycopg[binary]'") from exc
     import psycopg
@@ -99,7 +102,7 @@ def _postgres_saver(target: str) -> BaseCheckpointSaver:
     from checkpoints.postgres import advisory_lock, open_pool, redacted
 
     pool = open_pool(target, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-    saver = PostgresSaver(pool)
+    saver = TombstonePostgresSaver(pool)
     try:
         with advisory_lock(target, SETUP_LOCK, 60.0, "the checkpoint tables are being migrated by another process"):
             saver.setup()

@@ -21,13 +21,16 @@ from typing import Any
 
 from graph.errors import InfrastructureError, InputError
 
-__all__ = ["POOL_MAX_SIZE", "libpq_url", "redacted", "open_pool", "advisory_key", "advisory_lock"]
+__all__ = ["POOL_MAX_SIZE", "SETUP_KEY_ENGINE", "libpq_url", "redacted", "open_pool", "advisory_key", "advisory_lock"]
 
 #: Connections one pool may open (per process and database). Source: LangGraph's server runs a handful of runs at
 #: once per worker; 10 keeps 2 instances × 2 stores well under PostgreSQL's default ``max_connections`` = 100.
 POOL_MAX_SIZE = 10
 #: Seconds between two attempts to take a busy advisory lock.
 POLL_S = 0.05
+#: Advisory lock key held while ``switchboard serve`` adds its triggers to an engine's tables (several launchers on
+#: one database may start at once; ``CREATE OR REPLACE`` of one trigger by two sessions at once can fail).
+SETUP_KEY_ENGINE = 0x73627467  # "sbtg"
 
 
 def libpq_url(target: str) -> str:

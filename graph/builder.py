@@ -16,6 +16,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from checkpoints.event_log import EventLog, event_log_for, open_event_log
 from graph.context import RunContext
+from graph.cut_turns import DeskGraph
 from graph.settings import Settings
 from graph.state import SupportState, TurnInput
 from nodes.agent import Deps, make_agent_node
@@ -28,7 +29,6 @@ from nodes.instrumentation import EventRecorder
 from nodes.models import is_openai_model, make_model
 from nodes.out_of_scope import out_of_scope_node
 from nodes.principal import guard_node
-from nodes.run_gate import guarded
 from nodes.supervisor import make_merge_node, make_supervisor_node
 from policies.edges import (
     ACCESS_DENIED,
@@ -192,9 +192,10 @@ def build_desk(model: BaseChatModel | None = None, checkpointer: BaseCheckpointS
     add(MERGE_NODE, make_merge_node(deps), destinations=table.destinations(MERGE_NODE))
     g.add_edge(EXPERT_NODE, MERGE_NODE)
     g.add_edge(START, ENTRY_NODE)
-    # what a caller may hand the graph (a user message or an authorized decision, nothing else): nodes.run_gate
-    compiled = guarded(g.compile(checkpointer=checkpointer, name="switchboard"), deps.store, deps.events).with_config(
-        recursion_limit=deps.settings.recursion_limit)
+    # what a caller may hand the graph (a user message or an authorized decision, nothing else: nodes.run_gate), and
+    # a turn cut short finished before the thread's next message, on every way in (graph.cut_turns)
+    compiled = DeskGraph.of(g.compile(checkpointer=checkpointer, name="switchboard"), deps.store, deps.events)
+    compiled = compiled.with_config(recursion_limit=deps.settings.recursion_limit)
     # the input rules of graph.inputs on every run, before anything else (nodes.input_guard)
     compiled = compiled.with_config(callbacks=[InputGuard(), *run_callbacks])
     if recorder is not None:

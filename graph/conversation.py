@@ -18,6 +18,8 @@ from langgraph.types import Command
 
 from graph.builder import Desk, build_desk
 from graph.context import RunContext
+from graph.cut_turns import cut_short as _cut_short
+from graph.cut_turns import interrupt_value as _interrupt_value
 from graph.errors import AccessDenied, InputError
 from graph.inputs import MAX_MESSAGE_CHARS, check_text, check_thread_id
 from graph.results import TurnResult
@@ -245,7 +247,9 @@ class Conversation:
     def _finish_cut_turn(self) -> bool:
         """Before a new message: finish the owner's turn a crash or Ctrl-C cut short (``recover``'s continuation, so
         every message is answered in order and each turn keeps its own path); True when one was finished. The
-        sender passed the identity check, so it is the owner (or an operator who may act on the thread)."""
+        sender passed the identity check, so it is the owner (or an operator who may act on the thread). The graph
+        does the same for a run that reaches it another way (an engine, ``invoke``: ``graph.cut_turns.DeskGraph``);
+        here it is done first so that it is recorded as a recovery by this principal and runs as the owner."""
         snap = self.graph.get_state(self.config)
         where = _cut_short(snap)
         return where is not None and self._continue_as_owner(snap, where) is not None
@@ -621,30 +625,6 @@ def _customer_time(iso_text: Any) -> str:
     except (TypeError, ValueError):
         return str(iso_text or "")
     return f"{dt.day} {dt.strftime('%b')} at {dt.strftime('%H:%M')} UTC"
-
-
-def _cut_short(snap: Any) -> str | None:
-    """``"unentered"`` / ``"between_nodes"`` when the not-paused ``StateSnapshot`` ``snap`` holds a turn that
-    stopped before its end (see :meth:`Conversation.cut_turn`); None when its last turn finished or was refused."""
-    from policies.edges import ACCESS_DENIED, ENTRY_NODE
-
-    if tuple(snap.next) == (ACCESS_DENIED,):
-        return None  # a refused run: nothing of the owner's is unfinished
-    msgs = snap.values.get("messages") or []
-    unentered = tuple(snap.next) == (ENTRY_NODE,) or (not snap.next and msgs and isinstance(msgs[-1], HumanMessage))
-    outcome = snap.values.get("outcome") or {}
-    finished = not snap.next and outcome and outcome.get("turn") == snap.values.get("turn")
-    if finished and not unentered:
-        return None
-    return "unentered" if unentered else "between_nodes"
-
-
-def _interrupt_value(snap: Any) -> Any:
-    """The payload of the first pending interrupt of a ``StateSnapshot``, or None."""
-    for task in snap.tasks or ():
-        for intr in task.interrupts or ():
-            return intr.value
-    return None
 
 
 def _event_log_of(graph: Any) -> Any:

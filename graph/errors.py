@@ -5,7 +5,8 @@
     SwitchboardError                 base: the CLI prints the message on one line and exits non-zero
     ├── ConfigError                  the operator's configuration is wrong (missing key, bad model name, bad setting)
     ├── InputError                   the caller's input is wrong (malformed CSV, unknown thread, bad decision)
-    │   └── AccessDenied             the caller may not do this (another customer's thread, missing role)
+    │   ├── AccessDenied             the caller may not do this (another customer's thread, missing role)
+    │   └── ThreadDeleted            the thread was deleted: nothing of it may be written again
     ├── InfrastructureError          a storage or network fault (disk full, read-only, corrupt file, lost connection)
     └── ModelBehaviorError           a model broke the contract in a way the policies could not absorb
 
@@ -18,7 +19,7 @@ This module imports nothing of the project, so every layer may raise these error
 
 from __future__ import annotations
 
-__all__ = ["SwitchboardError", "ConfigError", "InputError", "AccessDenied", "InfrastructureError",
+__all__ = ["SwitchboardError", "ConfigError", "InputError", "AccessDenied", "ThreadDeleted", "InfrastructureError",
            "ModelBehaviorError"]
 
 
@@ -39,6 +40,12 @@ class InputError(SwitchboardError):
 class AccessDenied(InputError):
     """The caller is not allowed to do this (another customer's thread, a missing role): nothing changed, the
     refusal is recorded. CLI exit code 2."""
+
+
+class ThreadDeleted(InputError):
+    """A checkpoint write for a thread that was deleted (``delete_thread``), e.g. the next step of a run that was in
+    flight when its thread was deleted: the savers refuse it (``checkpoints.sqlite_saver``, ``checkpoints.postgres``),
+    so the run stops there and the thread stays deleted. CLI exit code 2."""
 
 
 class InfrastructureError(SwitchboardError):

@@ -10,7 +10,13 @@ Nothing here speaks HTTP for the desk: the engine serves LangGraph's API (thread
    registers the engine's default assistant at startup, which races), each told where every store is
    (``SWITCHBOARD_DB``, the engine's ``DATABASE_URL``), and waits until each answers its health route,
 4. restarts an instance that dies (e.g. SIGKILL) and stops them all on Ctrl-C / SIGTERM (SIGTERM to each, SIGKILL
-   after :data:`STOP_GRACE_S` seconds).
+   after :data:`STOP_GRACE_S` seconds),
+5. on Aegra, marks the runs a dead instance left ``pending`` / ``running`` as ``error`` (:func:`sweep_orphaned_runs`,
+   at start, after each restart and every :data:`SWEEP_EVERY_S` seconds). Aegra 0.6 has no sweeper of its own: a run
+   record whose process was killed stayed ``running`` for good, and its thread ``busy`` (which refuses a resume).
+   The turn itself is not lost: its checkpoints are in the database, and the customer's next message
+   (``graph.cut_turns``) or ``switchboard recover`` finishes it. langgraph-pg's runtime keeps its own run queue
+   (heartbeats, retries) and is left to it.
 
 Engines (:data:`ENGINES`):
 
@@ -46,7 +52,7 @@ from graph.errors import ConfigError, InfrastructureError
 from graph.settings import home_dir, is_postgres
 
 __all__ = ["ENGINES", "EngineSpec", "STOP_GRACE_S", "READY_TIMEOUT_S", "Instance", "Launcher", "engine_config",
-           "langgraph_config", "engine_venv"]
+           "langgraph_config", "engine_venv", "sweep_orphaned_runs", "ORPHAN_GRACE_S", "SWEEP_EVERY_S", "ORPHAN_ERROR"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,16 @@ STOP_GRACE_S = 10.0
 READY_TIMEOUT_S = 90.0
 #: An instance that dies is restarted after this pause (seconds), so a crash loop does not spin.
 RESTART_PAUSE_S = 1.0
+#: Seconds since its last status change before a ``pending`` / ``running`` Aegra run whose thread is not held by any
+#: run (``nodes.thread_guard.ThreadRunGuard`` holds the thread's advisory lock for the whole of a run of the graph)
+#: counts as left behind by a dead instance. Only the moments between Aegra's status update and the graph taking the
+#: lock (and back) are unlocked in a live run: well under a second, seconds on a loaded machine.
+ORPHAN_GRACE_S = 15.0
+#: Seconds between two sweeps of left-behind runs while the launcher watches its instances.
+SWEEP_EVERY_S = 5.0
+#: The error message of a run marked by the sweep.
+ORPHAN_ERROR = ("the instance running this run stopped before it finished; its turn is finished by the customer's next "
+                "message or `switchboard recover THREAD`")
 
 
 @dataclass
@@ -203,7 +219,24 @@ class Launcher:
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise InfrastructureError(f"the {self.engine} migrations failed: {last}")
+        if self.engine == "aegra":
+            self._engine_thread_tombstones()
         self.say(f"{self.engine} tables ready")
+
+    def _engine_thread_tombstones(self) -> None:
+        """A thread Aegra deletes stays deleted: its checkpoints go and later writes are refused
+        (``checkpoints.postgres_saver.install_engine_thread_tombstones``). Raises InfrastructureError."""
+        import psycopg
+
+        from checkpoints.postgres import SETUP_KEY_ENGINE, advisory_lock, libpq_url, redacted
+        from checkpoints.postgres_saver import install_engine_thread_tombstones
+
+        try:
+            with advisory_lock(self.db, SETUP_KEY_ENGINE, 60.0, "the engine's tables are being migrated elsewhere"), \
+                    psycopg.connect(libpq_url(self.db), autocommit=True, connect_timeout=10) as conn:
+                install_engine_thread_tombstones(conn)
+        except psycopg.Error as exc:
+            raise InfrastructureError(f"PostgreSQL at {redacted(self.db)} failed: {str(exc).strip()}") from None
 
     def command(self, inst: Instance) -> list[str]:
         """The command line of instance ``inst``."""
@@ -245,6 +278,7 @@ class Launcher:
         (then every instance already started is stopped)."""
         self.check()
         self.migrate()
+        self.sweep()
         self.procs = [Instance(i, self.port + i) for i in range(self.instances)]
         try:
             for inst in self.procs:  # one after the other: Aegra registers its default assistant at startup (races)
@@ -262,9 +296,29 @@ class Launcher:
         tmp.write_text(json.dumps([{"index": i.index, "port": i.port, "pid": i.proc.pid} for i in self.procs]) + "\n")
         tmp.replace(self.run_dir / "instances.json")
 
+    def sweep(self) -> int:
+        """Mark the Aegra runs dead instances left behind (:func:`sweep_orphaned_runs`); print each. Returns how many.
+        A database fault is printed on one line and the sweep tried again later (it never stops the launcher)."""
+        if self.engine != "aegra":
+            return 0
+        try:
+            marked = sweep_orphaned_runs(self.db)
+        except InfrastructureError as exc:
+            self.say(f"sweep of left-behind runs skipped: {exc}")
+            return 0
+        for run_id, thread_id, status in marked:
+            self.say(f"run {run_id} on thread {thread_id} was left running by a stopped instance: marked error "
+                     f"(thread {status}); its turn is finished by the next message or `switchboard recover {thread_id}`")
+        return len(marked)
+
     def watch(self, should_stop: Callable[[], bool]) -> None:
-        """Until ``should_stop()``: restart any instance that died (each restart printed and counted)."""
+        """Until ``should_stop()``: restart any instance that died (each restart printed and counted), and sweep the
+        runs dead instances left behind every :data:`SWEEP_EVERY_S` seconds."""
+        next_sweep = time.monotonic() + SWEEP_EVERY_S
         while not should_stop():
+            if time.monotonic() >= next_sweep:
+                self.sweep()
+                next_sweep = time.monotonic() + SWEEP_EVERY_S
             for inst in self.procs:
                 if inst.proc.poll() is not None and not should_stop():
                     code = inst.proc.returncode
@@ -293,6 +347,66 @@ class Launcher:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+def sweep_orphaned_runs(db: str, grace_s: float = ORPHAN_GRACE_S) -> list[tuple[str, str, str]]:
+    """Mark as ``error`` (:data:`ORPHAN_ERROR`) every Aegra run (table ``runs``) still ``pending`` / ``running`` whose
+    last status change is more than ``grace_s`` seconds old and whose thread's advisory lock
+    (``checkpoints.postgres.advisory_key("switchboard-thread", thread_id)``) is free: no process runs the graph on
+    that thread, so the process that ran it is gone. The lock is held while the run is marked, so no run of that
+    thread starts meanwhile. Its thread's Aegra status becomes ``interrupted`` when the thread's checkpoint waits for
+    an approval (Aegra resumes only such threads), else ``idle``, unless another run of it is still in flight.
+
+    Returns ``[(run_id, thread_id, new thread status)]``; ``[]`` when the database has no Aegra tables. Raises
+    InfrastructureError when the server cannot be reached."""
+    import psycopg
+
+    from checkpoints.postgres import advisory_key, libpq_url, redacted
+
+    try:
+        with psycopg.connect(libpq_url(db), autocommit=True, connect_timeout=10) as conn:
+            if conn.execute("SELECT to_regclass('runs') IS NOT NULL AND to_regclass('thread') IS NOT NULL"
+                            ).fetchone() != (True,):
+                return []
+            rows = conn.execute("SELECT run_id, thread_id FROM runs WHERE status IN ('pending', 'running') "
+                                "AND updated_at < now() - make_interval(secs => %s) ORDER BY updated_at",
+                                (grace_s,)).fetchall()
+            marked = []
+            for run_id, thread_id in rows:
+                key = advisory_key("switchboard-thread", str(thread_id))
+                if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:  # type: ignore[index]
+                    continue  # a run of the graph holds the thread: alive
+                try:
+                    with conn.transaction():
+                        done = conn.execute("UPDATE runs SET status = 'error', error_message = %s, updated_at = now() "
+                                            "WHERE run_id = %s AND status IN ('pending', 'running')",
+                                            (ORPHAN_ERROR, run_id))
+                        if done.rowcount != 1:
+                            continue
+                        status = "interrupted" if _waits_for_approval(db, str(thread_id)) else "idle"
+                        conn.execute("UPDATE thread SET status = %s, updated_at = now() WHERE thread_id = %s "
+                                     "AND NOT EXISTS (SELECT 1 FROM runs WHERE thread_id = %s "
+                                     "AND status IN ('pending', 'running'))", (status, thread_id, thread_id))
+                    marked.append((str(run_id), str(thread_id), status))
+                finally:
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            return marked
+    except psycopg.Error as exc:
+        raise InfrastructureError(f"PostgreSQL at {redacted(db)} failed: {str(exc).strip()}") from None
+
+
+def _waits_for_approval(db: str, thread_id: str) -> bool:
+    """Does the thread's latest checkpoint (LangGraph's tables in ``db``) have a pending interrupt?"""
+    import psycopg
+
+    from checkpoints.postgres import libpq_url
+
+    with psycopg.connect(libpq_url(db), autocommit=True, connect_timeout=10) as conn:
+        row = conn.execute("SELECT EXISTS (SELECT 1 FROM checkpoint_writes w WHERE w.thread_id = %s "
+                           "AND w.checkpoint_ns = '' AND w.channel = '__interrupt__' AND w.checkpoint_id = "
+                           "(SELECT max(checkpoint_id) FROM checkpoints c WHERE c.thread_id = %s "
+                           "AND c.checkpoint_ns = ''))", (thread_id, thread_id)).fetchone()
+    return bool(row and row[0])
 
 
 def _exit_text(code: int) -> str:

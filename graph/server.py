@@ -31,17 +31,22 @@ def make_graph() -> CompiledStateGraph:
     environment: ``SWITCHBOARD_DB`` = ``postgresql://…`` puts the business store and the event log in that database
     (``switchboard serve`` sets it), and then each run holds its thread's advisory lock
     (``nodes.thread_guard.ThreadRunGuard``: a second run on a busy thread fails at once instead of racing) and its
-    checkpoints are written step by step (durability ``"sync"``)."""
+    checkpoints are written step by step (durability ``"sync"``). The graph finishes a turn an instance's death cut
+    short before the thread's next message (``graph.cut_turns``). For kill tests only, ``SWITCHBOARD_TEST_HOLD``
+    pauses a run before a node (``nodes.testing.hold``; unset, nothing is added)."""
     from checkpoints.event_log import open_event_log
     from graph.builder import build_graph
     from graph.settings import Settings, is_postgres
+    from nodes.testing.hold import holds_from_env
     from nodes.thread_guard import ThreadRunGuard
 
     settings = Settings.from_env()
+    holds = holds_from_env()  # tests only: SWITCHBOARD_TEST_HOLD pauses a run before a node (nodes.testing.hold)
     if not is_postgres(settings.db):
-        return build_graph(checkpointer=None, settings=settings, events=open_event_log(settings.db))
+        return build_graph(checkpointer=None, settings=settings, events=open_event_log(settings.db),
+                           run_callbacks=holds)
     graph = build_graph(checkpointer=None, settings=settings, events=open_event_log(settings.db),
-                        run_callbacks=[ThreadRunGuard(settings.db)])
+                        run_callbacks=[ThreadRunGuard(settings.db), *holds])
     # Several instances, any of which may be killed: each step's checkpoint is written before the next step starts
     # (LangGraph's durability "sync"; its default, "async", writes in the background, and an instance killed mid-run
     # could lose the steps after the run's input). LangGraph 1.2 has no public graph-level setting for it: `durability`

@@ -43,7 +43,7 @@ from graph.errors import AccessDenied, InputError
 from nodes.principal import operator_facts, resolve_principal
 from policies.authz import AuthzDecision, approval_overdue, authorize_decision, authorize_resume
 
-__all__ = ["GuardedGraph", "check_resume", "command_refusal", "input_refusal", "maintenance_write", "guarded"]
+__all__ = ["GuardedGraph", "check_resume", "command_refusal", "input_refusal", "maintenance_write", "run_gate"]
 
 _HUMAN = frozenset({"human", "user"})
 #: Set while :func:`maintenance_write` runs: the only state write the gate lets through.
@@ -241,18 +241,24 @@ class GuardedGraph(CompiledStateGraph[Any, Any, Any, Any]):
         super().__init__(*args, **kwargs)
         self.switchboard_gate = switchboard_gate
 
-    def stream(self, input: Any, config: Any = None, *args: Any, **kwargs: Any) -> Iterator[Any]:  # noqa: A002
+    def check_run(self, input: Any, config: Any, kwargs: Mapping[str, Any]) -> None:  # noqa: A002
+        """Refuse (recorded, raised) a run the module doc does not admit; nothing when the graph has no gate."""
         if self.switchboard_gate is not None:
             self.switchboard_gate.check(input, _merged(self.config, config), kwargs.get("context"), kwargs)
+
+    async def acheck_run(self, input: Any, config: Any, kwargs: Mapping[str, Any]) -> None:  # noqa: A002
+        """:meth:`check_run` off the event loop (it reads the business store), in the caller's context (Aegra's
+        authenticated user lives in a context variable)."""
+        if self.switchboard_gate is not None:
+            ctx = contextvars.copy_context()
+            await asyncio.to_thread(ctx.run, self.check_run, input, config, kwargs)
+
+    def stream(self, input: Any, config: Any = None, *args: Any, **kwargs: Any) -> Iterator[Any]:  # noqa: A002
+        self.check_run(input, config, kwargs)
         return super().stream(input, config, *args, **kwargs)
 
     async def astream(self, input: Any, config: Any = None, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # noqa: A002
-        if self.switchboard_gate is not None:
-            # the checks read the business store (blocking): off the event loop, in the caller's context (Aegra's
-            # authenticated user lives in a context variable)
-            ctx = contextvars.copy_context()
-            await asyncio.to_thread(ctx.run, self.switchboard_gate.check, input, _merged(self.config, config),
-                                    kwargs.get("context"), kwargs)
+        await self.acheck_run(input, config, kwargs)
         async for chunk in super().astream(input, config, *args, **kwargs):
             yield chunk
 
@@ -286,10 +292,10 @@ def _merged(base: Mapping[str, Any] | None, config: Mapping[str, Any] | None) ->
     return out
 
 
-def guarded(compiled: CompiledStateGraph[Any, Any, Any, Any], store: Any, events: Any) -> GuardedGraph:
-    """``compiled`` as a :class:`GuardedGraph` whose refusals are recorded in ``store`` and ``events``."""
-    attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}
-    return GuardedGraph(**attrs, switchboard_gate=_Gate(store, events))
+def run_gate(store: Any, events: Any) -> _Gate:
+    """The gate of a compiled graph whose refusals are recorded in ``store`` and ``events`` (the value of
+    :class:`GuardedGraph`'s ``switchboard_gate``)."""
+    return _Gate(store, events)
 
 
 @contextmanager

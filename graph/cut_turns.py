@@ -1,0 +1,191 @@
+"""A turn cut short is finished before the thread's next message, on every way in.
+
+LangGraph's own semantics, when new input arrives on a thread whose last checkpoint still has pending nodes
+(``StateSnapshot.next`` non-empty: the process running the turn died between two nodes), is to **discard** those
+tasks and start from the input (``pregel/_loop.py`` ``_first``: "discard any unfinished tasks from previous
+checkpoint"). The customer's cut message would then never be answered, and the new turn would hide it from
+``switchboard recover`` (the thread's last turn finished). The CLI avoided that by continuing the cut turn itself
+before sending (``Conversation._finish_cut_turn``); a served engine calls the graph directly.
+
+So the graph does it: :class:`DeskGraph` is the compiled support-desk graph (``graph.builder.build_desk``) whose
+``stream`` / ``astream`` — which ``invoke``, ``ainvoke``, ``astream_events`` and both engines of ``switchboard serve``
+and ``langgraph dev`` all go through (Aegra copies the graph with ``copy()``, which keeps the class) — first look at
+the thread's last checkpoint when a run brings a new message. When it holds a turn cut short (:func:`cut_short`)
+with nodes to run, and the run's principal is the thread's owner, the pending nodes are continued first
+(``stream(None)``, the same continuation as ``recover``), and only then is the new message run. Both runs' chunks are
+yielded in that order, so the run's last values are the new turn's; each turn keeps its own path. A ``recovered``
+event records it (``detail.where``, ``next``, ``triggered_by``: the owner's next message).
+
+Nothing is continued for a resume command, for a run without a checkpointer or thread, for a thread paused for an
+approval (its pause is no cut turn), or for a principal other than the owner (their run is refused by the entry node
+as before; an operator finishes a cut turn with ``switchboard recover``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import merge_configs
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
+
+from nodes.run_gate import GuardedGraph, run_gate
+
+__all__ = ["DeskGraph", "cut_short", "CutTurn", "interrupt_value"]
+
+
+def cut_short(snap: Any) -> str | None:
+    """``"unentered"`` / ``"between_nodes"`` when the not-paused ``StateSnapshot`` ``snap`` holds a turn that stopped
+    before its end: its message is stored but the entry node never ran (``next == ("entry",)``, or nothing is pending
+    and the last message is the customer's), or it stopped between two nodes (nodes pending, or the last turn has no
+    outcome). None when its last turn finished or was refused (``next == ("access_denied",)``)."""
+    from policies.edges import ACCESS_DENIED, ENTRY_NODE
+
+    if tuple(snap.next) == (ACCESS_DENIED,):
+        return None  # a refused run: nothing of the owner's is unfinished
+    msgs = snap.values.get("messages") or []
+    unentered = tuple(snap.next) == (ENTRY_NODE,) or (not snap.next and msgs and isinstance(msgs[-1], HumanMessage))
+    outcome = snap.values.get("outcome") or {}
+    finished = not snap.next and outcome and outcome.get("turn") == snap.values.get("turn")
+    if finished and not unentered:
+        return None
+    return "unentered" if unentered else "between_nodes"
+
+
+def interrupt_value(snap: Any) -> Any:
+    """The payload of the first pending interrupt of a ``StateSnapshot``, or None."""
+    for task in snap.tasks or ():
+        for intr in task.interrupts or ():
+            return intr.value
+    return None
+
+
+@dataclass(frozen=True)
+class CutTurn:
+    """A cut turn the next message finishes first: ``where`` (:func:`cut_short`), ``next`` (the pending nodes),
+    ``owner`` ``(customer_id, tenant_id)``, ``sender`` (the principal's ref)."""
+
+    where: str
+    next: tuple[str, ...]
+    owner: tuple[str, str]
+    sender: str
+
+
+class DeskGraph(GuardedGraph):
+    """The compiled desk graph: a ``CompiledStateGraph`` that finishes a cut turn before a new message (module doc).
+
+    Args (besides ``CompiledStateGraph``'s): ``desk_store``: the business store (the thread's recorded owner when
+    its state has none yet, a first turn killed before its entry node); ``desk_events``: the event log for the
+    ``recovered`` event (None: not recorded)."""
+
+    def __init__(self, *, desk_store: Any = None, desk_events: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.desk_store = desk_store
+        self.desk_events = desk_events
+
+    @classmethod
+    def of(cls, compiled: CompiledStateGraph[Any, Any, Any, Any], store: Any, events: Any) -> DeskGraph:
+        """``compiled`` as a DeskGraph (the same attributes, as ``Pregel.copy`` passes them) with its input gate
+        (``nodes.run_gate``), whose refusals are recorded in ``store`` and ``events``."""
+        attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}
+        return cls(**attrs, desk_store=store, desk_events=events, switchboard_gate=run_gate(store, events))
+
+    # -- the check -------------------------------------------------------------------------------------------------
+    def _thread_config(self, input: Any, config: Any) -> RunnableConfig | None:
+        """The merged config of a run that brings a new message on a stored thread, else None."""
+        if input is None or isinstance(input, Command) or not isinstance(self.checkpointer, BaseCheckpointSaver):
+            return None
+        merged = merge_configs(self.config, config)
+        conf = merged.get("configurable") or {}
+        if not conf.get("thread_id") or conf.get("checkpoint_id") or conf.get("checkpoint_ns"):
+            return None
+        return merged
+
+    def _verdict(self, snap: Any, merged: RunnableConfig, context: Any) -> CutTurn | None:
+        from nodes.principal import resolve_principal
+        from policies.authz import owner_of
+
+        if not snap.values or not snap.next or interrupt_value(snap) is not None:
+            return None
+        where = cut_short(snap)
+        if where is None:
+            return None
+        res = resolve_principal(SimpleNamespace(context=context, server_info=None), merged)
+        p = res.principal
+        if res.denied or p is None or p.kind != "customer":
+            return None
+        owner = owner_of(dict(snap.values)) or self._recorded_owner(str(merged["configurable"]["thread_id"]))
+        if owner is None or (p.id, p.tenant_id) != owner:
+            return None
+        return CutTurn(where, tuple(snap.next), owner, p.ref)
+
+    def _recorded_owner(self, thread_id: str) -> tuple[str, str] | None:
+        getter = getattr(self.desk_store, "thread_owner", None)
+        row = getter(thread_id) if getter is not None else None
+        return (row.customer_id, row.tenant_id) if row is not None else None
+
+    def _record(self, cut: CutTurn, merged: RunnableConfig) -> None:
+        """The ``recovered`` event of a cut turn the next message finishes (best effort, like every record of a
+        recovery: the turn must not fail on it)."""
+        if self.desk_events is None:
+            return
+        tid = str(merged["configurable"]["thread_id"])
+        try:
+            from checkpoints.event_log import event_key, now_iso
+
+            self.desk_events.record(
+                "recovered", key=event_key("next-message", tid, uuid.uuid4().hex), ts=now_iso(), thread_id=tid,
+                reason=f"the owner's next message finishes the cut turn first ({cut.sender})",
+                detail={"triggered_by": cut.sender, "continued_as": f"customer:{cut.owner[0]}",
+                        "tenant_id": cut.owner[1], "where": cut.where, "next": list(cut.next), "by": "next_message"})
+        except Exception:  # noqa: BLE001 - see the docstring
+            pass
+
+    # -- the runs --------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _continuation_config(config: Any) -> Any:
+        """``config`` for the continuation, with a run id of its own (top-level ``run_id`` when given, and always
+        ``metadata.run_id``, which wins over the ``configurable.run_id`` Aegra sets when LangChain fills the metadata
+        from ``configurable``). Why: LangGraph takes a run whose metadata ``run_id`` is the one stored with the
+        thread's last checkpoint for a retry of that run and then ignores its input (``pregel/_loop.py``:
+        ``is_resuming``), so the new message would be dropped after the continuation."""
+        out = dict(config or {})
+        if "run_id" in out:
+            out["run_id"] = uuid.uuid4()
+        meta = dict(out.get("metadata") or {})
+        given = meta.get("run_id") or (out.get("configurable") or {}).get("run_id")
+        out["metadata"] = {**meta, "run_id": str(uuid.uuid4()), **({"continues_for_run": str(given)} if given else {})}
+        return out
+
+    def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]
+        # the gate first: a refused input neither runs nor finishes anything (GuardedGraph's own stream is skipped)
+        self.check_run(input, config, kwargs)
+        merged = self._thread_config(input, config)
+        cut = self._verdict(self.get_state(merged), merged, kwargs.get("context")) if merged is not None else None
+        if cut is not None and merged is not None:
+            self._record(cut, merged)
+            yield from CompiledStateGraph.stream(self, None, self._continuation_config(config), **kwargs)
+        yield from CompiledStateGraph.stream(self, input, config, **kwargs)
+
+    async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        await self.acheck_run(input, config, kwargs)
+        merged = self._thread_config(input, config)
+        cut = None
+        if merged is not None:
+            snap = await self.aget_state(merged)
+            # the owner's look-up may read the business store (blocking I/O): off the event loop
+            cut = await asyncio.to_thread(self._verdict, snap, merged, kwargs.get("context"))
+        if cut is not None and merged is not None:
+            await asyncio.to_thread(self._record, cut, merged)
+            async for chunk in CompiledStateGraph.astream(self, None, self._continuation_config(config), **kwargs):
+                yield chunk
+        async for chunk in CompiledStateGraph.astream(self, input, config, **kwargs):
+            yield chunk
