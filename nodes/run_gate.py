@@ -40,7 +40,7 @@ from langgraph.types import Command
 from graph.approval import ApprovalDecision, parse_decision
 from graph.context import Principal
 from graph.errors import AccessDenied, InputError
-from nodes.principal import operator_facts, resolve_principal
+from nodes.principal import cancel_confirmed_on, operator_facts, resolve_principal
 from policies.authz import AuthzDecision, approval_overdue, authorize_decision, authorize_resume
 
 __all__ = ["GuardedGraph", "check_resume", "command_refusal", "input_refusal", "maintenance_write", "run_gate"]
@@ -115,7 +115,8 @@ def check_resume(store: Any, thread_id: str, principal: Principal | None, value:
     ones ``human_approval`` applies again when it runs (``policies.authz``): the thread's owner, or an enabled
     operator of the owner's tenant, may resume at all; ``approve``/``reject`` need a registered approver who is not
     the refund's customer and has not approved it already; ``cancel`` is the customer's; ``expire`` needs the
-    request's recorded deadline to be past.
+    request's recorded deadline to be past; a customer's ``cancel`` is taken only once confirmed (the desk asked
+    "Cancel refund …? yes/no", ``nodes.principal.cancel_confirmed_on``).
 
     Raises:
         InputError: the payload is not a decision, or the thread waits for no decision.
@@ -156,7 +157,10 @@ def check_resume(store: Any, thread_id: str, principal: Principal | None, value:
     if verdict.allowed:
         approvals = [x.approver for x in store.list_decisions(task.id) if x.decision == "approve" and not x.final]
         overdue = d.decision == "expire" and approval_overdue({"deadline": task.approval_deadline}, store.now())
-        verdict = authorize_decision(principal, operator, d.decision, customer_id, approvals, overdue)
+        # a customer's cancel follows the chat's confirmation rule (policies.cancellation), as human_approval does
+        confirmed = d.decision == "cancel" and principal.kind == "customer" and \
+            cancel_confirmed_on(store, thread_id, task.id)
+        verdict = authorize_decision(principal, operator, d.decision, customer_id, approvals, overdue, confirmed)
     if not verdict.allowed:
         raise AccessDenied(f"thread {thread_id}: not authorized: {verdict.reason}")
     return d

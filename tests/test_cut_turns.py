@@ -14,6 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from checkpoints.threads import thread_turns
 from graph.context import RunContext
 from graph.conversation import Conversation
+from nodes.testing.state import ungated
 
 CHARGED = "I was charged twice for my coffee"  # entry -> triage -> billing
 BALANCE = "What is my balance?"
@@ -27,7 +28,7 @@ def _say(text: str) -> dict:
 def _cut_at_billing(graph, tid: str) -> None:
     """The first turn stops with billing pending (as an instance killed after triage's checkpoint leaves it)."""
     config = {"configurable": {"thread_id": tid}}
-    graph.invoke(_say(CHARGED), config, context=ADA, interrupt_before=["billing"])
+    ungated(graph).invoke(_say(CHARGED), config, context=ADA, interrupt_before=["billing"])  # a cut turn
     snap = graph.get_state(config)
     assert tuple(snap.next) == ("billing",) and not any(t.interrupts for t in snap.tasks)
 

@@ -25,6 +25,7 @@ from graph.settings import Settings
 from nodes import principal as principal_mod
 from nodes.offline_model import OfflineChatModel
 from nodes.testing.scripted import KeywordRouter
+from nodes.testing.state import ungated
 from policies.authz import OperatorFacts, authorize_decision
 
 BIG = "I want a refund for tx_1001 please, that Tesco order never happened"  # £23.80: one approver
@@ -109,7 +110,8 @@ def test_a_stopped_run_can_be_continued_by_its_owner_only(isolated_home):
     the principal too (nodes.principal.guard_node), so another customer cannot drive the owner's agents."""
     d, model = _desk(isolated_home)
     g = d.graph
-    g.invoke({"messages": [HumanMessage("Where is my refund?")]}, _cfg("s"), context=ADA, interrupt_before=["refunds"])
+    ungated(g).invoke({"messages": [HumanMessage("Where is my refund?")]}, _cfg("s"), context=ADA,
+                      interrupt_before=["refunds"])  # a turn stopped before refunds
     assert g.get_state(_cfg("s")).next == ("refunds",)
     values, calls = g.get_state(_cfg("s")).values, model.calls
     with pytest.raises(AccessDenied, match="not one of your threads"):
