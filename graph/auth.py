@@ -13,17 +13,24 @@ A revoked or unknown token, a customer no longer in the store, a disabled operat
 
 **Authorization** (``@auth.on`` handlers; 403 on refusal, filters on thread metadata otherwise):
 
-* ``threads.create`` — customers only; the thread's metadata gets ``owner`` (customer id) and ``tenant_id``;
+* ``threads.create`` — customers only; the thread's metadata gets ``owner`` (customer id) and ``tenant_id``, and a
+  thread id the client chose is recorded as the customer's in the business store at once (:func:`claimed_thread`;
+  409 ``Thread … already exists`` when it is another customer's, the LangGraph API's answer for any existing id);
 * ``threads.create_run`` — the run's ``context`` is **overwritten** with the authenticated principal (what the
   client sent is discarded, so ``roles=["approver"]`` in a client's context means nothing), and the request is
   checked: messages and thread ids follow ``graph.inputs`` (422 otherwise, also for ``threads.create``); a customer
   sends only user messages (no ids, no AI/tool/system messages) on their own threads (the customer of a thread's
   first run is recorded as its owner in the business store before the run is queued, :func:`record_thread_owner`,
   so ``recover`` can finish even a first turn killed before its entry node); an operator only resumes (``command``
-  with ``resume`` alone) threads of their tenant; nobody sends ``goto`` or ``update`` commands, webhooks, runs from
-  an older checkpoint, or the multitask strategies ``interrupt``/``rollback`` (they would cut short or erase a turn
-  in progress: a second message is enqueued or rejected). The graph then checks the principal again
-  (``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide, four eyes;
+  with ``resume`` alone) threads of their tenant; nobody sends ``goto`` or ``update`` commands, an empty command,
+  breakpoints (``interrupt_before``/``interrupt_after``), webhooks, runs from an older checkpoint, or the multitask
+  strategies ``interrupt``/``rollback`` (they would cut short or erase a turn in progress: a second message is
+  enqueued or rejected); a run without a thread (``/runs``, ``/runs/wait``, ``/runs/stream``) is refused with 422
+  (:data:`NO_THREAD`). A resume is checked against the business store before the engine creates a run
+  (:func:`decision_refusal`, the graph's own ``nodes.run_gate.check_resume``): 403 for a decision the principal may
+  not take, 422 for one that is malformed, 409 when the thread waits for no decision, so a refused decision leaves
+  the thread waiting for the right one. The graph then checks the principal again (``nodes.run_gate``,
+  ``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide, four eyes;
 * ``threads.update`` / ``threads.delete`` (state updates, ``as_node`` updates, supersteps and run cancellation
   included) — admins of the tenant only; a thread copy is refused (it writes state outside a run). Aegra 0.6 asks no
   handler for some of these routes: ``graph/aegra_app.py`` guards them with :func:`require_admin`;
@@ -50,7 +57,8 @@ from typing import Any
 from langgraph_sdk import Auth
 
 __all__ = ["auth", "authenticate", "resolve_bearer", "principal_claims", "check_run_request", "run_context_for",
-           "record_thread_owner", "checked_owner", "langgraph_api_run", "require_admin", "input_refusal"]
+           "record_thread_owner", "checked_owner", "langgraph_api_run", "require_admin", "input_refusal",
+           "decision_refusal", "checked_decision", "claimed_thread", "NO_THREAD"]
 
 auth = Auth()
 
@@ -138,10 +146,14 @@ def _is_human(message: Any) -> bool:
 
 def check_run_request(kind: str, kwargs: Mapping[str, Any]) -> str | None:
     """Why a run request of a ``kind`` principal is refused (module doc), or None when it may go ahead."""
-    command = kwargs.get("command") or None
+    command = kwargs.get("command")
     if command is not None:
         if not isinstance(command, Mapping) or set(k for k, v in command.items() if v is not None) - {"resume"}:
             return "a run may carry only a resume command (no goto, no update)"
+        if command.get("resume") is None:  # Command() would reach the graph as an empty command
+            return "a resume command must carry a decision"
+    if kwargs.get("interrupt_before") or kwargs.get("interrupt_after"):
+        return "breakpoints (interrupt_before/interrupt_after) are not allowed: a turn pauses only for an approval"
     if kwargs.get("webhook"):
         return "webhooks are not allowed"
     if kwargs.get("multitask_strategy") in ("interrupt", "rollback"):
@@ -216,22 +228,92 @@ def _event_log() -> Any:
     return open_event_log(Settings().db)
 
 
-def _record_refusal(store: Any, thread_id: str, who: str, reason: str) -> None:
+def _record_refusal(store: Any, thread_id: str, who: str, reason: str, action: str = "run") -> None:
     """A run refused before it reached the graph is recorded as the graph records its own refusals: an audit row and an
     ``access_denied`` event on the thread (best effort: the refusal stands without them)."""
     import uuid
 
     try:
-        store.record_audit(who, "run", target=f"thread:{thread_id}", outcome="denied", detail={"reason": reason})
+        store.record_audit(who, action, target=f"thread:{thread_id}", outcome="denied", detail={"reason": reason})
     except Exception:  # noqa: BLE001
         pass
     try:
         from checkpoints.event_log import event_key
 
         _event_log().record("access_denied", key=event_key("server", uuid.uuid4().hex), thread_id=thread_id,
-                            reason=reason, detail={"principal": who, "action": "run"})
+                            reason=reason, detail={"principal": who, "action": action})
     except Exception:  # noqa: BLE001
         pass
+
+
+#: The refusal of a thread-less ("stateless") run: every turn belongs to a thread of its customer.
+NO_THREAD = "a run needs a thread: create one with POST /threads, then run on /threads/{thread_id}/runs"
+
+
+def decision_refusal(thread_id: str, kind: str, pid: str, tenant: str, roles: tuple[str, ...], value: Any,
+                     store: Any = None) -> tuple[int, str] | None:
+    """Why the resume ``value`` an authenticated principal sends on ``thread_id`` is refused, as ``(HTTP status,
+    reason)``, or None when the engine may create the run. Blocking (database); async callers run it in a thread.
+
+    The rules are the graph's own (:func:`nodes.run_gate.check_resume`, from the business store), applied before the
+    engine creates a run, so that a refused decision never becomes a failed run (Aegra 0.6 then marks the thread
+    ``error`` and refuses every later resume, the right approver's too):
+
+    * 404 ``thread … not found`` for an operator of another tenant (what a customer gets for another customer's
+      thread, :func:`checked_owner`: the answer does not tell that the thread exists);
+    * 409 ``thread … waits for no decision`` when none of the thread's refund tasks waits for approval (already
+      decided, paid, or never asked), unless ``value`` replays a decision the store holds for the thread;
+    * 403 for a decision the principal may not take (``AccessDenied``: the customer approving their own refund, an
+      operator without the approver role, an approver approving twice, a decision naming someone else);
+    * 422 for a payload that is not a decision (``InputError``: ``malformed decision: …``).
+
+    Refusals are recorded (audit row, ``access_denied`` event), as the graph records its own."""
+    from graph.context import Principal
+    from graph.errors import AccessDenied, InputError
+    from nodes.run_gate import check_resume
+
+    store = store if store is not None else _store()
+    who = f"{kind}:{pid}"
+    owner = store.thread_owner(thread_id)
+    if kind == "operator" and owner is not None and owner.tenant_id != tenant:
+        _record_refusal(store, thread_id, who, f"operator of tenant {tenant}: not a thread of that tenant", "resume")
+        return 404, f"thread {thread_id} not found"
+    tasks = store.tasks_of_thread(thread_id)
+    decision_id = value.get("decision_id") if isinstance(value, Mapping) else None
+    recorded = store.get_decision(decision_id) if isinstance(decision_id, str) and decision_id else None
+    replay = recorded is not None and recorded.task_id in {t.id for t in tasks}
+    if not replay and not any(t.status == "awaiting_approval" for t in tasks):
+        return 409, f"thread {thread_id} waits for no decision"
+    principal = Principal(kind, pid, tenant, roles, source="server")  # type: ignore[arg-type]
+    try:
+        check_resume(store, thread_id, principal, value)
+    except AccessDenied as exc:
+        _record_refusal(store, thread_id, who, str(exc), "resume")
+        return 403, str(exc)
+    except InputError as exc:
+        _record_refusal(store, thread_id, who, str(exc), "resume")
+        return 422, str(exc)
+    return None
+
+
+async def checked_decision(thread_id: Any, kind: str, pid: str, tenant: str, roles: tuple[str, ...],
+                           command: Any) -> None:
+    """:func:`decision_refusal` off the event loop for a run carrying ``command`` (a resume): raises the HTTP error it
+    names (503 when the business store cannot be reached, 422 for a resume without a thread); a run without a
+    resume passes."""
+    from checkpoints.business import StoreError
+
+    if not isinstance(command, Mapping) or command.get("resume") is None:
+        return
+    if not thread_id:
+        raise _HTTP_ERROR(status_code=422, detail=NO_THREAD)
+    try:
+        refused = await asyncio.to_thread(decision_refusal, str(thread_id), kind, pid, tenant, roles,
+                                          command.get("resume"))
+    except StoreError as exc:
+        raise _HTTP_ERROR(status_code=503, detail=f"the business store is unavailable ({exc})") from None
+    if refused is not None:
+        raise _HTTP_ERROR(status_code=refused[0], detail=refused[1])
 
 
 async def checked_owner(thread_id: Any, kind: str, pid: str, tenant: str) -> None:
@@ -246,6 +328,21 @@ async def checked_owner(thread_id: Any, kind: str, pid: str, tenant: str) -> Non
         raise _HTTP_ERROR(status_code=503, detail=f"the business store is unavailable ({exc})") from None
     if reason:
         raise _HTTP_ERROR(status_code=404, detail=f"thread {thread_id} not found")
+
+
+async def claimed_thread(thread_id: Any, pid: str, tenant: str) -> None:
+    """A customer creating thread ``thread_id`` becomes its recorded owner at once (:func:`record_thread_owner`), so
+    nobody else can take over the thread before its first run; 409 ``Thread … already exists`` (the LangGraph API's
+    answer for an existing thread id, whoever owns it) when it is another customer's, 503 when the business store
+    cannot be reached."""
+    from checkpoints.business import StoreError
+
+    try:
+        reason = await asyncio.to_thread(record_thread_owner, str(thread_id), "customer", pid, tenant)
+    except StoreError as exc:
+        raise _HTTP_ERROR(status_code=503, detail=f"the business store is unavailable ({exc})") from None
+    if reason:
+        raise _HTTP_ERROR(status_code=409, detail=f"Thread {thread_id} already exists")
 
 
 def langgraph_api_run(kwargs: dict[str, Any]) -> None:
@@ -284,6 +381,8 @@ async def on_thread_create(ctx: Auth.types.AuthContext, value: Any) -> dict[str,
     input_refusal(None, value.get("thread_id"))
     if kind != "customer":
         raise _HTTP_ERROR(status_code=403, detail="operators do not start conversations")
+    if value.get("thread_id"):
+        await claimed_thread(value["thread_id"], pid, tenant)
     metadata = value.get("metadata")
     if metadata is None:  # mutate the engine's dict in place: the LangGraph API keeps its own reference to it
         metadata = value["metadata"] = {}
@@ -307,7 +406,10 @@ async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     if reason:
         raise _HTTP_ERROR(status_code=403, detail=reason)
     input_refusal(body.get("input"))
+    if not value.get("thread_id"):  # the LangGraph API's /runs, /runs/wait, /runs/stream (a temporary thread)
+        raise _HTTP_ERROR(status_code=422, detail=NO_THREAD)
     await checked_owner(value.get("thread_id"), kind, pid, tenant)
+    await checked_decision(value.get("thread_id"), kind, pid, tenant, roles, body.get("command"))
     context = run_context_for(kind, pid, tenant, roles, body.get("context"))
     body["context"] = context
     if isinstance(kwargs, dict):

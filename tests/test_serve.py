@@ -312,17 +312,19 @@ def test_run_guard_checks_every_run_body(fresh_server_store) -> None:
     import json
 
     from graph.aegra_app import RUN_PATH, checked_body
+    from graph.auth import NO_THREAD
 
     token = fresh_server_store.issue_token("customer", "c_ada", "t_demo")[1]
     headers = [(b"authorization", f"Bearer {token}".encode())]
     body = json.dumps({"input": {"messages": [{"role": "user", "content": "hi"}]},
                        "context": {"user_id": "c_bob", "roles": ["approver"]}}).encode()
-    status, _, new = asyncio.run(checked_body(headers, body))
+    status, _, new = asyncio.run(checked_body(headers, body, "t1"))
     assert status == 200 and json.loads(new)["context"]["user_id"] == "c_ada"
     assert json.loads(new)["context"]["roles"] == ["customer"]
     goto = json.dumps({"command": {"goto": "refund_execute"}}).encode()
-    assert asyncio.run(checked_body(headers, goto))[:2] == (403, "a run may carry only a resume command (no goto, no update)")
-    assert asyncio.run(checked_body([], body))[0] == 401
+    assert asyncio.run(checked_body(headers, goto, "t1"))[:2] == (403, "a run may carry only a resume command (no goto, no update)")
+    assert asyncio.run(checked_body([], body, "t1"))[0] == 401
+    assert asyncio.run(checked_body(headers, body))[:2] == (422, NO_THREAD)  # a thread-less run
     assert all(RUN_PATH.match(p) for p in ("/threads/t1/runs", "/threads/t1/runs/wait", "/threads/t1/runs/stream",
                                            "/runs/wait"))
     assert not RUN_PATH.match("/threads/t1/runs/r1/cancel") and not RUN_PATH.match("/threads/t1/state")
@@ -348,8 +350,9 @@ def test_a_customers_first_run_records_the_thread_owner_before_it_is_queued(fres
     def call(token: str, thread: str | None, payload: bytes = body) -> int:
         return asyncio.run(checked_body([(b"authorization", f"Bearer {token}".encode())], payload, thread))[0]
 
-    assert call(ada, None) == 200 and store.thread_owner("None") is None  # a thread-less run records nothing
-    assert call(ann, "t-new", json.dumps({"command": {"resume": {"decision": "approve"}}}).encode()) == 200
+    assert call(ada, None) == 422 and store.thread_owner("None") is None  # a thread-less run records nothing
+    # an operator's resume of a thread that waits for no decision: 409 before any run, and no owner recorded
+    assert call(ann, "t-new", json.dumps({"command": {"resume": {"decision": "approve"}}}).encode()) == 409
     assert store.thread_owner("t-new") is None  # an operator never becomes an owner
     assert call(ada, "t-new") == 200
     owner = store.thread_owner("t-new")
