@@ -24,7 +24,8 @@ from typing import Any
 
 from graph.errors import InfrastructureError
 
-__all__ = ["engine_thread_status", "aegra_thread_user", "aegra_run_failure", "thread_lock_held"]
+__all__ = ["engine_thread_status", "aegra_thread_user", "aegra_run_failure", "engine_runs_in_flight",
+           "thread_lock_held"]
 
 
 @functools.lru_cache(maxsize=4)
@@ -76,6 +77,14 @@ def aegra_run_failure(db: str, thread_id: str, tag_key: str, tag: str) -> tuple[
     event = _query(db, "SELECT data ->> 'error' FROM run_events WHERE run_id = %s AND event = 'error' "
                        "ORDER BY seq DESC LIMIT 1", (row[0],))
     return (str(event[0]) if event is not None and event[0] else "Exception"), str(row[2] or "")
+
+
+def engine_runs_in_flight(db: str, thread_id: str) -> bool:
+    """Does the engine hold a run of ``thread_id`` that is pending or running (Aegra's or langgraph-runtime-pg's table
+    ``runs``, both with ``thread_id`` and ``status``)? False when neither table exists."""
+    row = _query(db, "SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id::text = %s AND status IN ('pending', "
+                     "'running'))", (thread_id,))
+    return bool(row and row[0])
 
 
 def thread_lock_held(db: str, thread_id: str) -> bool:

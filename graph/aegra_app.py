@@ -140,18 +140,11 @@ async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes,
 
 
 async def _busy(thread_id: str) -> str:
-    """Why a run on ``thread_id`` must wait ("" when its turn lock is free, or off PostgreSQL)."""
-    from checkpoints.engine_tables import thread_lock_held
-    from graph.errors import InfrastructureError
+    """Why a run on ``thread_id`` must wait ("" when its turn lock is free, or off PostgreSQL): Aegra queues nothing,
+    so any holder of the lock counts (:func:`graph.auth.busy_refusal`)."""
+    from graph.auth import busy_refusal
 
-    db = _db()
-    if db is None:
-        return ""
-    try:
-        held = await asyncio.to_thread(thread_lock_held, db, thread_id)
-    except InfrastructureError:
-        return ""  # the run's own lock (nodes.thread_guard) still keeps one turn at a time
-    return f"thread {thread_id} is busy with another turn; try again" if held else ""
+    return await asyncio.to_thread(busy_refusal, thread_id, False)
 
 
 def failure_status(error_type: str, message: str) -> tuple[int, str]:

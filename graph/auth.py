@@ -29,8 +29,10 @@ A revoked or unknown token, a customer no longer in the store, a disabled operat
   (:data:`NO_THREAD`). A resume is checked against the business store before the engine creates a run
   (:func:`decision_refusal`, the graph's own ``nodes.run_gate.check_resume``): 403 for a decision the principal may
   not take, 422 for one that is malformed, 409 when the thread waits for no decision, so a refused decision leaves
-  the thread waiting for the right one. The graph then checks the principal again (``nodes.run_gate``,
-  ``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide, four eyes;
+  the thread waiting for the right one. A run on a thread whose turn lock a CLI turn holds is 409
+  (:func:`busy_refusal`; runs of the engine's own follow its multitask strategy). The graph then checks the
+  principal again (``nodes.run_gate``, ``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide,
+  four eyes;
 * ``threads.update`` / ``threads.delete`` (state updates, ``as_node`` updates, supersteps and run cancellation
   included) — admins of the tenant only; a thread copy is refused (it writes state outside a run). Aegra 0.6 asks no
   handler for some of these routes: ``graph/aegra_app.py`` guards them with :func:`require_admin`;
@@ -58,7 +60,7 @@ from langgraph_sdk import Auth
 
 __all__ = ["auth", "authenticate", "resolve_bearer", "principal_claims", "check_run_request", "run_context_for",
            "record_thread_owner", "checked_owner", "langgraph_api_run", "require_admin", "input_refusal",
-           "decision_refusal", "checked_decision", "claimed_thread", "NO_THREAD"]
+           "decision_refusal", "checked_decision", "claimed_thread", "busy_refusal", "NO_THREAD"]
 
 auth = Auth()
 
@@ -262,7 +264,8 @@ def decision_refusal(thread_id: str, kind: str, pid: str, tenant: str, roles: tu
     * 404 ``thread … not found`` for an operator of another tenant (what a customer gets for another customer's
       thread, :func:`checked_owner`: the answer does not tell that the thread exists);
     * 409 ``thread … waits for no decision`` when none of the thread's refund tasks waits for approval (already
-      decided, paid, or never asked), unless ``value`` replays a decision the store holds for the thread;
+      decided, paid, or never asked), unless ``value`` replays a decision the store holds for the thread — which only
+      the principal who took it may replay (403 otherwise);
     * 403 for a decision the principal may not take (``AccessDenied``: the customer approving their own refund, an
       operator without the approver role, an approver approving twice, a decision naming someone else);
     * 422 for a payload that is not a decision (``InputError``: ``malformed decision: …``).
@@ -284,6 +287,12 @@ def decision_refusal(thread_id: str, kind: str, pid: str, tenant: str, roles: tu
     replay = recorded is not None and recorded.task_id in {t.id for t in tasks}
     if not replay and not any(t.status == "awaiting_approval" for t in tasks):
         return 409, f"thread {thread_id} waits for no decision"
+    if replay and recorded is not None and recorded.approver != who:
+        # a replay finishes what its own decider started (a process died before the graph consumed it); over HTTP
+        # nobody replays another principal's decision
+        reason = f"decision {decision_id} was taken by another principal; only its decider may replay it"
+        _record_refusal(store, thread_id, who, reason, "resume")
+        return 403, reason
     principal = Principal(kind, pid, tenant, roles, source="server")  # type: ignore[arg-type]
     try:
         check_resume(store, thread_id, principal, value)
@@ -328,6 +337,29 @@ async def checked_owner(thread_id: Any, kind: str, pid: str, tenant: str) -> Non
         raise _HTTP_ERROR(status_code=503, detail=f"the business store is unavailable ({exc})") from None
     if reason:
         raise _HTTP_ERROR(status_code=404, detail=f"thread {thread_id} not found")
+
+
+def busy_refusal(thread_id: str, queued: bool) -> str:
+    """Why a run on ``thread_id`` is refused because another turn holds the thread ("" when it may be created), with
+    every store on PostgreSQL (else ""). The turn lock (``nodes.thread_guard``, also a CLI turn's) is read without
+    taking it (``checkpoints.engine_tables.thread_lock_held``). ``queued``: the engine queues runs of a busy thread
+    itself (the LangGraph API's ``multitask_strategy``): then only a lock held while the engine has no run of the
+    thread in flight (a CLI turn) is refused, since the graph would fail the queued run when its turn came (the MIT
+    runtime answers that with ``200 {"__error__": …"An internal error occurred"}`` and marks the thread ``error``).
+    Blocking (database)."""
+    from checkpoints.engine_tables import engine_runs_in_flight, thread_lock_held
+    from graph.errors import InfrastructureError
+    from graph.settings import Settings, is_postgres
+
+    db = str(Settings().db)
+    if not is_postgres(db):
+        return ""
+    try:
+        if not thread_lock_held(db, thread_id) or (queued and engine_runs_in_flight(db, thread_id)):
+            return ""
+    except InfrastructureError:
+        return ""  # the run's own lock (nodes.thread_guard) still keeps one turn at a time
+    return f"thread {thread_id} is busy with another turn; try again"
 
 
 async def claimed_thread(thread_id: Any, pid: str, tenant: str) -> None:
@@ -410,6 +442,10 @@ async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
         raise _HTTP_ERROR(status_code=422, detail=NO_THREAD)
     await checked_owner(value.get("thread_id"), kind, pid, tenant)
     await checked_decision(value.get("thread_id"), kind, pid, tenant, roles, body.get("command"))
+    if isinstance(kwargs, dict):  # the LangGraph API (Aegra's guard checks a busy thread itself, graph/aegra_app.py)
+        busy = await asyncio.to_thread(busy_refusal, str(value["thread_id"]), True)
+        if busy:
+            raise _HTTP_ERROR(status_code=409, detail=busy)
     context = run_context_for(kind, pid, tenant, roles, body.get("context"))
     body["context"] = context
     if isinstance(kwargs, dict):

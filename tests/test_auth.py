@@ -144,6 +144,7 @@ def test_a_resume_of_a_thread_that_waits_for_no_decision_is_409(tokens, store):
     # the replay of the recorded decision (a process died before the graph consumed it) still goes ahead
     replay = {"command": {"resume": {"decision": "approve", "decision_id": "dc-1"}}}
     assert asyncio.run(A.on_run(ann, {"kwargs": replay, "thread_id": "t"})) == {"tenant_id": "t_demo"}
+    assert _status(A.on_run(_ctx(ADA, "create_run"), {"kwargs": replay, "thread_id": "t"})) == 403  # not its decider
     assert _status(A.on_run(ann, {"kwargs": {"command": {}}, "thread_id": "t"})) == 403  # an empty command
 
 

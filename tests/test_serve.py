@@ -322,7 +322,8 @@ def test_run_guard_checks_every_run_body(fresh_server_store) -> None:
     assert status == 200 and json.loads(new)["context"]["user_id"] == "c_ada"
     assert json.loads(new)["context"]["roles"] == ["customer"]
     goto = json.dumps({"command": {"goto": "refund_execute"}}).encode()
-    assert asyncio.run(checked_body(headers, goto, "t1"))[:2] == (403, "a run may carry only a resume command (no goto, no update)")
+    assert asyncio.run(checked_body(headers, goto, "t1"))[:2] == (
+        403, "a run may carry only a resume command (no goto, no update)")
     assert asyncio.run(checked_body([], body, "t1"))[0] == 401
     assert asyncio.run(checked_body(headers, body))[:2] == (422, NO_THREAD)  # a thread-less run
     assert all(RUN_PATH.match(p) for p in ("/threads/t1/runs", "/threads/t1/runs/wait", "/threads/t1/runs/stream",
