@@ -23,7 +23,8 @@ A revoked or unknown token, a customer no longer in the store, a disabled operat
   first run is recorded as its owner in the business store before the run is queued, :func:`record_thread_owner`,
   so ``recover`` can finish even a first turn killed before its entry node); an operator only resumes (``command``
   with ``resume`` alone) threads of their tenant; nobody sends ``goto`` or ``update`` commands, an empty command,
-  breakpoints (``interrupt_before``/``interrupt_after``), webhooks, runs from an older checkpoint, or the multitask
+  breakpoints (``interrupt_before``/``interrupt_after``), webhooks, runs from an older checkpoint, a
+  ``config.configurable`` (or ``context``) naming the thread, checkpoint namespace or run, or the multitask
   strategies ``interrupt``/``rollback`` (they would cut short or erase a turn in progress: a second message is
   enqueued or rejected); a run without a thread (``/runs``, ``/runs/wait``, ``/runs/stream``) is refused with 422
   (:data:`NO_THREAD`). A resume is checked against the business store before the engine creates a run
@@ -65,6 +66,10 @@ __all__ = ["auth", "authenticate", "resolve_bearer", "principal_claims", "check_
 auth = Auth()
 
 _HUMAN_ROLES = frozenset({"user", "human"})
+#: What LangGraph reads from a run's ``config.configurable`` to pick the thread, the checkpoint and the run (the
+#: LangGraph API copies a client's ``context`` there too): never a client's to choose.
+_RESERVED_CONFIGURABLE = frozenset({"thread_id", "checkpoint_ns", "checkpoint_map", "run_id", "assistant_id",
+                                    "graph_id"})
 _HTTP_ERROR = Auth.exceptions.HTTPException
 
 
@@ -148,6 +153,25 @@ def _is_human(message: Any) -> bool:
 
 def check_run_request(kind: str, kwargs: Mapping[str, Any]) -> str | None:
     """Why a run request of a ``kind`` principal is refused (module doc), or None when it may go ahead."""
+    why = _control_refusal(kwargs)
+    if why:
+        return why
+    raw = kwargs.get("input")
+    if kind == "operator":
+        return "operators only resume paused threads" if raw else None
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or set(raw) - {"messages"}:
+        return "the input may hold only messages"
+    messages = raw.get("messages") or []
+    if not isinstance(messages, list) or not all(_is_human(m) for m in messages):
+        return "a customer may send only user messages (no ids, no assistant, tool or system messages)"
+    return None
+
+
+def _control_refusal(kwargs: Mapping[str, Any]) -> str:
+    """Why the parts of a run request that steer the run (command, breakpoints, webhook, multitask strategy,
+    checkpoint, ``config.configurable``) are refused, or ""."""
     command = kwargs.get("command")
     if command is not None:
         if not isinstance(command, Mapping) or set(k for k, v in command.items() if v is not None) - {"resume"}:
@@ -164,17 +188,10 @@ def check_run_request(kind: str, kwargs: Mapping[str, Any]) -> str | None:
         else {}
     if configurable.get("checkpoint_id") or kwargs.get("checkpoint_id") or kwargs.get("checkpoint"):
         return "runs from an earlier checkpoint are not allowed"
-    raw = kwargs.get("input")
-    if kind == "operator":
-        return "operators only resume paused threads" if raw else None
-    if raw is None:
-        return None
-    if not isinstance(raw, Mapping) or set(raw) - {"messages"}:
-        return "the input may hold only messages"
-    messages = raw.get("messages") or []
-    if not isinstance(messages, list) or not all(_is_human(m) for m in messages):
-        return "a customer may send only user messages (no ids, no assistant, tool or system messages)"
-    return None
+    reserved = sorted(str(k) for k in configurable if k in _RESERVED_CONFIGURABLE or str(k).startswith("__pregel"))
+    if reserved:
+        return f"config.configurable may not set {', '.join(reserved)}: the server chooses the thread and the run"
+    return ""
 
 
 def input_refusal(run_input: Any, thread_id: Any = None) -> None:
