@@ -13,7 +13,9 @@ A revoked or unknown token, a customer no longer in the store, a disabled operat
 
 **Authorization** (``@auth.on`` handlers; 403 on refusal, filters on thread metadata otherwise):
 
-* ``threads.create`` — customers only; the thread's metadata gets ``owner`` (customer id) and ``tenant_id``;
+* ``threads.create`` — customers only; the thread's metadata gets ``owner`` (customer id) and ``tenant_id``, and a
+  thread id the client chose is recorded as the customer's in the business store at once (:func:`claimed_thread`;
+  409 ``Thread … already exists`` when it is another customer's, the LangGraph API's answer for any existing id);
 * ``threads.create_run`` — the run's ``context`` is **overwritten** with the authenticated principal (what the
   client sent is discarded, so ``roles=["approver"]`` in a client's context means nothing), and the request is
   checked: messages and thread ids follow ``graph.inputs`` (422 otherwise, also for ``threads.create``); a customer
@@ -23,10 +25,18 @@ A revoked or unknown token, a customer no longer in the store, a disabled operat
   so ``recover`` can finish even a first turn killed before its entry node); an operator only resumes (``command``
   with ``resume`` alone) threads of their tenant and never with the decision ``cancel`` (the customer's own; an
   approver rejects), a customer's ``cancel`` is taken only once they confirmed it (:func:`cancel_refusal`, 403
-  otherwise); nobody sends ``goto`` or ``update`` commands, webhooks, runs from
-  an older checkpoint, or the multitask strategies ``interrupt``/``rollback`` (they would cut short or erase a turn
-  in progress: a second message is enqueued or rejected). The graph then checks the principal again
-  (``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide, four eyes;
+  otherwise); nobody sends ``goto`` or ``update`` commands, an empty command,
+  breakpoints (``interrupt_before``/``interrupt_after``), webhooks, runs from an older checkpoint, a
+  ``config.configurable`` (or ``context``) naming the thread, checkpoint namespace or run, or the multitask
+  strategies ``interrupt``/``rollback`` (they would cut short or erase a turn in progress: a second message is
+  enqueued or rejected); a run without a thread (``/runs``, ``/runs/wait``, ``/runs/stream``) is refused with 422
+  (:data:`NO_THREAD`). A resume is checked against the business store before the engine creates a run
+  (:func:`decision_refusal`, the graph's own ``nodes.run_gate.check_resume``): 403 for a decision the principal may
+  not take, 422 for one that is malformed, 409 when the thread waits for no decision, so a refused decision leaves
+  the thread waiting for the right one. A run on a thread whose turn lock a CLI turn holds is 409
+  (:func:`busy_refusal`; runs of the engine's own follow its multitask strategy). The graph then checks the
+  principal again (``nodes.run_gate``, ``nodes.entry``, ``nodes.approval_flow``): only registered approvers decide,
+  four eyes;
 * ``threads.update`` / ``threads.delete`` (metadata, run cancellation, deletion) — admins of the tenant only; a
   state write (values, ``as_node``, supersteps) is refused for everyone, as the graph refuses it
   (``nodes.run_gate``), and so is a thread copy (it writes state outside a run). Aegra 0.6 asks no handler for some
@@ -57,11 +67,16 @@ from langgraph_sdk import Auth
 
 __all__ = ["auth", "authenticate", "resolve_bearer", "principal_claims", "check_run_request", "run_context_for",
            "record_thread_owner", "checked_owner", "langgraph_api_run", "require_admin", "input_refusal",
-           "CUSTOMER_STREAM_MODES", "cancel_refusal", "checked_cancel"]
+           "CUSTOMER_STREAM_MODES", "cancel_refusal", "checked_cancel",
+           "decision_refusal", "checked_decision", "claimed_thread", "busy_refusal", "NO_THREAD"]
 
 auth = Auth()
 
 _HUMAN_ROLES = frozenset({"user", "human"})
+#: What LangGraph reads from a run's ``config.configurable`` to pick the thread, the checkpoint and the run (the
+#: LangGraph API copies a client's ``context`` there too): never a client's to choose.
+_RESERVED_CONFIGURABLE = frozenset({"thread_id", "checkpoint_ns", "checkpoint_map", "run_id", "assistant_id",
+                                    "graph_id"})
 _HTTP_ERROR = Auth.exceptions.HTTPException
 
 
@@ -198,18 +213,10 @@ async def checked_cancel(thread_id: Any, kind: str, command: Any) -> None:
 
 def check_run_request(kind: str, kwargs: Mapping[str, Any]) -> str | None:
     """Why a run request of a ``kind`` principal is refused (module doc), or None when it may go ahead."""
-    command = kwargs.get("command") or None
-    if command is not None:
-        if not isinstance(command, Mapping) or set(k for k, v in command.items() if v is not None) - {"resume"}:
-            return "a run may carry only a resume command (no goto, no update)"
-    if kwargs.get("webhook"):
-        return "webhooks are not allowed"
-    if kwargs.get("multitask_strategy") in ("interrupt", "rollback"):
-        return "multitask_strategy interrupt/rollback would cut short or erase a turn in progress; use enqueue or reject"
-    configurable = ((kwargs.get("config") or {}).get("configurable") or {}) if isinstance(kwargs.get("config"), Mapping) \
-        else {}
-    if configurable.get("checkpoint_id") or kwargs.get("checkpoint_id") or kwargs.get("checkpoint"):
-        return "runs from an earlier checkpoint are not allowed"
+    why = _control_refusal(kwargs)
+    if why:
+        return why
+    command = kwargs.get("command")
     if kind == "operator" and _resumed_decision(command) == "cancel":
         from policies.authz import OPERATOR_CANCEL
 
@@ -228,6 +235,31 @@ def check_run_request(kind: str, kwargs: Mapping[str, Any]) -> str | None:
     if not isinstance(messages, list) or not all(_is_human(m) for m in messages):
         return "a customer may send only user messages (no ids, no assistant, tool or system messages)"
     return None
+
+
+def _control_refusal(kwargs: Mapping[str, Any]) -> str:
+    """Why the parts of a run request that steer the run (command, breakpoints, webhook, multitask strategy,
+    checkpoint, ``config.configurable``) are refused, or ""."""
+    command = kwargs.get("command")
+    if command is not None:
+        if not isinstance(command, Mapping) or set(k for k, v in command.items() if v is not None) - {"resume"}:
+            return "a run may carry only a resume command (no goto, no update)"
+        if command.get("resume") is None:  # Command() would reach the graph as an empty command
+            return "a resume command must carry a decision"
+    if kwargs.get("interrupt_before") or kwargs.get("interrupt_after"):
+        return "breakpoints (interrupt_before/interrupt_after) are not allowed: a turn pauses only for an approval"
+    if kwargs.get("webhook"):
+        return "webhooks are not allowed"
+    if kwargs.get("multitask_strategy") in ("interrupt", "rollback"):
+        return "multitask_strategy interrupt/rollback would cut short or erase a turn in progress; use enqueue or reject"
+    configurable = ((kwargs.get("config") or {}).get("configurable") or {}) if isinstance(kwargs.get("config"), Mapping) \
+        else {}
+    if configurable.get("checkpoint_id") or kwargs.get("checkpoint_id") or kwargs.get("checkpoint"):
+        return "runs from an earlier checkpoint are not allowed"
+    reserved = sorted(str(k) for k in configurable if k in _RESERVED_CONFIGURABLE or str(k).startswith("__pregel"))
+    if reserved:
+        return f"config.configurable may not set {', '.join(reserved)}: the server chooses the thread and the run"
+    return ""
 
 
 def input_refusal(run_input: Any, thread_id: Any = None) -> None:
@@ -283,22 +315,99 @@ def _event_log() -> Any:
     return open_event_log(Settings().db)
 
 
-def _record_refusal(store: Any, thread_id: str, who: str, reason: str) -> None:
+def _record_refusal(store: Any, thread_id: str, who: str, reason: str, action: str = "run") -> None:
     """A run refused before it reached the graph is recorded as the graph records its own refusals: an audit row and an
     ``access_denied`` event on the thread (best effort: the refusal stands without them)."""
     import uuid
 
     try:
-        store.record_audit(who, "run", target=f"thread:{thread_id}", outcome="denied", detail={"reason": reason})
+        store.record_audit(who, action, target=f"thread:{thread_id}", outcome="denied", detail={"reason": reason})
     except Exception:  # noqa: BLE001
         pass
     try:
         from checkpoints.event_log import event_key
 
         _event_log().record("access_denied", key=event_key("server", uuid.uuid4().hex), thread_id=thread_id,
-                            reason=reason, detail={"principal": who, "action": "run"})
+                            reason=reason, detail={"principal": who, "action": action})
     except Exception:  # noqa: BLE001
         pass
+
+
+#: The refusal of a thread-less ("stateless") run: every turn belongs to a thread of its customer.
+NO_THREAD = "a run needs a thread: create one with POST /threads, then run on /threads/{thread_id}/runs"
+
+
+def decision_refusal(thread_id: str, kind: str, pid: str, tenant: str, roles: tuple[str, ...], value: Any,
+                     store: Any = None) -> tuple[int, str] | None:
+    """Why the resume ``value`` an authenticated principal sends on ``thread_id`` is refused, as ``(HTTP status,
+    reason)``, or None when the engine may create the run. Blocking (database); async callers run it in a thread.
+
+    The rules are the graph's own (:func:`nodes.run_gate.check_resume`, from the business store), applied before the
+    engine creates a run, so that a refused decision never becomes a failed run (Aegra 0.6 then marks the thread
+    ``error`` and refuses every later resume, the right approver's too):
+
+    * 404 ``thread … not found`` for an operator of another tenant (what a customer gets for another customer's
+      thread, :func:`checked_owner`: the answer does not tell that the thread exists);
+    * 409 ``thread … waits for no decision`` when none of the thread's refund tasks waits for approval (already
+      decided, paid, or never asked), unless ``value`` replays a decision the store holds for the thread — which only
+      the principal who took it may replay (403 otherwise);
+    * 403 for a decision the principal may not take (``AccessDenied``: the customer approving their own refund, an
+      operator without the approver role, an approver approving twice, a decision naming someone else);
+    * 422 for a payload that is not a decision (``InputError``: ``malformed decision: …``).
+
+    Refusals are recorded (audit row, ``access_denied`` event), as the graph records its own."""
+    from graph.context import Principal
+    from graph.errors import AccessDenied, InputError
+    from nodes.run_gate import check_resume
+
+    store = store if store is not None else _store()
+    who = f"{kind}:{pid}"
+    owner = store.thread_owner(thread_id)
+    if kind == "operator" and owner is not None and owner.tenant_id != tenant:
+        _record_refusal(store, thread_id, who, f"operator of tenant {tenant}: not a thread of that tenant", "resume")
+        return 404, f"thread {thread_id} not found"
+    tasks = store.tasks_of_thread(thread_id)
+    decision_id = value.get("decision_id") if isinstance(value, Mapping) else None
+    recorded = store.get_decision(decision_id) if isinstance(decision_id, str) and decision_id else None
+    replay = recorded is not None and recorded.task_id in {t.id for t in tasks}
+    if not replay and not any(t.status == "awaiting_approval" for t in tasks):
+        return 409, f"thread {thread_id} waits for no decision"
+    if replay and recorded is not None and recorded.approver != who:
+        # a replay finishes what its own decider started (a process died before the graph consumed it); over HTTP
+        # nobody replays another principal's decision
+        reason = f"decision {decision_id} was taken by another principal; only its decider may replay it"
+        _record_refusal(store, thread_id, who, reason, "resume")
+        return 403, reason
+    principal = Principal(kind, pid, tenant, roles, source="server")  # type: ignore[arg-type]
+    try:
+        check_resume(store, thread_id, principal, value)
+    except AccessDenied as exc:
+        _record_refusal(store, thread_id, who, str(exc), "resume")
+        return 403, str(exc)
+    except InputError as exc:
+        _record_refusal(store, thread_id, who, str(exc), "resume")
+        return 422, str(exc)
+    return None
+
+
+async def checked_decision(thread_id: Any, kind: str, pid: str, tenant: str, roles: tuple[str, ...],
+                           command: Any) -> None:
+    """:func:`decision_refusal` off the event loop for a run carrying ``command`` (a resume): raises the HTTP error it
+    names (503 when the business store cannot be reached, 422 for a resume without a thread); a run without a
+    resume passes."""
+    from checkpoints.business import StoreError
+
+    if not isinstance(command, Mapping) or command.get("resume") is None:
+        return
+    if not thread_id:
+        raise _HTTP_ERROR(status_code=422, detail=NO_THREAD)
+    try:
+        refused = await asyncio.to_thread(decision_refusal, str(thread_id), kind, pid, tenant, roles,
+                                          command.get("resume"))
+    except StoreError as exc:
+        raise _HTTP_ERROR(status_code=503, detail=f"the business store is unavailable ({exc})") from None
+    if refused is not None:
+        raise _HTTP_ERROR(status_code=refused[0], detail=refused[1])
 
 
 async def checked_owner(thread_id: Any, kind: str, pid: str, tenant: str) -> None:
@@ -313,6 +422,44 @@ async def checked_owner(thread_id: Any, kind: str, pid: str, tenant: str) -> Non
         raise _HTTP_ERROR(status_code=503, detail=f"the business store is unavailable ({exc})") from None
     if reason:
         raise _HTTP_ERROR(status_code=404, detail=f"thread {thread_id} not found")
+
+
+def busy_refusal(thread_id: str, queued: bool) -> str:
+    """Why a run on ``thread_id`` is refused because another turn holds the thread ("" when it may be created), with
+    every store on PostgreSQL (else ""). The turn lock (``nodes.thread_guard``, also a CLI turn's) is read without
+    taking it (``checkpoints.engine_tables.thread_lock_held``). ``queued``: the engine queues runs of a busy thread
+    itself (the LangGraph API's ``multitask_strategy``): then only a lock held while the engine has no run of the
+    thread in flight (a CLI turn) is refused, since the graph would fail the queued run when its turn came (the MIT
+    runtime answers that with ``200 {"__error__": …"An internal error occurred"}`` and marks the thread ``error``).
+    Blocking (database)."""
+    from checkpoints.engine_tables import engine_runs_in_flight, thread_lock_held
+    from graph.errors import InfrastructureError
+    from graph.settings import Settings, is_postgres
+
+    db = str(Settings().db)
+    if not is_postgres(db):
+        return ""
+    try:
+        if not thread_lock_held(db, thread_id) or (queued and engine_runs_in_flight(db, thread_id)):
+            return ""
+    except InfrastructureError:
+        return ""  # the run's own lock (nodes.thread_guard) still keeps one turn at a time
+    return f"thread {thread_id} is busy with another turn; try again"
+
+
+async def claimed_thread(thread_id: Any, pid: str, tenant: str) -> None:
+    """A customer creating thread ``thread_id`` becomes its recorded owner at once (:func:`record_thread_owner`), so
+    nobody else can take over the thread before its first run; 409 ``Thread … already exists`` (the LangGraph API's
+    answer for an existing thread id, whoever owns it) when it is another customer's, 503 when the business store
+    cannot be reached."""
+    from checkpoints.business import StoreError
+
+    try:
+        reason = await asyncio.to_thread(record_thread_owner, str(thread_id), "customer", pid, tenant)
+    except StoreError as exc:
+        raise _HTTP_ERROR(status_code=503, detail=f"the business store is unavailable ({exc})") from None
+    if reason:
+        raise _HTTP_ERROR(status_code=409, detail=f"Thread {thread_id} already exists")
 
 
 def langgraph_api_run(kwargs: dict[str, Any]) -> None:
@@ -351,6 +498,8 @@ async def on_thread_create(ctx: Auth.types.AuthContext, value: Any) -> dict[str,
     input_refusal(None, value.get("thread_id"))
     if kind != "customer":
         raise _HTTP_ERROR(status_code=403, detail="operators do not start conversations")
+    if value.get("thread_id"):
+        await claimed_thread(value["thread_id"], pid, tenant)
     metadata = value.get("metadata")
     if metadata is None:  # mutate the engine's dict in place: the LangGraph API keeps its own reference to it
         metadata = value["metadata"] = {}
@@ -374,8 +523,15 @@ async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     if reason:
         raise _HTTP_ERROR(status_code=403, detail=reason)
     input_refusal(body.get("input"))
+    if not value.get("thread_id"):  # the LangGraph API's /runs, /runs/wait, /runs/stream (a temporary thread)
+        raise _HTTP_ERROR(status_code=422, detail=NO_THREAD)
     await checked_owner(value.get("thread_id"), kind, pid, tenant)
     await checked_cancel(value.get("thread_id"), kind, body.get("command"))
+    await checked_decision(value.get("thread_id"), kind, pid, tenant, roles, body.get("command"))
+    if isinstance(kwargs, dict):  # the LangGraph API (Aegra's guard checks a busy thread itself, graph/aegra_app.py)
+        busy = await asyncio.to_thread(busy_refusal, str(value["thread_id"]), True)
+        if busy:
+            raise _HTTP_ERROR(status_code=409, detail=busy)
     context = run_context_for(kind, pid, tenant, roles, body.get("context"))
     body["context"] = context
     if isinstance(kwargs, dict):

@@ -358,6 +358,24 @@ def _thread_state(desk: Any, thread: str) -> tuple[dict, Any, tuple]:
 NO_CONVERSATION = "no conversation: decide it with 'tasks approve/reject'"
 
 
+def _engine_status(desk: Any, thread: str) -> str | None:
+    """The serving engine's own status of ``thread`` when the checkpoints are on PostgreSQL (Aegra's or
+    langgraph-runtime-pg's thread table, ``checkpoints.engine_tables``), else None. Aegra refuses to resume a thread
+    whose status is ``error`` whatever its checkpoint holds, so a refund paused there is stuck for HTTP callers."""
+    from graph.errors import InfrastructureError
+    from graph.settings import is_postgres
+
+    db = str(getattr(getattr(getattr(desk, "deps", None), "settings", None), "db", "") or "")
+    if not is_postgres(db):
+        return None
+    from checkpoints.engine_tables import engine_thread_status
+
+    try:
+        return engine_thread_status(db, thread)
+    except InfrastructureError:
+        return None  # what the checkpoint says still stands
+
+
 def _why_stuck(task: Any, refund: Any, desk: Any) -> str | None:
     if not task.thread_id:
         return NO_CONVERSATION
@@ -367,6 +385,10 @@ def _why_stuck(task: Any, refund: Any, desk: Any) -> str | None:
     if task.status == "awaiting_approval":
         if not isinstance(pending, dict) or pending.get("task_id") != task.id:
             return "waits for approval but the thread is not paused on it (checkpoint missing)"
+        if _engine_status(desk, task.thread_id) == "error":
+            return (f"waits for approval but the server marked thread {task.thread_id} failed (engine status error), "
+                    f"so the HTTP API refuses its resume: decide it with 'switchboard resume {task.thread_id} "
+                    "--approve' or '--reject'")
         return None
     if refund is not None and refund.status == "approved" and not nxt and pending is None:
         return "approved but the thread finished without paying"
@@ -418,7 +440,8 @@ def _desk_or_none(db: str | None) -> Any:
 @tasks_app.callback()
 def tasks(
     ctx: typer.Context,
-    stuck: bool = typer.Option(False, "--stuck", help="Only tasks and refunds no thread will finish."),
+    stuck: bool = typer.Option(False, "--stuck", help="Only tasks and refunds no thread will finish (on PostgreSQL "
+                               "also a refund paused on a thread the HTTP server marked failed)."),
     requests: bool = typer.Option(False, "--requests", help="Instead: the customers' requests to our team (close, "
                                   "freeze or unfreeze an account: sr_…), open and withdrawn, oldest first; with --json "
                                   "a list of {request_id, kind, customer_id, status: open|cancelled, opened_at, "
@@ -429,8 +452,8 @@ def tasks(
                                  "refund_id, customer_id, thread_id, status, stuck: bool, stuck_because}] (README "
                                  "'Scripting the CLI')."),
 ) -> None:
-    """List the open refund tasks of your tenant (with --stuck: those whose thread is gone or not paused on them,
-    and refunds no task decides). Needs --as an operator (agent, approver or admin)."""
+    """List the open refund tasks of your tenant (with --stuck: those whose thread is gone or not paused on them, or
+    that a server marked failed, and refunds no task decides). Needs --as an operator (agent, approver or admin)."""
     if ctx.invoked_subcommand is not None:
         return
     acting = acting_operator(as_, READ_ROLES, "tasks", db=db)

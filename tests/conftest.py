@@ -9,9 +9,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 
-from nodes.testing.scripted import KeywordRouter, KwRoute  # noqa: F401  (re-exported for tests)
+# the HTTP attack catalogue asserts in a helper module: pytest rewrites its asserts (before it is imported)
+pytest.register_assert_rewrite("nodes.testing.http_attacks")
+
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+
+from nodes.testing.scripted import KeywordRouter, KwRoute  # noqa: E402, F401  (re-exported for tests)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data" / "banking77"

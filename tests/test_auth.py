@@ -85,16 +85,79 @@ def test_thread_create_records_the_owner_and_operators_cannot_create(attribute_s
     assert _status(A.on_thread_create(_ctx({"identity": "langgraph-studio-user"}), {})) == 403
 
 
-def test_create_run_overwrites_the_context_with_the_principal():
+def _awaiting(store, thread: str = "t", refund: str = "rf_5001"):
+    """A task of ``thread`` waiting for one approver's decision on Ada's ``refund`` (as ``risk`` parks one)."""
+    task = store.create_task(f"task-{thread}", thread, "refunds", refund_id=refund)
+    store.record_approval_rule(task.id, 1)
+    return store.update_task(task.id, store.get_task(task.id).version, status="awaiting_approval")
+
+
+def test_create_run_overwrites_the_context_with_the_principal(tokens, store):
     kwargs = {"input": {"messages": [{"role": "user", "content": "hi"}]},
               "context": {"user_id": "c_bob", "roles": ["approver"], "operator": "ann", "locale": "en-GB"}}
-    assert asyncio.run(A.on_run(_ctx(ADA, "create_run"), {"kwargs": kwargs})) == {"owner": "c_ada"}
+    assert asyncio.run(A.on_run(_ctx(ADA, "create_run"), {"kwargs": kwargs, "thread_id": "t"})) == {"owner": "c_ada"}
     assert kwargs["context"] == {"tenant_id": "t_demo", "roles": ["customer"], "user_id": "c_ada", "operator": None,
                                  "locale": "en-GB"}
     assert RunContext(**kwargs["context"]).principal() == Principal("customer", "c_ada", "t_demo", ("customer",))
+    _awaiting(store)
     op = {"command": {"resume": {"decision": "approve"}}, "context": {"user_id": "c_ada"}}
-    assert asyncio.run(A.on_run(_ctx(ANN, "create_run"), {"kwargs": op})) == {"tenant_id": "t_demo"}
+    assert asyncio.run(A.on_run(_ctx(ANN, "create_run"), {"kwargs": op, "thread_id": "t"})) == {"tenant_id": "t_demo"}
     assert op["context"]["operator"] == "ann" and op["context"]["user_id"] is None
+    # a thread-less ("stateless") run: the LangGraph API asks the handler with thread_id None
+    assert _status(A.on_run(_ctx(ADA, "create_run"), {"kwargs": dict(kwargs), "thread_id": None})) == 422
+
+
+@pytest.mark.parametrize("who, resume, status, words", [
+    (ADA, {"decision": "approve"}, 403, "not authorized"),  # the refund's own customer
+    ({**ANN, "identity": "operator:agt", "principal_id": "agt", "roles": ["agent"]}, {"decision": "approve"}, 403,
+     "not authorized"),
+    (ANN, {"decision": "approve", "approver": "ben"}, 403, "the approver is the caller"),
+    (ANN, "yes", 422, "malformed decision"),
+    (ANN, {"decision": "close"}, 422, "malformed decision"),
+    (ANN, {"decision": "approve", "goto": "refund_execute"}, 422, "malformed decision"),
+    ({**ANN, "identity": "operator:oz", "principal_id": "oz", "tenant_id": "t_other"}, {"decision": "approve"}, 404,
+     "not found"),
+])
+def test_a_resume_is_checked_against_the_business_store_before_any_run(tokens, store, who, resume, status, words):
+    """``threads.create_run`` applies the graph's own ``check_resume`` before the engine creates a run (a refused
+    decision must not become a failed run), and records the refusal; the thread's task still waits."""
+    store.add_operator("agt", "t_demo", ["agent"])
+    store.add_operator("oz", "t_other", ["approver"])
+    store.claim_thread_owner("t", "c_ada", "t_demo")
+    task = _awaiting(store)
+    try:
+        asyncio.run(A.on_run(_ctx(who, "create_run"), {"kwargs": {"command": {"resume": resume}}, "thread_id": "t"}))
+    except HTTPError as exc:
+        assert (exc.status_code, words in exc.detail) == (status, True), exc.detail
+    else:
+        raise AssertionError("not refused")
+    assert store.get_task(task.id).status == "awaiting_approval" and not store.list_decisions(task.id)
+    assert store.audit_entries(actor=who["identity"])[0].outcome == "denied"
+
+
+def test_a_resume_of_a_thread_that_waits_for_no_decision_is_409(tokens, store):
+    ann = _ctx(ANN, "create_run")
+    assert _status(A.on_run(ann, {"kwargs": {"command": {"resume": {"decision": "approve"}}}, "thread_id": "t"})) == 409
+    task = _awaiting(store)
+    store.decide_approval(task.id, "dc-1", "operator:ann", "approve", required_approvals=1)  # decided: paid next
+    assert _status(A.on_run(ann, {"kwargs": {"command": {"resume": {"decision": "approve"}}}, "thread_id": "t"})) == 409
+    # the replay of the recorded decision (a process died before the graph consumed it) still goes ahead
+    replay = {"command": {"resume": {"decision": "approve", "decision_id": "dc-1"}}}
+    assert asyncio.run(A.on_run(ann, {"kwargs": replay, "thread_id": "t"})) == {"tenant_id": "t_demo"}
+    assert _status(A.on_run(_ctx(ADA, "create_run"), {"kwargs": replay, "thread_id": "t"})) == 403  # not its decider
+    assert _status(A.on_run(ann, {"kwargs": {"command": {}}, "thread_id": "t"})) == 403  # an empty command
+
+
+def test_a_customer_creating_a_thread_id_owns_it_at_once(tokens, store):
+    assert asyncio.run(A.on_thread_create(_ctx(ADA), {"metadata": {}, "thread_id": "t-mine"})) == {"owner": "c_ada"}
+    assert store.thread_owner("t-mine").customer_id == "c_ada"
+    bob = {**ADA, "identity": "customer:c_bob", "principal_id": "c_bob"}
+    try:
+        asyncio.run(A.on_thread_create(_ctx(bob), {"metadata": {}, "thread_id": "t-mine"}))
+    except HTTPError as exc:
+        assert (exc.status_code, exc.detail) == (409, "Thread t-mine already exists")  # the LangGraph API's words
+    else:
+        raise AssertionError("not refused")
 
 
 def test_create_run_on_aegra_returns_the_context_it_must_apply():
@@ -118,6 +181,12 @@ def test_create_run_on_aegra_returns_the_context_it_must_apply():
     (ADA, {"input": {"messages": [], "owner": {"customer_id": "c_bob"}}}, "only messages"),
     (ADA, {"webhook": "http://169.254.169.254/"}, "webhooks"),
     (ADA, {"config": {"configurable": {"checkpoint_id": "1ef"}}}, "earlier checkpoint"),
+    (ADA, {"interrupt_before": ["refund_execute"]}, "breakpoints"),
+    (ADA, {"config": {"configurable": {"thread_id": "another-thread"}}}, "may not set thread_id"),
+    (ANN, {"command": {"resume": {"decision": "approve"}}, "config": {"configurable": {"checkpoint_ns": "x"}}},
+     "may not set checkpoint_ns"),
+    (ANN, {"command": {"resume": {"decision": "approve"}}, "interrupt_after": "*"}, "breakpoints"),
+    (ANN, {"command": {}}, "must carry a decision"),
     (ANN, {"input": {"messages": [{"role": "user", "content": "hi"}]}}, "only resume"),
 ])
 def test_run_requests_that_are_refused(who, kwargs, reason):

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,93 +24,21 @@ from typer.testing import CliRunner
 
 from checkpoints.business import open_store
 from checkpoints.event_log import open_event_log
+from nodes.testing.served import START_LIMIT_S, Served, launched
+from nodes.testing.served import interrupts as _interrupts
+from nodes.testing.served import is_free as _free
+from nodes.testing.served import status_of as _status
 from tests.conftest import postgres_database
 
 REPO = Path(__file__).resolve().parents[1]
-START_LIMIT_S = 240
 BIG = "I want a refund for tx_1001 please"  # £23.80: pauses for one approver
 TURN = "I was charged twice for my coffee"
 BOB_REFUND = "Please refund tx_2001, I never got my sandwich"  # Bob's identity is not verified: two approvers
 
 
-def _free_ports(n: int) -> int:
-    """The first of ``n`` consecutive free loopback ports."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            first = s.getsockname()[1]
-        if first + n < 65535 and all(_free(first + i) for i in range(n)):
-            return first
-    raise AssertionError("no free consecutive ports")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) != 0
-
-
-def _status(fn: Callable[[], Any]) -> int | str:
-    try:
-        fn()
-    except Exception as exc:  # noqa: BLE001 - the SDK raises httpx errors carrying the response
-        code = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
-        return int(code) if code else type(exc).__name__
-    return 200
-
-
-def _interrupts(state: dict) -> list:
-    return [i for t in state.get("tasks") or [] for i in t.get("interrupts") or []]
-
-
-class Served:
-    """A running launcher: its ports, database URL, tokens by principal, and the process."""
-
-    def __init__(self, proc: subprocess.Popen, port: int, url: str, tokens: dict[str, str], out: Path):
-        self.proc, self.port, self.url, self.tokens, self.out = proc, port, url, tokens, out
-
-    def client(self, who: str, instance: int = 0) -> Any:
-        from langgraph_sdk import get_sync_client
-
-        return get_sync_client(url=f"http://127.0.0.1:{self.port + instance}",
-                               headers={"Authorization": f"Bearer {self.tokens[who]}"})
-
-
-@contextmanager
-def launched(tmp: Path, *extra: str) -> Iterator[Served]:
-    """``switchboard serve --instances 2 [extra…]`` on free ports over a fresh database with tokens for c_ada, c_bob and
-    operator ann; stopped (SIGTERM, then SIGKILL) afterwards."""
-    with postgres_database() as url:
-        store = open_store(url)
-        store.add_operator("ann", "t_demo", ["approver"])
-        tokens = {p: store.issue_token(k, p, "t_demo")[1]
-                  for k, p in (("customer", "c_ada"), ("customer", "c_bob"), ("operator", "ann"))}
-        port = _free_ports(2)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "OPENAI_"))}
-        env.update(SWITCHBOARD_HOME=str(tmp / "home"), PYTHONUNBUFFERED="1")
-        out = tmp / "serve.out"
-        with out.open("w") as sink:
-            proc = subprocess.Popen([str(Path(sys.executable).parent / "switchboard"), "serve", "--instances", "2",
-                                     "--port", str(port), "--db", url, *extra], cwd=tmp, env=env, stdout=sink,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            deadline = time.monotonic() + START_LIMIT_S
-            while "serving 2 instance" not in out.read_text():
-                assert proc.poll() is None and time.monotonic() < deadline, out.read_text()[-3000:]
-                time.sleep(0.3)
-            yield Served(proc, port, url, tokens, out)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Iterator[Served]:
-    with launched(tmp_path_factory.mktemp("serve")) as s:
+    with postgres_database() as url, launched(url, tmp_path_factory.mktemp("serve")) as s:
         yield s
 
 
@@ -232,10 +158,11 @@ def test_a_second_run_on_a_busy_thread_is_refused_and_stores_nothing(served: Ser
     ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "Where is my card?"}]})
     before = ada.threads.get_state(tid)["values"]["messages"]
     with thread_lock(served.url, tid, 5.0):  # a turn in progress elsewhere (another instance, or the CLI)
-        out = ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "hello again"}]})
-        assert "outcome" not in out  # Aegra: the run failed ("busy with another turn"), its output is empty
-        runs = ada.runs.list(tid)
-        assert any(r["status"] == "error" for r in runs)
+        # 409 before Aegra creates a run (graph/aegra_app.py), not a failed run answered with an empty 200
+        assert _status(lambda: ada.runs.wait(tid, "switchboard", input={"messages": [
+            {"role": "user", "content": "hello again"}]})) == 409
+        assert not any(r["status"] == "error" for r in ada.runs.list(tid))
+        assert ada.threads.get(tid)["status"] == "idle"
     assert ada.threads.get_state(tid)["values"]["messages"] == before  # nothing of the refused run was stored
     again = ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "hello again"}]})
     assert again["turn"] == 2
@@ -367,17 +294,20 @@ def test_run_guard_checks_every_run_body(fresh_server_store) -> None:
     import json
 
     from graph.aegra_app import RUN_PATH, checked_body
+    from graph.auth import NO_THREAD
 
     token = fresh_server_store.issue_token("customer", "c_ada", "t_demo")[1]
     headers = [(b"authorization", f"Bearer {token}".encode())]
     body = json.dumps({"input": {"messages": [{"role": "user", "content": "hi"}]},
                        "context": {"user_id": "c_bob", "roles": ["approver"]}}).encode()
-    status, _, new = asyncio.run(checked_body(headers, body))
+    status, _, new = asyncio.run(checked_body(headers, body, "t1"))
     assert status == 200 and json.loads(new)["context"]["user_id"] == "c_ada"
     assert json.loads(new)["context"]["roles"] == ["customer"]
     goto = json.dumps({"command": {"goto": "refund_execute"}}).encode()
-    assert asyncio.run(checked_body(headers, goto))[:2] == (403, "a run may carry only a resume command (no goto, no update)")
-    assert asyncio.run(checked_body([], body))[0] == 401
+    assert asyncio.run(checked_body(headers, goto, "t1"))[:2] == (
+        403, "a run may carry only a resume command (no goto, no update)")
+    assert asyncio.run(checked_body([], body, "t1"))[0] == 401
+    assert asyncio.run(checked_body(headers, body))[:2] == (422, NO_THREAD)  # a thread-less run
     assert all(RUN_PATH.match(p) for p in ("/threads/t1/runs", "/threads/t1/runs/wait", "/threads/t1/runs/stream",
                                            "/runs/wait"))
     assert not RUN_PATH.match("/threads/t1/runs/r1/cancel") and not RUN_PATH.match("/threads/t1/state")
@@ -403,8 +333,9 @@ def test_a_customers_first_run_records_the_thread_owner_before_it_is_queued(fres
     def call(token: str, thread: str | None, payload: bytes = body) -> int:
         return asyncio.run(checked_body([(b"authorization", f"Bearer {token}".encode())], payload, thread))[0]
 
-    assert call(ada, None) == 200 and store.thread_owner("None") is None  # a thread-less run records nothing
-    assert call(ann, "t-new", json.dumps({"command": {"resume": {"decision": "approve"}}}).encode()) == 200
+    assert call(ada, None) == 422 and store.thread_owner("None") is None  # a thread-less run records nothing
+    # an operator's resume of a thread that waits for no decision: 409 before any run, and no owner recorded
+    assert call(ann, "t-new", json.dumps({"command": {"resume": {"decision": "approve"}}}).encode()) == 409
     assert store.thread_owner("t-new") is None  # an operator never becomes an owner
     assert call(ada, "t-new") == 200
     owner = store.thread_owner("t-new")

@@ -20,8 +20,13 @@ import pytest
 
 from checkpoints.business import open_store
 from checkpoints.event_log import open_event_log
-from tests.conftest import LANGGRAPH_PG_ENV
-from tests.test_serve import BIG, Served, _free, _interrupts, _status, launched
+from nodes.testing.served import Served, launched
+from nodes.testing.served import interrupts as _interrupts
+from nodes.testing.served import is_free as _free
+from nodes.testing.served import status_of as _status
+from tests.conftest import LANGGRAPH_PG_ENV, postgres_database
+
+BIG = "I want a refund for tx_1001 please"  # £23.80: pauses for one approver
 
 pytestmark = [pytest.mark.postgres, pytest.mark.langgraph_pg, pytest.mark.subprocess, pytest.mark.slow]
 
@@ -29,7 +34,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.langgraph_pg, pytest.mark.subpro
 @pytest.fixture(scope="module")
 def served_lg(tmp_path_factory) -> Iterator[Served]:
     venv = os.environ[LANGGRAPH_PG_ENV]
-    with launched(tmp_path_factory.mktemp("serve-lg"), "--engine", "langgraph-pg", "--engine-venv", venv) as s:
+    with postgres_database() as url, launched(url, tmp_path_factory.mktemp("serve-lg"), "--engine", "langgraph-pg",
+                                              "--engine-venv", venv) as s:
         yield s
 
 

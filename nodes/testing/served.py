@@ -1,0 +1,208 @@
+"""``switchboard serve`` for tests: launch it on free loopback ports over a database the caller made, with principals
+and bearer tokens issued in its business store first, and read back what the HTTP answers and the ledger say.
+
+* :func:`launched` — a context manager: ``switchboard serve --instances N --port P --db URL [extra…]`` in a process
+  group of its own, started once per test module (a module-scoped fixture), stopped with SIGTERM (SIGKILL after 30 s).
+* :class:`Served` — the running launcher: ``client(who, instance)`` (an official ``langgraph_sdk`` sync client with
+  that principal's token), ``http(who, method, path, body)`` (raw status and JSON body, for what the SDK hides), the
+  business store.
+* :func:`attack_customers` — customers of their own (one card, a refund that one approver decides and one that
+  needs two) so that every attack starts on a fresh paused thread and its ledger is its own.
+* :func:`paid` / :func:`credits` — what the ledger says a refund received: executed refunds and credit transactions.
+
+Nothing here is imported by the desk itself; the tests that use it are marked ``postgres``/``subprocess``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Served", "launched", "status_of", "interrupts", "free_ports", "is_free", "attack_customers",
+           "AttackCustomer", "paid", "credits", "START_LIMIT_S"]
+
+#: Seconds ``switchboard serve`` may take until every instance answers (migrations and N engine start-ups).
+START_LIMIT_S = 240
+
+
+def is_free(port: int) -> bool:
+    """Nothing listens on ``127.0.0.1:port``."""
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def free_ports(n: int) -> int:
+    """The first of ``n`` consecutive free loopback ports. Raises AssertionError after 50 tries."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            first = s.getsockname()[1]
+        if first + n < 65535 and all(is_free(first + i) for i in range(n)):
+            return first
+    raise AssertionError("no free consecutive ports")
+
+
+def status_of(fn: Callable[[], Any]) -> int | str:
+    """The HTTP status a ``langgraph_sdk`` call ended with: 200 when it returned, else the error's status code (or the
+    exception's class name when it carries none)."""
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - the SDK raises httpx errors carrying the response
+        code = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
+        return int(code) if code else type(exc).__name__
+    return 200
+
+
+def interrupts(state: dict) -> list:
+    """The pending interrupts of a thread state (``GET /threads/{id}/state``)."""
+    return [i for t in state.get("tasks") or [] for i in t.get("interrupts") or []]
+
+
+@dataclass(frozen=True)
+class AttackCustomer:
+    """A customer made by :func:`attack_customers`: ``id``, ``one`` (a transaction whose refund one approver decides)
+    and ``two`` (one whose refund needs two distinct approvers)."""
+
+    id: str
+    one: str
+    two: str
+
+
+def attack_customers(store: Any, n: int, tenant: str = "t_demo", prefix: str = "c_atk") -> list[AttackCustomer]:
+    """Add ``n`` identity-verified customers ``<prefix>00``… to ``store`` (idempotent), each with an active card and two
+    posted card payments 3 days old: 23.80 GBP (above the auto-approval limit: one approver, ``policies.risk``) and
+    600.00 GBP (above 500.00: two approvers)."""
+    from datetime import timedelta
+
+    from checkpoints.business import iso
+
+    when = iso(store.now() - timedelta(days=3))
+    out, customers, cards, txs = [], [], [], []
+    for i in range(n):
+        cid = f"{prefix}{i:02d}"
+        digits = f"{zlib.crc32(prefix.encode()) % 90 + 10}{i:02d}"
+        one, two = f"tx_9{digits}1", f"tx_9{digits}2"
+        customers.append({"id": cid, "tenant_id": tenant, "name": f"Attack {i}", "email": f"{cid}@example.com",
+                          "flags": json.dumps({"plan": "standard", "identity_verified": True, "country": "GB"})})
+        cards.append({"id": f"card_{cid}", "customer_id": cid, "last4": f"{i:04d}", "status": "active",
+                      "kind": "physical"})
+        for tx, amount in ((one, 2380), (two, 60000)):
+            txs.append({"id": tx, "customer_id": cid, "card_id": f"card_{cid}", "merchant": "Corner Shop",
+                        "amount_minor": amount, "currency": "GBP", "kind": "card_payment", "status": "posted",
+                        "created_at": when, "reference": None})
+        out.append(AttackCustomer(cid, one, two))
+    store.insert_rows({"customers": customers, "cards": cards, "transactions": txs})
+    return out
+
+
+def paid(store: Any, customer_id: str) -> list[Any]:
+    """The customer's executed refunds."""
+    return [r for r in store.list_refunds(customer_id) if r.status == "executed"]
+
+
+def credits(store: Any, customer_id: str) -> list[Any]:
+    """The customer's refund credits (``tx_<refund id>`` transactions: what the money path paid out)."""
+    return [t for t in store.list_transactions(customer_id, limit=200, kind="transfer_in")
+            if t.id.startswith("tx_rf_")]
+
+
+class Served:
+    """A running launcher: ``proc``, first ``port``, database ``url``, ``tokens`` by principal, output file ``out``."""
+
+    def __init__(self, proc: subprocess.Popen, port: int, url: str, tokens: dict[str, str], out: Path):
+        self.proc, self.port, self.url, self.tokens, self.out = proc, port, url, tokens, out
+
+    def base(self, instance: int = 0) -> str:
+        return f"http://127.0.0.1:{self.port + instance}"
+
+    def client(self, who: str, instance: int = 0) -> Any:
+        """A ``langgraph_sdk`` sync client with ``who``'s bearer token."""
+        from langgraph_sdk import get_sync_client
+
+        return get_sync_client(url=self.base(instance), headers={"Authorization": f"Bearer {self.tokens[who]}"})
+
+    def http(self, who: str | None, method: str, path: str, body: Any = None, instance: int = 0,
+             timeout: float = 120) -> tuple[int, Any]:
+        """``(status, parsed JSON body or the raw text)`` of one request with ``who``'s token (None: no token)."""
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if who is not None:
+            headers["Authorization"] = f"Bearer {self.tokens[who]}"
+        req = urllib.request.Request(self.base(instance) + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback URL we built
+                status, raw = resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            status, raw = exc.code, exc.read()
+        try:
+            return status, json.loads(raw or b"null")
+        except ValueError:
+            return status, raw.decode("utf-8", "replace")
+
+    @property
+    def store(self) -> Any:
+        from checkpoints.business import open_store
+
+        return open_store(self.url, seed=False)
+
+    def log_text(self) -> str:
+        """Everything the launcher and its instances wrote (the instances log under ``home/serve/<engine>``)."""
+        home = self.out.parent / "home" / "serve"
+        logs = sorted(home.glob("*/instance-*.log")) if home.exists() else []
+        return "\n".join([self.out.read_text(), *(p.read_text(errors="replace") for p in logs)])
+
+
+@contextmanager
+def launched(url: str, tmp: Path, *extra: str, instances: int = 2,
+             operators: Sequence[tuple[str, str, Sequence[str]]] = (("ann", "t_demo", ("approver",)),),
+             customers: Sequence[tuple[str, str]] = (("c_ada", "t_demo"), ("c_bob", "t_demo")),
+             setup: Callable[[Any], None] | None = None) -> Iterator[Served]:
+    """``switchboard serve --instances N [extra…]`` on free loopback ports over the database ``url`` (fresh, made by
+    the caller): ``setup(store)`` runs first (e.g. :func:`attack_customers`), then ``operators`` (name, tenant, roles)
+    are added and tokens issued for them and for ``customers`` (id, tenant), keyed by id. Stopped (SIGTERM to the
+    process group, SIGKILL after 30 s) afterwards. Raises AssertionError when the launcher exits or is not serving
+    within :data:`START_LIMIT_S` seconds (with the end of its output)."""
+    from checkpoints.business import open_store
+
+    store = open_store(url)
+    if setup is not None:
+        setup(store)
+    for name, tenant, roles in operators:
+        store.add_operator(name, tenant, list(roles))
+    tokens = {pid: store.issue_token("customer", pid, tenant)[1] for pid, tenant in customers}
+    tokens.update({name: store.issue_token("operator", name, tenant)[1] for name, tenant, _ in operators})
+    port = free_ports(instances)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "OPENAI_"))}
+    env.update(SWITCHBOARD_HOME=str(tmp / "home"), PYTHONUNBUFFERED="1")
+    out = tmp / "serve.out"
+    with out.open("w") as sink:
+        proc = subprocess.Popen([str(Path(sys.executable).parent / "switchboard"), "serve", "--instances",
+                                 str(instances), "--port", str(port), "--db", url, *extra], cwd=tmp, env=env,
+                                stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + START_LIMIT_S
+        while f"serving {instances} instance" not in out.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, out.read_text()[-3000:]
+            time.sleep(0.3)
+        yield Served(proc, port, url, tokens, out)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
