@@ -107,9 +107,9 @@ class Settings(BaseSettings):
                           validation_alias=AliasChoices("max_hops", "SWITCHBOARD_MAX_HOPS"))
     max_tool_rounds: int = Field(default=4, ge=1)
     tool_retries: int = Field(default=3, ge=1)
-    tool_backoff_s: float = Field(default=0.05, ge=0)
-    tool_timeout_s: float = Field(default=5.0, gt=0)
-    model_timeout_s: float = Field(default=30.0, gt=0,
+    tool_backoff_s: float = Field(default=0.05, ge=0, allow_inf_nan=False)
+    tool_timeout_s: float = Field(default=5.0, gt=0, allow_inf_nan=False)
+    model_timeout_s: float = Field(default=30.0, gt=0, allow_inf_nan=False,
                                    validation_alias=AliasChoices("model_timeout_s", "SWITCHBOARD_MODEL_TIMEOUT"))
     model_retries: int = Field(default=2, ge=0,
                                validation_alias=AliasChoices("model_retries", "SWITCHBOARD_MODEL_RETRIES"))
@@ -117,11 +117,11 @@ class Settings(BaseSettings):
         default="auto", validation_alias=AliasChoices("routing", "SWITCHBOARD_ROUTING"))
     multi_handoff: Literal["first", "supervisor"] = "first"
     max_experts: int = Field(default=3, ge=1)
-    expert_timeout_s: float = Field(default=30.0, gt=0)
+    expert_timeout_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
     on_expert_failure: Literal["continue", "fail"] = "continue"
     max_input_tokens: int = Field(default=6000, ge=500,
                                   validation_alias=AliasChoices("max_input_tokens", "SWITCHBOARD_MAX_INPUT_TOKENS"))
-    approval_deadline_h: float = Field(default=72.0, gt=0,
+    approval_deadline_h: float = Field(default=72.0, gt=0, allow_inf_nan=False,
                                        validation_alias=AliasChoices("approval_deadline_h",
                                                                      "SWITCHBOARD_APPROVAL_DEADLINE_H"))
 
