@@ -7,7 +7,8 @@ unchecked (the graph still refuses anyone but the thread's owner or a registered
 command). :class:`RunGuard` runs before Aegra's routes on every ``POST …/runs``, ``…/runs/wait``,
 ``…/runs/stream``: it authenticates the bearer token with :func:`graph.auth.authenticate` (401), refuses what
 :func:`graph.auth.check_run_request` refuses (403), and replaces the body's ``context`` with the authenticated
-principal's (:func:`graph.auth.run_context_for`) before passing the request on; a customer's run on a thread records
+principal's (:func:`graph.auth.run_context_for`) and its ``config`` with the server's (:func:`graph.auth.server_run_config`:
+the server's recursion limit) before passing the request on; a customer's run on a thread records
 the customer as the thread's owner first (:func:`graph.auth.checked_owner`: 404 when the thread is another
 customer's). Aegra then authenticates again.
 
@@ -33,6 +34,7 @@ from graph.auth import (
     principal_claims,
     require_admin,
     run_context_for,
+    server_run_config,
 )
 
 __all__ = ["RunGuard", "checked_body", "admin_refusal"]  # and `app`, made on first access (module __getattr__)
@@ -57,7 +59,8 @@ async def _reply(send: Any, status: int, detail: str) -> None:
 
 async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes,
                        thread_id: str | None = None) -> tuple[int, str, bytes]:
-    """``(200, "", new body)`` for a run request that may go ahead (its context replaced), else ``(status, why, b"")``:
+    """``(200, "", new body)`` for a run request that may go ahead (its context and run config replaced:
+    :func:`graph.auth.run_context_for`, :func:`graph.auth.server_run_config`), else ``(status, why, b"")``:
     401 / 403 as the auth handlers, 422 for a message or a ``thread_id`` (of the path) the input rules refuse
     (:func:`graph.auth.input_refusal`), 404 for another customer's thread. ``thread_id``: the thread of the request's
     path (None for a thread-less run); a customer's run records its owner there once its input passed. A body that
@@ -85,6 +88,7 @@ async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes,
     except Exception as exc:  # noqa: BLE001 - 404 (another customer's thread) or 503 (store unavailable)
         return int(getattr(exc, "status_code", 503)), str(getattr(exc, "detail", exc)), b""
     data["context"] = run_context_for(kind, pid, tenant, roles, data.get("context"))
+    data["config"] = server_run_config(data.get("config"))
     return 200, "", json.dumps(data).encode()
 
 

@@ -42,7 +42,7 @@ from policies.edges import (
     EdgeTable,
 )
 
-__all__ = ["build_graph", "build_desk", "Desk", "make_deps", "LazyRouter", "SELF_GUARDED"]
+__all__ = ["build_graph", "build_desk", "Desk", "DeskGraph", "make_deps", "LazyRouter", "SELF_GUARDED"]
 
 #: Nodes that check the run's principal themselves (every other node is wrapped by ``nodes.principal.guard_node``):
 #: the entry node and its refusal node (a new turn: the owner only), ``human_approval`` (a resume: finer rules per
@@ -94,6 +94,49 @@ class LazyRouter:
         return getattr(self._get(), name)
 
 
+class DeskGraph(CompiledStateGraph[Any, Any, Any, Any]):
+    """The compiled desk graph: a ``CompiledStateGraph`` that never runs with fewer supersteps than its own need.
+
+    Its policies end every turn before that need is spent (``Settings.recursion_limit``: the hop budget, the tool
+    rounds and the loop checks send a turn to fallback first), but only if the run has the steps. A caller's smaller
+    ``recursion_limit`` (``graph.invoke(..., {"recursion_limit": 3})``, ``graph.with_config(recursion_limit=3)``, a
+    server's run config) would cut a turn with ``GraphRecursionError`` in the middle, a refund's flow included; so
+    ``stream`` and ``astream`` (which ``invoke``, ``ainvoke``, ``batch`` and ``astream_events`` use) raise a smaller
+    limit to :attr:`min_recursion_limit`. A larger one is kept.
+
+    Args:
+        min_recursion_limit: the floor (``Settings.recursion_limit`` of the desk; 1 = LangGraph's own rule).
+        **kwargs: a ``CompiledStateGraph``'s constructor arguments (``Pregel.copy`` passes its attributes back, so
+            ``with_config`` and ``copy`` keep the class and the floor).
+    """
+
+    def __init__(self, *, min_recursion_limit: int = 1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.min_recursion_limit = min_recursion_limit
+
+    @classmethod
+    def of(cls, compiled: CompiledStateGraph[Any, Any, Any, Any], min_recursion_limit: int) -> "DeskGraph":
+        """``compiled`` as a DeskGraph (its attributes as ``Pregel.copy`` passes them)."""
+        attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}
+        return cls(min_recursion_limit=min_recursion_limit, **attrs)
+
+    def run_config(self, config: Any = None) -> Any:
+        """``config`` with ``recursion_limit`` at least :attr:`min_recursion_limit` (the limit in force is the caller's,
+        else the one bound with ``with_config``); ``config`` itself when nothing needs raising."""
+        bound = (self.config or {}).get("recursion_limit")
+        asked = (config or {}).get("recursion_limit", bound)
+        if asked is None or asked >= self.min_recursion_limit:
+            return config
+        return {**(config or {}), "recursion_limit": self.min_recursion_limit}
+
+    def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        return super().stream(input, self.run_config(config), **kwargs)
+
+    async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        async for chunk in super().astream(input, self.run_config(config), **kwargs):
+            yield chunk
+
+
 def make_deps(model: BaseChatModel | None = None, settings: Settings | None = None, store: Any = None,
               router: Any = None, table: EdgeTable = DEFAULT_EDGE_TABLE, history: Any = None) -> Deps:
     """Resolve defaults: settings from the environment, the router (trained if present, else shipped default),
@@ -122,7 +165,7 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
 class Desk:
     """A compiled support-desk graph and the dependencies its nodes share (model, business store, router, settings,
     event log), for the convenience layer and the CLI, which need the store (approval claims) and the router
-    (evaluation) beside the graph. ``graph`` is a plain ``CompiledStateGraph``."""
+    (evaluation) beside the graph. ``graph`` is a ``CompiledStateGraph`` (a :class:`DeskGraph`)."""
 
     graph: CompiledStateGraph[Any, Any, Any, Any]
     deps: Deps
@@ -149,7 +192,8 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
             refuses a run in ``on_chain_start`` leaves no event), e.g. ``nodes.thread_guard.ThreadRunGuard``.
 
     Returns:
-        A plain ``CompiledStateGraph`` over :class:`graph.state.SupportState` with ``context_schema=RunContext`` and
+        A ``CompiledStateGraph`` (:class:`DeskGraph`: a caller's ``recursion_limit`` below the desk's own is raised
+        to it) over :class:`graph.state.SupportState` with ``context_schema=RunContext`` and
         ``input_schema=TurnInput`` (a run writes only ``messages``).
         Drive it with LangGraph's own ``invoke``/``stream``/``get_state``, ``{"configurable": {"thread_id": …}}``
         and ``context=RunContext(...)``.  Every node's destinations come from the edge table.
@@ -191,8 +235,9 @@ def build_desk(model: BaseChatModel | None = None, checkpointer: BaseCheckpointS
     add(MERGE_NODE, make_merge_node(deps), destinations=table.destinations(MERGE_NODE))
     g.add_edge(EXPERT_NODE, MERGE_NODE)
     g.add_edge(START, ENTRY_NODE)
-    compiled = g.compile(checkpointer=checkpointer, name="switchboard").with_config(
-        recursion_limit=deps.settings.recursion_limit)
+    limit = deps.settings.recursion_limit
+    compiled = DeskGraph.of(g.compile(checkpointer=checkpointer, name="switchboard"), limit).with_config(
+        recursion_limit=limit)
     # the input rules of graph.inputs on every run, before anything else (nodes.input_guard)
     compiled = compiled.with_config(callbacks=[InputGuard(), *run_callbacks])
     if recorder is not None:

@@ -166,7 +166,9 @@ class Settings(BaseSettings):
     def recursion_limit(self) -> int:
         """LangGraph superstep limit for one turn, derived so the policies always stop a run first: entry,
         ``max_hops`` + 1 agent visits, fallback, the 4 steps of the approval flow, a supervisor fan-out and merge,
-        doubled for margin. A GraphRecursionError therefore means a bug, never a misbehaving model."""
+        doubled for margin. A GraphRecursionError therefore means a bug, never a misbehaving model. It is a floor:
+        the compiled graph raises a caller's smaller limit to it (``graph.builder.DeskGraph``), and the servers put it
+        in place of a client's (``graph.auth.server_run_config``)."""
         return 2 * (self.max_hops + 10)
 
     @classmethod

@@ -228,3 +228,18 @@ def test_only_a_registered_approver_can_resume(server):
     _status(lambda: ann.runs.wait(tid, "switchboard", command={"resume": {"decision": "approve"}}))  # a second time
     assert [r.status for r in store.list_refunds("c_ada") if r.id == refund_id] == ["executed"]
     assert len([r for r in store.list_refunds("c_ada") if r.status == "executed" and r.transaction_id == "tx_1001"]) == 1
+
+
+def test_a_clients_recursion_limit_does_not_cut_the_refund_turn(server):
+    """A client's ``config.recursion_limit`` of 3 (the refund's flow takes 6 steps) is replaced by the server's
+    (``graph.auth.server_run_config``), and the graph would raise it to its own need anyway: the turn pays the refund
+    and answers, and the next message is the thread's second turn."""
+    ada = server.client("c_ada")
+    tid = ada.threads.create()["thread_id"]
+    out = ada.runs.wait(tid, "switchboard", config={"recursion_limit": 3},
+                        input={"messages": [{"role": "user", "content": "Please refund tx_1008, it was a duplicate coffee"}]})
+    assert out["outcome"]["status"] == "answered" and out["outcome"]["agent"] == "refunds", out
+    assert [h["to_agent"] for h in out["handoff_path"]][-2:] == ["refund_execute", "refunds"]
+    again = ada.runs.wait(tid, "switchboard", config={"recursion_limit": 3},
+                          input={"messages": [{"role": "user", "content": "when will it arrive?"}]})
+    assert again["turn"] == 2 and again["outcome"]["agent"] == "refunds"
