@@ -7,7 +7,8 @@ unchecked (the graph still refuses anyone but the thread's owner or a registered
 command). :class:`RunGuard` runs before Aegra's routes on every ``POST …/runs``, ``…/runs/wait``,
 ``…/runs/stream``: it authenticates the bearer token with :func:`graph.auth.authenticate` (401), refuses what
 :func:`graph.auth.check_run_request` refuses (403), and replaces the body's ``context`` with the authenticated
-principal's (:func:`graph.auth.run_context_for`) before passing the request on; a customer's run on a thread records
+principal's (:func:`graph.auth.run_context_for`) and its ``config`` with the server's (:func:`graph.auth.server_run_config`:
+the server's recursion limit) before passing the request on; a customer's run on a thread records
 the customer as the thread's owner first (:func:`graph.auth.checked_owner`: 404 when the thread is another
 customer's). Aegra then authenticates again.
 
@@ -62,6 +63,7 @@ from graph.auth import (
     principal_claims,
     require_admin,
     run_context_for,
+    server_run_config,
 )
 
 __all__ = ["RunGuard", "checked_body", "admin_refusal", "checked_thread_create", "failure_status", "REQUEST_TAG"]
@@ -107,7 +109,8 @@ async def _reply(send: Any, status: int, detail: str) -> None:
 
 async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes,
                        thread_id: str | None = None) -> tuple[int, str, bytes]:
-    """``(200, "", new body)`` for a run request that may go ahead (its context replaced), else ``(status, why, b"")``:
+    """``(200, "", new body)`` for a run request that may go ahead (its context and run config replaced:
+    :func:`graph.auth.run_context_for`, :func:`graph.auth.server_run_config`), else ``(status, why, b"")``:
     401 / 403 as the auth handlers (a customer's cancel before they confirmed it too, :func:`graph.auth.checked_cancel`),
     422 for a message or a ``thread_id`` (of the path) the input rules refuse (:func:`graph.auth.input_refusal`) and
     for a thread-less run, 404 for another customer's thread, 403 / 422 / 409 for a resume the business store refuses
@@ -144,6 +147,7 @@ async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes,
     if busy:
         return 409, busy, b""
     data["context"] = run_context_for(kind, pid, tenant, roles, data.get("context"))
+    data["config"] = server_run_config(data.get("config"))
     return 200, "", json.dumps(data).encode()
 
 

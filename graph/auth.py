@@ -462,6 +462,32 @@ async def claimed_thread(thread_id: Any, pid: str, tenant: str) -> None:
         raise _HTTP_ERROR(status_code=409, detail=f"Thread {thread_id} already exists")
 
 
+#: Run-config keys that change how the graph runs; a client's are never used: the step budget is the server's
+#: (``Settings.recursion_limit``) and tasks run with LangGraph's default concurrency.
+_SERVER_RUN_KEYS = ("recursion_limit", "max_concurrency")
+
+
+def server_run_config(config: Any) -> dict[str, Any]:
+    """A run request's ``config`` (the client's, as the server received it) made the server's, in place when it is a
+    dict (the LangGraph API keeps its own reference to it): ``recursion_limit`` is ``Settings().recursion_limit``
+    whatever the client sent (3 cut a turn short with GraphRecursionError), ``max_concurrency`` is dropped, and so
+    are LangGraph's engine keys in ``configurable`` (``__pregel_*``: checkpointer, durability, resume maps, …;
+    ``checkpoint_map``). ``thread_id`` and ``checkpoint_ns`` (the engine needs them), the server's own keys
+    (``langgraph_auth_user``, ``langgraph_request_id``, …) and the tracing keys (``tags``, ``metadata``,
+    ``run_name``) stay; ``checkpoint_id`` is refused before (:func:`check_run_request`). Returns the config."""
+    from graph.settings import Settings
+
+    out: dict[str, Any] = config if isinstance(config, dict) else {}
+    for key in _SERVER_RUN_KEYS:
+        out.pop(key, None)
+    out["recursion_limit"] = Settings().recursion_limit
+    configurable = out.get("configurable")
+    if isinstance(configurable, dict):
+        for key in [k for k in configurable if isinstance(k, str) and (k.startswith("__pregel_") or k == "checkpoint_map")]:
+            del configurable[key]
+    return out
+
+
 def langgraph_api_run(kwargs: dict[str, Any]) -> None:
     """Adjust a LangGraph API run request (``value["kwargs"]`` of ``threads.create_run``) in place, after it was
     checked:
@@ -510,7 +536,8 @@ async def on_thread_create(ctx: Auth.types.AuthContext, value: Any) -> dict[str,
 
 @auth.on.threads.create_run
 async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
-    """Check the run request and overwrite its context with the authenticated principal.
+    """Check the run request and overwrite its context with the authenticated principal and its run config with the
+    server's (:func:`server_run_config`).
 
     The LangGraph API passes the request as ``value["kwargs"]`` and reads the context back from it; Aegra passes the
     request body itself as ``value`` and takes the context only from what the handler returns (merged over the
@@ -534,6 +561,7 @@ async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
             raise _HTTP_ERROR(status_code=409, detail=busy)
     context = run_context_for(kind, pid, tenant, roles, body.get("context"))
     body["context"] = context
+    body["config"] = server_run_config(body.get("config"))
     if isinstance(kwargs, dict):
         langgraph_api_run(kwargs)
         return _scope(kind, pid, tenant)

@@ -43,7 +43,7 @@ from policies.edges import (
     EdgeTable,
 )
 
-__all__ = ["build_graph", "build_desk", "Desk", "make_deps", "LazyRouter", "SELF_GUARDED"]
+__all__ = ["build_graph", "build_desk", "Desk", "DeskGraph", "make_deps", "LazyRouter", "SELF_GUARDED"]
 
 #: Nodes that check the run's principal themselves (every other node is wrapped by ``nodes.principal.guard_node``):
 #: the entry node and its refusal node (a new turn: the owner only), ``human_approval`` (a resume: finer rules per
@@ -123,7 +123,7 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
 class Desk:
     """A compiled support-desk graph and the dependencies its nodes share (model, business store, router, settings,
     event log), for the convenience layer and the CLI, which need the store (approval claims) and the router
-    (evaluation) beside the graph. ``graph`` is a plain ``CompiledStateGraph``."""
+    (evaluation) beside the graph. ``graph`` is a ``CompiledStateGraph`` (a :class:`DeskGraph`)."""
 
     graph: CompiledStateGraph[Any, Any, Any, Any]
     deps: Deps
@@ -150,7 +150,8 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
             refuses a run in ``on_chain_start`` leaves no event), e.g. ``nodes.thread_guard.ThreadRunGuard``.
 
     Returns:
-        A plain ``CompiledStateGraph`` over :class:`graph.state.SupportState` with ``context_schema=RunContext`` and
+        A ``CompiledStateGraph`` (:class:`DeskGraph`: a caller's ``recursion_limit`` below the desk's own is raised
+        to it) over :class:`graph.state.SupportState` with ``context_schema=RunContext`` and
         ``input_schema=TurnInput`` (a run writes only ``messages``).
         Drive it with LangGraph's own ``invoke``/``stream``/``get_state``, ``{"configurable": {"thread_id": …}}``
         and ``context=RunContext(...)``.  Every node's destinations come from the edge table.
@@ -192,10 +193,12 @@ def build_desk(model: BaseChatModel | None = None, checkpointer: BaseCheckpointS
     add(MERGE_NODE, make_merge_node(deps), destinations=table.destinations(MERGE_NODE))
     g.add_edge(EXPERT_NODE, MERGE_NODE)
     g.add_edge(START, ENTRY_NODE)
-    # what a caller may hand the graph (a user message or an authorized decision, nothing else: nodes.run_gate), and
-    # a turn cut short finished before the thread's next message, on every way in (graph.cut_turns)
-    compiled = DeskGraph.of(g.compile(checkpointer=checkpointer, name="switchboard"), deps.store, deps.events)
-    compiled = compiled.with_config(recursion_limit=deps.settings.recursion_limit)
+    # what a caller may hand the graph (a user message or an authorized decision, nothing else: nodes.run_gate); a
+    # turn cut short finished before the thread's next message; never fewer supersteps than the desk needs
+    # (graph.cut_turns.DeskGraph), on every way in
+    limit = deps.settings.recursion_limit
+    compiled = DeskGraph.of(g.compile(checkpointer=checkpointer, name="switchboard"), deps.store, deps.events,
+                            min_recursion_limit=limit).with_config(recursion_limit=limit)
     # the input rules of graph.inputs on every run, before anything else (nodes.input_guard)
     compiled = compiled.with_config(callbacks=[InputGuard(), *run_callbacks])
     if recorder is not None:

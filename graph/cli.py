@@ -825,6 +825,10 @@ def route(
     from graph.evaluation import BusinessSnapshot, evaluate, read_evaluation_set
 
     texts, expected = read_evaluation_set(csv_path, labels, limit)
+    if db is not None:
+        from graph.settings import check_database_folder
+
+        check_database_folder(str(db))  # before the scratch folder is made: a bad --db creates nothing
     import tempfile
 
     scratch = Path(tempfile.mkdtemp(prefix="switchboard-route-"))

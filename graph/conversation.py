@@ -230,10 +230,11 @@ class Conversation:
         return view_for(principal.kind, values)
 
     def send(self, text: str) -> TurnResult:
-        """Run one user turn. Raises InputError (nothing stored) on empty/over-long text, control characters other
+        """Run one user turn. Raises InputError (nothing stored) on a ``text`` that is not a ``str`` (bytes are named
+        as bytes, valid UTF-8 or not: ``graph.inputs.not_text``), empty/over-long text, control characters other
         than newline and tab, or invalid UTF-8 (``graph.inputs.check_message``). While an approval is pending
         the message is not a new turn: see :meth:`_while_paused` (cancel with a confirmation, status questions)."""
-        check_text(text)  # empty, too long, control characters, invalid UTF-8: refused before anything is stored
+        check_text(text)  # not text, empty, too long, control characters, invalid UTF-8: refused before anything is stored
         with self._thread_lock():
             values, pending = self._snapshot()  # the one read of the thread's state before the run
             self._check_identity(values)

@@ -86,17 +86,35 @@ class DeskGraph(GuardedGraph):
     its state has none yet, a first turn killed before its entry node); ``desk_events``: the event log for the
     ``recovered`` event (None: not recorded)."""
 
-    def __init__(self, *, desk_store: Any = None, desk_events: Any = None, **kwargs: Any) -> None:
+    def __init__(self, *, desk_store: Any = None, desk_events: Any = None, min_recursion_limit: int = 1,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.desk_store = desk_store
         self.desk_events = desk_events
+        self.min_recursion_limit = min_recursion_limit
 
     @classmethod
-    def of(cls, compiled: CompiledStateGraph[Any, Any, Any, Any], store: Any, events: Any) -> DeskGraph:
+    def of(cls, compiled: CompiledStateGraph[Any, Any, Any, Any], store: Any, events: Any,
+           min_recursion_limit: int = 1) -> DeskGraph:
         """``compiled`` as a DeskGraph (the same attributes, as ``Pregel.copy`` passes them) with its input gate
-        (``nodes.run_gate``), whose refusals are recorded in ``store`` and ``events``."""
+        (``nodes.run_gate``), whose refusals are recorded in ``store`` and ``events``, and its recursion floor."""
         attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}
-        return cls(**attrs, desk_store=store, desk_events=events, switchboard_gate=run_gate(store, events))
+        return cls(**attrs, desk_store=store, desk_events=events, switchboard_gate=run_gate(store, events),
+                   min_recursion_limit=min_recursion_limit)
+
+    def run_config(self, config: Any = None) -> Any:
+        """``config`` with ``recursion_limit`` at least :attr:`min_recursion_limit` (the limit in force is the
+        caller's, else the one bound with ``with_config``); ``config`` itself when nothing needs raising.
+
+        Why: the desk's policies end every turn before ``Settings.recursion_limit`` supersteps are spent (the hop
+        budget, the tool rounds and the loop checks send a turn to fallback first), but only if the run has the
+        steps; a caller's smaller ``recursion_limit`` (``invoke(..., {"recursion_limit": 3})``, ``with_config``, a
+        server's run config) would cut a turn with ``GraphRecursionError`` in the middle, a refund's flow included."""
+        bound = (self.config or {}).get("recursion_limit")
+        asked = (config or {}).get("recursion_limit", bound)
+        if asked is None or asked >= self.min_recursion_limit:
+            return config
+        return {**(config or {}), "recursion_limit": self.min_recursion_limit}
 
     # -- the check -------------------------------------------------------------------------------------------------
     def _thread_config(self, input: Any, config: Any) -> RunnableConfig | None:
@@ -168,6 +186,7 @@ class DeskGraph(GuardedGraph):
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]
         # the gate first: a refused input neither runs nor finishes anything (GuardedGraph's own stream is skipped)
         self.check_run(input, config, kwargs)
+        config = self.run_config(config)
         merged = self._thread_config(input, config)
         cut = self._verdict(self.get_state(merged), merged, kwargs.get("context")) if merged is not None else None
         if cut is not None and merged is not None:
@@ -177,6 +196,7 @@ class DeskGraph(GuardedGraph):
 
     async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
         await self.acheck_run(input, config, kwargs)
+        config = self.run_config(config)
         merged = self._thread_config(input, config)
         cut = None
         if merged is not None:

@@ -7,7 +7,8 @@
   ``surrogateescape`` of ``sys.argv`` and of a ``errors="surrogateescape"`` stream).
 * A thread id is 1–128 characters of ``A-Z a-z 0-9 . _ : -``, starting with a letter or digit
   (:data:`THREAD_ID_PATTERN`); LangGraph's UUID thread ids fit.
-* A customer's message is at most :data:`MAX_MESSAGE_CHARS` characters and not empty (:func:`check_text`).
+* A customer's message is text (a ``str``: bytes or any other type are refused as such, :func:`not_text`), at most
+  :data:`MAX_MESSAGE_CHARS` characters and not empty (:func:`check_text`).
 * :func:`check_turn_input` applies all of it to a run of the graph (its input messages and the thread id of its
   config); the compiled graph runs it before anything is read or stored (``nodes.input_guard``), and the HTTP entry
   points answer 422 with the same line (``graph/auth.py``, ``graph/aegra_app.py``), so every way in shares one check.
@@ -23,7 +24,7 @@ from typing import Any
 
 from graph.errors import InputError
 
-__all__ = ["THREAD_ID_PATTERN", "MAX_THREAD_ID", "MAX_MESSAGE_CHARS", "check_message", "check_text",
+__all__ = ["THREAD_ID_PATTERN", "MAX_THREAD_ID", "MAX_MESSAGE_CHARS", "not_text", "check_message", "check_text",
            "check_thread_id", "check_turn_input", "printable"]
 
 #: Longest customer message accepted (characters): a support message, not a document (README "Bad input").
@@ -38,13 +39,29 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
+def not_text(value: object, what: str = "the message") -> str:
+    """The one-line reason ``value`` (anything but a ``str``) is refused as ``what``: ``the message must be text, not
+    int``; bytes say whether they are UTF-8 (``the message must be text, not bytes, and these bytes are not valid
+    UTF-8 (byte 0xFF at position 0)``, or ``... not bytes (decode them as UTF-8 first)``). The desk never decodes a
+    caller's bytes itself: which encoding they are in is the caller's knowledge."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return (f"{what} must be text, not bytes, and these bytes are not valid UTF-8 "
+                    f"(byte 0x{raw[exc.start]:02X} at position {exc.start})")
+        return f"{what} must be text, not bytes (decode them as UTF-8 first)"
+    return f"{what} must be text, not {'None' if value is None else type(value).__name__}"
+
+
 def check_message(text: object, what: str = "the message") -> str:
     """``text`` unchanged when it is a message the desk accepts; else InputError with a one-line reason naming the
     first offending character (position and code point), e.g. ``the message contains control character U+001B at
     position 5``. ``what`` names the text in the reason (``"the note"`` for an approver's note). Emptiness and length
     are checked by the caller (``Conversation.send``, ``graph.approval.parse_decision``)."""
     if not isinstance(text, str):
-        raise InputError(f"{what} must be text, not {type(text).__name__}")
+        raise InputError(not_text(text, what))
     if m := _SURROGATE.search(text):
         raise InputError(f"{what} is not valid UTF-8 (undecodable byte at position {m.start()})")
     if m := _CONTROL.search(text):
@@ -55,8 +72,11 @@ def check_message(text: object, what: str = "the message") -> str:
 
 def check_text(text: object) -> str:
     """``text`` unchanged when it is a message the desk answers: not empty (or only blanks), at most
-    :data:`MAX_MESSAGE_CHARS` characters, and :func:`check_message`; else InputError with a one-line reason."""
-    if not isinstance(text, str) or not text.strip():
+    :data:`MAX_MESSAGE_CHARS` characters, and :func:`check_message`; else InputError with a one-line reason (for
+    anything but a ``str``, :func:`not_text`: bytes are not taken for an empty message)."""
+    if not isinstance(text, str):
+        raise InputError(not_text(text, "the message"))
+    if not text.strip():
         raise InputError("the message is empty")
     if len(text) > MAX_MESSAGE_CHARS:
         raise InputError(f"the message is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
@@ -71,9 +91,11 @@ def _message_text(message: Any) -> object:
     if isinstance(message, (tuple, list)) and len(message) == 2:
         content = message[1]
     elif isinstance(message, Mapping):
-        content = message.get("content")
-    else:
-        content = getattr(message, "content", None)
+        content = message.get("content", "")  # a message without content is empty
+    elif hasattr(message, "content"):
+        content = message.content
+    else:  # bytes, a number, ...: check_text names what it is
+        return message
     if isinstance(content, list):
         parts = [p if isinstance(p, str) else p.get("text") if isinstance(p, Mapping) else None for p in content]
         if any(not isinstance(p, str) for p in parts):

@@ -12,12 +12,13 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graph.errors import ConfigError
 
-__all__ = ["Settings", "home_dir", "is_postgres", "check_database_target", "DEFAULT_MAX_HOPS"]
+__all__ = ["Settings", "home_dir", "is_postgres", "check_database_target", "check_database_folder",
+           "DEFAULT_MAX_HOPS"]
 
 #: Default handoffs per turn: the longest legal simple path of the default edge table (triage → billing → refunds →
 #: risk → human_approval → refund_execute → refunds: 6 hops) + 1. Source: ``policies.loops.default_max_hops()``; a
@@ -43,6 +44,20 @@ def check_database_target(value: str) -> str:
     raise ConfigError(f"unsupported database URL {shown!r} (use a SQLite file path or postgresql://…)")
 
 
+def check_database_folder(value: str, setting: str = "db") -> str:
+    """``value`` unchanged unless it is a SQLite file (a path or ``sqlite:///path``) whose folder does not exist and
+    lies outside :func:`home_dir`: then ConfigError, one line naming the folder and ``setting`` with its environment
+    variable. The desk creates its home (and folders in it) on first use, nothing else: a mistyped ``--db
+    /nonexistent/dir/x.db`` must not leave a directory tree behind. ``memory`` and PostgreSQL URLs pass."""
+    if value == "memory" or is_postgres(value) or value.startswith("sqlite://") and not value.startswith("sqlite:///"):
+        return value
+    folder = Path(value.removeprefix("sqlite:///")).parent
+    if folder.is_dir() or folder.resolve().is_relative_to(home_dir().resolve()):
+        return value
+    raise ConfigError(f"invalid setting {setting} ({_env_name(setting)}): the folder {folder} does not exist; create "
+                      f"it first (only the home folder {home_dir()} is created for you)")
+
+
 def home_dir() -> Path:
     """``$SWITCHBOARD_HOME`` or ``./.switchboard``: where databases, locks and trained routers live."""
     return Path(os.environ.get("SWITCHBOARD_HOME") or ".switchboard")
@@ -60,7 +75,8 @@ class Settings(BaseSettings):
     Attributes (environment variable in brackets; every field is also settable as ``SWITCHBOARD_<FIELD>``):
         model: ``"offline"`` (default, embedded) or ``"openai:<model>"`` (via langchain-openai) [SWITCHBOARD_MODEL].
         db: checkpoint database (SQLite file path, or a ``postgresql://`` URL) [SWITCHBOARD_DB];
-            default ``$SWITCHBOARD_HOME/switchboard.db``.
+            default ``$SWITCHBOARD_HOME/switchboard.db``. A SQLite file outside the home needs an existing folder
+            (:func:`check_database_folder`; the same for ``business_db``).
         business_db: business database (customers, cards, transactions, refunds, tasks) [SWITCHBOARD_BUSINESS_DB];
             default ``$SWITCHBOARD_HOME/business.db``, or the same database as ``db`` when that is PostgreSQL (one
             ``--db postgresql://…`` puts every store in one database; see :meth:`is_postgres`).
@@ -107,9 +123,9 @@ class Settings(BaseSettings):
                           validation_alias=AliasChoices("max_hops", "SWITCHBOARD_MAX_HOPS"))
     max_tool_rounds: int = Field(default=4, ge=1)
     tool_retries: int = Field(default=3, ge=1)
-    tool_backoff_s: float = Field(default=0.05, ge=0)
-    tool_timeout_s: float = Field(default=5.0, gt=0)
-    model_timeout_s: float = Field(default=30.0, gt=0,
+    tool_backoff_s: float = Field(default=0.05, ge=0, allow_inf_nan=False)
+    tool_timeout_s: float = Field(default=5.0, gt=0, allow_inf_nan=False)
+    model_timeout_s: float = Field(default=30.0, gt=0, allow_inf_nan=False,
                                    validation_alias=AliasChoices("model_timeout_s", "SWITCHBOARD_MODEL_TIMEOUT"))
     model_retries: int = Field(default=2, ge=0,
                                validation_alias=AliasChoices("model_retries", "SWITCHBOARD_MODEL_RETRIES"))
@@ -117,11 +133,11 @@ class Settings(BaseSettings):
         default="auto", validation_alias=AliasChoices("routing", "SWITCHBOARD_ROUTING"))
     multi_handoff: Literal["first", "supervisor"] = "first"
     max_experts: int = Field(default=3, ge=1)
-    expert_timeout_s: float = Field(default=30.0, gt=0)
+    expert_timeout_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
     on_expert_failure: Literal["continue", "fail"] = "continue"
     max_input_tokens: int = Field(default=6000, ge=500,
                                   validation_alias=AliasChoices("max_input_tokens", "SWITCHBOARD_MAX_INPUT_TOKENS"))
-    approval_deadline_h: float = Field(default=72.0, gt=0,
+    approval_deadline_h: float = Field(default=72.0, gt=0, allow_inf_nan=False,
                                        validation_alias=AliasChoices("approval_deadline_h",
                                                                      "SWITCHBOARD_APPROVAL_DEADLINE_H"))
 
@@ -136,6 +152,11 @@ class Settings(BaseSettings):
     def _path_text(cls, v: Any) -> Any:
         return str(v) if isinstance(v, Path) else check_database_target(v) if isinstance(v, str) else v
 
+    @field_validator("db", "business_db")
+    @classmethod
+    def _folder_exists(cls, v: str, info: ValidationInfo) -> str:
+        return check_database_folder(v, str(info.field_name))
+
     @field_validator("routing", mode="before")
     @classmethod
     def _lower(cls, v: Any) -> Any:
@@ -145,7 +166,9 @@ class Settings(BaseSettings):
     def recursion_limit(self) -> int:
         """LangGraph superstep limit for one turn, derived so the policies always stop a run first: entry,
         ``max_hops`` + 1 agent visits, fallback, the 4 steps of the approval flow, a supervisor fan-out and merge,
-        doubled for margin. A GraphRecursionError therefore means a bug, never a misbehaving model."""
+        doubled for margin. A GraphRecursionError therefore means a bug, never a misbehaving model. It is a floor:
+        the compiled graph raises a caller's smaller limit to it (``graph.builder.DeskGraph``), and the servers put it
+        in place of a client's (``graph.auth.server_run_config``)."""
         return 2 * (self.max_hops + 10)
 
     @classmethod

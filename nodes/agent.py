@@ -176,7 +176,8 @@ class AgentVisit:
         OpenAI-compatible servers accept a single leading system message only) and the shaped history."""
         source = self.packet_in.get("from_agent") if self.packet_in else None
         policy = policy_for_edge(source, self.agent, self.deps.history)
-        shaped = shape_history(self.messages, policy, render_packet(self.packet_in) if self.packet_in else None)
+        shaped = shape_history(self.messages, policy, render_packet(self.packet_in) if self.packet_in else None,
+                               sender_note=str((self.packet_in or {}).get("sender_note") or ""))
         lead = 0
         while lead < len(shaped) and isinstance(shaped[lead], SystemMessage):
             lead += 1
@@ -377,7 +378,7 @@ class AgentVisit:
             task["current_owner"] = target
             task["owner_version"] = int(task.get("owner_version") or 0) + 1
         forwarded = shape_history(self.messages + self.new, policy_for_edge(self.agent, target, self.deps.history),
-                                  render_packet(packet))
+                                  render_packet(packet), sender_note=str(packet.get("sender_note") or ""))
         emit("handoff_accepted", from_agent=self.agent, to_agent=target, reason=packet["reason"], hop=step,
              handoff_id=packet["handoff_id"], history_items=len(forwarded), state_version=self.version)
         update = self._base_update() | {

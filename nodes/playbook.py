@@ -1468,11 +1468,12 @@ _REFUND_STATUS_TEXT = {
 
 
 #: When a refund's money arrives, by status (answer to "when will it arrive?"; the 5 business days are the desk's
-#: refund answer, ``_render_request_refund``). ``{paid}``: the day the credit was posted; ``{amount}``: the amount.
+#: refund answer, ``_render_request_refund``). ``{on}``: " on 3 Dec", the day the credit was posted (``paid_at`` of
+#: ``nodes.tools``' refund view), or "" when the view has none; ``{amount}``: the amount.
 _REFUND_ARRIVAL = {
     "requested": "Once it is approved the money usually reaches your account within 5 business days.",
     "approved": "It has been approved; the money usually reaches your account within 5 business days.",
-    "executed": "The {amount} was credited to your account on {paid}, so it is already in your balance: there is "
+    "executed": "The {amount} was credited to your account{on}, so it is already in your balance: there is "
                 "nothing more to wait for.",
     "rejected": "It was not approved after review, so no money will arrive.",
     "cancelled": "It was cancelled, so no money will arrive.",
@@ -1663,7 +1664,7 @@ def _render_refund_status(result: dict[str, Any], text: str) -> str:
         return f"{answer} {REJECTED_REASON.format(on=_on(refunds[0].get('rejected_at')))}"
     if len(refunds) == 1 and _has(text, *_REFUND_WHERE):
         answer += " " + _REFUND_ARRIVAL.get(refunds[0]["status"], "").format(
-            paid=_day(refunds[0].get("paid_at") or ""), amount=_amt(refunds[0])).strip()
+            on=_on(refunds[0].get("paid_at")), amount=_amt(refunds[0])).strip()
     return answer.strip()
 
 

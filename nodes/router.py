@@ -32,8 +32,10 @@ Files (format: ``nodes.router_model``, one ``.npz`` of arrays + JSON metadata, n
 - the shipped default, ``nodes/data/router-default.npz``, fitted by :func:`build_default_router` and loaded as is (no
   fitting at run time).  Rebuild it after changing the examples, the data or the fit settings with ``make router``
   (= ``python -m nodes.router build-default``, reading ``../shared/data``); the build is byte-for-byte reproducible
-  on one machine, and ``tests/test_router.py`` fails when the committed file is stale (its metadata records the
-  sha256 of every input file and ``nodes.router_fit.FIT_SETTINGS``).
+  on one machine whatever its core count (BLAS on one thread, ``nodes.router_fit._BLAS_THREADS``), not across
+  processors (their BLAS kernels round differently), and ``tests/test_router.py`` fails when the committed file is
+  stale (its metadata records the sha256 of every input file and ``nodes.router_fit.FIT_SETTINGS``) or a refit
+  routes differently.
 - ``train-router`` writes ``$SWITCHBOARD_HOME/router-trained.npz`` (``trained_router_path()``); later runs use it.
 - Old pickled routers (``router-trained.pkl``, ``router-default-*.pkl`` of earlier versions) are never loaded:
   ``load_router`` ignores them with a one-line warning (re-run ``train-router``).

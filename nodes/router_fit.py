@@ -6,7 +6,9 @@ module; routing uses the exported :class:`nodes.router_model.RouterModel` and ne
 Model (:func:`build_pipeline`): the union of word 1-2-gram and ``char_wb`` 2-5-gram TF-IDF features
 (``sublinear_tf``, ``strip_accents="unicode"``), then ``LinearSVC(C=0.5)`` wrapped in ``CalibratedClassifierCV``
 (sigmoid, 3 stratified folds, no shuffling, ``random_state=0``, ``ensemble=False``: one SVM on all the rows, its
-calibrators fitted on out-of-fold scores), so fitting is deterministic.  The SVM weights are rounded to float16 and
+calibrators fitted on out-of-fold scores), so fitting is deterministic.  Every fit runs its BLAS on one thread
+(:data:`_BLAS_THREADS`): a multi-threaded BLAS splits its sums by the thread count, so the same data fitted with 1 or
+2 threads gave networks whose probabilities differ by 0.002.  The SVM weights are rounded to float16 and
 stored so (a quarter of float64; see :data:`FIT_SETTINGS` and the measurements in ``nodes.router``).
 
 Embedding head (:func:`fit_head`, from :data:`_HEAD_FROM` examples with :data:`_HEAD_MIN_PER_CLASS` per label): an
@@ -32,6 +34,8 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import sklearn
@@ -43,6 +47,7 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.svm import LinearSVC
+from threadpoolctl import threadpool_limits
 
 from nodes.router_embed import ENCODER_NAME
 from nodes.router_model import SUPPORTED_VECTORIZER, EmbeddingHead, RouterModel, TfidfBlock
@@ -77,6 +82,12 @@ _HEAD_HIDDEN = 1024
 #: Weight of the head's probabilities in the router's (module docstring table).
 _HEAD_BLEND = 0.5
 _HEAD_MAX_ITER = 200
+#: BLAS threads of every fit. One thread makes a fit independent of the machine's core count (a fit of the shipped
+#: head on 1 and on 2 OpenBLAS threads differed by 0.002 in probability); it does not make it independent of the
+#: processor: OpenBLAS picks its kernels by CPU (Haswell, SkylakeX, ...), and their rounding differs, so a head
+#: fitted on another processor differs by up to 0.003 (``tests/test_router.py`` compares within that, not bit for
+#: bit). Cost: the head's training took 31 s on two threads and 35-59 s on one (2 cores shared with other jobs).
+_BLAS_THREADS = 1
 
 #: Everything that determines a fit besides the data; recorded in every router file's metadata, and the
 #: shipped default is stale when its recorded settings differ from these (``tests/test_router.py``).
@@ -95,7 +106,16 @@ FIT_SETTINGS: dict = {
                        "random_state": _RANDOM_STATE, "blend": _HEAD_BLEND},
     "fallback": {"name": "LogisticRegression", "C": 10.0, "solver": "lbfgs", "max_iter": 2000,
                  "when": "a label has a single example"},
+    "blas_threads": _BLAS_THREADS,
 }
+
+
+@contextmanager
+def _pinned_blas() -> Iterator[None]:
+    """BLAS (OpenBLAS, MKL, ...) limited to :data:`_BLAS_THREADS` threads for the enclosed fit (``threadpoolctl``,
+    which scikit-learn depends on); the previous limits come back afterwards."""
+    with threadpool_limits(limits=_BLAS_THREADS, user_api="blas"):
+        yield
 
 
 def build_pipeline(labels: list[str]) -> Pipeline:
@@ -130,10 +150,12 @@ def fit_pipeline(texts: list[str], labels: list[str]) -> Pipeline:
 
     The rounded weights are kept in the pipeline as float32 (scikit-learn scores with them), so the returned
     pipeline's ``predict_proba`` is the reference that :func:`export_model`'s arrays reproduce; the file stores them
-    in ``_COEF_DTYPE`` (float16 halves the file against float32: 2 bytes per weight).
+    in ``_COEF_DTYPE`` (float16 halves the file against float32: 2 bytes per weight). Fitted with BLAS on
+    :data:`_BLAS_THREADS` thread(s).
     """
     pipeline = build_pipeline(labels)
-    pipeline.fit(texts, labels)
+    with _pinned_blas():
+        pipeline.fit(texts, labels)
     for cc in getattr(pipeline.named_steps["clf"], "calibrated_classifiers_", ()):
         cc.estimator.coef_ = cc.estimator.coef_.astype(_COEF_DTYPE).astype(np.float32)
     return pipeline
@@ -172,7 +194,7 @@ def fit_head(texts: list[str], labels: list[str], classes: tuple[str, ...]) -> E
     vectors = load_encoder().encode(texts)
     mlp = MLPClassifier(hidden_layer_sizes=(_HEAD_HIDDEN,), activation="relu", solver="adam", early_stopping=True,
                         max_iter=_HEAD_MAX_ITER, random_state=_RANDOM_STATE)
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, _pinned_blas():
         warnings.simplefilter("always")
         mlp.fit(vectors, labels)
     if any("interrupted by user" in str(w.message) for w in caught):

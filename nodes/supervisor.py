@@ -161,7 +161,8 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
         else:
             source = packet_in.get("from_agent") if packet_in else None
             shaped = shape_history(messages, policy_for_edge(source, SUPERVISOR, deps.history),
-                                   render_packet(packet_in) if packet_in else None)
+                                   render_packet(packet_in) if packet_in else None,
+                                   sender_note=str((packet_in or {}).get("sender_note") or ""))
             system = SystemMessage(content=supervisor_prompt())
             call_ids = known_call_ids(messages)
             bound = bound_model()

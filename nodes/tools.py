@@ -187,8 +187,7 @@ def _refund_view(rf: Refund, store: BusinessStore | None = None) -> dict[str, An
         if tx is not None:
             view["merchant"] = tx.merchant
         if rf.status == "executed":  # when the money arrived: the credit the payout posted (reference = the refund)
-            credit = next((c for c in store.list_transactions(rf.customer_id, limit=50, kind="transfer_in")
-                           if c.reference == rf.id), None)
+            credit = store.refund_credit(rf.customer_id, rf.id)
             if credit is not None:
                 view["paid_at"], view["credit_transaction_id"] = credit.created_at, credit.id
         if rf.status == "expired":  # when its approval deadline ended it: the time of the expire decision

@@ -63,8 +63,23 @@ def _drop_tool_traffic(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     return out
 
 
+def _without_note(messages: list[BaseMessage], note: str) -> list[BaseMessage]:
+    """``messages`` with ``note`` taken out of the last assistant message with tool calls (the sender's handoff) when
+    its text starts with it: the packet carries the note, so the model reads it once. The message keeps its tool
+    calls (its ToolMessages stay answered) and any text beyond the note (a packet keeps the first 1,000 characters)."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if not (isinstance(m, AIMessage) and m.tool_calls):
+            continue
+        text = m.content.strip() if isinstance(m.content, str) else ""
+        if not text.startswith(note):
+            return messages
+        return [*messages[:i], m.model_copy(update={"content": text[len(note):].strip()}), *messages[i + 1:]]
+    return messages
+
+
 def shape_history(messages: Sequence[BaseMessage], policy: HistoryPolicy,
-                  packet_summary: str | None = None) -> list[BaseMessage]:
+                  packet_summary: str | None = None, sender_note: str = "") -> list[BaseMessage]:
     """Return the messages the receiving model sees.
 
     Args:
@@ -72,6 +87,9 @@ def shape_history(messages: Sequence[BaseMessage], policy: HistoryPolicy,
         policy: the mode to apply.
         packet_summary: the HandoffPacket rendered as text; prepended as a SystemMessage in every mode
             but ``full`` when given.
+        sender_note: the packet's ``sender_note`` (what the handing agent wrote with its handoff). When the packet
+            summary is prepended, the summary carries the note, so the handoff message that wrote it is passed
+            without its text (``full`` keeps the transcript as it is: there the note travels in that message).
 
     Modes:
         ``full``: everything. ``last_k``: the last ``k`` user turns and everything after each.
@@ -79,6 +97,8 @@ def shape_history(messages: Sequence[BaseMessage], policy: HistoryPolicy,
         tool calls and ToolMessages removed (assistant text kept).
     """
     msgs = list(messages)
+    if sender_note and packet_summary and policy.mode != "full":
+        msgs = _without_note(msgs, sender_note)
     if policy.mode == "full":
         shaped = msgs
     elif policy.mode == "last_k":

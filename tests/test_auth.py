@@ -172,6 +172,46 @@ def test_create_run_on_aegra_returns_the_context_it_must_apply():
     assert _status(A.on_run(_ctx(ADA, "create_run"), {**body, "checkpoint": {"checkpoint_id": "1ef"}})) == 403
 
 
+def test_create_run_puts_the_servers_run_config_in_place_of_the_clients():
+    """A client's ``recursion_limit`` of 3 cut a turn short with GraphRecursionError: the run's config gets the server's
+    recursion limit, loses ``max_concurrency`` and LangGraph's engine keys, and keeps the thread, the namespace, the
+    server's own keys and the tracing keys; changed in place (the LangGraph API keeps its reference)."""
+    from graph.settings import Settings
+
+    own = Settings().recursion_limit
+    for sent in (3, 10_000):
+        config = {"recursion_limit": sent, "max_concurrency": 1, "tags": ["t"], "run_name": "r",
+                  "configurable": {"thread_id": "t1", "checkpoint_ns": "", "__pregel_durability": "exit",
+                                   "__pregel_checkpointer": "x", "checkpoint_map": {"": "1"},
+                                   "langgraph_auth_user_id": "c_ada", "langgraph_request_id": "q1",
+                                   "__after_seconds__": 0}}
+        kwargs = {"input": {"messages": [{"role": "user", "content": "hi"}]}, "config": config}
+        assert asyncio.run(A.on_run(_ctx(ADA, "create_run"), {"kwargs": kwargs})) == {"owner": "c_ada"}
+        assert kwargs["config"] is config
+        assert config == {"recursion_limit": own, "tags": ["t"], "run_name": "r",
+                          "configurable": {"thread_id": "t1", "checkpoint_ns": "", "langgraph_auth_user_id": "c_ada",
+                                           "langgraph_request_id": "q1", "__after_seconds__": 0}}
+    resume = {"command": {"resume": {"decision": "approve"}}}  # no config at all: the server's all the same
+    asyncio.run(A.on_run(_ctx(ANN, "create_run"), {"kwargs": resume}))
+    assert resume["config"] == {"recursion_limit": own}
+
+
+def test_the_aegra_run_guard_puts_the_servers_run_config_in_the_body(tokens):
+    import json
+
+    from graph.aegra_app import checked_body
+    from graph.settings import Settings
+
+    headers = [(b"authorization", f"Bearer {tokens['c_ada']}".encode())]
+    body = {"input": {"messages": [{"role": "user", "content": "hi"}]},
+            "config": {"recursion_limit": 3, "max_concurrency": 2, "configurable": {"__pregel_durability": "exit"}}}
+    status, _, new = asyncio.run(checked_body(headers, json.dumps(body).encode(), "t-aegra"))
+    assert status == 200
+    assert json.loads(new)["config"] == {"recursion_limit": Settings().recursion_limit, "configurable": {}}
+    status, _, new = asyncio.run(checked_body(headers, json.dumps({"input": body["input"]}).encode(), "t-aegra"))
+    assert status == 200 and json.loads(new)["config"] == {"recursion_limit": Settings().recursion_limit}
+
+
 @pytest.mark.parametrize("who, kwargs, reason", [
     (ADA, {"command": {"goto": "refund_execute"}}, "only a resume"),
     (ADA, {"command": {"resume": "x", "update": {"owner": {}}}}, "only a resume"),

@@ -215,3 +215,57 @@ def test_an_input_without_a_message_is_refused_everywhere(make_desk, run_input):
     with pytest.raises(Auth.exceptions.HTTPException) as info:
         asyncio.run(A.on_run(ada, {"kwargs": {"input": run_input}}))
     assert info.value.status_code == 422 and "carries no message" in info.value.detail
+
+
+# -- a message that is not text is refused as such, never as "empty" ------------------------------------------------
+
+NOT_TEXT = [(b"\xff\xfe", "the message must be text, not bytes, and these bytes are not valid UTF-8 "
+                          "(byte 0xFF at position 0)"),
+            (b"ok \xe9", "the message must be text, not bytes, and these bytes are not valid UTF-8 "
+                         "(byte 0xE9 at position 3)"),
+            (b"hello", "the message must be text, not bytes (decode them as UTF-8 first)"),
+            (bytearray(b"hello"), "the message must be text, not bytes (decode them as UTF-8 first)"),
+            (None, "the message must be text, not None"),
+            (42, "the message must be text, not int")]
+
+
+@pytest.mark.parametrize("value, why", NOT_TEXT, ids=[repr(v)[:12] for v, _ in NOT_TEXT])
+def test_conversation_send_says_a_non_text_message_is_not_text(make_desk, value, why):
+    conv = Conversation("not-text", desk=make_desk())
+    with pytest.raises(InputError) as info:
+        conv.send(value)  # type: ignore[arg-type]
+    assert str(info.value) == why and conv.state == {}  # the reason, one line, nothing stored
+
+
+@pytest.mark.parametrize("value, why", NOT_TEXT[:3], ids=[repr(v)[:12] for v, _ in NOT_TEXT[:3]])
+def test_every_way_in_gives_the_same_reason_for_bytes(make_desk, value, why):
+    """The compiled graph (a message's content, or the message itself), the HTTP run handler (422) and an approver's
+    note name bytes as bytes too."""
+    import asyncio
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph_sdk import Auth
+
+    from graph import auth as A
+    from graph.approval import parse_decision
+    from graph.context import RunContext
+    from graph.inputs import check_turn_input
+
+    saver = InMemorySaver()
+    graph = make_desk(checkpointer=saver).graph
+    config = {"configurable": {"thread_id": "not-text-graph"}}
+    for run_input in ({"messages": [{"role": "user", "content": value}]}, {"messages": [("user", value)]},
+                      {"messages": [value]}):
+        with pytest.raises(InputError) as info:
+            graph.invoke(run_input, config, context=RunContext(user_id="c_ada"))
+        assert str(info.value) == why
+    assert list(saver.list(config)) == []
+    ada = types_ns(user={"kind": "customer", "principal_id": "c_ada", "tenant_id": "t_demo", "roles": ["customer"]})
+    with pytest.raises(Auth.exceptions.HTTPException) as http:
+        asyncio.run(A.on_run(ada, {"kwargs": {"input": {"messages": [{"role": "user", "content": value}]}}}))
+    assert http.value.status_code == 422 and http.value.detail == why
+    with pytest.raises(InputError) as note:
+        parse_decision({"decision": "approve", "note": value})
+    assert str(note.value) == why.replace("the message", "the note")
+    with pytest.raises(InputError, match="^the message is empty$"):  # a message without content stays "empty"
+        check_turn_input({"messages": [{"role": "user"}]})

@@ -207,3 +207,76 @@ def test_history_shaping_receiving_model_input(make_graph, mode, k):
     stored = _values(g)["messages"]
     assert len([m for m in stored if isinstance(m, HumanMessage)]) == 2
     assert any(isinstance(m, ToolMessage) and m.name == "find_duplicate_charges" for m in stored)
+
+
+# -- a caller's recursion limit cannot cut a turn short ---------------------------------------------------------------
+
+SMALL_REFUND = "Please refund tx_1008, it was a duplicate coffee"  # £4.50: approved by the house rules, paid at once
+
+
+def _paid(store) -> list:
+    return [r for r in store.list_refunds("c_ada") if r.transaction_id == "tx_1008" and r.status == "executed"]
+
+
+def test_a_recursion_limit_of_3_from_invoke_still_finishes_the_refund_turn(make_desk, store):
+    """The refund's whole flow (entry, triage, refunds, risk, refund_execute, refunds: 6 steps) runs under a caller's
+    ``recursion_limit`` of 3, and the next message is the thread's second turn, not a fresh start."""
+    from graph.context import RunContext
+
+    graph = make_desk().graph
+    config = {"configurable": {"thread_id": "rl3"}, "recursion_limit": 3}
+    ada = RunContext(user_id="c_ada")
+    out = graph.invoke({"messages": [("user", SMALL_REFUND)]}, config, context=ada)
+    assert out["turn"] == 1 and "paid back" in str(out["messages"][-1].content)
+    assert [h["to_agent"] for h in out["handoff_path"]][-3:] == ["risk", "refund_execute", "refunds"]
+    assert len(_paid(store)) == 1 and graph.get_state(config).next == ()
+    again = graph.invoke({"messages": [("user", "when will it arrive?")]}, config, context=ada)
+    assert again["turn"] == 2 and "credited to your account" in str(again["messages"][-1].content)
+    assert len(_paid(store)) == 1  # paid once
+
+
+def test_a_small_recursion_limit_through_async_stream_and_with_config(make_desk, store):
+    import asyncio
+
+    from graph.builder import DeskGraph
+    from graph.context import RunContext
+
+    graph = make_desk().graph
+    ada = RunContext(user_id="c_ada")
+    out = asyncio.run(graph.ainvoke({"messages": [("user", "my card was stolen")]},
+                                    {"configurable": {"thread_id": "rl-async"}, "recursion_limit": 2}, context=ada))
+    assert out["active_agent"] == "cards" and out["turn"] == 1
+    bound = graph.with_config(recursion_limit=3)
+    assert isinstance(bound, DeskGraph) and bound.min_recursion_limit == graph.min_recursion_limit
+    chunks = list(bound.stream({"messages": [("user", SMALL_REFUND)]}, {"configurable": {"thread_id": "rl-stream"}},
+                               context=ada, stream_mode="updates"))
+    assert "refund_execute" in {node for chunk in chunks for node in chunk}
+    # the floor is the desk's own need; a larger limit is the caller's to keep
+    floor = graph.min_recursion_limit
+    assert floor == make_desk().deps.settings.recursion_limit
+    assert bound.run_config(None) == {"recursion_limit": floor}
+    assert graph.run_config({"recursion_limit": 500}) == {"recursion_limit": 500}
+
+
+def test_the_hop_budget_ends_a_turn_in_fallback_under_a_recursion_limit_of_3(make_graph):
+    """A ping-pong between billing and refunds: the policies' budgets end it in fallback (the customer is told a person
+    takes over) before any recursion limit, even a caller's 3."""
+    from graph.context import RunContext
+
+    model = sm.ping_pong("billing", "refunds")
+    g = make_graph(model)
+    config = {"configurable": {"thread_id": "rl-pong"}, "recursion_limit": 3}
+    out = g.invoke({"messages": [("user", "I was charged twice")]}, config, context=RunContext(user_id="c_ada"))
+    assert out["task"]["status"] == "fallback" and out["handoff_path"][-1]["kind"] == "fallback"
+    assert "tx_1008" in str(out["messages"][-1].content)  # the fallback's answer: the facts so far
+    assert transcript_errors(out["messages"]) == []
+
+
+def test_a_conversation_on_a_graph_bound_to_recursion_limit_3_answers_every_turn(make_desk, store):
+    desk = make_desk()
+    conv = Conversation("rl-conv", graph=desk.graph.with_config(recursion_limit=3), store=store)
+    first = conv.send(SMALL_REFUND)
+    assert first.status == "answered" and "paid back" in first.text
+    later = conv.send("when will it arrive?")
+    assert later.turn == 2 and later.agent == "refunds" and "credited to your account" in later.text
+    assert len(_paid(store)) == 1

@@ -49,3 +49,60 @@ def test_the_cli_says_so_in_one_line_and_creates_nothing(tmp_path):
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         "error: unsupported database URL 'mysql://x' (use a SQLite file path or postgresql://…)"], r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+# -- a SQLite file in a folder that does not exist: refused unless the folder is in the home -------------------------
+
+def _missing(tmp_path: Path) -> list[str]:
+    far = tmp_path / "nonexistent" / "dir" / "x.db"
+    return [str(far), f"sqlite:///{far}"]
+
+
+@pytest.mark.parametrize("setting, env", [("db", "SWITCHBOARD_DB"), ("business_db", "SWITCHBOARD_BUSINESS_DB")])
+def test_a_sqlite_file_in_a_missing_folder_outside_the_home_is_refused(isolated_home, tmp_path, monkeypatch,
+                                                                       setting, env):
+    for target in _missing(tmp_path):
+        with pytest.raises(ConfigError) as info:
+            Settings(**{setting: target})
+        assert str(info.value) == (f"invalid setting {setting} ({env}): the folder {tmp_path / 'nonexistent' / 'dir'} "
+                                   f"does not exist; create it first (only the home folder {isolated_home} is created "
+                                   "for you)")
+        monkeypatch.setenv(env, target)
+        with pytest.raises(ConfigError, match=f"^invalid setting {setting} "):
+            Settings.from_env()
+        monkeypatch.delenv(env)
+    assert list(tmp_path.iterdir()) == []  # nothing made, not even the home
+
+
+def test_existing_folders_the_home_memory_and_servers_pass(isolated_home, tmp_path):
+    (tmp_path / "here").mkdir()
+    for ok in (tmp_path / "here" / "x.db", f"sqlite:///{tmp_path / 'here' / 'x.db'}", isolated_home / "a" / "b" / "x.db",
+               "x.db", "memory", "postgresql://u@h/d"):
+        assert Settings(db=ok).db == str(ok)
+    assert Settings(business_db=isolated_home / "deep" / "b.db").business_db == str(isolated_home / "deep" / "b.db")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["here"]
+
+
+@pytest.mark.parametrize("args", [["chat", "hello"], ["threads", "--as", "ann"], ["pending", "--as", "ann"],
+                                  ["db", "upgrade"], ["route", "QUERIES"]],
+                         ids=["chat", "threads", "pending", "db-upgrade", "route"])
+def test_every_command_refuses_a_missing_db_folder_in_one_line_creating_nothing(isolated_home, tmp_path, monkeypatch,
+                                                                                 capsys, args):
+    from graph import cli
+
+    queries = tmp_path / "in" / "q.csv"
+    queries.parent.mkdir()
+    queries.write_text("text,category\nmy card is lost,lost_or_stolen_card\n")
+    labels = tmp_path / "in" / "map.json"
+    labels.write_text('{"agents": {"cards": ["lost_or_stolen_card"]}}')
+    args = [str(queries) if a == "QUERIES" else a for a in args] + (["--labels", str(labels)] if args[0] == "route"
+                                                                    else [])
+    far = tmp_path / "nonexistent" / "dir" / "x.db"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.argv", ["switchboard", *args, "--db", str(far)])
+    with pytest.raises(SystemExit) as code:
+        cli.main()
+    err = capsys.readouterr().err
+    assert code.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: invalid setting db (SWITCHBOARD_DB): the folder ") and str(far.parent) in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]  # no nonexistent/dir, no home

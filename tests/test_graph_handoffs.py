@@ -8,6 +8,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from graph.conversation import Conversation
 from nodes.testing import scripted as sm
 from policies.edges import HANDOFF_EDGES
+from policies.history import HistoryPolicy
 from tests.transcript import transcript_errors
 
 LEGAL = sorted((s, t) for s, ts in HANDOFF_EDGES.items() for t in ts)
@@ -169,3 +170,52 @@ def test_empty_message_is_refused_and_stores_nothing(make_graph):
     with pytest.raises(InputError):
         conv.send("   ")
     assert conv.state == {}
+
+
+# -- what a sender writes with its handoff reaches the receiver's model once ----------------------------------------
+
+TRIAGE_NOTE = "The customer says tx_1008 is the second coffee charge of the morning."
+BILLING_NOTE = "I checked: tx_1008 duplicates tx_1007, seven minutes apart."
+
+
+def _noting_model() -> sm.ScriptedChatModel:
+    """Triage and billing each write a note with their handoff (triage -> billing -> refunds); refunds answers."""
+
+    def policy(agent, user, names, i, msgs):
+        if agent == "triage":
+            return AIMessage(content=TRIAGE_NOTE, tool_calls=[sm.tool_call("transfer_to_billing", reason="a charge")])
+        if agent == "billing":
+            return AIMessage(content=BILLING_NOTE, tool_calls=[sm.tool_call("transfer_to_refunds",
+                                                                           reason="wants the duplicate back")])
+        return AIMessage(content="I'll look at the refund.")
+
+    return sm.ScriptedChatModel(policy=policy)
+
+
+def _first_input(model: sm.ScriptedChatModel, agent: str) -> list:
+    return next(msgs for who, msgs in model.log if who == agent)
+
+
+@pytest.mark.parametrize("history", [None, {"triage": HistoryPolicy("full")}],
+                         ids=["default-history", "full-history-from-triage"])
+def test_a_senders_note_reaches_the_receivers_model_once(make_graph, history):
+    """The note travels in the packet ("Note from triage (its own words, not verified): …"); the sender's handoff
+    message reaches the receiver without that text (its tool call and answer kept, so the input stays a valid
+    transcript). With ``full`` history no packet is rendered, and the note travels in the message instead: once
+    either way. The checkpoint keeps the message as the model wrote it."""
+    model = _noting_model()
+    g = make_graph(model, history=history)
+    conv = Conversation("note-once", graph=g)
+    r = conv.send("I was charged twice for my coffee, I want my money back")
+    assert r.agent == "refunds" and [h.to_agent for h in r.handoff_path if h.kind == "handoff"] == ["billing", "refunds"]
+    for receiver, sender, note in (("billing", "triage", TRIAGE_NOTE), ("refunds", "billing", BILLING_NOTE)):
+        seen = _first_input(model, receiver)
+        assert sum(str(m.content).count(note) for m in seen) == 1, (receiver, [str(m.content)[:80] for m in seen])
+        packet_mode = not (history and sender == "triage")
+        assert (f"Note from {sender} (its own words, not verified): {note}" in str(seen[0].content)) is packet_mode
+        assert transcript_errors(seen[1:]) == []
+    billing_seen = _first_input(model, "billing")
+    assert any(isinstance(m, AIMessage) and m.tool_calls and m.tool_calls[0]["name"] == "transfer_to_billing"
+               for m in billing_seen)  # the handoff itself is still in the input (last_k history from triage)
+    stored = [str(m.content) for m in conv.state["messages"] if isinstance(m, AIMessage)]
+    assert TRIAGE_NOTE in stored and BILLING_NOTE in stored

@@ -339,3 +339,18 @@ def test_a_customer_streams_values_only_and_cancels_only_once_confirmed(server):
     out = ada.runs.wait(tid, "switchboard", command={"resume": {"decision": "cancel"}})
     assert out["refund_outcome"]["status"] == "cancelled" and "cancelled" in out["outcome"]["text"]
     assert [(d.approver, d.decision) for d in store.list_decisions(task_id)] == [("customer:c_ada", "cancel")]
+
+
+def test_a_clients_recursion_limit_does_not_cut_the_refund_turn(server):
+    """A client's ``config.recursion_limit`` of 3 (the refund's flow takes 6 steps) is replaced by the server's
+    (``graph.auth.server_run_config``), and the graph would raise it to its own need anyway: the turn pays the refund
+    and answers, and the next message is the thread's second turn."""
+    ada = server.client("c_ada")
+    tid = ada.threads.create()["thread_id"]
+    out = ada.runs.wait(tid, "switchboard", config={"recursion_limit": 3},
+                        input={"messages": [{"role": "user", "content": "Please refund tx_1008, it was a duplicate coffee"}]})
+    assert out["outcome"]["status"] == "answered" and out["outcome"]["agent"] == "refunds", out
+    assert [h["to_agent"] for h in out["handoff_path"]][-2:] == ["refund_execute", "refunds"]
+    again = ada.runs.wait(tid, "switchboard", config={"recursion_limit": 3},
+                          input={"messages": [{"role": "user", "content": "when will it arrive?"}]})
+    assert again["turn"] == 2 and again["outcome"]["agent"] == "refunds"

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from graph.conversation import Conversation
 from graph.errors import ConfigError
-from graph.settings import Settings
+from graph.settings import Settings, _env_name
 from graph.state import USAGE_KEYS, add_usage, usage_of
 from nodes.handoff_tools import ROUTE_TOOL, HandoffArgs, RouteDecision, route_tool
 from nodes.models import describe_model_error, is_openai_model, make_model
@@ -70,6 +70,35 @@ def test_settings_from_env_timeout_retries_routing(monkeypatch):
         with pytest.raises(ConfigError):
             Settings.from_env()
         monkeypatch.delenv(var)
+
+
+#: Every float setting (seconds, hours): found from the field types, so a float setting added later is covered too.
+FLOAT_SETTINGS = sorted(name for name, f in Settings.model_fields.items() if f.annotation is float)
+
+
+def test_the_float_settings_are_the_known_ones():
+    assert FLOAT_SETTINGS == ["approval_deadline_h", "expert_timeout_s", "model_timeout_s", "tool_backoff_s",
+                              "tool_timeout_s"]
+
+
+@pytest.mark.parametrize("field", FLOAT_SETTINGS)
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "Infinity", "1e400", float("inf"), float("nan")])
+def test_non_finite_float_settings_are_refused_in_one_line(monkeypatch, field, value):
+    """``inf`` passed ``gt=0`` (a timeout that never ends, a deadline never reached) while ``nan`` failed it: both are
+    refused, from a keyword and from the environment, with the same one line."""
+    with pytest.raises(ConfigError) as kw:
+        Settings(**{field: value})
+    assert "\n" not in str(kw.value) and f"invalid setting {field} (" in str(kw.value)
+    assert "Input should be a finite number" in str(kw.value)
+    env = _env_name(field)
+    monkeypatch.setenv(env, str(value))
+    with pytest.raises(ConfigError, match=f"^invalid setting {field} \\({env}\\): Input should be a finite number"):
+        Settings.from_env()
+
+
+@pytest.mark.parametrize("field", FLOAT_SETTINGS)
+def test_finite_float_settings_still_pass(field):
+    assert getattr(Settings(**{field: "2.5"}), field) == 2.5
 
 
 # ----------------------------------------------------------------------------------------------- failures

@@ -443,6 +443,8 @@ def test_cli_chat_over_http_succeeds(cli, stub, monkeypatch, tmp_path):
     ({"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "127.0.0.1:8000/v1"}, [], "error: OPENAI_BASE_URL must be an http(s) URL"),
     ({"OPENAI_API_KEY": "k"}, ["--timeout", "0"],
      "error: invalid setting model_timeout_s (SWITCHBOARD_MODEL_TIMEOUT): Input should be greater than 0"),
+    ({"OPENAI_API_KEY": "k"}, ["--timeout", "inf"],
+     "error: invalid setting model_timeout_s (SWITCHBOARD_MODEL_TIMEOUT): Input should be a finite number"),
     ({"OPENAI_API_KEY": "k", "SWITCHBOARD_MODEL_RETRIES": "many"}, [],
      "error: invalid setting model_retries (SWITCHBOARD_MODEL_RETRIES): Input should be a valid integer"),
 ])

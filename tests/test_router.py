@@ -434,13 +434,40 @@ def test_shipped_default_is_not_stale():
     assert default_router_path().stat().st_size < 10_000_000  # issue 12 §2: the shipped fitted file stays under 10 MB
 
 
+#: How far a refitted TF-IDF part may be from the shipped one (largest class-probability difference over the BANKING77
+#: test queries). LinearSVC's coordinate descent does not use BLAS, but the sigmoid calibrators are fitted with
+#: L-BFGS-B, whose dot products do: fits with the SkylakeX, Sandybridge and generic (Katmai) kernels are 8.7e-9 from
+#: the Haswell kernel's in probability; a fit on 1% fewer rows is 0.2 away.
+TFIDF_TOLERANCE = 1e-6
+#: How far a refitted embedding head may be from the shipped one: the largest difference of a class probability over
+#: the BANKING77 test queries. The fit runs on one BLAS thread (``router_fit._BLAS_THREADS``) but OpenBLAS picks its
+#: kernels by processor, and their rounding differs over the network's training: heads fitted with the Haswell,
+#: SkylakeX, Cooperlake, Sandybridge and generic (Katmai) kernels (``OPENBLAS_CORETYPE``) are at most 0.003 apart,
+#: while a head fitted with another seed, or on 1% fewer rows, is 0.72 away. Bit-for-bit equality holds only on
+#: processors of the kernel that fitted the shipped file.
+HEAD_TOLERANCE = 0.02
+#: The same for the router's agent probabilities (TF-IDF and head blended, summed per agent): measured at most 0.0012
+#: across those kernels, 0.34 for another seed or 1% fewer rows.
+AGENT_TOLERANCE = 0.01
+#: BANKING77 test queries (of 3,080) whose agent may differ between the shipped router and one with a refitted head:
+#: a query the two best agents nearly tie on can tip either way under another kernel's rounding. Measured: at most 1
+#: across those kernels; 27 for another seed, 32 for 1% fewer rows.
+MAX_AGENT_CHANGES = 3
+
+
 @pytest.mark.slow
 @pytest.mark.data
 def test_shipped_default_equals_a_fresh_fit_and_scikit_learn_on_banking77():
-    """Refit the default (as ``make router`` does): scikit-learn's probabilities on every BANKING77 test query
-    equal the shipped file's TF-IDF part to 1e-9 and a refitted embedding head the shipped one's to 1e-5 (that the
-    same model saves to the same bytes: ``test_saving_is_byte_reproducible``;
-    one fit of the 28,677 rows takes minutes, so it is not repeated here)."""
+    """Refit the default (as ``make router`` does) and compare it with the shipped file on every BANKING77 test
+    query. A fit with floating-point BLAS is not bit-reproducible across processors (OpenBLAS picks its kernels by
+    CPU, and their rounding differs), so what is compared is what a stale file or a file fitted from other data would
+    change: the TF-IDF part's probabilities (scikit-learn's) within :data:`TFIDF_TOLERANCE`, the embedding head's
+    within :data:`HEAD_TOLERANCE`, the router's agent probabilities within :data:`AGENT_TOLERANCE`, and the routing
+    decision on all but :data:`MAX_AGENT_CHANGES` queries. (That the
+    same model saves to the same bytes: ``test_saving_is_byte_reproducible``; one fit of the 28,717 rows takes
+    minutes, so it is not repeated here.)"""
+    from dataclasses import replace
+
     from nodes.router_embed import load_encoder
 
     texts, _ = read_labelled_csv(_banking77() / "test.csv")
@@ -451,12 +478,21 @@ def test_shipped_default_equals_a_fresh_fit_and_scikit_learn_on_banking77():
     model = shipped._model
     assert model is not None and model.head is not None, "the shipped router has no embedding head: run 'make router'"
     diff = np.abs(pipeline.predict_proba(texts) - model._tfidf_proba(texts)).max()
-    assert diff < 1e-9, f"shipped router differs from a fresh fit by {diff:.3g}: run 'make router'"
-    head = router_fit.fit_head(train_texts, labels, shipped.classes)  # the same seed: the same network
+    assert diff < TFIDF_TOLERANCE, f"shipped router differs from a fresh fit by {diff:.3g}: run 'make router'"
+    head = router_fit.fit_head(train_texts, labels, shipped.classes)  # the same seed: the same network, up to BLAS
     assert head is not None
     vectors = load_encoder().encode(texts)
     diff = np.abs(head.predict_proba(vectors) - model.head.predict_proba(vectors)).max()
-    assert diff < 1e-5, f"shipped embedding head differs from a fresh fit by {diff:.3g}: run 'make router'"
+    assert diff < HEAD_TOLERANCE, f"shipped embedding head differs from a fresh fit by {diff:.3g}: run 'make router'"
+    refit = IntentRouter(source="refit")
+    refit._set_model(replace(model, head=head))
+    refit.label_to_agent = shipped.label_to_agent
+    ours, theirs = refit.route_many(texts), shipped.route_many(texts)
+    diff = max(abs(a.scores[k] - b.scores[k]) for a, b in zip(ours, theirs) for k in a.scores)
+    assert diff < AGENT_TOLERANCE, f"shipped router's agent probabilities differ from a refit by {diff:.3g}"
+    changed = [t for t, a, b in zip(texts, ours, theirs) if a.agent != b.agent]
+    assert len(changed) <= MAX_AGENT_CHANGES, \
+        f"{len(changed)} of {len(texts)} queries change agent with a refitted head: run 'make router'"
 
 
 def test_build_default_without_the_data_sets_is_a_one_line_error(tmp_path, capsys):

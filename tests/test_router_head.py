@@ -89,14 +89,15 @@ def test_head_is_fitted_only_on_enough_data():
 
 def test_blend_is_half_tfidf_half_head_and_head_equals_scikit_learn(head_router):
     """p = (1 - blend) * p_tfidf + blend * p_head, and the exported head scores exactly as the MLPClassifier fitted
-    with the same settings (same seed: the same network)."""
+    with the same settings (same seed and the same BLAS threads, in the same process: the same network)."""
     model = head_router._model
     assert model is not None and model.head is not None and model.head.blend == router_fit._HEAD_BLEND
     probe = ["my card was taken by a thief", "hello!", "refund please", "send money to mum", "zzz"]
     texts, labels = _data()
     vectors = router_embed.load_encoder().encode(texts)
-    mlp = MLPClassifier(hidden_layer_sizes=(router_fit._HEAD_HIDDEN,), early_stopping=True,
-                        max_iter=router_fit._HEAD_MAX_ITER, random_state=0).fit(vectors, labels)
+    with router_fit._pinned_blas():  # as fit_head trains: another thread count rounds differently
+        mlp = MLPClassifier(hidden_layer_sizes=(router_fit._HEAD_HIDDEN,), early_stopping=True,
+                            max_iter=router_fit._HEAD_MAX_ITER, random_state=0).fit(vectors, labels)
     ref = mlp.predict_proba(router_embed.load_encoder().encode(probe))
     ref = ref[:, [list(mlp.classes_).index(c) for c in head_router.classes]]
     head = model.head.predict_proba(router_embed.load_encoder().encode(probe))
@@ -105,6 +106,34 @@ def test_blend_is_half_tfidf_half_head_and_head_equals_scikit_learn(head_router)
     assert np.abs(blended - (0.5 * model._tfidf_proba(probe) + 0.5 * head)).max() < 1e-12
     assert np.allclose(blended.sum(axis=1), 1.0)
     assert head_router.route("a thief took my card on the train").agent == "cards"
+
+
+def test_every_fit_runs_its_blas_on_one_thread(monkeypatch):
+    """The TF-IDF fit and the head's training run with BLAS limited to ``router_fit._BLAS_THREADS`` (1) whatever the
+    caller's limit (2 here, so the pin shows on a one-core machine too), and the caller's limit comes back after."""
+    from sklearn.pipeline import Pipeline
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads() -> set[int]:
+        return {m["num_threads"] for m in threadpool_info() if m["user_api"] == "blas"}
+
+    seen: list[tuple[str, set[int]]] = []
+    for cls in (Pipeline, MLPClassifier):
+        real = cls.fit
+
+        def spy(self, *args, _real=real, _name=cls.__name__, **kwargs):
+            seen.append((_name, blas_threads()))
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "fit", spy)
+    monkeypatch.setattr(router_fit, "_HEAD_FROM", 50)
+    texts, labels = _data()
+    with threadpool_limits(limits=2, user_api="blas"):
+        router_fit.fit_pipeline(texts, labels)
+        assert router_fit.fit_head(texts, labels, tuple(sorted(set(labels)))) is not None
+        assert blas_threads() == {2}
+    assert seen == [("Pipeline", {1}), ("MLPClassifier", {1})]
+    assert router_fit.FIT_SETTINGS["blas_threads"] == router_fit._BLAS_THREADS == 1
 
 
 def test_head_router_roundtrip_is_version_3_and_exact(tmp_path, head_router):

@@ -634,3 +634,31 @@ def test_the_approval_rule_is_recorded_once(store: BusinessStore) -> None:
     with pytest.raises(NotFoundError):
         store.record_approval_rule("task-nope", 1)
     assert store.get_task(task.id).approvals_required == 2
+
+
+# -- when a refund was paid ----------------------------------------------------------------------------------------
+
+def test_a_paid_refunds_date_is_found_however_many_credits_follow(store: BusinessStore) -> None:
+    """The paid date of a refund is its credit's time, found by the credit's reference to the refund: 60 later credits
+    on the account (other refunds, top-ups from a bank) used to push it out of the 50 newest ``transfer_in`` rows
+    the refund view looked through, and the answer read "credited to your account on , so …"."""
+    from nodes.playbook import _render_refund_status
+    from nodes.tools import ToolContext, _refund_status
+
+    rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "duplicate", "k-paid-date")
+    paid = store.execute_refund(rf.id, "k-paid-date/exec")
+    later = [{"id": f"tx_in_{i}", "customer_id": "c_ada", "card_id": None, "merchant": "Transfer from Barclays",
+              "amount_minor": 100, "currency": "GBP", "kind": "transfer_in", "status": "posted",
+              "created_at": f"2025-03-{15 + i // 24:02d}T{i % 24:02d}:00:00Z", "reference": None} for i in range(60)]
+    assert store.insert_rows({"transactions": later}) == 60
+    result = _refund_status(store, ToolContext(customer_id="c_ada", tenant_id="t_demo", thread_id="t-paid"), rf.id)
+    answer = _render_refund_status(result, "when will it arrive?")
+    assert "credited to your account on 14 Mar, so" in answer, answer
+    [view] = result["refunds"]
+    assert view["paid_at"] == paid["executed_at"] and view["credit_transaction_id"] == paid["credit_transaction_id"]
+    credit = store.refund_credit("c_ada", rf.id)
+    assert credit is not None and credit.id == paid["credit_transaction_id"] and credit.created_at == paid["executed_at"]
+    assert store.refund_credit("c_ada", "rf_5001") is None  # requested, not paid
+    assert store.refund_credit("c_bob", rf.id) is None  # another customer's refund is not found
+    undated = {"refunds": [{k: v for k, v in view.items() if k != "paid_at"}]}  # a view without the date: no "on ,"
+    assert "credited to your account, so it is already" in _render_refund_status(undated, "when will it arrive?")

@@ -300,6 +300,18 @@ class BusinessStore:
             rows = conn.execute(query).mappings().all()
         return [Transaction(**r) for r in rows]
 
+    def refund_credit(self, customer_id: str, refund_id: str) -> Transaction | None:
+        """The credit that paid refund ``refund_id`` back to ``customer_id``: the ``transfer_in`` transaction that
+        :meth:`execute_refund` posted with the refund as its ``reference`` (its ``created_at`` is when the money
+        arrived), or None while the refund is unpaid or is another customer's. Found by that reference, so it does
+        not matter how many credits the account received after it."""
+        tx = t.transactions
+        query = (select(*_TX).where(tx.c.customer_id == customer_id, tx.c.kind == "transfer_in",
+                                    tx.c.reference == refund_id)
+                 .order_by(tx.c.created_at, tx.c.id).limit(1))
+        with self._read() as conn:
+            return _record(Transaction, conn.execute(query).mappings().first())
+
     def get_transaction(self, customer_id: str, tx_id: str) -> Transaction | None:
         """The transaction if it exists and belongs to ``customer_id``, else None."""
         with self._read() as conn:
