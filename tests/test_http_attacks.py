@@ -1,7 +1,6 @@
 """HTTP attacks on the money path of ``switchboard serve`` (Aegra 0.6, two instances over one fresh PostgreSQL
 database), driven over plain HTTP: the catalogue and what each attack asserts (the answer, the ledger, the thread
-afterwards) are in ``nodes/testing/http_attacks.py``; one server for the module. Attacks whose guarantee another
-change provides are ``xfail(strict=True)`` with that change's name ("customer view", "client config").
+afterwards) are in ``nodes/testing/http_attacks.py``; one server for the module.
 
 Also here: ``switchboard tasks --stuck`` lists a refund paused on a thread Aegra marked ``error`` (Aegra then refuses
 every resume of it).
@@ -26,10 +25,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.subprocess, pytest.mark.slow]
 
 
 def attack_params() -> list:
-    """One pytest param per attack, id ``<class>--<name>`` (slugged), xfail(strict) where the attack names a reason."""
-    return [pytest.param(a, id=re.sub(r"[^a-z0-9]+", "-", f"{a.cls}--{a.name}".lower()).strip("-"),
-                         marks=[pytest.mark.xfail(strict=True, reason=a.xfail)] if a.xfail else [])
-            for a in ATTACKS]
+    """One pytest param per attack, id ``<class>--<name>`` (slugged)."""
+    return [pytest.param(a, id=re.sub(r"[^a-z0-9]+", "-", f"{a.cls}--{a.name}".lower()).strip("-")) for a in ATTACKS]
 
 
 @pytest.fixture(scope="module")

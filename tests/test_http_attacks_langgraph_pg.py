@@ -1,8 +1,7 @@
 """The HTTP attacks of ``nodes/testing/http_attacks.py`` against ``switchboard serve --engine langgraph-pg``
 (LangGraph's Agent Server, langgraph-api 0.11.1, on the MIT PostgreSQL + Redis runtime; two instances over one fresh
 database and the local Redis); one server for the module. Runs only when SWITCHBOARD_TEST_LANGGRAPH_PG names the
-engine's virtual environment (``make langgraph-pg``) and SWITCHBOARD_TEST_POSTGRES a server. Attacks whose guarantee
-another change provides are ``xfail(strict=True)`` with that change's name.
+engine's virtual environment (``make langgraph-pg``) and SWITCHBOARD_TEST_POSTGRES a server.
 
 Also here: ``switchboard tasks --stuck`` lists a refund paused on a thread the runtime marked ``error``.
 """
@@ -34,8 +33,7 @@ def lg_pg(tmp_path_factory) -> Iterator[Arena]:
 
 
 @pytest.mark.parametrize("attack", [
-    pytest.param(a, id=re.sub(r"[^a-z0-9]+", "-", f"{a.cls}--{a.name}".lower()).strip("-"),
-                 marks=[pytest.mark.xfail(strict=True, reason=a.xfail)] if a.xfail else []) for a in ATTACKS])
+    pytest.param(a, id=re.sub(r"[^a-z0-9]+", "-", f"{a.cls}--{a.name}".lower()).strip("-")) for a in ATTACKS])
 def test_attack(lg_pg: Arena, attack) -> None:
     attack.run(lg_pg)
 

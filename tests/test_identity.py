@@ -24,6 +24,7 @@ from graph.errors import AccessDenied, InputError
 from graph.settings import Settings
 from nodes import principal as principal_mod
 from nodes.offline_model import OfflineChatModel
+from nodes.testing.ledger import denied_events, paid_refunds, thread_config
 from nodes.testing.scripted import KeywordRouter
 from nodes.testing.state import ungated
 from policies.authz import OperatorFacts, authorize_decision
@@ -56,16 +57,7 @@ def _desk(home: Path, **settings):
     return d, model
 
 
-def _cfg(thread: str) -> dict:
-    return {"configurable": {"thread_id": thread}}
-
-
-def _paid(store, customer: str = "c_ada") -> list:
-    return [r for r in store.list_refunds(customer) if r.status == "executed"]
-
-
-def _denied(desk, thread: str) -> list:
-    return desk.deps.events.events(thread, kinds=["access_denied"])
+_cfg, _paid, _denied = thread_config, paid_refunds, denied_events
 
 
 # -- a thread belongs to its customer ------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from graph.conversation import Conversation
 from graph.errors import AccessDenied, InputError
 from graph.settings import Settings
 from nodes.offline_model import OfflineChatModel
+from nodes.testing.ledger import denied_events, paid_refunds, thread_config
 from tests.conftest import KeywordRouter
 
 BIG = "I want a refund for tx_1001 please, that Tesco order never happened"  # £23.80: one approver
@@ -35,16 +36,7 @@ def desk(isolated_home):
     return d
 
 
-def _cfg(thread: str) -> dict:
-    return {"configurable": {"thread_id": thread}}
-
-
-def _paid(store, customer: str = "c_ada") -> list:
-    return [r for r in store.list_refunds(customer) if r.status == "executed"]
-
-
-def _denied(desk, thread: str) -> list:
-    return desk.deps.events.events(thread, kinds=["access_denied"])
+_cfg, _paid, _denied = thread_config, paid_refunds, denied_events
 
 
 def _paused(desk, thread: str = "p", ctx: RunContext = ADA, text: str = BIG):

@@ -11,9 +11,7 @@ attack, then what must hold afterwards:
 
 :data:`ATTACKS` lists them by class (:data:`CLASSES`); a test module runs each one against its engine with an
 :class:`Arena` (``tests/test_http_attacks.py``: Aegra; ``tests/test_http_attacks_langgraph_pg.py``: LangGraph's Agent
-Server on the MIT runtime). ``Attack.xfail`` names a guarantee another change provides ("customer view": the
-customer's view of thread state without the deciders' notes; "client config": a client's ``recursion_limit`` cannot
-cut a turn): such an attack is expected to fail until that change lands (``xfail(strict=True)``).
+Server on the MIT runtime).
 
 Nothing here is imported by the desk itself.
 """
@@ -42,23 +40,21 @@ CLASSES = ("client commands", "refused and repeated decisions", "customer view",
 
 @dataclass(frozen=True)
 class Attack:
-    """One attack: its class (one of :data:`CLASSES`), name, the function that runs it on an :class:`Arena`, and the
-    xfail reason when another change provides the guarantee it checks."""
+    """One attack: its class (one of :data:`CLASSES`), name, and the function that runs it on an :class:`Arena`."""
 
     cls: str
     name: str
     run: Callable[["Arena"], None]
-    xfail: str | None = None
 
 
 ATTACKS: list[Attack] = []
 
 
-def _attack(cls: str, name: str, xfail: str | None = None) -> Callable[[Callable[["Arena"], None]], Any]:
+def _attack(cls: str, name: str) -> Callable[[Callable[["Arena"], None]], Any]:
     assert cls in CLASSES, cls
 
     def register(fn: Callable[["Arena"], None]) -> Callable[["Arena"], None]:
-        ATTACKS.append(Attack(cls, name, fn, xfail))
+        ATTACKS.append(Attack(cls, name, fn))
         return fn
 
     return register
@@ -389,20 +385,20 @@ def _decided_with_note(a: Arena) -> Paused:
     return p
 
 
-@_attack("customer view", "the decider's note in the customer's thread state", xfail="customer view")
+@_attack("customer view", "the decider's note in the customer's thread state")
 def _note_in_state(a: Arena) -> None:
     p = _decided_with_note(a)
     assert NOTE not in json.dumps(a.state(p.customer.id, p.thread))
 
 
-@_attack("customer view", "the decider's note in the customer's thread history", xfail="customer view")
+@_attack("customer view", "the decider's note in the customer's thread history")
 def _note_in_history(a: Arena) -> None:
     p = _decided_with_note(a)
     status, body = a.served.http(p.customer.id, "POST", f"/threads/{p.thread}/history", {"limit": 10})
     assert status == 200 and NOTE not in json.dumps(body)
 
 
-@_attack("customer view", "the decider's note in the customer's next answer", xfail="customer view")
+@_attack("customer view", "the decider's note in the customer's next answer")
 def _note_in_answer(a: Arena) -> None:
     p = _decided_with_note(a)
     status, out = a.say(p.customer.id, p.thread, "any news on my refund?")
@@ -585,7 +581,7 @@ def _dup_fresh_run(a: Arena) -> None:
 
 # ------------------------------------------------------------------------------------------------ client config
 
-@_attack("client config", "recursion_limit 3 on a customer's turn", xfail="client config")
+@_attack("client config", "recursion_limit 3 on a customer's turn")
 def _recursion_turn(a: Arena) -> None:
     c = a.customer()
     tid = a.thread(c.id)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["approve_refund"]
+__all__ = ["approve_refund", "paid_refunds", "thread_config", "denied_events"]
 
 
 def approve_refund(store: Any, refund_id: str, approvers: Sequence[str] = ("operator:ann",), *,
@@ -24,3 +24,18 @@ def approve_refund(store: Any, refund_id: str, approvers: Sequence[str] = ("oper
         store.decide_approval(task.id, f"dc-{task.id}-{i}", who, "approve", refund_id=refund_id,
                               required_approvals=len(approvers))
     return store.get_task(task.id)
+
+
+def paid_refunds(store: Any, customer: str = "c_ada") -> list[Any]:
+    """The refunds of ``customer`` the business store records as paid (``executed``), newest first."""
+    return [r for r in store.list_refunds(customer) if r.status == "executed"]
+
+
+def thread_config(thread: str) -> dict[str, Any]:
+    """The LangGraph config of thread ``thread``."""
+    return {"configurable": {"thread_id": thread}}
+
+
+def denied_events(desk: Any, thread: str) -> list[Any]:
+    """The ``access_denied`` events of ``thread`` in ``desk``'s event log."""
+    return desk.deps.events.events(thread, kinds=["access_denied"])
