@@ -62,8 +62,8 @@ def command_refusal(command: Command) -> str:
 
 
 def _role(message: Any) -> str:
-    if isinstance(message, str):
-        return "human"
+    if isinstance(message, (str, bytes, bytearray)):
+        return "human"  # text (or bytes, which graph.inputs.check_turn_input then refuses with its reason)
     if isinstance(message, (tuple, list)) and len(message) == 2:
         return str(message[0])
     if isinstance(message, Mapping):

@@ -174,23 +174,27 @@ def test_create_run_on_aegra_returns_the_context_it_must_apply():
 
 def test_create_run_puts_the_servers_run_config_in_place_of_the_clients():
     """A client's ``recursion_limit`` of 3 cut a turn short with GraphRecursionError: the run's config gets the server's
-    recursion limit, loses ``max_concurrency`` and LangGraph's engine keys, and keeps the thread, the namespace, the
-    server's own keys and the tracing keys; changed in place (the LangGraph API keeps its reference)."""
+    recursion limit, loses ``max_concurrency``, and keeps the server's own keys and the tracing keys; changed in place
+    (the LangGraph API keeps its reference). A client's engine keys (thread, namespace, ``__pregel_*``) are refused
+    before (``test_run_requests_that_are_refused``); ``server_run_config`` drops any that reach it."""
     from graph.settings import Settings
 
     own = Settings().recursion_limit
     for sent in (3, 10_000):
         config = {"recursion_limit": sent, "max_concurrency": 1, "tags": ["t"], "run_name": "r",
-                  "configurable": {"thread_id": "t1", "checkpoint_ns": "", "__pregel_durability": "exit",
-                                   "__pregel_checkpointer": "x", "checkpoint_map": {"": "1"},
-                                   "langgraph_auth_user_id": "c_ada", "langgraph_request_id": "q1",
+                  "configurable": {"langgraph_auth_user_id": "c_ada", "langgraph_request_id": "q1",
                                    "__after_seconds__": 0}}
         kwargs = {"input": {"messages": [{"role": "user", "content": "hi"}]}, "config": config}
         assert asyncio.run(A.on_run(_ctx(ADA, "create_run"), {"kwargs": kwargs})) == {"owner": "c_ada"}
         assert kwargs["config"] is config
         assert config == {"recursion_limit": own, "tags": ["t"], "run_name": "r",
-                          "configurable": {"thread_id": "t1", "checkpoint_ns": "", "langgraph_auth_user_id": "c_ada",
-                                           "langgraph_request_id": "q1", "__after_seconds__": 0}}
+                          "configurable": {"langgraph_auth_user_id": "c_ada", "langgraph_request_id": "q1",
+                                           "__after_seconds__": 0}}
+    from graph.auth import server_run_config
+
+    engine = {"configurable": {"thread_id": "t1", "checkpoint_ns": "", "__pregel_durability": "exit",
+                               "checkpoint_map": {"": "1"}}}
+    assert server_run_config(engine) == {"recursion_limit": own, "configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
     resume = {"command": {"resume": {"decision": "approve"}}}  # no config at all: the server's all the same
     asyncio.run(A.on_run(_ctx(ANN, "create_run"), {"kwargs": resume}))
     assert resume["config"] == {"recursion_limit": own}
@@ -204,10 +208,11 @@ def test_the_aegra_run_guard_puts_the_servers_run_config_in_the_body(tokens):
 
     headers = [(b"authorization", f"Bearer {tokens['c_ada']}".encode())]
     body = {"input": {"messages": [{"role": "user", "content": "hi"}]},
-            "config": {"recursion_limit": 3, "max_concurrency": 2, "configurable": {"__pregel_durability": "exit"}}}
+            "config": {"recursion_limit": 3, "max_concurrency": 2, "configurable": {"langgraph_request_id": "q"}}}
     status, _, new = asyncio.run(checked_body(headers, json.dumps(body).encode(), "t-aegra"))
     assert status == 200
-    assert json.loads(new)["config"] == {"recursion_limit": Settings().recursion_limit, "configurable": {}}
+    assert json.loads(new)["config"] == {"recursion_limit": Settings().recursion_limit,
+                                         "configurable": {"langgraph_request_id": "q"}}
     status, _, new = asyncio.run(checked_body(headers, json.dumps({"input": body["input"]}).encode(), "t-aegra"))
     assert status == 200 and json.loads(new)["config"] == {"recursion_limit": Settings().recursion_limit}
 

@@ -646,6 +646,7 @@ def test_a_paid_refunds_date_is_found_however_many_credits_follow(store: Busines
     from nodes.tools import ToolContext, _refund_status
 
     rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "duplicate", "k-paid-date")
+    approve_refund(store, rf.id)
     paid = store.execute_refund(rf.id, "k-paid-date/exec")
     later = [{"id": f"tx_in_{i}", "customer_id": "c_ada", "card_id": None, "merchant": "Transfer from Barclays",
               "amount_minor": 100, "currency": "GBP", "kind": "transfer_in", "status": "posted",

@@ -110,9 +110,10 @@ class Arena:
         state = self.state(c.id, tid)
         pending = interrupts(state)
         assert len(pending) == 1, state
-        value = pending[0]["value"]
-        assert value["approvals_required"] == (2 if two else 1), value
-        return Paused(c, tid, state, value["refund_id"], value["task_id"], value["approvals_required"])
+        value = pending[0]["value"]  # the customer's view of the request: the task and its rule are the store's
+        [task] = [t for t in self.served.store.tasks_of_thread(tid) if t.status == "awaiting_approval"]
+        assert task.refund_id == value["refund_id"] and task.approvals_required == (2 if two else 1), (task, value)
+        return Paused(c, tid, state, value["refund_id"], task.id, task.approvals_required)
 
     # -- requests ---------------------------------------------------------------------------------------------------
 
@@ -341,14 +342,15 @@ def _replay_other(a: Arena) -> None:
     a.paid_once(p.customer.id, p.refund_id)
 
 
-@_attack("refused and repeated decisions", "approve after the customer cancelled")
-def _approve_after_cancel(a: Arena) -> None:
+@_attack("refused and repeated decisions", "a cancel the customer never confirmed, then the approver")
+def _unconfirmed_cancel(a: Arena) -> None:
     p = a.paused()
-    status, out = a.resume(p.customer.id, p.thread, {"decision": "cancel"})
-    assert status == 200, (status, out)
-    status, body = a.resume("ann", p.thread, {"decision": "approve"})
-    refusal(status, body, 409)
-    a.nothing_paid(p.customer.id)
+    status, body = a.resume(p.customer.id, p.thread, {"decision": "cancel"})
+    refusal(status, body, 403)  # the chat's rule: a cancel is taken only after the desk asked and the customer said yes
+    assert a.served.store.load_refund(p.refund_id).status == "requested"
+    status, out = a.resume("ann", p.thread, {"decision": "approve"})
+    assert status == 200 and "paid back" in out["outcome"]["text"], out
+    a.paid_once(p.customer.id, p.refund_id)
     assert a.engine_status(p.customer.id, p.thread) == "idle"
 
 
@@ -418,7 +420,8 @@ def _pause_view(a: Arena) -> None:
     p = a.paused()
     view = json.dumps(p.before)
     assert "c_ada" not in view and "c_bob" not in view and NOTE not in view
-    assert p.before["values"]["owner"]["customer_id"] == p.customer.id
+    assert "owner" not in p.before["values"]  # operator-only; the business store records it
+    assert a.served.store.thread_owner(p.thread).customer_id == p.customer.id
 
 
 # ------------------------------------------------------------------------------------------------- busy threads
@@ -576,7 +579,7 @@ def _dup_fresh_run(a: Arena) -> None:
     refusal(status, body, 404)
     assert a.served.store.thread_owner(tid).customer_id == owner.id
     status, out = a.say(owner.id, tid, "Where is my card?")
-    assert status == 200 and out["owner"]["customer_id"] == owner.id
+    assert status == 200 and a.served.store.thread_owner(tid).customer_id == owner.id
 
 
 # ------------------------------------------------------------------------------------------------ client config
@@ -780,7 +783,8 @@ def _forged_user(a: Arena) -> None:
     c = a.customer()
     tid = a.thread(c.id)
     status, out = a.say(c.id, tid, "Where is my card?", context={"user_id": "c_ada", "tenant_id": "t_other"})
-    assert status == 200 and out["owner"] == {"customer_id": c.id, "tenant_id": "t_demo"}, out
+    owner = a.served.store.thread_owner(tid)
+    assert status == 200 and (owner.customer_id, owner.tenant_id) == (c.id, "t_demo"), out
     assert "4242" not in json.dumps(out)  # nothing of Ada's card
 
 
