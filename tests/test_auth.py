@@ -185,7 +185,8 @@ def test_create_run_puts_the_servers_run_config_in_place_of_the_clients():
                   "configurable": {"langgraph_auth_user_id": "c_ada", "langgraph_request_id": "q1",
                                    "__after_seconds__": 0}}
         kwargs = {"input": {"messages": [{"role": "user", "content": "hi"}]}, "config": config}
-        assert asyncio.run(A.on_run(_ctx(ADA, "create_run"), {"kwargs": kwargs})) == {"owner": "c_ada"}
+        assert asyncio.run(A.on_run(_ctx(ADA, "create_run"), {"kwargs": kwargs, "thread_id": "t-cfg"})) == \
+            {"owner": "c_ada"}
         assert kwargs["config"] is config
         assert config == {"recursion_limit": own, "tags": ["t"], "run_name": "r",
                           "configurable": {"langgraph_auth_user_id": "c_ada", "langgraph_request_id": "q1",
@@ -195,9 +196,7 @@ def test_create_run_puts_the_servers_run_config_in_place_of_the_clients():
     engine = {"configurable": {"thread_id": "t1", "checkpoint_ns": "", "__pregel_durability": "exit",
                                "checkpoint_map": {"": "1"}}}
     assert server_run_config(engine) == {"recursion_limit": own, "configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
-    resume = {"command": {"resume": {"decision": "approve"}}}  # no config at all: the server's all the same
-    asyncio.run(A.on_run(_ctx(ANN, "create_run"), {"kwargs": resume}))
-    assert resume["config"] == {"recursion_limit": own}
+    assert server_run_config(None) == {"recursion_limit": own}  # no config at all: the server's all the same
 
 
 def test_the_aegra_run_guard_puts_the_servers_run_config_in_the_body(tokens):
