@@ -681,7 +681,8 @@ def _delete_attack(name: str, who: str, request: Callable[[Paused, str], tuple[s
         refusal(status, body, *allowed)
         _join(a, p, run_id)
         a.paid_once(p.customer.id, p.refund_id)
-        assert a.state(p.customer.id, p.thread)["values"]["pending_approval"]["stage"] == "executed"
+        values = a.state(p.customer.id, p.thread)["values"]  # the customer's view: the outcome, no waiting request
+        assert values["refund_outcome"]["status"] == "executed" and "pending_approval" not in values, values
 
     _attack("delete during a run", name)(run)
 
