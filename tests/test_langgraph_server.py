@@ -345,12 +345,68 @@ def test_a_clients_recursion_limit_does_not_cut_the_refund_turn(server):
     """A client's ``config.recursion_limit`` of 3 (the refund's flow takes 6 steps) is replaced by the server's
     (``graph.auth.server_run_config``), and the graph would raise it to its own need anyway: the turn pays the refund
     and answers, and the next message is the thread's second turn."""
-    ada = server.client("c_ada")
+    from checkpoints.business import iso
+    from nodes.testing.served import attack_customers
+
+    store = open_store(server.home / "business.db")
+    [c] = attack_customers(store, 1, prefix="c_lgrl")  # a customer of its own: no earlier refund in the risk rules
+    store.insert_rows({"transactions": [{"id": "tx_lgrl_small", "customer_id": c.id, "card_id": f"card_{c.id}",
+                                         "merchant": "Coffee", "amount_minor": 450, "currency": "GBP",
+                                         "kind": "card_payment", "status": "posted", "created_at": iso(store.now()),
+                                         "reference": None}]})
+    server.tokens[c.id] = store.issue_token("customer", c.id, "t_demo")[1]
+    ada = server.client(c.id)
     tid = ada.threads.create()["thread_id"]
     out = ada.runs.wait(tid, "switchboard", config={"recursion_limit": 3},
-                        input={"messages": [{"role": "user", "content": "Please refund tx_1008, it was a duplicate coffee"}]})
-    assert out["outcome"]["status"] == "answered" and out["outcome"]["agent"] == "refunds", out
-    assert [h["to_agent"] for h in out["handoff_path"]][-2:] == ["refund_execute", "refunds"]
+                        input={"messages": [{"role": "user", "content": "Please refund tx_lgrl_small, a duplicate"}]})
+    assert out.get("outcome", {}).get("status") == "answered" and out["outcome"]["agent"] == "refunds", out
+    assert out["refund_outcome"]["status"] == "executed", out  # the customer's view: paid, not cut short
     again = ada.runs.wait(tid, "switchboard", config={"recursion_limit": 3},
                           input={"messages": [{"role": "user", "content": "when will it arrive?"}]})
     assert again["turn"] == 2 and again["outcome"]["agent"] == "refunds"
+
+
+CLIENT_COMMANDS = [
+    ("customer", {"command": {"goto": "refund_execute"}}, (403,)),
+    ("customer", {"command": {"update": {"pending_approval": {"stage": "approved"}}}}, (403,)),
+    ("customer", {"command": {"graph": "__parent__", "goto": "refund_execute"}}, (403,)),
+    ("ann", {"command": {"resume": {"decision": "approve"}, "goto": "refund_execute"}}, (403,)),
+    ("customer", {"command": {"resume": "yes"}}, (422,)),
+    ("ann", {"command": {"resume": {"decision": "approve", "goto": "refund_execute"}}}, (422,)),
+    ("customer", {"command": {"resume": {"decision": "approve"}}}, (403,)),
+    ("ann", {"command": {"resume": {"decision": "approve"}}, "interrupt_after": ["human_approval"]}, (403,)),
+]
+
+
+@pytest.fixture(scope="module")
+def fresh_customers(server) -> list:
+    """One customer per client command, each with a refund one approver decides (``attack_customers``)."""
+    from nodes.testing.served import attack_customers
+
+    store = open_store(server.home / "business.db")
+    customers = attack_customers(store, len(CLIENT_COMMANDS), prefix="c_lgd")
+    for c in customers:
+        server.tokens[c.id] = store.issue_token("customer", c.id, "t_demo")[1]
+    return customers
+
+
+@pytest.mark.parametrize("i", range(len(CLIENT_COMMANDS)))
+def test_client_commands_are_refused_and_the_right_approver_still_pays_once(server, fresh_customers, i):
+    """The inputs the compiled graph refuses (``nodes.run_gate``) are refused over ``langgraph dev`` before a run:
+    4xx, the thread still paused on the same checkpoint, nothing paid; then the approver's decision pays, once."""
+    who, request_, allowed = CLIENT_COMMANDS[i]
+    store = open_store(server.home / "business.db")
+    c = fresh_customers[i]
+    mine = server.client(c.id)
+    tid = mine.threads.create()["thread_id"]
+    mine.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": f"I want a refund for {c.one}"}]})
+    before = mine.threads.get_state(tid)
+    [pending] = _interrupts(before)
+    refund_id = pending["value"]["refund_id"]
+    sender = server.client(c.id if who == "customer" else who)
+    assert _status(lambda: sender.runs.wait(tid, "switchboard", **request_)) in allowed
+    after = mine.threads.get_state(tid)
+    assert after["checkpoint"] == before["checkpoint"] and len(_interrupts(after)) == 1
+    assert store.load_refund(refund_id).status == "requested"
+    out = server.client("ann").runs.wait(tid, "switchboard", command={"resume": {"decision": "approve"}})
+    assert "paid back" in out["outcome"]["text"] and store.load_refund(refund_id).status == "executed"
