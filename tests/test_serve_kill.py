@@ -18,8 +18,12 @@ from pathlib import Path
 import pytest
 
 from checkpoints.business import open_store
+from nodes.testing.served import START_LIMIT_S, launched
+from nodes.testing.served import interrupts as _interrupts
 from tests.conftest import postgres_database
-from tests.test_serve import BIG, START_LIMIT_S, TURN, _interrupts, launched
+
+BIG = "I want a refund for tx_1001 please"  # £23.80: pauses for one approver
+TURN = "I was charged twice for my coffee"
 
 THANKS = "Thanks, that is all"
 WAIT_S = 90
@@ -65,7 +69,7 @@ def test_a_turn_cut_by_a_killed_instance_is_answered_and_its_run_does_not_stay_r
     cut_dir.mkdir()
     pay_dir.mkdir()
     monkeypatch.setenv("SWITCHBOARD_TEST_HOLD", f"billing:{cut_dir},refund_execute:{pay_dir}")
-    with launched(tmp_path) as served:
+    with postgres_database() as url, launched(url, tmp_path) as served:
         # 1. a first turn killed with billing pending; the customer's next message, through the other instance
         ada0, ada1 = served.client("c_ada", 0), served.client("c_ada", 1)
         tid = ada0.threads.create()["thread_id"]
