@@ -32,6 +32,7 @@ BIG_REFUND = "I want a refund for tx_1001 please, that Tesco order never happene
 def main(workdir: Path = Path(".switchboard/demo")) -> int:
     console = Console()
     shutil.rmtree(workdir, ignore_errors=True)  # demo data only: every run starts from the seeded demo bank
+    workdir.mkdir(parents=True)  # the demo's own folder (the settings create nothing outside the home)
     settings = Settings.from_env(model="offline", db=workdir / "switchboard.db", business_db=workdir / "business.db")
     with console.status("loading the offline model…"):
         graph = build_graph(checkpointer=open_checkpointer(settings.db), settings=settings)
