@@ -28,6 +28,7 @@ from nodes.input_guard import InputGuard
 from nodes.instrumentation import EventRecorder
 from nodes.models import is_openai_model, make_model
 from nodes.out_of_scope import out_of_scope_node
+from nodes.paused_dialogue import make_paused_dialogue_node
 from nodes.principal import guard_node
 from nodes.supervisor import make_merge_node, make_supervisor_node
 from policies.edges import (
@@ -39,6 +40,7 @@ from policies.edges import (
     FALLBACK,
     MERGE_NODE,
     OUT_OF_SCOPE,
+    PAUSED_DIALOGUE,
     SUPERVISOR,
     EdgeTable,
 )
@@ -187,6 +189,7 @@ def build_desk(model: BaseChatModel | None = None, checkpointer: BaseCheckpointS
     add("risk", make_risk_node(deps), destinations=table.destinations("risk"))
     add("human_approval", make_human_approval_node(deps), destinations=table.destinations("human_approval"))
     add("refund_execute", make_refund_execute_node(deps), destinations=table.destinations("refund_execute"))
+    add(PAUSED_DIALOGUE, make_paused_dialogue_node(deps), destinations=table.destinations(PAUSED_DIALOGUE))
     # supervisor mode: plan + fan-out (Send to the expert worker), parallel experts, explicit merge
     add(SUPERVISOR, make_supervisor_node(deps), destinations=table.destinations(SUPERVISOR))
     add(EXPERT_NODE, make_expert_node(deps))

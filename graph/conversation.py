@@ -6,7 +6,6 @@ it only packages a turn's outcome as a typed :class:`TurnResult`.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -96,61 +95,16 @@ class Conversation:
             yield
 
     def _deny(self, action: str, reason: str, task_id: str | None = None) -> AccessDenied:
-        """Record a refusal (an ``access_denied`` event on this thread and an audit row) and return the error to
-        raise. Recording is best effort: a refusal stands even when the log cannot be written."""
+        """Record a refusal (an ``access_denied`` event on this thread and an audit row, best effort:
+        ``nodes.run_gate.record_refusal``) and return the error to raise."""
+        from nodes.run_gate import record_refusal
+
         try:
             who = self.context.principal().ref
         except ValueError:
             who = "unknown"
-        detail = {"principal": who, "action": action, "task_id": task_id}
-        if self.events is not None:
-            try:
-                from checkpoints.event_log import event_key, now_iso
-
-                self.events.record("access_denied", key=event_key("conversation", self.thread_id, uuid.uuid4().hex),
-                                   ts=now_iso(), thread_id=self.thread_id, reason=reason, detail=detail)
-            except Exception:  # noqa: BLE001 - the refusal must not fail on its record
-                pass
-        recorder = getattr(self.store, "record_audit", None)
-        if recorder is not None:
-            try:
-                recorder(who, action, target=f"thread:{self.thread_id}", outcome="denied", detail={"reason": reason})
-            except Exception:  # noqa: BLE001
-                pass
+        record_refusal(self.store, self.events, self.thread_id, who, action, reason, task_id=task_id)
         return AccessDenied(reason)
-
-    def _check_identity(self, values: dict | None = None) -> None:
-        """A thread belongs to the customer who started it; the customer must exist in the run context's tenant;
-        operators do not send turns. Refusals are recorded (``access_denied``) and raise AccessDenied. ``values``:
-        the thread's state values when already read (else read here).
-
-        A thread whose state names no owner yet (a new thread, or a first turn killed before its entry node) gets
-        its owner recorded here, before the graph runs (``BusinessStore.claim_thread_owner``, write-once): the
-        authenticated customer of this conversation, or — when another customer claimed the thread first — a
-        refusal. So every turn that reaches the graph has an owner that ``recover`` can continue it as."""
-        from policies.authz import authorize_turn, owner_of
-
-        try:
-            principal = self.context.principal()
-        except ValueError as exc:
-            raise self._deny("turn", str(exc)) from None
-        known = principal.kind == "customer" and self.store.get_customer(principal.id, principal.tenant_id) is not None
-        owner = owner_of(self.state if values is None else values)
-        if owner is None and known:
-            owner = self._claim_owner(principal.id, principal.tenant_id)
-        verdict = authorize_turn(principal, owner, known)
-        if not verdict.allowed:
-            reason = verdict.reason.replace("the thread is", f"thread {self.thread_id} is")
-            raise self._deny("turn", reason)
-
-    def _claim_owner(self, customer_id: str, tenant_id: str) -> tuple[str, str] | None:
-        """Record ``customer_id`` as the owner of this thread unless one is recorded already, and return the recorded
-        owner ``(customer_id, tenant_id)``; None when the business store keeps no owners (a test double)."""
-        claim = getattr(self.store, "claim_thread_owner", None)
-        if claim is None:
-            return None
-        owner, _ = claim(self.thread_id, customer_id, tenant_id, source="conversation")
-        return owner.customer_id, owner.tenant_id
 
     def recorded_owner(self, values: dict | None = None) -> tuple[str, str] | None:
         """``(customer_id, tenant_id)`` of the customer who started this thread, as recorded server-side: the business
@@ -230,183 +184,15 @@ class Conversation:
         return view_for(principal.kind, values)
 
     def send(self, text: str) -> TurnResult:
-        """Run one user turn. Raises InputError (nothing stored) on a ``text`` that is not a ``str`` (bytes are named
-        as bytes, valid UTF-8 or not: ``graph.inputs.not_text``), empty/over-long text, control characters other
-        than newline and tab, or invalid UTF-8 (``graph.inputs.check_message``). While an approval is pending
-        the message is not a new turn: see :meth:`_while_paused` (cancel with a confirmation, status questions)."""
+        """Run one user turn: the graph answers, on a thread paused for an approval too (``nodes.paused_dialogue``:
+        cancel with a confirmation, status questions, a lost card frozen at once, …), exactly as it answers any other
+        caller. Raises InputError (nothing stored) on a ``text`` that is not a ``str`` (bytes are named as bytes,
+        valid UTF-8 or not: ``graph.inputs.not_text``), empty/over-long text, control characters other than newline
+        and tab, or invalid UTF-8 (``graph.inputs.check_message``); AccessDenied (recorded, thread unchanged) when this
+        conversation's principal may not send a turn on the thread (``graph.cut_turns.DeskGraph``)."""
         check_text(text)  # not text, empty, too long, control characters, invalid UTF-8: refused before anything is stored
         with self._thread_lock():
-            values, pending = self._snapshot()  # the one read of the thread's state before the run
-            self._check_identity(values)
-            if pending is None and values and self._finish_cut_turn():
-                values, pending = self._snapshot()
-            if pending is not None:
-                return self._while_paused(text)
-            msg = ensure_ids([HumanMessage(content=text.strip())])
-            return self._run({"messages": msg})
-
-    def _finish_cut_turn(self) -> bool:
-        """Before a new message: finish the owner's turn a crash or Ctrl-C cut short (``recover``'s continuation, so
-        every message is answered in order and each turn keeps its own path); True when one was finished. The
-        sender passed the identity check, so it is the owner (or an operator who may act on the thread). The graph
-        does the same for a run that reaches it another way (an engine, ``invoke``: ``graph.cut_turns.DeskGraph``);
-        here it is done first so that it is recorded as a recovery by this principal and runs as the owner."""
-        snap = self.graph.get_state(self.config)
-        where = _cut_short(snap)
-        return where is not None and self._continue_as_owner(snap, where) is not None
-
-    def _while_paused(self, text: str) -> TurnResult:
-        """A customer's message while the thread waits for an approval (``policies.cancellation``): a wish to cancel is
-        answered with the question "Cancel refund rf_… of £23.80 for tx_…? yes/no" (the refund's own transaction, from
-        its record; recorded in the audit log, so it survives the process); only a plain yes to that question, as the
-        desk's last question, cancels; a message naming another record (a transfer, another refund, another
-        transaction) is never a cancel or a yes: it is answered read-only (``nodes.paused_safety.records_while_paused``,
-        qa2 §1); a status question is answered; a request for a person and
-        a read-only question for another specialist are served (:meth:`_urgent_or_social_while_paused`,
-        :meth:`_question_while_paused`); anything else raises InputError. Nothing is sent to the model and the graph
-        stays paused except on the confirmed cancel."""
-        from nodes.paused_safety import records_while_paused
-        from policies.cancellation import (
-            CONFIRMATION_ACTION,
-            confirmation_key,
-            is_status_question,
-            other_records,
-            paused_reply,
-        )
-
-        request = self.pending()
-        request = request if isinstance(request, dict) else {}
-        key = confirmation_key(self.thread_id, str(request.get("task_id", "")))
-        entries = self.store.audit_entries(key=key, action=CONFIRMATION_ACTION, limit=1)
-        awaiting = bool(entries) and entries[0].detail.get("state") == "asked"
-        refund_id = str(request.get("refund_id") or "")
-        owner = str(request.get("customer_id") or self.context.user_id or "")
-        record = self.store.get_refund(owner, refund_id) if owner and refund_id else None
-        # the paused refund's own transaction, read from its record (never from a message; qa2 §1)
-        own_tx = record.transaction_id if record is not None else str(request.get("transaction_id") or "")
-        what = f"refund {refund_id} of {request.get('amount', '')}" + (f" for {own_tx}" if own_tx else "")
-
-        def close_question(reply: str) -> None:
-            """The desk answered something else: its cancel question is no longer the last one, so a later yes to
-            this answer cancels nothing."""
-            if awaiting:
-                self.store.record_audit(self.context.principal().ref, CONFIRMATION_ACTION,
-                                        target=f"thread:{self.thread_id}",
-                                        detail={"state": "answered", "reply": reply, "refund_id": refund_id}, key=key)
-
-        served = self._urgent_or_social_while_paused(text, request)
-        if served is not None:
-            close_question("served")
-            return dataclasses.replace(self.result(), text=served)
-        reply = paused_reply(text, awaiting, refund_id, own_tx)
-        if reply in ("status", "other", "elsewhere") and (
-                served := self._question_while_paused(text, request, "status" if reply == "elsewhere" and
-                                                      is_status_question(text) else reply)):
-            close_question(reply)
-            return dataclasses.replace(self.result(), text=served)
-        if reply == "elsewhere":  # it names another record: never a cancel or a yes for the paused refund
-            close_question(reply)
-            return dataclasses.replace(self.result(), text=records_while_paused(
-                other_records(text, refund_id, own_tx), self.store, owner, what))
-        if reply == "other":
-            raise InputError(f"thread {self.thread_id} is waiting for an approval decision; "
-                             "say 'cancel my refund' to withdraw it, ask for its status, or wait for the decision")
-        if reply in ("ask", "keep", "cancel"):
-            state = "asked" if reply == "ask" else "answered"
-            self.store.record_audit(self.context.principal().ref, CONFIRMATION_ACTION, target=f"thread:{self.thread_id}",
-                                    detail={"state": state, "reply": reply, "refund_id": refund_id}, key=key)
-        else:
-            close_question(reply)
-        if reply == "cancel":
-            return self._resume({"decision": "cancel", "note": text.strip()})
-        if reply == "ask":
-            answer = f"Cancel {what}? yes/no"
-        elif reply == "ack":  # a plain yes/ok answers no question while the refund waits: say where it stands
-            answer = (f"Your {what} is waiting for approval by our team; nothing has been paid yet. I'll tell you "
-                      "here as soon as it is decided.")
-        elif reply == "keep":
-            answer = f"All right: your {what} stays with our team for review; nothing has been paid yet."
-        else:
-            answer = (f"Your {what} is waiting for review by our team "
-                      f"(requested {_customer_time(request.get('requested_at'))}); nothing has been paid yet. You can "
-                      "say 'cancel my refund' to withdraw it.")
-        return dataclasses.replace(self.result(), text=answer)
-
-    def _urgent_or_social_while_paused(self, text: str, request: dict) -> str | None:
-        """Served on a paused thread without touching the pause: a lost, stolen or compromised card is frozen at once
-        (``nodes.paused_safety``; recorded in the audit log and as a ``tool_finished`` event), a request for a person
-        reaches the team (``person_while_paused``: a ``talk_to_person`` service request), a greeting, thanks or
-        goodbye gets the desk's answer; None for anything else (the caller reads it as cancel/status/other)."""
-        from nodes.desk_knowledge import load_knowledge, social_topic
-        from nodes.paused_safety import freeze_while_paused, person_while_paused
-
-        waiting = (f"Your refund {request.get('refund_id', '')} of {request.get('amount', '')} is still waiting for "
-                   "approval by our team; nothing has been paid yet.")
-        done = freeze_while_paused(text, self.store, self.context, self.thread_id)
-        if done is not None:
-            self._record_paused_action("urgent_freeze_while_paused", {
-                "calls": [list(c) for c in done.calls], "frozen_last4": done.frozen_last4,
-                "refund_id": request.get("refund_id"), "task_id": request.get("task_id")})
-            rest = self._rest_of_safety_report(text)
-            return " ".join(p for p in (done.text, rest, waiting) if p)
-        person = person_while_paused(text, self.store, self.context, self.thread_id, str(request.get("task_id") or ""))
-        if person is not None:  # before the social answers: "I want to speak to a human" is no "are you a bot?"
-            self._record_paused_action("person_while_paused", {"refund_id": request.get("refund_id"),
-                                                               "task_id": request.get("task_id")}, agent="fallback")
-            return f"{person} {waiting}"
-        topic = social_topic(self._routing().route(text), text)
-        return f"{load_knowledge().conversational[topic]} {waiting}" if topic else None
-
-    def _routing(self):  # noqa: ANN202 - an IntentRouter (imported lazily: a Conversation may never route)
-        """The desk's router, or the one later runs use (``nodes.router.load_router``) when there is no desk."""
-        if self._router is not None:
-            return self._router
-        from nodes.router import load_router
-
-        return load_router()
-
-    def _rest_of_safety_report(self, text: str) -> str | None:
-        """The answer to the other question of a loss report frozen on a paused thread ("I lost my card, and what is
-        the fee for international transfers?"), when it is a read-only question (``answer_while_paused``); None
-        otherwise (fresh-user review: the fee question was dropped)."""
-        from nodes.offline_model import rest_of_safety_report
-        from nodes.paused_safety import answer_while_paused
-        from policies.cancellation import is_status_question
-
-        rest = " ".join(rest_of_safety_report(text))
-        if not rest:
-            return None
-        return answer_while_paused(rest, self._routing().route(rest), self.store, self.context, self.thread_id,
-                                   is_status_question(rest))
-
-    def _question_while_paused(self, text: str, request: dict, reply: str) -> str | None:
-        """Served on a paused thread without touching the pause, when the message is neither a cancel wish nor an
-        answer to the cancel question: a question for another specialist whose tools only read is answered
-        (``nodes.paused_safety.answer_while_paused``: the balance, the cards, a policy); the refund's wait is added.
-        None otherwise."""
-        from nodes.paused_safety import answer_while_paused
-
-        waiting = (f"Your refund {request.get('refund_id', '')} of {request.get('amount', '')} is still waiting for "
-                   "approval by our team; nothing has been paid yet.")
-        answer = answer_while_paused(text, self._routing().route(text), self.store, self.context, self.thread_id,
-                                     reply == "status")
-        return f"{answer} {waiting}" if answer else None
-
-    def _record_paused_action(self, action: str, detail: dict, agent: str = "cards") -> None:
-        """An action served while paused (by ``agent``), in the audit log and the thread's event log (best effort,
-        like refusals)."""
-        who = self.context.principal().ref
-        if self.events is not None:
-            try:
-                from checkpoints.event_log import event_key, now_iso
-
-                self.events.record("tool_finished", key=event_key("conversation", self.thread_id, uuid.uuid4().hex),
-                                   ts=now_iso(), thread_id=self.thread_id, agent=agent,
-                                   reason="served while the thread waits for an approval", detail={"action": action,
-                                                                                                   **detail})
-            except Exception:  # noqa: BLE001 - the freeze stands even when its event cannot be written
-                pass
-        self.store.record_audit(who, action, target=f"thread:{self.thread_id}", detail=detail)
+            return self._run({"messages": ensure_ids([HumanMessage(content=text.strip())])})
 
     def resume(self, decision: Any) -> TurnResult:
         """Resume a paused approval with ``decision`` (an ApprovalDecision or its dict: ``{"decision": "approve" |
@@ -615,17 +401,6 @@ class Conversation:
     def result(self) -> TurnResult:
         """The last turn's :class:`graph.results.TurnResult` read from the checkpoint."""
         return TurnResult.from_state(self.thread_id, self.state, self.pending())
-
-
-def _customer_time(iso_text: Any) -> str:
-    """``"2026-11-30T23:20:57Z"`` -> ``"30 Nov at 23:20 UTC"`` for customer text (the raw value when unreadable)."""
-    from checkpoints.business import parse_iso
-
-    try:
-        dt = parse_iso(str(iso_text))
-    except (TypeError, ValueError):
-        return str(iso_text or "")
-    return f"{dt.day} {dt.strftime('%b')} at {dt.strftime('%H:%M')} UTC"
 
 
 def _event_log_of(graph: Any) -> Any:

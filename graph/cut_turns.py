@@ -24,6 +24,7 @@ as before; an operator finishes a cut turn with ``switchboard recover``).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
+from graph.errors import AccessDenied
 from nodes.run_gate import GuardedGraph, run_gate
 
 __all__ = ["DeskGraph", "cut_short", "CutTurn", "interrupt_value"]
@@ -167,6 +169,41 @@ class DeskGraph(GuardedGraph):
         except Exception:  # noqa: BLE001 - see the docstring
             pass
 
+    def _admit_turn(self, snap: Any, merged: RunnableConfig, context: Any) -> None:
+        """Who may send a message on this thread, checked before the run stores it (on every way in): a customer
+        the business store knows in their tenant, on a new thread or their own. A thread with no owner yet gets the
+        sender recorded as its owner first (``BusinessStore.claim_thread_owner``, write-once), so a first turn killed
+        before its entry node is still the owner's to continue; a thread another customer claimed first is theirs.
+        Refusals are recorded (an ``access_denied`` event and an audit row) and raise AccessDenied; the thread is
+        unchanged. The entry node applies the same rule again inside the run."""
+        from checkpoints.business import StoreError
+        from nodes.principal import resolve_principal
+        from policies.authz import authorize_turn, owner_of
+
+        gate, store = self.switchboard_gate, self.desk_store
+        if gate is None or store is None:
+            return
+        tid = str(merged["configurable"]["thread_id"])
+        res = resolve_principal(SimpleNamespace(context=context, server_info=None), merged)
+        p = res.principal
+        if res.denied or p is None:
+            gate.refuse(tid, "turn", AccessDenied(f"thread {tid}: {res.denied or 'no identified caller'}"), merged,
+                        context)
+        try:
+            known = p.kind == "customer" and store.get_customer(p.id, p.tenant_id) is not None
+            owner = owner_of(dict(snap.values or {})) or self._recorded_owner(tid)
+            claim = getattr(store, "claim_thread_owner", None)
+            if owner is None and known and claim is not None:
+                row, _ = claim(tid, p.id, p.tenant_id, source="graph")
+                owner = (row.customer_id, row.tenant_id)
+        except StoreError as exc:
+            gate.refuse(tid, "turn", AccessDenied(f"thread {tid}: the customer could not be verified ({exc})"),
+                        merged, context)
+        verdict = authorize_turn(p, owner, known)
+        if not verdict.allowed:
+            gate.refuse(tid, "turn", AccessDenied(verdict.reason.replace("the thread is", f"thread {tid} is")),
+                        merged, context)
+
     # -- the runs --------------------------------------------------------------------------------------------------
     @staticmethod
     def _continuation_config(config: Any) -> Any:
@@ -188,7 +225,11 @@ class DeskGraph(GuardedGraph):
         self.check_run(input, config, kwargs)
         config = self.run_config(config)
         merged = self._thread_config(input, config)
-        cut = self._verdict(self.get_state(merged), merged, kwargs.get("context")) if merged is not None else None
+        cut = None
+        if merged is not None:
+            snap = self.get_state(merged)  # the one read of the thread before a message run
+            self._admit_turn(snap, merged, kwargs.get("context"))
+            cut = self._verdict(snap, merged, kwargs.get("context"))
         if cut is not None and merged is not None:
             self._record(cut, merged)
             yield from CompiledStateGraph.stream(self, None, self._continuation_config(config), **kwargs)
@@ -201,7 +242,10 @@ class DeskGraph(GuardedGraph):
         cut = None
         if merged is not None:
             snap = await self.aget_state(merged)
-            # the owner's look-up may read the business store (blocking I/O): off the event loop
+            # the checks read the business store (blocking I/O): off the event loop, in the caller's context (Aegra's
+            # authenticated user lives in a context variable)
+            ctx = contextvars.copy_context()
+            await asyncio.to_thread(ctx.run, self._admit_turn, snap, merged, kwargs.get("context"))
             cut = await asyncio.to_thread(self._verdict, snap, merged, kwargs.get("context"))
         if cut is not None and merged is not None:
             await asyncio.to_thread(self._record, cut, merged)

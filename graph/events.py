@@ -29,12 +29,13 @@ __all__ = ["EventKind", "EVENT_KINDS", "Event", "COLUMNS", "INT_FIELDS"]
 #: fallback; ``routing_changed`` — triage switched from structured to tool routing for a model whose server refused a
 #: forced tool_choice; ``recovered`` — a run a crash left unfinished was continued (``Conversation.recover``) with the
 #: thread owner's rights (``detail``: ``triggered_by``, the principal who asked for the recovery, e.g. an operator;
-#: ``continued_as``, the owner; ``where``, ``next``).
+#: ``continued_as``, the owner; ``where``, ``next``); ``paused_answered`` — a message on a thread paused for an
+#: approval was answered without touching the pause (``nodes.paused_dialogue``; ``detail.kind``: what it asked).
 EventKind = Literal[
     "run_started", "agent_started", "model_called", "tool_called", "tool_finished", "handoff_requested",
     "handoff_accepted", "handoff_refused", "expert_called", "loop_detected", "interrupt", "resumed", "agent_finished",
     "run_completed", "run_failed", "access_denied",
-    "entry_decided", "model_output_repaired", "routing_changed", "recovered",
+    "entry_decided", "model_output_repaired", "routing_changed", "recovered", "paused_answered",
 ]
 
 #: :data:`EventKind` as a tuple (for validation and documentation).

@@ -105,11 +105,16 @@ class TurnResult:
         turn = int(values.get("turn") or 0)
         path = tuple(HandoffRecord.model_validate(h) for h in values.get("handoff_path") or [] if h.get("turn") == turn)
         calls = tuple(ExpertCall.model_validate(c) for c in values.get("expert_calls") or [] if c.get("turn") == turn)
+        outcome = values.get("outcome") or {}
         if pending is not None:
             request = pending if isinstance(pending, ApprovalRequest) else ApprovalRequest.model_validate(pending)
-            return cls(thread_id, turn, waiting_text(request), values.get("active_agent"), "awaiting_approval", path,
+            # a message answered while the thread waits (nodes.paused_dialogue) has its own text and answering agent
+            # (while no approval arrived since: after one, the pause's own text says where it stands)
+            answered = outcome.get("turn") == turn and outcome.get("text") and \
+                tuple(outcome.get("approvals") or ()) == tuple(request.approvals)
+            return cls(thread_id, turn, outcome["text"] if answered else waiting_text(request),
+                       outcome.get("agent") if answered else values.get("active_agent"), "awaiting_approval", path,
                        calls, request)
-        outcome = values.get("outcome") or {}
         error = values.get("model_error")
         failure = ModelFailure.model_validate(error) if isinstance(error, dict) and error.get("turn") == turn else None
         answer = SupervisorAnswer.model_validate(outcome["answer"]) if outcome.get("answer") else None

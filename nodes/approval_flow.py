@@ -57,7 +57,7 @@ from policies.edges import FALLBACK
 from policies.risk import RECENT_WINDOW_DAYS, RiskInput, assess_refund
 
 __all__ = ["make_risk_node", "make_human_approval_node", "make_refund_execute_node", "execution_key", "decision_key",
-           "STAGE_OF", "ALREADY_PAID"]
+           "STAGE_OF", "ALREADY_PAID", "after_decision", "to_fallback"]
 
 REFUNDS = "refunds"
 
@@ -116,7 +116,7 @@ def _back_to_refunds(state: dict, source: str, pa: dict, reason: str, extra: dic
     return Command(goto=REFUNDS, update=update)
 
 
-def _to_fallback(state: dict, source: str, pa: dict, reason: str) -> Command:
+def to_fallback(state: dict, source: str, pa: dict, reason: str) -> Command:
     packet = HandoffPacket(task_id=pa.get("task_id", ""), session_id=thread_id_of(), trace_id=pa.get("task_id", ""),
                            from_agent=source, to_agent=FALLBACK, reason=reason, objective="refund request",
                            known_facts=(Fact(key="refund_id", value=str(pa.get("refund_id")), source="system_verified",
@@ -205,7 +205,7 @@ def make_risk_node(deps: Deps):
             pa["stage"] = "rejected"
             return _back_to_refunds(state, "risk", pa, "rejected by the risk rules: " + "; ".join(verdict.reasons))
         except (StoreError, KeyError) as exc:
-            return _to_fallback(state, "risk", pa, f"the risk check failed ({type(exc).__name__}: {exc})")
+            return to_fallback(state, "risk", pa, f"the risk check failed ({type(exc).__name__}: {exc})")
 
     return risk
 
@@ -241,7 +241,9 @@ class _Approval:
         self.request = dict(pa.get("request") or {})
         self.task_id = str(pa.get("task_id") or self.request.get("task_id") or "")
         self.required = int(self.request.get("approvals_required") or 1)
-        self.approvals: list[str] = []
+        # approvals recorded before this pause began (a message on the paused thread pauses it again, in a new run)
+        self.approvals: list[str] = [x.approver for x in deps.store.list_decisions(self.task_id)
+                                     if x.decision == "approve" and not x.final] if self.task_id else []
         self.operator = operator_facts(deps.store, caller.id) if caller.kind == "operator" else None
 
     def next_decision(self) -> tuple[Any, bool]:
@@ -254,7 +256,8 @@ class _Approval:
             recorded = self.deps.store.get_decision(key)
             if recorded is not None and recorded.task_id == self.task_id:  # taken before: replay, whoever took it
                 if recorded.decision == "approve" and not recorded.final:
-                    self.approvals.append(recorded.approver)
+                    if recorded.approver not in self.approvals:
+                        self.approvals.append(recorded.approver)
                     continue
                 return recorded, True
             if _refused_before(self.deps.store, key):
@@ -321,7 +324,7 @@ def make_human_approval_node(deps: Deps):
         mismatch = _request_mismatch(deps.store, pa, request)
         if mismatch:  # the pause shows an approver exactly the refund the store will pay, or nothing
             _deny(deps.store, caller, "resume", mismatch, str(pa.get("task_id") or ""))
-            return _to_fallback(state, "human_approval", pa, "the approval request does not match the business store")
+            return to_fallback(state, "human_approval", pa, "the approval request does not match the business store")
         flow = _Approval(deps, state, caller, pa)
         try:
             paid = deps.store.load_refund(str(pa.get("refund_id") or ""))
@@ -331,8 +334,8 @@ def make_human_approval_node(deps: Deps):
         except _Refused as exc:
             raise AccessDenied(f"thread {thread_id_of() or '?'}: {exc}") from None
         except StoreError as exc:
-            return _to_fallback(state, "human_approval", pa, f"recording the decision failed ({exc})")
-        return _after_decision(state, pa, d, won)
+            return to_fallback(state, "human_approval", pa, f"recording the decision failed ({exc})")
+        return after_decision(state, pa, d, won)
 
     return human_approval
 
@@ -367,10 +370,12 @@ def _as_stored(pa: dict, refund: Any) -> dict:
             "currency": refund.currency, "amount": money(refund.amount_minor, refund.currency)}
 
 
-def _after_decision(state: dict, pa: dict, d: Any, won: bool) -> Command:
-    """Route a final decision: approve -> ``refund_execute``; else back to refunds with the outcome."""
+def after_decision(state: dict, pa: dict, d: Any, won: bool, message_in_state: bool = False) -> Command:
+    """Route a final decision: approve -> ``refund_execute``; else back to refunds with the outcome. A customer's
+    cancel that came as a resume carries the customer's words as its note: they become the turn's message, unless
+    the message is in the state already (``message_in_state``: the paused dialogue took the cancel from it)."""
     extra: dict[str, Any] = {}
-    if d.decision == "cancel" and d.note and d.approver.startswith("customer:"):
+    if d.decision == "cancel" and d.note and d.approver.startswith("customer:") and not message_in_state:
         # the customer's cancel message starts a new turn of the conversation
         turn = int(state.get("turn") or 0) + 1
         state = {**state, "turn": turn}
@@ -433,7 +438,7 @@ def make_refund_execute_node(deps: Deps):
                     or task.refund_id != pa.get("refund_id"):
                 reason = f"task {task.id} does not decide refund {pa.get('refund_id')} on this thread"
                 _deny(store, None, "execute_refund", reason, task.id)
-                return _to_fallback(state, "refund_execute", pa, "the payment does not match the business store")
+                return to_fallback(state, "refund_execute", pa, "the payment does not match the business store")
             emit("tool_called", tool="execute_refund", refund_id=task.refund_id, side_effect=True)
             result = store.execute_refund(task.refund_id, execution_key(task.id, pa.get("handoff_id")))
             emit("tool_finished", tool="execute_refund", refund_id=task.refund_id,
@@ -447,7 +452,7 @@ def make_refund_execute_node(deps: Deps):
             _retry_cas(close)
         except PaymentNotAuthorized as exc:
             _deny(store, None, "execute_refund", str(exc), str(pa.get("task_id") or ""))
-            return _to_fallback(state, "refund_execute", pa, "no recorded decision allows this payment; nothing was paid")
+            return to_fallback(state, "refund_execute", pa, "no recorded decision allows this payment; nothing was paid")
         except StoreError as exc:
             refund = store.load_refund(pa.get("refund_id", ""))
             if refund is not None and refund.status in UNPAID_FINAL_REFUND_STATUSES:
@@ -455,7 +460,7 @@ def make_refund_execute_node(deps: Deps):
                 return _back_to_refunds(state, "refund_execute", pa, f"the refund is {refund.status}; nothing was paid")
             if refund is not None and refund.status == "executed":
                 return _already_paid(store, state, pa, refund)
-            return _to_fallback(state, "refund_execute", pa, f"the payment failed ({type(exc).__name__}: {exc})")
+            return to_fallback(state, "refund_execute", pa, f"the payment failed ({type(exc).__name__}: {exc})")
         paid = store.load_refund(result["refund_id"])
         pa = _as_stored(pa, paid) if paid is not None else pa  # the answer names the record that was paid
         pa.update(stage="executed", result=result)

@@ -32,7 +32,7 @@ from nodes.playbook import knows_subject, names_card_by_ending, names_desk_subje
 from nodes.principal import acting_context, resolve_principal
 from nodes.transcript import desk_answers, last_user_text, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
-from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE, SPECIALISTS
+from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE, PAUSED_DIALOGUE, SPECIALISTS
 from policies.entry import NEW_TOPIC_CONFIDENCE, OUT_OF_SCOPE_SURE, EntryDecision, choose_entry, scope_of
 from policies.replies import (
     asks_card_action,
@@ -218,13 +218,11 @@ def make_entry_node(deps: Deps):
                  detail={"principal": principal.ref if principal else None, "action": "turn"})
             removal = [RemoveMessage(id=m.id) for m in incoming_messages(list(state.get("messages") or [])) if m.id]
             return Command(goto=ACCESS_DENIED, update={"messages": removal} if removal else {})
-        if (state.get("pending_approval") or {}).get("stage") == "awaiting":
-            # the thread waits for an approval: a new message (graph driven directly, e.g. langgraph dev) must not start
-            # a turn that drops the pending interrupt and leaves the refund "requested" without an owner; it goes
-            # back to the pause (Conversation.send answers such messages itself: cancel confirmation, status)
-            emit("interrupt", reason="a message arrived while the thread waits for an approval", to_agent="human_approval")
-            return Command(goto="human_approval")
         turn = int(state.get("turn") or 0) + 1
+        if (state.get("pending_approval") or {}).get("stage") == "awaiting":
+            # the thread waits for an approval: the message must not start a turn that drops the pending interrupt;
+            # the paused dialogue answers it and the thread pauses again (nodes.paused_dialogue)
+            return _to_paused_dialogue(state, turn)
         identity = {"user_id": principal.id, "tenant_id": principal.tenant_id}
         stored = state.get("identity")
         identity_changed = bool(stored) and stored != identity
@@ -260,6 +258,22 @@ def make_entry_node(deps: Deps):
         })
 
     return entry
+
+
+_PAUSED_REASON = "the thread waits for an approval"
+
+
+def _to_paused_dialogue(state: dict, turn: int) -> Command:
+    """Start turn ``turn`` of a thread paused for an approval at ``paused_dialogue`` (control stays with the agent that
+    holds the pause; the per-turn counters and the outcome start afresh)."""
+    hop = step_number(state.get("handoff_path") or [], turn)
+    emit("entry_decided", turn=turn, to_agent=PAUSED_DIALOGUE, reason=_PAUSED_REASON,
+         detail={"active_agent": state.get("active_agent"), "hop": hop})
+    record = HandoffRecord(hop=hop, turn=turn, from_agent="entry", to_agent=PAUSED_DIALOGUE, kind="entry",
+                           reason=_PAUSED_REASON).model_dump()
+    return Command(goto=PAUSED_DIALOGUE, update={"turn": turn, "turn_hops": 0, "seen_fingerprints": [],
+                                                 "tool_attempts": 0, "entry_reason": _PAUSED_REASON,
+                                                 "handoff_path": [record], "outcome": None})
 
 
 def make_access_denied_node(deps: Deps):

@@ -48,19 +48,20 @@ class PausedFreeze:
     frozen_last4: str | None
 
 
-def freeze_while_paused(text: str, store: Any, ctx: RunContext, thread_id: str) -> PausedFreeze | None:
+def freeze_while_paused(text: str, store: Any, ctx: RunContext, thread_id: str,
+                        request_key: str = "") -> PausedFreeze | None:
     """Serve ``text`` when it reports a lost, stolen or compromised card; None for any other message.
 
     ``store``: the business store; ``ctx``: the run context of the thread's owner (a customer). The cards agent's
     offline plan (``nodes.playbook.plan_tool_call``) picks the tools; each call is authorized from ``ctx`` (never from
     the message) and run with ``nodes.tools.run_tool``. A business refusal or an unauthorized call ends the plan and
-    is worded like any refusal (no tool names, no internal ids)."""
+    is worded like any refusal (no tool names, no internal ids). ``request_key``: the message's id — each message
+    served here is its own request (a card lost again after an unfreeze is frozen again), and a re-run for the same
+    message replays its calls instead of repeating them; a fresh key when empty."""
     if not is_safety_report(text):
         return None
-    # each message served here is its own request (nothing resumes it): a fresh request id in the freeze's key, so a
-    # card lost again after an unfreeze is frozen again instead of replayed (fresh-user review of main, §2.1)
     tool_ctx = ToolContext(customer_id=ctx.user_id or "", tenant_id=ctx.tenant_id, thread_id=thread_id,
-                           turn=f"p{uuid.uuid4().hex[:12]}")
+                           turn=f"p{request_key or uuid.uuid4().hex[:12]}")
     facts = dict(extract_facts(text))
     results: list[tuple[str, dict[str, Any]]] = []
     for _ in range(_MAX_CALLS):
@@ -96,8 +97,8 @@ _ABOUT_THE_REFUND = re.compile(r"\b(?:refund\w*|money back|request|approv\w*|dec
 
 
 def answer_while_paused(text: str, route: Any, store: Any, ctx: RunContext, thread_id: str,
-                        status_question: bool) -> str | None:
-    """The answer to a question for another specialist on a paused thread, or None (the caller goes on with the
+                        status_question: bool) -> tuple[str, str] | None:
+    """``(agent, answer)`` to a question for another specialist on a paused thread, or None (the caller goes on with the
     refund's status, the cancel question or the refusal).
 
     ``route``: the router's :class:`nodes.router.Route` of ``text`` (a request to list one kind of record goes to its
@@ -140,7 +141,8 @@ def answer_while_paused(text: str, route: Any, store: Any, ctx: RunContext, thre
         if not result.get("ok"):
             break
         facts.update(facts_from_tool_result(plan.name, result))
-    return compose_answer(agent, text, results, hint) or None
+    answer = compose_answer(agent, text, results, hint)
+    return (agent, answer) if answer else None
 
 
 def person_while_paused(text: str, store: Any, ctx: RunContext, thread_id: str, task_id: str) -> str | None:

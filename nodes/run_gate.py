@@ -32,7 +32,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NoReturn
 
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
@@ -43,7 +43,7 @@ from graph.errors import AccessDenied, InputError
 from nodes.principal import cancel_confirmed_on, operator_facts, resolve_principal
 from policies.authz import AuthzDecision, approval_overdue, authorize_decision, authorize_resume
 
-__all__ = ["GuardedGraph", "check_resume", "command_refusal", "input_refusal", "maintenance_write", "run_gate"]
+__all__ = ["GuardedGraph", "check_resume", "command_refusal", "input_refusal", "maintenance_write", "record_refusal", "run_gate"]
 
 _HUMAN = frozenset({"human", "user"})
 #: Set while :func:`maintenance_write` runs: the only state write the gate lets through.
@@ -180,46 +180,50 @@ class _Gate:
         thread_id = str(((config or {}).get("configurable") or {}).get("thread_id") or "")
         breaks = [k for k in ("interrupt_before", "interrupt_after") if (options or {}).get(k)]
         if breaks:
-            self._refuse(thread_id, "run", AccessDenied(f"breakpoints ({', '.join(breaks)}) are not accepted"),
+            self.refuse(thread_id, "run", AccessDenied(f"breakpoints ({', '.join(breaks)}) are not accepted"),
                          config, context)
         if run_input is None:
             return
         if isinstance(run_input, Command):
             why = command_refusal(run_input)
             if why:
-                self._refuse(thread_id, "command", AccessDenied(why), config, context)
+                self.refuse(thread_id, "command", AccessDenied(why), config, context)
             try:
                 res = resolve_principal(SimpleNamespace(context=context, server_info=None), config or {})
                 if res.denied:
                     raise AccessDenied(f"thread {thread_id or '?'}: {res.denied}")
                 check_resume(self.store, thread_id, res.principal, run_input.resume)
             except InputError as exc:  # AccessDenied included
-                self._refuse(thread_id, "resume", exc, config, context)
+                self.refuse(thread_id, "resume", exc, config, context)
             return
         why = input_refusal(run_input)
         if why:
-            self._refuse(thread_id, "run", InputError(why), config, context)
+            self.refuse(thread_id, "run", InputError(why), config, context)
 
     def refuse_write(self, config: Mapping[str, Any] | None, what: str) -> None:
         """Refuse a state write outside :func:`maintenance_write` (recorded, AccessDenied)."""
         if _MAINTENANCE.get() is None:
             thread_id = str(((config or {}).get("configurable") or {}).get("thread_id") or "")
-            self._refuse(thread_id, what, AccessDenied(
+            self.refuse(thread_id, what, AccessDenied(
                 f"{what} is not accepted: a thread changes only through a user message or a decision (operators: "
                 "switchboard tasks close / recover)"), config, None)
 
-    def _refuse(self, thread_id: str, action: str, exc: InputError, config: Any, context: Any) -> None:
+    def refuse(self, thread_id: str, action: str, exc: InputError, config: Any, context: Any) -> NoReturn:
+        """Record the refusal of ``action`` on ``thread_id`` (an audit row and an ``access_denied`` event, best effort)
+        and raise ``exc``."""
         try:
             res = resolve_principal(SimpleNamespace(context=context, server_info=None), config or {})
             who = res.principal.ref if res.principal is not None else "unknown"
         except Exception:  # noqa: BLE001 - the refusal stands whoever sent it
             who = "unknown"
-        _record_refusal(self.store, self.events, thread_id, who, action, str(exc))
+        record_refusal(self.store, self.events, thread_id, who, action, str(exc))
         raise exc
 
 
-def _record_refusal(store: Any, events: Any, thread_id: str, who: str, action: str, reason: str) -> None:
-    """An audit row and an ``access_denied`` event (best effort: the refusal stands without them)."""
+def record_refusal(store: Any, events: Any, thread_id: str, who: str, action: str, reason: str,
+                   task_id: str | None = None) -> None:
+    """Record a refused action: an audit row (actor ``who``, target ``thread:<id>``) and an ``access_denied`` event
+    (``detail``: principal, action, task_id). Best effort: the refusal stands without them."""
     recorder = getattr(store, "record_audit", None)
     if recorder is not None:
         try:
@@ -231,7 +235,7 @@ def _record_refusal(store: Any, events: Any, thread_id: str, who: str, action: s
             from checkpoints.event_log import event_key
 
             events.record("access_denied", key=event_key("gate", uuid.uuid4().hex), thread_id=thread_id or None,
-                          reason=reason, detail={"principal": who, "action": action})
+                          reason=reason, detail={"principal": who, "action": action, "task_id": task_id})
         except Exception:  # noqa: BLE001 - as above
             pass
 

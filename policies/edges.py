@@ -27,6 +27,7 @@ __all__ = [
     "SUPERVISOR",
     "EXPERT_NODE",
     "MERGE_NODE",
+    "PAUSED_DIALOGUE",
     "SPECIALISTS",
     "EXPERTS",
     "AGENTS",
@@ -60,6 +61,8 @@ OUT_OF_SCOPE = "out_of_scope"
 SUPERVISOR = "supervisor"
 EXPERT_NODE = "expert"
 MERGE_NODE = "supervisor_merge"
+#: Answers a message that arrives while the thread's refund awaits approval (``nodes.paused_dialogue``).
+PAUSED_DIALOGUE = "paused_dialogue"
 
 #: Specialists: agents that own a topic and answer the user.
 SPECIALISTS: tuple[str, ...] = ("billing", "refunds", "cards", "transfers", "account", "policy")
@@ -150,10 +153,12 @@ FLOW_NODES: tuple[str, ...] = ("risk", "human_approval", "refund_execute")
 
 def _default_table() -> EdgeTable:
     agents_and_clarify = set(AGENTS)
-    # entry -> human_approval: a message on a thread paused for an approval returns to the pause (the refund keeps
-    # its owner; issue 11 §3) instead of starting a turn that would drop the pending interrupt
+    # entry -> paused_dialogue -> human_approval: a message on a thread paused for an approval is answered and the
+    # thread pauses again, instead of starting a turn that would drop the pending interrupt; a confirmed cancel goes
+    # to refunds, which tells the outcome
     extra = {(a, FALLBACK) for a in agents_and_clarify} | set(APPROVAL_FLOW_EDGES) | set(SUPERVISION_EDGES) | {
-        (ENTRY_NODE, ACCESS_DENIED), (ENTRY_NODE, "human_approval")}
+        (ENTRY_NODE, ACCESS_DENIED), (ENTRY_NODE, PAUSED_DIALOGUE), (PAUSED_DIALOGUE, "human_approval"),
+        (PAUSED_DIALOGUE, "refunds"), (PAUSED_DIALOGUE, FALLBACK)}
     return EdgeTable(
         handoffs=HANDOFF_EDGES,
         # A turn starts at triage, at the stored active specialist when the topic continues, at fallback when that

@@ -25,10 +25,11 @@ ANN = RunContext.for_operator("ann", "t_demo")
 BEN = RunContext.for_operator("ben", "t_demo")
 
 
-def _setup(home: Path):
-    """A desk on ``home`` with two registered approvers, ann and ben, of tenant t_demo."""
+def _setup(home: Path, router=None):
+    """A desk on ``home`` with two registered approvers, ann and ben, of tenant t_demo (``router``: default the
+    keyword router)."""
     s = Settings.from_env(db=home / "switchboard.db", business_db=home / "business.db")
-    r = KeywordRouter()
+    r = router if router is not None else KeywordRouter()
     d = build_desk(model=OfflineChatModel(router=r), checkpointer=open_checkpointer(s.db), settings=s, router=r)
     for name in ("ann", "ben"):
         if d.deps.store.get_operator(name) is None:

@@ -1,0 +1,312 @@
+"""The paused-thread dialogue: the graph's answer to a customer's message while the thread's refund awaits approval.
+
+A thread paused at ``human_approval`` takes no ordinary turn: a turn would drop the pending interrupt and leave the
+refund without an answer. The entry node sends such a message here instead (``policies.edges``: ``entry ->
+paused_dialogue``), on every way in — a script's ``graph.invoke``, ``Conversation``, the CLI, ``langgraph dev`` and
+each engine of ``switchboard serve`` — so every caller gets the same answer. What the message means is read once
+(:func:`read_paused_message`); then:
+
+===================  ================================================================  ==========================
+reading              what the desk does                                                then
+===================  ================================================================  ==========================
+``freeze``           a lost, stolen or compromised card is frozen at once (the cards    back to the pause
+                     agent's tools, authorized for the owner: ``nodes.paused_safety``)
+``person``           a ``talk_to_person`` service request for the team                  back to the pause
+``social``           the desk's answer to a greeting, thanks or goodbye                 back to the pause
+``question``         a question for another specialist whose tools only read            back to the pause
+``elsewhere``        a message naming another record: what it is, read-only             back to the pause
+``ask``              a wish to cancel: "Cancel refund rf_… of £23.80 for tx_…? yes/no"  back to the pause
+``cancel``           the plain yes to that question: the customer's cancel decision     refunds (the outcome)
+``keep`` / ``ack``   the refund stays with the team; where it stands                    back to the pause
+``status``           where the refund stands                                           back to the pause
+``other``            how to cancel, ask for its status or wait                          back to the pause
+===================  ================================================================  ==========================
+
+Every answer but the cancel appends the desk's message (named after the agent that answers), records the turn's
+``outcome`` and goes back to ``human_approval``, which pauses again on the same request: the refund, its task and
+its approvals are untouched. The cancel question and its answer are recorded in the business store's audit log
+(``policies.cancellation.confirmation_key``) so a yes is only taken as the answer to the desk's last question, in
+any later process; the cancel itself is claimed once in the store (``decide_approval``, decision id derived from the
+message, so a re-run of this node replays it) and the refunds agent tells the outcome. Served actions are recorded as
+``tool_finished`` events and audit rows. Nothing here calls the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from graph.context import RunContext
+from graph.packet import HandoffRecord, step_number
+from graph.state import ensure_ids
+from nodes.deps import Deps
+from nodes.instrumentation import emit
+from nodes.principal import acting_context, resolve_principal
+from nodes.transcript import thread_id_of
+from policies.authz import authorize_decision
+from policies.edges import CLARIFY, FALLBACK, PAUSED_DIALOGUE
+
+__all__ = ["make_paused_dialogue_node", "PausedReading", "read_paused_message", "paused_answer_text"]
+
+REFUNDS = "refunds"
+HUMAN_APPROVAL = "human_approval"
+
+#: What a message on a paused thread asks for (the module doc's table).
+PausedKind = Literal["freeze", "person", "social", "question", "elsewhere", "ask", "cancel", "keep", "ack", "status",
+                     "other"]
+
+
+@dataclass(frozen=True)
+class PausedReading:
+    """The one reading of a message on a paused thread: ``kind`` (:data:`PausedKind`); for ``elsewhere`` the other
+    records it names; for ``social`` the conversational topic (``nodes.desk_knowledge.SOCIAL_TOPICS``)."""
+
+    kind: PausedKind
+    records: tuple[str, ...] = ()
+    topic: str = ""
+
+
+def read_paused_message(text: str, awaiting_confirmation: bool, refund_id: str, transaction_id: str,
+                        router: Any) -> PausedReading:
+    """Read ``text`` once (``policies.cancellation.paused_reply`` for what concerns the paused refund; the desk's own
+    rules for a card loss, a request for a person and a greeting). ``awaiting_confirmation``: the desk's cancel
+    question is its last word on this pause; ``refund_id``/``transaction_id``: the paused refund and its own
+    transaction, from the refund's record (never from a message)."""
+    from nodes.desk_knowledge import social_topic
+    from nodes.offline_model import is_safety_report
+    from policies.cancellation import other_records, paused_reply
+    from policies.replies import asks_for_person
+
+    if is_safety_report(text):
+        return PausedReading("freeze")
+    if asks_for_person(text):  # before the social answers: "I want to speak to a human" is no "are you a bot?"
+        return PausedReading("person")
+    topic = social_topic(router.route(text), text)
+    if topic:
+        return PausedReading("social", topic=topic)
+    reply = paused_reply(text, awaiting_confirmation, refund_id, transaction_id)
+    if reply == "elsewhere":
+        return PausedReading("elsewhere", other_records(text, refund_id, transaction_id))
+    return PausedReading(reply)
+
+
+def paused_answer_text(kind: str, what: str, requested_at: Any) -> str:
+    """The desk's words about the paused refund for ``kind`` (``ask``, ``ack``, ``keep``, ``status``, ``other``);
+    ``what``: "refund rf_… of £23.80 for tx_…" from the refund's record."""
+    if kind == "ask":
+        return f"Cancel {what}? yes/no"
+    if kind == "ack":
+        return (f"Your {what} is waiting for approval by our team; nothing has been paid yet. I'll tell you here as "
+                "soon as it is decided.")
+    if kind == "keep":
+        return f"All right: your {what} stays with our team for review; nothing has been paid yet."
+    if kind == "other":
+        return (f"Your {what} is waiting for approval by our team; nothing has been paid yet. While it waits I can "
+                "cancel it (say 'cancel my refund'), tell you its status, freeze a lost card or answer a question "
+                "about your account.")
+    return (f"Your {what} is waiting for review by our team (requested {_customer_time(requested_at)}); nothing has "
+            "been paid yet. You can say 'cancel my refund' to withdraw it.")
+
+
+def _customer_time(iso_text: Any) -> str:
+    """``"2026-11-30T23:20:57Z"`` -> ``"30 Nov at 23:20 UTC"`` for customer text (the raw value when unreadable)."""
+    from checkpoints.business import parse_iso
+
+    try:
+        dt = parse_iso(str(iso_text))
+    except (TypeError, ValueError):
+        return str(iso_text or "")
+    return f"{dt.day} {dt.strftime('%b')} at {dt.strftime('%H:%M')} UTC"
+
+
+class _Dialogue:
+    """One message on a paused thread (see the module doc)."""
+
+    def __init__(self, deps: Deps, state: dict, runtime: Runtime[RunContext]):
+        from policies.cancellation import CONFIRMATION_ACTION, confirmation_key
+
+        self.deps, self.state = deps, state
+        self.store = deps.store
+        self.pa = dict(state.get("pending_approval") or {})
+        self.request = dict(self.pa.get("request") or {})
+        self.thread_id = thread_id_of()
+        self.task_id = str(self.pa.get("task_id") or self.request.get("task_id") or "")
+        self.principal = resolve_principal(runtime).principal
+        self.ctx = acting_context(state, runtime)
+        messages = list(state.get("messages") or [])
+        self.message = messages[-1] if messages else None
+        self.text = str(getattr(self.message, "content", "") or "").strip()
+        self.key = confirmation_key(self.thread_id, self.task_id)
+        self.action = CONFIRMATION_ACTION
+        entries = self.store.audit_entries(key=self.key, action=CONFIRMATION_ACTION, limit=1)
+        self.awaiting = bool(entries) and entries[0].detail.get("state") == "asked"
+        self.refund_id = str(self.request.get("refund_id") or self.pa.get("refund_id") or "")
+        owner = str(self.request.get("customer_id") or self.ctx.user_id or "")
+        record = self.store.get_refund(owner, self.refund_id) if owner and self.refund_id else None
+        # the paused refund's own transaction, read from its record (never from a message)
+        self.own_tx = record.transaction_id if record is not None else str(self.request.get("transaction_id") or "")
+        self.owner = owner
+        self.what = f"refund {self.refund_id} of {self.request.get('amount', '')}" + \
+            (f" for {self.own_tx}" if self.own_tx else "")
+        self.waiting = (f"Your refund {self.refund_id} of {self.request.get('amount', '')} is still waiting for "
+                        "approval by our team; nothing has been paid yet.")
+
+    def approvals(self) -> list[str]:
+        """Refs of the approvers who approved the paused refund so far (the business store's decisions)."""
+        if not self.task_id:
+            return []
+        return [x.approver for x in self.store.list_decisions(self.task_id) if x.decision == "approve" and not x.final]
+
+    @property
+    def who(self) -> str:
+        return self.principal.ref if self.principal is not None else "unknown"
+
+    def _confirmation(self, state: str, reply: str) -> None:
+        self.store.record_audit(self.who, self.action, target=f"thread:{self.thread_id}",
+                                detail={"state": state, "reply": reply, "refund_id": self.refund_id}, key=self.key)
+
+    def _served(self, action: str, detail: dict, agent: str) -> None:
+        """An action served while paused (by ``agent``): a ``tool_finished`` event and an audit row."""
+        emit("tool_finished", agent=agent, reason="served while the thread waits for an approval",
+             detail={"action": action, **detail})
+        self.store.record_audit(self.who, action, target=f"thread:{self.thread_id}", detail=detail)
+
+    def answer(self) -> tuple[str, str, str]:
+        """``(kind, agent, text)`` of the desk's answer; ``kind == "cancel"`` when the customer confirmed."""
+        from nodes.paused_safety import answer_while_paused, freeze_while_paused, person_while_paused, records_while_paused
+        from policies.cancellation import is_status_question
+
+        router = self.deps.router
+        reading = read_paused_message(self.text, self.awaiting, self.refund_id, self.own_tx, router)
+        kind = reading.kind
+        request_key = str(getattr(self.message, "id", "") or "")
+        if kind == "freeze":
+            done = freeze_while_paused(self.text, self.store, self.ctx, self.thread_id, request_key=request_key)
+            if done is not None:
+                self._served("urgent_freeze_while_paused", {
+                    "calls": [list(c) for c in done.calls], "frozen_last4": done.frozen_last4,
+                    "refund_id": self.refund_id, "task_id": self.task_id}, "cards")
+                self._close_question("served")
+                rest = self._rest_of_safety_report()
+                return kind, "cards", " ".join(p for p in (done.text, rest, self.waiting) if p)
+        if kind == "person":
+            person = person_while_paused(self.text, self.store, self.ctx, self.thread_id, self.task_id)
+            if person is not None:
+                self._served("person_while_paused", {"refund_id": self.refund_id, "task_id": self.task_id},
+                             FALLBACK)
+                self._close_question("served")
+                return kind, FALLBACK, f"{person} {self.waiting}"
+        if kind == "social":
+            from nodes.desk_knowledge import load_knowledge
+
+            self._close_question("served")
+            return kind, CLARIFY, f"{load_knowledge().conversational[reading.topic]} {self.waiting}"
+        if kind in ("status", "other", "elsewhere"):
+            status = kind == "status" or (kind == "elsewhere" and is_status_question(self.text))
+            served = answer_while_paused(self.text, router.route(self.text), self.store, self.ctx, self.thread_id,
+                                         status)
+            if served is not None:
+                self._close_question(kind)
+                return "question", served[0], f"{served[1]} {self.waiting}"
+        if kind == "elsewhere":  # it names another record: never a cancel or a yes for the paused refund
+            self._close_question(kind)
+            return kind, REFUNDS, records_while_paused(reading.records, self.store, self.owner, self.what)
+        if kind in ("ask", "keep", "cancel"):
+            self._confirmation("asked" if kind == "ask" else "answered", kind)
+        else:
+            self._close_question(kind)
+        if kind == "cancel":
+            return kind, REFUNDS, ""
+        return kind, REFUNDS, paused_answer_text(kind, self.what, self.request.get("requested_at"))
+
+    def _close_question(self, reply: str) -> None:
+        """The desk answered something else: its cancel question is no longer the last one, so a later yes to this
+        answer cancels nothing."""
+        if self.awaiting:
+            self._confirmation("answered", reply)
+
+    def _rest_of_safety_report(self) -> str | None:
+        """The answer to the other question of a loss report ("I lost my card, and what is the fee for international
+        transfers?") when it is a read-only question; None otherwise."""
+        from nodes.offline_model import rest_of_safety_report
+        from nodes.paused_safety import answer_while_paused
+        from policies.cancellation import is_status_question
+
+        rest = " ".join(rest_of_safety_report(self.text))
+        if not rest:
+            return None
+        served = answer_while_paused(rest, self.deps.router.route(rest), self.store, self.ctx, self.thread_id,
+                                     is_status_question(rest))
+        return served[1] if served is not None else None
+
+
+def make_paused_dialogue_node(deps: Deps):
+    """``paused_dialogue(state, runtime) -> Command``: answer a message on a paused thread (module doc). The entry node
+    admitted the run (the thread's owner); the cancel is authorized again here (``policies.authz.authorize_decision``:
+    the customer's own refund, confirmed) before it is claimed."""
+
+    def paused_dialogue(state: dict, runtime: Runtime[RunContext]) -> Command:
+        from checkpoints.business import StoreError
+        from nodes.approval_flow import after_decision, to_fallback
+
+        try:
+            talk = _Dialogue(deps, state, runtime)
+            kind, agent, text = talk.answer()
+            decided = _cancel(talk, deps) if kind == "cancel" else None
+        except StoreError as exc:  # the business store is unavailable: a person finishes it, nothing was changed
+            return to_fallback(state, PAUSED_DIALOGUE, dict(state.get("pending_approval") or {}),
+                               f"answering a message while paused failed ({exc})")
+        turn = int(state.get("turn") or 0)
+        if kind == "cancel":
+            if decided is not None:
+                d, won = decided
+                return after_decision(state, talk.pa, d, won, message_in_state=True)
+            kind, agent, text = "other", REFUNDS, paused_answer_text("status", talk.what,
+                                                                      talk.request.get("requested_at"))
+        emit("paused_answered", agent=agent, reason=f"a {kind} message while the thread waits for an approval",
+             detail={"kind": kind, "task_id": talk.task_id, "refund_id": talk.refund_id})
+        mid = f"pd_{getattr(talk.message, 'id', '') or turn}"
+        record = HandoffRecord(hop=step_number(state.get("handoff_path") or [], turn), turn=turn,
+                               from_agent=PAUSED_DIALOGUE, to_agent=HUMAN_APPROVAL, kind="flow",
+                               reason=f"answered a {kind} message; the refund still waits for approval").model_dump()
+        return Command(goto=HUMAN_APPROVAL, update={
+            "messages": ensure_ids([AIMessage(content=text, name=agent, id=mid)]),
+            "outcome": {"turn": turn, "agent": agent, "text": text, "status": "awaiting_approval",
+                        "approvals": talk.approvals()},
+            "handoff_path": [record],
+        })
+
+    return paused_dialogue
+
+
+def _cancel(talk: _Dialogue, deps: Deps) -> tuple[Any, bool] | None:
+    """Claim the customer's confirmed cancel in the business store; ``(decision, won)``, or None when it may not be
+    taken (refused: recorded as ``access_denied``)."""
+    from checkpoints.business import BusinessRuleError
+    from nodes.principal import cancel_confirmed_on
+
+    p = talk.principal
+    if p is None or not talk.task_id:
+        return None
+    confirmed = cancel_confirmed_on(deps.store, talk.thread_id, talk.task_id)
+    verdict = authorize_decision(p, None, "cancel", str(talk.request.get("customer_id") or ""), (), False, confirmed)
+    if not verdict.allowed:
+        emit("access_denied", reason=f"not authorized: {verdict.reason}",
+             detail={"principal": p.ref, "action": "cancel", "task_id": talk.task_id})
+        return None
+    decision_id = f"dc_{getattr(talk.message, 'id', '') or talk.task_id}"
+    recorded = deps.store.get_decision(decision_id)
+    if recorded is not None and recorded.task_id == talk.task_id:  # a re-run of this node: the same decision
+        return recorded, True
+    try:
+        return deps.store.decide_approval(talk.task_id, decision_id, p.ref, "cancel", talk.text,
+                                          refund_id=talk.refund_id or None,
+                                          required_approvals=int(talk.request.get("approvals_required") or 1))
+    except BusinessRuleError as exc:
+        emit("access_denied", reason=f"not authorized: {exc}",
+             detail={"principal": p.ref, "action": "cancel", "task_id": talk.task_id})
+        return None
