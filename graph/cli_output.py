@@ -160,8 +160,9 @@ def history_rows(turns: Sequence[Mapping[str, Any]], pending: Mapping[str, Any] 
     the payload of the interrupt the thread is paused on now (``checkpoints.threads.pending_interrupt``), or None.
 
     ``status`` is ``answered``; ``paused`` for the last turn while ``pending`` is set (``waiting_for`` says for what,
-    ``agent`` is the paused node ``human_approval``); ``decided`` for a turn that stopped at ``human_approval`` and
-    whose decision came with a later turn (a customer's confirmed cancel is its own turn); else ``-``. The state's
+    ``agent`` is the paused node ``human_approval``; ``answer`` what the desk said on that turn, if anything: a
+    message on a paused thread is answered and the thread pauses again); ``decided`` for a turn that stopped at
+    ``human_approval`` and whose decision came with a later turn; else ``-``. The state's
     ``pending_approval`` is not read: it keeps the last request after its decision (for "already decided" answers)."""
     rows = []
     for i, t in enumerate(turns):
@@ -170,7 +171,7 @@ def history_rows(turns: Sequence[Mapping[str, Any]], pending: Mapping[str, Any] 
         status = "paused" if paused else "answered" if t.get("answer") else "decided" if stopped else "-"
         rows.append({"turn": t["turn"], "user": t["user"],
                      "agent": "human_approval" if paused or stopped else t.get("agent"), "status": status,
-                     "answer": "" if paused else t.get("answer", ""), "path": t.get("path", ""),
+                     "answer": t.get("answer", ""), "path": t.get("path", ""),
                      "waiting_for": waiting_for(pending) if paused and pending is not None else None})
     return rows
 

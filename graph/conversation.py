@@ -215,30 +215,6 @@ class Conversation:
         with self._thread_lock():
             return self._resume(decision)
 
-    def _authorize_decision(self, d: Any, request: dict) -> Any:
-        """The principal, after checking that it may take decision ``d`` on ``request`` (AccessDenied if not)."""
-        from nodes.principal import cancel_confirmed_on, operator_facts
-        from policies.authz import AuthzDecision, approval_overdue, authorize_decision, authorize_resume, owner_of
-
-        try:
-            principal = self.context.principal()
-        except ValueError as exc:
-            raise self._deny("resume", str(exc), request.get("task_id")) from None
-        operator = operator_facts(self.store, principal.id) if principal.kind == "operator" else None
-        verdict = authorize_resume(principal, owner_of(self.state), operator)
-        if verdict.allowed and d.approver is not None and d.approver not in (principal.id, principal.ref):
-            verdict = AuthzDecision(False, f"the decision names {d.approver!r} but the caller is {principal.ref}")
-        if verdict.allowed:
-            overdue = approval_overdue(request, self.store.now())
-            # the graph applies the same confirmation rule to a cancel that reaches it unclaimed (nodes.approval_flow)
-            confirmed = d.decision == "cancel" and principal.kind == "customer" and \
-                cancel_confirmed_on(self.store, self.thread_id, str(request.get("task_id") or ""))
-            verdict = authorize_decision(principal, operator, d.decision, str(request.get("customer_id") or ""),
-                                         tuple(request.get("approvals") or ()), overdue, confirmed)
-        if not verdict.allowed:
-            raise self._deny(d.decision, f"not authorized: {verdict.reason}", request.get("task_id"))
-        return principal
-
     def _customer_owns_thread(self) -> None:
         """A customer's resume (a cancel) on a thread that is not theirs, or that does not exist, is refused before
         anything about the thread is said, with the same line for both (``policies.authz.NOT_YOURS``); a refusal on an
@@ -268,33 +244,22 @@ class Conversation:
         return f"{decision} by {approver}"
 
     def _resume(self, decision: Any) -> TurnResult:
-        from checkpoints.business import BusinessRuleError
         from graph.approval import parse_decision
 
         self._customer_owns_thread()
-        if not self.state:
+        values, request = self._snapshot()
+        if not values:
             raise InputError(f"unknown thread {self.thread_id!r}")
-        request = self.pending()
         if request is None:
-            earlier = (self.state.get("pending_approval") or {}).get("decision")
+            earlier = (values.get("pending_approval") or {}).get("decision")
             if earlier:
                 raise InputError(f"already decided: {self._decided(earlier.get('decision'), earlier.get('approver'))} "
                                  f"at {earlier.get('decided_at')}; thread {self.thread_id} has nothing pending")
             raise InputError(f"thread {self.thread_id} has nothing pending")
-        request = request if isinstance(request, dict) else {}
+        # who may take it, and whether it was taken already, is the graph's to decide (nodes.run_gate.check_resume,
+        # then human_approval, which claims it once in the business store): the same on every way in
         d = parse_decision(decision).with_id()
-        principal = self._authorize_decision(d, request)
-        if request.get("task_id"):
-            try:
-                earlier, won = self.store.decide_approval(
-                    request["task_id"], d.decision_id, principal.ref, d.decision, d.note,
-                    refund_id=request.get("refund_id"), required_approvals=int(request.get("approvals_required") or 1))
-            except BusinessRuleError as exc:
-                raise self._deny(d.decision, f"not authorized: {exc}", request.get("task_id")) from None
-            if not won:
-                raise InputError(f"already decided: {self._decided(earlier.decision, earlier.approver)} at "
-                                 f"{earlier.decided_at}")
-        return self._run(Command(resume=d.model_dump(exclude_none=True, exclude={"approver"})))
+        return self._run(Command(resume=d.model_dump(exclude_none=True)))
 
     def recover(self) -> TurnResult | None:
         """Finish work a crashed process left behind on this thread; returns the turn's result, or None when

@@ -71,14 +71,17 @@ def execution_key(task_id: str, handoff_id: str | None) -> str:
 STAGE_OF = {"approve": "approved", "reject": "rejected", "cancel": "cancelled", "expire": "expired", "close": "closed"}
 
 
-def decision_key(raw: Any, task_id: str, index: int) -> str:
+def decision_key(raw: Any, task_id: str, index: int, pause: str = "") -> str:
     """The id a resume value is recorded under: its own ``decision_id`` when it carries one, else ``dc_`` + 16 hex of
-    SHA-256 over the task, the resume's position in this pause (0, 1, …) and the value's JSON — the same on every
-    re-run of the node, so a replayed value finds its recorded (or refused) decision."""
+    SHA-256 over the task, the pause (``pause``: the LangGraph task of this execution of ``human_approval``, its
+    ``checkpoint_ns``), the resume's position in that pause (0, 1, …) and the value's JSON — the same on every re-run
+    of the node, so a replayed value finds its recorded (or refused) decision; and different in a later pause of the
+    same task (a message on the paused thread pauses it again), so a second approver's ``{"decision": "approve"}``
+    is never taken for the replay of the first one's."""
     if isinstance(raw, dict) and isinstance(raw.get("decision_id"), str) and raw["decision_id"].strip():
         return raw["decision_id"].strip()
     body = json.dumps(raw, sort_keys=True, default=str)
-    return "dc_" + hashlib.sha256(f"{task_id}|{index}|{body}".encode()).hexdigest()[:16]
+    return "dc_" + hashlib.sha256(f"{task_id}|{pause}|{index}|{body}".encode()).hexdigest()[:16]
 
 
 def _record(state: dict, source: str, target: str, reason: str) -> dict:
@@ -229,6 +232,17 @@ def _refused_before(store: Any, key: str) -> bool:
     return bool(finder is not None and [e for e in finder(key=key, limit=5) if e.outcome == "denied"])
 
 
+def _pause_of_this_execution() -> str:
+    """The LangGraph task of the running ``human_approval`` execution (``checkpoint_ns``, ``human_approval:<id>``):
+    the same while its resumes replay, another for a later pause; "" outside a run."""
+    from langgraph.config import get_config
+
+    try:
+        return str((get_config().get("configurable") or {}).get("checkpoint_ns") or "")
+    except RuntimeError:
+        return ""
+
+
 class _Refused(Exception):
     """A resume value that was read and refused: recorded, then raised to the caller as AccessDenied."""
 
@@ -245,13 +259,14 @@ class _Approval:
         self.approvals: list[str] = [x.approver for x in deps.store.list_decisions(self.task_id)
                                      if x.decision == "approve" and not x.final] if self.task_id else []
         self.operator = operator_facts(deps.store, caller.id) if caller.kind == "operator" else None
+        self.pause = _pause_of_this_execution()
 
     def next_decision(self) -> tuple[Any, bool]:
         """Pause until a final decision; return ``(Decision, won)`` (won False: the task was decided elsewhere)."""
         index = 0
         while True:
             raw = interrupt({**self.request, "approvals": list(self.approvals)})
-            key = decision_key(raw, self.task_id, index)
+            key = decision_key(raw, self.task_id, index, self.pause)
             index += 1
             recorded = self.deps.store.get_decision(key)
             if recorded is not None and recorded.task_id == self.task_id:  # taken before: replay, whoever took it

@@ -264,6 +264,8 @@ def make_paused_dialogue_node(deps: Deps):
         if kind == "cancel":
             if decided is not None:
                 d, won = decided
+                emit("paused_answered", agent=REFUNDS, reason="the customer confirmed the cancel",
+                     detail={"kind": kind, "task_id": talk.task_id, "refund_id": talk.refund_id, "won": won})
                 return after_decision(state, talk.pa, d, won, message_in_state=True)
             kind, agent, text = "other", REFUNDS, paused_answer_text("status", talk.what,
                                                                       talk.request.get("requested_at"))

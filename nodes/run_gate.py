@@ -136,7 +136,10 @@ def check_resume(store: Any, thread_id: str, principal: Principal | None, value:
     if d is not None and task.status != "awaiting_approval":
         finals = [x for x in store.list_decisions(task.id) if x.final]
         if finals:  # a second click, or a decision that lost a race: what Conversation.resume says too
-            raise InputError(f"already decided: {finals[0].decision} by {finals[0].approver} at {finals[0].decided_at}")
+            # a customer reads the decision without who took it (internal: the decision record), unless it was theirs
+            by = "" if principal is not None and principal.kind == "customer" and finals[0].approver != principal.ref \
+                else f" by {finals[0].approver}"
+            raise InputError(f"already decided: {finals[0].decision}{by} at {finals[0].decided_at}")
         raise InputError(f"thread {thread_id} waits for no decision")
     if principal is None:
         raise AccessDenied("no identified caller")

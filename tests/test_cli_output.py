@@ -114,8 +114,8 @@ def test_history_of_a_finished_refund_is_not_paused(isolated_home) -> None:
 
 
 def test_history_of_a_cancelled_refund(paused) -> None:
-    """QA: paused, questions while paused, then a confirmed cancel: turn 1 stopped at human_approval and was decided;
-    the cancel is turn 2, answered; the messages exchanged while paused are not turns (the table says where they are)."""
+    """Paused, questions while paused, then a confirmed cancel: turn 1 stopped at human_approval and was decided; each
+    message while paused is a turn the desk answered (the paused dialogue), the confirmed cancel the last one."""
     from tests.test_approval import _setup as setup
 
     g, _ = setup(paused)
@@ -125,10 +125,10 @@ def test_history_of_a_cancelled_refund(paused) -> None:
     assert conv.send("yes").status == "answered"
     rows = _json("history", "p", "--as", "ann")
     assert [(r["turn"], r["agent"], r["status"], r["waiting_for"]) for r in rows] == [
-        (1, "human_approval", "decided", None), (2, "refunds", "answered", None)]
-    assert "cancelled" in rows[1]["answer"]
+        (1, "human_approval", "decided", None), *((n, "refunds", "answered", None) for n in range(2, 7))]
+    assert rows[1]["answer"].startswith("Cancel refund") and "cancelled" in rows[-1]["answer"]
     r = CliRunner().invoke(app, ["history", "p", "--as", "ann"])
-    assert r.exit_code == 0 and "paused" not in r.output and "audit log" in r.output, r.output
+    assert r.exit_code == 0 and "│ paused " not in r.output and "audit log" in r.output, r.output
 
 
 def test_history_json_holds_the_raw_redacted_text(isolated_home) -> None:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Served", "launched", "status_of", "interrupts", "free_ports", "is_free", "attack_customers",
-           "AttackCustomer", "paid", "credits", "START_LIMIT_S"]
+           "AttackCustomer", "paid", "credits", "START_LIMIT_S", "langgraph_dev", "offline_env"]
 
 #: Seconds ``switchboard serve`` may take until every instance answers (migrations and N engine start-ups).
 START_LIMIT_S = 240
@@ -203,6 +203,56 @@ def launched(url: str, tmp: Path, *extra: str, instances: int = 2,
             os.killpg(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+
+def offline_env(home: Path) -> dict[str, str]:
+    """The environment of a local server that sends nothing anywhere: no LangSmith, no OpenAI, no analytics or
+    version check; ``SWITCHBOARD_HOME=home``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "OPENAI_"))}
+    env.update(LANGGRAPH_CLI_NO_ANALYTICS="1", LANGGRAPH_NO_VERSION_CHECK="true", LANGSMITH_TRACING="false",
+               SWITCHBOARD_HOME=str(home), PYTHONUNBUFFERED="1")
+    return env
+
+
+@contextmanager
+def langgraph_dev(tmp: Path, home: Path, repo: Path, limit_s: float = START_LIMIT_S) -> Iterator[str]:
+    """``langgraph dev`` (in-memory server, ``repo``'s langgraph.json) on a free loopback port with ``home`` as
+    SWITCHBOARD_HOME (its business store and event log: the caller seeds them first); yields the base URL. Its output
+    goes to ``tmp/server.log``. Stopped with SIGTERM to its process group (SIGKILL after 20 s). Raises AssertionError
+    when it exits or does not answer ``/ok`` within ``limit_s`` seconds (with the end of its log)."""
+    # langgraph.json names the auth module as "./graph/auth.py" (relative to the server's working directory); a link
+    # keeps the server's in-memory state out of the repository
+    link = tmp / "graph"
+    if not link.exists():
+        link.symlink_to(repo / "graph")
+    port = free_ports(1)
+    log_path = tmp / "server.log"
+    base = f"http://127.0.0.1:{port}"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen([str(Path(sys.executable).parent / "langgraph"), "dev", "--config",
+                                 str(repo / "langgraph.json"), "--host", "127.0.0.1", "--port", str(port),
+                                 "--no-browser", "--no-reload"], cwd=tmp, env=offline_env(home), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + limit_s
+        while True:
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"{base}/ok", timeout=2) as resp:  # noqa: S310 - loopback URL we built
+                    if resp.status == 200 and json.loads(resp.read() or b"null").get("ok") is True:
+                        break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.25)
+        yield base
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
