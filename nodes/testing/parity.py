@@ -170,7 +170,7 @@ class Observed:
 
 
 _IDS = re.compile(r"\b(rf|sr|task|dc|thread)_[0-9a-f]{6,}\b")
-_WHEN = re.compile(r"\b\d{1,2} [A-Z][a-z]{2} at \d{2}:\d{2} UTC\b")
+_WHEN = re.compile(r"\b\d{1,2} [A-Z][a-z]{2}(?: at)? \d{2}:\d{2} UTC\b")
 _ISO = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b")
 
 
