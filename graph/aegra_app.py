@@ -56,7 +56,6 @@ from graph.auth import (
     STATE_WRITE_REFUSED,
     authenticate,
     check_run_request,
-    checked_cancel,
     checked_decision,
     checked_owner,
     input_refusal,
@@ -111,7 +110,7 @@ async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes,
                        thread_id: str | None = None) -> tuple[int, str, bytes]:
     """``(200, "", new body)`` for a run request that may go ahead (its context and run config replaced:
     :func:`graph.auth.run_context_for`, :func:`graph.auth.server_run_config`), else ``(status, why, b"")``:
-    401 / 403 as the auth handlers (a customer's cancel before they confirmed it too, :func:`graph.auth.checked_cancel`),
+    401 / 403 as the auth handlers (a customer's cancel before they confirmed it too, :func:`graph.auth.checked_decision`),
     422 for a message or a ``thread_id`` (of the path) the input rules refuse (:func:`graph.auth.input_refusal`) and
     for a thread-less run, 404 for another customer's thread, 403 / 422 / 409 for a resume the business store refuses
     (:func:`graph.auth.checked_decision`), 409 for a thread busy with another turn. ``thread_id``: the thread of the
@@ -139,7 +138,6 @@ async def checked_body(headers: list[tuple[bytes, bytes]], body: bytes,
         return 422, NO_THREAD, b""
     try:
         await checked_owner(thread_id, kind, pid, tenant)
-        await checked_cancel(thread_id, kind, data.get("command"))
         await checked_decision(thread_id, kind, pid, tenant, roles, data.get("command"))
     except Exception as exc:  # noqa: BLE001 - 404 / 403 / 409 / 422 (refused), 503 (store unavailable)
         return (*_error(exc, 503), b"")

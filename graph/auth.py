@@ -24,7 +24,7 @@ A revoked or unknown token, a customer no longer in the store, a disabled operat
   first run is recorded as its owner in the business store before the run is queued, :func:`record_thread_owner`,
   so ``recover`` can finish even a first turn killed before its entry node); an operator only resumes (``command``
   with ``resume`` alone) threads of their tenant and never with the decision ``cancel`` (the customer's own; an
-  approver rejects), a customer's ``cancel`` is taken only once they confirmed it (:func:`cancel_refusal`, 403
+  approver rejects), a customer's ``cancel`` is taken only once they confirmed it (the check of a resume below, 403
   otherwise); nobody sends ``goto`` or ``update`` commands, an empty command,
   breakpoints (``interrupt_before``/``interrupt_after``), webhooks, runs from an older checkpoint, a
   ``config.configurable`` (or ``context``) naming the thread, checkpoint namespace or run, or the multitask
@@ -67,7 +67,7 @@ from langgraph_sdk import Auth
 
 __all__ = ["auth", "authenticate", "resolve_bearer", "principal_claims", "check_run_request", "run_context_for",
            "record_thread_owner", "checked_owner", "langgraph_api_run", "require_admin", "input_refusal",
-           "CUSTOMER_STREAM_MODES", "cancel_refusal", "checked_cancel",
+           "CUSTOMER_STREAM_MODES",
            "decision_refusal", "checked_decision", "claimed_thread", "busy_refusal", "NO_THREAD"]
 
 auth = Auth()
@@ -175,40 +175,6 @@ def _resumed_decision(command: Any) -> Any:
     """The ``decision`` of a ``resume`` command's value (``{"resume": {"decision": …}}``), or None."""
     resume = command.get("resume") if isinstance(command, Mapping) else None
     return resume.get("decision") if isinstance(resume, Mapping) else None
-
-
-def cancel_refusal(thread_id: Any, kind: str, command: Any, store: Any = None) -> str | None:
-    """Why a customer's ``resume {"decision": "cancel"}`` on ``thread_id`` is refused before it is queued, or None:
-    the chat's confirmation rule (``policies.cancellation``; the graph applies it again, ``nodes.approval_flow``) —
-    a cancel is taken only while the desk's question "Cancel refund …? yes/no" for the refund the thread waits on is
-    open, or after the customer's yes to it (``nodes.principal.cancel_confirmed_on``). None for anything else, and
-    when no task waits for approval on the thread (the graph answers that resume). Blocking (database); async callers
-    run it in a thread."""
-    if kind != "customer" or not thread_id or _resumed_decision(command) != "cancel":
-        return None
-    from nodes.principal import cancel_confirmed_on
-    from policies.authz import UNCONFIRMED_CANCEL
-
-    store = store if store is not None else _store()
-    waiting = [t for t in store.list_tasks(["awaiting_approval"]) if t.thread_id == str(thread_id)]
-    if not waiting or any(cancel_confirmed_on(store, str(thread_id), t.id) for t in waiting):
-        return None
-    return UNCONFIRMED_CANCEL
-
-
-async def checked_cancel(thread_id: Any, kind: str, command: Any) -> None:
-    """:func:`cancel_refusal` off the event loop: 403 with its reason, 503 when the business store cannot be
-    reached."""
-    from checkpoints.business import StoreError
-
-    if kind != "customer" or _resumed_decision(command) != "cancel":
-        return
-    try:
-        reason = await asyncio.to_thread(cancel_refusal, thread_id, kind, command)
-    except StoreError as exc:
-        raise _HTTP_ERROR(status_code=503, detail=f"the business store is unavailable ({exc})") from None
-    if reason:
-        raise _HTTP_ERROR(status_code=403, detail=reason)
 
 
 def check_run_request(kind: str, kwargs: Mapping[str, Any]) -> str | None:
@@ -553,7 +519,6 @@ async def on_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     if not value.get("thread_id"):  # the LangGraph API's /runs, /runs/wait, /runs/stream (a temporary thread)
         raise _HTTP_ERROR(status_code=422, detail=NO_THREAD)
     await checked_owner(value.get("thread_id"), kind, pid, tenant)
-    await checked_cancel(value.get("thread_id"), kind, body.get("command"))
     await checked_decision(value.get("thread_id"), kind, pid, tenant, roles, body.get("command"))
     if isinstance(kwargs, dict):  # the LangGraph API (Aegra's guard checks a busy thread itself, graph/aegra_app.py)
         busy = await asyncio.to_thread(busy_refusal, str(value["thread_id"]), True)

@@ -17,7 +17,6 @@ from langgraph.types import Command
 
 from graph.builder import Desk, build_desk
 from graph.context import RunContext
-from graph.cut_turns import cut_short as _cut_short
 from graph.cut_turns import interrupt_value as _interrupt_value
 from graph.errors import AccessDenied, InputError
 from graph.inputs import MAX_MESSAGE_CHARS, check_text, check_thread_id
@@ -106,23 +105,14 @@ class Conversation:
         record_refusal(self.store, self.events, self.thread_id, who, action, reason, task_id=task_id)
         return AccessDenied(reason)
 
+    def _recovery(self) -> Any:
+        from graph.recovery import ThreadRecovery
+
+        return ThreadRecovery(self.graph, self.store, self.events, self.thread_id, self.context)
+
     def recorded_owner(self, values: dict | None = None) -> tuple[str, str] | None:
-        """``(customer_id, tenant_id)`` of the customer who started this thread, as recorded server-side: the business
-        store's ``thread_owners`` row (written before the thread's first run), else the write-once ``owner`` the entry
-        node put in the state (threads started before that table existed); None when neither exists. Never taken
-        from a message, a packet or a model's arguments.
-
-        Raises AccessDenied (recorded) when the two records name different customers."""
-        from policies.authz import owner_of
-
-        getter = getattr(self.store, "thread_owner", None)
-        row = getter(self.thread_id) if getter is not None else None
-        stored = (row.customer_id, row.tenant_id) if row is not None else None
-        in_state = owner_of(self.state if values is None else values)
-        if stored is not None and in_state is not None and stored != in_state:
-            raise self._deny("recover", f"thread {self.thread_id}: its recorded owner customer:{stored[0]} does not "
-                                        f"match its checkpoint's customer:{in_state[0]}")
-        return stored or in_state
+        """The thread's owner as recorded server-side (``graph.recovery.ThreadRecovery.recorded_owner``)."""
+        return self._recovery().recorded_owner(self.state if values is None else values)
 
     def _run(self, graph_input: Any) -> TurnResult:
         """Run the graph on ``graph_input`` and return the turn's result; with ``on_event``, stream and forward the
@@ -262,106 +252,21 @@ class Conversation:
         return self._run(Command(resume=d.model_dump(exclude_none=True)))
 
     def recover(self) -> TurnResult | None:
-        """Finish work a crashed process left behind on this thread; returns the turn's result, or None when
-        there was nothing to do.
-
-        * paused at ``human_approval`` while the business store already holds a decision for its task (the
-          deciding process died after claiming it): resume with that same decision (same ``decision_id``,
-          so the claim and the payment replay idempotently), as this conversation's principal;
-        * stopped between nodes without an interrupt (killed mid-run), or stored but never entered (killed before
-          its entry node, the first turn of a thread included): continue from the last checkpoint **with the rights
-          of the thread's owner** (:meth:`recorded_owner`: the customer who started the thread, as recorded
-          server-side), so an interrupted refund request is still made. Recovery adds no input: it finishes the
-          owner's own turn. The caller (the owner, or an operator of the owner's tenant: ``policies.authz.
-          authorize_resume``) is recorded as who triggered it: a ``recovered`` event and an audit row.
+        """Finish work a crashed process left behind on this thread, as this conversation's principal
+        (``graph.recovery``: a decision claimed but not taken is resumed; a cut turn is continued with the owner's
+        rights); the turn's result, or None when there was nothing to do.
 
         Raises:
             InputError: unknown thread.
             AccessDenied: the caller may not recover this thread, or its owner records disagree (recorded).
         """
         with self._thread_lock():
-            return self._recover()
-
-    def _recover(self) -> TurnResult | None:
-        snap = self.graph.get_state(self.config)
-        if not snap.values:
-            raise InputError(f"unknown thread {self.thread_id!r}")
-        request = self.pending()
-        if request is not None:
-            if not isinstance(request, dict) or not request.get("task_id"):
-                return None
-            d = self._unconsumed_decision(request)
-            if d is None:
-                return None  # cleanly pending: waits for a person
-            self.graph.invoke(Command(resume={"decision": d.decision, "note": d.note, "decision_id": d.id}),
-                              self.config, context=self.context)
-            return self.result()
-        where = _cut_short(snap)
-        return None if where is None else self._continue_as_owner(snap, where)
+            return self.result() if self._recovery().run() else None
 
     def cut_turn(self) -> str | None:
-        """Where this thread's last turn was cut short (a crash, Ctrl-C, a failed write): ``"unentered"`` (its
-        message is stored but the entry node never ran) or ``"between_nodes"`` (stopped between two nodes), which
-        :meth:`recover` (and the owner's next :meth:`send`) finishes; None when the thread is unknown, finished,
-        paused for approval or refused."""
-        snap = self.graph.get_state(self.config)
-        return None if not snap.values or _interrupt_value(snap) is not None else _cut_short(snap)
-
-    def _continue_as_owner(self, snap: Any, where: str) -> TurnResult | None:
-        """Continue the stopped turn in ``snap`` (``invoke(None)``) as the thread's owner, after checking that this
-        conversation's principal may recover it; None when the thread has no recorded owner (nothing of a customer's
-        to continue: a thread driven through the bare graph API that was killed before its entry node)."""
-        from nodes.principal import operator_facts
-        from policies.authz import authorize_resume
-
-        owner = self.recorded_owner(dict(snap.values or {}))
-        if owner is None:
-            return None
-        try:
-            principal = self.context.principal()
-        except ValueError as exc:
-            raise self._deny("recover", str(exc)) from None
-        facts = operator_facts(self.store, principal.id) if principal.kind == "operator" else None
-        verdict = authorize_resume(principal, owner, facts)
-        if not verdict.allowed:
-            raise self._deny("recover", f"not authorized: {verdict.reason}")
-        as_owner = RunContext.for_customer(owner[0], owner[1], locale=self.context.locale)
-        self._record_recovery(principal.ref, owner, where, list(snap.next), as_owner.request_id)
-        self.graph.invoke(None, self.config, context=as_owner)
-        return self.result()
-
-    def _record_recovery(self, trigger: str, owner: tuple[str, str], where: str, next_nodes: list[str],
-                         request_id: str) -> None:
-        """Who triggered a recovery, on whose behalf: a ``recovered`` event on this thread (``detail``: triggered_by,
-        continued_as, where, next, request_id) and an audit row (actor = the trigger). Best effort, like refusals."""
-        detail = {"triggered_by": trigger, "continued_as": f"customer:{owner[0]}", "tenant_id": owner[1],
-                  "where": where, "next": next_nodes, "request_id": request_id}
-        if self.events is not None:
-            try:
-                from checkpoints.event_log import event_key, now_iso
-
-                self.events.record("recovered", key=event_key("conversation", self.thread_id, uuid.uuid4().hex),
-                                   ts=now_iso(), thread_id=self.thread_id, reason=f"recovered by {trigger}",
-                                   detail=detail)
-            except Exception:  # noqa: BLE001 - the recovery must not fail on its record
-                pass
-        recorder = getattr(self.store, "record_audit", None)
-        if recorder is not None:
-            try:
-                recorder(trigger, "recover", target=f"thread:{self.thread_id}", detail=detail)
-            except Exception:  # noqa: BLE001
-                pass
-
-    def _unconsumed_decision(self, request: dict) -> Any:
-        """The first decision claimed in the business store for the paused task that the graph has not taken yet (a
-        final one, or an approval by someone not among ``request["approvals"]``), or None."""
-        taken = set(request.get("approvals") or ())
-        for d in self.store.list_decisions(request["task_id"]):
-            if d.id.startswith("auto:"):
-                continue
-            if d.final or d.approver not in taken:
-                return d
-        return None
+        """Where this thread's last turn was cut short (``"unentered"`` / ``"between_nodes"``), which :meth:`recover`
+        and the owner's next :meth:`send` finish; None when unknown, finished, paused for approval or refused."""
+        return self._recovery().cut_turn()
 
     def result(self) -> TurnResult:
         """The last turn's :class:`graph.results.TurnResult` read from the checkpoint."""

@@ -6,7 +6,6 @@ over HTTP: ``tests/test_langgraph_server.py`` (``langgraph dev``) and ``tests/te
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -338,32 +337,6 @@ def test_a_cancel_after_the_desks_question_is_taken_over_the_graph_too(isolated_
     assert conv2.send("no").status == "awaiting_approval"
     with pytest.raises(AccessDenied, match="only once you confirmed it"):
         d.graph.invoke(Command(resume={"decision": "cancel"}), _cfg("q"), context=BOB)
-
-
-def test_the_servers_cancel_check_reads_the_same_record(isolated_home, store):
-    """``graph.auth.cancel_refusal``: the check a served customer's cancel gets before it is queued (403)."""
-    from graph.auth import cancel_refusal
-    from policies.cancellation import CONFIRMATION_ACTION, confirmation_key
-
-    task = store.create_task("task_x", "t-x", "refunds")
-    store.update_task(task.id, task.version, status="awaiting_approval")
-    cancel = {"resume": {"decision": "cancel"}}
-    assert cancel_refusal("t-x", "customer", cancel, store) == UNCONFIRMED_CANCEL
-    assert cancel_refusal("t-x", "customer", {"resume": {"decision": "approve"}}, store) is None
-    assert cancel_refusal("t-other", "customer", cancel, store) is None  # nothing waits there: the graph answers
-    store.record_audit("customer:c_ada", CONFIRMATION_ACTION, target="thread:t-x", key=confirmation_key("t-x", task.id),
-                       detail={"state": "asked", "reply": "ask", "refund_id": "rf_x"})
-    assert cancel_refusal("t-x", "customer", cancel, store) is None
-    store.record_audit("customer:c_ada", CONFIRMATION_ACTION, target="thread:t-x", key=confirmation_key("t-x", task.id),
-                       detail={"state": "answered", "reply": "keep", "refund_id": "rf_x"})
-    assert cancel_refusal("t-x", "customer", cancel, store) == UNCONFIRMED_CANCEL
-    assert asyncio.run(_no_check()) is None
-
-
-async def _no_check() -> None:
-    from graph.auth import checked_cancel
-
-    return await checked_cancel("t-x", "operator", {"resume": {"decision": "approve"}})
 
 
 def test_the_readme_documents_every_key_of_the_customers_view():
