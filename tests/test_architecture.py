@@ -1,5 +1,6 @@
-"""Structure checks: every module imports on its own (no import cycle), contracts import nothing above them,
-policies import only contracts, and constants that contracts may not compute stay equal to their source."""
+"""Structure checks: every module imports on its own (no import cycle), every layer imports only itself and the
+layers below it (contracts, policies, checkpoints, nodes, the top of graph/), and constants that contracts may not
+compute stay equal to their source."""
 
 from __future__ import annotations
 
@@ -67,6 +68,32 @@ def test_policies_import_only_contracts_and_policies():
     for module in [m for m in _modules() if m.startswith("policies")]:
         bad = {n for n in _imports(module) if not (n.startswith("policies") or n in CONTRACTS)}
         assert bad == set(), f"{module} imports {sorted(bad)}"
+
+
+#: The layers, bottom first: a module imports its own layer and those below it, never one above (DESIGN.md's
+#: layering). ``graph`` here is the top of ``graph/`` (builder, conversation, CLI, service, drawing) — its contracts
+#: are the bottom layer.
+LAYERS = ("contracts", "policies", "checkpoints", "nodes", "graph")
+#: Test support that drives the whole desk (it imports the top on purpose; nothing in the desk imports it).
+TEST_SUPPORT = "nodes.testing"
+
+
+def _layer(module: str) -> str:
+    return "contracts" if module in CONTRACTS else module.split(".")[0]
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_every_layer_imports_only_itself_and_the_layers_below(layer):
+    allowed = set(LAYERS[: LAYERS.index(layer) + 1])
+    bad = sorted((m, n) for m in _modules() if _layer(m) == layer and not m.startswith(TEST_SUPPORT)
+                 for n in _imports(m) if _layer(n) not in allowed)
+    assert bad == [], f"{layer} imports from above it: {bad}"
+
+
+def test_nothing_in_the_desk_imports_the_test_support():
+    bad = sorted((m, n) for m in _modules() if not m.startswith(TEST_SUPPORT)
+                 for n in _imports(m) if n.startswith(TEST_SUPPORT))
+    assert bad == []
 
 
 def test_no_module_imports_another_modules_private_names():
