@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -38,6 +38,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
+from graph.context import RunContext
 from graph.errors import AccessDenied
 from nodes.run_gate import GuardedGraph, run_gate
 
@@ -184,6 +185,8 @@ class DeskGraph(GuardedGraph):
         if gate is None or store is None:
             return
         tid = str(merged["configurable"]["thread_id"])
+        if isinstance(context, Mapping):  # what LangGraph does with a dict context: the schema's own checks apply
+            context = RunContext(**context)
         res = resolve_principal(SimpleNamespace(context=context, server_info=None), merged)
         p = res.principal
         if res.denied or p is None:

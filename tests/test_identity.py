@@ -302,9 +302,9 @@ def test_an_operator_named_as_a_customer_is_refused_and_never_decides_that_custo
 def test_conversation_takes_the_approver_from_its_context_never_from_the_decision(isolated_home):
     d, _ = _desk(isolated_home)
     r = _paused(d)
-    with pytest.raises(AccessDenied, match="names 'ben' but the caller is operator:ann"):
+    with pytest.raises(AccessDenied, match="names 'ben' but was sent by operator:ann"):
         Conversation("p", desk=d, context=ANN).resume({"decision": "approve", "approver": "ben"})
-    with pytest.raises(AccessDenied, match="names 'ann' but the caller is customer:c_ada"):
+    with pytest.raises(AccessDenied, match="names 'ann' but was sent by customer:c_ada"):
         Conversation("p", desk=d).resume({"decision": "approve", "approver": "ann"})  # the customer, naming ann
     with pytest.raises(AccessDenied, match="customer:c_ada may not approve"):
         Conversation("p", desk=d).resume({"decision": "approve"})

@@ -139,5 +139,8 @@ def test_switchboard_serve_answers_like_graph_invoke(reference, tmp_path):
                                               setup=lambda st: parity_customers(st, customers_in()),
                                               operators=(("ann", "t_demo", ("approver",)),
                                                          ("ben", "t_demo", ("approver",)))) as served:
-        leg = HttpLeg("switchboard serve", served.base(0), served.tokens, served.store)
+        from checkpoints import open_checkpointer
+
+        leg = HttpLeg("switchboard serve", served.base(0), served.tokens, served.store,
+                      saver=open_checkpointer(url))
         _same(observed, run_leg(leg, parity_customers(served.store, customers_in())), "switchboard serve")

@@ -274,10 +274,14 @@ class InvokeLeg(Leg):
 
 class HttpLeg(Leg):
     """A LangGraph API server at ``base`` driven with ``langgraph_sdk``: ``tokens`` by principal id, ``store`` the
-    server's business store, ``reader`` the operator whose token reads each turn's full state back."""
+    server's business store. Each turn's full state is read back with the token of operator ``reader`` or, when
+    ``saver`` is given, from the server's checkpoints through that checkpointer (what the operator commands read:
+    Aegra shows a thread only to the customer who created it)."""
 
-    def __init__(self, name: str, base: str, tokens: dict[str, str], store: Any, reader: str = "ann"):
+    def __init__(self, name: str, base: str, tokens: dict[str, str], store: Any, reader: str = "ann",
+                 saver: Any = None):
         self.name, self.base, self.tokens, self.store, self.reader = name, base, tokens, store, reader
+        self.saver = saver
         self._clients: dict[str, Any] = {}
 
     def client(self, who: str) -> Any:
@@ -292,6 +296,10 @@ class HttpLeg(Leg):
         return str(self.client(customer).threads.create()["thread_id"])
 
     def _read(self, thread: str) -> tuple[str | None, str, str, str]:
+        if self.saver is not None:
+            from checkpoints.threads import pending_interrupt, thread_values
+
+            return _result_of(thread, thread_values(self.saver, thread), pending_interrupt(self.saver, thread))
         state = self.client(self.reader).threads.get_state(thread)
         pending = [i for t in state.get("tasks") or [] for i in t.get("interrupts") or []]
         return _result_of(thread, dict(state.get("values") or {}), pending[0]["value"] if pending else None)
