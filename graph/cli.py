@@ -483,7 +483,8 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[s
     _, saver, values = _operator_thread(as_, thread, db, "history", reveal, light=True)
     turns = thread_turns(saver, thread, values)  # the state is replayed once
     if not turns:
-        raise InputError(f"unknown thread {thread!r}")
+        raise InputError(f"thread {thread} has no checkpoints in this database (a thread served by `langgraph dev` "
+                         f"keeps them in that server); `switchboard trace {thread}` shows its recorded events")
     pending = pending_interrupt(saver, thread)  # paused only while the thread really waits on an interrupt
     rows = history_rows(turns, pending if isinstance(pending, dict) else None)
     text = (lambda x: x) if reveal else redact
@@ -904,9 +905,9 @@ def train_router(
     force: bool = typer.Option(False, "--force", help="Install the trained router even when it is worse than the shipped "
                                "one on a held-out figure."),
 ) -> None:
-    """Fit the offline router on a user's labelled data, compare it with the shipped router on held-out data (a fit on
-    80% of the rows), then refit on all the rows and store that router for later runs only when the comparison says it
-    is not worse (or with --force). The desk's conversational and out-of-scope examples
+    """Fit the offline router on a user's labelled data and compare it with the shipped router on held-out data (a fit
+    on 80% of the rows); only when the comparison says it is not worse (or with --force), refit on all the rows and
+    store that router for later runs. A refused router is refused right after the comparison, before the second fit. The desk's conversational and out-of-scope examples
     are merged in unless the label map has its own 'other' labels (nodes/router_training.py). From 2,000 rows on, each
     fit also trains an embedding head (a small network on sentence vectors, averaged with the TF-IDF classifier):
     BANKING77 + CLINC150 train take about 6 minutes on 2 cores. The shipped default
@@ -929,14 +930,14 @@ def train_router(
             bar.update(job, completed=done, description=description)
 
         router, report = train_with_holdout(texts, cats, label_map, step=step,
-                                            data_sha256=_sha256(csv_path))
+                                            data_sha256=_sha256(csv_path), refit_if_worse=force)
         bar.update(job, completed=4)
-    router.source = str(csv_path)
     print_training_report(console, report, time.perf_counter() - t0)
-    if report.worse_on and not force:
+    if router is None or (report.worse_on and not force):
         error_line(f"not installed: the trained router is worse than the shipped one on "
                    f"{' and '.join(report.worse_on)}; pass --force to install it anyway")
         raise typer.Exit(1)
+    router.source = str(csv_path)
     router.save(target)
     console.print(f"installed -> {target}" + (" (--force: worse on " + ", ".join(report.worse_on) + ")"
                                                if report.worse_on else ""), highlight=False)

@@ -181,11 +181,16 @@ class _StoreOnUse:
 
 
 def require_thread_tenant(acting: Acting, values: dict, thread: str, action: str, settings: Any = None) -> None:
-    """Refuse (recorded) when ``thread`` (its state ``values``) is not owned by a customer of the operator's
-    tenant."""
+    """Refuse (recorded) when ``thread`` is not owned by a customer of the operator's tenant: the owner in its state
+    ``values``, else the owner recorded in the business store when the thread began (a thread served by
+    ``langgraph dev`` keeps its checkpoints in that server, while its owner row and its events are in our stores)."""
     from checkpoints.threads import thread_owner
 
     owner = thread_owner(values)
+    if owner is None:
+        getter = getattr(acting.store, "thread_owner", None)
+        row = getter(thread) if getter is not None else None
+        owner = (row.customer_id, row.tenant_id) if row is not None else None
     if owner is None or owner[1] != acting.tenant_id:
         raise refuse(acting.store, settings or _settings(), acting.ref, action,
                      f"thread {thread} is not a thread of tenant {acting.tenant_id}", thread=thread)
