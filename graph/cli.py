@@ -907,10 +907,10 @@ def train_router(
 ) -> None:
     """Fit the offline router on a user's labelled data and compare it with the shipped router on held-out data (a fit
     on 80% of the rows); only when the comparison says it is not worse (or with --force), refit on all the rows and
-    store that router for later runs. A refused router is refused right after the comparison, before the second fit. The desk's conversational and out-of-scope examples
-    are merged in unless the label map has its own 'other' labels (nodes/router_training.py). From 2,000 rows on, each
-    fit also trains an embedding head (a small network on sentence vectors, averaged with the TF-IDF classifier):
-    BANKING77 + CLINC150 train take about 6 minutes on 2 cores. The shipped default
+    store that router for later runs. A worse router is refused right after the comparison, before the second fit.
+    The desk's conversational and out-of-scope examples are merged in unless the label map has its own 'other'
+    labels (nodes/router_training.py). From 2,000 rows on, each fit also trains an embedding head (a small network on
+    sentence vectors, averaged with the TF-IDF classifier), which takes minutes on large files. The shipped default
     stays available: delete the file or pass --router to route. Exit 1 when the router is refused."""
     from nodes.router import load_training_labels, read_labelled_csv, trained_router_path
     from nodes.router_training import train_with_holdout
@@ -947,6 +947,27 @@ def train_router(
     if missing:
         err.print(f"warning: the trained router never routes to {', '.join(missing)}; later runs use it until you "
                   f"delete {target}", highlight=False)
+
+
+@app.command("demo-bank")
+def demo_bank_cmd(as_json: bool = typer.Option(False, "--json", help="Print the tables as one JSON document "
+                                               "{table: [row, …]} instead.")) -> None:
+    """List the demo bank a new home starts with: tenant t_demo, customers c_ada and c_bob, their cards (last four
+    digits), transactions, refunds and transfers, and for each transaction what a refund request would meet (paid at
+    once, one or two approvers, or not refundable). Shows the fictional seed from a scratch store: reads nothing of
+    your home and needs no operator. Records you changed in a conversation (a frozen card, a paid refund) are as
+    seeded here."""
+    from graph.demo_bank import DEMO_TABLES, demo_bank
+
+    tables = demo_bank()
+    if as_json:
+        print_json(tables)
+        return
+    for name, columns in DEMO_TABLES:
+        console.print(f"[bold]{name}[/]", highlight=False)
+        print_rows(console, columns, ([row[c] for c in columns] for row in tables[name]), empty=f"no {name}")
+    console.print("refund_request is the outlook on a new home: every refund a customer gets counts towards the rule "
+                  "'2 refunds in the last 30 days', which sends the next one to an approver.", highlight=False)
 
 
 @app.command()

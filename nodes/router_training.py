@@ -16,8 +16,9 @@ Steps (:func:`train_with_holdout`):
 5. The candidate is **worse** when either figure is below the shipped router's (strictly); the CLI then refuses to
    install it unless ``--force``.
 6. **Refit** the same pipeline on *all* the user's rows plus the merged desk rows: that is the router returned and
-   installed (skipped when the candidate is worse and the caller will not install it anyway: ``refit_if_worse=False``,
-   what ``train-router`` without ``--force`` passes, so a refused router costs one fit, not two) (the held-out rows would otherwise be lost to it: on BANKING77 + CLINC150 train, 80% -> 100% of the
+   installed; skipped when the candidate is worse and the caller will not install it anyway (``refit_if_worse=False``,
+   what ``train-router`` without ``--force`` passes: a refused router costs one fit, not two). The held-out rows
+   would otherwise be lost to it (on BANKING77 + CLINC150 train, 80% -> 100% of the
    rows raises bare BANKING77 test accuracy 0.963 -> 0.970).  The figures of step 4 stay those of the 80% fit, the
    only fair comparison with the shipped router on rows neither was trained on; the final fit is measured on no
    held-out data (``TrainingReport.n_final``).

@@ -83,9 +83,8 @@ def test_a_worse_router_is_refused_unless_forced(tmp_path: Path, isolated_home) 
 
 def test_a_worse_router_costs_one_fit_when_it_will_not_be_installed(tmp_path: Path) -> None:
     """``refit_if_worse=False`` (what train-router passes without --force) stops after the comparison fit."""
-    from nodes.router_training import train_with_holdout
-
     from nodes.router import load_training_labels, read_labelled_csv
+    from nodes.router_training import train_with_holdout
 
     data, labels = _small_data(tmp_path)  # worse on small talk: its own two 'other' rows replace the desk's
     user_texts, cats = read_labelled_csv(data)
