@@ -72,7 +72,7 @@ DbOpt = typer.Option(None, "--db",
 ModelOpt = typer.Option(None, "--model", help="'offline' (default, embedded) or 'openai:<model>'. Env: SWITCHBOARD_MODEL.")
 TimeoutOpt = typer.Option(None, "--timeout",
                           help="Seconds per model request attempt (openai models; default 30). Env: SWITCHBOARD_MODEL_TIMEOUT.")
-JsonOpt = typer.Option(False, "--json", help="Print JSON on stdout instead of text (stable keys: README 'Scripting the CLI').")
+JsonOpt = typer.Option(False, "--json", help="Print JSON on stdout instead of text (stable keys: docs/scripting.md).")
 RetriesOpt = typer.Option(None, "--retries",
                           help="Model request retries on 429/5xx/timeouts/connection errors (default 2). "
                                "Env: SWITCHBOARD_MODEL_RETRIES.")
@@ -551,8 +551,8 @@ def stats(
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
     as_: Optional[str] = AsOpt,
 ) -> None:
-    """Handoff and run metrics over the event log of your tenant's threads (definitions in the README and in the
-    table). Needs --as an operator."""
+    """Handoff and run metrics over the event log of your tenant's threads (definitions in docs/observing.md and in
+    the table). Needs --as an operator."""
     from checkpoints.threads import thread_summaries
     from graph.observe import METRIC_DEFINITIONS, compute_stats, parse_since
 
@@ -720,7 +720,7 @@ def recover(
                                 "told, nothing is paid. Needs an approver."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document on stdout: {action: recover|expire, "
                                  "checked: threads looked at, finished: [{thread_id, status, agent, refund_id, text}]} "
-                                 "(README 'Scripting the CLI')."),
+                                 "(docs/scripting.md)."),
 ) -> None:
     """Finish runs a crashed process left behind: replay an approval already claimed in the business store, or
     continue a turn stopped between nodes or before its first node with the rights of the thread's owner (the

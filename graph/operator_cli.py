@@ -239,8 +239,8 @@ def operators_add(
 @operators_app.command("list")
 def operators_list(as_: Optional[str] = AsOpt,
                    as_json: bool = typer.Option(False, "--json", help="Print a JSON list on stdout: [{id, tenant_id, "
-                                                "roles: [..], enabled: bool, customer_id, created_at}] (README "
-                                                "'Scripting the CLI').")) -> None:
+                                                "roles: [..], enabled: bool, customer_id, created_at}] (docs/"
+                                                "scripting.md).")) -> None:
     """The operators of your tenant (needs --as an admin)."""
     acting = acting_operator(as_, ADMIN_ROLES, "operators list")
     operators = acting.store.list_operators(acting.tenant_id)
@@ -454,8 +454,8 @@ def tasks(
     db: Optional[str] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
     as_: Optional[str] = AsOpt,
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list on stdout: [{id, kind: task|refund, "
-                                 "refund_id, customer_id, thread_id, status, stuck: bool, stuck_because}] (README "
-                                 "'Scripting the CLI')."),
+                                 "refund_id, customer_id, thread_id, status, stuck: bool, stuck_because}] (docs/"
+                                 "scripting.md)."),
 ) -> None:
     """List the open refund tasks of your tenant (with --stuck: those whose thread is gone or not paused on them, or
     that a server marked failed, and refunds no task decides). Needs --as an operator (agent, approver or admin)."""
