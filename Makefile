@@ -56,9 +56,9 @@ DOCS_PORT ?= 8000
 docs-generated: $(STAMP)
 	$(PY) docs/gen/generate.py
 docs: docs-generated
-	$(VENV)/bin/mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 docs-serve: docs-generated
-	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
 
 # `switchboard serve --engine langgraph-pg`: LangGraph's Agent Server (langgraph-api, Elastic License 2.0) on the MIT
 # PostgreSQL + Redis runtime, in a virtual environment of its own: langgraph-runtime-pg pins langgraph-api 0.11.1,
