@@ -184,9 +184,19 @@ def test_every_runnable_block_is_run_or_marked_not_run():
     assert marked_other == [], "markers are for bash and python blocks only"
 
 
+def _page_params() -> list:
+    """One parameter per page with blocks to run; a page whose blocks read ``../shared/data`` is marked ``data``."""
+    out = []
+    for p in pages():
+        run = [b for b in blocks(p) if b.runnable and not b.not_run]
+        if run:
+            marks = [pytest.mark.data] if any("../shared/data" in b.code for b in run) else []
+            out.append(pytest.param(p, marks=marks, id=str(p.relative_to(REPO))))
+    return out
+
+
 @pytest.mark.subprocess
-@pytest.mark.parametrize("page", [p for p in pages() if any(b.runnable and not b.not_run for b in blocks(p))],
-                         ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize("page", _page_params())
 def test_page_examples_run(page: Path, tmp_path: Path, runner: Runner) -> None:
     """Every bash and python block of ``page`` not marked not-run, in order, on one fresh home."""
     work = _workdir(tmp_path)
