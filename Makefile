@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench install clean studio router langgraph-pg
+.PHONY: demo test test-fast lint bench install clean studio router langgraph-pg docs docs-serve docs-generated
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (set PYTHON=...)" >&2; exit 1; }
@@ -23,8 +23,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
-# The quick lane for development (under a minute on 2 idle cores): no subprocess, slow or data-set tests, spread over
-# two pytest-xdist workers. `make test` runs everything.
+# The quick lane for development: no subprocess, slow, data-set or PostgreSQL tests, spread over two pytest-xdist
+# workers (about 2.5 minutes of CPU, so a few minutes of wall time on 2 cores). `make test` runs everything.
 test-fast: $(STAMP)
 	$(PY) -m pytest -n 2 -m "not slow and not subprocess and not data and not postgres"
 
@@ -41,8 +41,24 @@ bench: $(STAMP)
 router: $(STAMP)
 	$(PY) -m nodes.router build-default
 
+# `langgraph dev` on 127.0.0.1:$(PORT) (make studio PORT=2030 for another port). A port that is taken stops it with
+# langgraph's "address already in use" error; it never moves to another port by itself.
+PORT ?= 2024
 studio: $(STAMP)
-	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true $(VENV)/bin/langgraph dev --host 127.0.0.1 --no-browser
+	@if $(PY) -c "import socket,sys; s=socket.socket(); sys.exit(s.connect_ex(('127.0.0.1', $(PORT))) != 0)"; then \
+	  echo "error: port $(PORT) on 127.0.0.1 is taken; choose another with: make studio PORT=NNNN" >&2; exit 2; fi
+	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true $(VENV)/bin/langgraph dev --host 127.0.0.1 \
+	  --port $(PORT) --no-browser
+
+# The documentation site (docs/, MkDocs + Material + mkdocstrings): generated pages first (CLI reference from the
+# typer app, benchmark tables from bench/results/*.json, the demo bank's records), then a strict build into site/.
+DOCS_PORT ?= 8000
+docs-generated: $(STAMP)
+	$(PY) docs/gen/generate.py
+docs: docs-generated
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+docs-serve: docs-generated
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
 
 # `switchboard serve --engine langgraph-pg`: LangGraph's Agent Server (langgraph-api, Elastic License 2.0) on the MIT
 # PostgreSQL + Redis runtime, in a virtual environment of its own: langgraph-runtime-pg pins langgraph-api 0.11.1,
@@ -58,4 +74,4 @@ $(LG_PG_VENV)/.installed: pyproject.toml
 	@touch $@
 
 clean:
-	rm -rf $(VENV) $(LG_PG_VENV) .switchboard
+	rm -rf $(VENV) $(LG_PG_VENV) .switchboard site docs/generated

@@ -72,7 +72,7 @@ DbOpt = typer.Option(None, "--db",
 ModelOpt = typer.Option(None, "--model", help="'offline' (default, embedded) or 'openai:<model>'. Env: SWITCHBOARD_MODEL.")
 TimeoutOpt = typer.Option(None, "--timeout",
                           help="Seconds per model request attempt (openai models; default 30). Env: SWITCHBOARD_MODEL_TIMEOUT.")
-JsonOpt = typer.Option(False, "--json", help="Print JSON on stdout instead of text (stable keys: README 'Scripting the CLI').")
+JsonOpt = typer.Option(False, "--json", help="Print JSON on stdout instead of text (stable keys: docs/scripting.md).")
 RetriesOpt = typer.Option(None, "--retries",
                           help="Model request retries on 429/5xx/timeouts/connection errors (default 2). "
                                "Env: SWITCHBOARD_MODEL_RETRIES.")
@@ -483,7 +483,8 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[s
     _, saver, values = _operator_thread(as_, thread, db, "history", reveal, light=True)
     turns = thread_turns(saver, thread, values)  # the state is replayed once
     if not turns:
-        raise InputError(f"unknown thread {thread!r}")
+        raise InputError(f"thread {thread} has no checkpoints in this database (a thread served by `langgraph dev` "
+                         f"keeps them in that server); `switchboard trace {thread}` shows its recorded events")
     pending = pending_interrupt(saver, thread)  # paused only while the thread really waits on an interrupt
     rows = history_rows(turns, pending if isinstance(pending, dict) else None)
     text = (lambda x: x) if reveal else redact
@@ -550,8 +551,8 @@ def stats(
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
     as_: Optional[str] = AsOpt,
 ) -> None:
-    """Handoff and run metrics over the event log of your tenant's threads (definitions in the README and in the
-    table). Needs --as an operator."""
+    """Handoff and run metrics over the event log of your tenant's threads (definitions in docs/observing.md and in
+    the table). Needs --as an operator."""
     from checkpoints.threads import thread_summaries
     from graph.observe import METRIC_DEFINITIONS, compute_stats, parse_since
 
@@ -719,7 +720,7 @@ def recover(
                                 "told, nothing is paid. Needs an approver."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document on stdout: {action: recover|expire, "
                                  "checked: threads looked at, finished: [{thread_id, status, agent, refund_id, text}]} "
-                                 "(README 'Scripting the CLI')."),
+                                 "(docs/scripting.md)."),
 ) -> None:
     """Finish runs a crashed process left behind: replay an approval already claimed in the business store, or
     continue a turn stopped between nodes or before its first node with the rights of the thread's owner (the
@@ -904,12 +905,12 @@ def train_router(
     force: bool = typer.Option(False, "--force", help="Install the trained router even when it is worse than the shipped "
                                "one on a held-out figure."),
 ) -> None:
-    """Fit the offline router on a user's labelled data, compare it with the shipped router on held-out data (a fit on
-    80% of the rows), then refit on all the rows and store that router for later runs only when the comparison says it
-    is not worse (or with --force). The desk's conversational and out-of-scope examples
-    are merged in unless the label map has its own 'other' labels (nodes/router_training.py). From 2,000 rows on, each
-    fit also trains an embedding head (a small network on sentence vectors, averaged with the TF-IDF classifier):
-    BANKING77 + CLINC150 train take about 6 minutes on 2 cores. The shipped default
+    """Fit the offline router on a user's labelled data and compare it with the shipped router on held-out data (a fit
+    on 80% of the rows); only when the comparison says it is not worse (or with --force), refit on all the rows and
+    store that router for later runs. A worse router is refused right after the comparison, before the second fit.
+    The desk's conversational and out-of-scope examples are merged in unless the label map has its own 'other'
+    labels (nodes/router_training.py). From 2,000 rows on, each fit also trains an embedding head (a small network on
+    sentence vectors, averaged with the TF-IDF classifier), which takes minutes on large files. The shipped default
     stays available: delete the file or pass --router to route. Exit 1 when the router is refused."""
     from nodes.router import load_training_labels, read_labelled_csv, trained_router_path
     from nodes.router_training import train_with_holdout
@@ -929,14 +930,14 @@ def train_router(
             bar.update(job, completed=done, description=description)
 
         router, report = train_with_holdout(texts, cats, label_map, step=step,
-                                            data_sha256=_sha256(csv_path))
+                                            data_sha256=_sha256(csv_path), refit_if_worse=force)
         bar.update(job, completed=4)
-    router.source = str(csv_path)
     print_training_report(console, report, time.perf_counter() - t0)
-    if report.worse_on and not force:
+    if router is None or (report.worse_on and not force):
         error_line(f"not installed: the trained router is worse than the shipped one on "
                    f"{' and '.join(report.worse_on)}; pass --force to install it anyway")
         raise typer.Exit(1)
+    router.source = str(csv_path)
     router.save(target)
     console.print(f"installed -> {target}" + (" (--force: worse on " + ", ".join(report.worse_on) + ")"
                                                if report.worse_on else ""), highlight=False)
@@ -946,6 +947,27 @@ def train_router(
     if missing:
         err.print(f"warning: the trained router never routes to {', '.join(missing)}; later runs use it until you "
                   f"delete {target}", highlight=False)
+
+
+@app.command("demo-bank")
+def demo_bank_cmd(as_json: bool = typer.Option(False, "--json", help="Print the tables as one JSON document "
+                                               "{table: [row, …]} instead.")) -> None:
+    """List the demo bank a new home starts with: tenant t_demo, customers c_ada and c_bob, their cards (last four
+    digits), transactions, refunds and transfers, and for each transaction what a refund request would meet (paid at
+    once, one or two approvers, or not refundable). Shows the fictional seed from a scratch store: reads nothing of
+    your home and needs no operator. Records you changed in a conversation (a frozen card, a paid refund) are as
+    seeded here."""
+    from graph.demo_bank import DEMO_TABLES, demo_bank
+
+    tables = demo_bank()
+    if as_json:
+        print_json(tables)
+        return
+    for name, columns in DEMO_TABLES:
+        console.print(f"[bold]{name}[/]", highlight=False)
+        print_rows(console, columns, ([row[c] for c in columns] for row in tables[name]), empty=f"no {name}")
+    console.print("refund_request is the outlook on a new home: every refund a customer gets counts towards the rule "
+                  "'2 refunds in the last 30 days', which sends the next one to an approver.", highlight=False)
 
 
 @app.command()

@@ -182,17 +182,24 @@ def print_training_report(console: Console, report: Any, seconds: float) -> None
     c, s = report.candidate, report.shipped
     merged = (f"merged {report.merged_desk_rows} conversational/out-of-scope examples of the desk"
               if report.merged_desk_rows else "kept the data's own 'other' labels")
-    console.print(f"fitted on {report.n_train} examples for the held-out comparison, then on all {report.n_final} "
-                  f"examples for the router to install, in {seconds:.1f} s ({merged})", highlight=False)
+    refitted = getattr(report, "refitted", True)
+    then = (f", then on all {report.n_final} examples for the router to install" if refitted
+            else " (no router to install was fitted: this one is worse than the shipped one)")
+    console.print(f"fitted on {report.n_train} examples for the held-out comparison{then}, in {seconds:.1f} s "
+                  f"({merged})", highlight=False)
     print_rows(console, ("figure", "trained", "shipped", "measured on"),
                [("held-out accuracy (agent)", f"{c.accuracy:.4f}", f"{s.accuracy:.4f}", f"{c.n_held_out} held-out rows"),
                 ("conversational/out-of-scope -> other", f"{c.other_recall:.4f}", f"{s.other_recall:.4f}",
                  f"{c.n_other} sentences (nodes/data/router_holdout.csv)")], empty="")
     cand_head, final_head = report.candidate_no_head, report.final_no_head
-    if final_head is not None:
+    if not refitted:
+        console.print("embedding head: " + (f"none in the comparison fit ({cand_head}): the figures above are of the "
+                                            "TF-IDF classifier alone" if cand_head is not None
+                                            else "yes (in the comparison fit)"), highlight=False)
+    elif final_head is not None:
         console.print(f"embedding head: none ({final_head}); the router is the TF-IDF classifier alone", highlight=False)
     elif cand_head is not None:
-        console.print(f"embedding head: the installed router has one, the comparison fit had none ({cand_head}): its "
+        console.print(f"embedding head: the refitted router has one, the comparison fit had none ({cand_head}): its "
                       "figures above are of the TF-IDF classifier alone", highlight=False)
     else:
-        console.print("embedding head: yes (in the comparison fit and the installed router)", highlight=False)
+        console.print("embedding head: yes (in the comparison fit and the refitted router)", highlight=False)

@@ -183,9 +183,12 @@ _KIND_STYLE: dict[str, tuple[str, str]] = {
     "entry": ("#d3f9d8", "#2b8a3e"), "agent": ("#d0ebff", "#1864ab"), "terminal": ("#e9ecef", "#495057"),
     "approval": ("#fff3bf", "#e67700"), "side_effect": ("#ffe3e3", "#c92a2a"),
 }
-_HOP_COLOURS = {"handoff": "#e8590c", "agent_as_tool": "#7048e8", "fallback": "#a61e4d", "resume": "#0c8599"}
+# Every hop kind of a path (graph.packet.HandoffRecord.kind, plus agent_as_tool and resume) has a colour of its own,
+# far apart from the others (tests/test_drawing.py measures the distances); a hop not in the graph is red and dashed.
+_HOP_COLOURS = {"handoff": "#e8590c", "entry": "#2f9e44", "flow": "#1971c2", "agent_as_tool": "#7048e8",
+                "fallback": "#a61e4d", "resume": "#5c3d1e"}
 _OTHER_KIND_STYLE, _UNKNOWN_NODE_STYLE = ("#f3f0ff", "#5f3dc4"), ("#ffffff", "#e03131")
-_OTHER_HOP_COLOUR, _ILLEGAL_COLOUR, _EDGE_GREY = "#f08c00", "#e03131", "#9aa5b1"
+_OTHER_HOP_COLOUR, _ILLEGAL_COLOUR, _EDGE_GREY = "#343a40", "#e03131", "#9aa5b1"
 
 
 def _kind_style(kind: str) -> tuple[str, str]:

@@ -181,11 +181,16 @@ class _StoreOnUse:
 
 
 def require_thread_tenant(acting: Acting, values: dict, thread: str, action: str, settings: Any = None) -> None:
-    """Refuse (recorded) when ``thread`` (its state ``values``) is not owned by a customer of the operator's
-    tenant."""
+    """Refuse (recorded) when ``thread`` is not owned by a customer of the operator's tenant: the owner in its state
+    ``values``, else the owner recorded in the business store when the thread began (a thread served by
+    ``langgraph dev`` keeps its checkpoints in that server, while its owner row and its events are in our stores)."""
     from checkpoints.threads import thread_owner
 
     owner = thread_owner(values)
+    if owner is None:
+        getter = getattr(acting.store, "thread_owner", None)
+        row = getter(thread) if getter is not None else None
+        owner = (row.customer_id, row.tenant_id) if row is not None else None
     if owner is None or owner[1] != acting.tenant_id:
         raise refuse(acting.store, settings or _settings(), acting.ref, action,
                      f"thread {thread} is not a thread of tenant {acting.tenant_id}", thread=thread)
@@ -234,8 +239,8 @@ def operators_add(
 @operators_app.command("list")
 def operators_list(as_: Optional[str] = AsOpt,
                    as_json: bool = typer.Option(False, "--json", help="Print a JSON list on stdout: [{id, tenant_id, "
-                                                "roles: [..], enabled: bool, customer_id, created_at}] (README "
-                                                "'Scripting the CLI').")) -> None:
+                                                "roles: [..], enabled: bool, customer_id, created_at}] (docs/"
+                                                "scripting.md).")) -> None:
     """The operators of your tenant (needs --as an admin)."""
     acting = acting_operator(as_, ADMIN_ROLES, "operators list")
     operators = acting.store.list_operators(acting.tenant_id)
@@ -449,8 +454,8 @@ def tasks(
     db: Optional[str] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
     as_: Optional[str] = AsOpt,
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list on stdout: [{id, kind: task|refund, "
-                                 "refund_id, customer_id, thread_id, status, stuck: bool, stuck_because}] (README "
-                                 "'Scripting the CLI')."),
+                                 "refund_id, customer_id, thread_id, status, stuck: bool, stuck_because}] (docs/"
+                                 "scripting.md)."),
 ) -> None:
     """List the open refund tasks of your tenant (with --stuck: those whose thread is gone or not paused on them, or
     that a server marked failed, and refunds no task decides). Needs --as an operator (agent, approver or admin)."""

@@ -215,13 +215,13 @@ def test_print_table_fits_a_terminal_and_not_a_pipe(capsys) -> None:
     assert max(len(line) for line in capsys.readouterr().out.splitlines()) <= 60
 
 
-def test_readme_documents_every_json_key():
-    """README 'Scripting the CLI' names every key of every ``--json`` document (graph/cli_output.py), so scripts can
-    rely on what it says."""
+def test_the_docs_document_every_json_key():
+    """docs/scripting.md ("Scripting the CLI") names every key of every ``--json`` document (graph/cli_output.py), so
+    scripts can rely on what it says."""
     from graph.cli_output import OPERATOR_KEYS, RECOVER_KEYS, RECOVERED_KEYS, TASK_KEYS
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Scripting the CLI", 1)[1].split("\n## ", 1)[0]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "scripting.md").read_text(encoding="utf-8")
+    section = page.split("# Scripting the CLI", 1)[1].split("\n## ", 1)[0]
     rows = {line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| `")}
     for command, keys in (("`threads`", THREAD_KEYS), ("`history`", HISTORY_KEYS), ("`pending`", PENDING_KEYS),
                           ("`recover`", RECOVER_KEYS + RECOVERED_KEYS), ("`tasks`", TASK_KEYS),

@@ -339,10 +339,11 @@ def test_a_cancel_after_the_desks_question_is_taken_over_the_graph_too(isolated_
         d.graph.invoke(Command(resume={"decision": "cancel"}), _cfg("q"), context=BOB)
 
 
-def test_the_readme_documents_every_key_of_the_customers_view():
-    """README "What a customer may read" has one row per key of the customer's view, and names every request field."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## What a customer may read", 1)[1].split("\n## ", 1)[0]
+def test_the_docs_document_every_key_of_the_customers_view():
+    """docs/identity.md "What a customer may read" has one row per key of the customer's view, and names every request
+    field."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "identity.md").read_text(encoding="utf-8")
+    section = page.split("## What a customer may read", 1)[1].split("\n## ", 1)[0]
     rows = {line.split("|")[1].strip().strip("`"): line for line in section.splitlines() if line.startswith("| `")}
     assert list(rows) == list(CUSTOMER_KEYS)
     assert all(f"`{f}`" in rows["pending_approval"] for f in REQUEST_FIELDS)

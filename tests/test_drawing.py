@@ -329,3 +329,23 @@ def test_png_refuses_empty_spec_and_unwritable_paths(tmp_path):
     with pytest.raises(ValueError, match="directory"):
         render_png(desk_spec(), tmp_path)
     assert not list(tmp_path.iterdir())
+
+
+def _rgb(hex_colour: str) -> np.ndarray:
+    return np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)], dtype=float)
+
+
+def test_every_hop_kind_has_a_colour_of_its_own():
+    """The legend's hop kinds (every HandoffRecord kind, agent_as_tool, resume) are clearly apart: at least 90 of 441
+    in RGB distance for every pair (a hop not in the graph is told apart by its dashes and label as well)."""
+    from typing import get_args
+
+    from graph.packet import HandoffRecord
+
+    kinds = set(get_args(HandoffRecord.model_fields["kind"].annotation)) | {"agent_as_tool", "resume"}
+    colours = {k: drawing._hop_colour(k) for k in kinds}
+    assert set(drawing._HOP_COLOURS) >= kinds  # no kind falls back to the default colour
+    names = sorted(colours)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            assert np.linalg.norm(_rgb(colours[a]) - _rgb(colours[b])) >= 90, (a, colours[a], b, colours[b])

@@ -211,3 +211,26 @@ def test_resume_stream_and_draw_png_of_the_thread_path(desk, tmp_path):
 def test_model_call_counts_messages_in_the_right_number(items, words):
     text = describe({"event": "model_called", "agent": "refunds", "model": "offline", "history_items": items})
     assert text == f"model offline, {words}", text
+
+
+def test_trace_works_for_a_thread_whose_checkpoints_live_in_a_server(desk):
+    """A thread served by ``langgraph dev`` keeps its checkpoints in that server, while its events and its recorded
+    owner are in our stores: trace shows it to an operator of the owner's tenant, history says where it is."""
+    import sqlite3
+
+    make, db = desk
+    g = make(Settings.from_env(), model=two_hop_model())
+    Conversation("studio", desk=g).send("charged twice, money back please")
+    with sqlite3.connect(db) as conn:  # as if the checkpoints were held by the server, not in this database
+        for table in ("checkpoints", "writes"):
+            conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", ("studio",))
+    res = CliRunner().invoke(app, ["trace", "studio"])
+    assert res.exit_code == 0, res.output
+    assert "HANDOFF triage → billing" in res.output
+    hist = CliRunner().invoke(app, ["history", "studio"])
+    assert hist.exit_code != 0 and "has no checkpoints in this database" in str(hist.exception)
+    from checkpoints.business import open_store
+
+    open_store(db.parent / "business.db").add_operator("zed", "t_other", ["agent"])
+    other = CliRunner().invoke(app, ["trace", "studio", "--as", "zed"])  # another tenant's operator: refused
+    assert other.exit_code != 0 and "is not a thread of tenant t_other" in str(other.exception)

@@ -69,11 +69,31 @@ def test_a_worse_router_is_refused_unless_forced(tmp_path: Path, isolated_home) 
     data, labels = _small_data(tmp_path)
     r = CliRunner().invoke(app, ["train-router", str(data), "--labels", str(labels)])
     assert r.exit_code == 1, r.output
-    assert "held-out accuracy" in r.output and "shipped" in r.output and "own 'other' labels" in r.output
-    assert "not installed" in r.output and "conversational/out-of-scope" in r.output
+    out = " ".join(r.output.split())  # rich wraps long lines
+    assert "held-out accuracy" in out and "shipped" in out and "own 'other' labels" in out
+    assert "not installed" in out and "conversational/out-of-scope" in out
+    # refused right after the comparison: no second fit, and no word of a router that was never made
+    assert "no router to install was fitted" in out and "for the router to install" not in out, r.output
+    assert "refitted" not in out and "installed router" not in out, r.output
     assert not trained_router_path().exists()
     forced = CliRunner().invoke(app, ["train-router", str(data), "--labels", str(labels), "--force"])
     assert forced.exit_code == 0 and "installed" in forced.output and trained_router_path().exists()
+    assert "for the router to install" in " ".join(forced.output.split()), forced.output
+
+
+def test_a_worse_router_costs_one_fit_when_it_will_not_be_installed(tmp_path: Path) -> None:
+    """``refit_if_worse=False`` (what train-router passes without --force) stops after the comparison fit."""
+    from nodes.router import load_training_labels, read_labelled_csv
+    from nodes.router_training import train_with_holdout
+
+    data, labels = _small_data(tmp_path)  # worse on small talk: its own two 'other' rows replace the desk's
+    user_texts, cats = read_labelled_csv(data)
+    user_labels, mapping = load_training_labels(labels, cats)
+    steps: list[str] = []
+    router, report = train_with_holdout(user_texts, user_labels, mapping, step=steps.append, refit_if_worse=False)
+    assert report.worse_on, "the thin data set should not beat the shipped router"
+    assert router is None and not report.refitted and report.n_final == 0 and report.final_no_head is None
+    assert not any(s.startswith("refitting") for s in steps)
 
 
 @pytest.mark.slow
