@@ -19,6 +19,8 @@ from typing import Any
 
 import ormsgpack
 
+from graph.errors import InfrastructureError
+
 __all__ = ["SqliteCheckpointReader", "Unreadable", "StoredMessage", "TRANSCRIPT_CHANNELS"]
 
 #: The ``DeltaChannel`` keys of ``graph.state.SupportState`` that ``history`` reads, and how their writes fold: the
@@ -33,8 +35,9 @@ _REMOVE_ALL = "__remove_all__"
 _CONSTRUCTOR_CODES = frozenset(range(6))
 
 
-class Unreadable(Exception):
-    """The file is not in the layout this reader knows (the caller uses the saver's API instead)."""
+class Unreadable(InfrastructureError):
+    """The file is not in the layout this reader knows (the caller uses the saver's API instead). An
+    :class:`~graph.errors.InfrastructureError`."""
 
 
 def _constructor(code: int, data: bytes, hook: Any) -> tuple[Any, str | None]:

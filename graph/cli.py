@@ -241,7 +241,7 @@ def chat(
         raise typer.Exit(code)
 
 
-class Interrupted(Exception):
+class Interrupted(SwitchboardError):
     """Ctrl-C (SIGINT) cut a command short: ``main`` prints ``str(self)`` as one line on stderr and exits 130."""
 
 
@@ -989,11 +989,11 @@ def main() -> None:
     """Entry point of the ``switchboard`` script: one-line errors and exit codes (2 = bad input/config)."""
     try:
         code = app(standalone_mode=False)  # a command's typer.Exit(n) comes back as n in this mode
+    except Interrupted as exc:  # before SwitchboardError, its base: exit 130, not 2
+        _exit_interrupted(str(exc))
     except SwitchboardError as exc:
         error_line(exc)
         sys.exit(2)
-    except Interrupted as exc:
-        _exit_interrupted(str(exc))
     except (typer.Abort, KeyboardInterrupt):
         _exit_interrupted(INTERRUPTED)
     except OSError as exc:  # unwritable output path, SWITCHBOARD_HOME not a folder, …

@@ -16,14 +16,16 @@ import sqlite3
 from pathlib import Path
 
 from checkpoints.business.records import SCHEMA_VERSION, VERSION_TABLE, Operator
+from graph.errors import InfrastructureError
 
 __all__ = ["LookupUnavailable", "sqlite_path", "read_operator"]
 
 _COLUMNS = ("id", "tenant_id", "roles", "enabled", "customer_id", "created_at", "version")
 
 
-class LookupUnavailable(Exception):
-    """This database cannot be read this way (the caller uses :func:`checkpoints.business.open_store`)."""
+class LookupUnavailable(InfrastructureError):
+    """This database cannot be read this way (the caller uses :func:`checkpoints.business.open_store`). An
+    :class:`~graph.errors.InfrastructureError`."""
 
 
 def sqlite_path(target: str | Path) -> Path | None:

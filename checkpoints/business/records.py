@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graph.errors import SwitchboardError
+from graph.errors import InfrastructureError, SwitchboardError
 
 __all__ = [
     "Customer",
@@ -95,11 +95,11 @@ class OwnershipError(StoreError):
     ``owner_version``); nothing was written."""
 
 
-class StorageUnavailable(StoreError):
+class StorageUnavailable(StoreError, InfrastructureError):
     """The business database cannot be used: unreachable server, locked past the busy timeout, corrupt or
     not a database, read-only file or directory, disk full. The message is one line naming the database (a
-    file path, or a URL without its password) and the cause; nothing was written. Infrastructure fault:
-    retry later, or fall back."""
+    file path, or a URL without its password) and the cause; nothing was written. Infrastructure fault, so
+    both ``except StoreError`` and ``except InfrastructureError`` catch it: retry later, or fall back."""
 
 
 # --------------------------------------------------------------------------------------------------
