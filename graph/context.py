@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = ["RunContext", "Principal", "PrincipalKind", "OPERATOR_ROLES", "RESERVED_NAMES", "SYSTEM_RISK_POLICY",
-           "OPERATOR_NAME_RE", "principal_ref", "parse_ref"]
+           "OPERATOR_NAME_RE", "principal_ref"]
 
 PrincipalKind = Literal["customer", "operator", "system"]
 
@@ -48,14 +48,6 @@ OPERATOR_NAME_RE = re.compile(r"^[a-z][a-z0-9._-]{1,63}$")
 def principal_ref(kind: str, principal_id: str) -> str:
     """``"<kind>:<id>"``, e.g. ``"operator:ann"``, ``"customer:c_ada"``: how a principal is recorded."""
     return f"{kind}:{principal_id}"
-
-
-def parse_ref(ref: str) -> tuple[str, str]:
-    """``("operator", "ann")`` for ``"operator:ann"``; ``("", ref)`` for text without a known kind prefix."""
-    kind, sep, rest = str(ref).partition(":")
-    if sep and kind in ("customer", "operator", "system"):
-        return kind, rest
-    return "", str(ref)
 
 
 @dataclass(frozen=True)

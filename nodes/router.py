@@ -217,11 +217,6 @@ class IntentRouter:
         self._agent_matrix = matrix
 
     @property
-    def fitted(self) -> bool:
-        """True once ``fit`` or ``load`` has produced a model."""
-        return self._model is not None
-
-    @property
     def classes(self) -> tuple[str, ...]:
         """The classifier's labels (fine labels, or agents), in the column order of ``predict_proba``."""
         return tuple(self._classes)

@@ -51,7 +51,6 @@ __all__ = [
     "tools_for",
     "as_langchain_tool",
     "schema_tool",
-    "langchain_tools_for",
     "run_tool",
     "refund_idempotency_key",
     "freeze_idempotency_key",
@@ -792,11 +791,6 @@ def schema_tool(name: str, description: str, args_schema: type[BaseModel]) -> An
 def as_langchain_tool(spec: ToolSpec) -> Any:
     """:func:`schema_tool` of a business tool: the graph runs it via :func:`run_tool` with the run context."""
     return schema_tool(spec.name, spec.description, spec.args_schema)
-
-
-def langchain_tools_for(agent: str) -> list[Any]:
-    """``[as_langchain_tool(s) for s in tools_for(agent)]``."""
-    return [as_langchain_tool(s) for s in tools_for(agent)]
 
 
 def _validation_reason(exc: ValidationError) -> str:

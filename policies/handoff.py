@@ -111,11 +111,6 @@ class Arbitration:
         """Business tool calls to run, in order (empty when a handoff won)."""
         return tuple(o for o in self.outcomes if o.action == "execute")
 
-    @property
-    def refused_handoffs(self) -> tuple[CallOutcome, ...]:
-        """Handoff calls that were refused (illegal edge or failed guard)."""
-        return tuple(o for o in self.outcomes if o.action == "refused" and o.target is not None)
-
 
 @dataclass(frozen=True)
 class GuardResult:

@@ -15,7 +15,7 @@ from policies.approval import is_cancellation
 
 __all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "listed_cards_of", "refers_back",
            "asks_for_person", "asks_same_for", "asks_for_news", "opens_follow_up", "asks_card_action", "opener_subject",
-           "lists_records_of", "reports_it_failed", "names_card_in_action", "takes_up_last_answer", "is_bare_follow_up",
+           "lists_records_of", "reports_it_failed", "takes_up_last_answer", "is_bare_follow_up",
            "record_owners", "gives_address", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS", "OPENER_MAX_WORDS"]
 
 #: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
@@ -295,12 +295,6 @@ def asks_card_action(text: str) -> bool:
     or your whole account?" (fresh-user review of main: "freeze it" filed an account-freeze request, "unfreeze it"
     was refused as out of scope, "freeze 8899" filed an account freeze and "unfreeze 4242" was out of scope)."""
     return bool(_CARD_ACTION_RE.match(text or "") or _NAMED_CARD_ACTION_RE.match(text or ""))
-
-
-def names_card_in_action(text: str) -> bool:
-    """Does ``text`` ask a card action naming the card by its last four digits ("freeze 8899", see
-    :func:`asks_card_action`)? Then "it" needs no meaning from the previous answer."""
-    return bool(_NAMED_CARD_ACTION_RE.match(text or ""))
 
 
 #: "order one please", "get me one": taking up an offer to order something the last answer made.

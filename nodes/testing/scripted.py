@@ -22,7 +22,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from nodes.prompts import agent_from_prompt
 
 __all__ = ["KeywordRouter", "KwRoute", "ScriptedChatModel", "tool_call", "ping_pong", "always_illegal", "self_handoff",
-           "handoff_plus_tool", "two_handoffs", "answer_only", "raises"]
+           "answer_only", "raises"]
 
 Policy = Callable[[str, str, set, int, list], AIMessage]
 _ids = itertools.count(1)
@@ -104,36 +104,6 @@ def self_handoff(agent_name: str = "billing") -> ScriptedChatModel:
         if agent == "triage":
             return AIMessage(content="", tool_calls=[tool_call(f"transfer_to_{agent_name}", reason="route")])
         return AIMessage(content="", tool_calls=[tool_call(f"transfer_to_{agent}", reason="me again")])
-
-    return ScriptedChatModel(policy=policy)
-
-
-def handoff_plus_tool(source: str = "billing", target: str = "refunds",
-                      tool: str = "find_duplicate_charges") -> ScriptedChatModel:
-    """``source`` emits a business tool call and a handoff in one message; everyone else answers."""
-
-    def policy(agent, user, names, i, msgs):
-        if agent == "triage":
-            return AIMessage(content="", tool_calls=[tool_call(f"transfer_to_{source}", reason="route")])
-        if agent == source and not any(getattr(m, "name", "") == f"transfer_to_{target}" for m in msgs[-3:]):
-            return AIMessage(content="", tool_calls=[tool_call(tool), tool_call(f"transfer_to_{target}", reason="refund it",
-                                                                             facts={"transaction_id": "tx_1008"})])
-        return AIMessage(content=f"{agent} answers.")
-
-    return ScriptedChatModel(policy=policy)
-
-
-def two_handoffs(source: str = "billing", first: str = "refunds", second: str = "cards") -> ScriptedChatModel:
-    """``source`` asks for two handoffs in one message; the receiving agent answers."""
-
-    def policy(agent, user, names, i, msgs):
-        if agent == "triage":
-            return AIMessage(content="", tool_calls=[tool_call(f"transfer_to_{source}", reason="route")])
-        if agent == source:
-            return AIMessage(content="", tool_calls=[
-                tool_call(f"transfer_to_{first}", reason="refund", facts={"transaction_id": "tx_1008"}),
-                tool_call(f"transfer_to_{second}", reason="card problem")])
-        return AIMessage(content=f"{agent} answers.")
 
     return ScriptedChatModel(policy=policy)
 
