@@ -105,7 +105,7 @@ def _port_free(port: int) -> bool:
 
 def _healthy(url: str) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - loopback
+        with urllib.request.urlopen(url, timeout=2) as resp:  # loopback
             return resp.status == 200
     except OSError:
         return False

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, load_average, write_json  # noqa: E402
+from common import REPO, load_average, write_json
 
 BARE = '''
 import sqlite3, sys

@@ -171,7 +171,7 @@ class SqliteCheckpointReader:
         order = {c: i for i, c in enumerate(reversed(chain))}
         cols = {r[1] for r in self._query("PRAGMA table_info(writes)", ())}
         path = "task_path" if "task_path" in cols else "''"
-        writes = self._query(f"SELECT checkpoint_id, channel, task_id, idx, type, value, {path} FROM writes WHERE "  # noqa: S608
+        writes = self._query(f"SELECT checkpoint_id, channel, task_id, idx, type, value, {path} FROM writes WHERE "
                              f"thread_id = ? AND checkpoint_ns = '' AND channel IN ({', '.join('?' * len(need))})",
                              (thread_id, *need))
         writes = sorted((w for w in writes if w[0] in order), key=lambda w: (order[w[0]], w[6] or "", w[2], w[3]))

@@ -225,7 +225,7 @@ def _bounded(run: ExpertRun, timeout_s: float) -> ExpertResult:
             return future.result(timeout=timeout_s)
         except concurrent.futures.TimeoutError:
             return run.failed("timeout", f"no result within {timeout_s:g} s", t0)
-        except Exception as exc:  # the expert's model or code raised: a failed result, the run goes on
+        except Exception as exc:  # noqa: BLE001 - the expert's model or code raised: a failed result, the run goes on
             return run.failed("failed", f"{type(exc).__name__}: {exc}", t0)
     finally:
         pool.shutdown(wait=False)

@@ -280,7 +280,7 @@ def _open_as_unprivileged(path: Path) -> tuple[int, str]:
             message = "opened"
         except StorageUnavailable as exc:
             message, code = str(exc), 3
-        except BaseException as exc:  # reported to the parent, which fails the test
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent, which fails the test
             message, code = f"{type(exc).__name__}: {exc}", 4
         os.write(write, message.encode())
         os._exit(code)

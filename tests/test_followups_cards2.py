@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.test_followups_cards import FROZE_4242, FROZE_8899, SEED, Turn, _cards, play_card_turns
-from tests.test_followups_cards import desk as desk  # noqa: F401  (the fixture)
+from tests.test_followups_cards import desk as desk  # the fixture
 
 BOTH_FROZEN = {**SEED, "4242": "frozen", "8899": "frozen"}
 
@@ -50,7 +50,7 @@ CARD_CASES2: list[tuple[str, list[Turn]]] = [
 
 
 @pytest.mark.parametrize("case,turns", CARD_CASES2, ids=[c for c, _ in CARD_CASES2])
-def test_card_conversation_answers_and_card_states(desk, store, case, turns):  # noqa: F811
+def test_card_conversation_answers_and_card_states(desk, store, case, turns):
     play_card_turns(desk, store, case, turns)
 
 
@@ -68,7 +68,7 @@ def test_card_status_facts_name_the_one_usable_card_of_each_kind():
     assert "card_id_virtual" not in facts_from_tool_result("card_status", {"ok": True, "cards": two_virtual})
 
 
-def test_a_safety_report_with_a_refund_request_freezes_and_says_how_the_refund_goes_on(desk, store):  # noqa: F811
+def test_a_safety_report_with_a_refund_request_freezes_and_says_how_the_refund_goes_on(desk, store):
     """qa2 §4: "My card was stolen and I want a refund for tx_1001" freezes the card and no longer drops the refund:
     the answer says how to send it to refunds; nothing is opened by the cards agent (no refund without the refunds
     team's own request handling), and sending it as asked opens it."""

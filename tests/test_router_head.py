@@ -222,7 +222,7 @@ def test_ctrl_c_while_the_head_trains_is_not_swallowed(monkeypatch):
     review: Ctrl-C installed a half-trained router and exited 0)."""
     import warnings
 
-    def interrupted(self, X, y):  # noqa: ANN001 - what MLPClassifier.fit does on Ctrl-C
+    def interrupted(self, X, y):  # what MLPClassifier.fit does on Ctrl-C
         warnings.warn("Training interrupted by user.", stacklevel=2)
         return self
 

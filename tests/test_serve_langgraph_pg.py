@@ -72,7 +72,7 @@ def test_conversation_on_langgraph_api_with_the_postgres_runtime(served_lg: Serv
     after = ada.threads.get_state(tid)["values"]["messages"]
     try:  # a second resume: refused, or (langgraph-api answers 200 when nothing is pending) a run that changes nothing
         ann_other.runs.wait(tid, "switchboard", command={"resume": {"decision": "approve"}})
-    except Exception:  # noqa: BLE001, S110 - a refusal is fine too
+    except Exception:  # noqa: BLE001 - a refusal is fine too
         pass
     assert ada.threads.get_state(tid)["values"]["messages"] == after
     third = say("Thanks! Where is my refund now?")

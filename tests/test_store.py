@@ -265,7 +265,7 @@ def _race(n: int, fn) -> tuple[list[object], list[BaseException]]:
         barrier.wait()
         try:
             results.append(fn(i))
-        except BaseException as exc:  # collected and asserted on by the caller
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted on by the caller
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]

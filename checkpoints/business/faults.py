@@ -117,7 +117,7 @@ def _records_threads(business_db: Path) -> bool:
     except sqlite3.Error:
         return False
     try:
-        return any(conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None  # noqa: S608 (fixed names)
+        return any(conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None  # fixed names
                    for table in ("tasks", "thread_owners"))
     except sqlite3.Error:
         return False

@@ -55,11 +55,11 @@ def read_operator(target: str | Path, name: str) -> Operator | None:
     except sqlite3.Error as exc:
         raise LookupUnavailable(str(exc)) from exc
     try:
-        rev = conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall()  # noqa: S608 - a constant name
+        rev = conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall()  # a constant name
         if [r[0] for r in rev] != [SCHEMA_VERSION]:
             raise LookupUnavailable(f"schema revision {rev!r}, not {SCHEMA_VERSION}")
         conn.row_factory = sqlite3.Row
-        row = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM operators WHERE id = ?", (name,)).fetchone()  # noqa: S608
+        row = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM operators WHERE id = ?", (name,)).fetchone()
     except sqlite3.Error as exc:
         raise LookupUnavailable(str(exc)) from exc
     finally:

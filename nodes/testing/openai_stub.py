@@ -465,7 +465,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: "_HTTPServer"
     timeout = 10  # seconds an idle keep-alive connection may stay open
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:  # stdlib signature
         pass  # keep pytest output clean
 
     def _send_json(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
@@ -485,7 +485,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             return None
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+    def do_GET(self) -> None:  # stdlib name
         owner = self.server.owner
         if self.path.rstrip("/") == "/v1/models":
             owner._log_other("GET", self.path, 200, self._retry_count())
@@ -493,7 +493,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._not_found("GET")
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+    def do_POST(self) -> None:  # stdlib name
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         if self.path.rstrip("/") != "/v1/chat/completions":

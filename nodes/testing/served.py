@@ -132,7 +132,7 @@ class Served:
             headers["Authorization"] = f"Bearer {self.tokens[who]}"
         req = urllib.request.Request(self.base(instance) + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback URL we built
+            with urllib.request.urlopen(req, timeout=timeout) as resp:  # loopback URL we built
                 status, raw = resp.status, resp.read()
         except urllib.error.HTTPError as exc:
             status, raw = exc.code, exc.read()
