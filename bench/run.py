@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -104,7 +104,7 @@ def main(names: list[str]) -> int:
         print(f"error: unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join([*SCOREBOARD, *OTHERS])}",
               file=sys.stderr)
         return 2
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     board = [n for n in (names or list(SCOREBOARD)) if n in SCOREBOARD]
     rc = run_scoreboard(board, stamp) if board else 0
     for name in [n for n in names if n in OTHERS]:

@@ -75,7 +75,7 @@ class Principal:
         """``"<kind>:<id>"`` (see :func:`principal_ref`)."""
         return principal_ref(self.kind, self.id)
 
-    def same_as(self, other: "Principal") -> bool:
+    def same_as(self, other: Principal) -> bool:
         """Same kind, id and tenant (roles and source aside)."""
         return (self.kind, self.id, self.tenant_id) == (other.kind, other.id, other.tenant_id)
 
@@ -128,12 +128,12 @@ class RunContext:
                              "RunContext.for_operator(name, tenant)")
 
     @classmethod
-    def for_customer(cls, customer_id: str, tenant_id: str, **kw: object) -> "RunContext":
+    def for_customer(cls, customer_id: str, tenant_id: str, **kw: object) -> RunContext:
         """The context of customer ``customer_id`` of ``tenant_id``."""
         return cls(user_id=customer_id, tenant_id=tenant_id, roles=("customer",), **kw)  # type: ignore[arg-type]
 
     @classmethod
-    def for_operator(cls, name: str, tenant_id: str, roles: tuple[str, ...] = (), **kw: object) -> "RunContext":
+    def for_operator(cls, name: str, tenant_id: str, roles: tuple[str, ...] = (), **kw: object) -> RunContext:
         """The context of operator ``name`` of ``tenant_id`` (``roles``: what the caller claims; informational)."""
         return cls(user_id=None, tenant_id=tenant_id, roles=tuple(roles), operator=name, **kw)  # type: ignore[arg-type]
 

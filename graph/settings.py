@@ -172,12 +172,12 @@ class Settings(BaseSettings):
         return 2 * (self.max_hops + 10)
 
     @classmethod
-    def from_env(cls, **overrides: Any) -> "Settings":
+    def from_env(cls, **overrides: Any) -> Settings:
         """Settings from the environment, then ``overrides`` (None values ignored, so CLI options left unset fall
         through to the environment). Raises ConfigError on an invalid value."""
         return cls(**{k: v for k, v in overrides.items() if v is not None})
 
-    def replace(self, **changes: Any) -> "Settings":
+    def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied and validated (ConfigError on an invalid value)."""
         return type(self)(**(self.model_dump() | changes))
 

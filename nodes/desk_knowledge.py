@@ -43,8 +43,8 @@ SOCIAL_CONFIDENCE = 0.5
 #: such as change_volume) are not social.
 SOCIAL_ALIASES: dict[str, str] = {
     "greeting": "greeting", "thank_you": "thanks", "goodbye": "goodbye",
-    **{c: "conversational" for c in ("are_you_a_bot", "who_made_you", "who_do_you_work_for", "what_is_your_name",
-                                     "how_old_are_you", "where_are_you_from")},
+    **dict.fromkeys(("are_you_a_bot", "who_made_you", "who_do_you_work_for", "what_is_your_name", "how_old_are_you",
+                     "where_are_you_from"), "conversational"),
     "what_can_i_ask_you": "capabilities",
 }
 

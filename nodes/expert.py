@@ -24,7 +24,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from functools import lru_cache
+from functools import cache
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -61,7 +61,7 @@ class ExpertArgs(BaseModel):
                                          description="facts the expert should know, e.g. {'transaction_id': 'tx_1008'}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def expert_tool(expert: str) -> StructuredTool:
     """The ``expert_<expert>`` tool schema bound to the supervisor's model (cached per expert; the supervisor's
     fan-out runs the expert call)."""

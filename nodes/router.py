@@ -51,7 +51,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 
@@ -179,7 +179,7 @@ class IntentRouter:
 
     # ------------------------------------------------------------------ fitting
     def fit(self, texts: list[str], labels: list[str], label_to_agent: dict[str, str] | None = None, *,
-            data_sha256: str | None = None) -> "IntentRouter":
+            data_sha256: str | None = None) -> IntentRouter:
         """Fit on ``texts`` with ``labels`` (scikit-learn, imported here only); returns self.
 
         Args:
@@ -204,7 +204,7 @@ class IntentRouter:
         self._set_model(export_model(pipeline, mapping, {}, head=head))
         self.label_to_agent = mapping
         self.n_examples = len(clean_texts)
-        self.created_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.created_at = datetime.now(UTC).isoformat(timespec="seconds")
         self.data_sha256 = data_sha256 or _sha256_of_rows(clean_texts, clean_labels, mapping)
         return self
 
@@ -309,7 +309,7 @@ class IntentRouter:
                                m.classes, m.class_agents, self.metadata(), m.head), Path(path))
 
     @classmethod
-    def load(cls, path: Path) -> "IntentRouter":
+    def load(cls, path: Path) -> IntentRouter:
         """Load a router written by ``save`` (no pickle, no scikit-learn: any scikit-learn version's file reads).
 
         Raises:
@@ -508,7 +508,7 @@ def load_training_labels(path: Path, categories: list[str]) -> tuple[list[str], 
             if c in mapping or c in renamed:
                 raise InputError(f"{path}: category {c!r} is listed twice")
             renamed[c] = f"{group}:{c}"
-    mapping.update({label: OTHER for label in renamed.values()})
+    mapping.update(dict.fromkeys(renamed.values(), OTHER))
     return [renamed.get(c, c) for c in categories], mapping
 
 

@@ -35,7 +35,7 @@ _WEIGHTS = ("weights", "l2_supercat_256.safetensors")
 _TENSOR = "embedding.weight"
 
 _lock = threading.Lock()
-_loaded: "SentenceEncoder | None" = None
+_loaded: SentenceEncoder | None = None
 
 
 def encoder_files() -> tuple[Path, Path]:

@@ -60,7 +60,7 @@ def read_desk_map(path: Path) -> dict[str, str]:
         raise InputError(f'{path}: expected {{"agents": {{agent: [label, ...]}}, "no_specialist": {{group: [...]}}}}')
     out = {label: agent for agent, labels in data["agents"].items() for label in labels}
     for group, labels in (data.get("no_specialist") or {}).items():
-        out.update({label: f"no_specialist:{group}" for label in labels})
+        out.update(dict.fromkeys(labels, f"no_specialist:{group}"))
     return out
 
 

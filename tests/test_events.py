@@ -87,7 +87,7 @@ def test_two_handoff_conversation_exact_event_sequence(make_desk):
     assert {e.model for e in calls} == {"scripted"}
     assert all(e.input_tokens is None and e.output_tokens is None for e in calls)  # the model reported no usage
     assert [e.ts for e in evts] == sorted(e.ts for e in evts)
-    assert set(e.kind for e in evts) <= set(EVENT_KINDS)
+    assert {e.kind for e in evts} <= set(EVENT_KINDS)
 
 
 def test_token_counts_come_from_usage_metadata(make_desk):

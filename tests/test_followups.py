@@ -156,7 +156,7 @@ def test_issue_examples_stay_with_the_agent_and_never_repeat(desk):
 
 
 def test_named_record_of_another_agent_re_triages():
-    kw = dict(active_agent="refunds", routed_agent="refunds", route_confidence=0.9, identity_changed=False)
+    kw = {"active_agent": "refunds", "routed_agent": "refunds", "route_confidence": 0.9, "identity_changed": False}
     assert entry.choose_entry(**kw, reply="cancel", record_owners={"transfers"}).target == "triage"
     assert entry.choose_entry(**kw, reply="identifier", record_owners={"billing", "refunds"}).target == "refunds"
     oos = dict(kw, active_agent=None, routed_agent="other", route_confidence=0.7)
@@ -168,7 +168,7 @@ def test_named_record_of_another_agent_re_triages():
 def test_a_yes_no_reply_is_never_out_of_scope():
     """"please do" after the supervisor's offer: the router may read two words as another domain's talk (0.81 with the
     embedding head); a yes/no goes to triage (which takes up the offer) or stays with the holder, never out_of_scope."""
-    base = dict(routed_agent="other", route_confidence=0.95, identity_changed=False, scope="out_of_scope")
+    base = {"routed_agent": "other", "route_confidence": 0.95, "identity_changed": False, "scope": "out_of_scope"}
     assert entry.choose_entry(**base, active_agent="supervisor", reply="yes_no").target == "triage"
     assert entry.choose_entry(**base, active_agent=None, reply="yes_no").target == "triage"
     assert entry.choose_entry(**base, active_agent="refunds", reply="yes_no").target == "refunds"

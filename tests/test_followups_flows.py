@@ -129,7 +129,7 @@ def test_follow_up_openers_and_card_actions():
 
 def test_entry_rule_out_of_scope_fragment_and_card_action():
     c = entry.choose_entry
-    oos = dict(routed_agent="other", identity_changed=False, scope="out_of_scope", reply="fragment")
+    oos = {"routed_agent": "other", "identity_changed": False, "scope": "out_of_scope", "reply": "fragment"}
     # a short question the router is sure the desk does not serve leaves the holder ...
     assert c("billing", route_confidence=0.95, **oos).target == "out_of_scope"
     # ... unless it opens as a follow-up ("what about Switzerland?"), points back, or asks the same question again
@@ -139,7 +139,7 @@ def test_entry_rule_out_of_scope_fragment_and_card_action():
     # the router unsure: a fragment stays with the holder, as before
     assert c("billing", route_confidence=0.7, **oos).target == "billing"
     # "freeze it": the card action is cards', whatever the router says (account at 0.31)
-    act = dict(routed_agent="account", route_confidence=0.31, identity_changed=False, card_action=True)
+    act = {"routed_agent": "account", "route_confidence": 0.31, "identity_changed": False, "card_action": True}
     assert c("cards", **act).target == "cards"
     assert c("billing", **act).target == "triage" and c(None, **act).target == "triage"
     assert c("cards", task_status="fallback", **act).target == "fallback"

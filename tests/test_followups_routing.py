@@ -225,7 +225,7 @@ def test_lists_records_of_and_the_entry_rule():
                  "which transfers do I have to approve for my business account before the end of the month?"):
         assert lists_records_of(text) is None, text
     c = entry.choose_entry
-    base = dict(routed_agent="billing", route_confidence=0.66, identity_changed=False, lists_records_of="transfers")
+    base = {"routed_agent": "billing", "route_confidence": 0.66, "identity_changed": False, "lists_records_of": "transfers"}
     assert c("transfers", **base).target == "transfers"
     assert c("cards", **base).target == "triage" and c(None, **base).target == "triage"
     assert c("transfers", task_status="fallback", **base).target == "fallback"
@@ -241,8 +241,8 @@ def test_subjects_the_desk_knows_and_chitchat_scope():
     assert not names_desk_subject("a personal loan")  # the router decides ("personal" is a handbook word)
     assert entry.scope_of("other", "conversational:tell_joke") == "out_of_scope"
     assert entry.scope_of("other", "conversational:greeting") == "conversational"
-    oos = dict(routed_agent="other", route_confidence=0.97, identity_changed=False, scope="out_of_scope",
-               reply="fragment", follow_up_opener=True)
+    oos = {"routed_agent": "other", "route_confidence": 0.97, "identity_changed": False, "scope": "out_of_scope",
+               "reply": "fragment", "follow_up_opener": True}
     assert entry.choose_entry("policy", **oos).target == "policy"  # an opener alone stays with the holder ...
     assert entry.choose_entry("policy", opener_out_of_scope=True, **oos).target == "out_of_scope"  # ... unless
 

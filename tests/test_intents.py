@@ -11,7 +11,7 @@ intent's, and that no internal tool name, card id or error class reaches the cus
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,7 @@ from nodes.playbook import CLOSE_ACCOUNT_ASKED, compose_answer, plan_tool_call, 
 from nodes.tools import POLICY_KB, TOOLS, ToolContext, run_tool
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-REF = datetime(2025, 3, 14, 12, 0, tzinfo=timezone.utc)
+REF = datetime(2025, 3, 14, 12, 0, tzinfo=UTC)
 ADA = ToolContext(customer_id="c_ada", tenant_id="t_demo", thread_id="th-intents", task_id="task-intents")
 KNOWLEDGE = load_knowledge()
 

@@ -23,6 +23,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -247,13 +248,13 @@ OPERATOR_ONLY = (NOTE, "operator:ann", "risk_flags", "approvals_required", "hand
 def new_transaction(home_or_url: Any, tx_id: str, amount_minor: int, customer: str = "c_ada") -> str:
     """A card payment of ``customer`` added to the server's business store (the demo bank has one refundable payment
     of Ada's above the auto-approval limit, and an earlier test of the module uses it)."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     target = home_or_url / "business.db" if isinstance(home_or_url, Path) else home_or_url
     open_store(target).insert_rows({"transactions": [{
         "id": tx_id, "customer_id": customer, "card_id": "card_ada_phys" if customer == "c_ada" else "card_bob_phys",
         "merchant": "Tesco", "amount_minor": amount_minor, "currency": "GBP", "kind": "card_payment",
-        "status": "posted", "created_at": datetime.now(timezone.utc).isoformat(), "reference": None}]})
+        "status": "posted", "created_at": datetime.now(UTC).isoformat(), "reference": None}]})
     return tx_id
 
 

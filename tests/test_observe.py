@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from typer.testing import CliRunner
@@ -160,7 +160,7 @@ def test_compute_stats_of_nothing_has_no_rates():
 
 
 def test_parse_since():
-    now = datetime(2025, 1, 31, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2025, 1, 31, 12, 0, tzinfo=UTC)
     assert parse_since("2h", now) == "2025-01-31T10:00:00.000000+00:00"
     assert parse_since("7d", now).startswith("2025-01-24T12:00")
     assert parse_since("2025-01-02", now) == "2025-01-02T00:00:00.000000+00:00"

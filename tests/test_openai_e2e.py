@@ -296,7 +296,7 @@ def test_illegal_or_malformed_route_decision_is_refused_then_triage_routes_again
     first = tool_msgs(values)[0]
     assert first.name == "route_to_agent" and first.content.startswith("Refused:") and why in first.content
     assert values["handoff"]["reason"] == "second try"
-    assert [a for a in values["visited_agents"]] == ["triage", "billing"]
+    assert list(values["visited_agents"]) == ["triage", "billing"]
     assert srv.requests[1]["messages"][-1]["content"] == first.content  # triage saw why
     check_server(srv)
 

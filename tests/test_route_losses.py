@@ -29,7 +29,7 @@ class TableRouter:
 
     def route(self, text: str) -> KwRoute:
         agent, conf, intent = self.table.get(text, ("cards", 0.9, "card_arrival"))
-        scores = {a: 0.0 for a in ("cards", "billing", "refunds", "transfers", "account", "policy", "other")}
+        scores = dict.fromkeys(("cards", "billing", "refunds", "transfers", "account", "policy", "other"), 0.0)
         scores[agent] = conf
         if agent != "other":
             scores["other"] = 1.0 - conf

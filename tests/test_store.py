@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -32,7 +32,7 @@ from graph.errors import SwitchboardError
 from nodes.testing.ledger import approve_refund
 from tests import store_workers
 
-REF = datetime(2025, 3, 14, 12, 0, tzinfo=timezone.utc)
+REF = datetime(2025, 3, 14, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture()

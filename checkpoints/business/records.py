@@ -308,7 +308,7 @@ class Operator(_Record):
     version: int = 1
 
     @classmethod
-    def from_row(cls, row: Any) -> "Operator":
+    def from_row(cls, row: Any) -> Operator:
         """The record of one ``operators`` row (a mapping of its columns; ``roles`` comma-separated, ``enabled`` 0/1),
         as both the SQLAlchemy repository and the light read of :mod:`checkpoints.business.operator_lookup` read it."""
         roles = tuple(sorted(r for r in str(row["roles"]).split(",") if r))

@@ -31,9 +31,10 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Mapping, Sequence, Union
+from typing import Any
 
 __all__ = [
     "Usage",
@@ -98,7 +99,7 @@ class ToolCall:
     """
 
     name: str
-    arguments: Union[dict, str] = field(default_factory=dict)
+    arguments: dict | str = field(default_factory=dict)
     id: str | None = None
 
     def arguments_json(self) -> str:
@@ -173,10 +174,10 @@ class HTTPError:
         }
 
 
-Step = Union[Reply, ToolCalls, HTTPError]
+Step = Reply | ToolCalls | HTTPError
 #: ``responder(request_json, step_index) -> Step``; ``step_index`` counts the valid requests answered
 #: before this one (0-based). Returning ``None`` means "no answer" (recorded as a script error, 500).
-Responder = Callable[[dict, int], Union[Step, None]]
+Responder = Callable[[dict, int], Step | None]
 
 
 @dataclass(frozen=True)
@@ -462,7 +463,7 @@ def _pieces(text: str, size: int) -> list[str]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "_HTTPServer"
+    server: _HTTPServer
     timeout = 10  # seconds an idle keep-alive connection may stay open
 
     def log_message(self, format: str, *args: Any) -> None:  # stdlib signature
@@ -513,7 +514,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
-    owner: "ScriptedOpenAIServer"
+    owner: ScriptedOpenAIServer
 
 
 class ScriptedOpenAIServer:
@@ -580,7 +581,7 @@ class ScriptedOpenAIServer:
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
-    def start(self) -> "ScriptedOpenAIServer":
+    def start(self) -> ScriptedOpenAIServer:
         """Bind 127.0.0.1:0 and serve in a daemon thread. Returns ``self``."""
         if self._httpd is not None:
             raise RuntimeError("server already started")
@@ -601,7 +602,7 @@ class ScriptedOpenAIServer:
             self._thread.join(timeout=5)
         self._httpd = None
 
-    def __enter__(self) -> "ScriptedOpenAIServer":
+    def __enter__(self) -> ScriptedOpenAIServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
