@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Served", "launched", "interrupts", "free_ports", "is_free", "attack_customers",
+__all__ = ["Served", "launched", "status_of", "interrupts", "free_ports", "is_free", "attack_customers",
            "AttackCustomer", "paid", "credits", "START_LIMIT_S"]
 
 #: Seconds ``switchboard serve`` may take until every instance answers (migrations and N engine start-ups).
@@ -53,6 +53,17 @@ def free_ports(n: int) -> int:
         if first + n < 65535 and all(is_free(first + i) for i in range(n)):
             return first
     raise AssertionError("no free consecutive ports")
+
+
+def status_of(fn: Callable[[], Any]) -> int | str:
+    """The HTTP status a ``langgraph_sdk`` call ended with: 200 when it returned, else the error's status code (or the
+    exception's class name when it carries none)."""
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - the SDK raises httpx errors carrying the response
+        code = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
+        return int(code) if code else type(exc).__name__
+    return 200
 
 
 def interrupts(state: dict) -> list:
