@@ -35,7 +35,7 @@ INTENT_KINDS: tuple[str, ...] = ("tool", "knowledge", "freeze", "operator")
 #: prompt).
 SOCIAL_TOPICS = frozenset({"greeting", "thanks", "goodbye", "conversational", "capabilities"})
 #: Minimum router probability for reading a message as social (the shipped router gives 0.71-0.89 to plain greetings,
-#: thanks and goodbyes, ``tests/test_followups.py``).
+#: thanks and goodbyes, ``tests/test_conversation_routing.py``).
 SOCIAL_CONFIDENCE = 0.5
 #: CLINC150's conversational categories (``nodes/data/router-default.npz`` is fitted on them as
 #: ``conversational:<category>``, ``../shared/data/clinc150/desk_map.json``) that are a greeting, thanks, goodbye or a

@@ -24,13 +24,13 @@ __all__ = ["EntryDecision", "choose_entry", "scope_of", "CONTINUE_CONFIDENCE", "
 CONTINUE_CONFIDENCE = 0.35
 #: A short follow-up (a fragment, or an identifier nobody asked for) leaves the active agent only when the router gives
 #: another specialist at least this probability (a clear new topic such as "the virtual one" after a fees question);
-#: chosen on the follow-up table of ``tests/test_followups.py``.
+#: chosen on the follow-up table of ``tests/test_conversation_routing.py``.
 NEW_TOPIC_CONFIDENCE = 0.5
 #: A short follow-up (a fragment) leaves the agent holding the conversation for the out_of_scope answer when the router
 #: gives "not served here" at least this probability and the fragment neither opens as a follow-up ("what about X?")
 #: nor points back at the last answer. On the shipped router, the out-of-scope fragments of the review ("what is a
 #: mortgage rate today?" 0.95, "what is the weather today?" 0.97) are above it, and the follow-ups of
-#: ``tests/test_followups.py`` and ``tests/test_followups_flows.py`` read as out of scope either open as a follow-up
+#: ``tests/test_conversation_routing.py`` and ``tests/test_conversation_flows.py`` read as out of scope either open as a follow-up
 #: ("what about Switzerland?" 0.93), ask the same question again ("can I raise it?" 0.92) or stay below it.
 OUT_OF_SCOPE_SURE = 0.9
 #: The specialist whose action a bare "freeze it" / "unfreeze it" asks for (``policies.replies.asks_card_action``).

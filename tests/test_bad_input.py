@@ -86,9 +86,8 @@ def test_the_cli_refuses_bad_messages_and_thread_ids_with_exit_2(isolated_home):
 @pytest.mark.subprocess
 def test_history_prints_a_stored_escape_sequence_escaped(isolated_home):
     """A message stored before validation existed (written straight into the checkpoint) is shown escaped."""
-    from tests.test_approval import _setup
-
-    g, store = _setup(isolated_home)
+    from tests.conftest import approver_desk
+    g, store = approver_desk(isolated_home)
     from graph.context import RunContext
 
     # runs refuse such text now (nodes.input_guard): store a clean turn, then put the old text in its place

@@ -14,13 +14,8 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from graph.conversation import Conversation
-from nodes.testing.openai_stub import Reply, ToolCall, ToolCalls
+from nodes.testing.openai_stub import ByAgent, Reply, ToolCall, ToolCalls, check_server, route
 from nodes.text_tool_calls import read_text_tool_calls
-from tests import test_openai_e2e as e2e
-from tests.test_openai_e2e import ByAgent, check_server, route
-
-stub = e2e.stub  # the fixtures of the OpenAI end-to-end tests
-env_graph = e2e.env_graph
 
 CARD_STATUS_ANSWER = "Your card ending 4242 is active."
 

@@ -20,8 +20,8 @@ from graph.observe import compute_stats, describe, parse_since
 from graph.settings import Settings
 from nodes.offline_model import OfflineChatModel
 from nodes.testing import scripted as sm
-from tests.conftest import KeywordRouter
-from tests.test_events import TWO_HANDOFFS, two_hop_model
+from nodes.testing.scripted import two_hop_model
+from tests.conftest import TWO_HANDOFFS, KeywordRouter
 
 
 @pytest.fixture
@@ -180,8 +180,7 @@ def test_describe_covers_every_kind():
 
 def test_resume_stream_and_draw_png_of_the_thread_path(desk, tmp_path):
     """chat (pauses for approval) -> resume --stream -> draw --format png --thread T --out: a PNG of the run path."""
-    from tests.test_approval import BIG
-
+    from tests.conftest import BIG
     runner = CliRunner()
     paused = runner.invoke(app, ["chat", BIG, "--thread", "T", "--stream"])
     assert paused.exit_code == 0 and "paused for a human" in paused.output, paused.output

@@ -17,7 +17,7 @@ from checkpoints.business.operator_lookup import LookupUnavailable, read_operato
 from graph.errors import AccessDenied
 from graph.operator_cli import READ_ROLES, acting_operator
 from graph.settings import Settings
-from tests.test_approval import REPO
+from tests.conftest import REPO
 
 
 def test_the_light_read_gives_the_stores_record(isolated_home):

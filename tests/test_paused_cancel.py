@@ -9,7 +9,7 @@ import pytest
 from graph.conversation import Conversation
 from graph.errors import InputError
 from policies.cancellation import confirmation, paused_reply
-from tests.test_cancellation import _paused
+from tests.conftest import paused_conversation
 
 
 def _status(store, refund_id):
@@ -17,7 +17,7 @@ def _status(store, refund_id):
 
 
 def test_a_cancel_naming_a_transfer_then_another_transaction_cancels_nothing(isolated_home):
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     rid = conv.pending()["refund_id"]
     r = conv.send("cancel tr_3002")
     assert r.status == "awaiting_approval" and "yes/no" not in r.text, r.text
@@ -33,7 +33,7 @@ def test_a_cancel_naming_a_transfer_then_another_transaction_cancels_nothing(iso
 
 
 def test_cancel_another_refund_then_yes_cancels_neither(isolated_home):
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     rid = conv.pending()["refund_id"]
     r = conv.send("cancel rf_5001")
     assert f"Cancel refund {rid}" not in r.text and "rf_5001" in r.text and "waiting for review" in r.text, r.text
@@ -43,7 +43,7 @@ def test_cancel_another_refund_then_yes_cancels_neither(isolated_home):
 
 
 def test_a_new_cancel_sentence_is_not_a_yes_and_the_question_names_the_own_transaction(isolated_home):
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     rid = conv.pending()["refund_id"]
     assert conv.send("cancel my refund").text == f"Cancel refund {rid} of £23.80 for tx_1001? yes/no"
     r = conv.send("cancel it please")  # asked again, not taken for the yes
@@ -58,7 +58,7 @@ def test_a_new_cancel_sentence_is_not_a_yes_and_the_question_names_the_own_trans
 
 
 def test_a_question_answered_in_between_closes_the_cancel_question(isolated_home):
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     rid = conv.pending()["refund_id"]
     conv.send("cancel my refund")
     r = conv.send("any news on my refund?")
@@ -92,7 +92,7 @@ def test_paused_reply_with_another_record():
 
 def test_a_wish_to_cancel_a_subscription_while_paused_never_cancels_the_refund(isolated_home):
     """Fresh-user review: a cancel wish about something else (a subscription) led to "Shall I cancel refund …?"."""
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     rid = conv.pending()["refund_id"]
     with pytest.raises(InputError):  # no read-only question and no wish about the refund: refused, nothing asked
         conv.send("I want to cancel my subscription to Netflix")

@@ -12,28 +12,10 @@ import pytest
 
 from graph.evaluation import QueryOutcome
 from nodes.offline_model import MISROUTE_CONFIDENCE, NO_SPECIALIST_SURE, OfflineChatModel, wants_refund
-from nodes.testing.scripted import KwRoute
+from nodes.testing.scripted import TableRouter
 from policies import compound
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-class TableRouter:
-    """Routes a text by exact lookup in ``table`` (text -> (agent, confidence, intent)); anything else is cards at
-    0.9. Scores: the agent's confidence, the rest spread over "other"."""
-
-    source = "table"
-
-    def __init__(self, table: dict[str, tuple[str, float, str | None]]):
-        self.table = table
-
-    def route(self, text: str) -> KwRoute:
-        agent, conf, intent = self.table.get(text, ("cards", 0.9, "card_arrival"))
-        scores = dict.fromkeys(("cards", "billing", "refunds", "transfers", "account", "policy", "other"), 0.0)
-        scores[agent] = conf
-        if agent != "other":
-            scores["other"] = 1.0 - conf
-        return KwRoute(agent, conf, intent, scores)
 
 
 # ------------------------------------------------------------------ compound: marked segments

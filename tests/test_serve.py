@@ -179,9 +179,8 @@ def test_a_customer_token_reads_the_customers_view_on_aegra(served: Served) -> N
     import httpx
 
     from graph.views import CUSTOMER_KEYS, customer_view
+    from nodes.testing.served import NOTE, leaks, new_transaction
     from policies.authz import OPERATOR_CANCEL, UNCONFIRMED_CANCEL
-    from tests.test_langgraph_server import NOTE, leaks, new_transaction
-
     ada, ann = served.client("c_ada", 0), served.client("ann", 1)
     tx = new_transaction(served.url, "tx_1911", 3300)
     tid = ada.threads.create()["thread_id"]

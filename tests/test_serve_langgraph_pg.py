@@ -108,9 +108,8 @@ def test_a_customer_token_reads_the_customers_view_on_langgraph_pg(served_lg: Se
     import httpx
 
     from graph.views import CUSTOMER_KEYS, customer_view
+    from nodes.testing.served import NOTE, leaks, new_transaction
     from policies.authz import OPERATOR_CANCEL, UNCONFIRMED_CANCEL
-    from tests.test_langgraph_server import NOTE, leaks, new_transaction
-
     ada, ann = served_lg.client("c_ada", 0), served_lg.client("ann", 1)
     tx = new_transaction(served_lg.url, "tx_1921", 3400)
     tid = ada.threads.create()["thread_id"]

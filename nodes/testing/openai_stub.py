@@ -50,6 +50,10 @@ __all__ = [
     "validate_transcript",
     "validate_tools",
     "validate_request",
+    "agent_of",
+    "ByAgent",
+    "check_server",
+    "route",
 ]
 
 #: Roles accepted in ``messages`` (OpenAI Chat Completions; the legacy ``function`` role is refused).
@@ -859,3 +863,51 @@ class ScriptedOpenAIServer:
             h.wfile.write(b"data: " + json.dumps(ev).encode() + b"\n\n")
         h.wfile.write(b"data: [DONE]\n\n")
         h.wfile.flush()
+
+
+# ------------------------------------------------------------------ helpers of the tests that drive the stub
+
+
+def agent_of(request: dict) -> str:
+    """The agent named on the first line of a chat-completions request's system prompt ("?" when none)."""
+    from nodes.prompts import agent_from_prompt
+
+    msgs = request.get("messages") or [{}]
+    return agent_from_prompt(msgs[0].get("content") if msgs[0].get("role") == "system" else "") or "?"
+
+
+class ByAgent:
+    """Responder: each agent replays its own steps in order; ``seen`` lists the agent of every request.
+    An agent with no step left gets no answer (the stub records a script error and the test fails)."""
+
+    def __init__(self, **scripts: list):
+        self.scripts = {a: list(s) for a, s in scripts.items()}
+        self.seen: list[str] = []
+
+    def __call__(self, request: dict, index: int):
+        agent = agent_of(request)
+        self.seen.append(agent)
+        steps = self.scripts.get(agent) or []
+        return steps.pop(0) if steps else None
+
+    @property
+    def leftover(self) -> dict:
+        return {a: s for a, s in self.scripts.items() if s}
+
+
+def check_server(srv: ScriptedOpenAIServer) -> None:
+    """Every request the server received passes the strict transcript checks (and got no 400), the script had
+    no errors, and each request carries exactly one system message, first (strict chat templates of local servers)."""
+    srv.assert_clean()
+    assert srv.requests, "the model server received no request"
+    for i, body in enumerate(srv.requests):
+        assert validate_request(body) == [], f"request {i}"
+        roles = [m["role"] for m in body["messages"]]
+        assert roles[0] == "system" and "system" not in roles[1:], f"request {i}: roles {roles}"
+        assert not body.get("stream"), f"request {i} streamed"
+
+
+def route(target: str, confidence: float = 0.9, reason: str = "it is theirs", **extracted: Any) -> ToolCall:
+    """The triage model's ``route_to_agent`` call naming ``target``."""
+    return ToolCall("route_to_agent", {"target": target, "confidence": confidence, "reason": reason,
+                                       "extracted": extracted})

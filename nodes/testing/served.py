@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Served", "launched", "status_of", "interrupts", "free_ports", "is_free", "attack_customers",
-           "AttackCustomer", "paid", "credits", "START_LIMIT_S"]
+           "AttackCustomer", "paid", "credits", "START_LIMIT_S", "NOTE", "OPERATOR_ONLY", "new_transaction", "leaks"]
 
 #: Seconds ``switchboard serve`` may take until every instance answers (migrations and N engine start-ups).
 START_LIMIT_S = 240
@@ -200,3 +200,32 @@ def launched(url: str, tmp: Path, *extra: str, instances: int = 2,
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
+
+
+#: An approver's decision note: operators may read it, no customer response may carry it.
+NOTE = "internal: the receipt looks edited; checked with the fraud desk"
+#: What only operators read: none of it may reach a customer's token, in any response.
+OPERATOR_ONLY = (NOTE, "operator:ann", "risk_flags", "approvals_required", "handoff_path", "tool_calls", "task_id",
+                 "langgraph_auth_user", "decided_by")
+
+
+def new_transaction(home_or_url: Any, tx_id: str, amount_minor: int, customer: str = "c_ada") -> str:
+    """A card payment of ``customer`` (``amount_minor`` pence, GBP, at Tesco) added to the business store of a home
+    folder (its ``business.db``) or a database URL; returns ``tx_id``. The demo bank has one refundable payment of
+    Ada's above the auto-approval limit; a test that needs more adds them with this."""
+    from datetime import UTC, datetime
+
+    from checkpoints.business import open_store
+
+    target = home_or_url / "business.db" if isinstance(home_or_url, Path) else home_or_url
+    open_store(target).insert_rows({"transactions": [{
+        "id": tx_id, "customer_id": customer, "card_id": "card_ada_phys" if customer == "c_ada" else "card_bob_phys",
+        "merchant": "Tesco", "amount_minor": amount_minor, "currency": "GBP", "kind": "card_payment",
+        "status": "posted", "created_at": datetime.now(UTC).isoformat(), "reference": None}]})
+    return tx_id
+
+
+def leaks(doc: Any) -> list[str]:
+    """The :data:`OPERATOR_ONLY` words found anywhere in the JSON text of ``doc`` ([] when none)."""
+    text = json.dumps(doc, default=str)
+    return [w for w in OPERATOR_ONLY if w in text]

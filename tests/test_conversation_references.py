@@ -3,7 +3,7 @@ the answering agent and what the answer must and must not say.
 
 Each row: an id, then per turn ``(customer message, answering agent, must contain, must not contain)``; the agent may
 be "a|b" where either is right for a person and the shipped router decides. The conversations run with the offline
-model and the shipped default router (the ``desk`` fixture of ``tests/test_followups.py``), one fresh business store
+model and the shipped default router (the ``desk`` fixture of ``tests/conftest.py``), one fresh business store
 per test.
 """
 
@@ -22,7 +22,7 @@ from nodes.playbook import (
 )
 from policies import entry
 from policies.replies import lists_records_of, opener_subject, reports_it_failed
-from tests.test_followups import desk, play_content_turns  # noqa: F401  (the desk fixture)
+from tests.conftest import play_content_turns
 
 Turn = tuple[str, str, tuple[str, ...], tuple[str, ...]]
 
@@ -192,7 +192,7 @@ ROWS: list[tuple[str, list[Turn]]] = [
 
 
 @pytest.mark.parametrize("case,turns", ROWS, ids=[c for c, _ in ROWS])
-def test_follow_up_answered_by_the_right_agent(desk, case, turns):  # noqa: F811  (the fixture)
+def test_follow_up_answered_by_the_right_agent(desk, case, turns):
     play_content_turns(desk, case, turns)
 
 
@@ -287,7 +287,7 @@ EXPLAIN_ROWS = [
 
 
 @pytest.mark.parametrize("case,turns", EXPLAIN_ROWS, ids=[c for c, _ in EXPLAIN_ROWS])
-def test_a_request_to_explain_the_last_answer_stays_with_its_agent(desk, case, turns):  # noqa: F811  (the fixture)
+def test_a_request_to_explain_the_last_answer_stays_with_its_agent(desk, case, turns):
     """'what does that mean?' mid-thread was answered as out of scope, 'I don't understand' with the profile summary."""
     play_content_turns(desk, case, turns)
 

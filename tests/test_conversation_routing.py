@@ -8,23 +8,18 @@ choices among listed items, short fragments, topic changes, cancellations, conve
 from __future__ import annotations
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 
-from graph.builder import build_desk
 from graph.conversation import Conversation
 from graph.observe import compute_stats
-from graph.settings import Settings
-from nodes.offline_model import OfflineChatModel
 from nodes.playbook import PLAIN_YES_ANSWER, REFUND_OFFER
-from nodes.router import default_router
 from nodes.testing.state import ungated
 from policies import entry
 from policies.answers import CLARIFY_QUESTIONS, instead_of_repeat
 from policies.replies import classify_reply, listed_items_of, open_question_of, record_owners
+from tests.conftest import TWICE, play_content_turns
 
 REFUND = "I'd like my money back for a purchase"
 UNKNOWN_CHARGE = "there's a charge on my card I don't recognise"
-TWICE = "I think I was charged twice for my coffee"
 RATE = "what is the exchange rate at weekends?"
 
 CASES: list[tuple[str, list[tuple[str, str]]]] = [
@@ -112,13 +107,6 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     ("policy-and-atm-fee", [("what are the fees for international transfers?", "policy"),
                             ("and for ATM withdrawals?", "policy")]),
 ]
-
-
-@pytest.fixture
-def desk(store):
-    router = default_router()
-    return build_desk(model=OfflineChatModel(router=router), checkpointer=InMemorySaver(), settings=Settings.from_env(),
-                      router=router, store=store)
 
 
 def test_table_covers_every_specialist_and_reply_kind():
@@ -459,17 +447,6 @@ CONTENT_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, 
         ("why?", "account", ("which part",), ("verify",)),
         ("actually no, cancel that", "account", ("Nothing has been closed",), ("Ada Lovelace",))]),
 ]
-
-
-def play_content_turns(desk, thread: str, turns) -> None:
-    """Send each ``(message, agent, must, must_not)`` turn on ``thread`` and check the answering agent (``a|b``: any
-    of them) and the substrings its answer must and must not contain; shared by the follow-up tables' test files."""
-    conv = Conversation(thread, desk=desk)
-    for text, agent, must, must_not in turns:
-        r = conv.send(text)
-        assert r.agent in agent.split("|"), (text, r.agent, r.text)
-        assert all(m in r.text for m in must), (text, r.text)
-        assert not any(m in r.text for m in must_not), (text, r.text)
 
 
 @pytest.mark.parametrize("case,turns", CONTENT_CASES, ids=[c for c, _ in CONTENT_CASES])

@@ -7,24 +7,13 @@ refunds; a lost card on a paused thread is frozen while the approval stays pendi
 from __future__ import annotations
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 from typer.testing import CliRunner
 
-from graph.builder import build_desk
 from graph.conversation import Conversation
-from graph.settings import Settings
 from nodes.fallback import fallback_text
-from nodes.offline_model import OfflineChatModel
 from nodes.router import default_router
 
 UNKNOWN = "There's a charge I don't recognise"
-
-
-@pytest.fixture
-def desk(store):
-    router = default_router()
-    return build_desk(model=OfflineChatModel(router=router), checkpointer=InMemorySaver(), settings=Settings.from_env(),
-                      router=router, store=store)
 
 
 def _refunds(store, tx: str) -> list[str]:

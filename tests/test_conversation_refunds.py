@@ -4,19 +4,14 @@ single transaction, which hands the conversation on to refunds with that transac
 undone by asking again; a refund the customer names to cancel follows the cancellation rules; a status question after a
 paid refund gets its status, never a second request.
 
-Multi-turn conversations with the offline model and the shipped default router, as in ``tests/test_followups.py``.
+Multi-turn conversations with the offline model and the shipped default router, as in ``tests/test_conversation_routing.py``.
 """
 
 from __future__ import annotations
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 
-from graph.builder import build_desk
 from graph.conversation import Conversation
-from graph.settings import Settings
-from nodes.offline_model import OfflineChatModel
-from nodes.router import default_router
 
 #: Billing names one transaction (tx_1008, Blue Bottle Coffee, £4.50: under the automatic-approval limit, so a refund
 #: opened by mistake is paid at once).
@@ -64,13 +59,6 @@ NO_REFUND_AFTER_BILLING = [
     ("fresh-dont-want", ["I don't want a refund for tx_1008"], ("tx_1008",)),
     ("fresh-dont-need", ["we don't need the money back for tx_1008"], ("tx_1008",)),
 ]
-
-
-@pytest.fixture
-def desk(store):
-    router = default_router()
-    return build_desk(model=OfflineChatModel(router=router), checkpointer=InMemorySaver(), settings=Settings.from_env(),
-                      router=router, store=store)
 
 
 def _refunds_of(store, transaction_id: str, customer: str = "c_ada") -> list:
