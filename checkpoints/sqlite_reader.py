@@ -1,6 +1,6 @@
 """A read-only look at a SQLite checkpoint file for the CLI's listing commands (``switchboard threads``, ``pending``):
 the plain channels of each thread's latest checkpoint and its pending interrupt, read with ``sqlite3`` and ``ormsgpack``
-alone, so these commands start without importing LangGraph, LangChain or pydantic (issue 14, start-up).
+alone, so these commands start without importing LangGraph, LangChain or pydantic.
 
 It reads the tables LangGraph's ``SqliteSaver`` writes (``checkpoints``: one ``msgpack`` blob per checkpoint;
 ``writes``: one blob per pending write). Objects that LangGraph stored as msgpack extensions (messages, interrupts,

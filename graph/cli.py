@@ -60,8 +60,8 @@ err = Console(stderr=True)
 
 def error_line(message: object) -> None:
     """Print ``error: <message>`` as one line on stderr: the one printer of every error line of the CLI. The text is
-    printed as it is (no Rich markup: an install hint like ``pip install -e '.[serve]'`` keeps its ``[serve]``, QA1
-    section 11), not wrapped and not highlighted."""
+    printed as it is (no Rich markup: an install hint like ``pip install -e '.[serve]'`` keeps its ``[serve]``), not
+    wrapped and not highlighted."""
     err.print(f"error: {message}", highlight=False, markup=False, soft_wrap=True)
 RevealOpt = typer.Option(False, "--reveal", help="Show card numbers, e-mail addresses and phone numbers in full "
                          "(recorded in the audit trail). Default: hidden (card numbers keep their last 4 digits).")
@@ -465,7 +465,7 @@ def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, 
     if saver is None:
         saver = _checkpointer(db)
     values = thread_values(saver, thread) if saver is not None else {}
-    # an unknown thread gets the refusal of another tenant's thread: the answer confirms no thread id (QA1 section 9)
+    # an unknown thread gets the refusal of another tenant's thread: the answer confirms no thread id
     require_thread_tenant(acting, values, thread, action, _settings(None, db))
     if reveal:
         record_allowed(acting, f"{action} --reveal", f"thread:{thread}")

@@ -101,8 +101,7 @@ class RunContext:
         ValueError (one line) when the context names two principals (``user_id`` and ``operator``: use
             :meth:`for_customer` or :meth:`for_operator`), or when a customer's context (no ``operator``) claims roles
             other than ``customer`` — ``operator`` alone is allowed there: it marks the read-only context an operator's
-            run reads the owner's records with (``nodes.principal.acting_context``). QA1 section 15: such contexts
-            were accepted, the operator silently winning and the roles ignored.
+            run reads the owner's records with (``nodes.principal.acting_context``).
         TypeError: an unknown field (a dataclass refuses unknown keyword arguments).
     """
 

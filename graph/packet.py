@@ -30,8 +30,8 @@ class Fact(BaseModel):
     wrote into a handoff (``model_written``) is neither: nobody vouches for it until a tool confirms it.
 
     A system-verified fact is dated: ``observed_at`` is when a business tool read it, and it travels unchanged from
-    packet to packet, so a fact verified in an earlier turn says "as of" then, not now (issue 13: facts carried in
-    packets are re-read or dated; statuses are re-read as well)."""
+    packet to packet, so a fact verified in an earlier turn says "as of" then, not now (facts
+    carried in packets are re-read or dated; statuses are re-read as well)."""
 
     model_config = ConfigDict(frozen=True)
     key: str = Field(description="snake_case name, e.g. transaction_id, amount, merchant")

@@ -28,10 +28,10 @@ INTENT_KINDS: tuple[str, ...] = ("tool", "knowledge", "freeze", "operator")
 
 #: The router's no-specialist topics that are social moves (a greeting, thanks, a goodbye): whoever holds the
 #: conversation answers them with the desk's ``conversational`` answer; they are never a clarifying round without
-#: progress (issue 13, fresh-user review: "hi", "thanks!", "bye" ended in fallback).
+#: progress.
 #: ``conversational`` is the router's topic for questions about the desk itself ("are you a bot?", "am I talking to a
-#: person?"): the holder answers those too instead of a business answer (fresh-user review §7).
-#: ``capabilities`` answers "what can you do?" with what the desk helps with (fresh-user review of main: it got a clarify
+#: person?"): the holder answers those too instead of a business answer.
+#: ``capabilities`` answers "what can you do?" with what the desk helps with (never a clarify
 #: prompt).
 SOCIAL_TOPICS = frozenset({"greeting", "thanks", "goodbye", "conversational", "capabilities"})
 #: Minimum router probability for reading a message as social (the shipped router gives 0.71-0.89 to plain greetings,

@@ -238,7 +238,7 @@ def make_expert_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], dict]:
     tasks of one superstep.  It writes only ``expert_results`` (an append-only DeltaChannel key: parallel writes add up).
     """
     experts = {s.agent for s in _all_specs()}
-    bound: dict[str, Any] = {}  # expert -> its bound model, made on the expert's first call (start-up, issue 14)
+    bound: dict[str, Any] = {}  # expert -> its bound model, made on the expert's first call (start-up)
     lock = threading.Lock()  # the sends of one fan-out run in parallel
 
     def bound_for(name: str) -> Any:

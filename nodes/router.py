@@ -94,7 +94,7 @@ AGENTS: tuple[str, ...] = ("cards", "billing", "refunds", "transfers", "account"
 OTHER = "other"
 _ALL_AGENTS: tuple[str, ...] = AGENTS + (OTHER,)
 #: "No specialist" is decided only when its probability reaches this; below it the likeliest specialist takes the
-#: message (a margin rule against refusing the desk's own requests). Issue 12 §2 allows at most 2% of BANKING77
+#: message (a margin rule against refusing the desk's own requests). The target: at most 2% of BANKING77
 #: refused. Measured on data the router is not fitted on (``python bench/router_tuning.py``: fitted without 20% of
 #: BANKING77 train, measured on that 20% (1,998 queries) and on CLINC150 val.csv): 0.30 -> BANKING77 held-out accuracy
 #: 0.9555, 1.00% refused, CLINC150 val out-of-scope recall 0.9919, conversational 0.985, desk 0.9525; 0.40 -> 0.9565,
@@ -514,7 +514,7 @@ def load_training_labels(path: Path, categories: list[str]) -> tuple[list[str], 
 
 # ---------------------------------------------------------------------- shipped and trained routers
 #: The public data set files the shipped default is fitted on besides ``router_examples.csv``, relative to
-#: :func:`default_data_dir` (issue 12 §2; licences and attribution: README "Data sets").  CLINC150's val.csv and both
+#: :func:`default_data_dir` (licences and attribution: README "Data sets").  CLINC150's val.csv and both
 #: test.csv files are never fitted on: they measure.
 SHIPPED_DATA_FILES: tuple[str, ...] = ("banking77/train.csv", "banking77/agent_map.json", "clinc150/train.csv",
                                        "clinc150/desk_map.json")

@@ -1,4 +1,4 @@
-"""Measuring the router's "no specialist" decision (issue 12 §2) on a labelled set with a desk map.
+"""Measuring the router's "no specialist" decision on a labelled set with a desk map.
 
 A desk map (``../shared/data/clinc150/desk_map.json``) has ``agents: {agent: [label, ...]}`` and
 ``no_specialist: {group: [label, ...]}`` (groups ``conversational`` and ``out_of_scope``). For each query the router's

@@ -110,7 +110,7 @@ def _expert_tasks(accepted: tuple[ExpertCallDecision, ...], ai: AIMessage | None
 
 def _bound_on_first_use(deps: Deps, experts: tuple[str, ...]) -> Callable[[], Any]:
     """``get() ->`` the model bound to the ``expert_<agent>`` tools of ``experts``, bound on the first call (a
-    one-shot turn that never reaches the supervisor does not pay for it; start-up, issue 14)."""
+    one-shot turn that never reaches the supervisor does not pay for it at start-up)."""
     made: list[Any] = []
 
     def get() -> Any:

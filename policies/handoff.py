@@ -127,7 +127,7 @@ def check_guards(
     packet: Mapping[str, Any],
     task: Mapping[str, Any] | None,
 ) -> GuardResult:
-    """Preconditions of a handoff on the packet and on the task (issue 3, item 2).
+    """Preconditions of a handoff on the packet and on the task.
 
     Args:
         source: the agent handing off.

@@ -402,7 +402,7 @@ def test_redact_value_walks_containers():
     assert luhn_ok("4242424242424242") and not luhn_ok("4242424242424241")
 
 
-# -- state writes outside a run: admins only, on every engine (QA1 section 1) -----------------------------------------
+# -- state writes outside a run: admins only, on every engine --------------------------------------------------------
 
 
 def _asgi(method: str, path: str, token: str | None, body: dict | None = None) -> tuple[int, bool]:

@@ -1,4 +1,4 @@
-"""Issue 11, section 4: a paused refund is cancelled only on an explicit wish (negation handled) and a yes to the
+"""A paused refund is cancelled only on an explicit wish (negation handled) and a yes to the
 confirmation question; status questions on a paused thread are answered."""
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def test_the_table_is_large_enough():
 
 @pytest.mark.parametrize("text, answer", [
     ("yes", "yes"), ("Yes please", "yes"), ("yep, go ahead", "yes"), ("confirm", "yes"),
-    ("cancel it", None),  # a new wish, not a yes: the question is asked again (qa2 §1)
+    ("cancel it", None),  # a new wish, not a yes: the question is asked again
     ("no", "no"), ("No, keep it", "no"), ("wait", "no"), ("please don't cancel", "no"), ("nope", "no"),
     ("what?", None), ("hmm", None),
 ])

@@ -1,4 +1,4 @@
-"""The CLI for scripts and pipes (issue 13, section 3): ``--json`` with stable keys on threads, history, pending,
+"""The CLI for scripts and pipes: ``--json`` with stable keys on threads, history, pending,
 chat and resume; tables that keep every word when stdout is not a terminal; a paused turn shown as paused with what
 it waits for; ``recover`` says what it found."""
 
@@ -147,7 +147,7 @@ def test_chat_stream_json_keeps_stdout_json(isolated_home) -> None:
 
 
 def test_trace_and_events_number_hops_like_draw(paused, monkeypatch) -> None:
-    """Issue 13 §3: hop numbers restart each turn in the events and ``trace`` too, and approval-flow steps after the
+    """Hop numbers restart each turn in the events and ``trace`` too, and approval-flow steps after the
     resume go on from the pause (no repeated number); one numbering (graph.packet.number_steps) for all three."""
     from checkpoints import open_checkpointer
     from checkpoints.event_log import open_event_log
@@ -172,8 +172,8 @@ def test_trace_and_events_number_hops_like_draw(paused, monkeypatch) -> None:
 
 
 def test_route_confusion_table_is_not_cut_when_piped(isolated_home, tmp_path, monkeypatch) -> None:
-    """Issue 13 §3: ``route``'s confusion table used to be cut at 80 columns (headers such as "transfe…") when stdout
-    was a pipe; piped, it is as wide as its cells need, even with a narrow terminal (COLUMNS=40) or none."""
+    """``route``'s confusion table is not cut at 80 columns (headers such as "transfe…") when stdout is a pipe:
+    piped, it is as wide as its cells need, even with a narrow terminal (COLUMNS=40) or none."""
     from tests.conftest import write_route_files
     csv, amap = write_route_files(tmp_path)
     monkeypatch.setattr(cli, "console", Console())  # stdout as CliRunner gives it: not a terminal

@@ -94,8 +94,8 @@ def test_a_plain_yes_while_a_refund_waits_is_answered_not_refused(isolated_home)
 
 
 def test_account_freeze_requests_never_claim_a_freeze_that_is_not_there(desk):
-    """A freeze or unfreeze of the whole account is a request to our team (nothing is frozen yet); the answers said
-    "until then no payments or transfers can leave the account" (fresh-user review round 2)."""
+    """A freeze or unfreeze of the whole account is a request to our team (nothing is frozen yet): no answer
+    says "until then no payments or transfers can leave the account"."""
     conv = Conversation("account-freeze-words", desk=desk)
     freeze = conv.send("freeze my account").text
     assert "request to freeze your account" in freeze and "can still leave" in freeze, freeze

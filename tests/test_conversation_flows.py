@@ -1,4 +1,4 @@
-"""Multi-turn flows of a fresh-user review of main (issue 12 §1): each turn lands where a person expects.
+"""Multi-turn flows: each turn lands where a person expects.
 
 Each row: an id, then per turn ``(customer message, answering agent, must contain, must not contain)``; the agent may
 be "a|b" where either is right for a person and the shipped router decides. The conversations run with the offline

@@ -1,4 +1,4 @@
-"""Follow-ups stay with the agent that asked (issue 12 §1): a table of multi-turn conversations with the offline model
+"""Follow-ups stay with the agent that asked: a table of multi-turn conversations with the offline model
 and the shipped default router, each asserting the answering agent of every turn, plus the entry rule's own cases.
 
 Each row: an id, then ``(customer message, agent expected to answer)`` per turn. Kinds covered: identifiers, yes/no,
@@ -34,7 +34,7 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     ("refund-yes-stop", [("I want a refund for tx_1008", "refunds"), ("yes", "refunds"), ("stop", "refunds")]),
     ("refund-then-card", [("where is my refund?", "refunds"), ("my card was stolen", "cards")]),
     # billing
-    # billing asks "Shall I ask our refunds team to refund the duplicate, tx_1008?": a yes opens it (issue 13 review)
+    # billing asks "Shall I ask our refunds team to refund the duplicate, tx_1008?": a yes opens it
     ("billing-yes", [(TWICE, "billing"), ("yes go ahead", "refunds")]),
     ("billing-which-duplicate", [(UNKNOWN_CHARGE, "billing"), ("and which one was the duplicate?", "billing")]),
     ("billing-choice-merchant", [(UNKNOWN_CHARGE, "billing"), ("the Uber one", "billing")]),
@@ -82,12 +82,12 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     # clarify: a new question each round, fallback after two answers without progress
     ("clarify-then-card", [("hello", "clarify"), ("I lost my card", "cards")]),
     ("clarify-then-stolen", [("blah", "clarify"), ("my card was stolen", "cards")]),
-    # a greeting's answer is not a clarifying round (issue 13 review): two clarifying questions, then fallback
+    # a greeting's answer is not a clarifying round: two clarifying questions, then fallback
     ("clarify-rounds-fallback", [("hello", "clarify"), ("hmm", "clarify"), ("dunno", "clarify"), ("no idea", "fallback")]),
     ("social-never-fallback", [("hi", "clarify"), ("thanks!", "clarify"), ("bye", "clarify")]),
     ("social-after-questions", [("hmm", "clarify"), ("dunno", "clarify"), ("thanks, bye", "clarify")]),
     ("cards-thanks-bye", [("I lost my card", "cards"), ("thanks", "cards"), ("thank you", "cards"), ("bye", "cards")]),
-    # helper review (qa1 §7, §10, §15; transcripts of issue 13)
+    # helper review
     ("balance-asked-again", [("what's my balance", "account"), ("what's my balance", "account"),
                              ("what's my balance", "account")]),
     ("account-bot-bye", [("what's my balance?", "account"), ("are you a bot?", "account"), ("bye", "account")]),
@@ -99,11 +99,11 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     ("transfers-why-pending-cancel", [("I sent money to Mary, has it arrived?", "transfers"), ("tr_3002", "transfers"),
                                       ("why is it still pending?", "transfers"), ("can I cancel it?", "transfers")]),
     ("billing-merchant-named", [("I think I was charged twice at Tesco", "billing")]),
-    # "top-up" is not the ordinal "top", "ok and …" is not a yes (qa1 §8): fee questions leave refunds
+    # "top-up" is not the ordinal "top", "ok and …" is not a yes: fee questions leave refunds
     ("refunds-then-fee-questions", [("Refund £2,000 for tx_1006", "refunds"), ("what is the fee for a top-up?", "billing"),
                                     ("ok and for ATM withdrawals?", "billing")]),
     ("cards-unfreeze-it", [("I lost my card", "cards"), ("I found it again, please unfreeze it", "cards")]),
-    # "and for X?" after a policy answer asks policy's question again about X: it stays with policy (review of main)
+    # "and for X?" after a policy answer asks policy's question again about X: it stays with policy
     ("policy-and-atm-fee", [("what are the fees for international transfers?", "policy"),
                             ("and for ATM withdrawals?", "policy")]),
 ]
@@ -265,7 +265,7 @@ def test_a_no_or_a_long_sentence_is_not_a_plain_yes():
 
 
 def test_a_stray_yes_after_a_cancelled_refund_opens_nothing(desk, store):
-    # QA1 section 2: "cancel my refund" -> "yes" (cancelled) -> a second "yes" opened a new refund request
+    # "cancel my refund" -> "yes" (cancelled) -> a second "yes" opens no new refund request
     conv = Conversation("stray-yes", desk=desk)
     paused = conv.send("I want a refund for tx_1001 please")
     assert paused.status == "awaiting_approval"
@@ -304,23 +304,22 @@ def test_a_plain_yes_plans_a_refund_only_for_the_refund_offer():
 
 
 def test_asking_for_a_person_reaches_the_team(desk):
-    """Fresh-user review 2 (after the are-you-a-bot change): "speak to a human please" got the bot's self-description
-    and never reached a person; it goes to fallback, which hands the thread to the team."""
+    """"speak to a human please" gets no self-description of the bot: it goes to fallback, which hands the thread to the team."""
     from policies.replies import asks_for_person
 
     r = Conversation("person", desk=desk).send("speak to a human please")
     assert r.agent == "fallback" and "member of our team" in r.text
-    # asked for, not a failure (review of main): no apology for an error, no "Reason:", says how it goes on
+    # asked for, not a failure: no apology for an error, no "Reason:", says how it goes on
     assert "couldn't complete" not in r.text and "Reason" not in r.text and "take over" in r.text
     assert asks_for_person("I want to talk to a real person") and asks_for_person("human agent now")
     assert not asks_for_person("how do I transfer money to a person") and not asks_for_person("talk to you later")
-    # fresh-user review of main: these were refused as out of scope or taken for small talk
+    # neither out of scope nor small talk
     for ask in ("I want to speak to someone", "connect me to customer service", "can I get a human?"):
         assert asks_for_person(ask), ask
     assert not asks_for_person("can someone help me with my card") and not asks_for_person("talk to me about fees")
 
 
-# ---------------------------------------------------------------- review of main: what each answer says
+# ---------------------------------------------------------------- what each answer says
 #: Each row: an id, then per turn ``(customer message, answering agent, must contain, must not contain)``. The agent
 #: may be "a|b" where either is right for a person and the shipped router decides (a fee question on a thread transfers
 #: holds is answered by transfers from the policy knowledge, or re-triaged to policy).
@@ -493,7 +492,7 @@ def test_and_for_x_news_and_why_are_follow_ups():
     assert c("fallback", "cards", 0.9, False, reply="request").target == "triage"
 
 
-#: Fresh-user review of main: money moved when the customer did not ask for it. Each case: the turns, then the
+#: No money moves unless the customer asks for it. Each case: the turns, then the
 #: transactions that must have no refund afterwards.
 NO_REFUND_CASES = [
     ("negated-refund", ["I don't want a refund for tx_1008"], ("tx_1008",)),

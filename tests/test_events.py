@@ -281,7 +281,7 @@ def test_a_failing_node_records_agent_error_and_run_failed():
     assert "kaput" in log.events("f")[-1].reason
 
 
-# ---------------------------------------------------------------- the approval flow (issue 4) end to end
+# ---------------------------------------------------------------- the approval flow end to end
 APPROVAL_PAUSE = [
     ("run_started", None, None, None, None),
     ("entry_decided", "entry", None, "triage", None),

@@ -1,4 +1,4 @@
-"""Issue 11, section 3: references resolve exactly inside the caller's scope; amounts are read with babel and the
+"""References resolve exactly inside the caller's scope; amounts are read with babel and the
 verified value wins; several side effects in one model message never leave a record without an owner; facts a model
 writes into a handoff are labelled model-written."""
 

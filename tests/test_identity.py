@@ -1,4 +1,4 @@
-"""Identity and authority enforced by the compiled graph itself (issue 11 parts 1 and 2): a thread belongs to its
+"""Identity and authority enforced by the compiled graph itself: a thread belongs to its
 customer, a resume needs a caller who may resume, a decision needs a registered approver who is not the refund's
 customer, the higher risk tier needs two different approvers; through ``graph.invoke`` and ``Conversation``."""
 
@@ -413,7 +413,7 @@ def test_overdue_approval_expires_with_the_customer_told_nothing_paid(isolated_h
     assert store.refund_eligibility("c_ada", store.load_refund(r.pending.refund_id).transaction_id)[0]
 
 
-# -- the run context names one principal (QA1 section 15) -----------------------------------------------------------
+# -- the run context names one principal -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kwargs, why", [

@@ -1,4 +1,4 @@
-"""The per-intent table (issue 13, section 1): every request kind the desk serves gets its own behaviour.
+"""The per-intent table: every request kind the desk serves gets its own behaviour.
 
 One project-written request per intent: the 77 BANKING77 intents (``../shared/data/banking77/agent_map.json``) and
 the 20 desk intents of CLINC150 (``../shared/data/clinc150/desk_map.json``), 97 rows. Each row runs the owning
@@ -241,7 +241,7 @@ def test_the_issue_examples_get_their_own_answer(make_desk) -> None:
         conv = Conversation(f"ex-{i}", desk=desk)
         r = conv.send(text)
         assert r.agent == agent, (text, r.agent, r.text)
-        if key == "terminate_account":  # asked first (fresh-user review of main, §3.3); the yes files the request
+        if key == "terminate_account":  # asked first; the yes files the request
             assert CLOSE_ACCOUNT_ASKED in r.text and "reference sr_" not in r.text, r.text
             r = conv.send("yes")
             assert r.agent == agent, (text, r.agent, r.text)
@@ -313,8 +313,8 @@ def test_fallback_text_keeps_exceptions_and_internal_ids_out() -> None:
 
 
 def test_fallback_text_says_the_topic_asked_in_words() -> None:
-    """A policy topic reads as what the customer asked, with no reading time ("question about: countries (as of …)"
-    was the fresh-user transcript's wording)."""
+    """A policy topic reads as what the customer asked, with no reading time (never "question about: countries
+    (as of …)")."""
     from nodes.fallback import PERSON_REASON, fallback_text
 
     text = fallback_text({"reason": PERSON_REASON, "known_facts": [

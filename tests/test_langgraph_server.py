@@ -195,8 +195,8 @@ def test_another_customer_cannot_read_run_or_resume(server):
 
 
 def test_state_writes_copies_and_bad_input_are_refused(server):
-    # QA1 sections 1 and 4 on the LangGraph API: as_node updates and thread copies write state outside a run; the
-    # input rules of the CLI (length, control characters, empty) apply here too
+    # on the LangGraph API: as_node updates and thread copies (state writes outside a run) are refused; the input
+    # rules of the CLI (length, control characters, empty) apply here too
     bob = server.client("c_bob")
     tid = bob.threads.create()["thread_id"]
     bob.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "where is my card?"}]})

@@ -1,4 +1,4 @@
-"""What the model writes never leaks, never vanishes (issue 12 §3), over real HTTP with the OpenAI-compatible stub.
+"""What the model writes never leaks, never vanishes, over real HTTP with the OpenAI-compatible stub.
 
 Tool calls written as text (function-call syntax, a JSON object naming a tool, ``<tool_call>`` tags) are never shown
 to the customer: one known tool with JSON-object arguments becomes a real call (through the same policy checks);
@@ -161,6 +161,6 @@ def test_routing_failure_names_the_setting(stub, env_graph):
     srv = stub(ByAgent(triage=[HTTPError(400)]))
     desk = env_graph(srv.base_url, SWITCHBOARD_ROUTING="structured")
     r = Conversation("t", desk=desk).send("is my card ok?")
-    # the operator's error line names the setting; the customer's text stays free of internals (issue 13)
+    # the operator's error line names the setting; the customer's text stays free of internals
     assert r.status == "fallback" and r.model_error is not None and "SWITCHBOARD_ROUTING" in r.model_error.message
     assert "SWITCHBOARD_ROUTING" not in r.text

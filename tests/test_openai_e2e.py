@@ -1,4 +1,4 @@
-"""The OpenAI-compatible model path end to end, over real HTTP (issue 6).
+"""The OpenAI-compatible model path end to end, over real HTTP.
 
 ``ChatOpenAI`` -> ``openai`` client -> HTTP -> :class:`nodes.testing.openai_stub.ScriptedOpenAIServer` on 127.0.0.1 (a free
 port; never the internet). The stub answers by the agent named on the first line of the system prompt

@@ -1,4 +1,4 @@
-"""The CLI acts as an operator (issue 11 part 2 and the operator commands of part 5): --as / SWITCHBOARD_OPERATOR,
+"""The CLI acts as an operator: --as / SWITCHBOARD_OPERATOR,
 refusals that are one line, exit 2 and recorded; tenant scoping; redaction with --reveal; operators, tokens, stuck
 tasks, overdue approvals."""
 
@@ -67,7 +67,7 @@ def test_chat_on_another_customers_thread_is_refused_and_recorded(home):
     before = g.get_state({"configurable": {"thread_id": "p"}}).config["configurable"]["checkpoint_id"]
     r = _cli(home, "chat", "cancel my refund", "--thread", "p", "--user", "c_bob")
     assert r.returncode == 2 and r.stderr.strip() == "error: thread p is not one of your threads", r.stderr
-    assert r.stdout == ""  # QA1 section 13: no "thread p" header for a refused turn
+    assert r.stdout == ""  # no "thread p" header for a refused turn
     assert g.get_state({"configurable": {"thread_id": "p"}}).config["configurable"]["checkpoint_id"] == before
     [ev] = open_event_log(home / "switchboard.db").events("p", kinds=["access_denied"])
     assert ev.detail["principal"] == "customer:c_bob" and ev.detail["action"] == "turn"
@@ -138,7 +138,7 @@ def test_a_customer_cannot_tell_another_customers_thread_from_an_unknown_one(hom
 
 
 def test_draw_thread_needs_an_operator_of_the_tenant_and_confirms_no_thread_id(home, monkeypatch):
-    # QA1 section 9: draw --thread showed any thread's path with no operator and answered "unknown thread" otherwise
+    # draw --thread needs an operator of the thread's tenant, and its refusal does not tell whether the thread exists
     _other_tenant(home)
     monkeypatch.delenv("SWITCHBOARD_OPERATOR", raising=False)
     nobody = invoke_cli("draw", "--format", "ascii", "--thread", "p")
@@ -349,8 +349,8 @@ def test_tasks_and_operators_list_print_json_with_stable_keys(home):
 
 
 def test_operator_tables_are_not_cut_when_piped(home, monkeypatch):
-    """QA1 section 10: ``operators list`` and ``tasks`` cut dates ("2026-11-30T23…") at 80 columns when piped; piped,
-    a table is as wide as its cells need (``graph.cli_output.print_table``), even with COLUMNS=40."""
+    """``operators list`` and ``tasks`` do not cut dates ("2026-11-30T23…") at 80 columns when piped: piped, a table is
+    as wide as its cells need (``graph.cli_output.print_table``), even with COLUMNS=40."""
     from rich.console import Console
 
     from graph import operator_cli

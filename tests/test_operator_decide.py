@@ -1,5 +1,5 @@
-"""An operator can decide a refund no conversation waits on (fresh-user review of main: the demo bank's ``rf_5001`` has
-no approval task, so ``switchboard tasks`` showed it stuck and the only action was ``tasks close``).
+"""An operator can decide a refund no conversation waits on (the demo bank's ``rf_5001`` has no approval task, and
+``switchboard tasks`` offers more than ``tasks close`` for it).
 
 ``tasks approve/reject ID`` keep the money path's guarantees: the house rules' approval tier, the approver checks of a
 resume, one decision per task, one payment per task (idempotency key).
@@ -87,7 +87,7 @@ def test_an_approval_cut_short_before_the_payment_is_paid_once_on_a_repeat(home)
     assert invoke_cli("tasks", "approve", "rf_5001", "--as", "ben").exit_code != 0 and len(_paid(store, "rf_5001")) == 1
 
 
-# -- a refund a conversation holds (fresh-user review of main, §3.1 and §3.5) -----------------------------------------
+# -- a refund a conversation holds -----------------------------------------------------------------------------------
 
 
 def _paused(store):

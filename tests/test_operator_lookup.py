@@ -1,5 +1,5 @@
 """The read commands check the acting operator with ``sqlite3`` alone when the business store is a SQLite file at the
-current schema (checkpoints.business.operator_lookup, issue 14 start-up): the same record as the store's, the same
+current schema (checkpoints.business.operator_lookup, for start-up time): the same record as the store's, the same
 verdict (policies.authz.authorize_operator), no SQLAlchemy import; refusals still go through the store and are
 recorded."""
 

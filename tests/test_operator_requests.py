@@ -1,6 +1,5 @@
-"""Requests to our team (close, freeze or unfreeze an account: ``sr_…``) from the fresh-user review of main, §3.3:
-closing was filed at once, a wish to cancel it left it open, "unfreeze my account" was taken for the freeze, and no
-operator command showed the requests.
+"""Requests to our team (close, freeze or unfreeze an account: ``sr_…``): closing is asked first, a wish to cancel
+it withdraws it, "unfreeze my account" is an unfreeze request, and operator commands list and close the requests.
 """
 
 from __future__ import annotations

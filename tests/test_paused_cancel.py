@@ -1,4 +1,4 @@
-"""qa2 §1: a refund paused for approval is cancelled only by a wish that names nothing else and a plain yes to the
+"""A refund paused for approval is cancelled only by a wish that names nothing else and a plain yes to the
 desk's question about it; a message naming another record (a transfer, another refund, another transaction) is
 answered read-only and never cancels or confirms; every answer names the paused refund's own transaction."""
 
@@ -91,7 +91,7 @@ def test_paused_reply_with_another_record():
 
 
 def test_a_wish_to_cancel_a_subscription_while_paused_never_cancels_the_refund(isolated_home):
-    """Fresh-user review: a cancel wish about something else (a subscription) led to "Shall I cancel refund …?"."""
+    """A cancel wish about something else (a subscription) never asks "Shall I cancel refund …?"."""
     g, store, conv = paused_conversation(isolated_home)
     rid = conv.pending()["refund_id"]
     with pytest.raises(InputError):  # no read-only question and no wish about the refund: refused, nothing asked

@@ -1,4 +1,4 @@
-"""While a refund waits for approval (fresh-user review of main, §4): a question for another specialist whose tools
+"""While a refund waits for approval: a question for another specialist whose tools
 only read is answered (the balance, the cards, a policy), a request for a person reaches the team, and only what would
 change something is refused; the refund's own status and cancellation keep their answers, and the pause is untouched.
 """
@@ -74,7 +74,7 @@ def test_a_message_that_speaks_of_cancelling_is_about_the_refund(text, expected)
 
 
 def test_a_loss_report_with_another_question_while_paused_answers_both(isolated_home):
-    """Fresh-user review: the card was frozen and the fee question dropped while a refund waited."""
+    """While a refund waits, a loss report with a fee question freezes the card and answers the fee too."""
     g, store, conv = paused_conversation(isolated_home)
     r = conv.send("I lost my card yesterday, and what is the fee for international transfers?")
     assert "frozen" in r.text and "4242" in r.text and "£0.50" in r.text, r.text

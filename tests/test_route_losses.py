@@ -1,4 +1,4 @@
-"""The routing rules behind issue 12 §2's "end to end reaches the router's own accuracy" (bench/route_losses.py):
+"""The routing rules that let the desk end to end reach the router's own accuracy (bench/route_losses.py):
 a sentence-only compound split needs confident segments, a safety report is handed on whole after the freeze, sure
 small talk is not overruled by the handbook's patterns, and "refunded" asks for no refund. A small scripted router
 (per-text scores) stands in for the fitted one, so each rule is exercised at both sides of its threshold."""

@@ -1,4 +1,4 @@
-"""``switchboard route`` with a label map that has a ``no_specialist`` group (issue 12 §2): out-of-scope recall,
+"""``switchboard route`` with a label map that has a ``no_specialist`` group: out-of-scope recall,
 conversational no-specialist, desk agent accuracy and the share of in-scope queries wrongly refused."""
 
 from __future__ import annotations

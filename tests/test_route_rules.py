@@ -1,4 +1,4 @@
-"""Routing rules found with ``bench/route_losses.py --list`` on held-out BANKING77 train rows (issue 12 §2): where the
+"""Routing rules found with ``bench/route_losses.py --list`` on held-out BANKING77 train rows: where the
 graph answered differently from the router alone and the graph was wrong for the customer. A scripted router
 (``nodes.testing.scripted.TableRouter``: per-text scores) stands in for the fitted one, so each row exercises the
 rule, not a router's reading of the words; the texts are the project's own."""

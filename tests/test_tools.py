@@ -211,7 +211,7 @@ def test_facts_from_tool_results(store: BusinessStore) -> None:
     assert facts_from_tool_result("explain_transaction", {"ok": False, "error": "x"}) == {}
     cards = run_tool("card_status", {}, store, ADA)
     virtual = next(c["id"] for c in cards["cards"] if c["kind"] == "virtual")
-    # the default card (active physical) and the one usable card of each kind (a loss report naming a kind: qa2 §2)
+    # the default card (active physical) and the one usable card of each kind (for a loss report naming a kind)
     assert facts_from_tool_result("card_status", cards) == {"card_id": "card_ada_phys", "card_id_physical": "card_ada_phys",
                                                             "card_id_virtual": virtual}
 

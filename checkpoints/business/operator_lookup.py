@@ -1,5 +1,5 @@
 """A read-only look-up of one operator in a SQLite business database with ``sqlite3`` alone, so that the CLI's read
-commands (``threads``, ``pending``, ``history``…) check who is acting without importing SQLAlchemy (issue 14,
+commands (``threads``, ``pending``, ``history``…) check who is acting without importing SQLAlchemy (a faster
 start-up).
 
 It returns the same :class:`~checkpoints.business.records.Operator` record as
