@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from graph.errors import ConfigError  # noqa: E402
-from nodes.offline_model import OfflineChatModel  # noqa: E402
-from policies.compound import COMPOUND_THRESHOLD, UNMARKED_THRESHOLD, WHOLE_SURE  # noqa: E402
+from graph.errors import ConfigError
+from nodes.offline_model import OfflineChatModel
+from policies.compound import COMPOUND_THRESHOLD, UNMARKED_THRESHOLD, WHOLE_SURE
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "banking77"
 

@@ -1,4 +1,4 @@
-"""Model-input size of one agent over a long thread, with and without the input budget (issue 12 §4).
+"""Model-input size of one agent over a long thread, with and without the input budget.
 
 A 200-turn thread in which refunds keeps the conversation (a scripted model: triage hands over once, refunds answers
 every turn with a different text); prints items, characters and estimated tokens (``policies.history.estimate_tokens``)

@@ -1,4 +1,4 @@
-"""Crash test of the approval flow (issue 4): SIGKILL at random points, then recover every thread.
+"""Crash test of the approval flow: SIGKILL at random points, then recover every thread.
 
 Each run is a child process with its own checkpoint and business databases. The child builds the graph,
 prints READY, then sends a refund request above the auto-approval limit (the run pauses for approval) and

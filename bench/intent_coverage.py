@@ -1,4 +1,4 @@
-"""How many of the desk's 97 request kinds get their own answer end to end (issue 13, section 1).
+"""How many of the desk's 97 request kinds get their own answer end to end.
 
 Each request of ``tests/test_intents.py`` (one per BANKING77 intent and CLINC150 desk intent, our own sentences) runs
 on a new thread through the compiled graph with the offline model and the shipped router. A request counts as served

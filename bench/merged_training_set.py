@@ -1,5 +1,4 @@
-"""Write BANKING77 train + CLINC150 train as one labelled CSV and one label map, for ``switchboard train-router``
-(issue 12 §2: "after train-router on BANKING77 train + CLINC150 train").
+"""Write BANKING77 train + CLINC150 train as one labelled CSV and one label map, for ``switchboard train-router``.
 
 Usage: ``python bench/merged_training_set.py OUT_DIR [--data ../shared/data]`` writes ``OUT_DIR/train.csv``
 (``text,category``: the two training files one after the other, 10,003 + 15,100 rows) and ``OUT_DIR/labels.json``

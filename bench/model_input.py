@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import load_average, refund_status_swarm, swarm_available, write_json  # noqa: E402
+from common import load_average, refund_status_swarm, swarm_available, write_json
 
 MARKS = (10, 50, 100)
 MODES = ("default", "full", "last_k", "packet_only", "no_tool_calls")

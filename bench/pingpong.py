@@ -1,4 +1,4 @@
-"""Ping-pong benchmark (issue 3): model calls until termination, switchboard vs a langgraph-swarm graph.
+"""Ping-pong benchmark: model calls until termination, switchboard vs a langgraph-swarm graph.
 
 The same scripted model drives both: triage (switchboard only) routes to billing, then billing and refunds
 hand the conversation to each other forever. switchboard stops it by fingerprint/bounce-back detection and

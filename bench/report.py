@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scoreboard import COLUMNS, rows  # noqa: E402
+from scoreboard import COLUMNS, rows
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -62,7 +62,7 @@ def render(path: Path) -> str:
         out.append(f"`{entry.get('command', '?')}`: {entry.get('seconds', '?')} s, exit {entry.get('exit', '?')}, load "
                    f"{_load(entry.get('load_before'))} before, {_load(entry.get('load_after'))} after.")
         out.append("")
-        body = [r for r in rows({name: entry})[1:]]  # [0] is the section header row of the console table
+        body = list(rows({name: entry})[1:])  # [0] is the section header row of the console table
         if not body:
             out += ["(no figures)", ""]
             continue

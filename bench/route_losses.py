@@ -1,4 +1,4 @@
-"""Where does ``switchboard route`` lose (or gain) accuracy against the bare router? (issue 12 §2)
+"""Where does ``switchboard route`` lose (or gain) accuracy against the bare router?
 
 Every query of a labelled CSV runs twice: through the bare router (``IntentRouter.route``: its agent, ``other`` =
 no specialist) and through the compiled graph exactly as ``switchboard route`` runs it (offline model, a fresh thread

@@ -1,4 +1,4 @@
-"""The embedding head's gain on held-out queries (``nodes.router_fit``, issue 12 §2).
+"""The embedding head's gain on held-out queries (``nodes.router_fit``).
 
 Usage::
 

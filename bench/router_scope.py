@@ -1,4 +1,4 @@
-"""The router's "no specialist" decision on CLINC150 (desk_map.json) and its refusals on BANKING77 (issue 12 §2).
+"""The router's "no specialist" decision on CLINC150 (desk_map.json) and its refusals on BANKING77.
 
 Prints one JSON object: ``clinc150`` (test.csv: desk accuracy, desk refused, out-of-scope recall, conversational
 no-specialist) and ``banking77`` (test.csv: agent accuracy, share refused as out of scope). Routes with the router

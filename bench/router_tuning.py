@@ -1,4 +1,4 @@
-"""Tuning the shipped router without its test sets (issue 12 §2): fit on our examples + BANKING77 train minus a
+"""Tuning the shipped router without its test sets: fit on our examples + BANKING77 train minus a
 held-out 20% + CLINC150 train, measure on that held-out 20% and on CLINC150 val.csv.
 
 Held out: ``nodes.router_training.split_held_out`` over BANKING77 train's intents (20% per intent, seed 13). For each

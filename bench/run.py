@@ -21,12 +21,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scoreboard import COLUMNS, rows  # noqa: E402
+from scoreboard import COLUMNS, rows
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -43,12 +43,12 @@ SCOREBOARD = {
 }
 #: Other benchmarks of the project: run by name, they print their own figures.
 OTHERS = {
-    "supervisor": ["bench/supervisor_parallel.py"],         # issue 5: 3 experts x 100 ms, parallel vs sequential
-    "compound": ["bench/compound_detection.py"],            # issue 5: compound detection on BANKING77 pairs
-    "events": ["bench/events_overhead.py"],                 # issue 7: event-log overhead per BANKING77 query
-    "crash": ["bench/crash_approval.py", "--runs", "50"],   # issue 4: SIGKILL at random points, then recover
-    "store": ["bench/store_calls.py"],                      # issue 15: business store per-call cost (SQLite)
-    "serve": ["bench/serve_load.py"],                       # issue 15: served desk, 1 vs 2 instances, SIGKILL
+    "supervisor": ["bench/supervisor_parallel.py"],         # 3 experts x 100 ms, parallel vs sequential
+    "compound": ["bench/compound_detection.py"],            # compound detection on BANKING77 pairs
+    "events": ["bench/events_overhead.py"],                 # event-log overhead per BANKING77 query
+    "crash": ["bench/crash_approval.py", "--runs", "50"],   # SIGKILL at random points, then recover
+    "store": ["bench/store_calls.py"],                      # business store per-call cost (SQLite)
+    "serve": ["bench/serve_load.py"],                       # served desk, 1 vs 2 instances, SIGKILL
 }
 
 
@@ -104,7 +104,7 @@ def main(names: list[str]) -> int:
         print(f"error: unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join([*SCOREBOARD, *OTHERS])}",
               file=sys.stderr)
         return 2
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     board = [n for n in (names or list(SCOREBOARD)) if n in SCOREBOARD]
     rc = run_scoreboard(board, stamp) if board else 0
     for name in [n for n in names if n in OTHERS]:

@@ -50,7 +50,7 @@ import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +105,7 @@ def _port_free(port: int) -> bool:
 
 def _healthy(url: str) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - loopback
+        with urllib.request.urlopen(url, timeout=2) as resp:  # loopback
             return resp.status == 200
     except OSError:
         return False
@@ -114,7 +114,7 @@ def _healthy(url: str) -> bool:
 def seed_customers(store: Any, n: int) -> list[str]:
     """``n`` verified customers ``c_lt<i>`` of tenant t_demo, each with a £23.80 payment ``tx_lt<i>a`` (20 days ago)
     and a coffee charged twice (``tx_lt<i>b``/``c``, two days ago)."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     rows: dict[str, list[dict]] = {"customers": [], "cards": [], "transactions": []}
     ids = [f"c_lt{i}" for i in range(n)]
     for i, cid in enumerate(ids):
@@ -390,7 +390,7 @@ def _running(state: dict) -> bool:
         when = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
     except ValueError:
         return False
-    return (datetime.now(timezone.utc) - when).total_seconds() < 2
+    return (datetime.now(UTC) - when).total_seconds() < 2
 
 
 def run_mode(mode: str, args: argparse.Namespace) -> dict:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, load_average, write_json  # noqa: E402
+from common import REPO, load_average, write_json
 
 BARE = '''
 import sqlite3, sys
@@ -86,7 +86,7 @@ def main() -> int:
         "bare LangGraph": [sys.executable, str(home / "bare.py"), str(home / "bare.db")],
     }
     walls: dict[str, list[float]] = {k: [] for k in cmds}
-    rss: dict[str, int] = {k: 0 for k in cmds}
+    rss: dict[str, int] = dict.fromkeys(cmds, 0)
     for i in range(args.runs + 1):  # the first round warms the file cache and is not counted
         for name, cmd in cmds.items():
             extra = [f"t{i}"] if name == "bare LangGraph" else []

@@ -24,7 +24,7 @@ from typing import Annotated
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import load_average, refund_status_supervisor, refund_status_swarm, supervisor_available, swarm_available, write_json  # noqa: E402
+from common import load_average, refund_status_supervisor, refund_status_swarm, supervisor_available, swarm_available, write_json
 
 MARKS = (10, 50, 100)
 

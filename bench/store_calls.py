@@ -17,11 +17,11 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -45,7 +45,7 @@ def _timed(fn: Callable[[int], Any], calls: int) -> dict[str, float]:
 
 
 def _measure(target: str, calls: int) -> dict[str, Any]:
-    now = datetime(2025, 3, 14, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2025, 3, 14, 12, 0, tzinfo=UTC)
     store = open_store(target, now=lambda: now)
     n = calls + 2 * WARMUP
     rows = [{"id": f"tx_b{i}", "customer_id": "c_ada", "card_id": "card_ada_phys", "merchant": f"Shop {i}",

@@ -24,11 +24,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from checkpoints.business import open_store  # noqa: E402
-from graph import RunContext, build_graph  # noqa: E402
-from graph.settings import Settings  # noqa: E402
-from nodes.expert import EXPERT_NOTE  # noqa: E402
-from nodes.testing.scripted import ScriptedChatModel, tool_call  # noqa: E402
+from checkpoints.business import open_store
+from graph import RunContext, build_graph
+from graph.settings import Settings
+from nodes.expert import EXPERT_NOTE
+from nodes.testing.scripted import ScriptedChatModel, tool_call
 
 EXPERTS = ("billing", "refunds", "cards")
 

@@ -22,18 +22,13 @@ from checkpoints.business.faults import storage_cause
 from graph.errors import ConfigError, InfrastructureError
 from graph.settings import check_database_target
 
-__all__ = ["open_checkpointer", "sqlite_connection", "opened_files", "storage_error_line", "SETUP_LOCK"]
+__all__ = ["open_checkpointer", "sqlite_connection", "storage_error_line", "SETUP_LOCK"]
 
 #: Advisory lock key held while LangGraph's checkpoint tables are created or migrated (``PostgresSaver.setup``).
 SETUP_LOCK = 0x73626370  # "sbcp"
 
 #: The SQLite checkpoint files this process opened, in order (named by the CLI when a saver fails mid-run).
 _OPENED: list[Path] = []
-
-
-def opened_files() -> tuple[Path, ...]:
-    """The SQLite checkpoint files opened by :func:`sqlite_connection` in this process, oldest first."""
-    return tuple(_OPENED)
 
 
 def storage_error_line(exc: BaseException) -> str | None:

@@ -131,7 +131,7 @@ class TombstonePostgresSaver(PostgresSaver):
             cur.execute(f"SELECT pg_advisory_xact_lock({_KEY.format('%s')})", (tid,))
             cur.execute(f"INSERT INTO {TOMBSTONES} (thread_id) VALUES (%s) ON CONFLICT DO NOTHING", (tid,))
             for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
-                cur.execute(f"DELETE FROM {table} WHERE thread_id = %s", (tid,))  # noqa: S608 - fixed table names
+                cur.execute(f"DELETE FROM {table} WHERE thread_id = %s", (tid,))  # fixed table names
 
     def is_deleted(self, thread_id: str) -> bool:
         """Was ``thread_id`` deleted?"""

@@ -1,6 +1,6 @@
 """A read-only look at a SQLite checkpoint file for the CLI's listing commands (``switchboard threads``, ``pending``):
 the plain channels of each thread's latest checkpoint and its pending interrupt, read with ``sqlite3`` and ``ormsgpack``
-alone, so these commands start without importing LangGraph, LangChain or pydantic (issue 14, start-up).
+alone, so these commands start without importing LangGraph, LangChain or pydantic.
 
 It reads the tables LangGraph's ``SqliteSaver`` writes (``checkpoints``: one ``msgpack`` blob per checkpoint;
 ``writes``: one blob per pending write). Objects that LangGraph stored as msgpack extensions (messages, interrupts,
@@ -19,6 +19,8 @@ from typing import Any
 
 import ormsgpack
 
+from graph.errors import InfrastructureError
+
 __all__ = ["SqliteCheckpointReader", "Unreadable", "StoredMessage", "TRANSCRIPT_CHANNELS"]
 
 #: The ``DeltaChannel`` keys of ``graph.state.SupportState`` that ``history`` reads, and how their writes fold: the
@@ -33,8 +35,9 @@ _REMOVE_ALL = "__remove_all__"
 _CONSTRUCTOR_CODES = frozenset(range(6))
 
 
-class Unreadable(Exception):
-    """The file is not in the layout this reader knows (the caller uses the saver's API instead)."""
+class Unreadable(InfrastructureError):
+    """The file is not in the layout this reader knows (the caller uses the saver's API instead). An
+    :class:`~graph.errors.InfrastructureError`."""
 
 
 def _constructor(code: int, data: bytes, hook: Any) -> tuple[Any, str | None]:
@@ -168,7 +171,7 @@ class SqliteCheckpointReader:
         order = {c: i for i, c in enumerate(reversed(chain))}
         cols = {r[1] for r in self._query("PRAGMA table_info(writes)", ())}
         path = "task_path" if "task_path" in cols else "''"
-        writes = self._query(f"SELECT checkpoint_id, channel, task_id, idx, type, value, {path} FROM writes WHERE "  # noqa: S608
+        writes = self._query(f"SELECT checkpoint_id, channel, task_id, idx, type, value, {path} FROM writes WHERE "
                              f"thread_id = ? AND checkpoint_ns = '' AND channel IN ({', '.join('?' * len(need))})",
                              (thread_id, *need))
         writes = sorted((w for w in writes if w[0] in order), key=lambda w: (order[w[0]], w[6] or "", w[2], w[3]))

@@ -80,7 +80,7 @@ class ApprovalDecision(BaseModel):
             raise InputError(f"the note is {len(v)} characters; the limit is {MAX_NOTE_CHARS}")
         return v
 
-    def with_id(self) -> "ApprovalDecision":
+    def with_id(self) -> ApprovalDecision:
         """This decision with a fresh random ``decision_id`` when it has none (``dc_<12 hex>``)."""
         return self if self.decision_id else self.model_copy(update={"decision_id": f"dc_{uuid.uuid4().hex[:12]}"})
 

@@ -208,7 +208,7 @@ def _control_refusal(kwargs: Mapping[str, Any]) -> str:
     checkpoint, ``config.configurable``) are refused, or ""."""
     command = kwargs.get("command")
     if command is not None:
-        if not isinstance(command, Mapping) or set(k for k, v in command.items() if v is not None) - {"resume"}:
+        if not isinstance(command, Mapping) or {k for k, v in command.items() if v is not None} - {"resume"}:
             return "a run may carry only a resume command (no goto, no update)"
         if command.get("resume") is None:  # Command() would reach the graph as an empty command
             return "a resume command must carry a decision"

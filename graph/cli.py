@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -60,8 +60,8 @@ err = Console(stderr=True)
 
 def error_line(message: object) -> None:
     """Print ``error: <message>`` as one line on stderr: the one printer of every error line of the CLI. The text is
-    printed as it is (no Rich markup: an install hint like ``pip install -e '.[serve]'`` keeps its ``[serve]``, QA1
-    section 11), not wrapped and not highlighted."""
+    printed as it is (no Rich markup: an install hint like ``pip install -e '.[serve]'`` keeps its ``[serve]``), not
+    wrapped and not highlighted."""
     err.print(f"error: {message}", highlight=False, markup=False, soft_wrap=True)
 RevealOpt = typer.Option(False, "--reveal", help="Show card numbers, e-mail addresses and phone numbers in full "
                          "(recorded in the audit trail). Default: hidden (card numbers keep their last 4 digits).")
@@ -190,15 +190,15 @@ def _thread_header(thread_id: str, as_json: bool) -> Callable[[], None]:
 
 @app.command()
 def chat(
-    message: Optional[str] = typer.Argument(None, help="The user's message. Omit for an interactive session."),
+    message: str | None = typer.Argument(None, help="The user's message. Omit for an interactive session."),
     thread: str = typer.Option(None, "--thread", "-t", help="Thread id (one conversation). Default: a new thread."),
-    db: Optional[str] = DbOpt,
-    model: Optional[str] = ModelOpt,
+    db: str | None = DbOpt,
+    model: str | None = ModelOpt,
     user: str = typer.Option("c_ada", "--user", help="Customer id of the run context (identity is never taken from the model)."),
     tenant: str = typer.Option("t_demo", "--tenant", help="Tenant id of the run context."),
     stream: bool = typer.Option(False, "--stream", "-s", help="Show which agent is working and each handoff as it happens."),
-    timeout: Optional[float] = TimeoutOpt,
-    retries: Optional[int] = RetriesOpt,
+    timeout: float | None = TimeoutOpt,
+    retries: int | None = RetriesOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Send one message on a thread (or chat interactively) and print the answer and the handoff path.
@@ -241,7 +241,7 @@ def chat(
         raise typer.Exit(code)
 
 
-class Interrupted(Exception):
+class Interrupted(SwitchboardError):
     """Ctrl-C (SIGINT) cut a command short: ``main`` prints ``str(self)`` as one line on stderr and exits 130."""
 
 
@@ -342,10 +342,10 @@ def _chat_session(conv) -> int:
 @app.command()
 def draw(
     format: str = typer.Option("mermaid", "--format", "-f", help="mermaid | ascii | png"),
-    thread: Optional[str] = typer.Option(None, "--thread", "-t", help="Highlight this thread's run path with hop numbers."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write to this file (required for png)."),
-    db: Optional[str] = DbOpt,
-    as_: Optional[str] = AsOpt,
+    thread: str | None = typer.Option(None, "--thread", "-t", help="Highlight this thread's run path with hop numbers."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file (required for png)."),
+    db: str | None = DbOpt,
+    as_: str | None = AsOpt,
 ) -> None:
     """Draw the agent graph: every agent node and exactly the edges of the policy edge table. --thread needs --as an
     operator of the thread's tenant (like history and trace)."""
@@ -435,7 +435,7 @@ def _thread_reader(db: str | None, thread: str):
 
 
 @app.command()
-def threads(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt, as_json: bool = JsonOpt) -> None:
+def threads(db: str | None = DbOpt, as_: str | None = AsOpt, as_json: bool = JsonOpt) -> None:
     """List the stored threads of your tenant: customer, turns, active agent, last status. Needs --as an operator."""
     from checkpoints.threads import thread_summaries
 
@@ -465,7 +465,7 @@ def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, 
     if saver is None:
         saver = _checkpointer(db)
     values = thread_values(saver, thread) if saver is not None else {}
-    # an unknown thread gets the refusal of another tenant's thread: the answer confirms no thread id (QA1 section 9)
+    # an unknown thread gets the refusal of another tenant's thread: the answer confirms no thread id
     require_thread_tenant(acting, values, thread, action, _settings(None, db))
     if reveal:
         record_allowed(acting, f"{action} --reveal", f"thread:{thread}")
@@ -473,8 +473,8 @@ def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, 
 
 
 @app.command()
-def history(thread: str = typer.Argument(..., help="Thread id."), db: Optional[str] = DbOpt,
-            as_: Optional[str] = AsOpt, reveal: bool = RevealOpt, as_json: bool = JsonOpt) -> None:
+def history(thread: str = typer.Argument(..., help="Thread id."), db: str | None = DbOpt,
+            as_: str | None = AsOpt, reveal: bool = RevealOpt, as_json: bool = JsonOpt) -> None:
     """Show one thread turn by turn: the user's message, the answering agent and the handoff path. Needs --as an
     operator of the thread's tenant; card numbers, e-mail and phone numbers are hidden unless --reveal."""
     from checkpoints.threads import pending_interrupt, thread_turns
@@ -514,9 +514,9 @@ def _event_log(db: str | None):
 @app.command()
 def trace(
     thread: str = typer.Argument(..., help="Thread id."),
-    db: Optional[str] = DbOpt,
+    db: str | None = DbOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the events as a JSON list instead of a table."),
-    as_: Optional[str] = AsOpt,
+    as_: str | None = AsOpt,
     reveal: bool = RevealOpt,
 ) -> None:
     """Every recorded event of one thread, in order: runs, agents, model and tool calls, handoffs, loops, pauses,
@@ -545,11 +545,11 @@ def trace(
 
 @app.command()
 def stats(
-    since: Optional[str] = typer.Option(None, "--since",
+    since: str | None = typer.Option(None, "--since",
                                         help="Only events since a duration ago (30m, 2h, 7d) or an ISO date/time."),
-    db: Optional[str] = DbOpt,
+    db: str | None = DbOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
-    as_: Optional[str] = AsOpt,
+    as_: str | None = AsOpt,
 ) -> None:
     """Handoff and run metrics over the event log of your tenant's threads (definitions in docs/observing.md and in
     the table). Needs --as an operator."""
@@ -635,7 +635,7 @@ def _overdue(req: dict, now) -> bool:
 
 
 @app.command()
-def pending(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt,
+def pending(db: str | None = DbOpt, as_: str | None = AsOpt,
             overdue: bool = typer.Option(False, "--overdue", help="Only approvals past the deadline stored "
                                          "with each request (set when it was requested: "
                                          "SWITCHBOARD_APPROVAL_DEADLINE_H, default 72 h)."),
@@ -670,12 +670,12 @@ def resume(
     thread: str = typer.Argument(..., help="The paused thread."),
     approve: bool = typer.Option(False, "--approve", help="Approve the pending refund."),
     reject: bool = typer.Option(False, "--reject", help="Reject the pending refund."),
-    as_: Optional[str] = AsOpt,
-    approver: Optional[str] = typer.Option(None, "--approver", help="Deprecated alias of --as (must name the same "
+    as_: str | None = AsOpt,
+    approver: str | None = typer.Option(None, "--approver", help="Deprecated alias of --as (must name the same "
                                            "operator)."),
     note: str = typer.Option("", "--note", help="Why (recorded with the decision)."),
-    db: Optional[str] = DbOpt,
-    model: Optional[str] = ModelOpt,
+    db: str | None = DbOpt,
+    model: str | None = ModelOpt,
     stream: bool = typer.Option(False, "--stream", "-s", help="Show each agent and step as the resumed run proceeds."),
     as_json: bool = JsonOpt,
 ) -> None:
@@ -711,10 +711,10 @@ def resume(
 
 @app.command()
 def recover(
-    thread: Optional[str] = typer.Argument(None, help="One thread; default: every thread of your tenant."),
-    db: Optional[str] = DbOpt,
-    model: Optional[str] = ModelOpt,
-    as_: Optional[str] = AsOpt,
+    thread: str | None = typer.Argument(None, help="One thread; default: every thread of your tenant."),
+    db: str | None = DbOpt,
+    model: str | None = ModelOpt,
+    as_: str | None = AsOpt,
     expire: bool = typer.Option(False, "--expire", help="Instead: end every approval past the deadline "
                                 "stored with it (fixed when requested); the refund becomes 'expired', the customer is "
                                 "told, nothing is paid. Needs an approver."),
@@ -801,16 +801,16 @@ def route(
                                 help="JSON mapping agents to categories: {\"agents\": {agent: \\[category, …]}}, "
                                 "optionally \"no_specialist\": {group: \\[category, …]} (correct: no specialist "
                                 "answered; CLINC150's desk_map.json)."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N rows."),
-    model: Optional[str] = ModelOpt,
-    router_path: Optional[Path] = typer.Option(
+    limit: int | None = typer.Option(None, "--limit", help="Only the first N rows."),
+    model: str | None = ModelOpt,
+    router_path: Path | None = typer.Option(
         None, "--router", help="A router file from train-router (default: trained if present, else shipped)."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the figures as JSON to this file; "
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the figures as JSON to this file; "
                                             "'--json -' prints them on stdout instead of the table."),
-    db: Optional[Path] = typer.Option(None, "--db", help="Keep the runs' checkpoints and events in this database (then "
+    db: Path | None = typer.Option(None, "--db", help="Keep the runs' checkpoints and events in this database (then "
                                       "'switchboard stats --db' reads them). Default: in memory, nothing kept."),
-    timeout: Optional[float] = TimeoutOpt,
-    retries: Optional[int] = RetriesOpt,
+    timeout: float | None = TimeoutOpt,
+    retries: int | None = RetriesOpt,
 ) -> None:
     """Run every query of CSV through the compiled graph (a fresh thread each) and report agent-level accuracy,
     a confusion table, handoffs per query and p50/p95 seconds per query; the share of in-scope queries wrongly
@@ -900,7 +900,7 @@ def train_router(
     labels: Path = typer.Option(..., "--labels", help="JSON mapping agents to categories (agent_map.json shape), "
                                 "optionally \"no_specialist\": {group: \\[category, …]} (CLINC150's desk_map.json): "
                                 "categories no specialist serves (group out_of_scope: the out-of-scope answer)."),
-    out: Optional[Path] = typer.Option(
+    out: Path | None = typer.Option(
         None, "--out", help="Where to store the router. Default: $SWITCHBOARD_HOME/router-trained.npz, used by later runs."),
     force: bool = typer.Option(False, "--force", help="Install the trained router even when it is worse than the shipped "
                                "one on a held-out figure."),
@@ -978,11 +978,11 @@ def serve(
     instances: int = typer.Option(1, "--instances", "-n", help="Engine processes, on consecutive ports."),
     port: int = typer.Option(2024, "--port", "-p", help="Port of the first instance."),
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind."),
-    db: Optional[str] = typer.Option(None, "--db", help="postgresql://… holding every store (required; "
+    db: str | None = typer.Option(None, "--db", help="postgresql://… holding every store (required; "
                                      "env: SWITCHBOARD_DB)."),
-    engine_venv: Optional[Path] = typer.Option(None, "--engine-venv", help="langgraph-pg: the virtual environment it "
+    engine_venv: Path | None = typer.Option(None, "--engine-venv", help="langgraph-pg: the virtual environment it "
                                                "runs from (env SWITCHBOARD_ENGINE_VENV; default .venv-langgraph-pg)."),
-    redis: Optional[str] = typer.Option(None, "--redis", help="langgraph-pg: the Redis every instance shares (env "
+    redis: str | None = typer.Option(None, "--redis", help="langgraph-pg: the Redis every instance shares (env "
                                         "REDIS_URI; default redis://127.0.0.1:6379/0)."),
 ) -> None:
     """Serve the desk over LangGraph's API: migrate once, start N engine instances over one PostgreSQL, restart one
@@ -1011,11 +1011,11 @@ def main() -> None:
     """Entry point of the ``switchboard`` script: one-line errors and exit codes (2 = bad input/config)."""
     try:
         code = app(standalone_mode=False)  # a command's typer.Exit(n) comes back as n in this mode
+    except Interrupted as exc:  # before SwitchboardError, its base: exit 130, not 2
+        _exit_interrupted(str(exc))
     except SwitchboardError as exc:
         error_line(exc)
         sys.exit(2)
-    except Interrupted as exc:
-        _exit_interrupted(str(exc))
     except (typer.Abort, KeyboardInterrupt):
         _exit_interrupted(INTERRUPTED)
     except OSError as exc:  # unwritable output path, SWITCHBOARD_HOME not a folder, …

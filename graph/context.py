@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = ["RunContext", "Principal", "PrincipalKind", "OPERATOR_ROLES", "RESERVED_NAMES", "SYSTEM_RISK_POLICY",
-           "OPERATOR_NAME_RE", "principal_ref", "parse_ref"]
+           "OPERATOR_NAME_RE", "principal_ref"]
 
 PrincipalKind = Literal["customer", "operator", "system"]
 
@@ -48,14 +48,6 @@ OPERATOR_NAME_RE = re.compile(r"^[a-z][a-z0-9._-]{1,63}$")
 def principal_ref(kind: str, principal_id: str) -> str:
     """``"<kind>:<id>"``, e.g. ``"operator:ann"``, ``"customer:c_ada"``: how a principal is recorded."""
     return f"{kind}:{principal_id}"
-
-
-def parse_ref(ref: str) -> tuple[str, str]:
-    """``("operator", "ann")`` for ``"operator:ann"``; ``("", ref)`` for text without a known kind prefix."""
-    kind, sep, rest = str(ref).partition(":")
-    if sep and kind in ("customer", "operator", "system"):
-        return kind, rest
-    return "", str(ref)
 
 
 @dataclass(frozen=True)
@@ -83,7 +75,7 @@ class Principal:
         """``"<kind>:<id>"`` (see :func:`principal_ref`)."""
         return principal_ref(self.kind, self.id)
 
-    def same_as(self, other: "Principal") -> bool:
+    def same_as(self, other: Principal) -> bool:
         """Same kind, id and tenant (roles and source aside)."""
         return (self.kind, self.id, self.tenant_id) == (other.kind, other.id, other.tenant_id)
 
@@ -109,8 +101,7 @@ class RunContext:
         ValueError (one line) when the context names two principals (``user_id`` and ``operator``: use
             :meth:`for_customer` or :meth:`for_operator`), or when a customer's context (no ``operator``) claims roles
             other than ``customer`` — ``operator`` alone is allowed there: it marks the read-only context an operator's
-            run reads the owner's records with (``nodes.principal.acting_context``). QA1 section 15: such contexts
-            were accepted, the operator silently winning and the roles ignored.
+            run reads the owner's records with (``nodes.principal.acting_context``).
         TypeError: an unknown field (a dataclass refuses unknown keyword arguments).
     """
 
@@ -136,12 +127,12 @@ class RunContext:
                              "RunContext.for_operator(name, tenant)")
 
     @classmethod
-    def for_customer(cls, customer_id: str, tenant_id: str, **kw: object) -> "RunContext":
+    def for_customer(cls, customer_id: str, tenant_id: str, **kw: object) -> RunContext:
         """The context of customer ``customer_id`` of ``tenant_id``."""
         return cls(user_id=customer_id, tenant_id=tenant_id, roles=("customer",), **kw)  # type: ignore[arg-type]
 
     @classmethod
-    def for_operator(cls, name: str, tenant_id: str, roles: tuple[str, ...] = (), **kw: object) -> "RunContext":
+    def for_operator(cls, name: str, tenant_id: str, roles: tuple[str, ...] = (), **kw: object) -> RunContext:
         """The context of operator ``name`` of ``tenant_id`` (``roles``: what the caller claims; informational)."""
         return cls(user_id=None, tenant_id=tenant_id, roles=tuple(roles), operator=name, **kw)  # type: ignore[arg-type]
 

@@ -8,8 +8,6 @@ servers start (``switchboard serve`` calls the same function): the business stor
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 from rich.console import Console
 
@@ -43,9 +41,9 @@ def upgrade_all(db: str | None = None, business_db: str | None = None) -> dict[s
 
 @db_app.command("upgrade")
 def upgrade_cmd(
-    db: Optional[str] = typer.Option(None, "--db", help="Checkpoint and event database: a SQLite file or "
+    db: str | None = typer.Option(None, "--db", help="Checkpoint and event database: a SQLite file or "
                                      "postgresql://… (then the business store too). Env: SWITCHBOARD_DB."),
-    business_db: Optional[str] = typer.Option(None, "--business-db", help="Business database, when elsewhere. "
+    business_db: str | None = typer.Option(None, "--business-db", help="Business database, when elsewhere. "
                                               "Env: SWITCHBOARD_BUSINESS_DB."),
 ) -> None:
     """Create or migrate every store (run once before starting several servers on one database)."""

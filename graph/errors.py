@@ -1,18 +1,39 @@
 """One error hierarchy, split by who is at fault (DESIGN.md, Style; as openai-agents' UserError vs ModelBehaviorError).
 
-::
+Every exception switchboard raises is a :class:`SwitchboardError`; the CLI (``graph.cli.main``) prints its message as
+one line ``error: <message>`` on stderr and exits 2 (:class:`~graph.cli.Interrupted`: 130). Classes defined in other
+modules are listed with their module::
 
-    SwitchboardError                 base: the CLI prints the message on one line and exits non-zero
+    SwitchboardError                 base
     ├── ConfigError                  the operator's configuration is wrong (missing key, bad model name, bad setting)
     ├── InputError                   the caller's input is wrong (malformed CSV, unknown thread, bad decision)
     │   ├── AccessDenied             the caller may not do this (another customer's thread, missing role)
     │   └── ThreadDeleted            the thread was deleted: nothing of it may be written again
+    ├── ModelBehaviorError           a model broke the tool contract
+    │   └── ToolArgumentError        unknown tool, another agent's tool, arguments that fail the schema  (nodes.tools)
     ├── InfrastructureError          a storage or network fault (disk full, read-only, corrupt file, lost connection)
-    └── ModelBehaviorError           a model broke the contract in a way the policies could not absorb
+    │   ├── StorageUnavailable       the business database cannot be used          (checkpoints.business.records)
+    │   │   └── MissingBusinessStore the business database file went missing       (checkpoints.business.faults)
+    │   ├── ToolUnavailable          a business tool kept failing after its retries                 (nodes.tool_runner)
+    │   ├── Unreadable               the read-only checkpoint reader cannot read this file  (checkpoints.sqlite_reader)
+    │   └── LookupUnavailable        the read-only operator look-up cannot read this file
+    │                                                                     (checkpoints.business.operator_lookup)
+    ├── StoreError                   the business store refused or failed a request (checkpoints.business.records)
+    │   ├── StaleVersionError        a compare-and-swap write lost the race
+    │   ├── BusinessRuleError        the request breaks a business rule
+    │   │   ├── PaymentNotAuthorized the store's records do not allow the payment
+    │   │   └── NotFoundError        no such row (or another customer's)
+    │   ├── OwnershipError           the writer no longer owns the task
+    │   └── StorageUnavailable       (also an InfrastructureError, above)
+    └── Interrupted                  Ctrl-C cut a CLI command short: exit 130                             (graph.cli)
 
-A refused handoff or a refused tool call is *not* an exception: it is recorded as an event and answered with a
-ToolMessage; ``ModelBehaviorError`` is for the rare case where code must stop (e.g. a tool called with arguments
-that fail its schema, before the refusal is turned into a ToolMessage).
+``StorageUnavailable`` is both a ``StoreError`` (every business-store failure is caught by ``except StoreError``) and an
+``InfrastructureError`` (every storage fault is caught by ``except InfrastructureError``). ``Unreadable`` and
+``LookupUnavailable`` are caught by the CLI's read commands, which then open the store through its full API.
+
+A refused handoff or a refused tool call is *not* an exception that reaches a caller: ``ToolArgumentError`` is caught
+by the tool runner and answered with a refusing ToolMessage; it reaches a caller only from direct use of
+``nodes.tools.run_tool``.
 
 This module imports nothing of the project, so every layer may raise these errors.
 """
@@ -54,5 +75,6 @@ class InfrastructureError(SwitchboardError):
 
 
 class ModelBehaviorError(SwitchboardError):
-    """A model broke the tool or handoff contract (unknown tool, arguments that fail the schema). Normally caught by
-    the agent runtime and answered with a refusing ToolMessage; it reaches a caller only from direct tool use."""
+    """A model broke the tool contract (unknown tool, another agent's tool, arguments that fail the schema): raised
+    as :class:`nodes.tools.ToolArgumentError`. Caught by the tool runner and answered with a refusing ToolMessage; it
+    reaches a caller only from direct tool use."""

@@ -1,4 +1,4 @@
-"""What a caller may send: message text and thread ids (issue 11, section 5). Contract module: imports only
+"""What a caller may send: message text and thread ids. Contract module: imports only
 ``graph.errors``.
 
 * A message is refused (:class:`~graph.errors.InputError`, one line, nothing stored) when it holds a C0 control

@@ -8,7 +8,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from graph.errors import InputError
@@ -147,7 +147,7 @@ def parse_since(text: str | None, now: datetime | None = None) -> str | None:
     ISO date/time (``2025-01-31``, ``2025-01-31T08:00``, naive = UTC). Raises InputError otherwise."""
     if text is None or not text.strip():
         return None
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     m = _REL.match(text)
     if m:
         try:
@@ -159,8 +159,8 @@ def parse_since(text: str | None, now: datetime | None = None) -> str | None:
     except ValueError:
         raise InputError(f"--since {text!r}: use a duration like 30m, 2h, 7d or an ISO date like 2025-01-31") from None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return when.astimezone(timezone.utc).isoformat(timespec="microseconds")
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def _get(ev: Event | Mapping[str, Any], key: str) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,7 +22,7 @@ PACKET_SCHEMA_VERSION = 1
 
 def observed_now() -> str:
     """Now as the ``observed_at`` of a fact: UTC ISO-8601 to the second, ``"2026-11-30T23:20:57+00:00"``."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 class Fact(BaseModel):
@@ -30,8 +30,8 @@ class Fact(BaseModel):
     wrote into a handoff (``model_written``) is neither: nobody vouches for it until a tool confirms it.
 
     A system-verified fact is dated: ``observed_at`` is when a business tool read it, and it travels unchanged from
-    packet to packet, so a fact verified in an earlier turn says "as of" then, not now (issue 13: facts carried in
-    packets are re-read or dated; statuses are re-read as well)."""
+    packet to packet, so a fact verified in an earlier turn says "as of" then, not now (facts
+    carried in packets are re-read or dated; statuses are re-read as well)."""
 
     model_config = ConfigDict(frozen=True)
     key: str = Field(description="snake_case name, e.g. transaction_id, amount, merchant")
@@ -75,7 +75,7 @@ class HandoffPacket(BaseModel):
     @staticmethod
     def deadline_in(hours: float) -> str:
         """ISO-8601 UTC timestamp ``hours`` from now (the support desk's answer-time target)."""
-        return (datetime.now(timezone.utc) + timedelta(hours=hours)).isoformat(timespec="seconds")
+        return (datetime.now(UTC) + timedelta(hours=hours)).isoformat(timespec="seconds")
 
     def fact(self, key: str) -> str | None:
         """Value of the first fact named ``key``, system-verified preferred."""

@@ -99,7 +99,7 @@ class TurnResult:
         return " → ".join(names) + (f" (experts: {', '.join(experts)})" if experts else "")
 
     @classmethod
-    def from_state(cls, thread_id: str, values: Mapping[str, Any], pending: Any = None) -> "TurnResult":
+    def from_state(cls, thread_id: str, values: Mapping[str, Any], pending: Any = None) -> TurnResult:
         """Build the result of the last turn from the thread's state ``values`` and its pending interrupt payload
         (``pending``: an ApprovalRequest dict, or None). Raises pydantic.ValidationError on a malformed state."""
         turn = int(values.get("turn") or 0)

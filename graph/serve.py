@@ -251,7 +251,7 @@ class Launcher:
 
     def start(self, inst: Instance) -> None:
         """Start (or restart) one instance; its output goes to ``run_dir/instance-<i>.log``."""
-        log = open(self.run_dir / f"instance-{inst.index}.log", "ab")  # noqa: SIM115 - owned by the child's lifetime
+        log = open(self.run_dir / f"instance-{inst.index}.log", "ab")  # owned by the child's lifetime
         inst.proc = subprocess.Popen(self.command(inst), cwd=self.run_dir, env=self.env(), stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
@@ -265,7 +265,7 @@ class Launcher:
                 raise InfrastructureError(f"instance {inst.index} exited with code {inst.proc.returncode}; see "
                                           f"{self.run_dir / f'instance-{inst.index}.log'}")
             try:
-                with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - loopback URL we built
+                with urllib.request.urlopen(url, timeout=2) as resp:  # loopback URL we built
                     if resp.status == 200:
                         return
             except OSError:

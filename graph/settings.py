@@ -102,8 +102,8 @@ class Settings(BaseSettings):
         approval_deadline_h: hours a refund may wait for a human decision (> 0, default 72); after that
             ``switchboard pending --overdue`` lists it and ``switchboard recover --expire`` ends it, nothing paid
             [SWITCHBOARD_APPROVAL_DEADLINE_H].
-        max_input_tokens: the budget of every model call's input, estimated tokens (>= 500, default 6,000; issue 12
-            §4): older turns are trimmed (``policies.history.bound_messages``), the packet carries what they
+        max_input_tokens: the budget of every model call's input, estimated tokens (>= 500, default 6,000): older
+            turns are trimmed (``policies.history.bound_messages``), the packet carries what they
             established [SWITCHBOARD_MAX_INPUT_TOKENS].
 
     Raises:
@@ -172,12 +172,12 @@ class Settings(BaseSettings):
         return 2 * (self.max_hops + 10)
 
     @classmethod
-    def from_env(cls, **overrides: Any) -> "Settings":
+    def from_env(cls, **overrides: Any) -> Settings:
         """Settings from the environment, then ``overrides`` (None values ignored, so CLI options left unset fall
         through to the environment). Raises ConfigError on an invalid value."""
         return cls(**{k: v for k, v in overrides.items() if v is not None})
 
-    def replace(self, **changes: Any) -> "Settings":
+    def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied and validated (ConfigError on an invalid value)."""
         return type(self)(**(self.model_dump() | changes))
 

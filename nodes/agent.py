@@ -251,7 +251,7 @@ class AgentVisit:
         return names
 
     def _checked_text(self, ai: AIMessage, system: SystemMessage, shaped: list[BaseMessage]) -> AIMessage | Command:
-        """A model message without tool calls, checked before it may become the answer (issue 12 §3): a tool call
+        """A model message without tool calls, checked before it may become the answer: a tool call
         written as text (``nodes.text_tool_calls``) of one known tool with JSON-object arguments becomes a real call
         (then arbitrated like any other); any other text-form call, or an empty answer, is taken out of the transcript
         and the model is asked once more with a corrective note; a second failure goes to fallback. Every case is
@@ -418,7 +418,7 @@ class AgentVisit:
                 continue
             if risk_check is not None and self.business[o.name].side_effect:
                 # one side effect waits for risk/approval: a second one in the same message would be left without
-                # an owner ("requested" forever), so it is refused and the model may ask again later (issue 11, §3)
+                # an owner ("requested" forever), so it is refused and the model may ask again later
                 emit("tool_called", tool=o.name, call_id=o.call_id, side_effect=True)
                 emit("tool_finished", tool=o.name, call_id=o.call_id, status="error", reason=_ONE_AT_A_TIME,
                      state_version=self.version)
@@ -595,7 +595,7 @@ def make_agent_node(agent: str, deps: Deps) -> Callable[[dict, Runtime[RunContex
     """
     specs = tools_for(agent) if agent in SPECIALISTS else []
     business = {s.name: s for s in specs}
-    models: list[tuple[Any, Any]] = []  # (tools_bound, bound), made on the agent's first visit (start-up, issue 14)
+    models: list[tuple[Any, Any]] = []  # (tools_bound, bound), made on the agent's first visit (start-up)
 
     def _models() -> tuple[Any, Any]:
         """The model bound to the agent's tools, and the one it decides with (the same, or triage's forced

@@ -28,14 +28,14 @@ INTENT_KINDS: tuple[str, ...] = ("tool", "knowledge", "freeze", "operator")
 
 #: The router's no-specialist topics that are social moves (a greeting, thanks, a goodbye): whoever holds the
 #: conversation answers them with the desk's ``conversational`` answer; they are never a clarifying round without
-#: progress (issue 13, fresh-user review: "hi", "thanks!", "bye" ended in fallback).
+#: progress.
 #: ``conversational`` is the router's topic for questions about the desk itself ("are you a bot?", "am I talking to a
-#: person?"): the holder answers those too instead of a business answer (fresh-user review §7).
-#: ``capabilities`` answers "what can you do?" with what the desk helps with (fresh-user review of main: it got a clarify
+#: person?"): the holder answers those too instead of a business answer.
+#: ``capabilities`` answers "what can you do?" with what the desk helps with (never a clarify
 #: prompt).
 SOCIAL_TOPICS = frozenset({"greeting", "thanks", "goodbye", "conversational", "capabilities"})
 #: Minimum router probability for reading a message as social (the shipped router gives 0.71-0.89 to plain greetings,
-#: thanks and goodbyes, ``tests/test_followups.py``).
+#: thanks and goodbyes, ``tests/test_conversation_routing.py``).
 SOCIAL_CONFIDENCE = 0.5
 #: CLINC150's conversational categories (``nodes/data/router-default.npz`` is fitted on them as
 #: ``conversational:<category>``, ``../shared/data/clinc150/desk_map.json``) that are a greeting, thanks, goodbye or a
@@ -43,8 +43,8 @@ SOCIAL_CONFIDENCE = 0.5
 #: such as change_volume) are not social.
 SOCIAL_ALIASES: dict[str, str] = {
     "greeting": "greeting", "thank_you": "thanks", "goodbye": "goodbye",
-    **{c: "conversational" for c in ("are_you_a_bot", "who_made_you", "who_do_you_work_for", "what_is_your_name",
-                                     "how_old_are_you", "where_are_you_from")},
+    **dict.fromkeys(("are_you_a_bot", "who_made_you", "who_do_you_work_for", "what_is_your_name", "how_old_are_you",
+                     "where_are_you_from"), "conversational"),
     "what_can_i_ask_you": "capabilities",
 }
 

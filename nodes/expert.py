@@ -24,7 +24,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from functools import lru_cache
+from functools import cache
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -61,7 +61,7 @@ class ExpertArgs(BaseModel):
                                          description="facts the expert should know, e.g. {'transaction_id': 'tx_1008'}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def expert_tool(expert: str) -> StructuredTool:
     """The ``expert_<expert>`` tool schema bound to the supervisor's model (cached per expert; the supervisor's
     fan-out runs the expert call)."""
@@ -225,7 +225,7 @@ def _bounded(run: ExpertRun, timeout_s: float) -> ExpertResult:
             return future.result(timeout=timeout_s)
         except concurrent.futures.TimeoutError:
             return run.failed("timeout", f"no result within {timeout_s:g} s", t0)
-        except Exception as exc:  # the expert's model or code raised: a failed result, the run goes on
+        except Exception as exc:  # noqa: BLE001 - the expert's model or code raised: a failed result, the run goes on
             return run.failed("failed", f"{type(exc).__name__}: {exc}", t0)
     finally:
         pool.shutdown(wait=False)
@@ -238,7 +238,7 @@ def make_expert_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], dict]:
     tasks of one superstep.  It writes only ``expert_results`` (an append-only DeltaChannel key: parallel writes add up).
     """
     experts = {s.agent for s in _all_specs()}
-    bound: dict[str, Any] = {}  # expert -> its bound model, made on the expert's first call (start-up, issue 14)
+    bound: dict[str, Any] = {}  # expert -> its bound model, made on the expert's first call (start-up)
     lock = threading.Lock()  # the sends of one fan-out run in parallel
 
     def bound_for(name: str) -> Any:

@@ -4,7 +4,7 @@ the agent node decides and acts)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from langchain_core.tools import StructuredTool
@@ -42,7 +42,7 @@ class HandoffArgs(BaseModel):
         return _stringify_values(value)
 
 
-@lru_cache(maxsize=None)
+@cache
 def handoff_tool(target: str) -> StructuredTool:
     """The ``transfer_to_<target>`` tool schema bound to models (cached per target; the agent node decides the call)."""
     return schema_tool(handoff_tool_name(target),
@@ -76,7 +76,7 @@ class RouteDecision(BaseModel):
         return {"reason": self.reason, "facts": dict(self.extracted), "confidence": self.confidence}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _route_tool_cached(targets: tuple[str, ...]) -> dict:
     tool = convert_to_openai_tool(RouteDecision)
     fn = tool["function"]

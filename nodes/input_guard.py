@@ -1,6 +1,6 @@
-"""The input rules of ``graph.inputs`` on every run of the compiled graph (QA1 section 4: the HTTP engines passed
-100,000-character messages, control characters, empty messages and thread ids like ``../../x`` straight to the graph,
-while the CLI and ``Conversation.send`` refused them).
+"""The input rules of ``graph.inputs`` on every run of the compiled graph, whichever way in (the HTTP engines,
+``langgraph dev``, the CLI, ``Conversation.send``): over-long messages, control characters, empty messages and thread
+ids like ``../../x`` are refused before the graph runs.
 
 :class:`InputGuard` is bound to the compiled graph by ``graph.builder.build_desk`` before any other run callback: when
 a root run starts (before it reads or writes any checkpoint) it applies :func:`graph.inputs.check_turn_input` to the

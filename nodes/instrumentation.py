@@ -103,7 +103,7 @@ class _RunCallbacks(BaseCallbackHandler):
     # only chain events matter: LangChain then skips this handler for every model, tool, retry and custom event
     ignore_llm = ignore_chat_model = ignore_retry = ignore_agent = ignore_retriever = ignore_custom_event = True
 
-    def __init__(self, recorder: "EventRecorder"):
+    def __init__(self, recorder: EventRecorder):
         self.recorder = recorder
 
     def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, tags=None, metadata=None, **kw):
@@ -117,8 +117,8 @@ class _RunCallbacks(BaseCallbackHandler):
         detail: dict[str, Any] = {"input": "resume" if resuming else ("command" if isinstance(inputs, Command) else "message")}
         if resuming:
             detail["decision"] = jsonable(inputs.resume)
-        self._write(run, "run_started", dict(key=event_key(run.run_id, "run_started"), run_id=run.run_id,
-                                             thread_id=thread_id, detail=detail))
+        self._write(run, "run_started", {"key": event_key(run.run_id, "run_started"), "run_id": run.run_id,
+                                             "thread_id": thread_id, "detail": detail})
 
     def _write(self, run: _Run, kind: str, fields: dict) -> None:
         """Record in order and in as few transactions as possible: run_started waits for the run's first node batch
@@ -140,19 +140,20 @@ class _RunCallbacks(BaseCallbackHandler):
         out = outputs if isinstance(outputs, dict) else {}
         outcome = out.get("outcome") or {}
         status = "paused" if run.interrupted else (outcome.get("status") or "done")
-        self._write(run, "run_completed", dict(
-            key=event_key(run.run_id, "run_completed"), run_id=run.run_id, thread_id=run.thread_id, turn=out.get("turn"),
-            to_agent=outcome.get("agent") if not run.interrupted else out.get("active_agent"), status=status,
-            state_version=out.get("state_version"), task_id=(out.get("task") or {}).get("task_id")))
+        self._write(run, "run_completed", {
+            "key": event_key(run.run_id, "run_completed"), "run_id": run.run_id, "thread_id": run.thread_id,
+            "turn": out.get("turn"),
+            "to_agent": outcome.get("agent") if not run.interrupted else out.get("active_agent"), "status": status,
+            "state_version": out.get("state_version"), "task_id": (out.get("task") or {}).get("task_id")})
 
     def on_chain_error(self, error, *, run_id, parent_run_id=None, **kw):
         run = self.recorder._end_run(str(run_id))
         if run is None:
             return
         try:
-            self._write(run, "run_failed", dict(key=event_key(run.run_id, "run_failed"), run_id=run.run_id,
-                                                thread_id=run.thread_id, status="error",
-                                                reason=f"{type(error).__name__}: {str(error)[:300]}"))
+            self._write(run, "run_failed", {"key": event_key(run.run_id, "run_failed"), "run_id": run.run_id,
+                                                "thread_id": run.thread_id, "status": "error",
+                                                "reason": f"{type(error).__name__}: {str(error)[:300]}"})
         except Exception as exc:  # noqa: BLE001 - the run's own error goes on to the caller, who reports it once
             # The store that failed the run (a full disk, a lost server) usually fails this record too; LangChain
             # would print the handler's exception as a second, internal line next to the caller's one-line error.
@@ -246,7 +247,7 @@ class EventRecorder:
 
         return node
 
-    def _scope(self, name: str, cfg: Mapping[str, Any], s: dict) -> "_Scope":
+    def _scope(self, name: str, cfg: Mapping[str, Any], s: dict) -> _Scope:
         conf = cfg.get("configurable", {})
         thread_id = str(conf.get("thread_id") or "")
         ns = str(conf.get("checkpoint_ns") or cfg.get("metadata", {}).get("langgraph_checkpoint_ns") or name)

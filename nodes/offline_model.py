@@ -106,7 +106,7 @@ def wants_refund(text: str) -> bool:
 
 
 #: Billing's handoff reasons for a message about refunds that asks for none (a question, a cancel wish): refunds
-#: answers it and opens nothing (qa1 §1.1: the hand-on said "wants the money back" and refunds paid one).
+#: answers it and opens nothing.
 REFUND_QUESTION_REASON = "the customer asks about refunds; they did not ask for one: answer, open nothing"
 REFUND_CANCEL_REASON = "the customer wants to cancel a refund; they did not ask for one: open nothing"
 
@@ -132,7 +132,7 @@ _REFERENCES = frozenset({"transaction_id", "transaction_ids", "refund_id", "tran
 
 def _known_facts(user_text: str, system: str) -> dict[str, str]:
     """Facts before any tool of this visit: the user's message, then the packet's facts (``Known facts: …`` in the
-    system prompt). A system-verified value wins over a said one (issue 11, §3), except for a reference the customer
+    system prompt). A system-verified value wins over a said one, except for a reference the customer
     named in this message: that record is the one acted on."""
     facts = dict(extract_facts(user_text))
     named = set(facts) & _REFERENCES
@@ -182,7 +182,7 @@ SAFETY_REASON_AFTER = "the card is frozen; the customer's other question follows
 #: direct debit they did not make (billing names it and offers to dispute it; README "What the embedded desk
 #: answers") and an ATM that gave too little cash (a dispute with the ATM operator). Refunds, which opens refund
 #: requests for identified transactions, could only ask which transaction to refund. Found among the "billing ->
-#: refunds" hand-ons of ``bench/route_losses.py --list`` on held-out BANKING77 train rows (issue 12 §2).
+#: refunds" hand-ons of ``bench/route_losses.py --list`` on held-out BANKING77 train rows.
 DISPUTE_INTENTS = frozenset({"card_payment_not_recognised", "cash_withdrawal_not_recognised",
                              "direct_debit_payment_not_recognised", "wrong_amount_of_cash_received"})
 
@@ -206,7 +206,7 @@ def is_safety_report(segment: str) -> bool:
 def rest_of_safety_report(text: str) -> list[str]:
     """The request segments of ``text`` besides its loss or fraud report (``policies.compound.split_requests``): only
     a segment that asks something (``policies.compound.asks_something``) and reports no loss itself. "I have been a
-    loyal customer for many years." before the loss report is narrative, not another request (qa1 §2.4)."""
+    loyal customer for many years." before the loss report is narrative, not another request."""
     segments = split_requests(text) or [text]
     return [seg for seg, asks in zip(segments, asks_something(segments)) if asks and not _is_safety(seg)]
 
@@ -307,7 +307,7 @@ def _previous_answer(messages: list[BaseMessage]) -> str | None:
 
 def _offered_duplicate(messages: list[BaseMessage]) -> str | None:
     """The duplicate ``tx_…`` the desk's answer just before the last customer message offered to refund (billing's
-    offer, also inside a supervisor's merged answer: qa1 §8 "ok, please refund it"), or None."""
+    offer, also inside a supervisor's merged answer, taken up by "ok, please refund it"), or None."""
     found = _DUPLICATE_OFFER.search(_previous_answer(messages) or "")
     return found.group(1) if found else None
 
@@ -367,10 +367,10 @@ def position_pick(messages: list[BaseMessage], user_text: str) -> tuple[dict[str
     transfers: tr_3002 …; tr_3001 …" -> ``{"transfer_id": "tr_3002"}``; "the third one" after the card list ->
     ``{"card_last4": "8899"}``), as if the customer had named it; ``missing`` is ``(position word, the list)`` when
     the position is past the end of the newest list (at least 2 items) of the last :data:`_PICK_LOOKBACK` answers
-    ("the third one" after two transfers: there is no third one, QA round 2 §11). A pick by position counts only
+    ("the third one" after two transfers: there is no third one). A pick by position counts only
     answers that list at least 2 records (an answer about one record is no list: "the first one" after the third one
     was explained picks from the list before). ``({}, None)`` when the reply names an id itself, picks nothing, or
-    nothing was listed (review of main: "the first one" got the whole list again)."""
+    nothing was listed."""
     if len(user_text.split()) > 8 or _NAMES_RECORD.search(user_text):
         return {}, None
     m = _POSITION_RE.search(user_text)
@@ -411,7 +411,7 @@ _THE_OTHER = re.compile(r"\bthe other (?:one|charge|payment|transaction)\b", re.
 
 def _payment_meant(agent: str, messages: list[BaseMessage], user_text: str, facts: dict[str, str]) -> dict[str, str]:
     """``{"transaction_id": id}`` of the payment a short refund request to the refunds ``agent`` points at without
-    naming it, from the desk's previous answers (fresh-user QA round 2 §7); {} for another agent, or when the message
+    naming it, from the desk's previous answers; {} for another agent, or when the message
     names a record or points at nothing:
 
     * "the other one" (:data:`_THE_OTHER`): the other payment of a pair an answer of the last
@@ -582,7 +582,7 @@ class OfflineChatModel(BaseChatModel):
             return None
         if re.search(r"^Handoff from (risk|human_approval|refund_execute) to", system, re.M):
             # the outcome names the decided refund's own records (system-verified), never an id of the customer's
-            # message ("cancel the refund for tx_1005" named another transaction; qa2 §1)
+            # message ("cancel the refund for tx_1005" may name another transaction)
             verified = {k: v.strip() for k, v, src in _FACT_LINE.findall(system) if src == "system_verified"}
             return AIMessage(content=approval_outcome_text({**facts, **verified}))
         if missing is not None:
@@ -615,8 +615,8 @@ class OfflineChatModel(BaseChatModel):
                 "reason": DUPLICATE_REASON, "objective": f"refund the duplicate charge {offered}",
                 "facts": {"transaction_id": offered}})])
         if playbook.is_plain_no(user_text.lower()):
-            # "no thanks" to that offer: nothing is refunded, as billing answers a no to its own offer (it went to
-            # clarify: fresh-user review)
+            # "no thanks" to that offer: nothing is refunded, as billing answers a no to its own offer (never
+            # clarify)
             return AIMessage(content=f"All right: I've left {offered} as it is. Tell me if anything else looks wrong.")
         return None
 
@@ -677,7 +677,7 @@ class OfflineChatModel(BaseChatModel):
             if not rest and wants_refund(user_text) and "transfer_to_refunds" not in names:
                 # "My card was stolen and I want a refund for tx_1001" (one segment): cards can't hand on to refunds
                 # (policies.edges) and opens no refund itself, so it says how the refund request reaches refunds; it
-                # was dropped (qa2 §4)
+                # was dropped
                 return self._refund_elsewhere(extract_facts(user_text).get("transaction_id"))
             whole = self._router().route(user_text)
             if (whole.agent in ("cards", "other") or whole.confidence < MISROUTE_CONFIDENCE
@@ -799,7 +799,7 @@ class OfflineChatModel(BaseChatModel):
             # small talk)
             return None
         if any(_is_safety(seg) for seg in split_requests(user_text)):
-            return None  # safety first: a loss report after a long polite lead-in is no greeting (qa1 §2.4)
+            return None  # safety first: a loss report after a long polite lead-in is no greeting
         try:
             topic = social_topic(self._router().route(user_text), user_text)
         except (ValueError, RuntimeError):

@@ -1,4 +1,4 @@
-"""The out-of-scope answer (issue 12 §2): a request the desk does not serve gets a short, fixed answer saying what the
+"""The out-of-scope answer: a request the desk does not serve gets a short, fixed answer saying what the
 desk can help with. No model call, no specialist, no task; the conversation's holder (if any) is kept, so a later reply
 on the earlier topic continues with it."""
 
@@ -18,8 +18,8 @@ OUT_OF_SCOPE_TEXT = ("Sorry, that's not something this desk can help with. We ca
                      "and charges on your account, refunds, transfers, your account details, and our fees and limits.")
 
 
-#: The answer when the desk's previous answer was already :data:`OUT_OF_SCOPE_TEXT`: shorter, and it says so (issue 12
-#: §1: never the same words twice; fresh-user review of main).
+#: The answer when the desk's previous answer was already :data:`OUT_OF_SCOPE_TEXT`: shorter, and it says so (never the
+#: same words twice).
 OUT_OF_SCOPE_AGAIN = ("I'm afraid that's outside what we can help with too. Ask me about your cards, payments, refunds, "
                       "transfers, account or our fees whenever you like.")
 #: The answer after :data:`OUT_OF_SCOPE_AGAIN` (a third one in a row); then the two alternate.

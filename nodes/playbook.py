@@ -103,7 +103,7 @@ _DUPLICATE = (r"\btwice\b", r"\bdouble[ -]?(?:charged|charge|billed|payment)", r
 _MONEY_BACK = (r"\brefund(?!able|s\b|ed\b)", r"\bmoney back\b", r"\breimburs", r"\bget (?:it|this|that|them) back\b",
                r"\breturn (?:my|the) money\b", r"\bpay (?:me )?back\b", r"\bcompensat")
 #: A refund the customer says they do not want, or a question only ("I don't want a refund for tx_1008", "no refund
-#: needed, just checking it"): never a request (fresh-user review: the first one was paid).
+#: needed, just checking it"): never a request.
 _NO_REFUND = (r"\b(?:don'?t|do not|doesn'?t|does not|didn'?t|did not|won'?t|not|never|no)\b(?:\s+\w+){0,4}?\s+"
               r"(?:an?\s+)?(?:refund|money back|reimburs)",
               r"\bno (?:refund|need)\b", r"\bjust (?:checking|asking|wondering|looking)\b")
@@ -115,7 +115,7 @@ def declines_refund(text: str) -> bool:
 
 
 #: The customer says in so many words that they want no refund ("I don't want a refund for tx_1008", "we don't need
-#: the money back", "no refund needed"): fresh-user QA round 2 §12 — it was answered with the offer to open one.
+#: the money back", "no refund needed"): no refund is opened and none is offered.
 _REFUSES_REFUND = (r"\b(?:don'?t|do not|doesn'?t|does not|won'?t|will not|not|never)\s+(?:\w+\s+){0,2}?(?:want|need|"
                    r"require|asking for|ask for|looking for)\b(?:\s+[\w']+){0,3}?\s+(?:refund|money back|reimburs)",
                    r"\bno refunds? (?:needed|necessary|required|please|thanks|thank you)\b")
@@ -128,9 +128,9 @@ def refuses_refund(text: str) -> bool:
     return _has(text, *_REFUSES_REFUND) and not cancels_refund(text)
 
 
-#: A question about refunds, or a tentative mention, that asks for none (fresh-user review of main, qa1 §1.1: each of
-#: "what's your refund policy?", "is a refund possible?", "would I get a refund if I complained?", "maybe a refund?",
-#: "what would a refund look like?" opened and paid a refund of the transaction billing had just named). A request put
+#: A question about refunds, or a tentative mention, that asks for none: "what's your refund
+#: policy?", "is a refund possible?", "would I get a refund if I complained?", "maybe a refund?", "what would a refund
+#: look like?" open no refund, not even of the transaction billing had just named. A request put
 #: as a polite question ("can I get my money back?", "could you refund it?") is still a request.
 _REFUND_QUESTION = (r"^\W*(?:and\s+|so\s+|but\s+|ok(?:ay)?,?\s+)?(?:what|what'?s|how|which|why|who|whom|when)\b",
                     r"^\W*(?:and\s+|so\s+|but\s+|ok(?:ay)?,?\s+)?(?:is|are|was|were|does|do|did|should|might|am|has|"
@@ -154,8 +154,8 @@ _REQUEST_MARK = (r"\b(?:can|could|would|will|won'?t|can'?t)\s+(?:you|u|ya)\b",
                  r"\b(?:please|pls|plz)\b",
                  r"\brefund(?:ing)?\s+(?:me|us|it|this|that|them|tx_\w+|the|my|both|all|these|those|one|him|her)\b")
 #: A bare noun phrase about a refund put as a question, with no request word (:data:`_REQUEST_MARK`): "and the refund
-#: for tx_1008?", "refund for tx_1008?", "tx_1008 refund?" ask about that payment's refund (fresh-user QA round 2 §3:
-#: each opened and paid one).
+#: for tx_1008?", "refund for tx_1008?", "tx_1008 refund?" ask about that payment's refund and
+#: open none.
 _BARE_REFUND_QUESTION = re.compile(r"\?[\W_]*$")
 
 
@@ -178,7 +178,7 @@ def cancels_refund(text: str) -> bool:
     from policies.cancellation import cancels_something_else, wants_to_cancel
 
     if cancels_something_else(text):
-        return False  # "cancel my subscription to Netflix": not the pending refund (fresh-user review)
+        return False  # "cancel my subscription to Netflix": not the pending refund
     if re.search(r"\bchanged? (?:my|our) minds?\b", text) and re.search(r"\brefund|\bcancel", text):
         return True
     # "I don't want a refund for tx_1008" declines one (nothing to cancel); "I don't want the refund any more" cancels
@@ -208,16 +208,16 @@ _REFUND_WHERE = (r"\bwhere(?:'s| is| are| can| do| will)\b", r"\b(?:my|other|all
                  r"\bwhen will\b", r"\bhas(?:n'?t| not)\b.*\b(?:arrived|come|appeared)",
                  r"\bhow long\b", r"\bany news\b", r"\bupdate on\b",
                  r"\b(?:is|has) (?:it|my refund|the refund) (?:been )?(?:approved|paid|done|processed|through)\b",
-                 # "did I get my money?", "have I received the refund?": whether it was paid (review of main)
+                 # "did I get my money?", "have I received the refund?": whether it was paid
                  r"\b(?:did|have|has) (?:i|it|my money|the money)\b.{0,12}\b(?:get|got|receive|received|arrive|"
                  r"arrived|come|paid)\b",
                  r"\b(?:got|received) (?:my|the) (?:money|refund|cash)\b",
-                 # "why was it rejected?", "why wasn't my refund approved?": the refund's outcome (qa1 §3.2)
+                 # "why was it rejected?", "why wasn't my refund approved?": the refund's outcome
                  r"\bwhy\b.{0,30}\b(?:rejected|declined|refused|turned down|not approved|(?:n'?t|not) (?:been )?"
                  r"approved?|cancelled|expired)\b",
                  r"\bwhat happened to\b.{0,20}\brefund\b",
-                 # "is it in my balance?", "is the money back in my account?": whether it was paid (qa1 refunds misc:
-                 # it was read as a second request, "can't be refunded: already has refund")
+                 # "is it in my balance?", "is the money back in my account?": whether it was paid, not a second
+                 # request
                  r"\b(?:is|was|has) (?:it|the money|the refund|my refund|that|this)\b.{0,12}\b(?:in|on|into|to) "
                  r"(?:my|the) (?:balance|account)\b",
                  r"\b(?:is|was|has) (?:it|the money|the refund|my refund|that|this) (?:been )?(?:credited|paid out)\b")
@@ -236,7 +236,7 @@ _EXPLAIN = (r"\bwhat is\b", r"\bwhat'?s\b", r"\bexplain\b", r"\bdon'?t recogni[s
 _UNFREEZE = (r"\bunfreeze\b", r"\bun-freeze\b", r"\bunblock (?:my|the) card\b", r"\bfound (?:my|the) card\b",
              r"\b(?:reactivate|re-activate)\b")
 #: The customer asks for the unfreeze in so many words (finding the card is not asking: the desk offers, the customer
-#: says yes; fresh-user review of main: "no wait, I found it" got the card-linking answer).
+#: says yes).
 _UNFREEZE_ASKED = (r"\bunfreeze\b", r"\bun-freeze\b", r"\bunblock (?:my|the|it)\b", r"\b(?:reactivate|re-activate)\b",
                    r"\b(?:turn|switch) (?:it|my card|the card) (?:back )?on\b")
 #: "I found it", "found my card", "it turned up": the lost card is back.
@@ -268,7 +268,7 @@ def found_card_offer(text: str, facts: dict[str, str], previous: str | None = No
     if not _has(text, *_FOUND_CARD) or _has(text, *_UNFREEZE_ASKED):
         return None
     if facts.get("card_status") != "frozen":
-        # "no wait, I found it" while the desk only asked which card to freeze: nothing was frozen (qa1 §2)
+        # "no wait, I found it" while the desk only asked which card to freeze: nothing was frozen
         asked_freeze = bool(previous) and "freeze" in str(previous) and not _FROZE_CARD.search(str(previous))
         return NOTHING_FROZEN if asked_freeze else FOUND_FIRST if not previous else None
     froze = _FROZE_CARD.search(previous or "")
@@ -282,7 +282,7 @@ def found_card_offer(text: str, facts: dict[str, str], previous: str | None = No
 def leaning_text(user_text: str, previous: str | None) -> str:
     """``user_text`` with the subject the ``previous`` answer was about when the message reports that "it" failed
     and names nothing itself: "it failed" after the top-up how-to -> "my top-up failed" (so the handbook's
-    top-up failure answer follows, not "nothing new": fresh-user review of main); after the identity check's how-to,
+    top-up failure answer follows, not "nothing new"); after the identity check's how-to,
     "my identity verification failed". Unchanged otherwise."""
     from policies.replies import reports_it_failed
 
@@ -301,7 +301,7 @@ def resolve_intent(agent: str, user_text: str, hint: str | None = None) -> DeskI
     """The desk intent of ``agent`` that ``user_text`` asks about (:meth:`DeskKnowledge.resolve`: the project's
     keyword patterns first, then ``hint``, the router's fine label, when it belongs to ``agent``), or None. A follow-up
     with no content of its own ("why?", ``policies.replies.is_bare_follow_up``) takes no hint: the router's guess of
-    its topic is noise (review of main: "why?" after an account closure got the identity-check answer)."""
+    its topic is noise."""
     from policies.replies import is_bare_follow_up
 
     return load_knowledge().resolve(agent, user_text, None if is_bare_follow_up(user_text, strict=True) else hint)
@@ -331,8 +331,8 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
     :data:`CANCEL_REFUND_OFFER` for a waiting refund, whose yes -> cancel_refund); a question about refunds
     (:func:`asks_about_refund`) never requests one; an explicit money-back request (:func:`asks_for_refund`) with
     a known transaction id -> request_refund (reason "duplicate charge" when the text says so); a plain yes
-    (:func:`is_plain_yes`) -> request_refund only when ``asked`` is :data:`REFUND_OFFER` (QA1 section 2: a stray yes
-    after a cancelled refund opened a new one), else no tool (the answer is :data:`PLAIN_YES_ANSWER`); but
+    (:func:`is_plain_yes`) -> request_refund only when ``asked`` is :data:`REFUND_OFFER` (a yes to anything else, such
+    as after a cancelled refund, opens nothing), else no tool (the answer is :data:`PLAIN_YES_ANSWER`); but
     "refundable/eligible" -> check_refund_eligibility; a known
     transaction id otherwise -> check_refund_eligibility; nothing known -> refund_status (to show the
     open refunds and ask which transaction).
@@ -371,7 +371,7 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
     if handled:
         return replied
     if is_acknowledgement(text) or (agent in _NO_RECORD_TO_EXPLAIN and intent is None and _bare_follow_up(text)):
-        # "ok" / "no" that answers no offer: no record is read again, no list shown again (review of main); "why?"
+        # "ok" / "no" that answers no offer: no record is read again, no list shown again; "why?"
         # with no record to re-read: the agent asks what to explain (BARE_WHY_ANSWER)
         return None
     why = _bare_follow_up(text) and not how_to_answer(text, previous) and not (
@@ -393,8 +393,7 @@ _HOW_TO_CLAUSE = re.compile(r"\bin the app\b|\bopen (?:Profile|Cards|Payments|Ex
 def how_to_answer(user_text: str, previous: str | None) -> str | None:
     """The answer to "how?" / "how do I do it?" (``user_text``) from the desk's ``previous`` answer: after an offer to
     unfreeze a card, how to do it in the app or by a yes; else the clauses of that answer's first sentence that say how
-    (in the app, which screen); None when it is no such question or the answer said no how. Fresh-user review of main: "how do I
-    do it?" after the offer got "which part would you like me to explain?"."""
+    (in the app, which screen); None when it is no such question or the answer said no how."""
     if not previous or not _HOW_RE.match(user_text or ""):
         return None
     offered = re.search(r"\bShall I unfreeze your card ending (\d{4})\?", previous)
@@ -424,8 +423,8 @@ def _reply_to_question(agent: str, text: str, asked: str | None, facts: dict[str
     (:func:`_cards_reply_to_question`), a yes to account's :data:`CLOSE_ACCOUNT_ASKED` (the request is filed), and a
     wish to withdraw a request to our team (:func:`withdraws_account_request`); ``(False, None)`` otherwise."""
     if agent == "cards" and (meant := _cards_reply_to_question(text, asked, previous)) is not None:
-        # the card named in the reply is the one acted on: its digits replace any card carried from earlier (qa1 §2.2:
-        # "8899" in reply to "which card?" froze 4242, the verified first active card)
+        # the card named in the reply is the one acted on: its digits replace any card carried from earlier
+        # ("8899" in reply to "which card?" freezes 8899, not the first active card verified before)
         return True, _plan_cards(meant, {**facts, **extract_facts(meant)}, done, None, plan)
     if agent == "account" and asked == CLOSE_ACCOUNT_ASKED and is_plain_yes(text):
         return True, plan("request_operator_case", kind="close_account")
@@ -443,7 +442,7 @@ _REPLACEMENT_IN_ANSWER = re.compile(r"\b(?:replacement|new card|replace card)\b"
 def order_taken_up(user_text: str, previous: str | None) -> str:
     """Cards: "order one please" right after an answer about a replacement card (``previous``) asks to order a
     replacement card: that request in the desk's words, so the handbook's ``order_physical_card`` answer follows;
-    ``user_text`` unchanged otherwise (qa1 §2: it was taken for out of scope)."""
+    ``user_text`` unchanged otherwise."""
     if _ORDER_ONE.search(user_text) and _REPLACEMENT_IN_ANSWER.search(previous or ""):
         return "order a replacement card"
     return user_text
@@ -491,7 +490,7 @@ def _cards_reply_to_question(text: str, asked: str | None, previous: str | None 
         return None
     if asked.startswith(LOSS_ASKED) and _LOSS_YES.fullmatch(text.strip()):
         if len(set(_CARD_ENDING.findall(previous or ""))) > 1 and not _CARD_NAMED_RE.search(text):
-            return "freeze it"  # the question followed a list of several cards: which one? (qa1 §2.5, FREEZE_WHICH)
+            return "freeze it"  # the question followed a list of several cards: which one? (FREEZE_WHICH)
         return "yes, i lost my card"  # "yes" to "Has your card been lost or stolen …? If so, say so and I'll freeze it"
     if asked == FREEZE_ASKED and not _has(text, *_UNFREEZE):
         named = _CARD_NAMED_RE.search(text)
@@ -561,7 +560,7 @@ def _plan_billing(text: str, facts: dict[str, str], done: set[str], intent: Desk
     tx_id = facts.get("transaction_id")
     if tx_id and intent is not None and tx_id.lower() not in text and not _POINTS_BACK.search(text):
         tx_id = None  # a transaction carried from earlier does not hijack a new, recognised request ("why is *it*
-        # pending?" asks about the carried one: review of main, the id was lost and the whole list shown again)
+        # pending?" asks about the carried one, not the whole list again)
     if _PICKS_BY_NAME.search(text) and not tx_id:
         return plan("list_recent_transactions", limit=_MERCHANT_LOOKBACK)  # "the Tesco one": looked for further back
     if _has(text, *_DUPLICATE):
@@ -640,7 +639,7 @@ def _plan_refunds_after(text: str, facts: dict[str, str], done: set[str], plan: 
 def _status_of_payment(text: str) -> str | None:
     """The one transaction id a (lower-cased) refund status question names ("refund status for tx_1008?", "where's my
     refund for tx_1001?") when it names no refund id, else None: the answer is that payment's refund, or that it has
-    none (fresh-user QA round 2 §8: "refund status for tx_1008?" got rf_5001 of tx_1005)."""
+    none."""
     named = set(_TX_IN_TEXT.findall(text))
     return named.pop() if len(named) == 1 and not _has(text, r"\brf_\w+") else None
 
@@ -662,10 +661,11 @@ def _refund_status_of_payment(text: str, tool_results: list[tuple[str, dict[str,
 
 
 def _plan_refund_wish(text: str, tx_id: str | None, plan: _Plan) -> ToolCallPlan | None:
-    """Refunds' tool for a message that asks no status: a cancel wish opens nothing (qa1 §1.1: the payment carried
-    from earlier, then the refunds to cancel); a question about refunds gets the payment's eligibility (and the offer
-    as a question) or, with no payment known, the refund rules (no tool); only an explicit request for money back
-    (:func:`asks_for_refund`, or a duplicate charge reported to refunds) opens a refund of the known payment."""
+    """Refunds' tool for a message that asks no status: a cancel wish opens nothing (neither a refund of the
+    payment carried from earlier nor of the refunds to cancel); a question about refunds gets the payment's
+    eligibility (and the offer as a question) or, with no payment known, the refund rules (no tool); only an explicit
+    request for money back (:func:`asks_for_refund`, or a duplicate charge reported to refunds) opens a refund of the
+    known payment."""
     if cancels_refund(text):
         return plan("check_refund_eligibility", transaction_id=tx_id) if tx_id else plan("refund_status")
     if refuses_refund(text):
@@ -705,8 +705,8 @@ WHAT_ELSE_ANSWER = "Sure, what else can I help you with?"
 #: A specialist's answer to a plain "no" that answers no offer of its own (nothing is done).
 PLAIN_NO_ANSWER = "All right. If anything else comes up, just write here."
 
-#: A yes: "yes", "ok do it", "please go ahead", "sure, please do", "go for it" (QA round 2 §9: "ok do it" to the offer to
-#: refund the duplicate was no yes).
+#: A yes: "yes", "ok do it", "please go ahead", "sure, please do", "go for it" ("ok do it" to the offer to refund the
+#: duplicate is a yes).
 _YES = re.compile(r"(?:please\s+)?(?:yes|yeah|yep|sure|ok(?:ay)?|alright|absolutely|of course|please do|go ahead|"
                   r"go for it|do it|do that)\b[\w ,.!']{0,40}")
 _NOT = re.compile(r"\b(?:no|not|don'?t|never)\b")
@@ -719,7 +719,7 @@ def _bare_yes(text: str) -> bool:
 
 def is_plain_yes(text: str) -> bool:
     """A short affirmative reply ("yes", "yes please", "sure, go ahead") without a negation, and not a question after
-    an acknowledgement ("ok what's my balance" asks for the balance: fresh-user review of main); ``text`` lowercased."""
+    an acknowledgement ("ok what's my balance" asks for the balance); ``text`` lowercased."""
     t = text.strip()
     return bool(_YES.fullmatch(t)) and not _NOT.search(t) and not _ACK_THEN_ASKS.match(t)
 
@@ -741,7 +741,7 @@ def reports_card_loss(text: str) -> bool:
     """Does the customer's own ``text`` (lowercased) report a lost, stolen, compromised or swallowed card: the freeze
     words of :data:`_CARD_FREEZE` or the keyword patterns of a ``freeze`` intent of the desk knowledge? The router's
     guess alone never counts: a freeze is a side effect, and "what's my card limit?" routed to lost_or_stolen_card at
-    0.51 froze a card (fresh-user review 2, finding 1)."""
+    0.51 froze a card."""
     if _has(text, *_CARD_FREEZE):
         return True
     by_patterns = load_knowledge().resolve("cards", text)  # patterns only, no hint
@@ -791,14 +791,14 @@ def _plan_cards(text: str, facts: dict[str, str], done: set[str], intent: DeskIn
         return plan("unfreeze_card", card_id=facts["card_last4"])
     if wants_unfreeze and facts.get("card_status") == "frozen" and facts.get("card_id") and _has(text, r"\bit\b"):
         # "I found it, please unfreeze it" right after the freeze: "it" is the card this conversation froze (a
-        # verified fact carried in the packet), not a question back (qa1 §8)
+        # verified fact carried in the packet), not a question back
         return plan("unfreeze_card", card_id=facts["card_id"])
     if wants_freeze and not wants_unfreeze and "freeze_card" not in done:
         # the card the customer named, exactly (card_ref / last four); the verified card only when they named none
         # and reported a loss: a bare "freeze it" freezes the card the conversation meant (card_last4, set by the
         # offline model from the previous answer) or none, and asks (FREEZE_WHICH)
         kind = loss_card_kind(text)
-        # a card named by its kind ("my virtual card was stolen") is that card, never the physical default (qa2 §2);
+        # a card named by its kind ("my virtual card was stolen") is that card, never the physical default;
         # none usable of that kind: no freeze, cards asks which card
         by_kind = facts.get(f"card_id_{kind}") if kind else None
         target = facts.get("card_ref") or facts.get("card_last4") or by_kind or (
@@ -835,8 +835,7 @@ CARD_ENDING_RE = re.compile(r"\b(?:ending|ends (?:in|with)|last (?:four|4)(?: di
 def names_card_by_ending(text: str) -> bool:
     """Does ``text`` name one card by its last four digits (:data:`CARD_ENDING_RE`) and nothing else the cards
     intents recognise, in at most 8 words ("actually it's the one ending 8899")?  A card correction is the cards team's
-    whoever holds the conversation (fresh-user review: after a safety report whose other question policy answered, the
-    correction stayed with policy and the card was never frozen)."""
+    whoever holds the conversation (also when policy answered the last question)."""
     return bool(CARD_ENDING_RE.search(text or "")) and _names_card_only((text or "").lower())
 
 
@@ -863,7 +862,7 @@ def _fee_or_limit_of_another_thing(text: str) -> bool:
 #: A question about the price of a service ("what's the fee for international transfers?", "how much does a top-up
 #: cost?"), as opposed to a question about a fee already charged ("why was I charged a fee?", "what is this fee on my
 #: account?"): BANKING77's billing intents (``transfer_fee_charged``, ``exchange_charge``, …) are the charged kind,
-#: and the router also gives billing the price questions (review of main: the answer listed the account's fees).
+#: and the router also gives billing the price questions.
 _PRICE_ASK = (r"\bwhat(?:'s| is| are| will be)\b", r"\bhow much\b", r"\bis there an? (?:fee|charge|cost)\b",
               r"\bdo (?:you|i have to) (?:charge|pay)\b", r"\bdoes it cost\b")
 _CHARGED_ALREADY = (r"\bcharged\b", r"\bwhy\b", r"\bwas i\b", r"\bhave i been\b", r"\bdid (?:i|you)\b",
@@ -884,8 +883,8 @@ def _price_question(text: str) -> bool:
 def _fee_of_another_thing(text: str) -> bool:
     """Billing: an "and for X?" fragment (``policies.replies.asks_same_for``) about something the fee schedule lists
     (ATM withdrawals, top-ups, transfers, card payments, exchange) that no billing intent recognises by its own
-    patterns: billing answers charges and fees, so it asks that fee (review of main: "and for top-ups?" got the list
-    of transactions)."""
+    patterns: billing answers charges and fees, so it asks that fee ("and for top-ups?" gets the top-up
+    fee, not the list of transactions)."""
     return _fee_or_limit_of_another_thing(text) and load_knowledge().resolve("billing", text) is None
 
 
@@ -960,8 +959,8 @@ _CURRENCY_CODES = {"euro": "EUR", "eur\\b": "EUR", "dollar": "USD", "usd": "USD"
                    "baht": "THB", "rupee": "INR", "yuan": "CNY", "renminbi": "CNY", "peso": "MXN", "lira": "TRY",
                    "rand": "ZAR", "dirham": "AED", "rouble": "RUB", "ruble": "RUB", "forint": "HUF", "koruna": "CZK",
                    "krona": "SEK", "lei": "RON", "leu": "RON"}
-#: The account agent's question before a closure request goes to our team (fresh-user review of main: "I want to close
-#: my account" filed it at once); only a plain yes to it files the request.
+#: The account agent's question before a closure request goes to our team ("I want to close my
+#: account" files nothing yet); only a plain yes to it files the request.
 CLOSE_ACCOUNT_ASKED = "Shall I pass your request to close your account to our team?"
 CLOSE_ACCOUNT_QUESTION = ("Closing your account ends all its cards and payments; our team finishes it once the balance "
                           f"is zero. {CLOSE_ACCOUNT_ASKED}")
@@ -1077,7 +1076,7 @@ def _same_question_topic(text: str, previous_topic: str | None) -> str | None:
 def _opener_topic(text: str, previous_topic: str | None) -> str | None:
     """``previous_topic`` for a follow-up opener (``policies.replies.opens_follow_up``) that names no subject, intent or
     policy topic of its own ("and Swiss francs?" after the supported currencies: the router reads an exchange-rate
-    question into it, fresh-user review of main); else None."""
+    question into it); else None."""
     from policies.replies import opens_follow_up
 
     if not previous_topic or not opens_follow_up(text) or _subjects(text) or _has(text, *_OWN_ASPECT) \
@@ -1121,7 +1120,7 @@ def focused_policy_text(topic: str, title: str, policy_text: str, question: str)
 #: "how much does it cost?", "is it free?": a price question.
 _COST = (r"\bcosts?\b", r"\bhow much (?:is|does|do|will)\b.*\b(?:charge|pay|cost)", r"\bis (?:it|that|this) free\b",
          r"\bprice\b",
-         # "how much is a replacement?" after the damaged-card answer (qa1 §2)
+         # "how much is a replacement?" after the damaged-card answer
          r"\bhow much (?:is|are|would be|will be) (?:a |an |the |my )?(?:new |physical )*(?:replacement|card)s?\b")
 
 
@@ -1173,15 +1172,14 @@ _RAISE_LIMIT = (r"\b(?:raise|increase|lift|extend|higher|bigger)\b.*\blimits?\b"
 _LIMIT_IN_ANSWER = re.compile(r"\blimits?\b|\blimited to\b|\bat most\b|\bmaximum\b|\bup to £", re.I)
 #: An answer that gave a fee ("Each ATM withdrawal costs a flat £1.50", "ATM withdrawal fee £1.50").
 _FEE_IN_ANSWER = re.compile(r"\bfees?\b|\bcosts? (?:a )?(?:flat )?£", re.I)
-#: The lead of the answer to "can I raise it?" after a fee (QA round 2 §10: it listed the transactions).
+#: The lead of the answer to "can I raise it?" after a fee.
 FEE_NOT_CHANGED = ("A fee can't be raised, lowered or waived on request: our fees follow the fee schedule and are the "
                    "same for every account.")
 
 
 def raises_limit(text: str, previous: str | None = None) -> bool:
     """Does the (lower-cased) ``text`` ask to raise a limit: one it names ("can I raise my top-up limit?") or "it"
-    in a short question ("can I raise it?", at most 8 words) right after an answer that gave a limit (``previous``)?
-    Fresh-user review of main: "can I raise it?" after the top-up limit re-read the transfers."""
+    in a short question ("can I raise it?", at most 8 words) right after an answer that gave a limit (``previous``)?"""
     if _has(text, *_RAISE_LIMIT):
         return True
     return bool(previous) and len(text.split()) <= 8 and bool(_RAISE_IT.search(text)) \
@@ -1208,8 +1206,7 @@ _PIN_CHANGE = re.compile(r"\b(?:change|reset|update|new one)\b")
 def pin_follow_up_answer(text: str, previous: str | None) -> str | None:
     """The handbook's PIN how-to for a short question about "it" (at most 10 words, naming no card) right after an
     answer about the PIN (``previous``; ``text`` lower-cased): "how do I unblock it?" -> the ``pin_blocked`` answer,
-    "and how do I change it?" -> the ``change_pin`` answer; else None. Fresh-user review of main (qa1 §2): both got
-    the card list again ("I've checked again and nothing has changed")."""
+    "and how do I change it?" -> the ``change_pin`` answer, never the card list again; else None."""
     if not previous or not _PIN_IN_ANSWER.search(previous) or len(text.split()) > 10 or not _IT.search(text) \
             or _CARD_NAMED_RE.search(text) or _has(text, r"\bcard\b"):
         return None
@@ -1225,8 +1222,7 @@ def pin_follow_up_answer(text: str, previous: str | None) -> str | None:
 def transfer_timing_answer(text: str, previous: str | None) -> str | None:
     """The handbook's transfer times (``transfer_times``) for a timing question naming no record ("and how long does
     it take?", ``text`` lower-cased) right after an answer about transfers (``previous``: billing's price of an
-    international transfer); else None. Fresh-user review of main: billing kept the thread and listed the
-    transactions."""
+    international transfer); else None."""
     from nodes.tools import POLICY_KB
 
     if not previous or not _has(text, *_TIMING) or _has(text, r"\b(?:tx|tr|rf)_\w+") \
@@ -1251,8 +1247,7 @@ _DELIVERY_IN_ANSWER = re.compile(r"\bcard usually arrives within \d+ to \d+ busi
 def missing_pick_answer(position: str, items: list[str]) -> str:
     """The answer to a pick by position past the end of the list the desk just gave ("the third one" after two
     transfers): there is no such item, how many the list has, and which one the customer means. ``position`` is the
-    customer's word ("third", "3rd"); ``items`` the listed record ids, or cards' last four digits. QA round 2 §11: the
-    list was repeated instead."""
+    customer's word ("third", "3rd"); ``items`` the listed record ids, or cards' last four digits. The list is not repeated."""
     names = [f"the card ending {i}" if i.isdigit() else i for i in items]
     listed = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
     return (f"There is no {position} one: the list has {len(items)} ({listed}). Which one do you mean? You can give "
@@ -1264,7 +1259,7 @@ _RETRY_IT = re.compile(r"\b(?:retry|re-?try|resend|re-?send|re-?submit|re-?proce
                        r"\b(?:try|send|process|run|put)\b.{0,20}\b(?:again|through)\b", re.I)
 #: An answer about a declined or failed payment.
 _DECLINED_IN_ANSWER = re.compile(r"\b(?:declined|failed|rejected)\b", re.I)
-#: The answer to a request to retry a declined payment (QA round 2 §10: it got the desk's self-description).
+#: The answer to a request to retry a declined payment.
 RETRY_ANSWER = ("I can't retry a payment for you: only you can, from the shop, website or app where you paid. A "
                 "declined payment took no money from your account, so once the cause is fixed (the card is active, "
                 "your balance covers it, it's within your daily limit) just try it again there.")
@@ -1281,8 +1276,8 @@ def retry_answer(text: str, previous: str | None) -> str | None:
         else None
 
 
-#: Account's answer to a new address given in the chat (QA round 2 §10: "it's 12 Baker Street, London" after the
-#: address answer got the out-of-scope answer). The desk has no tool that changes an address.
+#: Account's answer to a new address given in the chat ("it's 12 Baker Street, London" after the
+#: address answer), never the out-of-scope answer. The desk has no tool that changes an address.
 ADDRESS_CHANGE_ANSWER = ("I can't change your address in this chat. You can change it yourself in the app under "
                          "Profile > Personal details: enter the new address there and save it.")
 
@@ -1291,8 +1286,8 @@ def speaks_of_places(answer: str | None) -> bool:
     """Does a specialist's ``answer`` give a rule a place can change: it names a region of the handbook's rules (the UK,
     SEPA/the EEA/Switzerland, international/abroad/SWIFT/worldwide: ``_REGION_IN_CLAUSE``) or is a card delivery
     estimate? A follow-up opener about a place ("what about Switzerland?") then asks that answer's question again for
-    the place, even after an out-of-scope answer in between (QA round 2 §11: countries, then "what about a mortgage?",
-    then "what about Switzerland?" got the out-of-scope answer)."""
+    the place, even after an out-of-scope answer in between (countries, then "what about a mortgage?", then
+    "what about Switzerland?")."""
     text = answer or ""
     return bool(_DELIVERY_IN_ANSWER.search(text)) or any(re.search(p, text) for p in _REGION_IN_CLAUSE.values())
 
@@ -1358,8 +1353,7 @@ def knows_subject(subject: str) -> bool:
     """Does the desk have something to say about the subject of a follow-up opener ("what about Switzerland?" ->
     "Switzerland")? True when it names a desk subject (:func:`names_desk_subject`) or one of its words (a plural's
     stem) occurs in the handbook's texts; False for "crypto" or "a mortgage": nothing in the handbook covers them, so
-    the opener is out of scope (fresh-user review of main: "what about crypto?" after card delivery got the transfers'
-    answer about recipients, "what about a mortgage?" the supported countries again)."""
+    the opener is out of scope."""
     low = " ".join((subject or "").lower().split())
     if names_desk_subject(low):
         return True
@@ -1383,9 +1377,8 @@ def handbook_follow_up(agent: str, user_text: str, previous: str | None) -> str 
     day."), or said to apply as it is when the handbook has no separate rule for it; after a card delivery estimate,
     the delivery days to that region (``DeskKnowledge.delivery_days``). None when the opener names a
     record, picks a payment by merchant ("the Tesco one"), asks a question of its own (an intent, fee, limit or
-    subject of the desk: those have their own answers) or the previous answer gave no handbook text. Fresh-user review
-    of main: "what about Switzerland?" after the transfer times listed the transfers, "and in the UK?" after the ATM fee
-    abroad the last five transactions."""
+    subject of the desk: those have their own answers) or the previous answer gave no handbook text ("what about
+    Switzerland?" after the transfer times, "and in the UK?" after the ATM fee abroad get handbook answers, not records)."""
     from policies.replies import opener_subject
 
     if agent not in _PLANNERS or agent == "policy" or not previous:
@@ -1517,7 +1510,7 @@ def _tx_line(tx: dict[str, Any]) -> str:
 
 
 #: Internal error text that never reaches the customer (tool names, argument validation, exception names): the event
-#: log has it (issue 13 §1).
+#: log has it.
 _INTERNAL_ERROR = re.compile(r"\bRefused\b|\bNot executed\b|bad arguments|\b[A-Z]\w*(?:Error|Exception)\b|"
                              r"\b(?:input should|validation|field required)\b", re.I)
 
@@ -1679,7 +1672,7 @@ REJECTED_REASON = ("Our team reviewed it{on} and could not approve it. I can't s
 def _render_check_refund_eligibility(result: dict[str, Any], text: str) -> str:
     tx = result["transaction"]
     earlier = result.get("rejected_refund")
-    if result["eligible"] and earlier:  # qa1 §3.2: a rejection is not undone by asking again
+    if result["eligible"] and earlier:  # a rejection is not undone by asking again
         return (f"{tx['id']} ({tx['merchant']}, {_amt(tx)}) already had refund {earlier['id']}, which was not approved "
                 f"after review{_on(earlier.get('rejected_at'))}. A new request can't be approved automatically: "
                 f"it would go to our team for another review. {REFUND_OFFER}")
@@ -1723,8 +1716,7 @@ def _render_freeze_card(result: dict[str, Any], text: str) -> str:
 
 
 def _no_card_to_find(result: dict[str, Any], text: str) -> bool:
-    """A frozen card the customer cannot "find" again: a virtual card, or card details reported stolen or leaked
-    (qa2 §13: a virtual card's freeze said "If you find it…")."""
+    """A frozen card the customer cannot "find" again: a virtual card, or card details reported stolen or leaked."""
     return result.get("kind") == "virtual" or bool(re.search(r"\bcard (?:details|number)\b|\bcompromis|\bcloned\b|"
                                                           r"\bskimm", text, re.I))
 
@@ -1772,8 +1764,8 @@ _PROFILE_FIELDS = ((re.compile(r"\b(?:e-?mail|email address)\b"), "email"), (re.
 
 
 def _render_account_profile(result: dict[str, Any], text: str) -> str:
-    """The account profile as the (lower-cased) question needs it (fresh-user review of main: every account answer
-    opened with the same profile summary): a request to change a detail gets the detail's current value only (the
+    """The account profile as the (lower-cased) question needs it, not the same summary
+    for every question: a request to change a detail gets the detail's current value only (the
     desk intent's how-to follows); a question naming a detail (email, name) gets that detail; a question about the
     identity check gets its state; anything else the whole summary."""
     c = result["customer"]
@@ -2001,7 +1993,7 @@ def compose_answer(agent: str, user_text: str, tool_results: list[tuple[str, dic
 def _cards_tail(text: str, tool_results: list[tuple[str, dict[str, Any]]], parts: list[str], asked: str | None,
                 previous: str | None) -> list[str]:
     """Cards' answer ``parts`` with what follows them: after the card list alone, nothing to unfreeze (an unfreeze
-    request with no card frozen: no loss question, qa2 §13) or the follow-up question (which card); after a new
+    request with no card frozen: no loss question) or the follow-up question (which card); after a new
     freeze, the other cards that stay frozen (:func:`_others_still_frozen`)."""
     if [name for name, _ in tool_results] == ["card_status"]:
         nothing = _nothing_to_unfreeze(text, dict(tool_results)["card_status"])
@@ -2032,7 +2024,7 @@ def _nothing_to_unfreeze(text: str, status: dict[str, Any]) -> str | None:
 def _others_still_frozen(tool_results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     """After a new freeze, the other cards that were frozen before it (the turn's card_status result) stay frozen:
     say so, and offer to unfreeze the one such card (:data:`UNFREEZE_OFFER`, whose yes unfreezes it) — "actually it's
-    the one ending 8899" after the desk froze 4242 for "I lost my card" (qa2 §13)."""
+    the one ending 8899" after the desk froze 4242 for "I lost my card"."""
     results = dict(tool_results)
     frozen, status = results.get("freeze_card") or {}, results.get("card_status") or {}
     if not frozen.get("ok") or frozen.get("already_frozen") or frozen.get("replayed") or not status.get("ok"):
@@ -2152,7 +2144,7 @@ def _reply_without_tool(agent: str, user_text: str, asked: str | None = None,
 
 
 #: Refunds' answer when the customer says they want no refund (:func:`refuses_refund`): nothing is opened and nothing
-#: is offered (fresh-user QA round 2 §12). ``{what}``: " for tx_1008" or "".
+#: is offered. ``{what}``: " for tx_1008" or "".
 REFUSED_ANSWER = f"All right: I won't open a refund{{what}}, and nothing has been changed. {ANYTHING_ELSE}"
 #: Refunds' question after the refund rules when no payment is known: the customer names one to be offered a refund.
 REFUND_WHICH_QUESTION = "Would you like me to check a payment? Please give its id (such as tx_1234)."
@@ -2207,7 +2199,7 @@ _WHY_PENDING = (r"\bwhy\b", r"\bstill\b", r"\btaking so long\b", r"\bstuck\b")
 
 
 def _transfer_follow_up(text: str, result: dict[str, Any]) -> list[str]:
-    """What the customer asked about the transfer whose status was just read (transcripts of issue 13): how to cancel
+    """What the customer asked about the transfer whose status was just read: how to cancel
     it ("can I cancel it?", the handbook's ``cancel_transfer`` answer), or why it is still pending ("why is it still
     pending?", the handbook's ``pending_transfer`` answer)."""
     intents = load_knowledge().intents
@@ -2222,8 +2214,8 @@ def _transfer_follow_up(text: str, result: dict[str, Any]) -> list[str]:
     return out
 
 
-#: Cards' question when a bare "freeze it" names no card and the conversation meant none (fresh-user review of main:
-#: it filed an account freeze with the team); a card the customer then names is frozen (:func:`plan_tool_call`).
+#: Cards' question when a bare "freeze it" names no card and the conversation meant none (no account freeze
+#: is filed); a card the customer then names is frozen (:func:`plan_tool_call`).
 FREEZE_WHICH = ("Do you want me to freeze a card or your whole account? For a card, tell me its last four digits and "
                 "I'll freeze it right away; for the whole account, say \"freeze my account\" and I'll pass it to our "
                 "team.")
@@ -2292,7 +2284,7 @@ def dispute_answer(user_text: str, results: list[tuple[str, dict[str, Any]]], an
         return None
     tx, described = found
     head = answer if described else f"That is {_tx_line(tx)}."
-    if tx.get("status") in _NOTHING_TO_DISPUTE:  # no money left the account: nothing to dispute (review of main)
+    if tx.get("status") in _NOTHING_TO_DISPUTE:  # no money left the account: nothing to dispute
         why = _NOTHING_TO_DISPUTE[tx["status"]]
         return head if described and why.split(",")[0] in head else f"{head} {why}"
     return f"{head} {dispute_offer(tx)}"

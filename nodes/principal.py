@@ -149,7 +149,7 @@ def resolve_principal(runtime: Any, config: Mapping | None = None) -> Resolution
 @functools.lru_cache(maxsize=1)
 def _default_principal() -> Principal:
     """The principal of a run without a context: ``RunContext()``'s (the demo customer), built once; a new
-    ``RunContext()`` per node visit drew a random request id each time for nothing (issue 14, per-handoff cost)."""
+    ``RunContext()`` per node visit drew a random request id each time for nothing."""
     return RunContext().principal()
 
 

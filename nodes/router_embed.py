@@ -35,7 +35,7 @@ _WEIGHTS = ("weights", "l2_supercat_256.safetensors")
 _TENSOR = "embedding.weight"
 
 _lock = threading.Lock()
-_loaded: "SentenceEncoder | None" = None
+_loaded: SentenceEncoder | None = None
 
 
 def encoder_files() -> tuple[Path, Path]:
@@ -67,7 +67,7 @@ class SentenceEncoder:
         tokenizer: a ``tokenizers.Tokenizer`` whose ids index ``embedding``.
     """
 
-    def __init__(self, embedding: np.ndarray, tokenizer) -> None:  # noqa: ANN001 - tokenizers.Tokenizer
+    def __init__(self, embedding: np.ndarray, tokenizer) -> None:  # tokenizers.Tokenizer
         self._embedding = np.ascontiguousarray(embedding)
         self._tokenizer = tokenizer
         self._tokenizer.no_padding()

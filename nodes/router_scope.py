@@ -1,4 +1,4 @@
-"""Measuring the router's "no specialist" decision (issue 12 §2) on a labelled set with a desk map.
+"""Measuring the router's "no specialist" decision on a labelled set with a desk map.
 
 A desk map (``../shared/data/clinc150/desk_map.json``) has ``agents: {agent: [label, ...]}`` and
 ``no_specialist: {group: [label, ...]}`` (groups ``conversational`` and ``out_of_scope``). For each query the router's
@@ -60,7 +60,7 @@ def read_desk_map(path: Path) -> dict[str, str]:
         raise InputError(f'{path}: expected {{"agents": {{agent: [label, ...]}}, "no_specialist": {{group: [...]}}}}')
     out = {label: agent for agent, labels in data["agents"].items() for label in labels}
     for group, labels in (data.get("no_specialist") or {}).items():
-        out.update({label: f"no_specialist:{group}" for label in labels})
+        out.update(dict.fromkeys(labels, f"no_specialist:{group}"))
     return out
 
 

@@ -252,23 +252,23 @@ class GuardedGraph(CompiledStateGraph[Any, Any, Any, Any]):
         super().__init__(*args, **kwargs)
         self.switchboard_gate = switchboard_gate
 
-    def check_run(self, input: Any, config: Any, kwargs: Mapping[str, Any]) -> None:  # noqa: A002
+    def check_run(self, input: Any, config: Any, kwargs: Mapping[str, Any]) -> None:
         """Refuse (recorded, raised) a run the module doc does not admit; nothing when the graph has no gate."""
         if self.switchboard_gate is not None:
             self.switchboard_gate.check(input, _merged(self.config, config), kwargs.get("context"), kwargs)
 
-    async def acheck_run(self, input: Any, config: Any, kwargs: Mapping[str, Any]) -> None:  # noqa: A002
+    async def acheck_run(self, input: Any, config: Any, kwargs: Mapping[str, Any]) -> None:
         """:meth:`check_run` off the event loop (it reads the business store), in the caller's context (Aegra's
         authenticated user lives in a context variable)."""
         if self.switchboard_gate is not None:
             ctx = contextvars.copy_context()
             await asyncio.to_thread(ctx.run, self.check_run, input, config, kwargs)
 
-    def stream(self, input: Any, config: Any = None, *args: Any, **kwargs: Any) -> Iterator[Any]:  # noqa: A002
+    def stream(self, input: Any, config: Any = None, *args: Any, **kwargs: Any) -> Iterator[Any]:
         self.check_run(input, config, kwargs)
         return super().stream(input, config, *args, **kwargs)
 
-    async def astream(self, input: Any, config: Any = None, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # noqa: A002
+    async def astream(self, input: Any, config: Any = None, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         await self.acheck_run(input, config, kwargs)
         async for chunk in super().astream(input, config, *args, **kwargs):
             yield chunk

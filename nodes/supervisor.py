@@ -110,7 +110,7 @@ def _expert_tasks(accepted: tuple[ExpertCallDecision, ...], ai: AIMessage | None
 
 def _bound_on_first_use(deps: Deps, experts: tuple[str, ...]) -> Callable[[], Any]:
     """``get() ->`` the model bound to the ``expert_<agent>`` tools of ``experts``, bound on the first call (a
-    one-shot turn that never reaches the supervisor does not pay for it; start-up, issue 14)."""
+    one-shot turn that never reaches the supervisor does not pay for it at start-up)."""
     made: list[Any] = []
 
     def get() -> Any:
@@ -169,7 +169,7 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
             for _ in range(settings.max_tool_rounds):
                 try:
                     out = bound.invoke([system, *shaped, *new])
-                except Exception as exc:  # the model's client already retried transient errors
+                except Exception as exc:  # noqa: BLE001 - the model's client already retried transient errors
                     model_calls += 1
                     return _fallback(state, ctx, f"the model failed ({type(exc).__name__}: {str(exc)[:200]})", new, model_calls)
                 model_calls += 1

@@ -1,4 +1,4 @@
-"""Tool calls a model wrote as text instead of through the tool-calling interface (issue 12 §3).
+"""Tool calls a model wrote as text instead of through the tool-calling interface.
 
 Small local models often answer with ``transfer_to_refunds(reason="…")``, a JSON object naming a tool, or
 ``<tool_call>{…}</tool_call>`` tags. Such text must never reach the customer. :func:`read_text_tool_calls` finds these

@@ -36,6 +36,7 @@ from checkpoints.business import (
     Transfer,
     money,
 )
+from graph.errors import ModelBehaviorError
 
 __all__ = [
     "ToolContext",
@@ -50,7 +51,6 @@ __all__ = [
     "tools_for",
     "as_langchain_tool",
     "schema_tool",
-    "langchain_tools_for",
     "run_tool",
     "refund_idempotency_key",
     "freeze_idempotency_key",
@@ -58,9 +58,10 @@ __all__ = [
 ]
 
 
-class ToolArgumentError(ValueError):
+class ToolArgumentError(ModelBehaviorError, ValueError):
     """The model asked for an unknown tool, a tool of another agent, or passed arguments that do not
-    validate against the tool's schema. One-line message, suitable for a ToolMessage back to the model."""
+    validate against the tool's schema. One-line message, suitable for a ToolMessage back to the model. A
+    :class:`~graph.errors.ModelBehaviorError`, and a ``ValueError`` for callers that treat it as bad arguments."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class ToolContext:
     (LangGraph thread); task_id: the support task (used in idempotency keys; None -> thread_id is used); turn: the
     request within the thread (the graph state's ``turn``, or any other id of one customer request), part of a card
     action's idempotency key so a retry or resume of the same request is answered from its key while a new request
-    in the same task ("freeze it" again after an unfreeze) acts (fresh-user review of main, §2.1); None -> the key
+    in the same task ("freeze it" again after an unfreeze) acts; None -> the key
     names the task only (one action per task and card).
     """
 
@@ -375,7 +376,7 @@ _MERCHANT_LOOKBACK = 100
 def _find_duplicate_charges(store: BusinessStore, ctx: ToolContext, merchant: str | None = None) -> dict[str, Any]:
     """Duplicate pairs of the customer's card payments; with ``merchant`` (case-insensitive part of a merchant's name)
     only that merchant's pairs plus its card payments (``merchant_payments``), so "charged twice at Tesco" is answered
-    about Tesco (fresh-user review §10). A merchant matching none of the last :data:`_MERCHANT_LOOKBACK` transactions
+    about Tesco. A merchant matching none of the last :data:`_MERCHANT_LOOKBACK` transactions
     is ignored (``merchant_found`` False) and every pair is returned."""
     name = (merchant or "").strip().lower()
     named = [t for t in store.list_transactions(ctx.customer_id, limit=_MERCHANT_LOOKBACK)
@@ -510,7 +511,7 @@ def _card_status(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
 
 def _named_card(store: BusinessStore, ctx: ToolContext, card_id: str) -> Card | dict[str, Any]:
     """The caller's card named exactly by ``card_id`` (its id, or last four digits matching one card), or the refusal
-    dict: another customer's id or an unknown one is refused, never replaced by a card of the caller's (issue 11, §3)."""
+    dict: another customer's id or an unknown one is refused, never replaced by a card of the caller's."""
     cards = store.list_cards(ctx.customer_id)
     if re.fullmatch(r"\d{4}", card_id):
         matches = [c for c in cards if c.last4 == card_id]
@@ -531,7 +532,7 @@ def _freeze_card(store: BusinessStore, ctx: ToolContext, card_id: str) -> dict[s
 
 def _read_back(store: BusinessStore, ctx: ToolContext, result: dict[str, Any]) -> dict[str, Any]:
     """A card action's result with ``status`` read back from the store after the action, so no answer claims a state
-    the card does not have (fresh-user review of main, §2.1: a replayed freeze said "frozen" of an active card). A
+    the card does not have. A
     replayed result whose card has changed since (``status`` differs from the recorded one) says so with
     ``"changed_since": True``."""
     card = store.get_card(ctx.customer_id, str(result["card_id"]))
@@ -790,11 +791,6 @@ def schema_tool(name: str, description: str, args_schema: type[BaseModel]) -> An
 def as_langchain_tool(spec: ToolSpec) -> Any:
     """:func:`schema_tool` of a business tool: the graph runs it via :func:`run_tool` with the run context."""
     return schema_tool(spec.name, spec.description, spec.args_schema)
-
-
-def langchain_tools_for(agent: str) -> list[Any]:
-    """``[as_langchain_tool(s) for s in tools_for(agent)]``."""
-    return [as_langchain_tool(s) for s in tools_for(agent)]
 
 
 def _validation_reason(exc: ValidationError) -> str:

@@ -1,4 +1,4 @@
-"""An answer never repeats itself (issue 12 §1): what the desk says instead of its previous answer word for word.
+"""An answer never repeats itself: what the desk says instead of its previous answer word for word.
 
 Pure functions, no I/O. Texts are this module's own.
 """
@@ -40,9 +40,9 @@ def clarify_question(asked: Sequence[str]) -> str | None:
     return next((q for q in CLARIFY_QUESTIONS if _norm(q) not in seen), None)
 
 
-#: How an answer re-read from the records starts when the facts are the same as in the previous answer (issue 12 §1:
-#: never the same words twice; a re-asked status question still gets the facts, fresh-user review §15); the facts
-#: follow in one sentence (the first of the answer: the status), not the whole answer again (review of main).
+#: How an answer re-read from the records starts when the facts are the same as in the previous answer (never
+#: the same words twice; a re-asked status question still gets the facts); the facts
+#: follow in one sentence (the first of the answer: the status), not the whole answer again.
 STILL_THE_SAME = "I've checked again and nothing has changed."
 #: How policy's answer starts when the same handbook text is asked for again (rules do not change between turns).
 AS_I_SAID = "As I mentioned:"
@@ -85,7 +85,7 @@ def instead_of_repeat(agent: str, text: str, previous: Sequence[str], open_quest
     """
     if reread and agent != CLARIFY and previous:
         # asked again after the short form: say it once more in other words, never verbatim; from the fourth time on,
-        # how often it was checked (no flip-flop between two phrasings: fresh-user review of main)
+        # how often it was checked (no flip-flop between two phrasings)
         first = _first_sentence(text)
         short, other = (f"{lead} {first}" for lead in (STILL_THE_SAME, STILL_NO_CHANGE))
         if _same_facts(previous[-1], short):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from graph.context import RESERVED_NAMES, Principal
@@ -231,4 +231,4 @@ def approval_overdue(request: Mapping[str, Any], now: datetime) -> bool:
 def _utc(text: str) -> datetime:
     """An ISO-8601 time (``Z`` or an offset; naive = UTC) as an aware UTC datetime."""
     dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return (dt if dt.tzinfo is not None else dt.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+    return (dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)).astimezone(UTC)

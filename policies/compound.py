@@ -105,7 +105,7 @@ def split_marked(text: str) -> list[tuple[str, bool]]:
     explicit marker (``"Also, …"``, ``"One more thing: …"``). The first segment is never marked; a segment that
     follows a plain sentence end is not marked (several sentences often describe one problem), nor one split off at
     ``", but …"`` (a contrast about the same matter: "I want a refund, but should I cancel the payment instead?";
-    one of the compound losses of ``bench/route_losses.py --list`` on held-out BANKING77 train rows, issue 12 §2;
+    one of the compound losses of ``bench/route_losses.py --list`` on held-out BANKING77 train rows;
     with :func:`continues_previous`, false compounds on those 2,000 rows 3 -> 2, pair detection unchanged).
 
     Returns:
@@ -171,7 +171,7 @@ def continues_previous(split: Sequence[tuple[str, bool]]) -> list[bool]:
     pronoun among its first four words ("I need to change my PIN while I'm abroad. Can I do this from another country?"
     is one request about the PIN). Such a segment carries no intent of its own in compound detection, as a context
     statement (:func:`asks_something`): two of the five compound losses of ``bench/route_losses.py --list`` on
-    held-out BANKING77 train rows were such follow-on sentences (issue 12 §2). Measured on those 2,000 held-out rows
+    held-out BANKING77 train rows were such follow-on sentences. Measured on those 2,000 held-out rows
     (``python bench/compound_detection.py --router R --csv heldout.csv``, R fitted on the rest of BANKING77 train +
     CLINC150 train; never the test set): false compounds 5 -> 3; "<a>. Also, <b>" pairs detected 83.4 -> 83.3%;
     plain "<a>. <b>" pairs 36.6 -> 34.0% (a second query that opens with "it"/"this" reads as a follow-on there).

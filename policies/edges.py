@@ -52,7 +52,7 @@ ACCESS_DENIED = "access_denied"
 TRIAGE = "triage"
 FALLBACK = "fallback"
 CLARIFY = "clarify"
-#: Where a request the desk does not serve ends (issue 12 §2): a short answer saying what the desk can help with; no
+#: Where a request the desk does not serve ends: a short answer saying what the desk can help with; no
 #: specialist, no task, no model call (``nodes.out_of_scope``).
 OUT_OF_SCOPE = "out_of_scope"
 #: Supervisor mode (agent as tool, DESIGN.md "The two relations between agents"): the ``supervisor`` agent
@@ -139,7 +139,7 @@ class EdgeTable:
         return (START, *sorted(names), END)
 
 
-#: The refund approval flow (issue 4): refunds -> risk -> (human_approval ->) refund_execute -> refunds.
+#: The refund approval flow: refunds -> risk -> (human_approval ->) refund_execute -> refunds.
 #: These are structural edges taken by code after a refund was requested, never model-callable handoffs.
 APPROVAL_FLOW_EDGES: frozenset[tuple[str, str]] = frozenset({
     ("refunds", "risk"),

@@ -24,18 +24,18 @@ __all__ = ["EntryDecision", "choose_entry", "scope_of", "CONTINUE_CONFIDENCE", "
 CONTINUE_CONFIDENCE = 0.35
 #: A short follow-up (a fragment, or an identifier nobody asked for) leaves the active agent only when the router gives
 #: another specialist at least this probability (a clear new topic such as "the virtual one" after a fees question);
-#: chosen on the follow-up table of ``tests/test_followups.py``.
+#: chosen on the follow-up table of ``tests/test_conversation_routing.py``.
 NEW_TOPIC_CONFIDENCE = 0.5
 #: A short follow-up (a fragment) leaves the agent holding the conversation for the out_of_scope answer when the router
 #: gives "not served here" at least this probability and the fragment neither opens as a follow-up ("what about X?")
 #: nor points back at the last answer. On the shipped router, the out-of-scope fragments of the review ("what is a
 #: mortgage rate today?" 0.95, "what is the weather today?" 0.97) are above it, and the follow-ups of
-#: ``tests/test_followups.py`` and ``tests/test_followups_flows.py`` read as out of scope either open as a follow-up
+#: ``tests/test_conversation_routing.py`` and ``tests/test_conversation_flows.py`` read as out of scope either open as a follow-up
 #: ("what about Switzerland?" 0.93), ask the same question again ("can I raise it?" 0.92) or stay below it.
 OUT_OF_SCOPE_SURE = 0.9
 #: The specialist whose action a bare "freeze it" / "unfreeze it" asks for (``policies.replies.asks_card_action``).
 CARD_ACTION_OWNER = "cards"
-#: Clarifying answers in a row after which an answer that still names no specialist goes to fallback (issue 12 §1).
+#: Clarifying answers in a row after which an answer that still names no specialist goes to fallback.
 MAX_CLARIFY_ROUNDS = 2
 #: The entry reason when the customer asks for a person (fallback words its answer for that case: ``nodes.fallback``).
 PERSON_REASON = "the customer asked for a person"
@@ -52,7 +52,7 @@ OUT_OF_SCOPE_TOPICS = frozenset({"out_of_scope_finance", "off_topic"})
 
 #: CLINC150's conversational categories (a trained router's ``conversational:<category>`` labels) that ask the
 #: assistant for something a bank's support desk does not do (a joke, a fun fact, its hobbies, device settings): out of
-#: scope like off-topic requests (fresh-user review of main: "tell me a joke" mid-thread re-read the account). The
+#: scope like off-topic requests. The
 #: other conversational categories are greetings, thanks, questions about the assistant and replies (yes/no/cancel).
 CHITCHAT_TOPICS = frozenset({"tell_joke", "fun_fact", "meaning_of_life", "do_you_have_pets", "what_are_your_hobbies",
                              "change_speed", "whisper_mode", "change_volume", "change_language", "change_accent",
@@ -159,14 +159,14 @@ def choose_entry(
             stays with it too, and is never taken for out of scope, unless the router gives another specialist >=
             :data:`NEW_TOPIC_CONFIDENCE`.
         record_owners: the specialists owning the records the message names (``policies.replies.record_owners``):
-            a named ``tr_…`` is transfers', whoever holds the conversation (fresh-user review §10).
+            a named ``tr_…`` is transfers', whoever holds the conversation.
         wants_person: the customer asks for a person (``policies.replies.asks_for_person``): fallback, which hands
             the thread to the team with the facts so far (a request for a human is never answered by the bot alone).
         same_question: the message asks the previous question again, about another thing ("and for ATM
             withdrawals?", ``policies.replies.asks_same_for``) or for news of the record just answered ("any
             update?", ``policies.replies.asks_for_news``), or a follow-up with no content of its own ("why not?",
             ``policies.replies.is_bare_follow_up``): it stays with the active specialist, whose question it is,
-            whatever the router reads into its words (review of main: "any update?" and "why not?" went to account).
+            whatever the router reads into its words.
         follow_up_opener: the message opens as a follow-up ("what about X?", "and X?", "and for X?":
             ``policies.replies.opens_follow_up``): a fragment that does is never taken for out of scope while a
             specialist holds the conversation ("what about Switzerland?" after the supported-countries answer).

@@ -111,11 +111,6 @@ class Arbitration:
         """Business tool calls to run, in order (empty when a handoff won)."""
         return tuple(o for o in self.outcomes if o.action == "execute")
 
-    @property
-    def refused_handoffs(self) -> tuple[CallOutcome, ...]:
-        """Handoff calls that were refused (illegal edge or failed guard)."""
-        return tuple(o for o in self.outcomes if o.action == "refused" and o.target is not None)
-
 
 @dataclass(frozen=True)
 class GuardResult:
@@ -132,7 +127,7 @@ def check_guards(
     packet: Mapping[str, Any],
     task: Mapping[str, Any] | None,
 ) -> GuardResult:
-    """Preconditions of a handoff on the packet and on the task (issue 3, item 2).
+    """Preconditions of a handoff on the packet and on the task.
 
     Args:
         source: the agent handing off.

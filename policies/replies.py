@@ -15,7 +15,7 @@ from policies.approval import is_cancellation
 
 __all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "listed_cards_of", "refers_back",
            "asks_for_person", "asks_same_for", "asks_for_news", "opens_follow_up", "asks_card_action", "opener_subject",
-           "lists_records_of", "reports_it_failed", "names_card_in_action", "takes_up_last_answer", "is_bare_follow_up",
+           "lists_records_of", "reports_it_failed", "takes_up_last_answer", "is_bare_follow_up",
            "record_owners", "gives_address", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS", "OPENER_MAX_WORDS"]
 
 #: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
@@ -33,7 +33,7 @@ _YES_NO_RE = re.compile(
     r"exactly|confirm(?:ed)?|no|nope|nah|not really|no thanks?|i do|i don'?t|it is|it isn'?t|that one)\b", re.I)
 _ORDINAL_RE = re.compile(r"\b(?:first|second|third|fourth|fifth|last|latest|earlier|later|other|1st|2nd|3rd|"
                          r"top(?![- ]?ups?\b)|bottom|former|latter)\b(?:\s+one)?", re.I)  # "top", not "top-up"
-#: "ok and for ATM withdrawals?": an acknowledgement that opens a new question is not a yes/no answer (qa1 §8).
+#: "ok and for ATM withdrawals?": an acknowledgement that opens a new question is not a yes/no answer.
 _ACK_THEN_QUESTION_RE = re.compile(r"^\s*(?:ok(?:ay)?|alright|right|sure|fine|cool)\b[,.!]?\s+(?:and|but|so|also|"
                                    r"what|how|why|when|where|which|who|can|could|is|are|do(?!\s+(?:it|that|so)\b)|does)\b",
                                    re.I)
@@ -95,7 +95,7 @@ _CARD_ENDING_RE = re.compile(r"\bcard ending (\d{4})\b")
 def listed_cards_of(answer: str) -> tuple[str, ...]:
     """The last four digits of the cards an answer named ("Your cards: physical card ending 1881 is blocked; …" ->
     ``("1881", "4242", "8899")``), first-seen order: the items a reply such as "the third one" or "8899" picks among
-    after a card answer (QA round 2 §11: "the third one" after the card list was no pick)."""
+    after a card answer."""
     return tuple(dict.fromkeys(_CARD_ENDING_RE.findall(answer or "")))
 
 
@@ -116,8 +116,8 @@ _PERSON_NEEDED_RE = re.compile(r"\b(?:do|does|will|would|must|should) (?:i|we) (
 
 def asks_for_person(text: str) -> bool:
     """Does the customer ask to deal with a person ("speak to a human please", "I want to talk to a real person",
-    "human agent now")? Such a message goes to fallback, which hands the thread to the team (fresh-user review 2:
-    "speak to a human please" got the bot's self-description and never reached a person). A question whether a person
+    "human agent now")? Such a message goes to fallback, which hands the thread to the team (never the desk's
+    self-description). A question whether a person
     is needed (:data:`_PERSON_NEEDED_RE`) is not such a request: it goes to the specialist whose process it asks about
     (2 of the 10 BANKING77/CLINC150 train and CLINC150 val rows this rule matches, both such questions; found with
     ``bench/route_losses.py --list`` on held-out BANKING77 train rows)."""
@@ -136,8 +136,8 @@ def asks_same_for(text: str) -> bool:
     """Does ``text`` ask the previous question again about another thing ("and for ATM withdrawals?" after a fee
     question, "what about on weekdays?" after an exchange-rate question)? A connective ("and", "what about", "how
     about", "also", optionally after "ok") followed by a preposition, in at most :data:`SAME_FOR_MAX_WORDS` words and
-    naming no record id. Such a fragment belongs to the question domain of the agent that answered it (fresh-user review
-    of issue 13: "and for ATM withdrawals?" after a policy fee answer went to billing)."""
+    naming no record id. Such a fragment belongs to the question domain of the agent that answered it ("and for
+    ATM withdrawals?" after a policy fee answer stays with policy)."""
     return (bool(_SAME_FOR_RE.search(text or "")) and len(_words(text or "")) <= SAME_FOR_MAX_WORDS
             and not _RECORD_RE.search(text or ""))
 
@@ -180,26 +180,26 @@ _ADDRESS_RE = re.compile(r"\b\d+[a-z]?,?\s+(?:[A-Za-z'-]+\s+){1,3}(?:street|st|r
 
 def gives_address(text: str) -> bool:
     """Does ``text`` give a postal address (a house number and street, or a UK postcode: "it's 12 Baker Street,
-    London") in at most 15 words? After an answer about the address it is the customer's new address (QA round 2
-    §10: it got the out-of-scope answer)."""
+    London") in at most 15 words? After an answer about the address it is the customer's new address, never out
+    of scope."""
     return len(_words(text or "")) <= 15 and bool(_ADDRESS_RE.search(text or ""))
 
 
 def reports_it_failed(text: str) -> bool:
     """Does ``text`` only report that "it" failed ("it keeps failing", "that didn't work")? It is about what the
-    previous answer discussed, so it stays with the agent that gave it (fresh-user review of main: "it keeps failing"
-    after the identity check's how-to went to transfers)."""
+    previous answer discussed, so it stays with the agent that gave it ("it keeps failing" after
+    the identity check's how-to stays with account)."""
     return bool(_IT_FAILED_RE.match(text or ""))
 
 
 def is_bare_follow_up(text: str, strict: bool = False) -> bool:
     """Is ``text`` a follow-up with no content of its own ("why not?", "how come?", "what do you mean?", or "and how
     long does it take?": a connective and "it"/"that" in at most 8 words naming no product or record of the desk)? It
-    can only be about the previous answer, so it stays with the agent that gave it (review of main: "why not?" after a
-    refused refund went to account, "and how long does it take?" after a transfer answer to cards). ``strict``: only
+    can only be about the previous answer, so it stays with the agent that gave it ("why not?" after a refused
+    refund stays with refunds, "and how long does it take?" after a transfer answer with transfers). ``strict``: only
     the first kind (no words of its own at all). Not strict, a short question about "it" alone ("how much does it
     cost?" after "how do I send money abroad?", at most :data:`IT_QUESTION_MAX_WORDS` words, no product or record
-    named) counts too: a fresh-user review of main saw it taken from transfers by the router's billing topic."""
+    named) counts too, whatever topic the router reads into it (billing's, for that one)."""
     t = text or ""
     if _BARE_FOLLOW_UP_RE.match(t):
         return True
@@ -220,7 +220,7 @@ def opens_follow_up(text: str) -> bool:
     """Does ``text`` open as a follow-up to the previous answer ("what about X?", "how about X?", "and X?", "and for
     X?", "also X?"), in at most :data:`OPENER_MAX_WORDS` words? Such a message leans on the conversation whatever the
     router reads into its last words: "what about Switzerland?" after the supported-countries answer is read as off
-    topic (0.93) by the shipped router, yet it asks policy's question again (fresh-user review of main)."""
+    topic (0.93) by the shipped router, yet it asks policy's question again."""
     return bool(_OPENER_RE.search(text or "")) and len(_words(text or "")) <= OPENER_MAX_WORDS
 
 
@@ -261,7 +261,7 @@ OWN_LIST_MAX_WORDS = 10
 def lists_records_of(text: str) -> str | None:
     """The specialist whose records ``text`` asks to list ("what transfers have I made?" -> ``"transfers"``, "which
     cards do I have?" -> ``"cards"``, "show me my refunds" -> ``"refunds"``, "what payments have I made?" ->
-    ``"billing"``), in at most :data:`OWN_LIST_MAX_WORDS` words; None otherwise. Fresh-user review of main: the shipped
+    ``"billing"``), in at most :data:`OWN_LIST_MAX_WORDS` words; None otherwise. The rule comes first because the shipped
     router reads "what transfers have I made?" as a transfer fee (billing at 0.66) and "which cards do I have?" as the
     cards one can top up with (policy at 0.70)."""
     m = _OWN_LIST_RE.search(text or "")
@@ -278,7 +278,7 @@ _CARD_ACTION_RE = re.compile(r"^\s*(?:(?:please|pls|ok(?:ay)?|now|can you|could 
 
 
 #: "freeze 8899", "please unfreeze card 4242", "block my virtual card ending 8899": a card action naming the card by its
-#: last four digits (a card's last four digits name a card, never an account: fresh-user review of main, qa1 §2.3).
+#: last four digits (a card's last four digits name a card, never an account).
 _NAMED_CARD_ACTION_RE = re.compile(
     r"^\s*(?:(?:please|pls|ok(?:ay)?|now|can you|could you|would you|will you|can u)[,\s]+)*"
     r"(?:(?:un)?freeze|block)\s+(?:(?:my|the)\s+)?(?:(?:physical|virtual)\s+)?(?:card\s*)?"
@@ -292,15 +292,8 @@ def asks_card_action(text: str) -> bool:
     card is blocked by wrong PIN entries, which the customer undoes in the app)? At this desk only a card is frozen or
     unfrozen by a word (an account freeze is asked for by name, "freeze my account", and goes to the team), so such a
     message is the cards agent's: after card talk "it" is the card just discussed, on a new thread cards asks "a card
-    or your whole account?" (fresh-user review of main: "freeze it" filed an account-freeze request, "unfreeze it"
-    was refused as out of scope, "freeze 8899" filed an account freeze and "unfreeze 4242" was out of scope)."""
+    or your whole account?"; none of them files an account freeze or is out of scope."""
     return bool(_CARD_ACTION_RE.match(text or "") or _NAMED_CARD_ACTION_RE.match(text or ""))
-
-
-def names_card_in_action(text: str) -> bool:
-    """Does ``text`` ask a card action naming the card by its last four digits ("freeze 8899", see
-    :func:`asks_card_action`)? Then "it" needs no meaning from the previous answer."""
-    return bool(_NAMED_CARD_ACTION_RE.match(text or ""))
 
 
 #: "order one please", "get me one": taking up an offer to order something the last answer made.
@@ -316,8 +309,7 @@ def takes_up_last_answer(text: str, previous: str | None) -> bool:
     """Does the short ``text`` (at most 8 words) take up a thing the desk's ``previous`` answer named: a long word of
     that answer ("how much is a replacement?" after "order a replacement in the app … it costs £5") or an order
     ("order one please" after an answer that names an order, a replacement or a new card)? Such a message leans on
-    the conversation and is never out of scope (fresh-user review of main, qa1 §2: both were refused as out of
-    scope after the damaged-card answer)."""
+    the conversation and is never out of scope."""
     if not previous or len(_words(text or "")) > 8:
         return False
     if _ORDER_ONE_RE.search(text) and re.search(r"\b(?:order|replacement|new card)\b", previous, re.I):
@@ -336,8 +328,7 @@ def refers_back(text: str, listed: tuple[str, ...]) -> bool:
     """Does ``text`` point back at a record the previous answer named? True when that answer listed records
     (``listed``, :func:`listed_items_of`) and ``text`` is short (at most 12 words) with a pronoun such as "it", "that",
     "them": "when will it arrive?" after "refund rf_… has been paid" asks about that refund, whatever the router
-    thinks of "arrive" (issue 13, fresh-user review); a nudge such as "any news?" or "any update?" points back too
-    (review of main: "any news?" after a transfer's status was taken for a request the desk does not serve)."""
+    thinks of "arrive"; a nudge such as "any news?" or "any update?" points back too."""
     return bool(listed) and len(_words(text)) <= 12 and (bool(_BACK_REF_RE.search(text)) or asks_for_news(text))
 
 
@@ -377,7 +368,7 @@ def classify_reply(text: str, listed: tuple[str, ...] = (), has_topic: bool = Fa
     if ident and n <= 8:
         return Reply("identifier", ident.group(0))
     if n <= 8 and _YES_NO_RE.search(text) and not _ACK_THEN_QUESTION_RE.search(text) and not (has_topic and n > 3):
-        return Reply("yes_no")  # "yes, my card was stolen" has a topic of its own: a request (fresh-user review 2)
+        return Reply("yes_no")  # "yes, my card was stolen" has a topic of its own: a request
     if (n <= 12 and _FOLLOW_UP_RE.search(text)) or (n <= FRAGMENT_MAX_WORDS and not has_topic):
         return Reply("fragment")
     return Reply("request")

@@ -1,10 +1,10 @@
-"""Deterministic refund risk rules (issue 4): auto-approve, ask a human, or reject.
+"""Deterministic refund risk rules: auto-approve, ask a human, or reject.
 
 The numbers are the demo bank's house rules (documented here, the single place to change them):
 refunds up to ``AUTO_APPROVE_LIMIT_MINOR`` are paid without a human; larger ones, a customer with
 ``RECENT_REFUNDS_FOR_REVIEW`` or more refunds in the last ``RECENT_WINDOW_DAYS`` days, an unverified
 identity, or a transaction whose earlier refund a person rejected (``REJECTED_BEFORE``: a rejection is not undone by
-asking again, fresh-user review qa1 §3.2) go to a human; above ``REJECT_ABOVE_MINOR`` or with the
+asking again) go to a human; above ``REJECT_ABOVE_MINOR`` or with the
 ``refunds_blocked`` flag they are rejected.
 
 Tiers of human approval (four eyes, README "Identity and authorization"): a refund that goes to a human needs one

@@ -66,11 +66,11 @@ def run_python(sock_path: str, code: str, env: dict[str, str], cwd: str, stdout:
 def _warm() -> None:
     """Import what every command needs (CLI, builder, conversation, stores, the offline model and the shipped
     router), without opening any database or home."""
-    import graph.builder  # noqa: F401
-    import graph.cli  # noqa: F401
-    import graph.conversation  # noqa: F401
-    import graph.demo_bank  # noqa: F401
-    import graph.drawing  # noqa: F401
+    import graph.builder
+    import graph.cli
+    import graph.conversation
+    import graph.demo_bank
+    import graph.drawing
     import graph.operator_cli  # noqa: F401
     import nodes.offline_model  # noqa: F401
     from checkpoints import open_checkpointer  # noqa: F401
@@ -101,7 +101,7 @@ def _child(msg: dict, fds: list[int]) -> int:
         return 0
     sys.argv = ["-"]
     try:
-        exec(compile(msg["code"], "<docs example>", "exec"), {"__name__": "__main__"})  # noqa: S102
+        exec(compile(msg["code"], "<docs example>", "exec"), {"__name__": "__main__"})
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 - the snippet failed: its traceback on its stderr, exit 1

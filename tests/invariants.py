@@ -1,4 +1,4 @@
-"""The safety invariants every attack corpus checks after a run (issue 11, section 6), as plain functions.
+"""The safety invariants every attack corpus checks after a run, as plain functions.
 
 A run is a customer's turn (always ``c_ada`` of ``t_demo`` on the demo store) with no operator acting. After it:
 

@@ -1,5 +1,5 @@
 """Storage faults through the real CLI, counted: ``python -m tests.storage_faults`` prints one line per scenario
-(exit code, traceback or not, the stderr's last line) and the totals (issue 11, section 5).
+(exit code, traceback or not, the stderr's last line) and the totals.
 
 Each scenario builds a fresh ``SWITCHBOARD_HOME`` (a refund paused for approval on thread ``r1``, an approver ``ann``),
 damages it, and runs one CLI command in a subprocess:

@@ -9,32 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from checkpoints import open_checkpointer
-from graph.builder import build_desk
 from graph.context import RunContext
 from graph.conversation import Conversation
 from graph.errors import AccessDenied, InputError
-from graph.settings import Settings
-from nodes.offline_model import OfflineChatModel
-from tests.conftest import KeywordRouter
+from tests.conftest import ANN, BIG, SMALL, approver_desk, executed_refunds
 
 REPO = Path(__file__).resolve().parents[1]
-BIG = "I want a refund for tx_1001 please, that Tesco order never happened"  # £23.80 > auto-approval limit
-SMALL = "Please refund tx_1008, it was a duplicate coffee"  # £4.50, auto-approved
-ANN = RunContext.for_operator("ann", "t_demo")
 BEN = RunContext.for_operator("ben", "t_demo")
-
-
-def _setup(home: Path, router=None):
-    """A desk on ``home`` with two registered approvers, ann and ben, of tenant t_demo (``router``: default the
-    keyword router)."""
-    s = Settings.from_env(db=home / "switchboard.db", business_db=home / "business.db")
-    r = router if router is not None else KeywordRouter()
-    d = build_desk(model=OfflineChatModel(router=r), checkpointer=open_checkpointer(s.db), settings=s, router=r)
-    for name in ("ann", "ben"):
-        if d.deps.store.get_operator(name) is None:
-            d.deps.store.add_operator(name, "t_demo", ["approver"])
-    return d.graph, d.deps.store
 
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
@@ -43,43 +24,39 @@ def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "SWITCHBOARD_HOME": str(home)})
 
 
-def _executed(store) -> list:
-    return [r for r in store.list_refunds("c_ada") if r.status == "executed"]
-
-
 def test_small_refund_is_auto_approved_and_paid(isolated_home):
-    g, store = _setup(isolated_home)
+    g, store = approver_desk(isolated_home)
     r = Conversation("t", graph=g).send(SMALL)
     assert r.status == "answered" and r.agent == "refunds"
     assert "paid back" in r.text and "tx_1008" in r.text
     assert [h.to_agent for h in r.handoff_path][-3:] == ["risk", "refund_execute", "refunds"]
-    assert len(_executed(store)) == 1
+    assert len(executed_refunds(store)) == 1
 
 
 @pytest.mark.subprocess
 def test_big_refund_pauses_then_another_process_approves_once(isolated_home):
-    g, store = _setup(isolated_home)
+    g, store = approver_desk(isolated_home)
     r = Conversation("t-big", graph=g).send(BIG)
     assert r.status == "awaiting_approval" and r.pending.amount_minor == 2380
     assert r.pending.risk_flags and r.pending.refund_id
-    assert _executed(store) == []
+    assert executed_refunds(store) == []
     listed = _cli(isolated_home, "pending", "--as", "ann")
     assert listed.returncode == 0 and "t-big" in listed.stdout
     first = _cli(isolated_home, "resume", "t-big", "--approve", "--as", "ann", "--note", "receipt checked")
     assert first.returncode == 0, first.stderr
     assert "paid back" in first.stdout
-    paid = _executed(store)
+    paid = executed_refunds(store)
     assert len(paid) == 1 and paid[0].transaction_id == "tx_1001"
     second = _cli(isolated_home, "resume", "t-big", "--approve", "--as", "ben")
     assert second.returncode == 2 and "already decided: approve by operator:ann" in second.stderr
-    assert len(_executed(store)) == 1
+    assert len(executed_refunds(store)) == 1
     decisions = store.list_decisions(r.pending.task_id)
     assert [(d.approver, d.decision, d.note) for d in decisions] == [("operator:ann", "approve", "receipt checked")]
     assert store.get_task(r.pending.task_id).status == "completed"
 
 
 def test_reject_pays_nothing_and_refunds_agent_answers(isolated_home):
-    g, store = _setup(isolated_home)
+    g, store = approver_desk(isolated_home)
     conv = Conversation("t", graph=g)
     conv.send(BIG)
     note = "internal: customer flagged by fraud team, do not tell him"
@@ -91,21 +68,21 @@ def test_reject_pays_nothing_and_refunds_agent_answers(isolated_home):
     assert all("fraud" not in str(m.content) for m in state["messages"])
     assert all("fraud" not in str(f) for f in (state.get("handoff") or {}).get("known_facts", ()))
     assert [(d.decision, d.note) for d in store.list_decisions(task_id)] == [("reject", note)]  # kept for operators
-    assert _executed(store) == []
+    assert executed_refunds(store) == []
 
 
 @pytest.mark.subprocess
 @pytest.mark.parametrize("note, message", [("bad\x1b[2J", "the note contains control character U+001B at position 3"),
                                            ("x" * 2001, "the note is 2001 characters; the limit is 2000")])
 def test_bad_note_is_refused_one_line_nothing_stored(isolated_home, note, message):
-    g, store = _setup(isolated_home)
+    g, store = approver_desk(isolated_home)
     Conversation("t", graph=g).send(BIG)
     cfg = {"configurable": {"thread_id": "t"}}
     before = g.get_state(cfg).config["configurable"]["checkpoint_id"]
     r = _cli(isolated_home, "resume", "t", "--reject", "--as", "ann", "--note", note)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {message}"), (r.returncode, r.stderr)
-    g, store = _setup(isolated_home)
+    g, store = approver_desk(isolated_home)
     assert g.get_state(cfg).config["configurable"]["checkpoint_id"] == before
     req = Conversation("t", graph=g).pending()
     assert req is not None and store.list_decisions(req["task_id"]) == []
@@ -114,7 +91,7 @@ def test_bad_note_is_refused_one_line_nothing_stored(isolated_home, note, messag
 @pytest.mark.parametrize("bad", [{"decision": "maybe"}, {"decision": "approve", "approver": "  "},
                                  {}, {"decision": "approve", "amount": 1}, "yes"])
 def test_malformed_decision_refused_thread_unchanged(isolated_home, bad):
-    g, store = _setup(isolated_home)
+    g, store = approver_desk(isolated_home)
     Conversation("t", graph=g).send(BIG)
     cfg = {"configurable": {"thread_id": "t"}}
     before = g.get_state(cfg).config["configurable"]["checkpoint_id"]
@@ -122,12 +99,12 @@ def test_malformed_decision_refused_thread_unchanged(isolated_home, bad):
         Conversation("t", graph=g, context=ANN).resume(bad)
     assert g.get_state(cfg).config["configurable"]["checkpoint_id"] == before
     assert Conversation("t", graph=g).pending() is not None
-    assert _executed(store) == []
+    assert executed_refunds(store) == []
 
 
 @pytest.mark.subprocess
 def test_cli_errors_are_one_line_and_change_nothing(isolated_home):
-    g, store = _setup(isolated_home)
+    g, store = approver_desk(isolated_home)
     Conversation("t", graph=g).send(BIG)
     Conversation("idle", graph=g).send("where is my refund?")
     unknown = _cli(isolated_home, "resume", "nope", "--approve", "--as", "ann")
@@ -138,11 +115,11 @@ def test_cli_errors_are_one_line_and_change_nothing(isolated_home):
     assert both.returncode == 2 and "exactly one" in both.stderr
     blank = _cli(isolated_home, "resume", "t", "--approve", "--as", " ")
     assert blank.returncode == 2 and len(blank.stderr.strip().splitlines()) == 1
-    assert Conversation("t", graph=g).pending() is not None and _executed(store) == []
+    assert Conversation("t", graph=g).pending() is not None and executed_refunds(store) == []
 
 
 def test_customer_cannot_approve(isolated_home):
-    g, store = _setup(isolated_home)
+    g, store = approver_desk(isolated_home)
     Conversation("t", graph=g).send(BIG)
     with pytest.raises(AccessDenied, match="not authorized"):
         Conversation("t", graph=g).resume({"decision": "approve"})  # the customer's own context
@@ -152,7 +129,7 @@ def test_customer_cannot_approve(isolated_home):
 
 
 def test_cancel_then_approve_executes_nothing(isolated_home):
-    g, store = _setup(isolated_home)
+    g, store = approver_desk(isolated_home)
     conv = Conversation("t", graph=g)
     conv.send(BIG)
     assert conv.send("Actually, cancel my refund please").text.startswith("Cancel refund")
@@ -160,18 +137,18 @@ def test_cancel_then_approve_executes_nothing(isolated_home):
     assert r.agent == "refunds" and "cancelled" in r.text
     with pytest.raises(InputError, match="already decided: cancel by customer:c_ada"):
         Conversation("t", graph=g, context=ANN).resume({"decision": "approve"})
-    assert _executed(store) == []
+    assert executed_refunds(store) == []
     assert [x.status for x in store.list_refunds("c_ada") if x.transaction_id == "tx_1001"] == ["cancelled"]
 
 
 def test_cancel_out_of_band_then_approve_is_already_decided(isolated_home):
-    g, store = _setup(isolated_home)
+    g, store = approver_desk(isolated_home)
     r = Conversation("t", graph=g).send(BIG)
     store.decide_approval(r.pending.task_id, "dc_phone", "customer:c_ada", "cancel", "called the bank",
                           refund_id=r.pending.refund_id)
     with pytest.raises(InputError, match="already decided: cancel"):
         Conversation("t", graph=g, context=ANN).resume({"decision": "approve"})
-    assert _executed(store) == []
+    assert executed_refunds(store) == []
 
 
 RACE = r'''
@@ -196,7 +173,7 @@ except InputError as exc:
 
 @pytest.mark.subprocess
 def test_two_processes_resume_at_once_exactly_one_refund(isolated_home, tmp_path):
-    g, store = _setup(isolated_home)
+    g, store = approver_desk(isolated_home)
     Conversation("race", graph=g).send(BIG)
     go = tmp_path / "go"
     env = {**os.environ, "SWITCHBOARD_HOME": str(isolated_home)}
@@ -215,4 +192,4 @@ def test_two_processes_resume_at_once_exactly_one_refund(isolated_home, tmp_path
     lines = sorted(o[0].strip().splitlines()[-1] for o in outs)
     assert lines[0].startswith("ERR already decided: approve by operator:"), outs
     assert lines[1] == "OK answered", outs
-    assert len(_executed(store)) == 1
+    assert len(executed_refunds(store)) == 1

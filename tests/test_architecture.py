@@ -1,6 +1,6 @@
 """Structure checks: every module imports on its own (no import cycle), every layer imports only itself and the
-layers below it (contracts, policies, checkpoints, nodes, the top of graph/), and constants that contracts may not
-compute stay equal to their source."""
+layers below it (contracts, policies, checkpoints, nodes, the top of graph/), no test module imports another, and
+constants that contracts may not compute stay equal to their source."""
 
 from __future__ import annotations
 
@@ -109,6 +109,20 @@ def test_no_module_imports_another_modules_private_names():
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
                 private = [a.name for a in node.names if a.name.startswith("_")]
                 assert not private, f"{module} imports private {private} from {node.module}"
+
+
+def test_no_test_module_imports_another_test_module():
+    """Shared fixtures and helpers live in tests/conftest.py or nodes/testing/, never in a ``test_*`` module."""
+    for path in sorted((REPO / "tests").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            bad = [n for n in names if n.split(".")[:2][-1].startswith("test_") and n.startswith("tests.")]
+            assert not bad, f"{path.name} imports {bad}"
 
 
 def test_default_hop_budget_equals_the_longest_legal_path_plus_one():

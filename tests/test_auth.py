@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import types
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from langgraph_sdk import Auth
@@ -358,7 +358,7 @@ def test_decision_rules():
     for facts, name in ((None, "ann"), (_op(enabled=False), "ann"), (_op(), "")):
         assert not authz.authorize_operator(facts, name, {"approver"}).allowed
     assert not authz.authorize_operator(_op(), "ann", {"admin"}).allowed
-    now = datetime(2025, 1, 10, tzinfo=timezone.utc)
+    now = datetime(2025, 1, 10, tzinfo=UTC)
     assert authz.approval_overdue({"deadline": "2025-01-09T23:59:59Z"}, now)
     assert not authz.approval_overdue({"deadline": "2025-01-10T00:00:01Z"}, now)
     assert not authz.approval_overdue({"deadline": "2025-01-12T00:00:00Z", "requested_at": "2025-01-01T00:00:00Z"}, now)
@@ -402,7 +402,7 @@ def test_redact_value_walks_containers():
     assert luhn_ok("4242424242424242") and not luhn_ok("4242424242424241")
 
 
-# -- state writes outside a run: admins only, on every engine (QA1 section 1) -----------------------------------------
+# -- state writes outside a run: admins only, on every engine --------------------------------------------------------
 
 
 def _asgi(method: str, path: str, token: str | None, body: dict | None = None) -> tuple[int, bool]:

@@ -1,4 +1,4 @@
-"""Issue 11, section 5: control characters and invalid UTF-8 are refused (one line, exit 2, nothing stored) by the
+"""Control characters and invalid UTF-8 are refused (one line, exit 2, nothing stored) by the
 Python API and the CLI; stored text is printed escaped; thread ids have a length limit and a documented alphabet."""
 
 from __future__ import annotations
@@ -86,9 +86,8 @@ def test_the_cli_refuses_bad_messages_and_thread_ids_with_exit_2(isolated_home):
 @pytest.mark.subprocess
 def test_history_prints_a_stored_escape_sequence_escaped(isolated_home):
     """A message stored before validation existed (written straight into the checkpoint) is shown escaped."""
-    from tests.test_approval import _setup
-
-    g, store = _setup(isolated_home)
+    from tests.conftest import approver_desk
+    g, store = approver_desk(isolated_home)
     from graph.context import RunContext
 
     # runs refuse such text now (nodes.input_guard): store a clean turn, then put the old text in its place
@@ -103,7 +102,7 @@ def test_history_prints_a_stored_escape_sequence_escaped(isolated_home):
     assert "\x1b[2J" not in out and "\x07" not in out and "\\x1b[2J" in out and "[bold]x[/bold]" in out
 
 
-# -- the same rules on every way in: the compiled graph itself (QA1 section 4) ---------------------------------------
+# -- the same rules on every way in: the compiled graph itself -------------------------------------------------------
 
 GRAPH_BAD = [("g1", "x" * 4001, "the message is 4001 characters; the limit is 4000"),
              ("g2", "hi\x1b[31m", "control character U+001B"),
@@ -192,8 +191,8 @@ def test_uuid_thread_ids_of_the_langgraph_api_pass():
 
 @pytest.mark.parametrize("run_input", [{}, {"messages": []}], ids=["no-messages-key", "empty-list"])
 def test_an_input_without_a_message_is_refused_everywhere(make_desk, run_input):
-    """Fresh-user review 2, finding 4: over HTTP ``input={}`` or ``{"messages": []}`` ran a whole turn on the previous
-    message. The graph refuses it before storing anything; the HTTP handler answers 422 with the same line; an input
+    """An input without a message (over HTTP ``input={}`` or ``{"messages": []}``) runs no turn on the previous
+    message: the graph refuses it before storing anything; the HTTP handler answers 422 with the same line; an input
     of None (``recover`` continuing a thread) and a resume command still pass (other tests)."""
     import asyncio
 

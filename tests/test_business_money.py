@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from checkpoints.business import iso, money, money_plain, parse_iso, parse_money
 from checkpoints.business.money import minor_exponent
 
-REF = datetime(2025, 3, 14, 12, 0, tzinfo=timezone.utc)
+REF = datetime(2025, 3, 14, 12, 0, tzinfo=UTC)
 
 
 def test_money_formats_minor_units() -> None:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -213,7 +213,7 @@ def test_first_release_file_is_adopted(tmp_path: Path) -> None:
     path = tmp_path / "business.db"
     _old_release_file(path)
     assert current_revision(path) == "legacy"
-    store = open_store(path, now=lambda: datetime(2025, 3, 14, tzinfo=timezone.utc))  # adopts: stamp 0001, upgrade
+    store = open_store(path, now=lambda: datetime(2025, 3, 14, tzinfo=UTC))  # adopts: stamp 0001, upgrade
     assert current_revision(path) == SCHEMA_VERSION
     assert store.get_customer("c_bob") is None  # a customer exists, so no demo seed
     assert store.get_customer("c_ada").flags == {"plan": "standard"}
@@ -280,7 +280,7 @@ def _open_as_unprivileged(path: Path) -> tuple[int, str]:
             message = "opened"
         except StorageUnavailable as exc:
             message, code = str(exc), 3
-        except BaseException as exc:  # reported to the parent, which fails the test
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent, which fails the test
             message, code = f"{type(exc).__name__}: {exc}", 4
         os.write(write, message.encode())
         os._exit(code)

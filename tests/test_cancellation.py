@@ -1,4 +1,4 @@
-"""Issue 11, section 4: a paused refund is cancelled only on an explicit wish (negation handled) and a yes to the
+"""A paused refund is cancelled only on an explicit wish (negation handled) and a yes to the
 confirmation question; status questions on a paused thread are answered."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import pytest
 from graph.context import RunContext
 from graph.conversation import Conversation
 from policies.cancellation import confirmation, is_status_question, paused_reply, wants_to_cancel
+from tests.conftest import paused_conversation, tx1001_refund_statuses
 
 CANCEL = [
     "cancel my refund",
@@ -80,7 +81,7 @@ def test_the_table_is_large_enough():
 
 @pytest.mark.parametrize("text, answer", [
     ("yes", "yes"), ("Yes please", "yes"), ("yep, go ahead", "yes"), ("confirm", "yes"),
-    ("cancel it", None),  # a new wish, not a yes: the question is asked again (qa2 §1)
+    ("cancel it", None),  # a new wish, not a yes: the question is asked again
     ("no", "no"), ("No, keep it", "no"), ("wait", "no"), ("please don't cancel", "no"), ("nope", "no"),
     ("what?", None), ("hmm", None),
 ])
@@ -100,59 +101,45 @@ def test_nothing_cancels_without_the_yes():
     assert paused_reply("no thanks", awaiting_confirmation=True) == "keep"
 
 
-def _paused(home):
-    from nodes.router import load_router
-    from tests.test_approval import BIG, _setup
-
-    g, store = _setup(home, router=load_router())  # the shipped router: the paused dialogue routes questions
-    conv = Conversation("c1", graph=g, store=store)
-    assert conv.send(BIG).status == "awaiting_approval"
-    return g, store, conv
-
-
-def _tx1001(store):
-    return [x.status for x in store.list_refunds("c_ada") if x.transaction_id == "tx_1001"]
-
-
 def test_negated_cancel_on_a_paused_thread_keeps_the_refund(isolated_home):
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     for text in ("Please don't cancel it", "do NOT withdraw my request"):
         r = conv.send(text)
         assert r.status == "awaiting_approval" and "waiting for approval" in r.text, r.text
-    assert conv.pending() is not None and _tx1001(store) == ["requested"]
+    assert conv.pending() is not None and tx1001_refund_statuses(store) == ["requested"]
 
 
 def test_cancel_needs_a_confirmation_turn(isolated_home):
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     r = conv.send("cancel my refund")
     refund_id = conv.pending()["refund_id"]
     assert r.status == "awaiting_approval" and r.text == f"Cancel refund {refund_id} of £23.80 for tx_1001? yes/no"
     r = conv.send("no, keep it")
-    assert r.status == "awaiting_approval" and "stays with our team" in r.text and _tx1001(store) == ["requested"]
+    assert r.status == "awaiting_approval" and "stays with our team" in r.text and tx1001_refund_statuses(store) == ["requested"]
     r = conv.send("yes")  # the question was answered: a later bare yes cancels nothing (it is told the refund waits)
-    assert r.status == "awaiting_approval" and "waiting for approval" in r.text and _tx1001(store) == ["requested"]
+    assert r.status == "awaiting_approval" and "waiting for approval" in r.text and tx1001_refund_statuses(store) == ["requested"]
     conv.send("please withdraw it")
     # the question survives a new process: another Conversation object on the same thread sees it
     r = Conversation("c1", graph=g, store=store).send("yes")
-    assert r.status != "awaiting_approval" and "cancelled" in r.text and _tx1001(store) == ["cancelled"]
+    assert r.status != "awaiting_approval" and "cancelled" in r.text and tx1001_refund_statuses(store) == ["cancelled"]
 
 
 def test_a_status_question_on_a_paused_thread_is_answered(isolated_home):
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     r = conv.send("any news on my refund?")
     assert r.status == "awaiting_approval" and "£23.80" in r.text and "waiting for review" in r.text
-    assert "nothing has been paid" in r.text and _tx1001(store) == ["requested"]
+    assert "nothing has been paid" in r.text and tx1001_refund_statuses(store) == ["requested"]
 
 
 def test_another_customer_cannot_cancel_or_ask(isolated_home):
     from graph.errors import AccessDenied
 
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     bob = Conversation("c1", graph=g, store=store, context=RunContext(user_id="c_bob"))
     for text in ("cancel my refund", "any news?"):
         with pytest.raises(AccessDenied):
             bob.send(text)
-    assert _tx1001(store) == ["requested"]
+    assert tx1001_refund_statuses(store) == ["requested"]
 
 
 def test_a_message_sent_straight_to_the_graph_keeps_the_pause(isolated_home):
@@ -162,11 +149,10 @@ def test_a_message_sent_straight_to_the_graph_keeps_the_pause(isolated_home):
     from langchain_core.messages import HumanMessage
 
     from graph.state import ensure_ids
-    from tests.test_approval import ANN
-
-    g, store, conv = _paused(isolated_home)
+    from tests.conftest import ANN
+    g, store, conv = paused_conversation(isolated_home)
     for text in ("please don't cancel it", "any news?"):
         g.invoke({"messages": ensure_ids([HumanMessage(content=text)])}, conv.config, context=RunContext())
-        assert conv.pending() is not None and _tx1001(store) == ["requested"]
+        assert conv.pending() is not None and tx1001_refund_statuses(store) == ["requested"]
     r = Conversation("c1", graph=g, store=store, context=ANN).resume({"decision": "approve", "note": "ok"})
-    assert "paid back" in r.text and _tx1001(store) == ["executed"]
+    assert "paid back" in r.text and tx1001_refund_statuses(store) == ["executed"]

@@ -139,7 +139,7 @@ def test_unwritable_outputs_are_one_line_errors(isolated_home, tmp_path):
 
 
 def test_error_lines_print_square_brackets_as_they_are(monkeypatch, capsys):
-    # QA1 section 11: Rich took "[serve]" of the install hint for a style tag and printed "pip install 'switchboard'"
+    # Rich markup is off: "[serve]" of the install hint is no style tag, so it is printed as it is
     import importlib.util
 
     from graph import cli

@@ -1,4 +1,4 @@
-"""The CLI for scripts and pipes (issue 13, section 3): ``--json`` with stable keys on threads, history, pending,
+"""The CLI for scripts and pipes: ``--json`` with stable keys on threads, history, pending,
 chat and resume; tables that keep every word when stdout is not a terminal; a paused turn shown as paused with what
 it waits for; ``recover`` says what it found."""
 
@@ -16,7 +16,7 @@ from graph import cli
 from graph.cli import app
 from graph.cli_output import HISTORY_KEYS, PENDING_KEYS, THREAD_KEYS, print_rows
 from graph.conversation import Conversation
-from tests.test_approval import BIG, _setup
+from tests.conftest import BIG, approver_desk
 
 TURN_KEYS = {"thread_id", "turn", "status", "agent", "text", "path", "experts", "pending", "model_error"}
 
@@ -24,7 +24,7 @@ TURN_KEYS = {"thread_id", "turn", "status", "agent", "text", "path", "experts", 
 @pytest.fixture
 def paused(isolated_home, monkeypatch):
     """Thread ``p`` paused for approval (c_ada's £23.80 refund), approvers ann and ben, a non-terminal console."""
-    g, store = _setup(isolated_home)
+    g, store = approver_desk(isolated_home)
     Conversation("p", graph=g).send(BIG)
     monkeypatch.delenv("SWITCHBOARD_OPERATOR", raising=False)
     return isolated_home
@@ -86,9 +86,8 @@ def test_hop_numbers_restart_each_turn(paused) -> None:
     from checkpoints import open_checkpointer
     from graph.context import RunContext
     from graph.drawing import run_path
-    from tests.test_approval import _setup
-
-    g, _ = _setup(paused)
+    from tests.conftest import approver_desk
+    g, _ = approver_desk(paused)
     Conversation("p", graph=g, context=RunContext.for_operator("ann", "t_demo")).resume({"decision": "approve"})
     Conversation("p", graph=g).send("How do I activate my new card?")
     steps = run_path(open_checkpointer(paused / "switchboard.db"), "p")
@@ -101,9 +100,8 @@ def test_hop_numbers_restart_each_turn(paused) -> None:
 
 def test_history_of_a_finished_refund_is_not_paused(isolated_home) -> None:
     """QA: a paid refund left ``pending_approval`` in the state and history showed the next turn as paused."""
-    from tests.test_approval import SMALL
-
-    g, _ = _setup(isolated_home)
+    from tests.conftest import SMALL
+    g, _ = approver_desk(isolated_home)
     conv = Conversation("f", graph=g)
     assert conv.send(SMALL).status == "answered"
     assert conv.send("I think I lost my card yesterday").agent == "cards"
@@ -116,7 +114,7 @@ def test_history_of_a_finished_refund_is_not_paused(isolated_home) -> None:
 def test_history_of_a_cancelled_refund(paused) -> None:
     """Paused, questions while paused, then a confirmed cancel: turn 1 stopped at human_approval and was decided; each
     message while paused is a turn the desk answered (the paused dialogue), the confirmed cancel the last one."""
-    from tests.test_approval import _setup as setup
+    from tests.conftest import approver_desk as setup
 
     g, _ = setup(paused)
     conv = Conversation("p", graph=g)
@@ -133,7 +131,7 @@ def test_history_of_a_cancelled_refund(paused) -> None:
 
 def test_history_json_holds_the_raw_redacted_text(isolated_home) -> None:
     """QA: ``history --json`` carried rich escaping (``\\[bold]``); only the terminal table escapes markup."""
-    g, _ = _setup(isolated_home)
+    g, _ = approver_desk(isolated_home)
     Conversation("m", graph=g).send("[bold red]How do I activate my new card?")
     rows = _json("history", "m", "--as", "ann")
     assert rows[0]["user"] == "[bold red]How do I activate my new card?"
@@ -150,14 +148,14 @@ def test_chat_stream_json_keeps_stdout_json(isolated_home) -> None:
 
 
 def test_trace_and_events_number_hops_like_draw(paused, monkeypatch) -> None:
-    """Issue 13 §3: hop numbers restart each turn in the events and ``trace`` too, and approval-flow steps after the
+    """Hop numbers restart each turn in the events and ``trace`` too, and approval-flow steps after the
     resume go on from the pause (no repeated number); one numbering (graph.packet.number_steps) for all three."""
     from checkpoints import open_checkpointer
     from checkpoints.event_log import open_event_log
     from graph.context import RunContext
     from graph.drawing import run_path
 
-    g, _ = _setup(paused)
+    g, _ = approver_desk(paused)
     Conversation("p", graph=g, context=RunContext.for_operator("ann", "t_demo")).resume({"decision": "approve"})
     Conversation("p", graph=g).send("How do I activate my new card?")
     steps = {(s.turn, s.hop, s.target) for s in run_path(open_checkpointer(paused / "switchboard.db"), "p")}
@@ -175,11 +173,10 @@ def test_trace_and_events_number_hops_like_draw(paused, monkeypatch) -> None:
 
 
 def test_route_confusion_table_is_not_cut_when_piped(isolated_home, tmp_path, monkeypatch) -> None:
-    """Issue 13 §3: ``route``'s confusion table used to be cut at 80 columns (headers such as "transfe…") when stdout
-    was a pipe; piped, it is as wide as its cells need, even with a narrow terminal (COLUMNS=40) or none."""
-    from tests.test_route_no_specialist import _write
-
-    csv, amap = _write(tmp_path)
+    """``route``'s confusion table is not cut at 80 columns (headers such as "transfe…") when stdout is a pipe:
+    piped, it is as wide as its cells need, even with a narrow terminal (COLUMNS=40) or none."""
+    from tests.conftest import write_route_files
+    csv, amap = write_route_files(tmp_path)
     monkeypatch.setattr(cli, "console", Console())  # stdout as CliRunner gives it: not a terminal
     for columns in ("40", None):
         if columns:

@@ -1,4 +1,4 @@
-"""Issue 11, section 6: a fully compromised model over real HTTP. The OpenAI-compatible stub (``nodes/testing/openai_stub.py``)
+"""A fully compromised model over real HTTP. The OpenAI-compatible stub (``nodes/testing/openai_stub.py``)
 answers ``langchain_openai.ChatOpenAI`` with malicious tool calls — other customers' ids, identity arguments,
 forbidden and unknown tools, the approval flow's nodes as handoff targets, floods of side-effect calls — and every run
 must keep the invariants of :mod:`tests.invariants`, with every request the server saw a valid transcript."""

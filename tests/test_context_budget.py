@@ -1,4 +1,4 @@
-"""Bounded context for every model call (issue 12 §4): a 200-turn thread with one agent stays under the input budget,
+"""Bounded context for every model call: a 200-turn thread with one agent stays under the input budget,
 the packet still knows the transaction id from turn 1, and the checkpoint keeps the full transcript."""
 
 from __future__ import annotations

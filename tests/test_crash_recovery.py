@@ -10,7 +10,7 @@ import pytest
 
 from graph.context import RunContext
 from graph.conversation import Conversation
-from tests.test_approval import BIG, _executed, _setup
+from tests.conftest import BIG, approver_desk, executed_refunds
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
@@ -23,7 +23,7 @@ class Crash(BaseException):
 
 
 def test_crash_after_payment_before_checkpoint_pays_once(isolated_home, monkeypatch):
-    g, store = _setup(isolated_home)
+    g, store = approver_desk(isolated_home)
     Conversation("t", graph=g).send(BIG)
     real = store.execute_refund
 
@@ -34,29 +34,29 @@ def test_crash_after_payment_before_checkpoint_pays_once(isolated_home, monkeypa
     monkeypatch.setattr(store, "execute_refund", pay_then_die)
     with pytest.raises(Crash):
         Conversation("t", graph=g, context=APPROVER).resume({"decision": "approve"})
-    assert len(_executed(store)) == 1  # the money left, but the checkpoint does not know yet
+    assert len(executed_refunds(store)) == 1  # the money left, but the checkpoint does not know yet
     monkeypatch.setattr(store, "execute_refund", real)
     r = Conversation("t", graph=g, context=APPROVER).recover()
     assert r is not None and r.status == "answered" and "paid back" in r.text
-    assert len(_executed(store)) == 1  # replayed by idempotency key, not paid twice
+    assert len(executed_refunds(store)) == 1  # replayed by idempotency key, not paid twice
     assert Conversation("t", graph=g).recover() is None  # nothing left to do
 
 
 def test_crash_after_claim_before_resume_is_not_a_lost_approval(isolated_home):
-    g, store = _setup(isolated_home)
+    g, store = approver_desk(isolated_home)
     r = Conversation("t", graph=g).send(BIG)
     store.decide_approval(r.pending.task_id, "dc_claimed", "operator:ann", "approve", "ok", refund_id=r.pending.refund_id)
     # the approver's process died here: the store knows the decision, the thread is still paused
     out = Conversation("t", graph=g, context=APPROVER).recover()
-    assert out.status == "answered" and len(_executed(store)) == 1
+    assert out.status == "answered" and len(executed_refunds(store)) == 1
     assert [d.id for d in store.list_decisions(r.pending.task_id)] == ["dc_claimed"]
 
 
 def test_cleanly_pending_thread_is_left_alone_by_recover(isolated_home):
-    g, store = _setup(isolated_home)
+    g, store = approver_desk(isolated_home)
     Conversation("t", graph=g).send(BIG)
     assert Conversation("t", graph=g, context=APPROVER).recover() is None
-    assert Conversation("t", graph=g).pending() is not None and _executed(store) == []
+    assert Conversation("t", graph=g).pending() is not None and executed_refunds(store) == []
 
 
 def test_random_sigkill_runs_keep_invariants(tmp_path):

@@ -1,5 +1,5 @@
 """Customer text from the store and the desk renderers: transaction kinds in words with their article, counts with
-their noun in the right number, and no internal key or exception name in what the customer reads (issue 13 §1)."""
+their noun in the right number, and no internal key or exception name in what the customer reads."""
 
 from __future__ import annotations
 

@@ -29,6 +29,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -229,11 +230,11 @@ def test_the_docs_speak_to_users_not_of_the_projects_history():
 
 def test_the_readmes_demo_records_exist_in_the_seed():
     """Every record id the README names, and every card ending of its demo-bank section, is a record of the seed."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from checkpoints.business.seed import demo_rows
 
-    rows = demo_rows(datetime.now(timezone.utc))
+    rows = demo_rows(datetime.now(UTC))
     ids = {r["id"] for table in rows.values() for r in table}
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     named = set(re.findall(r"\b(?:tx|rf|tr)_\d+\b|\bc_[a-z]+\b", readme)) - {"rf_"}

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from graph.cli import app
 from graph.drawing import graph_spec
 from policies.edges import AGENTS, DEFAULT_EDGE_TABLE, HANDOFF_EDGES
-from tests.test_drawing import listed_edges
+from tests.conftest import listed_edges
 
 EDGE_RE = re.compile(r"^\s*([\w]+)\s*-[-.]+>(?:\|[^|]*\|)?\s*([\w]+)", re.M)
 

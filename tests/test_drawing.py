@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from graph import drawing
 from graph.drawing import GraphSpec, PathStep, render_ascii, render_mermaid, render_png
+from tests.conftest import listed_edges, parse_adjacency
 
 SPECIALISTS = ("billing", "refunds", "cards", "transfers", "account", "policy")
 
@@ -142,29 +143,6 @@ def test_empty_spec_is_refused(render):
 
 
 # ---------------------------------------------------------------- ASCII
-
-
-def parse_adjacency(text: str) -> dict[str, list[str]]:
-    """The listing printed when the drawing is too wide: ``[* ]source -> t1, t2[3,5], ...`` per node,
-    continuation lines indented. Returns source -> targets as printed (hop marks kept)."""
-    listing = text.split("\nuse --format mermaid or --format png for the full drawing\n")[0]
-    out: dict[str, list[str]] = {}
-    source = None
-    for line in listing.splitlines():
-        if " -> " in line:
-            head, _, rest = line.partition(" -> ")
-            source = head.lstrip("* ").strip()
-            assert source not in out, f"{source} listed twice"
-            out[source] = []
-        else:
-            assert source is not None and line.startswith(" "), line
-            rest = line
-        out[source] += [t.strip() for t in re.split(r",(?![^\[]*\])", rest) if t.strip()]  # not [3,5]
-    return out
-
-
-def listed_edges(text: str) -> set[tuple[str, str]]:
-    return {(s, re.sub(r"\[[0-9,]+\]$", "", t)) for s, ts in parse_adjacency(text).items() for t in ts if t != "(none)"}
 
 
 PING_PONG_VISITED = {"__start__", "triage", "billing", "refunds", "fallback", "__end__"}

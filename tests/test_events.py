@@ -19,45 +19,13 @@ from graph.state import ensure_ids
 from nodes import instrumentation as events
 from nodes.instrumentation import EventRecorder
 from nodes.testing import scripted as sm
-
-
-def two_hop_model():
-    """triage -> billing -> refunds; refunds answers."""
-
-    def policy(agent, user, names, i, msgs):
-        if agent == "triage":
-            return AIMessage(content="", tool_calls=[sm.tool_call("transfer_to_billing", reason="a charge question")])
-        if agent == "billing":
-            return AIMessage(content="", tool_calls=[sm.tool_call("transfer_to_refunds", reason="wants the money back",
-                                                                 facts={"transaction_id": "tx_1008"})])
-        return AIMessage(content="Your refund is on its way.")
-
-    return sm.ScriptedChatModel(policy=policy)
+from nodes.testing.scripted import two_hop_model
+from tests.conftest import TWO_HANDOFFS
 
 
 def seq(evts):
     """The comparable shape of an event list: (kind, agent, from, to, status)."""
     return [(e.kind, e.agent, e.from_agent, e.to_agent, e.status) for e in evts]
-
-
-TWO_HANDOFFS = [
-    ("run_started", None, None, None, None),
-    ("entry_decided", "entry", None, "triage", None),
-    ("agent_started", "triage", "entry", None, None),
-    ("model_called", "triage", None, None, None),
-    ("handoff_requested", "triage", "triage", "billing", None),
-    ("handoff_accepted", "triage", "triage", "billing", None),
-    ("agent_finished", "triage", None, "billing", "handoff"),
-    ("agent_started", "billing", "triage", None, None),
-    ("model_called", "billing", None, None, None),
-    ("handoff_requested", "billing", "billing", "refunds", None),
-    ("handoff_accepted", "billing", "billing", "refunds", None),
-    ("agent_finished", "billing", None, "refunds", "handoff"),
-    ("agent_started", "refunds", "billing", None, None),
-    ("model_called", "refunds", None, None, None),
-    ("agent_finished", "refunds", None, "__end__", "answered"),
-    ("run_completed", None, None, "refunds", "answered"),
-]
 
 
 def test_two_handoff_conversation_exact_event_sequence(make_desk):
@@ -87,7 +55,7 @@ def test_two_handoff_conversation_exact_event_sequence(make_desk):
     assert {e.model for e in calls} == {"scripted"}
     assert all(e.input_tokens is None and e.output_tokens is None for e in calls)  # the model reported no usage
     assert [e.ts for e in evts] == sorted(e.ts for e in evts)
-    assert set(e.kind for e in evts) <= set(EVENT_KINDS)
+    assert {e.kind for e in evts} <= set(EVENT_KINDS)
 
 
 def test_token_counts_come_from_usage_metadata(make_desk):
@@ -313,7 +281,7 @@ def test_a_failing_node_records_agent_error_and_run_failed():
     assert "kaput" in log.events("f")[-1].reason
 
 
-# ---------------------------------------------------------------- the approval flow (issue 4) end to end
+# ---------------------------------------------------------------- the approval flow end to end
 APPROVAL_PAUSE = [
     ("run_started", None, None, None, None),
     ("entry_decided", "entry", None, "triage", None),
@@ -351,9 +319,8 @@ APPROVAL_RESUME = [
 
 def test_approval_pause_and_resume_exact_event_sequence(isolated_home):
     from graph.context import RunContext
-    from tests.test_approval import BIG, _setup
-
-    g, store = _setup(isolated_home)
+    from tests.conftest import BIG, approver_desk
+    g, store = approver_desk(isolated_home)
     r = Conversation("ta", graph=g).send(BIG)
     assert r.status == "awaiting_approval"
     log = open_event_log(isolated_home / "switchboard.db")

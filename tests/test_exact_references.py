@@ -1,4 +1,4 @@
-"""Issue 11, section 3: references resolve exactly inside the caller's scope; amounts are read with babel and the
+"""References resolve exactly inside the caller's scope; amounts are read with babel and the
 verified value wins; several side effects in one model message never leave a record without an owner; facts a model
 writes into a handoff are labelled model-written."""
 
@@ -64,9 +64,8 @@ def test_amounts_are_read_with_thousands_separators_and_currency(text, amount):
 
 
 def test_the_verified_amount_wins_over_the_one_the_customer_said(isolated_home):
-    from tests.test_approval import _setup
-
-    g, store = _setup(isolated_home)
+    from tests.conftest import approver_desk
+    g, store = approver_desk(isolated_home)
     conv = Conversation("amt", graph=g, store=store)
     r = conv.send("Refund tx_1001 please, it was £5,000")
     assert r.status == "awaiting_approval"

@@ -14,10 +14,6 @@ from tests.transcript import transcript_errors
 LEGAL = sorted((s, t) for s, ts in HANDOFF_EDGES.items() for t in ts)
 
 
-def _route_to(source):
-    return lambda user: source
-
-
 @pytest.mark.parametrize("source,target", LEGAL)
 def test_each_legal_handoff_is_accepted(make_graph, source, target):
     """Triage routes to ``source``; ``source`` hands off to ``target``; ``target`` answers."""

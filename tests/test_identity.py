@@ -1,4 +1,4 @@
-"""Identity and authority enforced by the compiled graph itself (issue 11 parts 1 and 2): a thread belongs to its
+"""Identity and authority enforced by the compiled graph itself: a thread belongs to its
 customer, a resume needs a caller who may resume, a decision needs a registered approver who is not the refund's
 customer, the higher risk tier needs two different approvers; through ``graph.invoke`` and ``Conversation``."""
 
@@ -171,12 +171,12 @@ def _server_cfg(thread: str, **claims) -> dict:
 def test_server_user_wins_and_a_contradicting_context_is_refused(isolated_home):
     d, _ = _desk(isolated_home)
     g = d.graph
-    ada = dict(kind="customer", principal_id="c_ada", tenant_id="t_demo", roles=["customer"])
+    ada = {"kind": "customer", "principal_id": "c_ada", "tenant_id": "t_demo", "roles": ["customer"]}
     out = g.invoke({"messages": [HumanMessage("Where is my refund?")]}, _server_cfg("s", **ada))  # no context at all
     assert out["owner"] == {"customer_id": "c_ada", "tenant_id": "t_demo"}
     with pytest.raises(AccessDenied, match="names customer:c_bob but the server authenticated customer:c_ada"):
         g.invoke({"messages": [HumanMessage("hi")]}, _server_cfg("s", **ada), context=BOB)
-    bob = dict(kind="customer", principal_id="c_bob", tenant_id="t_demo", roles=["customer"])
+    bob = {"kind": "customer", "principal_id": "c_bob", "tenant_id": "t_demo", "roles": ["customer"]}
     with pytest.raises(AccessDenied, match="names customer:c_ada but the server authenticated customer:c_bob"):
         g.invoke({"messages": [HumanMessage("hi")]}, _server_cfg("s", **bob), context=ADA)  # naming the owner: no help
     with pytest.raises(AccessDenied, match="not one of your threads"):
@@ -413,7 +413,7 @@ def test_overdue_approval_expires_with_the_customer_told_nothing_paid(isolated_h
     assert store.refund_eligibility("c_ada", store.load_refund(r.pending.refund_id).transaction_id)[0]
 
 
-# -- the run context names one principal (QA1 section 15) -----------------------------------------------------------
+# -- the run context names one principal -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kwargs, why", [

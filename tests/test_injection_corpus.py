@@ -1,4 +1,4 @@
-"""Issue 11, section 6: prompt-injection messages written by this project, sent by customer c_ada through the offline
+"""Prompt-injection messages written by this project, sent by customer c_ada through the offline
 model. Whatever a message claims (another identity, a role, a system instruction, an approval, an amount), the run
 keeps every invariant of :mod:`tests.invariants`: no illegal edge, nothing read or written outside Ada's scope, no
 approval without a registered second person, no refund over the limit, no record without an owner."""

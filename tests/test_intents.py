@@ -1,4 +1,4 @@
-"""The per-intent table (issue 13, section 1): every request kind the desk serves gets its own behaviour.
+"""The per-intent table: every request kind the desk serves gets its own behaviour.
 
 One project-written request per intent: the 77 BANKING77 intents (``../shared/data/banking77/agent_map.json``) and
 the 20 desk intents of CLINC150 (``../shared/data/clinc150/desk_map.json``), 97 rows. Each row runs the owning
@@ -11,7 +11,7 @@ intent's, and that no internal tool name, card id or error class reaches the cus
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,7 @@ from nodes.playbook import CLOSE_ACCOUNT_ASKED, compose_answer, plan_tool_call, 
 from nodes.tools import POLICY_KB, TOOLS, ToolContext, run_tool
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-REF = datetime(2025, 3, 14, 12, 0, tzinfo=timezone.utc)
+REF = datetime(2025, 3, 14, 12, 0, tzinfo=UTC)
 ADA = ToolContext(customer_id="c_ada", tenant_id="t_demo", thread_id="th-intents", task_id="task-intents")
 KNOWLEDGE = load_knowledge()
 
@@ -241,7 +241,7 @@ def test_the_issue_examples_get_their_own_answer(make_desk) -> None:
         conv = Conversation(f"ex-{i}", desk=desk)
         r = conv.send(text)
         assert r.agent == agent, (text, r.agent, r.text)
-        if key == "terminate_account":  # asked first (fresh-user review of main, §3.3); the yes files the request
+        if key == "terminate_account":  # asked first; the yes files the request
             assert CLOSE_ACCOUNT_ASKED in r.text and "reference sr_" not in r.text, r.text
             r = conv.send("yes")
             assert r.agent == agent, (text, r.agent, r.text)
@@ -313,8 +313,8 @@ def test_fallback_text_keeps_exceptions_and_internal_ids_out() -> None:
 
 
 def test_fallback_text_says_the_topic_asked_in_words() -> None:
-    """A policy topic reads as what the customer asked, with no reading time ("question about: countries (as of …)"
-    was the fresh-user transcript's wording)."""
+    """A policy topic reads as what the customer asked, with no reading time (never "question about: countries
+    (as of …)")."""
     from nodes.fallback import PERSON_REASON, fallback_text
 
     text = fallback_text({"reason": PERSON_REASON, "known_facts": [

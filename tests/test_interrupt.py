@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_approval import _setup
+from tests.conftest import approver_desk
 
 pytestmark = [pytest.mark.subprocess]
 
@@ -35,7 +35,7 @@ def _history(home: Path, thread: str) -> list[dict]:
 
 @pytest.fixture
 def home(isolated_home):
-    _setup(isolated_home)  # the demo bank and approvers ann, ben
+    approver_desk(isolated_home)  # the demo bank and approvers ann, ben
     return isolated_home
 
 

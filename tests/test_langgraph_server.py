@@ -31,6 +31,7 @@ from langgraph_sdk import get_sync_client
 
 from checkpoints.business import open_store
 from checkpoints.event_log import open_event_log
+from nodes.testing.served import NOTE, leaks, new_transaction
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
@@ -194,8 +195,8 @@ def test_another_customer_cannot_read_run_or_resume(server):
 
 
 def test_state_writes_copies_and_bad_input_are_refused(server):
-    # QA1 sections 1 and 4 on the LangGraph API: as_node updates and thread copies write state outside a run; the
-    # input rules of the CLI (length, control characters, empty) apply here too
+    # on the LangGraph API: as_node updates and thread copies (state writes outside a run) are refused; the input
+    # rules of the CLI (length, control characters, empty) apply here too
     bob = server.client("c_bob")
     tid = bob.threads.create()["thread_id"]
     bob.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": "where is my card?"}]})
@@ -237,30 +238,6 @@ def test_only_a_registered_approver_can_resume(server):
 
 
 # ---------------------------------------------------------------- what a customer may read (graph.views, view_guard)
-
-NOTE = "internal: the receipt looks edited; checked with the fraud desk"
-#: What only operators read: none of it may reach a customer's token, in any response.
-OPERATOR_ONLY = (NOTE, "operator:ann", "risk_flags", "approvals_required", "handoff_path", "tool_calls", "task_id",
-                 "langgraph_auth_user", "decided_by")
-
-
-def new_transaction(home_or_url: Any, tx_id: str, amount_minor: int, customer: str = "c_ada") -> str:
-    """A card payment of ``customer`` added to the server's business store (the demo bank has one refundable payment
-    of Ada's above the auto-approval limit, and an earlier test of the module uses it)."""
-    from datetime import datetime, timezone
-
-    target = home_or_url / "business.db" if isinstance(home_or_url, Path) else home_or_url
-    open_store(target).insert_rows({"transactions": [{
-        "id": tx_id, "customer_id": customer, "card_id": "card_ada_phys" if customer == "c_ada" else "card_bob_phys",
-        "merchant": "Tesco", "amount_minor": amount_minor, "currency": "GBP", "kind": "card_payment",
-        "status": "posted", "created_at": datetime.now(timezone.utc).isoformat(), "reference": None}]})
-    return tx_id
-
-
-def leaks(doc: Any) -> list[str]:
-    text = json.dumps(doc, default=str)
-    return [w for w in OPERATOR_ONLY if w in text]
-
 
 def _say(text: str) -> dict:
     return {"messages": [{"role": "user", "content": text}]}

@@ -1,4 +1,4 @@
-"""What the model writes never leaks, never vanishes (issue 12 §3), over real HTTP with the OpenAI-compatible stub.
+"""What the model writes never leaks, never vanishes, over real HTTP with the OpenAI-compatible stub.
 
 Tool calls written as text (function-call syntax, a JSON object naming a tool, ``<tool_call>`` tags) are never shown
 to the customer: one known tool with JSON-object arguments becomes a real call (through the same policy checks);
@@ -14,13 +14,8 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from graph.conversation import Conversation
-from nodes.testing.openai_stub import Reply, ToolCall, ToolCalls
+from nodes.testing.openai_stub import ByAgent, Reply, ToolCall, ToolCalls, check_server, route
 from nodes.text_tool_calls import read_text_tool_calls
-from tests import test_openai_e2e as e2e
-from tests.test_openai_e2e import ByAgent, check_server, route
-
-stub = e2e.stub  # the fixtures of the OpenAI end-to-end tests
-env_graph = e2e.env_graph
 
 CARD_STATUS_ANSWER = "Your card ending 4242 is active."
 
@@ -166,6 +161,6 @@ def test_routing_failure_names_the_setting(stub, env_graph):
     srv = stub(ByAgent(triage=[HTTPError(400)]))
     desk = env_graph(srv.base_url, SWITCHBOARD_ROUTING="structured")
     r = Conversation("t", desk=desk).send("is my card ok?")
-    # the operator's error line names the setting; the customer's text stays free of internals (issue 13)
+    # the operator's error line names the setting; the customer's text stays free of internals
     assert r.status == "fallback" and r.model_error is not None and "SWITCHBOARD_ROUTING" in r.model_error.message
     assert "SWITCHBOARD_ROUTING" not in r.text

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from typer.testing import CliRunner
@@ -20,8 +20,8 @@ from graph.observe import compute_stats, describe, parse_since
 from graph.settings import Settings
 from nodes.offline_model import OfflineChatModel
 from nodes.testing import scripted as sm
-from tests.conftest import KeywordRouter
-from tests.test_events import TWO_HANDOFFS, two_hop_model
+from nodes.testing.scripted import two_hop_model
+from tests.conftest import TWO_HANDOFFS, KeywordRouter
 
 
 @pytest.fixture
@@ -160,7 +160,7 @@ def test_compute_stats_of_nothing_has_no_rates():
 
 
 def test_parse_since():
-    now = datetime(2025, 1, 31, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2025, 1, 31, 12, 0, tzinfo=UTC)
     assert parse_since("2h", now) == "2025-01-31T10:00:00.000000+00:00"
     assert parse_since("7d", now).startswith("2025-01-24T12:00")
     assert parse_since("2025-01-02", now) == "2025-01-02T00:00:00.000000+00:00"
@@ -180,8 +180,7 @@ def test_describe_covers_every_kind():
 
 def test_resume_stream_and_draw_png_of_the_thread_path(desk, tmp_path):
     """chat (pauses for approval) -> resume --stream -> draw --format png --thread T --out: a PNG of the run path."""
-    from tests.test_approval import BIG
-
+    from tests.conftest import BIG
     runner = CliRunner()
     paused = runner.invoke(app, ["chat", BIG, "--thread", "T", "--stream"])
     assert paused.exit_code == 0 and "paused for a human" in paused.output, paused.output

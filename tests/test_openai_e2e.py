@@ -1,4 +1,4 @@
-"""The OpenAI-compatible model path end to end, over real HTTP (issue 6).
+"""The OpenAI-compatible model path end to end, over real HTTP.
 
 ``ChatOpenAI`` -> ``openai`` client -> HTTP -> :class:`nodes.testing.openai_stub.ScriptedOpenAIServer` on 127.0.0.1 (a free
 port; never the internet). The stub answers by the agent named on the first line of the system prompt
@@ -22,13 +22,20 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph
-from graph.builder import build_desk
 from graph.conversation import Conversation
 from graph.settings import Settings
 from nodes.agent import usage_of
 from nodes.models import is_openai_model
-from nodes.prompts import agent_from_prompt
-from nodes.testing.openai_stub import HTTPError, Reply, ScriptedOpenAIServer, ToolCall, ToolCalls, Usage, validate_request
+from nodes.testing.openai_stub import (
+    ByAgent,
+    HTTPError,
+    Reply,
+    ToolCall,
+    ToolCalls,
+    Usage,
+    check_server,
+    route,
+)
 from policies.edges import HANDOFF_EDGES
 from tests.transcript import transcript_errors
 
@@ -40,78 +47,6 @@ def _no_proxy_for_localhost(monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep 127.0.0.1 traffic off any proxy configured in the environment."""
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-
-
-def agent_of(request: dict) -> str:
-    """The agent named on the first line of a chat-completions request's system prompt ("?" when none)."""
-    msgs = request.get("messages") or [{}]
-    return agent_from_prompt(msgs[0].get("content") if msgs[0].get("role") == "system" else "") or "?"
-
-
-class ByAgent:
-    """Responder: each agent replays its own steps in order; ``seen`` lists the agent of every request.
-    An agent with no step left gets no answer (the stub records a script error and the test fails)."""
-
-    def __init__(self, **scripts: list):
-        self.scripts = {a: list(s) for a, s in scripts.items()}
-        self.seen: list[str] = []
-
-    def __call__(self, request: dict, index: int):
-        agent = agent_of(request)
-        self.seen.append(agent)
-        steps = self.scripts.get(agent) or []
-        return steps.pop(0) if steps else None
-
-    @property
-    def leftover(self) -> dict:
-        return {a: s for a, s in self.scripts.items() if s}
-
-
-def check_server(srv: ScriptedOpenAIServer) -> None:
-    """Every request the server received passes the strict transcript checks (and got no 400), the script had
-    no errors, and each request carries exactly one system message, first (strict chat templates of local servers)."""
-    srv.assert_clean()
-    assert srv.requests, "the model server received no request"
-    for i, body in enumerate(srv.requests):
-        assert validate_request(body) == [], f"request {i}"
-        roles = [m["role"] for m in body["messages"]]
-        assert roles[0] == "system" and "system" not in roles[1:], f"request {i}: roles {roles}"
-        assert not body.get("stream"), f"request {i} streamed"
-
-
-@pytest.fixture
-def stub():
-    """``stub(script) -> ScriptedOpenAIServer`` started on 127.0.0.1; closed after the test."""
-    servers: list[ScriptedOpenAIServer] = []
-
-    def start(script, **kw) -> ScriptedOpenAIServer:
-        srv = ScriptedOpenAIServer(script, **kw).start()
-        servers.append(srv)
-        return srv
-
-    yield start
-    for srv in servers:
-        srv.close()
-
-
-@pytest.fixture
-def env_graph(monkeypatch, kw_router, store):
-    """``env_graph(base_url, **env) -> Desk`` built the way the CLI builds it: from environment variables."""
-
-    def make(base_url: str, **env: str):
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
-        monkeypatch.setenv("OPENAI_BASE_URL", base_url)
-        monkeypatch.setenv("SWITCHBOARD_MODEL", "openai:stub")
-        for k, v in env.items():
-            monkeypatch.setenv(k, v)
-        return build_desk(checkpointer=InMemorySaver(), settings=Settings.from_env(), router=kw_router, store=store)
-
-    return make
-
-
-def route(target: str, confidence: float = 0.9, reason: str = "it is theirs", **extracted) -> ToolCall:
-    return ToolCall("route_to_agent", {"target": target, "confidence": confidence, "reason": reason,
-                                       "extracted": extracted})
 
 
 def tool_msgs(values: dict) -> list[ToolMessage]:
@@ -296,7 +231,7 @@ def test_illegal_or_malformed_route_decision_is_refused_then_triage_routes_again
     first = tool_msgs(values)[0]
     assert first.name == "route_to_agent" and first.content.startswith("Refused:") and why in first.content
     assert values["handoff"]["reason"] == "second try"
-    assert [a for a in values["visited_agents"]] == ["triage", "billing"]
+    assert list(values["visited_agents"]) == ["triage", "billing"]
     assert srv.requests[1]["messages"][-1]["content"] == first.content  # triage saw why
     check_server(srv)
 

@@ -1,4 +1,4 @@
-"""The CLI acts as an operator (issue 11 part 2 and the operator commands of part 5): --as / SWITCHBOARD_OPERATOR,
+"""The CLI acts as an operator: --as / SWITCHBOARD_OPERATOR,
 refusals that are one line, exit 2 and recorded; tenant scoping; redaction with --reveal; operators, tokens, stuck
 tasks, overdue approvals."""
 
@@ -13,18 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from checkpoints import open_checkpointer
 from checkpoints.business import open_store
 from checkpoints.event_log import open_event_log
-from graph import cli
-from graph.cli import app
 from graph.cli_output import OPERATOR_KEYS, RECOVER_KEYS, RECOVERED_KEYS, TASK_KEYS
 from graph.context import RunContext
 from graph.conversation import Conversation
 from graph.errors import AccessDenied
-from tests.test_approval import BIG, _setup
+from tests.conftest import approver_desk, invoke_cli
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,28 +31,6 @@ def _cli(home: Path, *args: str, env: dict | None = None) -> subprocess.Complete
     full.update(SWITCHBOARD_HOME=str(home), COLUMNS="250", **(env or {}))
     return subprocess.run([sys.executable, "-m", "graph.cli", *args], cwd=REPO, capture_output=True, text=True,
                           timeout=300, env=full)
-
-
-@pytest.fixture
-def home(isolated_home, monkeypatch):
-    """A home with a paused refund on thread ``p`` (c_ada), approvers ann and ben, an agent ``agt``, an admin
-    ``ida``, and the CLI's tables wide enough for the assertions."""
-    g, store = _setup(isolated_home)
-    store.add_operator("agt", "t_demo", ["agent"])
-    store.add_operator("ida", "t_demo", ["admin"])
-    Conversation("p", graph=g).send(BIG)
-    from rich.console import Console
-
-    from graph import operator_cli
-
-    monkeypatch.setattr(cli, "console", Console(width=250))
-    monkeypatch.setattr(operator_cli, "console", Console(width=250))
-    monkeypatch.delenv("SWITCHBOARD_OPERATOR", raising=False)
-    return isolated_home
-
-
-def _run(*args: str):
-    return CliRunner().invoke(app, list(args))
 
 
 # -- refusals ----------------------------------------------------------------------------------------------------------
@@ -81,18 +56,18 @@ def test_refusals_are_one_line_exit_2_and_recorded(home):
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (args, r.stderr)
         assert store.audit_entries(actor=actor, limit=1)[0].outcome == "denied", args
-    assert Conversation("p", graph=_setup(home)[0]).pending() is not None  # nothing decided
+    assert Conversation("p", graph=approver_desk(home)[0]).pending() is not None  # nothing decided
     kinds = open_event_log(home / "switchboard.db").events("p", kinds=["access_denied"])
     assert {e.detail["principal"] for e in kinds} >= {"operator:gone", "operator:agt", "operator:ann"}
 
 
 @pytest.mark.subprocess
 def test_chat_on_another_customers_thread_is_refused_and_recorded(home):
-    g, _ = _setup(home)
+    g, _ = approver_desk(home)
     before = g.get_state({"configurable": {"thread_id": "p"}}).config["configurable"]["checkpoint_id"]
     r = _cli(home, "chat", "cancel my refund", "--thread", "p", "--user", "c_bob")
     assert r.returncode == 2 and r.stderr.strip() == "error: thread p is not one of your threads", r.stderr
-    assert r.stdout == ""  # QA1 section 13: no "thread p" header for a refused turn
+    assert r.stdout == ""  # no "thread p" header for a refused turn
     assert g.get_state({"configurable": {"thread_id": "p"}}).config["configurable"]["checkpoint_id"] == before
     [ev] = open_event_log(home / "switchboard.db").events("p", kinds=["access_denied"])
     assert ev.detail["principal"] == "customer:c_bob" and ev.detail["action"] == "turn"
@@ -117,24 +92,24 @@ def _other_tenant(home: Path) -> None:
     store.insert_rows({"customers": [{"id": "c_zed", "tenant_id": "t_other", "name": "Zed", "email": "z@example.org",
                                       "flags": "{}"}]})
     store.add_operator("oz", "t_other", ["agent", "approver"])
-    g, _ = _setup(home)
+    g, _ = approver_desk(home)
     Conversation("z", graph=g, context=RunContext(user_id="c_zed", tenant_id="t_other")).send("where is my card?")
 
 
 def test_operators_see_only_their_tenant(home):
     _other_tenant(home)
-    mine = _run("threads", "--as", "agt")
+    mine = invoke_cli("threads", "--as", "agt")
     assert mine.exit_code == 0 and " p " in mine.output and " z " not in mine.output, mine.output
-    theirs = _run("threads", "--as", "oz")
+    theirs = invoke_cli("threads", "--as", "oz")
     assert theirs.exit_code == 0 and " z " in theirs.output and " p " not in theirs.output, theirs.output
     for args in (("history", "z", "--as", "agt"), ("trace", "z", "--as", "agt"), ("recover", "z", "--as", "agt")):
-        r = _run(*args)
+        r = invoke_cli(*args)
         assert isinstance(r.exception, AccessDenied) and "not a thread of tenant t_demo" in str(r.exception), args
-    r = _run("resume", "p", "--approve", "--as", "oz")
+    r = invoke_cli("resume", "p", "--approve", "--as", "oz")
     assert isinstance(r.exception, AccessDenied) and "tenant t_other" in str(r.exception)
-    pend = _run("pending", "--as", "oz")
+    pend = invoke_cli("pending", "--as", "oz")
     assert pend.exit_code == 0 and "nothing is waiting" in pend.output
-    stats = _run("stats", "--as", "oz", "--json")
+    stats = invoke_cli("stats", "--as", "oz", "--json")
     assert stats.exit_code == 0 and '"threads": 1' in stats.output
 
 
@@ -150,7 +125,7 @@ def test_a_customer_cannot_tell_another_customers_thread_from_an_unknown_one(hom
     from graph.errors import InputError
 
     bob = RunContext(user_id="c_bob", tenant_id="t_demo")
-    g, _ = _setup(home)
+    g, _ = approver_desk(home)
     with pytest.raises(InputError) as unknown:
         Conversation("nope", graph=g, context=bob).resume({"decision": "cancel"})
     with pytest.raises(AccessDenied) as foreign:
@@ -163,37 +138,37 @@ def test_a_customer_cannot_tell_another_customers_thread_from_an_unknown_one(hom
 
 
 def test_draw_thread_needs_an_operator_of_the_tenant_and_confirms_no_thread_id(home, monkeypatch):
-    # QA1 section 9: draw --thread showed any thread's path with no operator and answered "unknown thread" otherwise
+    # draw --thread needs an operator of the thread's tenant, and its refusal does not tell whether the thread exists
     _other_tenant(home)
     monkeypatch.delenv("SWITCHBOARD_OPERATOR", raising=False)
-    nobody = _run("draw", "--format", "ascii", "--thread", "p")
+    nobody = invoke_cli("draw", "--format", "ascii", "--thread", "p")
     assert isinstance(nobody.exception, AccessDenied) and "triage" not in nobody.output
-    mine = _run("draw", "--format", "ascii", "--thread", "p", "--as", "agt")
+    mine = invoke_cli("draw", "--format", "ascii", "--thread", "p", "--as", "agt")
     assert mine.exit_code == 0 and "triage -> refunds" in mine.output, mine.output
-    foreign = _run("draw", "--format", "ascii", "--thread", "z", "--as", "agt")
-    unknown = _run("draw", "--format", "ascii", "--thread", "nope", "--as", "agt")
+    foreign = invoke_cli("draw", "--format", "ascii", "--thread", "z", "--as", "agt")
+    unknown = invoke_cli("draw", "--format", "ascii", "--thread", "nope", "--as", "agt")
     assert isinstance(foreign.exception, AccessDenied) and isinstance(unknown.exception, AccessDenied)
     assert str(foreign.exception) == "thread z is not a thread of tenant t_demo"
     assert str(unknown.exception) == "thread nope is not a thread of tenant t_demo"  # the same answer: no oracle
     for cmd in ("history", "trace"):  # the inspection commands answer an unknown thread the same way
-        r = _run(cmd, "nope", "--as", "agt")
+        r = invoke_cli(cmd, "nope", "--as", "agt")
         assert isinstance(r.exception, AccessDenied) and str(r.exception) == "thread nope is not a thread of tenant t_demo"
-    assert _run("draw", "--format", "ascii").exit_code == 0  # the plain graph needs nobody
+    assert invoke_cli("draw", "--format", "ascii").exit_code == 0  # the plain graph needs nobody
 
 
 def test_history_and_trace_hide_personal_data_unless_revealed(home):
-    g, _ = _setup(home)
+    g, _ = approver_desk(home)
     text = "My card 4242 4242 4242 4242 was used; mail ada@example.com or call +44 20 7946 0958"
     Conversation("pii", graph=g).send(text)
-    shown = _run("history", "pii", "--as", "agt")
+    shown = invoke_cli("history", "pii", "--as", "agt")
     assert shown.exit_code == 0, shown.output
     assert "4242 4242 4242 4242" not in shown.output and "•••• 4242" in shown.output
     assert "ada@example.com" not in shown.output and "+44 20 7946 0958" not in shown.output
-    trace = _run("trace", "pii", "--as", "agt", "--json")
+    trace = invoke_cli("trace", "pii", "--as", "agt", "--json")
     assert trace.exit_code == 0 and "ada@example.com" not in trace.output
     store = open_store(home / "business.db")
     assert store.audit_entries(action="history --reveal") == []
-    revealed = _run("history", "pii", "--as", "agt", "--reveal")
+    revealed = invoke_cli("history", "pii", "--as", "agt", "--reveal")
     assert revealed.exit_code == 0 and "ada@example.com" in revealed.output
     [entry] = store.audit_entries(action="history --reveal")
     assert entry.actor == "operator:agt" and entry.target == "thread:pii" and entry.outcome == "allowed"
@@ -241,7 +216,7 @@ def test_bootstrap_ignores_an_exported_operator_until_the_first_admin_exists(iso
 
 
 def test_tokens_are_printed_once_and_stored_hashed(home):
-    issued = _run("tokens", "issue", "--customer", "c_ada", "--label", "ada's phone", "--as", "ida")
+    issued = invoke_cli("tokens", "issue", "--customer", "c_ada", "--label", "ada's phone", "--as", "ida")
     assert issued.exit_code == 0, issued.output
     token = [ln for ln in issued.output.splitlines() if ln.startswith("sbt_")][0]
     store = open_store(home / "business.db")
@@ -250,11 +225,11 @@ def test_tokens_are_printed_once_and_stored_hashed(home):
     raw = open_store(home / "business.db").engine.connect().exec_driver_sql(
         "SELECT token_sha256 FROM tokens").scalar()
     assert raw == hashlib.sha256(token.encode()).hexdigest() and token not in raw
-    listed = _run("tokens", "list", "--as", "ida")
+    listed = invoke_cli("tokens", "list", "--as", "ida")
     assert record.id in listed.output and token not in listed.output
-    assert _run("tokens", "issue", "--operator", "ann", "--as", "ann").exception is not None  # not an admin
-    assert isinstance(_run("tokens", "issue", "--customer", "c_nobody", "--as", "ida").exception, AccessDenied)
-    assert _run("tokens", "revoke", record.id, "--as", "ida").exit_code == 0
+    assert invoke_cli("tokens", "issue", "--operator", "ann", "--as", "ann").exception is not None  # not an admin
+    assert isinstance(invoke_cli("tokens", "issue", "--customer", "c_nobody", "--as", "ida").exception, AccessDenied)
+    assert invoke_cli("tokens", "revoke", record.id, "--as", "ida").exit_code == 0
     assert store.resolve_token(token) is None
 
 
@@ -262,31 +237,31 @@ def test_tokens_are_printed_once_and_stored_hashed(home):
 
 
 def test_stuck_task_of_a_deleted_thread_is_listed_and_closed(home):
-    g, store = _setup(home)
+    g, store = approver_desk(home)
     r = Conversation("lost", graph=g, context=RunContext(user_id="c_bob")).send("Please refund tx_2001, I never got "
                                                                               "my sandwich")
     task_id, refund_id = r.pending.task_id, r.pending.refund_id
-    assert task_id not in _run("tasks", "--stuck", "--as", "agt").output
+    assert task_id not in invoke_cli("tasks", "--stuck", "--as", "agt").output
     open_checkpointer(home / "switchboard.db").delete_thread("lost")
-    listed = _run("tasks", "--stuck", "--as", "agt")
+    listed = invoke_cli("tasks", "--stuck", "--as", "agt")
     assert listed.exit_code == 0 and task_id in listed.output and "thread gone" in listed.output, listed.output
-    refused = _run("tasks", "close", task_id, "--as", "agt")
+    refused = invoke_cli("tasks", "close", task_id, "--as", "agt")
     assert isinstance(refused.exception, AccessDenied) and "lacks the role approver" in str(refused.exception)
-    closed = _run("tasks", "close", task_id, "--as", "ann", "--note", "thread lost in migration")
+    closed = invoke_cli("tasks", "close", task_id, "--as", "ann", "--note", "thread lost in migration")
     assert closed.exit_code == 0 and "customer was not told" in closed.output, closed.output
     assert store.get_task(task_id).status == "cancelled" and store.load_refund(refund_id).status == "cancelled"
     [dec] = store.list_decisions(task_id)
     assert (dec.approver, dec.decision, dec.note) == ("operator:ann", "close", "thread lost in migration")
-    assert task_id not in _run("tasks", "--stuck", "--as", "agt").output
+    assert task_id not in invoke_cli("tasks", "--stuck", "--as", "agt").output
     assert [e.outcome for e in store.audit_entries(action="tasks close")] == ["allowed", "denied"]
 
 
 def test_closing_a_paused_task_tells_the_customer_and_pays_nothing(home):
-    _, store = _setup(home)
-    req = Conversation("p", graph=_setup(home)[0]).pending()
-    closed = _run("tasks", "close", req["task_id"], "--as", "ann")
+    _, store = approver_desk(home)
+    req = Conversation("p", graph=approver_desk(home)[0]).pending()
+    closed = invoke_cli("tasks", "close", req["task_id"], "--as", "ann")
     assert closed.exit_code == 0 and "customer told on thread p" in closed.output, closed.output
-    g, _ = _setup(home)
+    g, _ = approver_desk(home)
     assert Conversation("p", graph=g).pending() is None
     text = Conversation("p", graph=g).result().text
     assert "closed" in text and "Nothing was paid" in text
@@ -296,48 +271,48 @@ def test_closing_a_paused_task_tells_the_customer_and_pays_nothing(home):
 
 def test_orphan_refund_is_listed_and_cancelled(home):
     store = open_store(home / "business.db")
-    listed = _run("tasks", "--stuck", "--as", "agt")
+    listed = invoke_cli("tasks", "--stuck", "--as", "agt")
     assert "rf_5001" in listed.output and "no task decides this refund" in listed.output  # the demo bank's own
-    assert _run("tasks", "close", "rf_5001", "--as", "ann").exit_code == 0
+    assert invoke_cli("tasks", "close", "rf_5001", "--as", "ann").exit_code == 0
     assert store.load_refund("rf_5001").status == "cancelled"
 
 
 def test_overdue_approvals_are_listed_and_expired(home, monkeypatch):
     """Overdue means past the deadline stored with the request when it was made: the deciding process's
     SWITCHBOARD_APPROVAL_DEADLINE_H neither expires p (72 h, requested by the fixture) nor spares q (0.72 s)."""
-    assert "nothing is overdue" in _run("pending", "--overdue", "--as", "agt").output
+    assert "nothing is overdue" in invoke_cli("pending", "--overdue", "--as", "agt").output
     monkeypatch.setenv("SWITCHBOARD_APPROVAL_DEADLINE_H", "0.0002")  # 0.72 s: the deadline of NEW requests only
-    g, _ = _setup(home)
+    g, _ = approver_desk(home)
     q = Conversation("q", graph=g, context=RunContext(user_id="c_bob")).send("Refund tx_2002 please")
     assert q.pending is not None, q.text
     time.sleep(1.0)
     monkeypatch.setenv("SWITCHBOARD_APPROVAL_DEADLINE_H", "0.0001")
-    overdue = _run("pending", "--overdue", "--as", "agt")
+    overdue = invoke_cli("pending", "--overdue", "--as", "agt")
     assert overdue.exit_code == 0 and " q " in overdue.output and " p " not in overdue.output, overdue.output
-    assert isinstance(_run("recover", "--expire", "--as", "agt").exception, AccessDenied)
+    assert isinstance(invoke_cli("recover", "--expire", "--as", "agt").exception, AccessDenied)
     monkeypatch.setenv("SWITCHBOARD_APPROVAL_DEADLINE_H", "1000")  # a long setting now spares nothing already due
-    expired = _run("recover", "--expire", "--as", "ann")
+    expired = invoke_cli("recover", "--expire", "--as", "ann")
     assert expired.exit_code == 0 and "expired 1 overdue approval" in expired.output, expired.output
     assert "q: expired" in expired.output and "p: expired" not in expired.output, expired.output
     store = open_store(home / "business.db")
     assert [r for r in store.list_refunds("c_bob") if r.status == "executed"] == []
-    g, _ = _setup(home)
+    g, _ = approver_desk(home)
     assert Conversation("p", graph=g).pending() is not None  # p's deadline is days away
     assert Conversation("q", graph=g).pending() is None and "expired" in Conversation("q", graph=g).result().text
     assert [r.status for r in store.list_refunds("c_bob") if r.id == q.pending.refund_id] == ["expired"]
-    again = _run("recover", "--expire", "--as", "ann")  # says what it found: nothing, out of how many threads
+    again = invoke_cli("recover", "--expire", "--as", "ann")  # says what it found: nothing, out of how many threads
     assert again.exit_code == 0 and "nothing to expire: checked 2 threads" in again.output, again.output
-    doc = json.loads(_run("recover", "--expire", "--as", "ann", "--json").stdout)
+    doc = json.loads(invoke_cli("recover", "--expire", "--as", "ann", "--json").stdout)
     assert doc == {"action": "expire", "checked": 2, "finished": []}
 
 
 def test_recover_expire_json_lists_each_expired_refund(home, monkeypatch):
     monkeypatch.setenv("SWITCHBOARD_APPROVAL_DEADLINE_H", "0.0002")
-    g, _ = _setup(home)
+    g, _ = approver_desk(home)
     q = Conversation("q", graph=g, context=RunContext(user_id="c_bob")).send("Refund tx_2002 please")
     assert q.pending is not None, q.text
     time.sleep(1.0)
-    out = _run("recover", "--expire", "--as", "ann", "--json")
+    out = invoke_cli("recover", "--expire", "--as", "ann", "--json")
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)  # stdout holds the one JSON document only
     assert tuple(doc) == RECOVER_KEYS and doc["action"] == "expire" and doc["checked"] == 2, doc
@@ -347,14 +322,14 @@ def test_recover_expire_json_lists_each_expired_refund(home, monkeypatch):
 
 
 def test_tasks_and_operators_list_print_json_with_stable_keys(home):
-    ops = _run("operators", "list", "--as", "ida", "--json")
+    ops = invoke_cli("operators", "list", "--as", "ida", "--json")
     assert ops.exit_code == 0, ops.output
     rows = json.loads(ops.stdout)
     assert all(tuple(r) == OPERATOR_KEYS for r in rows) and {r["id"] for r in rows} == {"ann", "ben", "agt", "ida"}
     ann = next(r for r in rows if r["id"] == "ann")
     assert ann["roles"] == ["approver"] and ann["enabled"] is True and ann["tenant_id"] == "t_demo"
     assert ann["customer_id"] is None and ann["created_at"].endswith("Z")
-    listed = _run("tasks", "--as", "agt", "--json")
+    listed = invoke_cli("tasks", "--as", "agt", "--json")
     assert listed.exit_code == 0, listed.output
     tasks = json.loads(listed.stdout)
     assert all(tuple(t) == TASK_KEYS for t in tasks), tasks
@@ -365,24 +340,24 @@ def test_tasks_and_operators_list_print_json_with_stable_keys(home):
     assert orphan == {"id": "rf_5001", "kind": "refund", "refund_id": "rf_5001", "customer_id": "c_ada",
                       "thread_id": None, "status": "requested", "stuck": True,
                       "stuck_because": "no task decides this refund"}
-    stuck = json.loads(_run("tasks", "--stuck", "--as", "agt", "--json").stdout)
+    stuck = json.loads(invoke_cli("tasks", "--stuck", "--as", "agt", "--json").stdout)
     assert [t["id"] for t in stuck] == ["rf_5001"]
-    rec = _run("recover", "--as", "agt", "--json")
+    rec = invoke_cli("recover", "--as", "agt", "--json")
     assert rec.exit_code == 0 and json.loads(rec.stdout) == {"action": "recover", "checked": 1, "finished": []}
-    text = _run("recover", "--as", "agt")
+    text = invoke_cli("recover", "--as", "agt")
     assert "nothing to recover: checked 1 thread;" in text.output, text.output
 
 
 def test_operator_tables_are_not_cut_when_piped(home, monkeypatch):
-    """QA1 section 10: ``operators list`` and ``tasks`` cut dates ("2026-11-30T23…") at 80 columns when piped; piped,
-    a table is as wide as its cells need (``graph.cli_output.print_table``), even with COLUMNS=40."""
+    """``operators list`` and ``tasks`` do not cut dates ("2026-11-30T23…") at 80 columns when piped: piped, a table is
+    as wide as its cells need (``graph.cli_output.print_table``), even with COLUMNS=40."""
     from rich.console import Console
 
     from graph import operator_cli
 
     monkeypatch.setattr(operator_cli, "console", Console())  # stdout as CliRunner gives it: not a terminal
     monkeypatch.setenv("COLUMNS", "40")
-    r = _run("operators", "list", "--as", "ida")
+    r = invoke_cli("operators", "list", "--as", "ida")
     assert r.exit_code == 0, r.output
     assert "…" not in r.stdout and "own customer account" in r.stdout, r.stdout
     created = [op.created_at for op in open_store(home / "business.db").list_operators("t_demo")]

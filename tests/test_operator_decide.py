@@ -1,5 +1,5 @@
-"""An operator can decide a refund no conversation waits on (fresh-user review of main: the demo bank's ``rf_5001`` has
-no approval task, so ``switchboard tasks`` showed it stuck and the only action was ``tasks close``).
+"""An operator can decide a refund no conversation waits on (the demo bank's ``rf_5001`` has no approval task, and
+``switchboard tasks`` offers more than ``tasks close`` for it).
 
 ``tasks approve/reject ID`` keep the money path's guarantees: the house rules' approval tier, the approver checks of a
 resume, one decision per task, one payment per task (idempotency key).
@@ -12,7 +12,7 @@ from graph.context import RunContext
 from graph.conversation import Conversation
 from graph.operator_cli import threadless_execution_key, threadless_task_id
 from nodes.testing.ledger import approve_refund
-from tests.test_operator_cli import _run, home  # noqa: F401 - the shared fixture: a paused refund on thread "p"
+from tests.conftest import invoke_cli
 
 
 def _said(result) -> str:
@@ -25,69 +25,69 @@ def _paid(store, refund_id: str) -> list:
             if t.reference == refund_id and t.kind == "transfer_in"]
 
 
-def test_the_demo_refund_is_listed_with_how_to_decide_it_and_an_approver_pays_it_once(home):  # noqa: F811
+def test_the_demo_refund_is_listed_with_how_to_decide_it_and_an_approver_pays_it_once(home):
     store = open_store(home / "business.db")
-    listed = _run("tasks", "--as", "agt")
+    listed = invoke_cli("tasks", "--as", "agt")
     assert "rf_5001" in listed.output and "tasks approve ID" in listed.output, listed.output
-    refused = _run("tasks", "approve", "rf_5001", "--as", "agt")  # an agent may read, not decide
+    refused = invoke_cli("tasks", "approve", "rf_5001", "--as", "agt")  # an agent may read, not decide
     assert refused.exit_code != 0 and store.load_refund("rf_5001").status == "requested"
-    done = _run("tasks", "approve", "rf_5001", "--as", "ann", "--note", "receipt checked")
+    done = invoke_cli("tasks", "approve", "rf_5001", "--as", "ann", "--note", "receipt checked")
     assert done.exit_code == 0 and "paid refund rf_5001 of £59.99" in done.output, done.output
     assert store.load_refund("rf_5001").status == "executed" and len(_paid(store, "rf_5001")) == 1
     task = store.get_task(threadless_task_id("rf_5001"))
     assert task.status == "completed" and task.refund_id == "rf_5001"
     assert [(d.approver, d.decision, d.final) for d in store.list_decisions(task.id)] == \
         [("operator:ann", "approve", True)]
-    again = _run("tasks", "approve", "rf_5001", "--as", "ben")
+    again = invoke_cli("tasks", "approve", "rf_5001", "--as", "ben")
     assert again.exit_code != 0 and "nothing to decide" in _said(again) and len(_paid(store, "rf_5001")) == 1
-    assert "rf_5001" not in _run("tasks", "--as", "agt").output
+    assert "rf_5001" not in invoke_cli("tasks", "--as", "agt").output
     assert sorted(e.outcome for e in store.audit_entries(action="tasks approve")) == ["allowed", "denied"]
 
 
-def test_reject_pays_nothing_and_the_customer_may_not_decide_their_own_refund(home):  # noqa: F811
+def test_reject_pays_nothing_and_the_customer_may_not_decide_their_own_refund(home):
     store = open_store(home / "business.db")
     store.add_operator("ada_op", "t_demo", ["approver"], customer_id="c_ada")
-    own = _run("tasks", "approve", "rf_5001", "--as", "ada_op")
+    own = invoke_cli("tasks", "approve", "rf_5001", "--as", "ada_op")
     assert own.exit_code != 0 and "customer" in _said(own) and store.load_refund("rf_5001").status == "requested"
-    rejected = _run("tasks", "reject", "rf_5001", "--as", "ann")
+    rejected = invoke_cli("tasks", "reject", "rf_5001", "--as", "ann")
     assert rejected.exit_code == 0 and "nothing paid" in rejected.output, rejected.output
     assert store.load_refund("rf_5001").status == "rejected" and _paid(store, "rf_5001") == []
 
 
-def test_a_refund_paused_on_a_thread_is_decided_by_resume_not_by_tasks(home):  # noqa: F811
+def test_a_refund_paused_on_a_thread_is_decided_by_resume_not_by_tasks(home):
     store = open_store(home / "business.db")
     task = next(t for t in store.list_tasks(("awaiting_approval",)) if t.thread_id == "p")
-    refused = _run("tasks", "approve", task.id, "--as", "ann")
+    refused = invoke_cli("tasks", "approve", task.id, "--as", "ann")
     assert refused.exit_code != 0 and "resume p --approve" in _said(refused), _said(refused)
     assert store.load_refund(task.refund_id).status == "requested"
 
 
-def test_the_higher_tier_needs_two_different_approvers(home):  # noqa: F811
+def test_the_higher_tier_needs_two_different_approvers(home):
     store = open_store(home / "business.db")
     rf = store.request_refund("c_bob", "tx_2001", 620, "GBP", "customer request", None)  # Bob is unverified: 2
-    first = _run("tasks", "approve", rf.id, "--as", "ann")
+    first = invoke_cli("tasks", "approve", rf.id, "--as", "ann")
     assert first.exit_code == 0 and "waits for 1 more approver" in first.output, first.output
     assert store.load_refund(rf.id).status == "requested" and _paid(store, rf.id) == []
-    twice = _run("tasks", "approve", rf.id, "--as", "ann")
+    twice = invoke_cli("tasks", "approve", rf.id, "--as", "ann")
     assert twice.exit_code != 0 and _paid(store, rf.id) == []
-    second = _run("tasks", "approve", rf.id, "--as", "ben")
+    second = invoke_cli("tasks", "approve", rf.id, "--as", "ben")
     assert second.exit_code == 0 and "paid refund" in second.output and len(_paid(store, rf.id)) == 1
 
 
-def test_an_approval_cut_short_before_the_payment_is_paid_once_on_a_repeat(home):  # noqa: F811
+def test_an_approval_cut_short_before_the_payment_is_paid_once_on_a_repeat(home):
     store = open_store(home / "business.db")
     task_id = threadless_task_id("rf_5001")
     store.create_task(task_id, "", "human_approval", refund_id="rf_5001")
     store.update_task(task_id, 1, status="awaiting_approval")
     store.decide_approval(task_id, "dc_cut", "operator:ann", "approve", refund_id="rf_5001")  # then the process died
     assert store.load_refund("rf_5001").status == "approved" and _paid(store, "rf_5001") == []
-    done = _run("tasks", "approve", "rf_5001", "--as", "ben")
+    done = invoke_cli("tasks", "approve", "rf_5001", "--as", "ben")
     assert done.exit_code == 0 and len(_paid(store, "rf_5001")) == 1, done.output
     assert store.side_effect_result(threadless_execution_key(task_id)) is not None
-    assert _run("tasks", "approve", "rf_5001", "--as", "ben").exit_code != 0 and len(_paid(store, "rf_5001")) == 1
+    assert invoke_cli("tasks", "approve", "rf_5001", "--as", "ben").exit_code != 0 and len(_paid(store, "rf_5001")) == 1
 
 
-# -- a refund a conversation holds (fresh-user review of main, §3.1 and §3.5) -----------------------------------------
+# -- a refund a conversation holds -----------------------------------------------------------------------------------
 
 
 def _paused(store):
@@ -96,71 +96,69 @@ def _paused(store):
     return task, store.load_refund(task.refund_id)
 
 
-def test_a_refund_paused_on_a_thread_named_by_its_refund_id_is_refused_too(home):  # noqa: F811
+def test_a_refund_paused_on_a_thread_named_by_its_refund_id_is_refused_too(home):
     """The review: ``tasks approve rf_…`` (the refund id, not the task's) paid a refund thread "p" waited on, said "no
     conversation holds it", and the thread's own approval then ended in "the payment failed"."""
     store = open_store(home / "business.db")
     task, refund = _paused(store)
     for verb in ("approve", "reject"):
-        refused = _run("tasks", verb, refund.id, "--as", "ann")
+        refused = invoke_cli("tasks", verb, refund.id, "--as", "ann")
         assert refused.exit_code != 0 and f"resume p --{verb} --as ann" in _said(refused), _said(refused)
         assert "\n" not in str(refused.exception).strip()
     assert store.load_refund(refund.id).status == "requested" and _paid(store, refund.id) == []
     assert [t.id for t in store.tasks_of_refund(refund.id)] == [task.id]  # no second task was opened
     assert store.list_decisions(task.id) == []
-    done = _run("resume", "p", "--approve", "--as", "ben")
+    done = invoke_cli("resume", "p", "--approve", "--as", "ben")
     assert done.exit_code == 0 and "paid back" in done.output, done.output
     assert len(_paid(store, refund.id)) == 1 and store.get_task(task.id).status == "completed"
 
 
-def test_resume_after_a_payment_outside_the_conversation_reports_it_paid_not_a_payment_failure(home):  # noqa: F811
+def test_resume_after_a_payment_outside_the_conversation_reports_it_paid_not_a_payment_failure(home):
     store = open_store(home / "business.db")
     task, refund = _paused(store)
     approve_refund(store, refund.id, ("operator:zed",), task_id="task-elsewhere")  # decided and paid elsewhere
     store.execute_refund(refund.id, "refund-exec:elsewhere")  # paid under another key while the thread waited
-    r = _run("resume", "p", "--approve", "--as", "ben")
+    r = invoke_cli("resume", "p", "--approve", "--as", "ben")
     said = _said(r)
     assert r.exit_code == 0 and "paid back" in said and "payment failed" not in said and "fallback" not in said, said
     assert "already paid" in said, said  # the operator's line (stderr)
     assert len(_paid(store, refund.id)) == 1 and store.get_task(task.id).status == "completed"
-    assert "p" not in _run("pending", "--as", "ann").output.split()
+    assert "p" not in invoke_cli("pending", "--as", "ann").output.split()
 
 
-def test_closing_the_task_of_a_paid_refund_never_says_nothing_was_paid(home):  # noqa: F811
+def test_closing_the_task_of_a_paid_refund_never_says_nothing_was_paid(home):
     store = open_store(home / "business.db")
     task, refund = _paused(store)
     approve_refund(store, refund.id, ("operator:zed",), task_id="task-elsewhere")
     store.execute_refund(refund.id, "refund-exec:elsewhere")
-    closed = _run("tasks", "close", task.id, "--as", "ann")
+    closed = invoke_cli("tasks", "close", task.id, "--as", "ann")
     said = _said(closed)
     assert closed.exit_code == 0 and "already paid" in said and "nothing paid" not in said, said
     assert store.load_refund(refund.id).status == "executed" and store.get_task(task.id).status == "completed"
     assert [d.decision for d in store.list_decisions(task.id)] == []  # no "close" decision over a paid refund
-    from tests.test_approval import _setup
-
-    told = Conversation("p", graph=_setup(home)[0]).state["messages"][-1].content
+    from tests.conftest import approver_desk
+    told = Conversation("p", graph=approver_desk(home)[0]).state["messages"][-1].content
     assert "paid back" in told and "Nothing was paid" not in told, told
-    again = _run("tasks", "close", task.id, "--as", "ann")
+    again = invoke_cli("tasks", "close", task.id, "--as", "ann")
     assert again.exit_code != 0 and "already paid" in _said(again) and "nothing to close" in _said(again)
     orphan = store.request_refund("c_ada", "tx_1003", 100, "GBP", "customer request", None)
     approve_refund(store, orphan.id, ("operator:zed",))
     store.execute_refund(orphan.id, "refund-exec:elsewhere2")
-    no_task = _run("tasks", "close", orphan.id, "--as", "ann")
+    no_task = invoke_cli("tasks", "close", orphan.id, "--as", "ann")
     assert no_task.exit_code != 0 and "already paid" in _said(no_task), _said(no_task)
 
 
-def test_an_approval_on_another_task_of_the_refund_counts_for_four_eyes(home):  # noqa: F811
+def test_an_approval_on_another_task_of_the_refund_counts_for_four_eyes(home):
     """The review: ann's ``tasks approve`` on a two-approver refund opened a second task, and her ``resume --approve``
     on the thread was then taken as the first approval. Four eyes hold per refund."""
-    from tests.test_approval import _setup
-
+    from tests.conftest import approver_desk
     store = open_store(home / "business.db")
-    g = _setup(home)[0]
+    g = approver_desk(home)[0]
     Conversation("b", graph=g, context=RunContext(user_id="c_bob")).send("Please refund tx_2001")
     task = next(t for t in store.list_tasks(("awaiting_approval",)) if t.thread_id == "b")
     other = store.create_task(threadless_task_id(task.refund_id), "", "human_approval", refund_id=task.refund_id)
     store.update_task(other.id, other.version, status="awaiting_approval")
     store.decide_approval(other.id, "dc_old", "operator:ann", "approve", refund_id=task.refund_id, required_approvals=2)
-    twice = _run("resume", "b", "--approve", "--as", "ann")
+    twice = invoke_cli("resume", "b", "--approve", "--as", "ann")
     assert twice.exit_code != 0 and "already approved refund" in _said(twice), _said(twice)
     assert store.list_decisions(task.id) == [] and _paid(store, task.refund_id) == []

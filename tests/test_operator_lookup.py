@@ -1,5 +1,5 @@
 """The read commands check the acting operator with ``sqlite3`` alone when the business store is a SQLite file at the
-current schema (checkpoints.business.operator_lookup, issue 14 start-up): the same record as the store's, the same
+current schema (checkpoints.business.operator_lookup, for start-up time): the same record as the store's, the same
 verdict (policies.authz.authorize_operator), no SQLAlchemy import; refusals still go through the store and are
 recorded."""
 
@@ -17,7 +17,7 @@ from checkpoints.business.operator_lookup import LookupUnavailable, read_operato
 from graph.errors import AccessDenied
 from graph.operator_cli import READ_ROLES, acting_operator
 from graph.settings import Settings
-from tests.test_approval import REPO
+from tests.conftest import REPO
 
 
 def test_the_light_read_gives_the_stores_record(isolated_home):

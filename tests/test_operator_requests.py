@@ -1,6 +1,5 @@
-"""Requests to our team (close, freeze or unfreeze an account: ``sr_…``) from the fresh-user review of main, §3.3:
-closing was filed at once, a wish to cancel it left it open, "unfreeze my account" was taken for the freeze, and no
-operator command showed the requests.
+"""Requests to our team (close, freeze or unfreeze an account: ``sr_…``): closing is asked first, a wish to cancel
+it withdraws it, "unfreeze my account" is an unfreeze request, and operator commands list and close the requests.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from graph.settings import Settings
 from nodes.offline_model import OfflineChatModel
 from nodes.playbook import CLOSE_ACCOUNT_ASKED
 from nodes.router import default_router
-from tests.test_operator_cli import _run, home  # noqa: F401 - the shared fixture (operators ann, ben, agt, ida)
+from tests.conftest import invoke_cli
 
 
 def _desk(path):
@@ -31,7 +30,7 @@ def _requests(store, customer: str = "c_ada") -> list[dict]:
     return store.list_service_requests([customer])
 
 
-def test_closing_asks_first_a_yes_files_it_and_a_cancel_wish_withdraws_it(home):  # noqa: F811
+def test_closing_asks_first_a_yes_files_it_and_a_cancel_wish_withdraws_it(home):
     store = open_store(home / "business.db")
     conv = Conversation("acc", desk=_desk(home))
     asked = conv.send("I want to close my account")
@@ -47,7 +46,7 @@ def test_closing_asks_first_a_yes_files_it_and_a_cancel_wish_withdraws_it(home):
     assert "no open request" in nothing.text and [r["status"] for r in _requests(store)] == ["cancelled"]
 
 
-def test_a_no_to_the_closure_question_files_nothing(home):  # noqa: F811
+def test_a_no_to_the_closure_question_files_nothing(home):
     store = open_store(home / "business.db")
     conv = Conversation("acc2", desk=_desk(home))
     conv.send("I want to close my account")
@@ -55,7 +54,7 @@ def test_a_no_to_the_closure_question_files_nothing(home):  # noqa: F811
     assert _requests(store) == []
 
 
-def test_unfreezing_the_account_is_its_own_request_not_the_freeze(home):  # noqa: F811
+def test_unfreezing_the_account_is_its_own_request_not_the_freeze(home):
     store = open_store(home / "business.db")
     conv = Conversation("acc3", desk=_desk(home))
     conv.send("please freeze my account")
@@ -64,19 +63,19 @@ def test_unfreezing_the_account_is_its_own_request_not_the_freeze(home):  # noqa
     assert sorted(x["kind"] for x in _requests(store)) == ["freeze_account", "unfreeze_account"]
 
 
-def test_operators_list_the_requests_of_their_tenant(home):  # noqa: F811
+def test_operators_list_the_requests_of_their_tenant(home):
     store = open_store(home / "business.db")
     mine = store.open_service_request("c_ada", "close_account", "service:t1:close_account")
     store.cancel_service_request("c_ada", "close_account")
     store.open_service_request("c_ada", "unfreeze_account", "service:t2:unfreeze_account")
-    listed = _run("tasks", "--requests", "--json", "--as", "agt")
+    listed = invoke_cli("tasks", "--requests", "--json", "--as", "agt")
     assert listed.exit_code == 0, listed.output
     rows = json.loads(listed.output)
     assert [(r["request_id"], r["kind"], r["status"]) for r in rows][0] == (mine["request_id"], "close_account",
                                                                            "cancelled")
     assert [r["kind"] for r in rows] == ["close_account", "unfreeze_account"] and rows[0]["cancelled_at"]
     assert set(rows[0]) == {"request_id", "kind", "customer_id", "status", "opened_at", "cancelled_at"}
-    table = _run("tasks", "--requests", "--as", "agt")
+    table = invoke_cli("tasks", "--requests", "--as", "agt")
     assert mine["request_id"] in table.output and "unfreeze_account" in table.output, table.output
-    refused = _run("tasks", "--requests", "--as", "nobody")
+    refused = invoke_cli("tasks", "--requests", "--as", "nobody")
     assert refused.exit_code != 0

@@ -1,5 +1,5 @@
-"""The current handoff packet (``handoff``) is stored once per write, not copied into every checkpoint (issue 14,
-storage), and still reads back whole: from the same graph, from a fresh process's saver, and on threads written
+"""The current handoff packet (``handoff``) is stored once per write, not copied into every checkpoint (storage
+growth), and still reads back whole: from the same graph, from a fresh process's saver, and on threads written
 when ``handoff`` was a plain channel."""
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_sum_usage_is_batching_invariant_and_seeds_from_an_old_value():
 
 
 def test_usage_counters_are_not_copied_into_every_checkpoint(make_desk, tmp_path):
-    """``usage`` is a DeltaChannel (issue 14, storage): no checkpoint blob carries it, and it still reads back."""
+    """``usage`` is a DeltaChannel: no checkpoint blob carries it, and it still reads back."""
     saver = open_checkpointer(tmp_path / "cp.db")
     conv = Conversation("usage", desk=make_desk(checkpointer=saver))
     conv.send(QUESTION)

@@ -1,4 +1,4 @@
-"""qa2 §1: a refund paused for approval is cancelled only by a wish that names nothing else and a plain yes to the
+"""A refund paused for approval is cancelled only by a wish that names nothing else and a plain yes to the
 desk's question about it; a message naming another record (a transfer, another refund, another transaction) is
 answered read-only and never cancels or confirms; every answer names the paused refund's own transaction."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from graph.conversation import Conversation
 from policies.cancellation import confirmation, paused_reply
-from tests.test_cancellation import _paused
+from tests.conftest import paused_conversation
 
 
 def _status(store, refund_id):
@@ -16,7 +16,7 @@ def _status(store, refund_id):
 
 
 def test_a_cancel_naming_a_transfer_then_another_transaction_cancels_nothing(isolated_home):
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     rid = conv.pending()["refund_id"]
     r = conv.send("cancel tr_3002")
     assert r.status == "awaiting_approval" and "yes/no" not in r.text, r.text
@@ -32,7 +32,7 @@ def test_a_cancel_naming_a_transfer_then_another_transaction_cancels_nothing(iso
 
 
 def test_cancel_another_refund_then_yes_cancels_neither(isolated_home):
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     rid = conv.pending()["refund_id"]
     r = conv.send("cancel rf_5001")
     assert f"Cancel refund {rid}" not in r.text and "rf_5001" in r.text and "waiting for review" in r.text, r.text
@@ -42,7 +42,7 @@ def test_cancel_another_refund_then_yes_cancels_neither(isolated_home):
 
 
 def test_a_new_cancel_sentence_is_not_a_yes_and_the_question_names_the_own_transaction(isolated_home):
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     rid = conv.pending()["refund_id"]
     assert conv.send("cancel my refund").text == f"Cancel refund {rid} of £23.80 for tx_1001? yes/no"
     r = conv.send("cancel it please")  # asked again, not taken for the yes
@@ -57,7 +57,7 @@ def test_a_new_cancel_sentence_is_not_a_yes_and_the_question_names_the_own_trans
 
 
 def test_a_question_answered_in_between_closes_the_cancel_question(isolated_home):
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     rid = conv.pending()["refund_id"]
     conv.send("cancel my refund")
     r = conv.send("any news on my refund?")
@@ -90,8 +90,8 @@ def test_paused_reply_with_another_record():
 
 
 def test_a_wish_to_cancel_a_subscription_while_paused_never_cancels_the_refund(isolated_home):
-    """Fresh-user review: a cancel wish about something else (a subscription) led to "Shall I cancel refund …?"."""
-    g, store, conv = _paused(isolated_home)
+    """A cancel wish about something else (a subscription) never asks "Shall I cancel refund …?"."""
+    g, store, conv = paused_conversation(isolated_home)
     rid = conv.pending()["refund_id"]
     other = conv.send("I want to cancel my subscription to Netflix")  # no wish about the refund: nothing asked
     assert other.status == "awaiting_approval" and "Cancel refund" not in other.text, other.text

@@ -1,4 +1,4 @@
-"""While a refund waits for approval (fresh-user review of main, §4): a question for another specialist whose tools
+"""While a refund waits for approval: a question for another specialist whose tools
 only read is answered (the balance, the cards, a policy), a request for a person reaches the team, and only what would
 change something is refused; the refund's own status and cancellation keep their answers, and the pause is untouched.
 """
@@ -8,15 +8,15 @@ from __future__ import annotations
 import pytest
 
 from checkpoints.business import open_store
-from tests.test_cancellation import _paused, _tx1001
+from tests.conftest import paused_conversation, tx1001_refund_statuses
 
 
 def _still_paused(conv, store) -> None:
-    assert conv.pending() is not None and _tx1001(store) == ["requested"]
+    assert conv.pending() is not None and tx1001_refund_statuses(store) == ["requested"]
 
 
 def test_read_only_questions_are_answered_while_the_refund_waits(isolated_home):
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     balance = conv.send("what's my balance?")
     assert "Your balance" in balance.text and "£55.71" in balance.text, balance.text
     assert "still waiting for approval" in balance.text and balance.status == "awaiting_approval"
@@ -33,7 +33,7 @@ def test_read_only_questions_are_answered_while_the_refund_waits(isolated_home):
 
 
 def test_the_refunds_own_status_is_still_the_answer_to_a_status_question(isolated_home):
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     for text in ("any news?", "has it been approved?", "any update on my refund?"):
         r = conv.send(text)
         assert "waiting for review" in r.text and "Your balance" not in r.text, (text, r.text)
@@ -41,7 +41,7 @@ def test_the_refunds_own_status_is_still_the_answer_to_a_status_question(isolate
 
 
 def test_a_request_for_a_person_reaches_the_team_once(isolated_home):
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     first = conv.send("I want to speak to a human")
     [request] = store.list_service_requests(["c_ada"])
     assert request["kind"] == "talk_to_person" and request["status"] == "open"
@@ -55,7 +55,7 @@ def test_a_request_for_a_person_reaches_the_team_once(isolated_home):
 @pytest.mark.parametrize("text", ["I want a refund for tx_1005", "please freeze my account",
                                   "send £20 to Charles Babbage"])
 def test_what_would_change_something_is_still_refused(isolated_home, text):
-    g, store, conv = _paused(isolated_home)
+    g, store, conv = paused_conversation(isolated_home)
     r = conv.send(text)  # answered with what can be done while the refund waits; nothing is changed
     assert r.status == "awaiting_approval" and "While it waits I can" in r.text, r.text
     assert store.list_service_requests(["c_ada"]) == [] and [r.transaction_id for r in store.list_refunds("c_ada")
@@ -73,8 +73,8 @@ def test_a_message_that_speaks_of_cancelling_is_about_the_refund(text, expected)
 
 
 def test_a_loss_report_with_another_question_while_paused_answers_both(isolated_home):
-    """Fresh-user review: the card was frozen and the fee question dropped while a refund waited."""
-    g, store, conv = _paused(isolated_home)
+    """While a refund waits, a loss report with a fee question freezes the card and answers the fee too."""
+    g, store, conv = paused_conversation(isolated_home)
     r = conv.send("I lost my card yesterday, and what is the fee for international transfers?")
     assert "frozen" in r.text and "4242" in r.text and "£0.50" in r.text, r.text
     assert store.get_card("c_ada", "card_ada_phys").status == "frozen"

@@ -1,4 +1,4 @@
-"""Property test (issue 11, section 6): random model outputs — any tool name, any arguments (other customers' ids,
+"""Property test: random model outputs — any tool name, any arguments (other customers' ids,
 identity fields, wrong types), any number of calls per message including side-effect floods, text with or without
 calls, malformed calls — driven through the whole graph. Every run ends without an exception, with no illegal edge,
 no unanswered tool_call, and no record without an owner (the invariants of :mod:`tests.invariants`)."""

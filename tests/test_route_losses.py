@@ -1,4 +1,4 @@
-"""The routing rules behind issue 12 §2's "end to end reaches the router's own accuracy" (bench/route_losses.py):
+"""The routing rules that let the desk end to end reach the router's own accuracy (bench/route_losses.py):
 a sentence-only compound split needs confident segments, a safety report is handed on whole after the freeze, sure
 small talk is not overruled by the handbook's patterns, and "refunded" asks for no refund. A small scripted router
 (per-text scores) stands in for the fitted one, so each rule is exercised at both sides of its threshold."""
@@ -12,28 +12,10 @@ import pytest
 
 from graph.evaluation import QueryOutcome
 from nodes.offline_model import MISROUTE_CONFIDENCE, NO_SPECIALIST_SURE, OfflineChatModel, wants_refund
-from nodes.testing.scripted import KwRoute
+from nodes.testing.scripted import TableRouter
 from policies import compound
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-class TableRouter:
-    """Routes a text by exact lookup in ``table`` (text -> (agent, confidence, intent)); anything else is cards at
-    0.9. Scores: the agent's confidence, the rest spread over "other"."""
-
-    source = "table"
-
-    def __init__(self, table: dict[str, tuple[str, float, str | None]]):
-        self.table = table
-
-    def route(self, text: str) -> KwRoute:
-        agent, conf, intent = self.table.get(text, ("cards", 0.9, "card_arrival"))
-        scores = {a: 0.0 for a in ("cards", "billing", "refunds", "transfers", "account", "policy", "other")}
-        scores[agent] = conf
-        if agent != "other":
-            scores["other"] = 1.0 - conf
-        return KwRoute(agent, conf, intent, scores)
 
 
 # ------------------------------------------------------------------ compound: marked segments

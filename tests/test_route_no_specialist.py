@@ -1,4 +1,4 @@
-"""``switchboard route`` with a label map that has a ``no_specialist`` group (issue 12 §2): out-of-scope recall,
+"""``switchboard route`` with a label map that has a ``no_specialist`` group: out-of-scope recall,
 conversational no-specialist, desk agent accuracy and the share of in-scope queries wrongly refused."""
 
 from __future__ import annotations
@@ -13,39 +13,17 @@ from typer.testing import CliRunner
 from graph.cli import app, main
 from graph.errors import InputError
 from graph.evaluation import QueryOutcome, read_evaluation_set, summarise
+from tests.conftest import ROUTE_LABELS, ROUTE_ROWS, write_route_files
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 OOS, CONV = "no_specialist:out_of_scope", "no_specialist:conversational"
 
 # Our own sentences (no dataset text): three desk requests, four the desk does not serve, three conversational.
-ROWS = [
-    ("my debit card was stolen on the train yesterday", "card_gone"),
-    ("why was I charged a fee twice on my statement", "odd_fee"),
-    ("how do I send money to my sister's account", "send_money"),
-    ("what will the weather be like in Lisbon tomorrow", "weather_q"),
-    ("can you suggest a good recipe for lentil soup", "cooking_q"),
-    ("book me a table for two at an italian restaurant tonight", "restaurant_q"),
-    ("I want to get a mortgage for a new house", "mortgage_q"),
-    ("thanks so much", "thanks_q"),
-    ("hi there", "hello_q"),
-    ("are you a real person or a bot", "bot_q"),
-]
-LABELS = {"agents": {"cards": ["card_gone"], "billing": ["odd_fee"], "transfers": ["send_money"]},
-          "no_specialist": {"out_of_scope": ["weather_q", "cooking_q", "restaurant_q", "mortgage_q"],
-                            "conversational": ["thanks_q", "hello_q", "bot_q"]}}
 #: Floors under the figures measured on the first 450 CLINC150 test queries with the shipped router (0.663, 0.911,
 #: 0.717 on 2026-11-30): a router change that lowers them must say so.
 FLOOR_OOS, FLOOR_CONV, FLOOR_DESK = 0.60, 0.85, 0.65
 OLD_KEYS = {"queries", "accuracy_answering_agent", "accuracy_first_handoff", "handoffs_per_query", "p50_s", "p95_s",
             "router", "model"}
-
-
-def _write(tmp_path: Path, labels: dict = LABELS) -> tuple[Path, Path]:
-    csv = tmp_path / "q.csv"
-    csv.write_text("text,category\n" + "".join(f'"{t}",{c}\n' for t, c in ROWS))
-    amap = tmp_path / "map.json"
-    amap.write_text(json.dumps(labels))
-    return csv, amap
 
 
 def _o(i: int, expected: str, answered: str, *visited: str) -> QueryOutcome:
@@ -83,13 +61,13 @@ def test_without_groups_the_old_figures_stay_and_new_ones_are_empty():
 
 
 def test_read_evaluation_set_with_groups(tmp_path):
-    csv, amap = _write(tmp_path)
+    csv, amap = write_route_files(tmp_path)
     texts, expected = read_evaluation_set(csv, amap)
-    assert len(texts) == len(ROWS)
+    assert len(texts) == len(ROUTE_ROWS)
     assert expected[:4] == ["cards", "billing", "transfers", OOS] and expected[-1] == CONV
-    for bad, match in [({**LABELS, "no_specialist": ["weather_q"]}, "no_specialist"),
-                       ({**LABELS, "no_specialist": {"out_of_scope": "weather_q"}}, "list of non-empty strings"),
-                       ({**LABELS, "no_specialist": {"out_of_scope": ["card_gone"]}}, "listed twice")]:
+    for bad, match in [({**ROUTE_LABELS, "no_specialist": ["weather_q"]}, "no_specialist"),
+                       ({**ROUTE_LABELS, "no_specialist": {"out_of_scope": "weather_q"}}, "list of non-empty strings"),
+                       ({**ROUTE_LABELS, "no_specialist": {"out_of_scope": ["card_gone"]}}, "listed twice")]:
         amap.write_text(json.dumps(bad))
         with pytest.raises(InputError, match=match):
             read_evaluation_set(csv, amap)
@@ -97,12 +75,12 @@ def test_read_evaluation_set_with_groups(tmp_path):
 
 def test_route_reports_no_specialist_figures(isolated_home, tmp_path):
     """The shipped router end to end through the graph on our own sentences."""
-    csv, amap = _write(tmp_path)
+    csv, amap = write_route_files(tmp_path)
     out = tmp_path / "fig.json"
     res = CliRunner().invoke(app, ["route", str(csv), "--labels", str(amap), "--json", str(out)])
     assert res.exit_code == 0, res.output
     fig = json.loads(out.read_text())
-    assert OLD_KEYS <= set(fig) and fig["queries"] == len(ROWS)
+    assert OLD_KEYS <= set(fig) and fig["queries"] == len(ROUTE_ROWS)
     assert fig["out_of_scope_recall"] == 1.0 and fig["conversational_no_specialist"] == 1.0
     assert fig["desk_accuracy"] == 1.0 and fig["in_scope_refused"] == 0.0
     assert fig["accuracy_answering_agent"] == 1.0
@@ -110,7 +88,7 @@ def test_route_reports_no_specialist_figures(isolated_home, tmp_path):
 
 
 def test_route_bad_no_specialist_group_is_one_line_exit_2(isolated_home, tmp_path, monkeypatch, capsys):
-    csv, amap = _write(tmp_path, {**LABELS, "no_specialist": {"out_of_scope": 3}})
+    csv, amap = write_route_files(tmp_path, {**ROUTE_LABELS, "no_specialist": {"out_of_scope": 3}})
     monkeypatch.setattr(sys, "argv", ["switchboard", "route", str(csv), "--labels", str(amap)])
     with pytest.raises(SystemExit) as exit_:
         main()

@@ -1,13 +1,13 @@
-"""Routing rules found with ``bench/route_losses.py --list`` on held-out BANKING77 train rows (issue 12 §2): where the
+"""Routing rules found with ``bench/route_losses.py --list`` on held-out BANKING77 train rows: where the
 graph answered differently from the router alone and the graph was wrong for the customer. A scripted router
-(``tests.test_route_losses.TableRouter``: per-text scores) stands in for the fitted one, so each row exercises the
+(``nodes.testing.scripted.TableRouter``: per-text scores) stands in for the fitted one, so each row exercises the
 rule, not a router's reading of the words; the texts are the project's own."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.test_route_losses import TableRouter
+from nodes.testing.scripted import TableRouter
 
 NOT_MINE = "There is a card payment from a shop I have never heard of and I need my money back"
 SHORT_CASH = "The cash machine gave me less cash than it took from my account and I want my money back"

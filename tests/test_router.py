@@ -2,7 +2,7 @@
 
 Unit tests use tiny hand-made data sets; the evaluation tests read BANKING77 from ../shared/data/banking77
 and FAIL (never skip) when it is missing.  Thresholds (agent-level accuracy on test.csv): default router (fitted on
-BANKING77 train + CLINC150 train + our examples) >= 0.97 (issue 12 §2), router trained on train.csv intents >= 0.97
+BANKING77 train + CLINC150 train + our examples) >= 0.97, router trained on train.csv intents >= 0.97
 (DESIGN brief for the router).
 """
 
@@ -431,7 +431,7 @@ def test_shipped_default_is_not_stale():
         "the fit settings changed since router-default.npz was built: run 'make router'"
     texts, _, _ = default_training_data()
     assert meta["n_examples"] == len(texts)
-    assert default_router_path().stat().st_size < 10_000_000  # issue 12 §2: the shipped fitted file stays under 10 MB
+    assert default_router_path().stat().st_size < 10_000_000  # the shipped fitted file stays under 10 MB
 
 
 #: How far a refitted TF-IDF part may be from the shipped one (largest class-probability difference over the BANKING77
@@ -603,7 +603,7 @@ def test_shipped_examples_cover_every_banking77_theme():
         assert counts[topic] >= 20, f"theme {intent} has only {counts[topic]} examples"
         assert topic_to_agent[topic] == agent, f"theme {intent} filed under {topic_to_agent[topic]}, map says {agent}"
     other = sum(n for t, n in counts.items() if topic_to_agent[t] == "other")
-    assert 400 <= other <= 1200  # greetings, thanks, gibberish, and the out-of-scope negatives (issue 12 §2)
+    assert 400 <= other <= 1200  # greetings, thanks, gibberish, and the out-of-scope negatives
     rows = {(t, topic_to_agent[p]) for t, p in zip(texts, topics)}
     assert ("I was charged twice for the same coffee", "billing") in rows
     assert ("I want my money back for that double charge", "refunds") in rows

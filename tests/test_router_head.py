@@ -218,11 +218,11 @@ def test_a_head_router_without_the_encoder_installed_is_a_one_line_error(tmp_pat
 
 def test_ctrl_c_while_the_head_trains_is_not_swallowed(monkeypatch):
     """scikit-learn's MLPClassifier catches KeyboardInterrupt, warns "Training interrupted by user." and returns the
-    half-trained network; fit_head turns that back into KeyboardInterrupt, so train-router installs nothing (fresh-user
-    review: Ctrl-C installed a half-trained router and exited 0)."""
+    half-trained network; fit_head turns that back into KeyboardInterrupt, so train-router installs nothing and does not
+    exit 0."""
     import warnings
 
-    def interrupted(self, X, y):  # noqa: ANN001 - what MLPClassifier.fit does on Ctrl-C
+    def interrupted(self, X, y):  # what MLPClassifier.fit does on Ctrl-C
         warnings.warn("Training interrupted by user.", stacklevel=2)
         return self
 
@@ -234,7 +234,7 @@ def test_ctrl_c_while_the_head_trains_is_not_swallowed(monkeypatch):
 
 
 def test_head_skip_reasons_name_the_cause():
-    """train-router tells the user why the router has no embedding head (fresh-user review: it was skipped silently)."""
+    """train-router tells the user why the router has no embedding head."""
     many = [f"l{i % 50}" for i in range(2500)]
     assert router_fit.head_skip_reason(many) is None
     assert router_fit.head_skip_reason(many[:1999]) == "fewer than 2,000 examples"

@@ -1,4 +1,4 @@
-"""The router's "no specialist" decision measured on CLINC150 and BANKING77 (issue 12 §2); fails when the data is
+"""The router's "no specialist" decision measured on CLINC150 and BANKING77; fails when the data is
 missing. The floors are the issue's targets for the shipped default router (fitted on BANKING77 train + CLINC150 train +
 our examples); the figures measured with ``python bench/router_scope.py`` are in the README ("How a conversation
 flows") and sit above them."""
@@ -37,8 +37,8 @@ def test_banking77_is_rarely_refused():
     texts, cats = read_labelled_csv(_need(DATA / "banking77" / "test.csv"))
     agents = load_label_map(_need(DATA / "banking77" / "agent_map.json"))
     rep = scope_report(default_router(), texts, [agents[c] for c in cats])
-    assert rep.desk_refused is not None and rep.desk_refused <= 0.02  # issue 12 §2: at most 2% refused
-    assert rep.desk_accuracy is not None and rep.desk_accuracy >= 0.97  # issue 12 §2, router fitted on public sets
+    assert rep.desk_refused is not None and rep.desk_refused <= 0.02  # the target: at most 2% refused
+    assert rep.desk_accuracy is not None and rep.desk_accuracy >= 0.97  # router fitted on public sets
 
 
 def test_desk_map_shape_errors(tmp_path):

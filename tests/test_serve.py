@@ -104,7 +104,7 @@ def test_other_customer_refused_and_run_shapes_checked_on_every_endpoint(served:
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_a_customer_cannot_write_thread_state_outside_a_run(served: Served) -> None:
-    # QA1 section 1: POST /threads/{id}/state (threads.update_state) wiped a pending approval and forged messages
+    # POST /threads/{id}/state (threads.update_state) would wipe a pending approval and forge messages: refused
     bob, ann = served.client("c_bob", 0), served.client("ann", 1)
     tid = bob.threads.create()["thread_id"]
     bob.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": BOB_REFUND}]})
@@ -131,8 +131,8 @@ def test_a_customer_cannot_write_thread_state_outside_a_run(served: Served) -> N
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_the_input_rules_of_the_cli_apply_over_http(served: Served) -> None:
-    # QA1 section 4: over HTTP, 100,000-character messages, control characters, empty messages and the thread id
-    # "../../x" were accepted; the CLI and Conversation.send refuse them
+    # over HTTP, 100,000-character messages, control characters, empty messages and the thread id "../../x" are
+    # refused as the CLI and Conversation.send refuse them
     ada = served.client("c_ada", 0)
     assert _status(lambda: ada.threads.create(thread_id="../../x")) == 422
     tid = ada.threads.create()["thread_id"]
@@ -179,9 +179,8 @@ def test_a_customer_token_reads_the_customers_view_on_aegra(served: Served) -> N
     import httpx
 
     from graph.views import CUSTOMER_KEYS, customer_view
+    from nodes.testing.served import NOTE, leaks, new_transaction
     from policies.authz import OPERATOR_CANCEL, UNCONFIRMED_CANCEL
-    from tests.test_langgraph_server import NOTE, leaks, new_transaction
-
     ada, ann = served.client("c_ada", 0), served.client("ann", 1)
     tx = new_transaction(served.url, "tx_1911", 3300)
     tid = ada.threads.create()["thread_id"]

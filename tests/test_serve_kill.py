@@ -29,7 +29,7 @@ THANKS = "Thanks, that is all"
 WAIT_S = 90
 
 
-def _wait_for(what: str, check, limit: float = WAIT_S):  # noqa: ANN001, ANN202 - a predicate returning a value
+def _wait_for(what: str, check, limit: float = WAIT_S):  # a predicate returning a value
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         got = check()
@@ -39,7 +39,7 @@ def _wait_for(what: str, check, limit: float = WAIT_S):  # noqa: ANN001, ANN202 
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _kill_instance(served, index: int) -> None:  # noqa: ANN001
+def _kill_instance(served, index: int) -> None:
     listing = Path(served.out).parent / "home" / "serve" / "aegra" / "instances.json"
     pid = next(r["pid"] for r in json.loads(listing.read_text()) if r["index"] == index)
     restarts = served.out.read_text().count(f"instance {index}: back on port")
@@ -48,7 +48,7 @@ def _kill_instance(served, index: int) -> None:  # noqa: ANN001
               lambda: served.out.read_text().count(f"instance {index}: back on port") > restarts, START_LIMIT_S)
 
 
-def _run_status(client, tid: str, run_id: str) -> str:  # noqa: ANN001
+def _run_status(client, tid: str, run_id: str) -> str:
     return client.runs.get(tid, run_id)["status"]
 
 

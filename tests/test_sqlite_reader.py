@@ -12,11 +12,11 @@ from checkpoints import open_checkpointer
 from checkpoints.sqlite_reader import SqliteCheckpointReader, Unreadable
 from checkpoints.threads import pending_interrupt, thread_summaries
 from graph.conversation import Conversation
-from tests.test_approval import BIG, REPO, _setup
+from tests.conftest import BIG, REPO, approver_desk
 
 
 def test_the_reader_lists_threads_and_the_pending_approval_as_the_saver_does(isolated_home):
-    g, _ = _setup(isolated_home)
+    g, _ = approver_desk(isolated_home)
     assert Conversation("t-big", graph=g).send(BIG).status == "awaiting_approval"
     assert Conversation("t-small", graph=g).send("I was charged twice for my coffee").status == "answered"
     db = isolated_home / "switchboard.db"
@@ -42,7 +42,7 @@ def _reader_in_fresh_process(home, body: str, packages: tuple[str, ...]) -> list
 
 
 def test_the_reader_imports_no_langgraph(isolated_home):
-    g, _ = _setup(isolated_home)
+    g, _ = approver_desk(isolated_home)
     Conversation("t-big", graph=g).send(BIG)
     lines = _reader_in_fresh_process(
         isolated_home, "from checkpoints.threads import thread_summaries as s; r = R(db); "
@@ -79,9 +79,8 @@ def test_the_reader_rebuilds_the_transcript_as_the_saver_does(isolated_home):
     (a multi-turn thread, a thread paused for approval, a turn resumed after the approval)."""
     from checkpoints.threads import thread_turns, thread_values
     from graph.cli_output import history_rows
-    from tests.test_approval import ANN
-
-    g, _ = _setup(isolated_home)
+    from tests.conftest import ANN
+    g, _ = approver_desk(isolated_home)
     chat = Conversation("t-multi", graph=g)
     for text in ("I was charged twice for my coffee", "yes please refund the duplicate", "and where is my new card?",
                  "thanks, bye"):
@@ -127,7 +126,7 @@ def test_the_transcript_fold_is_add_messages(isolated_home):
 
 
 def test_history_reads_the_file_without_langgraph(isolated_home):
-    g, _ = _setup(isolated_home)
+    g, _ = approver_desk(isolated_home)
     Conversation("t-big", graph=g).send(BIG)
     lines = _reader_in_fresh_process(
         isolated_home, "from checkpoints.threads import thread_turns as t; print(len(t(R(db), 't-big')))",

@@ -1,4 +1,4 @@
-"""Issue 11, section 5: every storage fault is one ``error: …`` line naming the file and the cause, exit 2, no
+"""Every storage fault is one ``error: …`` line naming the file and the cause, exit 2, no
 traceback, and the business store is never re-created or re-seeded next to existing threads."""
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def test_every_storage_fault_is_one_line_exit_2_without_traceback(tmp_path):
 
 @pytest.mark.subprocess
 def test_disk_full_mid_turn_is_one_line_and_the_turn_is_recoverable(isolated_home):
-    """QA1 §9: a file-size limit reached while a turn writes its checkpoints prints exactly one error line (no
+    """A file-size limit reached while a turn writes its checkpoints prints exactly one error line (no
     "Error in _RunCallbacks.on_chain_error callback" from the event recorder), and the failed turn is either not
     stored or finished by ``recover``: history never shows the message without an answer."""
     import json

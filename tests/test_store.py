@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -32,7 +32,7 @@ from graph.errors import SwitchboardError
 from nodes.testing.ledger import approve_refund
 from tests import store_workers
 
-REF = datetime(2025, 3, 14, 12, 0, tzinfo=timezone.utc)
+REF = datetime(2025, 3, 14, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture()
@@ -265,7 +265,7 @@ def _race(n: int, fn) -> tuple[list[object], list[BaseException]]:
         barrier.wait()
         try:
             results.append(fn(i))
-        except BaseException as exc:  # collected and asserted on by the caller
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted on by the caller
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]

@@ -4,7 +4,7 @@ nodes/playbook.py (the offline agents' plans and answers for the demo story)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -27,7 +27,7 @@ from nodes.tools import (
     tools_for,
 )
 
-REF = datetime(2025, 3, 14, 12, 0, tzinfo=timezone.utc)
+REF = datetime(2025, 3, 14, 12, 0, tzinfo=UTC)
 ADA = ToolContext(customer_id="c_ada", tenant_id="t_demo", thread_id="th-1", task_id="task-1")
 BOB = ToolContext(customer_id="c_bob", tenant_id="t_demo", thread_id="th-2", task_id="task-2")
 IDENTITY_WORDS = {"customer_id", "tenant_id", "thread_id", "task_id", "user_id", "customer"}
@@ -211,7 +211,7 @@ def test_facts_from_tool_results(store: BusinessStore) -> None:
     assert facts_from_tool_result("explain_transaction", {"ok": False, "error": "x"}) == {}
     cards = run_tool("card_status", {}, store, ADA)
     virtual = next(c["id"] for c in cards["cards"] if c["kind"] == "virtual")
-    # the default card (active physical) and the one usable card of each kind (a loss report naming a kind: qa2 §2)
+    # the default card (active physical) and the one usable card of each kind (for a loss report naming a kind)
     assert facts_from_tool_result("card_status", cards) == {"card_id": "card_ada_phys", "card_id_physical": "card_ada_phys",
                                                             "card_id_virtual": virtual}
 

@@ -1,4 +1,4 @@
-"""train-router is safe to use (issue 13, section 2): the desk's conversational and out-of-scope classes are kept,
+"""train-router is safe to use: the desk's conversational and out-of-scope classes are kept,
 held-out figures are reported beside the shipped router's on the same data, and a worse router is not installed
 without --force."""
 

@@ -15,7 +15,7 @@ Typical use::
 
 The names of the SQLAlchemy modules (engine, migrate, repository) are resolved on first use (PEP 562), so
 importing the package or a light module of it (``records``, ``money``, ``faults``, ``operator_lookup``) does not load
-SQLAlchemy or Alembic (issue 14, start-up).
+SQLAlchemy or Alembic.
 """
 
 from __future__ import annotations

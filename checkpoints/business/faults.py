@@ -1,4 +1,4 @@
-"""Naming the cause of a storage fault, and refusing to re-create a business store that went missing (issue 11, §5).
+"""Naming the cause of a storage fault, and refusing to re-create a business store that went missing.
 
 SQLite reports a full disk, a file-size limit and a read-only file system in words that do not say so ("disk I/O
 error", "unable to open database file"). :func:`storage_cause` turns the driver's message plus what the file system
@@ -117,7 +117,7 @@ def _records_threads(business_db: Path) -> bool:
     except sqlite3.Error:
         return False
     try:
-        return any(conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None  # noqa: S608 (fixed names)
+        return any(conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None  # fixed names
                    for table in ("tasks", "thread_owners"))
     except sqlite3.Error:
         return False

@@ -12,7 +12,7 @@ order (:func:`iso`, :func:`parse_iso`).
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from functools import lru_cache
 
@@ -141,13 +141,13 @@ def _to_minor(number: str, currency: str) -> tuple[int, str] | None:
 def iso(dt: datetime) -> str:
     """``datetime`` -> the store's timestamp shape ``YYYY-MM-DDTHH:MM:SSZ`` (UTC; naive = UTC)."""
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_iso(text: str) -> datetime:
     """The store's timestamp string -> aware UTC ``datetime`` (also accepts ``+00:00`` offsets)."""
     dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC)

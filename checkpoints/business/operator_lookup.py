@@ -1,5 +1,5 @@
 """A read-only look-up of one operator in a SQLite business database with ``sqlite3`` alone, so that the CLI's read
-commands (``threads``, ``pending``, ``history``…) check who is acting without importing SQLAlchemy (issue 14,
+commands (``threads``, ``pending``, ``history``…) check who is acting without importing SQLAlchemy (a faster
 start-up).
 
 It returns the same :class:`~checkpoints.business.records.Operator` record as
@@ -16,14 +16,16 @@ import sqlite3
 from pathlib import Path
 
 from checkpoints.business.records import SCHEMA_VERSION, VERSION_TABLE, Operator
+from graph.errors import InfrastructureError
 
 __all__ = ["LookupUnavailable", "sqlite_path", "read_operator"]
 
 _COLUMNS = ("id", "tenant_id", "roles", "enabled", "customer_id", "created_at", "version")
 
 
-class LookupUnavailable(Exception):
-    """This database cannot be read this way (the caller uses :func:`checkpoints.business.open_store`)."""
+class LookupUnavailable(InfrastructureError):
+    """This database cannot be read this way (the caller uses :func:`checkpoints.business.open_store`). An
+    :class:`~graph.errors.InfrastructureError`."""
 
 
 def sqlite_path(target: str | Path) -> Path | None:
@@ -53,11 +55,11 @@ def read_operator(target: str | Path, name: str) -> Operator | None:
     except sqlite3.Error as exc:
         raise LookupUnavailable(str(exc)) from exc
     try:
-        rev = conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall()  # noqa: S608 - a constant name
+        rev = conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall()  # a constant name
         if [r[0] for r in rev] != [SCHEMA_VERSION]:
             raise LookupUnavailable(f"schema revision {rev!r}, not {SCHEMA_VERSION}")
         conn.row_factory = sqlite3.Row
-        row = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM operators WHERE id = ?", (name,)).fetchone()  # noqa: S608
+        row = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM operators WHERE id = ?", (name,)).fetchone()
     except sqlite3.Error as exc:
         raise LookupUnavailable(str(exc)) from exc
     finally:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graph.errors import SwitchboardError
+from graph.errors import InfrastructureError, SwitchboardError
 
 __all__ = [
     "Customer",
@@ -95,11 +95,11 @@ class OwnershipError(StoreError):
     ``owner_version``); nothing was written."""
 
 
-class StorageUnavailable(StoreError):
+class StorageUnavailable(StoreError, InfrastructureError):
     """The business database cannot be used: unreachable server, locked past the busy timeout, corrupt or
     not a database, read-only file or directory, disk full. The message is one line naming the database (a
-    file path, or a URL without its password) and the cause; nothing was written. Infrastructure fault:
-    retry later, or fall back."""
+    file path, or a URL without its password) and the cause; nothing was written. Infrastructure fault, so
+    both ``except StoreError`` and ``except InfrastructureError`` catch it: retry later, or fall back."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -308,7 +308,7 @@ class Operator(_Record):
     version: int = 1
 
     @classmethod
-    def from_row(cls, row: Any) -> "Operator":
+    def from_row(cls, row: Any) -> Operator:
         """The record of one ``operators`` row (a mapping of its columns; ``roles`` comma-separated, ``enabled`` 0/1),
         as both the SQLAlchemy repository and the light read of :mod:`checkpoints.business.operator_lookup` read it."""
         roles = tuple(sorted(r for r in str(row["roles"]).split(",") if r))

@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -98,7 +98,7 @@ R = TypeVar("R")
 
 
 def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _columns(table: Table, record: type) -> list[Any]:
@@ -184,7 +184,7 @@ class BusinessStore:
     def now(self) -> datetime:
         """The store's clock (aware UTC ``datetime``)."""
         dt = self._now()
-        return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+        return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
     @property
     def engine(self) -> Engine:

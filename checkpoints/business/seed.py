@@ -6,7 +6,7 @@ reference time so that "the last few weeks" stays true whenever the demo is seed
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from checkpoints.business.money import iso
@@ -33,8 +33,8 @@ def demo_rows(reference: datetime) -> dict[str, list[dict[str, Any]]]:
     ``tx_1002`` with its fee ``tx_1003``, a transfer ``tx_1004``. Refund ``rf_5001`` (requested) for
     ``tx_1005``. Transfers ``tr_3001`` (completed) and ``tr_3002`` (pending). Bob: card ``card_bob_phys`` 5555,
     transactions ``tx_2001``/``tx_2002``, transfer ``tr_3101``."""
-    ref = reference if reference.tzinfo else reference.replace(tzinfo=timezone.utc)
-    ref = ref.astimezone(timezone.utc)
+    ref = reference if reference.tzinfo else reference.replace(tzinfo=UTC)
+    ref = ref.astimezone(UTC)
 
     def ago(days: float = 0, hours: float = 0) -> str:
         return iso(ref - timedelta(days=days, hours=hours))

@@ -44,16 +44,16 @@ class Attack:
 
     cls: str
     name: str
-    run: Callable[["Arena"], None]
+    run: Callable[[Arena], None]
 
 
 ATTACKS: list[Attack] = []
 
 
-def _attack(cls: str, name: str) -> Callable[[Callable[["Arena"], None]], Any]:
+def _attack(cls: str, name: str) -> Callable[[Callable[[Arena], None]], Any]:
     assert cls in CLASSES, cls
 
-    def register(fn: Callable[["Arena"], None]) -> Callable[["Arena"], None]:
+    def register(fn: Callable[[Arena], None]) -> Callable[[Arena], None]:
         ATTACKS.append(Attack(cls, name, fn))
         return fn
 

@@ -31,9 +31,10 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Mapping, Sequence, Union
+from typing import Any
 
 __all__ = [
     "Usage",
@@ -49,6 +50,10 @@ __all__ = [
     "validate_transcript",
     "validate_tools",
     "validate_request",
+    "agent_of",
+    "ByAgent",
+    "check_server",
+    "route",
 ]
 
 #: Roles accepted in ``messages`` (OpenAI Chat Completions; the legacy ``function`` role is refused).
@@ -98,7 +103,7 @@ class ToolCall:
     """
 
     name: str
-    arguments: Union[dict, str] = field(default_factory=dict)
+    arguments: dict | str = field(default_factory=dict)
     id: str | None = None
 
     def arguments_json(self) -> str:
@@ -173,10 +178,10 @@ class HTTPError:
         }
 
 
-Step = Union[Reply, ToolCalls, HTTPError]
+Step = Reply | ToolCalls | HTTPError
 #: ``responder(request_json, step_index) -> Step``; ``step_index`` counts the valid requests answered
 #: before this one (0-based). Returning ``None`` means "no answer" (recorded as a script error, 500).
-Responder = Callable[[dict, int], Union[Step, None]]
+Responder = Callable[[dict, int], Step | None]
 
 
 @dataclass(frozen=True)
@@ -462,10 +467,10 @@ def _pieces(text: str, size: int) -> list[str]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "_HTTPServer"
+    server: _HTTPServer
     timeout = 10  # seconds an idle keep-alive connection may stay open
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:  # stdlib signature
         pass  # keep pytest output clean
 
     def _send_json(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
@@ -485,7 +490,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             return None
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+    def do_GET(self) -> None:  # stdlib name
         owner = self.server.owner
         if self.path.rstrip("/") == "/v1/models":
             owner._log_other("GET", self.path, 200, self._retry_count())
@@ -493,7 +498,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._not_found("GET")
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+    def do_POST(self) -> None:  # stdlib name
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         if self.path.rstrip("/") != "/v1/chat/completions":
@@ -513,7 +518,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
-    owner: "ScriptedOpenAIServer"
+    owner: ScriptedOpenAIServer
 
 
 class ScriptedOpenAIServer:
@@ -580,7 +585,7 @@ class ScriptedOpenAIServer:
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
-    def start(self) -> "ScriptedOpenAIServer":
+    def start(self) -> ScriptedOpenAIServer:
         """Bind 127.0.0.1:0 and serve in a daemon thread. Returns ``self``."""
         if self._httpd is not None:
             raise RuntimeError("server already started")
@@ -601,7 +606,7 @@ class ScriptedOpenAIServer:
             self._thread.join(timeout=5)
         self._httpd = None
 
-    def __enter__(self) -> "ScriptedOpenAIServer":
+    def __enter__(self) -> ScriptedOpenAIServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -858,3 +863,51 @@ class ScriptedOpenAIServer:
             h.wfile.write(b"data: " + json.dumps(ev).encode() + b"\n\n")
         h.wfile.write(b"data: [DONE]\n\n")
         h.wfile.flush()
+
+
+# ------------------------------------------------------------------ helpers of the tests that drive the stub
+
+
+def agent_of(request: dict) -> str:
+    """The agent named on the first line of a chat-completions request's system prompt ("?" when none)."""
+    from nodes.prompts import agent_from_prompt
+
+    msgs = request.get("messages") or [{}]
+    return agent_from_prompt(msgs[0].get("content") if msgs[0].get("role") == "system" else "") or "?"
+
+
+class ByAgent:
+    """Responder: each agent replays its own steps in order; ``seen`` lists the agent of every request.
+    An agent with no step left gets no answer (the stub records a script error and the test fails)."""
+
+    def __init__(self, **scripts: list):
+        self.scripts = {a: list(s) for a, s in scripts.items()}
+        self.seen: list[str] = []
+
+    def __call__(self, request: dict, index: int):
+        agent = agent_of(request)
+        self.seen.append(agent)
+        steps = self.scripts.get(agent) or []
+        return steps.pop(0) if steps else None
+
+    @property
+    def leftover(self) -> dict:
+        return {a: s for a, s in self.scripts.items() if s}
+
+
+def check_server(srv: ScriptedOpenAIServer) -> None:
+    """Every request the server received passes the strict transcript checks (and got no 400), the script had
+    no errors, and each request carries exactly one system message, first (strict chat templates of local servers)."""
+    srv.assert_clean()
+    assert srv.requests, "the model server received no request"
+    for i, body in enumerate(srv.requests):
+        assert validate_request(body) == [], f"request {i}"
+        roles = [m["role"] for m in body["messages"]]
+        assert roles[0] == "system" and "system" not in roles[1:], f"request {i}: roles {roles}"
+        assert not body.get("stream"), f"request {i} streamed"
+
+
+def route(target: str, confidence: float = 0.9, reason: str = "it is theirs", **extracted: Any) -> ToolCall:
+    """The triage model's ``route_to_agent`` call naming ``target``."""
+    return ToolCall("route_to_agent", {"target": target, "confidence": confidence, "reason": reason,
+                                       "extracted": extracted})

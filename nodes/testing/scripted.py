@@ -22,7 +22,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from nodes.prompts import agent_from_prompt
 
 __all__ = ["KeywordRouter", "KwRoute", "ScriptedChatModel", "tool_call", "ping_pong", "always_illegal", "self_handoff",
-           "handoff_plus_tool", "two_handoffs", "answer_only", "raises"]
+           "answer_only", "raises", "two_hop_model", "TableRouter"]
 
 Policy = Callable[[str, str, set, int, list], AIMessage]
 _ids = itertools.count(1)
@@ -108,36 +108,6 @@ def self_handoff(agent_name: str = "billing") -> ScriptedChatModel:
     return ScriptedChatModel(policy=policy)
 
 
-def handoff_plus_tool(source: str = "billing", target: str = "refunds",
-                      tool: str = "find_duplicate_charges") -> ScriptedChatModel:
-    """``source`` emits a business tool call and a handoff in one message; everyone else answers."""
-
-    def policy(agent, user, names, i, msgs):
-        if agent == "triage":
-            return AIMessage(content="", tool_calls=[tool_call(f"transfer_to_{source}", reason="route")])
-        if agent == source and not any(getattr(m, "name", "") == f"transfer_to_{target}" for m in msgs[-3:]):
-            return AIMessage(content="", tool_calls=[tool_call(tool), tool_call(f"transfer_to_{target}", reason="refund it",
-                                                                             facts={"transaction_id": "tx_1008"})])
-        return AIMessage(content=f"{agent} answers.")
-
-    return ScriptedChatModel(policy=policy)
-
-
-def two_handoffs(source: str = "billing", first: str = "refunds", second: str = "cards") -> ScriptedChatModel:
-    """``source`` asks for two handoffs in one message; the receiving agent answers."""
-
-    def policy(agent, user, names, i, msgs):
-        if agent == "triage":
-            return AIMessage(content="", tool_calls=[tool_call(f"transfer_to_{source}", reason="route")])
-        if agent == source:
-            return AIMessage(content="", tool_calls=[
-                tool_call(f"transfer_to_{first}", reason="refund", facts={"transaction_id": "tx_1008"}),
-                tool_call(f"transfer_to_{second}", reason="card problem")])
-        return AIMessage(content=f"{agent} answers.")
-
-    return ScriptedChatModel(policy=policy)
-
-
 def answer_only(route: dict[str, str] | Callable[[str], str]) -> ScriptedChatModel:
     """Triage hands to ``route(user_text)`` (or the dict's agent for a keyword in the text); specialists answer."""
 
@@ -188,3 +158,35 @@ class KeywordRouter:
             if kw in t:
                 return KwRoute(agent, 0.9, kw)
         return KwRoute("other", 0.9, None)
+
+
+def two_hop_model() -> ScriptedChatModel:
+    """Triage hands to billing, billing to refunds (with ``transaction_id`` tx_1008), refunds answers."""
+
+    def policy(agent, user, names, i, msgs):
+        if agent == "triage":
+            return AIMessage(content="", tool_calls=[tool_call("transfer_to_billing", reason="a charge question")])
+        if agent == "billing":
+            return AIMessage(content="", tool_calls=[tool_call("transfer_to_refunds", reason="wants the money back",
+                                                               facts={"transaction_id": "tx_1008"})])
+        return AIMessage(content="Your refund is on its way.")
+
+    return ScriptedChatModel(policy=policy)
+
+
+class TableRouter:
+    """Routes a text by exact lookup in ``table`` (text -> (agent, confidence, intent)); anything else is cards at
+    0.9. Scores: the agent's confidence, the rest spread over "other"."""
+
+    source = "table"
+
+    def __init__(self, table: dict[str, tuple[str, float, str | None]]):
+        self.table = table
+
+    def route(self, text: str) -> KwRoute:
+        agent, conf, intent = self.table.get(text, ("cards", 0.9, "card_arrival"))
+        scores = dict.fromkeys(("cards", "billing", "refunds", "transfers", "account", "policy", "other"), 0.0)
+        scores[agent] = conf
+        if agent != "other":
+            scores["other"] = 1.0 - conf
+        return KwRoute(agent, conf, intent, scores)

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Served", "launched", "status_of", "interrupts", "free_ports", "is_free", "attack_customers",
-           "AttackCustomer", "paid", "credits", "START_LIMIT_S", "langgraph_dev", "offline_env"]
+           "AttackCustomer", "paid", "credits", "START_LIMIT_S", "NOTE", "OPERATOR_ONLY", "new_transaction", "leaks",
+           "langgraph_dev", "offline_env"]
 
 #: Seconds ``switchboard serve`` may take until every instance answers (migrations and N engine start-ups).
 START_LIMIT_S = 240
@@ -143,7 +144,7 @@ class Served:
             headers["Authorization"] = f"Bearer {self.tokens[who]}"
         req = urllib.request.Request(self.base(instance) + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback URL we built
+            with urllib.request.urlopen(req, timeout=timeout) as resp:  # loopback URL we built
                 status, raw = resp.status, resp.read()
         except urllib.error.HTTPError as exc:
             status, raw = exc.code, exc.read()
@@ -157,12 +158,6 @@ class Served:
         from checkpoints.business import open_store
 
         return open_store(self.url, seed=False)
-
-    def log_text(self) -> str:
-        """Everything the launcher and its instances wrote (the instances log under ``home/serve/<engine>``)."""
-        home = self.out.parent / "home" / "serve"
-        logs = sorted(home.glob("*/instance-*.log")) if home.exists() else []
-        return "\n".join([self.out.read_text(), *(p.read_text(errors="replace") for p in logs)])
 
 
 @contextmanager
@@ -241,7 +236,7 @@ def langgraph_dev(tmp: Path, home: Path, repo: Path, limit_s: float = START_LIMI
         while True:
             assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
             try:
-                with urllib.request.urlopen(f"{base}/ok", timeout=2) as resp:  # noqa: S310 - loopback URL we built
+                with urllib.request.urlopen(f"{base}/ok", timeout=2) as resp:
                     if resp.status == 200 and json.loads(resp.read() or b"null").get("ok") is True:
                         break
             except (OSError, ValueError):
@@ -256,3 +251,32 @@ def langgraph_dev(tmp: Path, home: Path, repo: Path, limit_s: float = START_LIMI
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
+
+
+#: An approver's decision note: operators may read it, no customer response may carry it.
+NOTE = "internal: the receipt looks edited; checked with the fraud desk"
+#: What only operators read: none of it may reach a customer's token, in any response.
+OPERATOR_ONLY = (NOTE, "operator:ann", "risk_flags", "approvals_required", "handoff_path", "tool_calls", "task_id",
+                 "langgraph_auth_user", "decided_by")
+
+
+def new_transaction(home_or_url: Any, tx_id: str, amount_minor: int, customer: str = "c_ada") -> str:
+    """A card payment of ``customer`` (``amount_minor`` pence, GBP, at Tesco) added to the business store of a home
+    folder (its ``business.db``) or a database URL; returns ``tx_id``. The demo bank has one refundable payment of
+    Ada's above the auto-approval limit; a test that needs more adds them with this."""
+    from datetime import UTC, datetime
+
+    from checkpoints.business import open_store
+
+    target = home_or_url / "business.db" if isinstance(home_or_url, Path) else home_or_url
+    open_store(target).insert_rows({"transactions": [{
+        "id": tx_id, "customer_id": customer, "card_id": "card_ada_phys" if customer == "c_ada" else "card_bob_phys",
+        "merchant": "Tesco", "amount_minor": amount_minor, "currency": "GBP", "kind": "card_payment",
+        "status": "posted", "created_at": datetime.now(UTC).isoformat(), "reference": None}]})
+    return tx_id
+
+
+def leaks(doc: Any) -> list[str]:
+    """The :data:`OPERATOR_ONLY` words found anywhere in the JSON text of ``doc`` ([] when none)."""
+    text = json.dumps(doc, default=str)
+    return [w for w in OPERATOR_ONLY if w in text]

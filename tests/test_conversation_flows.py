@@ -1,8 +1,8 @@
-"""Multi-turn flows of a fresh-user review of main (issue 12 §1): each turn lands where a person expects.
+"""Multi-turn flows: each turn lands where a person expects.
 
 Each row: an id, then per turn ``(customer message, answering agent, must contain, must not contain)``; the agent may
 be "a|b" where either is right for a person and the shipped router decides. The conversations run with the offline
-model and the shipped default router (the ``desk`` fixture of ``tests/test_followups.py``), one fresh business store
+model and the shipped default router (the ``desk`` fixture of ``tests/conftest.py``), one fresh business store
 per test.
 """
 
@@ -13,7 +13,7 @@ import pytest
 from graph.conversation import Conversation
 from policies import entry
 from policies.replies import asks_card_action, opens_follow_up
-from tests.test_followups import TWICE, desk, play_content_turns  # noqa: F401  (the desk fixture)
+from tests.conftest import TWICE, play_content_turns
 
 Turn = tuple[str, str, tuple[str, ...], tuple[str, ...]]
 
@@ -90,14 +90,14 @@ FLOWS: list[tuple[str, list[Turn]]] = [
 
 
 @pytest.mark.parametrize("case,turns", FLOWS, ids=[c for c, _ in FLOWS])
-def test_flow_lands_where_a_person_expects(desk, case, turns):  # noqa: F811  (the fixture)
+def test_flow_lands_where_a_person_expects(desk, case, turns):
     play_content_turns(desk, case, turns)
     decided = desk.deps.events.events(case, kinds=["entry_decided"])
     assert len(decided) == len(turns)
     assert all("follow_up_opener" in e.detail and "card_action" in e.detail for e in decided)  # inputs in the event
 
 
-def test_a_yes_to_the_supervisors_offer_refunds_the_duplicate_only(desk, store):  # noqa: F811
+def test_a_yes_to_the_supervisors_offer_refunds_the_duplicate_only(desk, store):
     conv = Conversation("sup-yes", desk=desk)
     conv.send("Why was I charged twice, and when will my refund arrive?")
     before = {r.transaction_id for r in store.list_refunds("c_ada")}
@@ -105,7 +105,7 @@ def test_a_yes_to_the_supervisors_offer_refunds_the_duplicate_only(desk, store):
     assert {r.transaction_id for r in store.list_refunds("c_ada")} - before == {"tx_1008"}
 
 
-def test_a_bare_freeze_on_a_new_thread_freezes_nothing(desk, store):  # noqa: F811
+def test_a_bare_freeze_on_a_new_thread_freezes_nothing(desk, store):
     before = {c.last4: c.status for c in store.list_cards("c_ada")}
     conv = Conversation("bare-freeze", desk=desk)
     conv.send("freeze it")
@@ -129,7 +129,7 @@ def test_follow_up_openers_and_card_actions():
 
 def test_entry_rule_out_of_scope_fragment_and_card_action():
     c = entry.choose_entry
-    oos = dict(routed_agent="other", identity_changed=False, scope="out_of_scope", reply="fragment")
+    oos = {"routed_agent": "other", "identity_changed": False, "scope": "out_of_scope", "reply": "fragment"}
     # a short question the router is sure the desk does not serve leaves the holder ...
     assert c("billing", route_confidence=0.95, **oos).target == "out_of_scope"
     # ... unless it opens as a follow-up ("what about Switzerland?"), points back, or asks the same question again
@@ -139,7 +139,7 @@ def test_entry_rule_out_of_scope_fragment_and_card_action():
     # the router unsure: a fragment stays with the holder, as before
     assert c("billing", route_confidence=0.7, **oos).target == "billing"
     # "freeze it": the card action is cards', whatever the router says (account at 0.31)
-    act = dict(routed_agent="account", route_confidence=0.31, identity_changed=False, card_action=True)
+    act = {"routed_agent": "account", "route_confidence": 0.31, "identity_changed": False, "card_action": True}
     assert c("cards", **act).target == "cards"
     assert c("billing", **act).target == "triage" and c(None, **act).target == "triage"
     assert c("cards", task_status="fallback", **act).target == "fallback"

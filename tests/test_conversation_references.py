@@ -1,9 +1,9 @@
-"""Follow-ups answered by the right agent with a relevant answer (fresh-user review of main, qa1 §5): each turn names
+"""Follow-ups answered by the right agent with a relevant answer: each turn names
 the answering agent and what the answer must and must not say.
 
 Each row: an id, then per turn ``(customer message, answering agent, must contain, must not contain)``; the agent may
 be "a|b" where either is right for a person and the shipped router decides. The conversations run with the offline
-model and the shipped default router (the ``desk`` fixture of ``tests/test_followups.py``), one fresh business store
+model and the shipped default router (the ``desk`` fixture of ``tests/conftest.py``), one fresh business store
 per test.
 """
 
@@ -22,7 +22,7 @@ from nodes.playbook import (
 )
 from policies import entry
 from policies.replies import lists_records_of, opener_subject, reports_it_failed
-from tests.test_followups import desk, play_content_turns  # noqa: F401  (the desk fixture)
+from tests.conftest import play_content_turns
 
 Turn = tuple[str, str, tuple[str, ...], tuple[str, ...]]
 
@@ -81,7 +81,7 @@ ROWS: list[tuple[str, list[Turn]]] = [
         ("what about Switzerland?", "policy", ("Switzerland",), (OOS,)),
         ("what about a personal loan?", "out_of_scope", (OOS,), COUNTRIES),
         ("what about a mortgage?", "out_of_scope", ("outside what we can help with",), COUNTRIES)]),
-    ("countries-mortgage-then-switzerland", [  # QA round 2 §11: the out-of-scope answer in between
+    ("countries-mortgage-then-switzerland", [  # an out-of-scope answer in between
         ("which countries do you support?", "policy", COUNTRIES, ()),
         ("what about a mortgage?", "out_of_scope", (OOS,), COUNTRIES),
         ("what about Switzerland?", "policy", ("Switzerland", "Supported countries"), (OOS, "outside what we can"))]),
@@ -104,12 +104,12 @@ ROWS: list[tuple[str, list[Turn]]] = [
         ("the third one", "billing", ("tx_1008 is Blue Bottle Coffee",), ("automated assistant",) + TX_LIST),
         ("the fourth one", "billing", ("tx_1007 is Blue Bottle Coffee",), (OOS,) + TX_LIST),
         ("the fifth one", "billing", ("tx_1006 is Top-up",), (OOS,) + TX_LIST)]),
-    ("card-list-picks-by-position", [  # QA round 2 §11: "the third one" after the card list repeated the list
+    ("card-list-picks-by-position", [  # a pick by position after the card list
         ("which cards do I have?", "cards", ("Your cards:", "8899"), ()),
         ("the third one", "cards", ("virtual card ending 8899 is active",), ("Your cards:", "1881", "4242")),
         ("the first one", "cards", ("card ending 1881 is blocked",), ("Your cards:", "8899")),
         ("the fifth one", "cards", ("There is no fifth one", "the list has 3", "Which one"), ("Your cards:", OOS))]),
-    ("transfer-list-no-third-one", [  # QA round 2 §11: both transfers again, never "there is no third one"
+    ("transfer-list-no-third-one", [  # a position past the list's end
         ("what transfers have I made?", "transfers", TR_LIST, ()),
         ("the third one", "transfers", ("There is no third one", "the list has 2", "Which one"),
          TR_LIST + ("checked again",)),
@@ -124,13 +124,13 @@ ROWS: list[tuple[str, list[Turn]]] = [
     ("raise-contactless-limit", [
         ("what's the contactless limit?", "cards", ("£100",), ()),
         ("can I raise it?", "cards|policy", ("can't be raised",), ("Your cards:",))]),
-    ("atm-fee-then-raise-it", [  # QA round 2 §10: the transactions were listed
+    ("atm-fee-then-raise-it", [  # "it" is the fee: never the transactions
         ("what's the fee for using an ATM?", "billing", ("£1.50",), ()),
         ("can I raise it?", "billing|policy", ("can't be raised",), TX_LIST + ("tx_1009",))]),
-    ("declined-then-retry-it", [  # QA round 2 §10: the desk's self-description
+    ("declined-then-retry-it", [  # never the desk's self-description
         ("why was my payment declined?", "billing", ("declined",), ()),
         ("can you retry it?", "billing", ("can't retry a payment", "try it again"), ("automated assistant",))]),
-    ("address-then-new-address", [  # QA round 2 §10: the out-of-scope answer
+    ("address-then-new-address", [  # a new address, never out of scope
         ("what's my address?", "account", ("Profile > Personal details",), ()),
         ("it's 12 Baker Street, London", "account", ("can't change your address in this chat", "Profile > Personal"),
          (OOS,))]),
@@ -160,7 +160,7 @@ ROWS: list[tuple[str, list[Turn]]] = [
         ("I lost my card", "cards", ("frozen your physical card ending 4242",), ()),
         ("I found it", "cards", ("Shall I unfreeze your card ending 4242?",), ()),
         ("how do I do it?", "cards", ("in the app under Cards", "say yes"), ("which part",))]),
-    # QA round 2 §9: "ok do it" to the supervisor's offer to refund the duplicate got clarify; only "yes" worked
+    # "ok do it", "go ahead", "please do" to the supervisor's offer to refund the duplicate are a yes, like "yes"
     ("supervisor-offer-ok-do-it", [
         ("Why was I charged twice, and when will my refund arrive?", "supervisor", ("refund the duplicate, tx_1008?",),
          ()),
@@ -169,11 +169,11 @@ ROWS: list[tuple[str, list[Turn]]] = [
         ("Why was I charged twice, and when will my refund arrive?", "supervisor", ("refund the duplicate, tx_1008?",),
          ()),
         ("go ahead", "refunds", ("tx_1008", "paid back"), ("I'm not sure I understood",))]),
-    ("supervisor-offer-no", [  # fresh-user review: a no to the supervisor's offer went to clarify
+    ("supervisor-offer-no", [  # a no to the supervisor's offer, never clarify
         ("Why was I charged twice, and when will my refund arrive?", "supervisor", ("refund the duplicate, tx_1008?",),
          ()),
         ("no thanks", "triage", ("left tx_1008 as it is",), ("I'm not sure I understood", "paid back"))]),
-    ("balance-after-a-paid-refund", [  # fresh-user review: "balance" in the refund answer kept it with refunds
+    ("balance-after-a-paid-refund", [  # a balance question after the refund answer
         ("Why was I charged twice, and when will my refund arrive?", "supervisor", ("refund the duplicate, tx_1008?",),
          ()),
         ("yes", "refunds", ("tx_1008", "paid back"), ()),
@@ -192,7 +192,7 @@ ROWS: list[tuple[str, list[Turn]]] = [
 
 
 @pytest.mark.parametrize("case,turns", ROWS, ids=[c for c, _ in ROWS])
-def test_follow_up_answered_by_the_right_agent(desk, case, turns):  # noqa: F811  (the fixture)
+def test_follow_up_answered_by_the_right_agent(desk, case, turns):
     play_content_turns(desk, case, turns)
 
 
@@ -225,7 +225,7 @@ def test_lists_records_of_and_the_entry_rule():
                  "which transfers do I have to approve for my business account before the end of the month?"):
         assert lists_records_of(text) is None, text
     c = entry.choose_entry
-    base = dict(routed_agent="billing", route_confidence=0.66, identity_changed=False, lists_records_of="transfers")
+    base = {"routed_agent": "billing", "route_confidence": 0.66, "identity_changed": False, "lists_records_of": "transfers"}
     assert c("transfers", **base).target == "transfers"
     assert c("cards", **base).target == "triage" and c(None, **base).target == "triage"
     assert c("transfers", task_status="fallback", **base).target == "fallback"
@@ -241,8 +241,8 @@ def test_subjects_the_desk_knows_and_chitchat_scope():
     assert not names_desk_subject("a personal loan")  # the router decides ("personal" is a handbook word)
     assert entry.scope_of("other", "conversational:tell_joke") == "out_of_scope"
     assert entry.scope_of("other", "conversational:greeting") == "conversational"
-    oos = dict(routed_agent="other", route_confidence=0.97, identity_changed=False, scope="out_of_scope",
-               reply="fragment", follow_up_opener=True)
+    oos = {"routed_agent": "other", "route_confidence": 0.97, "identity_changed": False, "scope": "out_of_scope",
+               "reply": "fragment", "follow_up_opener": True}
     assert entry.choose_entry("policy", **oos).target == "policy"  # an opener alone stays with the holder ...
     assert entry.choose_entry("policy", opener_out_of_scope=True, **oos).target == "out_of_scope"  # ... unless
 
@@ -250,7 +250,7 @@ def test_subjects_the_desk_knows_and_chitchat_scope():
 def test_an_acknowledgement_then_a_question_is_no_plain_yes_or_no():
     assert is_plain_yes("ok") and is_plain_yes("yes please") and is_plain_yes("sure, go ahead")
     for text in ("ok do it", "yes do it", "please go ahead", "ok, do it", "go for it", "sure, please do"):
-        assert is_plain_yes(text), text  # QA round 2 §9
+        assert is_plain_yes(text), text
     assert not is_plain_yes("ok do you charge a fee?") and not is_plain_yes("no, do it later")
     assert not is_plain_yes("ok what's my balance") and not is_plain_yes("yes how long does it take")
     assert is_plain_no("no thanks") and not is_plain_no("no what is that")
@@ -287,7 +287,7 @@ EXPLAIN_ROWS = [
 
 
 @pytest.mark.parametrize("case,turns", EXPLAIN_ROWS, ids=[c for c, _ in EXPLAIN_ROWS])
-def test_a_request_to_explain_the_last_answer_stays_with_its_agent(desk, case, turns):  # noqa: F811  (the fixture)
+def test_a_request_to_explain_the_last_answer_stays_with_its_agent(desk, case, turns):
     """'what does that mean?' mid-thread was answered as out of scope, 'I don't understand' with the profile summary."""
     play_content_turns(desk, case, turns)
 

@@ -1,30 +1,19 @@
-"""Gaps a fresh-user review of the embedded desk found (issue 13), each reproduced as a conversation with the offline
-model and the shipped router: an unrecognised payment is acted on after "yes"; greetings, thanks and goodbyes are
-answered, never fallback; fallback text shows facts in customer words; the paused answer tells the customer it waits
-for approval (the approver's command is for operators); "when will it arrive?" after a paid refund stays with
-refunds; a lost card on a paused thread is frozen while the approval stays pending."""
+"""The embedded desk in conversations with the offline model and the shipped router: an unrecognised payment is acted on
+after "yes"; greetings, thanks and goodbyes are answered, never fallback; fallback text shows facts in customer words;
+the paused answer tells the customer it waits for approval (the approver's command is for operators); "when will it
+arrive?" after a paid refund stays with refunds; a lost card on a paused thread is frozen while the approval stays
+pending."""
 
 from __future__ import annotations
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 from typer.testing import CliRunner
 
-from graph.builder import build_desk
 from graph.conversation import Conversation
-from graph.settings import Settings
 from nodes.fallback import fallback_text
-from nodes.offline_model import OfflineChatModel
 from nodes.router import default_router
 
 UNKNOWN = "There's a charge I don't recognise"
-
-
-@pytest.fixture
-def desk(store):
-    router = default_router()
-    return build_desk(model=OfflineChatModel(router=router), checkpointer=InMemorySaver(), settings=Settings.from_env(),
-                      router=router, store=store)
 
 
 def _refunds(store, tx: str) -> list[str]:
@@ -144,7 +133,7 @@ def test_lost_card_on_a_paused_thread_is_frozen_and_the_approval_stays_pending(d
     assert "You're welcome!" in conv.send("thanks").text and conv.pending() == before
 
 
-# ---------------------------------------------------------------- facts in packets are dated (issue 13 §1, last bullet)
+# ---------------------------------------------------------------- facts in packets are dated
 def test_a_verified_fact_from_an_earlier_turn_keeps_its_original_date(desk, monkeypatch):
     import nodes.agent
     from graph.packet import render_packet
@@ -181,23 +170,23 @@ def test_a_fact_read_again_gets_the_new_date(desk, monkeypatch):
 
 
 def test_a_guessed_card_loss_freezes_nothing_and_asks(desk, store):
-    """Fresh-user review 2, finding 1: "what's my card limit?" was routed to lost_or_stolen_card (0.51) and froze a
-    card. A freeze needs the customer's own words (``playbook.reports_card_loss``); the router's guess gets a question."""
+    """"what's my card limit?" may be routed to lost_or_stolen_card (0.51): it freezes no card. A freeze needs the
+    customer's own words (``playbook.reports_card_loss``); the router's guess gets a question."""
     from nodes.playbook import LOSS_QUESTION, reports_card_loss
 
     before = {c.id: c.status for c in store.list_cards("c_ada")}
     r = Conversation("limit", desk=desk).send("what's my card limit?")
     assert {c.id: c.status for c in store.list_cards("c_ada")} == before
     assert "frozen your" not in r.text and "couldn't freeze" not in r.text
-    if r.agent == "cards":  # review of main: the limit asked about, from the policy knowledge (no loss question)
+    if r.agent == "cards":  # the limit asked about, from the policy knowledge (no loss question)
         assert "card payments £5,000" in r.text and LOSS_QUESTION not in r.text
     assert reports_card_loss("i lost my card") and reports_card_loss("someone stole my wallet")
     assert not reports_card_loss("what's my card limit?")
 
 
 def test_yes_with_a_stolen_card_after_anything_else_goes_to_cards(desk, store):
-    """Fresh-user review 2, finding 2: "yes, my card was stolen" after "anything else?" was read as a yes/no reply to
-    account. A loss in the customer's own words is a topic of its own: it re-triages to cards (safety first)."""
+    """"yes, my card was stolen" after "anything else?" is no yes/no reply to account: a loss in the customer's own
+    words is a topic of its own: it re-triages to cards (safety first)."""
     conv = Conversation("yes-stolen", desk=desk)
     conv.send("what's my balance?")
     conv.send("thanks")

@@ -1,4 +1,4 @@
-"""Follow-ups stay with the agent that asked (issue 12 §1): a table of multi-turn conversations with the offline model
+"""Follow-ups stay with the agent that asked: a table of multi-turn conversations with the offline model
 and the shipped default router, each asserting the answering agent of every turn, plus the entry rule's own cases.
 
 Each row: an id, then ``(customer message, agent expected to answer)`` per turn. Kinds covered: identifiers, yes/no,
@@ -8,23 +8,18 @@ choices among listed items, short fragments, topic changes, cancellations, conve
 from __future__ import annotations
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 
-from graph.builder import build_desk
 from graph.conversation import Conversation
 from graph.observe import compute_stats
-from graph.settings import Settings
-from nodes.offline_model import OfflineChatModel
 from nodes.playbook import PLAIN_YES_ANSWER, REFUND_OFFER
-from nodes.router import default_router
 from nodes.testing.state import ungated
 from policies import entry
 from policies.answers import CLARIFY_QUESTIONS, instead_of_repeat
 from policies.replies import classify_reply, listed_items_of, open_question_of, record_owners
+from tests.conftest import TWICE, play_content_turns
 
 REFUND = "I'd like my money back for a purchase"
 UNKNOWN_CHARGE = "there's a charge on my card I don't recognise"
-TWICE = "I think I was charged twice for my coffee"
 RATE = "what is the exchange rate at weekends?"
 
 CASES: list[tuple[str, list[tuple[str, str]]]] = [
@@ -39,7 +34,7 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     ("refund-yes-stop", [("I want a refund for tx_1008", "refunds"), ("yes", "refunds"), ("stop", "refunds")]),
     ("refund-then-card", [("where is my refund?", "refunds"), ("my card was stolen", "cards")]),
     # billing
-    # billing asks "Shall I ask our refunds team to refund the duplicate, tx_1008?": a yes opens it (issue 13 review)
+    # billing asks "Shall I ask our refunds team to refund the duplicate, tx_1008?": a yes opens it
     ("billing-yes", [(TWICE, "billing"), ("yes go ahead", "refunds")]),
     ("billing-which-duplicate", [(UNKNOWN_CHARGE, "billing"), ("and which one was the duplicate?", "billing")]),
     ("billing-choice-merchant", [(UNKNOWN_CHARGE, "billing"), ("the Uber one", "billing")]),
@@ -87,12 +82,12 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     # clarify: a new question each round, fallback after two answers without progress
     ("clarify-then-card", [("hello", "clarify"), ("I lost my card", "cards")]),
     ("clarify-then-stolen", [("blah", "clarify"), ("my card was stolen", "cards")]),
-    # a greeting's answer is not a clarifying round (issue 13 review): two clarifying questions, then fallback
+    # a greeting's answer is not a clarifying round: two clarifying questions, then fallback
     ("clarify-rounds-fallback", [("hello", "clarify"), ("hmm", "clarify"), ("dunno", "clarify"), ("no idea", "fallback")]),
     ("social-never-fallback", [("hi", "clarify"), ("thanks!", "clarify"), ("bye", "clarify")]),
     ("social-after-questions", [("hmm", "clarify"), ("dunno", "clarify"), ("thanks, bye", "clarify")]),
     ("cards-thanks-bye", [("I lost my card", "cards"), ("thanks", "cards"), ("thank you", "cards"), ("bye", "cards")]),
-    # helper review (qa1 §7, §10, §15; transcripts of issue 13)
+    # helper review
     ("balance-asked-again", [("what's my balance", "account"), ("what's my balance", "account"),
                              ("what's my balance", "account")]),
     ("account-bot-bye", [("what's my balance?", "account"), ("are you a bot?", "account"), ("bye", "account")]),
@@ -104,21 +99,14 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     ("transfers-why-pending-cancel", [("I sent money to Mary, has it arrived?", "transfers"), ("tr_3002", "transfers"),
                                       ("why is it still pending?", "transfers"), ("can I cancel it?", "transfers")]),
     ("billing-merchant-named", [("I think I was charged twice at Tesco", "billing")]),
-    # "top-up" is not the ordinal "top", "ok and …" is not a yes (qa1 §8): fee questions leave refunds
+    # "top-up" is not the ordinal "top", "ok and …" is not a yes: fee questions leave refunds
     ("refunds-then-fee-questions", [("Refund £2,000 for tx_1006", "refunds"), ("what is the fee for a top-up?", "billing"),
                                     ("ok and for ATM withdrawals?", "billing")]),
     ("cards-unfreeze-it", [("I lost my card", "cards"), ("I found it again, please unfreeze it", "cards")]),
-    # "and for X?" after a policy answer asks policy's question again about X: it stays with policy (review of main)
+    # "and for X?" after a policy answer asks policy's question again about X: it stays with policy
     ("policy-and-atm-fee", [("what are the fees for international transfers?", "policy"),
                             ("and for ATM withdrawals?", "policy")]),
 ]
-
-
-@pytest.fixture
-def desk(store):
-    router = default_router()
-    return build_desk(model=OfflineChatModel(router=router), checkpointer=InMemorySaver(), settings=Settings.from_env(),
-                      router=router, store=store)
 
 
 def test_table_covers_every_specialist_and_reply_kind():
@@ -156,7 +144,7 @@ def test_issue_examples_stay_with_the_agent_and_never_repeat(desk):
 
 
 def test_named_record_of_another_agent_re_triages():
-    kw = dict(active_agent="refunds", routed_agent="refunds", route_confidence=0.9, identity_changed=False)
+    kw = {"active_agent": "refunds", "routed_agent": "refunds", "route_confidence": 0.9, "identity_changed": False}
     assert entry.choose_entry(**kw, reply="cancel", record_owners={"transfers"}).target == "triage"
     assert entry.choose_entry(**kw, reply="identifier", record_owners={"billing", "refunds"}).target == "refunds"
     oos = dict(kw, active_agent=None, routed_agent="other", route_confidence=0.7)
@@ -168,7 +156,7 @@ def test_named_record_of_another_agent_re_triages():
 def test_a_yes_no_reply_is_never_out_of_scope():
     """"please do" after the supervisor's offer: the router may read two words as another domain's talk (0.81 with the
     embedding head); a yes/no goes to triage (which takes up the offer) or stays with the holder, never out_of_scope."""
-    base = dict(routed_agent="other", route_confidence=0.95, identity_changed=False, scope="out_of_scope")
+    base = {"routed_agent": "other", "route_confidence": 0.95, "identity_changed": False, "scope": "out_of_scope"}
     assert entry.choose_entry(**base, active_agent="supervisor", reply="yes_no").target == "triage"
     assert entry.choose_entry(**base, active_agent=None, reply="yes_no").target == "triage"
     assert entry.choose_entry(**base, active_agent="refunds", reply="yes_no").target == "refunds"
@@ -277,7 +265,7 @@ def test_a_no_or_a_long_sentence_is_not_a_plain_yes():
 
 
 def test_a_stray_yes_after_a_cancelled_refund_opens_nothing(desk, store):
-    # QA1 section 2: "cancel my refund" -> "yes" (cancelled) -> a second "yes" opened a new refund request
+    # "cancel my refund" -> "yes" (cancelled) -> a second "yes" opens no new refund request
     conv = Conversation("stray-yes", desk=desk)
     paused = conv.send("I want a refund for tx_1001 please")
     assert paused.status == "awaiting_approval"
@@ -316,23 +304,22 @@ def test_a_plain_yes_plans_a_refund_only_for_the_refund_offer():
 
 
 def test_asking_for_a_person_reaches_the_team(desk):
-    """Fresh-user review 2 (after the are-you-a-bot change): "speak to a human please" got the bot's self-description
-    and never reached a person; it goes to fallback, which hands the thread to the team."""
+    """"speak to a human please" gets no self-description of the bot: it goes to fallback, which hands the thread to the team."""
     from policies.replies import asks_for_person
 
     r = Conversation("person", desk=desk).send("speak to a human please")
     assert r.agent == "fallback" and "member of our team" in r.text
-    # asked for, not a failure (review of main): no apology for an error, no "Reason:", says how it goes on
+    # asked for, not a failure: no apology for an error, no "Reason:", says how it goes on
     assert "couldn't complete" not in r.text and "Reason" not in r.text and "take over" in r.text
     assert asks_for_person("I want to talk to a real person") and asks_for_person("human agent now")
     assert not asks_for_person("how do I transfer money to a person") and not asks_for_person("talk to you later")
-    # fresh-user review of main: these were refused as out of scope or taken for small talk
+    # neither out of scope nor small talk
     for ask in ("I want to speak to someone", "connect me to customer service", "can I get a human?"):
         assert asks_for_person(ask), ask
     assert not asks_for_person("can someone help me with my card") and not asks_for_person("talk to me about fees")
 
 
-# ---------------------------------------------------------------- review of main: what each answer says
+# ---------------------------------------------------------------- what each answer says
 #: Each row: an id, then per turn ``(customer message, answering agent, must contain, must not contain)``. The agent
 #: may be "a|b" where either is right for a person and the shipped router decides (a fee question on a thread transfers
 #: holds is answered by transfers from the policy knowledge, or re-triaged to policy).
@@ -461,17 +448,6 @@ CONTENT_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, 
 ]
 
 
-def play_content_turns(desk, thread: str, turns) -> None:
-    """Send each ``(message, agent, must, must_not)`` turn on ``thread`` and check the answering agent (``a|b``: any
-    of them) and the substrings its answer must and must not contain; shared by the follow-up tables' test files."""
-    conv = Conversation(thread, desk=desk)
-    for text, agent, must, must_not in turns:
-        r = conv.send(text)
-        assert r.agent in agent.split("|"), (text, r.agent, r.text)
-        assert all(m in r.text for m in must), (text, r.text)
-        assert not any(m in r.text for m in must_not), (text, r.text)
-
-
 @pytest.mark.parametrize("case,turns", CONTENT_CASES, ids=[c for c, _ in CONTENT_CASES])
 def test_followup_answers_say_what_was_asked(desk, case, turns):
     play_content_turns(desk, case, turns)
@@ -516,7 +492,7 @@ def test_and_for_x_news_and_why_are_follow_ups():
     assert c("fallback", "cards", 0.9, False, reply="request").target == "triage"
 
 
-#: Fresh-user review of main: money moved when the customer did not ask for it. Each case: the turns, then the
+#: No money moves unless the customer asks for it. Each case: the turns, then the
 #: transactions that must have no refund afterwards.
 NO_REFUND_CASES = [
     ("negated-refund", ["I don't want a refund for tx_1008"], ("tx_1008",)),

@@ -1,22 +1,16 @@
-"""No money moves unless the customer asked for it (fresh-user review of main, notes qa1 §1.1, §3.2, §3.4 and "refunds
-misc"): a wish to cancel a refund, or a question about refunds, never opens one — not even right after billing named a
-single transaction, which hands the conversation on to refunds with that transaction; an operator's rejection is not
-undone by asking again; a refund the customer names to cancel follows the cancellation rules; a status question after a
-paid refund gets its status, never a second request.
+"""No money moves unless the customer asked for it: a wish to cancel a refund, or a question about refunds, never opens
+one — not even right after billing named a single transaction, which hands the conversation on to refunds with that
+transaction; an operator's rejection is not undone by asking again; a refund the customer names to cancel follows the
+cancellation rules; a status question after a paid refund gets its status, never a second request.
 
-Multi-turn conversations with the offline model and the shipped default router, as in ``tests/test_followups.py``.
+Multi-turn conversations with the offline model and the shipped default router, as in ``tests/test_conversation_routing.py``.
 """
 
 from __future__ import annotations
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 
-from graph.builder import build_desk
 from graph.conversation import Conversation
-from graph.settings import Settings
-from nodes.offline_model import OfflineChatModel
-from nodes.router import default_router
 
 #: Billing names one transaction (tx_1008, Blue Bottle Coffee, £4.50: under the automatic-approval limit, so a refund
 #: opened by mistake is paid at once).
@@ -25,7 +19,7 @@ NAMED = "what is tx_1008?"
 TWICE = "I was charged twice for my coffee"
 
 #: ``(id, turns, transactions that must keep no refund)``: a cancel wish or a question about refunds after billing named
-#: one transaction (qa1 §1.1: each of these opened and paid a refund of tx_1008).
+#: one transaction.
 NO_REFUND_AFTER_BILLING = [
     ("cancel-my-refund", [NAMED, "cancel my refund"], ("tx_1008",)),
     ("stop-the-refund", [NAMED, "stop the refund"], ("tx_1008",)),
@@ -54,23 +48,16 @@ NO_REFUND_AFTER_BILLING = [
     ("after-duplicate-possible", [TWICE, "is a refund possible?"], ("tx_1008", "tx_1007")),
     ("fresh-cancel", ["cancel my refund"], ("tx_1008", "tx_1001")),
     ("fresh-policy", ["what's your refund policy?"], ("tx_1008", "tx_1001")),
-    # QA round 2 §3: a bare noun phrase about a refund with a question mark asks about it (each opened and paid one)
+    # a bare noun phrase about a refund with a question mark asks about it and opens none
     ("fresh-and-the-refund-for", ["and the refund for tx_1008?"], ("tx_1008",)),
     ("fresh-refund-for", ["refund for tx_1008?"], ("tx_1008",)),
     ("fresh-tx-refund", ["tx_1008 refund?"], ("tx_1008",)),
     ("fresh-money-back-for", ["money back for tx_1008?"], ("tx_1008",)),
     ("after-billing-refund-for", [NAMED, "refund for tx_1008?"], ("tx_1008",)),
-    # QA round 2 §12: a refund the customer says they don't want
+    # a refund the customer says they don't want
     ("fresh-dont-want", ["I don't want a refund for tx_1008"], ("tx_1008",)),
     ("fresh-dont-need", ["we don't need the money back for tx_1008"], ("tx_1008",)),
 ]
-
-
-@pytest.fixture
-def desk(store):
-    router = default_router()
-    return build_desk(model=OfflineChatModel(router=router), checkpointer=InMemorySaver(), settings=Settings.from_env(),
-                      router=router, store=store)
 
 
 def _refunds_of(store, transaction_id: str, customer: str = "c_ada") -> list:
@@ -98,7 +85,7 @@ def test_a_cancel_wish_or_a_question_about_refunds_opens_none(desk, store, case,
 @pytest.mark.parametrize("wish", ["I want to cancel my subscription to Netflix", "cancel my gym membership",
                                   "please cancel my direct debit to the council"])
 def test_a_wish_to_cancel_something_else_never_withdraws_a_refund(desk, store, wish):
-    """Fresh-user review: "I want to cancel my subscription to Netflix" | "yes" cancelled the pending rf_5001."""
+    """"I want to cancel my subscription to Netflix" then "yes" leaves the pending rf_5001 as it is."""
     before = {f.id: f.status for f in store.list_refunds("c_ada")}
     conv = Conversation(f"other-cancel-{len(wish)}", desk=desk)
     first = conv.send(wish)
@@ -192,7 +179,7 @@ def test_an_explicit_request_after_billing_still_opens_the_refund(desk, store, t
     assert _refunds_of(store, "tx_1008")
 
 
-# ------------------------------------------------------------------ qa1 §3.4: a waiting refund named for cancellation
+# ------------------------------------------------------------------ a waiting refund named for cancellation
 @pytest.mark.parametrize("first", ["cancel rf_5001", "cancel my refund", "I want to withdraw refund rf_5001"])
 def test_a_waiting_refund_named_to_cancel_is_asked_then_cancelled_on_yes(desk, store, first):
     conv = Conversation("cancel-5001", desk=desk)
@@ -225,7 +212,7 @@ def test_a_refund_that_cannot_be_cancelled_says_why(desk, store):
     assert "Shall I cancel" not in r.text
 
 
-# ------------------------------------------------------------------ qa1 "refunds misc": after a refund already paid
+# ------------------------------------------------------------------ after a refund already paid
 @pytest.mark.parametrize("text", ["is it in my balance?", "is it in my account?", "has it been credited?"])
 def test_a_balance_question_after_a_paid_refund_gets_its_status(desk, store, text):
     conv = Conversation("paid-balance", desk=desk)
@@ -246,7 +233,7 @@ def test_cancel_after_an_automatic_refund_says_it_was_already_paid(desk, store, 
     assert [f.status for f in _refunds_of(store, "tx_1008")] == ["executed"]
 
 
-# ------------------------------------------------------------------ qa1 §3.2: an operator's rejection stands
+# ------------------------------------------------------------------ an operator's rejection stands
 def _reject_5001(store) -> None:
     """rf_5001 (Amazon, tx_1005, £59.99) rejected as by ``tasks reject rf_5001 --as ben --note "fraud suspected"``
     (a task of its own, the operator's final decision with an internal note)."""
@@ -292,8 +279,8 @@ def test_a_small_refund_rejected_before_is_never_approved_automatically():
 
 
 def test_after_a_rejection_in_the_conversation_a_yes_opens_nothing(desk, store):
-    """The rejection's answer invites no reply a plain yes could take for a new request (qa1 §3.2: "yes" after the
-    rejection led to a new refund in two turns), and "why?" gets the fixed reason, not the approver's note."""
+    """The rejection's answer invites no reply a plain yes could take for a new request ("yes" after
+    the rejection opens no new refund), and "why?" gets the fixed reason, not the approver's note."""
     from graph.context import RunContext
 
     conv = Conversation("reject-here", desk=desk)
@@ -359,7 +346,7 @@ def test_cancel_confirmed_rule(previous, reply, ok):
     assert cancel_confirmed(previous, reply, "rf_5001") is ok
 
 
-# ------------------------------------------------------------------ QA round 2 §8: the status of one payment's refund
+# ------------------------------------------------------------------ the status of one payment's refund
 def test_a_status_question_naming_a_payment_without_a_refund_says_so(desk, store):
     conv = Conversation("status-none", desk=desk)
     r = conv.send("refund status for tx_1008?")
@@ -379,7 +366,7 @@ def test_a_status_question_naming_a_payment_with_a_refund_gets_only_that_one(des
 
 
 
-# ------------------------------------------------------------------ QA round 2 §7: "it" and "the other one"
+# ------------------------------------------------------------------ "it" and "the other one"
 def test_refund_it_after_billing_named_one_fee_checks_that_payment(desk, store):
     conv = Conversation("fee-it", desk=desk)
     first = conv.send("why was I charged a fee?")

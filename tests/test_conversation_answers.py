@@ -1,6 +1,6 @@
-"""Every answer says what was asked and never repeats itself (issue 12 §1, fresh-user review of main): multi-turn
-conversations with the offline model and the shipped default router (the ``desk`` and ``store`` fixtures of
-``tests/test_followups.py``), each turn asserting the answering agent and what its answer must and must not say.
+"""Every answer says what was asked and never repeats itself: multi-turn conversations with the offline model and the
+shipped default router (the ``desk`` and ``store`` fixtures of ``tests/conftest.py``), each turn asserting the
+answering agent and what its answer must and must not say.
 
 Each row: an id, then ``(customer message, agent, must contain, must not contain)`` per turn (``agent`` may be
 ``"a|b"``).
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from graph.conversation import Conversation
-from tests.test_followups import desk, play_content_turns  # noqa: F401 - the shared fixture (offline model, shipped router)
+from tests.conftest import play_content_turns
 
 ANSWER_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]]] = [
     # "I want to change my email": how to change it, not the profile summary again
@@ -55,11 +55,11 @@ ANSWER_CASES: list[tuple[str, list[tuple[str, str, tuple[str, ...], tuple[str, .
 
 
 @pytest.mark.parametrize("case,turns", ANSWER_CASES, ids=[c for c, _ in ANSWER_CASES])
-def test_answers_say_what_was_asked(desk, case, turns):  # noqa: F811 - the fixture
+def test_answers_say_what_was_asked(desk, case, turns):
     play_content_turns(desk, case, turns)
 
 
-def test_found_card_is_not_unfrozen_without_a_yes(desk, store):  # noqa: F811
+def test_found_card_is_not_unfrozen_without_a_yes(desk, store):
     conv = Conversation("found", desk=desk)
     conv.send("I lost my card")
     conv.send("no wait, I found it")
@@ -69,7 +69,7 @@ def test_found_card_is_not_unfrozen_without_a_yes(desk, store):  # noqa: F811
     assert store.get_card("c_ada", "card_ada_phys").status == "active"
 
 
-def test_balance_asked_four_times_says_unchanged_without_alternating(desk):  # noqa: F811
+def test_balance_asked_four_times_says_unchanged_without_alternating(desk):
     conv = Conversation("bal4", desk=desk)
     answers = [conv.send("what's my balance").text for _ in range(5)]
     assert all("£55.71" in a for a in answers)
@@ -80,11 +80,10 @@ def test_balance_asked_four_times_says_unchanged_without_alternating(desk):  # n
 
 def test_a_plain_yes_while_a_refund_waits_is_answered_not_refused(isolated_home):
     from policies.cancellation import paused_reply
-    from tests.test_approval import BIG, _setup
-
+    from tests.conftest import BIG, approver_desk
     assert [paused_reply(t, False) for t in ("yes", "ok great", "sure, thanks", "yes?")] == ["ack", "ack", "ack", "status"]
     assert paused_reply("I'd like a pizza", False) == "other"
-    g, store = _setup(isolated_home)
+    g, store = approver_desk(isolated_home)
     conv = Conversation("paused-yes", graph=g, store=store)
     first = conv.send(BIG)
     assert first.status == "awaiting_approval"
@@ -94,9 +93,9 @@ def test_a_plain_yes_while_a_refund_waits_is_answered_not_refused(isolated_home)
     assert [x.status for x in store.list_refunds("c_ada") if x.transaction_id == "tx_1001"] == ["requested"]
 
 
-def test_account_freeze_requests_never_claim_a_freeze_that_is_not_there(desk):  # noqa: F811 - the fixture
-    """A freeze or unfreeze of the whole account is a request to our team (nothing is frozen yet); the answers said
-    "until then no payments or transfers can leave the account" (fresh-user review round 2)."""
+def test_account_freeze_requests_never_claim_a_freeze_that_is_not_there(desk):
+    """A freeze or unfreeze of the whole account is a request to our team (nothing is frozen yet): no answer
+    says "until then no payments or transfers can leave the account"."""
     conv = Conversation("account-freeze-words", desk=desk)
     freeze = conv.send("freeze my account").text
     assert "request to freeze your account" in freeze and "can still leave" in freeze, freeze
