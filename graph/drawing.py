@@ -115,7 +115,7 @@ class PathStep:
 
 
 _KINDS = {START: "entry", END: "terminal", ENTRY_NODE: "entry", "fallback": "terminal", "access_denied": "terminal",
-          "human_approval": "approval", "refund_execute": "side_effect"}
+          "human_approval": "approval", "paused_dialogue": "approval", "refund_execute": "side_effect"}
 
 
 def graph_spec(table: EdgeTable = DEFAULT_EDGE_TABLE) -> GraphSpec:
