@@ -125,7 +125,9 @@ def thread_summaries(saver: Any, tenant_id: str | None = None) -> list[dict[str,
 def thread_turns(saver: "BaseCheckpointSaver", thread_id: str, values: dict | None = None) -> list[dict[str, Any]]:
     """The thread turn by turn: ``{turn, user, agent, answer, path, last_node}`` (path like ``triage → billing →
     refunds``, experts called as tools listed apart; ``last_node``: the node the turn's last hop reached, None without
-    hops). ``values``: the thread's :func:`thread_values` when already read."""
+    hops). A turn answered twice — a message on a paused thread answered, then the approver's decision answered in the
+    same turn — has a second row with the same ``turn`` and an empty ``user``. ``values``: the thread's
+    :func:`thread_values` when already read."""
     v = values if values is not None else thread_values(saver, thread_id)
     if not v:
         return []
@@ -133,8 +135,11 @@ def thread_turns(saver: "BaseCheckpointSaver", thread_id: str, values: dict | No
     for m in v.get("messages") or []:
         role = _role(m)
         if role == "human":
-            turns.append({"turn": len(turns) + 1, "user": str(m.content), "agent": None, "answer": ""})
+            turns.append({"turn": (turns[-1]["turn"] if turns else 0) + 1, "user": str(m.content), "agent": None,
+                          "answer": ""})
         elif role == "ai" and not m.tool_calls and turns and m.content:
+            if turns[-1]["answer"]:  # the decision's answer after the paused dialogue's, in the same turn
+                turns.append({"turn": turns[-1]["turn"], "user": "", "agent": None, "answer": ""})
             turns[-1]["agent"], turns[-1]["answer"] = m.name, str(m.content)
     for t in turns:
         names = [h["to_agent"] for h in v.get("handoff_path") or [] if h.get("turn") == t["turn"]]

@@ -497,9 +497,6 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: str | None
     print_rows(console, ("turn", "user", "answered by", "status", "path", "answer / waits for"),
                ([r["turn"], _safe(r["user"]), r["agent"], r["status"], r["path"], r["waiting_for"] or _safe(r["answer"])]
                 for r in rows), empty=f"thread {thread} has no turns", show_lines=True)
-    if any("human_approval" in str(r["path"]) for r in rows):
-        console.print("Messages sent while a refund waited for approval (cancel questions, status answers) are not "
-                      "turns; they are in the audit log (action cancel_confirmation).", highlight=False)
 
 
 def _event_log(db: str | None):

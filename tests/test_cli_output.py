@@ -126,7 +126,25 @@ def test_history_of_a_cancelled_refund(paused) -> None:
         (1, "human_approval", "decided", None), *((n, "refunds", "answered", None) for n in range(2, 7))]
     assert rows[1]["answer"].startswith("Cancel refund") and "cancelled" in rows[-1]["answer"]
     r = CliRunner().invoke(app, ["history", "p", "--as", "ann"])
-    assert r.exit_code == 0 and "│ paused " not in r.output and "audit log" in r.output, r.output
+    assert r.exit_code == 0 and "│ paused " not in r.output, r.output
+
+
+def test_history_shows_a_decision_after_a_message_while_paused_as_its_own_row(paused) -> None:
+    """A message on the paused thread is answered (its turn), then the approver's decision is answered in that same
+    turn: the decision's answer has a row of its own, and the message keeps its answer."""
+    from graph.context import RunContext
+    from tests.conftest import approver_desk as setup
+
+    g, _ = setup(paused)
+    conv = Conversation("p", graph=g)  # paused on BIG by the fixture
+    news = conv.send("any news?")
+    assert news.status == "awaiting_approval" and "waiting" in news.text
+    Conversation("p", graph=g, context=RunContext.for_operator("ann", "t_demo")).resume({"decision": "approve"})
+    rows = _json("history", "p", "--as", "ann")
+    assert [(r["turn"], r["user"], r["agent"], r["status"]) for r in rows] == [
+        (1, BIG, "human_approval", "decided"),
+        (2, "any news?", "refunds", "answered"), (2, "", "refunds", "answered")]
+    assert rows[1]["answer"] == news.text and "paid" in rows[2]["answer"], rows
 
 
 def test_history_json_holds_the_raw_redacted_text(isolated_home) -> None:
