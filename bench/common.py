@@ -19,6 +19,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+#: ``SWITCHBOARD_BENCH_SMOKE=1``: every benchmark runs with tiny sizes (tests/test_bench_scripts.py runs each script so,
+#: to show it still works; the figures of such a run mean nothing).
+SMOKE = os.environ.get("SWITCHBOARD_BENCH_SMOKE", "") not in ("", "0")
+
 #: The agents of the one-turn handoff chain: triage -> billing -> refunds, refunds answers (2 handoffs, 3 model calls).
 CHAIN = ("triage", "billing", "refunds")
 

@@ -13,6 +13,7 @@ import json
 import sqlite3
 import threading
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
@@ -197,57 +198,33 @@ class EventLog:
 
     def tally(self, thread_ids: Iterable[str] | None = None, *, since: str | None = None) -> EventTally:
         """The :class:`graph.events.EventTally` of the stored events of ``thread_ids`` (None: every event) since the ISO
-        timestamp ``since``, counted by the database in two aggregate queries (one pass for the totals, one grouped
-        by agent): memory stays flat in the number of events. The same counts as
+        timestamp ``since``, counted by the database (grouped counts, distinct counts; only the rare
+        ``loop_detected`` rows come back one by one): memory stays flat in the number of events. The same counts as
         ``graph.observe.tally_events(self.events(since=since))`` restricted to those threads (a test compares them).
         ``thread_ids`` travel as one parameter (a JSON array for SQLite, an array for PostgreSQL)."""
         for hook in self._before_read:
             hook()
-        where, args = self._tally_filter(thread_ids, since)
+        f, args = self._tally_filter(thread_ids, since)
         q = self._json_text("detail", "question")
-        typ = f"COALESCE({self._json_text('detail', 'type')}, '')"
-        finished = "kind = 'run_completed' AND COALESCE(status, '') <> 'paused'"
-
-        def n(cond: str) -> str:
-            return f"COALESCE(SUM(CASE WHEN {cond} THEN 1 ELSE 0 END), 0)"
-
-        def distinct(col: str, cond: str, none_counts: bool = True) -> str:
-            # Python's set of run ids counts a missing one as one more member; COUNT(DISTINCT) skips NULL
-            extra = f" + COALESCE(MAX(CASE WHEN {cond} AND {col} IS NULL THEN 1 ELSE 0 END), 0)" if none_counts else ""
-            return f"COUNT(DISTINCT CASE WHEN {cond} THEN {col} END){extra}"
-
-        asked = f"kind = 'agent_finished' AND {q} IS NOT NULL AND {q} <> ''"
-        totals = ", ".join([
-            distinct("run_id", "kind = 'run_started'"), n("kind = 'run_completed'"), n(finished), n("kind = 'run_failed'"),
-            distinct("thread_id", "thread_id <> ''", none_counts=False),
-            distinct("task_id", "kind = 'agent_started' AND task_id <> ''", none_counts=False),
-            n("kind = 'handoff_requested'"), n("kind = 'handoff_accepted'"), n("kind = 'handoff_refused'"),
-            n(f"kind = 'loop_detected' AND {typ} = 'bounce_back'"), distinct("run_id", f"kind = 'loop_detected' AND {typ} <> 'bounce_back'"),
-            n(f"{finished} AND status = 'fallback'"), distinct("run_id", "kind = 'interrupt'"),
-            n("kind = 'tool_finished' AND status = 'replayed'"), n(asked),
-            # thread ids never hold "|" (graph.inputs.check_thread_id), so the pair is unambiguous
-            f"COUNT(DISTINCT CASE WHEN {asked} THEN thread_id || '|' || {q} END)",
-            n("kind = 'model_called'"), "SUM(CASE WHEN kind = 'model_called' THEN input_tokens END)",
-            "SUM(CASE WHEN kind = 'model_called' THEN output_tokens END)"])
-        visits, errors = n("kind = 'agent_started'"), n("kind = 'agent_finished' AND status = 'error'")
-        timeouts = n("kind = 'agent_finished' AND status = 'timeout'")
-        per_agent = f"SELECT agent, {visits}, {errors}, {timeouts} FROM events WHERE agent <> ''{where} GROUP BY agent"
         with self._cursor() as cur:
-            cur.execute(f"SELECT {totals} FROM events WHERE 1 = 1{where}", args)  # noqa: S608 - fixed SQL, bound values
-            row = cur.fetchone()
-            cur.execute(per_agent, args)  # noqa: S608
-            agents = cur.fetchall()
-        (runs, completed, fin, failed, threads, tasks, requested, accepted, refused, bounces, loop_runs, fallbacks,
-         pauses, replayed, questions, distinct_questions, calls, tin, tout) = row
-        return EventTally(
-            runs=int(runs), runs_completed=int(completed), runs_finished=int(fin), runs_failed=int(failed),
-            threads=int(threads), tasks=int(tasks), handoffs_requested=int(requested), handoffs_accepted=int(accepted),
-            handoffs_refused=int(refused), bounce_backs=int(bounces), loop_runs=int(loop_runs), fallbacks=int(fallbacks),
-            approval_pauses=int(pauses), replayed=int(replayed), questions=int(questions),
-            repeated_questions=int(questions) - int(distinct_questions), model_calls=int(calls),
-            input_tokens=None if tin is None else int(tin), output_tokens=None if tout is None else int(tout),
-            visits={a: int(v) for a, v, _, _ in agents if v}, errors={a: int(e) for a, _, e, _ in agents if e},
-            timeouts={a: int(t) for a, _, _, t in agents if t})
+            cur.execute("SELECT kind, status, agent, COUNT(*), SUM(input_tokens), SUM(output_tokens) FROM events "  # noqa: S608
+                        f"WHERE 1 = 1{f} GROUP BY kind, status, agent", args)
+            groups = cur.fetchall()
+            # a missing run id counts as one more run, as in Python's set of run ids (COUNT(DISTINCT) skips NULL)
+            cur.execute("SELECT kind, COUNT(DISTINCT run_id), MAX(CASE WHEN run_id IS NULL THEN 1 ELSE 0 END), "  # noqa: S608
+                        "COUNT(DISTINCT CASE WHEN task_id <> '' THEN task_id END) FROM events "
+                        f"WHERE kind IN ('run_started', 'interrupt', 'agent_started'){f} GROUP BY kind", args)
+            distinct = {r[0]: r[1:] for r in cur.fetchall()}
+            cur.execute(f"SELECT COUNT(DISTINCT thread_id) FROM events WHERE thread_id <> ''{f}", args)  # noqa: S608
+            threads = cur.fetchone()[0]
+            cur.execute(f"SELECT run_id, {self._json_text('detail', 'type')} FROM events "  # noqa: S608
+                        f"WHERE kind = 'loop_detected'{f}", args)
+            loops = cur.fetchall()
+            # thread ids never hold "|" (graph.inputs.check_thread_id), so the pair is unambiguous
+            cur.execute(f"SELECT COUNT(*), COUNT(DISTINCT thread_id || '|' || q) FROM (SELECT thread_id, {q} AS q "  # noqa: S608
+                        f"FROM events WHERE kind = 'agent_finished'{f}) a WHERE q IS NOT NULL AND q <> ''", args)
+            questions, asked = cur.fetchone()
+        return _tally(groups, distinct, int(threads or 0), loops, int(questions), int(asked))
 
     def _json_text(self, column: str, key: str) -> str:
         """SQL for the text of the JSON key ``key`` of the TEXT column ``column`` (NULL when absent)."""
@@ -282,6 +259,45 @@ class EventLog:
         if self._owns_conn:
             with self._lock:
                 self.conn.close()
+
+
+def _tally(groups: list, distinct: dict, threads: int, loops: list, questions: int, asked: int) -> EventTally:
+    """The :class:`EventTally` of :meth:`EventLog.tally`'s query results."""
+    count: dict[tuple[str, str | None], int] = defaultdict(int)  # (kind, status) -> events
+    visits: dict[str, int] = defaultdict(int)
+    errors: dict[str, int] = defaultdict(int)
+    timeouts: dict[str, int] = defaultdict(int)
+    tokens: list[int | None] = [None, None]
+    for kind, status, agent, n, tin, tout in groups:
+        count[kind, status] += int(n)
+        if kind == "agent_started" and agent:
+            visits[agent] += int(n)
+        elif kind == "agent_finished" and agent and status in ("error", "timeout"):
+            (errors if status == "error" else timeouts)[agent] += int(n)
+        if kind == "model_called":
+            for k, v in enumerate((tin, tout)):
+                if v is not None:
+                    tokens[k] = (tokens[k] or 0) + int(v)
+
+    def of(kind: str, status: str | None = "*") -> int:
+        return sum(n for (k, s), n in count.items() if k == kind and (status == "*" or s == status))
+
+    def runs(kind: str) -> int:
+        row = distinct.get(kind)
+        return int(row[0]) + int(row[1] or 0) if row else 0
+
+    completed = of("run_completed")
+    return EventTally(
+        runs=runs("run_started"), runs_completed=completed, runs_finished=completed - of("run_completed", "paused"),
+        runs_failed=of("run_failed"), threads=threads,
+        tasks=int(distinct["agent_started"][2]) if "agent_started" in distinct else 0,
+        handoffs_requested=of("handoff_requested"), handoffs_accepted=of("handoff_accepted"),
+        handoffs_refused=of("handoff_refused"), bounce_backs=sum(1 for _, t in loops if t == "bounce_back"),
+        loop_runs=len({run for run, t in loops if t != "bounce_back"}),
+        fallbacks=of("run_completed", "fallback"), approval_pauses=runs("interrupt"),
+        replayed=of("tool_finished", "replayed"), questions=questions, repeated_questions=questions - asked,
+        model_calls=of("model_called"), input_tokens=tokens[0], output_tokens=tokens[1],
+        visits=dict(visits), errors=dict(errors), timeouts=dict(timeouts))
 
 
 def open_event_log(target: str | Path | None) -> EventLog:
