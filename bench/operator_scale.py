@@ -17,7 +17,7 @@ Target (issue 25 §2): ``threads``, ``pending``, ``stats`` <= 1.5x the bare read
 number of events.
 
 Usage: ``python bench/operator_scale.py [--threads 1000 10000] [--runs 3] [--postgres URL] [--json FILE]``;
-``--postgres`` (default: ``$SWITCHBOARD_BENCH_POSTGRES``) also builds the homes on that server (a database of their
+``--postgres`` (default: ``$SWITCHBOARD_BENCH_POSTGRES``, else ``$SWITCHBOARD_TEST_POSTGRES``) also builds the homes on that server (a database of their
 own, dropped afterwards). ``SWITCHBOARD_BENCH_SMOKE=1``: 40 threads, one run (tests/test_bench_scripts.py).
 """
 
@@ -269,8 +269,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, nargs="+", default=[40] if SMOKE else [1000, 10000])
     ap.add_argument("--runs", type=int, default=1 if SMOKE else 3)
-    ap.add_argument("--postgres", default=os.environ.get("SWITCHBOARD_BENCH_POSTGRES"),
-                    help="a PostgreSQL server URL: also measure homes there (default $SWITCHBOARD_BENCH_POSTGRES)")
+    ap.add_argument("--postgres", default=os.environ.get("SWITCHBOARD_BENCH_POSTGRES")
+                    or os.environ.get("SWITCHBOARD_TEST_POSTGRES"),
+                    help="a PostgreSQL server URL: also measure homes there (a database of their own; default "
+                         "$SWITCHBOARD_BENCH_POSTGRES, else $SWITCHBOARD_TEST_POSTGRES)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--code", type=Path, default=REPO, help="run the commands from this source tree (e.g. an "
                     "export of an earlier commit, for before/after figures; default: this one)")

@@ -128,8 +128,29 @@ def _model_input(f: dict) -> list[Row]:
     return out
 
 
+def _operators(f: dict) -> list[Row]:
+    out: list[Row] = []
+    for backend, label in (("sqlite", "SQLite"), ("postgres", "PostgreSQL, client CPU")):
+        for n, home in (f.get(backend) or {}).items():
+            c = home["commands"]
+            bare = c["bare read"]
+            size = home.get("checkpoint_db_mb", home.get("database_mb"))
+            out.append(_row(f"operators, {int(n):,} threads ({label}; {home['events']:,} events, {size} MB)", ""))
+            out.append(_row("  bare read (get_tuple per thread), CPU s", f"{bare['loop_cpu_s']:.2f} loop",
+                            f"{bare['cpu_s']:.2f} as a process"))
+            for name in ("threads (first page)", "threads --json (all)", "pending", "stats"):
+                if name not in c:
+                    continue
+                cmd = c[name]
+                out.append(_row(f"  `{name}` ({_ratio(cmd['cpu_s'], bare['cpu_s'])} the bare read as a process)",
+                                f"{cmd['cpu_s']:.2f} s, {cmd['peak_rss_mb']:.0f} MB", f"{bare['loop_cpu_s']:.2f} s (bare loop)",
+                                _ratio(cmd["cpu_s"], bare["loop_cpu_s"]),
+                                "<= 1.5x" if str(n) == "10000" and name != "threads --json (all)" else ""))
+    return out
+
+
 _ROWS = {"handoff": _handoff, "model_input": _model_input, "pingpong": _pingpong, "storage": _storage,
-         "router": _router, "startup": _startup, "throughput": _throughput}
+         "router": _router, "startup": _startup, "throughput": _throughput, "operators": _operators}
 
 
 def rows(benchmarks: dict[str, Any]) -> list[Row]:

@@ -874,53 +874,39 @@ def route(
                                       "'switchboard stats --db' reads them). Default: in memory, nothing kept."),
     timeout: Optional[float] = TimeoutOpt,
     retries: Optional[int] = RetriesOpt,
+    workers: Optional[int] = typer.Option(None, "--workers", help="Processes running the queries (default: one per "
+                                          "CPU this process may use; 1: in this process)."),
 ) -> None:
     """Run every query of CSV through the compiled graph (a fresh thread each) and report agent-level accuracy,
     a confusion table, handoffs per query and p50/p95 seconds per query; the share of in-scope queries wrongly
     refused; with a "no_specialist" group in the label map, each group's share that no specialist answered
     (out-of-scope recall, conversational no-specialist).
 
-    Runs use a scratch business database, restored to its seeded records before each query (an earlier query's card
-    freeze or refund never changes a later query's path), and, unless --db is given, an in-memory checkpointer and
-    event log, so evaluation writes no records."""
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    from checkpoints.business import open_store
-    from graph.evaluation import BusinessSnapshot, evaluate, read_evaluation_set
+    Runs use a scratch business database (per worker), restored to its seeded records before each query (an earlier
+    query's card freeze or refund never changes a later query's path), and, unless --db is given, an in-memory
+    checkpointer that forgets each thread once its query is done and no event log, so evaluation writes no records
+    and its memory does not grow with the number of queries. The queries are spread over --workers processes
+    (default: one per CPU this process may use); the figures do not depend on how many."""
+    from graph.evaluation import evaluate_route, read_evaluation_set
 
     texts, expected = read_evaluation_set(csv_path, labels, limit)
     if db is not None:
         from graph.settings import check_database_folder
 
         check_database_folder(str(db))  # before the scratch folder is made: a bad --db creates nothing
-    import tempfile
-
-    scratch = Path(tempfile.mkdtemp(prefix="switchboard-route-"))
-    settings = _settings(model, str(scratch / "unused.db"), business_db=scratch / "business.db", router_path=router_path,
-                         model_timeout_s=timeout, model_retries=retries)
-    if db is not None:
-        from checkpoints import open_checkpointer
-
-        saver = open_checkpointer(db)
-    else:
-        saver = InMemorySaver()
+    if workers is not None and workers < 1:
+        raise InputError("--workers must be >= 1")
     to_stdout = json_out is not None and str(json_out) == "-"
     if json_out is not None and not to_stdout and (json_out.is_dir() or not json_out.parent.exists()):
         raise InputError(f"--json {json_out}: not a writable file path")
-    desk = _desk(settings, checkpointer=saver, store=open_store(scratch / "business.db"))
-    graph, deps = desk.graph, desk.deps
-    deps.router.route("warm-up")  # loads the router now: a bad --router fails before any query
-    snapshot = BusinessSnapshot(scratch / "business.db")  # the seeded records every query starts from
-    prefix = f"route-{time.strftime('%Y%m%d%H%M%S')}" if db is not None else "route"
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     with Progress(TextColumn("routing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
                   console=err, transient=False, disable=not err.is_terminal and os.environ.get("CI") is None) as bar:
         job = bar.add_task("route", total=len(texts))
-        report = evaluate(graph, texts, expected, router=str(deps.router.source), model=settings.model,
-                          thread_prefix=prefix, progress=lambda done, total: bar.update(job, completed=done),
-                          before_each=snapshot.restore)
-    snapshot.close()
+        report = evaluate_route(texts, expected, model=model, router_path=router_path, timeout=timeout,
+                                retries=retries, db=db, workers=workers,
+                                progress=lambda done, total: bar.update(job, completed=done))
     if to_stdout:
         print_json(report.figures())
     else:
