@@ -16,9 +16,10 @@ event count are printed with the figures.
 Target (issue 25 §2): ``threads``, ``pending``, ``stats`` <= 1.5x the bare read at 10,000 threads, RSS flat in the
 number of events.
 
-Usage: ``python bench/operator_scale.py [--threads 1000 10000] [--runs 3] [--postgres URL] [--json FILE]``;
+Usage: ``python bench/operator_scale.py [--threads 1000 10000] [--runs 2] [--postgres URL] [--postgres-threads N…]
+[--json FILE]``;
 ``--postgres`` (default: ``$SWITCHBOARD_BENCH_POSTGRES``, else ``$SWITCHBOARD_TEST_POSTGRES``) also builds the homes on that server (a database of their
-own, dropped afterwards). ``SWITCHBOARD_BENCH_SMOKE=1``: 40 threads, one run (tests/test_bench_scripts.py).
+own, dropped afterwards; by default only the largest size). ``SWITCHBOARD_BENCH_SMOKE=1``: 40 threads, one run (tests/test_bench_scripts.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from contextlib import closing
 from pathlib import Path
@@ -197,7 +199,7 @@ def clone_postgres(url: str, threads: int) -> None:
             conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {exprs} FROM generate_series(0, "
                          f"{threads - 1}) g JOIN {table} t ON t.thread_id = {pick}")
             conn.execute(f"DELETE FROM {table} WHERE thread_id LIKE 'tpl-%%'")
-        conn.execute("VACUUM ANALYZE")
+        conn.execute("ANALYZE")
 
 
 def _measure(env: dict, db: str, bare: str, runs: int) -> dict:
@@ -268,7 +270,9 @@ def _drop(server: str, name: str) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, nargs="+", default=[40] if SMOKE else [1000, 10000])
-    ap.add_argument("--runs", type=int, default=1 if SMOKE else 3)
+    ap.add_argument("--runs", type=int, default=1 if SMOKE else 2)
+    ap.add_argument("--postgres-threads", type=int, nargs="+", default=None,
+                    help="home sizes on PostgreSQL (default: the largest of --threads)")
     ap.add_argument("--postgres", default=os.environ.get("SWITCHBOARD_BENCH_POSTGRES")
                     or os.environ.get("SWITCHBOARD_TEST_POSTGRES"),
                     help="a PostgreSQL server URL: also measure homes there (a database of their own; default "
@@ -285,6 +289,7 @@ def main() -> int:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}, "COLUMNS": "150",
            "PYTHONPATH": str(args.code.resolve())}
     figures: dict = {"load_before": load_average(), "sqlite": {}, "postgres": {}}
+    t0 = time.perf_counter()
     try:
         template = root / "template"
         template.mkdir()
@@ -294,15 +299,16 @@ def main() -> int:
             run_env = {**env, "SWITCHBOARD_HOME": str(home)}
             figures["sqlite"][str(n)] = {**info, "commands": _measure(run_env, str(home / "switchboard.db"),
                                                                        BARE_SQLITE, args.runs)}
-            _print(f"SQLite, {n:,} threads", figures["sqlite"][str(n)])
+            _print(f"SQLite, {n:,} threads ({time.perf_counter() - t0:.0f} s so far)", figures["sqlite"][str(n)])
             shutil.rmtree(home)
-        for n in args.threads if args.postgres else []:
+        for n in (args.postgres_threads or [max(args.threads)]) if args.postgres else []:
             url, info = _postgres_home(args.postgres, n, root)
             try:
                 run_env = {**env, "SWITCHBOARD_HOME": info.pop("_home")}
                 figures["postgres"][str(n)] = {**{k: v for k, v in info.items() if k != "_name"},
                                                "commands": _measure(run_env, url, BARE_POSTGRES, args.runs)}
-                _print(f"PostgreSQL, {n:,} threads (client CPU)", figures["postgres"][str(n)])
+                _print(f"PostgreSQL, {n:,} threads, client CPU ({time.perf_counter() - t0:.0f} s so far)",
+                       figures["postgres"][str(n)])
             finally:
                 _drop(args.postgres, info["_name"])
     finally:

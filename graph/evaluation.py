@@ -2,8 +2,8 @@
 
 ``switchboard route`` is a thin formatter over :func:`evaluate`: each query runs as the first turn of a fresh
 thread (``graph.invoke`` with a default :class:`graph.context.RunContext`), and the report compares the agent
-that answered (and triage's first handoff) with the expected agent.  Metrics come from ``sklearn.metrics``
-(accuracy, confusion matrix, per-agent precision/recall), imported only when a report is computed; latency
+that answered (and triage's first handoff) with the expected agent.  Metrics are the definitions of
+``sklearn.metrics`` (accuracy, confusion matrix, per-agent precision/recall), counted in plain Python; latency
 percentiles from ``numpy.percentile`` (``method="weibull"``, the definition of ``statistics.quantiles``'
 default ``exclusive`` method that ``route`` used before).
 
@@ -15,7 +15,7 @@ desk_map.json``): ``{"agents": {...}, "no_specialist": {group: [category, ...]}}
 from __future__ import annotations
 
 import time
-import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -520,13 +520,17 @@ class BusinessSnapshot:
 
 
 def summarise(outcomes: Sequence[QueryOutcome], *, router: str, model: str) -> EvaluationReport:
-    """The report of ``outcomes`` (see :class:`EvaluationReport`); ``sklearn.metrics`` is imported here.
+    """The report of ``outcomes`` (see :class:`EvaluationReport`).
+
+    The metrics are the definitions of ``sklearn.metrics`` (``accuracy_score``, ``confusion_matrix``,
+    ``precision_recall_fscore_support`` with ``zero_division=0``) counted in plain Python: each rate is one division
+    of two integer counts, as there, so the values are the same floats (a test compares them with scikit-learn's),
+    without importing scikit-learn (a second of a ``route`` run's start-up).
 
     Raises:
         InputError: ``outcomes`` is empty.
     """
     import numpy as np
-    from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
 
     if not outcomes:
         raise InputError("no outcomes to summarise")
@@ -534,29 +538,28 @@ def summarise(outcomes: Sequence[QueryOutcome], *, router: str, model: str) -> E
     answered = [o.answered for o in outcomes]
     agents = sorted(set(truth))
     labels = agents + sorted(set(answered) - set(agents))
-    with warnings.catch_warnings():  # every label is passed explicitly: the one-label shape warning does not apply
-        warnings.filterwarnings("ignore", message="A single label was found", category=UserWarning)
-        matrix = confusion_matrix(truth, answered, labels=labels)[: len(agents)]
     # no run ever answers as "no_specialist:<group>": those labels are rows only
-    keep = [k for k, c in enumerate(labels) if not c.startswith(NO_SPECIALIST_PREFIX)]
-    columns, matrix = [labels[k] for k in keep], matrix[:, keep]
+    columns = [c for c in labels if not c.startswith(NO_SPECIALIST_PREFIX)]
+    cells = Counter(zip(truth, answered))
     # scored: a no_specialist query no specialist answered counts as its expected label (precision/recall, accuracy)
     scored = [o.expected if _correct(o) else o.answered for o in outcomes]
     first = [o.expected if o.expected.startswith(NO_SPECIALIST_PREFIX) and o.first_handoff not in (*SPECIALISTS, SUPERVISOR)
              else o.first_handoff for o in outcomes]
-    precision, recall, _, support = precision_recall_fscore_support(truth, scored, labels=agents,
-                                                                    zero_division=0)
+    hits = Counter(t for t, p in zip(truth, scored) if t == p)
+    predicted, support = Counter(scored), Counter(truth)
+    n = len(outcomes)
     secs = np.array([o.seconds for o in outcomes])
     p50, p95 = np.percentile(secs, [50, 95], method="weibull")
     return EvaluationReport(
         outcomes=tuple(outcomes),
-        accuracy=float(accuracy_score(truth, scored)),
-        accuracy_first_handoff=float(accuracy_score(truth, first)),
-        per_agent={a: AgentScore(recall=float(recall[k]), precision=float(precision[k]), support=int(support[k]))
-                   for k, a in enumerate(agents)},
+        accuracy=sum(hits.values()) / n,
+        accuracy_first_handoff=sum(1 for t, f in zip(truth, first) if t == f) / n,
+        per_agent={a: AgentScore(recall=hits[a] / support[a] if support[a] else 0.0,
+                                 precision=hits[a] / predicted[a] if predicted[a] else 0.0, support=support[a])
+                   for a in agents},
         confusion_rows=tuple(agents), confusion_columns=tuple(columns),
-        confusion=tuple(tuple(int(x) for x in row) for row in matrix),
-        handoffs_per_query=float(np.mean([o.handoffs for o in outcomes])),
+        confusion=tuple(tuple(cells[a, c] for c in columns) for a in agents),
+        handoffs_per_query=sum(o.handoffs for o in outcomes) / n,
         p50_s=float(p50), p95_s=float(p95), router=router, model=model,
         failures=tuple(o for o in outcomes if o.error is not None),
         **_scope_figures(outcomes),
