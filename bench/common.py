@@ -1,7 +1,9 @@
 """Helpers shared by the benchmarks: the scripted policies both frameworks run, the langgraph-swarm anchor graph,
 percentiles, and the JSON figure file every benchmark may write (``--json FILE``) for ``bench/run.py``.
 
-langgraph-swarm and langgraph-supervisor are bench-only dependencies (``pip install -e '.[bench]'``, also in the dev
+The anchors are built from ``bench/anchors.py`` alone (a scripted model and LangGraph's own ``SqliteSaver`` with our
+SQLite settings): they import nothing of switchboard, so an anchor measured in its own process carries only its own
+memory and start-up. langgraph-swarm and langgraph-supervisor are bench-only dependencies (``pip install -e '.[bench]'``, also in the dev
 extra); :func:`swarm_available` and :func:`supervisor_available` say whether they are installed, and a benchmark
 prints "n/a" for a column whose anchor is not.
 """
@@ -58,7 +60,7 @@ def chain_policy(agent: str, user: str, names: set, i: int, msgs: list) -> Any:
     """The scripted model of the handoff chain (``CHAIN``): each agent hands to the next, the last one answers at once."""
     from langchain_core.messages import AIMessage
 
-    from nodes.testing.scripted import tool_call
+    from anchors import tool_call
 
     if agent in CHAIN[:-1]:
         nxt = CHAIN[CHAIN.index(agent) + 1]
@@ -73,9 +75,9 @@ def swarm_app(policy: Any, checkpointer: Any, agents: tuple[str, ...] = CHAIN, t
     from langchain.agents import create_agent
     from langgraph_swarm import create_handoff_tool, create_swarm
 
-    from nodes.testing.scripted import ScriptedChatModel
+    from anchors import AnchorChatModel
 
-    model = ScriptedChatModel(policy=policy)
+    model = AnchorChatModel(policy=policy)
     members = [create_agent(model, tools=[*(tools or []), *(create_handoff_tool(agent_name=o) for o in agents if o != a)],
                             system_prompt=f"You are the {a} agent.", name=a) for a in agents]
     return create_swarm(members, default_active_agent=agents[0]).compile(checkpointer=checkpointer), model
@@ -88,7 +90,7 @@ def refund_status_swarm(checkpointer: Any) -> tuple[Any, Any]:
     from langchain_core.messages import AIMessage
     from langchain_core.tools import tool
 
-    from nodes.testing.scripted import tool_call
+    from anchors import tool_call
 
     @tool
     def refund_status(refund_id: str = "") -> str:
@@ -110,7 +112,7 @@ def refund_status_supervisor(checkpointer: Any) -> tuple[Any, Any]:
     from langchain_core.messages import AIMessage
     from langchain_core.tools import tool
 
-    from nodes.testing.scripted import tool_call
+    from anchors import tool_call
 
     @tool
     def refund_status(refund_id: str = "") -> str:
@@ -148,7 +150,7 @@ def supervisor_app(worker_policy: Any, checkpointer: Any, workers: tuple[str, ..
     from langchain_core.messages import AIMessage, HumanMessage
     from langgraph_supervisor import create_supervisor
 
-    from nodes.testing.scripted import ScriptedChatModel, tool_call
+    from anchors import AnchorChatModel, tool_call
 
     def first_then_answer(call: int, msgs: list) -> str | None:
         since_user = msgs[max(i for i, m in enumerate(msgs) if isinstance(m, HumanMessage)):]
@@ -164,7 +166,7 @@ def supervisor_app(worker_policy: Any, checkpointer: Any, workers: tuple[str, ..
             return AIMessage(content="The supervisor answers: done.")
         return AIMessage(content="", tool_calls=[tool_call(f"transfer_to_{target}")])
 
-    model = ScriptedChatModel(policy=policy)
+    model = AnchorChatModel(policy=policy)
     members = [create_agent(model, tools=list(tools or []), system_prompt=f"You are the {w} agent.", name=w)
                for w in workers]
     graph = create_supervisor(members, model=model, prompt="You are the supervisor agent.")

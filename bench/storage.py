@@ -96,9 +96,9 @@ def switchboard(turns: int, kind: str = "delta") -> dict:
 def swarm(turns: int) -> dict:
     from langchain_core.messages import HumanMessage
 
-    from checkpoints import open_checkpointer
+    from anchors import sqlite_saver  # LangGraph's own SqliteSaver, WAL as ours
 
-    saver = open_checkpointer(Path(tempfile.mkdtemp()) / "swarm.db")
+    saver = sqlite_saver(Path(tempfile.mkdtemp()) / "swarm.db")
     app, _ = refund_status_swarm(saver)
     cfg = {"configurable": {"thread_id": "grow"}}
     return _grow(lambda text: app.invoke({"messages": [HumanMessage(text)]}, cfg), saver, "grow", turns)
@@ -109,9 +109,9 @@ def supervisor(turns: int) -> dict:
     then the answer), which hands back; the supervisor answers (``add_messages`` transcript, 9 messages a turn)."""
     from langchain_core.messages import HumanMessage
 
-    from checkpoints import open_checkpointer
+    from anchors import sqlite_saver  # LangGraph's own SqliteSaver, WAL as ours
 
-    saver = open_checkpointer(Path(tempfile.mkdtemp()) / "supervisor.db")
+    saver = sqlite_saver(Path(tempfile.mkdtemp()) / "supervisor.db")
     app, _ = refund_status_supervisor(saver)
     cfg = {"configurable": {"thread_id": "grow"}}
     return _grow(lambda text: app.invoke({"messages": [HumanMessage(text)]}, cfg), saver, "grow", turns)

@@ -325,16 +325,16 @@ def evaluate_in_workers(open_worker: Callable[[int], tuple[Any, Callable[[], Non
     import multiprocessing
 
     mp = multiprocessing.get_context("fork")
-    tasks: Any = mp.SimpleQueue()
+    tasks: Any = mp.Queue()  # its feeder thread writes to the pipe: putting every chunk never blocks this process
     results: Any = mp.Queue()
-    for start in range(0, len(items), chunk):
-        tasks.put(items[start:start + chunk])
-    for _ in range(workers):
-        tasks.put(None)
     procs = [mp.Process(target=_work, args=(k, open_worker, tasks, results, thread_prefix, context, forget),
                         daemon=True, name=f"route-worker-{k}") for k in range(workers)]
     for p in procs:
         p.start()
+    for start in range(0, len(items), chunk):
+        tasks.put(items[start:start + chunk])
+    for _ in range(workers):
+        tasks.put(None)
     try:
         outcomes = _collect(procs, results, len(items), progress)
     finally:

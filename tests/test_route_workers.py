@@ -106,3 +106,19 @@ def test_workers_forget_their_threads_and_report_a_failed_worker(make_desk):
 
     with pytest.raises(InfrastructureError, match="worker 0: RuntimeError: no desk here|worker 1: RuntimeError"):
         evaluate_in_workers(broken, texts * 10, expected * 10, workers=2, router="kw", model="m", chunk=5)
+
+
+def test_more_queued_queries_than_a_pipe_holds_do_not_block(make_desk):
+    """Thousands of queued queries (more than a pipe's 64 kB) reach the workers: the queue is fed in the background."""
+    from graph.evaluation import evaluate_in_workers
+
+    class Echo:
+        checkpointer = None
+
+        def invoke(self, inp, cfg, **kw):
+            return {"outcome": {"agent": "cards"}, "handoff_path": []}
+
+    texts = [f"query number {i} " + "x" * 200 for i in range(3000)]
+    report = evaluate_in_workers(lambda k: (Echo(), None), texts, ["cards"] * 3000, workers=2, router="r", model="m",
+                                 forget=False)
+    assert report.queries == 3000 and report.accuracy == 1.0
