@@ -83,7 +83,8 @@ def main() -> int:
     from checkpoints.event_log import open_event_log
 
     n_events = len(open_event_log(tmp / "on" / "c.db").events())
-    fig: dict = {"turns": args.turns, "handoffs_per_turn": hops, "anchor_sqlite": "SqliteSaver, WAL, synchronous=NORMAL", "events_per_turn": round(n_events / (args.turns + 3), 1)}
+    fig: dict = {"turns": args.turns, "handoffs_per_turn": hops, "anchor_sqlite": "SqliteSaver, WAL, synchronous=NORMAL",
+                 "events_per_turn": round(n_events / (args.turns + 3), 1)}
     for name, xs in secs.items():
         fig[name] = {"median_ms": round(statistics.median(xs) * 1e3, 3), "p95_ms": round(pct(xs, 95) * 1e3, 3)}
     med = {k: fig[k]["median_ms"] for k in secs}

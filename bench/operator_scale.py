@@ -18,8 +18,9 @@ number of events.
 
 Usage: ``python bench/operator_scale.py [--threads 1000 10000] [--runs 2] [--postgres URL] [--postgres-threads N…]
 [--json FILE]``;
-``--postgres`` (default: ``$SWITCHBOARD_BENCH_POSTGRES``, else ``$SWITCHBOARD_TEST_POSTGRES``) also builds the homes on that server (a database of their
-own, dropped afterwards; by default only the largest size). ``SWITCHBOARD_BENCH_SMOKE=1``: 40 threads, one run (tests/test_bench_scripts.py).
+``--postgres`` (default: ``$SWITCHBOARD_BENCH_POSTGRES``, else ``$SWITCHBOARD_TEST_POSTGRES``) also builds the
+homes on that server (a database of their own, dropped afterwards; by default only the largest size).
+``SWITCHBOARD_BENCH_SMOKE=1``: 40 threads, one run (tests/test_bench_scripts.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Target (issue 25 §5): >= 10x faster end to end, RSS flat in the number of queri
 wall ratio depends on the load (the workers get more of a loaded machine than one process does), the CPU ratio
 does not: both are printed.
 
-Usage: ``python bench/route_scale.py [--limit 600] [--csv ../shared/data/banking77/test.csv] [--json FILE]``;
+Usage: ``python bench/route_scale.py [--limit 300] [--csv ../shared/data/banking77/test.csv] [--json FILE]``;
 ``SWITCHBOARD_BENCH_SMOKE=1``: 24 and 48 rows.
 """
 
@@ -76,7 +76,7 @@ def _figures(path: Path) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--limit", type=int, default=24 if SMOKE else 600, help="rows of the old-vs-new comparison")
+    ap.add_argument("--limit", type=int, default=24 if SMOKE else 300, help="rows of the old-vs-new comparison")
     ap.add_argument("--all", type=int, default=48 if SMOKE else None, help="rows of the whole-file run (default: all)")
     ap.add_argument("--csv", type=Path, default=DATA / "test.csv")
     ap.add_argument("--labels", type=Path, default=DATA / "agent_map.json")

@@ -34,7 +34,8 @@ def _sup(value: float | None, fmt: str = "{:.2f}") -> str:
 def _handoff(f: dict) -> list[Row]:
     sw, su = f.get("swarm") or {}, f.get("supervisor") or {}
     return [
-        _row("per-handoff overhead, median ms (SQLite WAL on both sides)", f"{f['on']['median_ms']:.2f}", f"{sw['median_ms']:.2f}" if sw else "n/a",
+        _row("per-handoff overhead, median ms (SQLite WAL on both sides)", f"{f['on']['median_ms']:.2f}",
+             f"{sw['median_ms']:.2f}" if sw else "n/a",
              _ratio(f["on"]["median_ms"], sw.get("median_ms")), "<= 0.45x", _sup(su.get("median_ms")),
              _ratio(f["on"]["median_ms"], su.get("median_ms"))),
         _row("per-handoff overhead, p95 ms", f"{f['on']['p95_ms']:.2f}", f"{sw['p95_ms']:.2f}" if sw else "n/a",
@@ -109,7 +110,8 @@ def _throughput(f: dict) -> list[Row]:
         sup = (cpu.get("supervisor") or {}).get(workers)
         out.append(_row(f"  CPU ms per turn, {workers} at a time", f"{ms:.1f}", f"{other:.1f}" if other else "n/a",
                         _ratio(ms, other), "", f"{sup:.1f}" if sup else "n/a", _ratio(ms, sup)))
-    out.append(_row("peak RSS of 100 turns, MB (each side in its own process)", f"{rss['switchboard']:.0f}", f"{rss['swarm']:.0f}" if "swarm" in rss else "n/a",
+    out.append(_row("peak RSS of 100 turns, MB (each side in its own process)", f"{rss['switchboard']:.0f}",
+                    f"{rss['swarm']:.0f}" if "swarm" in rss else "n/a",
                     _ratio(rss["switchboard"], rss.get("swarm")), "<= 1.5x"))
     return out
 

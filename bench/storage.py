@@ -94,9 +94,8 @@ def switchboard(turns: int, kind: str = "delta") -> dict:
 
 
 def swarm(turns: int) -> dict:
-    from langchain_core.messages import HumanMessage
-
     from anchors import sqlite_saver  # LangGraph's own SqliteSaver, WAL as ours
+    from langchain_core.messages import HumanMessage
 
     saver = sqlite_saver(Path(tempfile.mkdtemp()) / "swarm.db")
     app, _ = refund_status_swarm(saver)
@@ -107,9 +106,8 @@ def swarm(turns: int) -> dict:
 def supervisor(turns: int) -> dict:
     """The langgraph-supervisor anchor: the supervisor delegates each question to refunds (one ``refund_status`` call,
     then the answer), which hands back; the supervisor answers (``add_messages`` transcript, 9 messages a turn)."""
-    from langchain_core.messages import HumanMessage
-
     from anchors import sqlite_saver  # LangGraph's own SqliteSaver, WAL as ours
+    from langchain_core.messages import HumanMessage
 
     saver = sqlite_saver(Path(tempfile.mkdtemp()) / "supervisor.db")
     app, _ = refund_status_supervisor(saver)

@@ -57,18 +57,16 @@ def _switchboard_send(home: Path):
 
 
 def _swarm_send(home: Path):
-    from langchain_core.messages import HumanMessage
-
     from anchors import sqlite_saver
+    from langchain_core.messages import HumanMessage
 
     app, _ = swarm_app(chain_policy, sqlite_saver(home / "swarm.db"))
     return lambda tid, text: app.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": tid}})
 
 
 def _supervisor_send(home: Path):
-    from langchain_core.messages import HumanMessage
-
     from anchors import sqlite_saver
+    from langchain_core.messages import HumanMessage
 
     app, _ = supervisor_app(answer_at_once, sqlite_saver(home / "supervisor.db"))
     return lambda tid, text: app.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": tid}})
@@ -112,10 +110,9 @@ def long_conversation(kind: str, turns: int = 10 if SMOKE else 100) -> None:
         return
     # the same 4-messages-per-turn swarm thread as the storage benchmark, built from bench/anchors.py alone (this
     # process imports no switchboard module: its memory is the anchor's own)
-    from langchain_core.messages import HumanMessage
-
     from anchors import sqlite_saver
     from common import refund_status_swarm
+    from langchain_core.messages import HumanMessage
 
     app, _ = refund_status_swarm(sqlite_saver(home / "swarm.db"))
     cfg = {"configurable": {"thread_id": "long"}}

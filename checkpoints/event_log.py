@@ -233,7 +233,7 @@ class EventLog:
         return f"(({column})::jsonb ->> '{key}')"
 
     def _tally_filter(self, thread_ids: Iterable[str] | None, since: str | None) -> tuple[str, tuple]:
-        where, args = "", []
+        where, args = "", list[Any]()
         if thread_ids is not None:
             ids = [str(t) for t in thread_ids]
             if self.dialect == "sqlite":

@@ -702,6 +702,7 @@ def pending(db: Optional[str] = DbOpt, as_: Optional[str] = AsOpt,
     acting = acting_operator(as_, READ_ROLES, "pending", db=db)
     settings = _settings(None, db)
     size, start = _page_bounds(limit, offset, as_json)
+    page: Any
     if not (db is not None or _stored(settings.db)):
         page = page_of([], size, start)
     else:

@@ -61,7 +61,8 @@ def test_the_fast_route_gives_the_old_outcomes_bit_for_bit():
     assert len({o.answered for o in old.outcomes}) >= 4  # a sample that reaches several agents
     for workers in (1, 2):
         seen: list[int] = []
-        new = evaluate_route(texts, expected, workers=workers, progress=lambda done, total: seen.append(done))
+        new = evaluate_route(texts, expected, workers=workers,
+                             progress=lambda done, total, seen=seen: seen.append(done))
         assert _same(new) == _same(old), workers
         assert seen[-1] == len(texts) and seen == sorted(seen)
 
