@@ -1,7 +1,10 @@
 """Helpers shared by the benchmarks: the scripted policies both frameworks run, the langgraph-swarm anchor graph,
 percentiles, and the JSON figure file every benchmark may write (``--json FILE``) for ``bench/run.py``.
 
-langgraph-swarm and langgraph-supervisor are bench-only dependencies (``pip install -e '.[bench]'``, also in the dev
+The anchors are built from ``bench/anchors.py`` alone (a scripted model and LangGraph's own ``SqliteSaver`` with our
+SQLite settings): they import nothing of switchboard, so an anchor measured in its own process carries only its own
+memory and start-up. langgraph-swarm and langgraph-supervisor are bench-only dependencies
+(``pip install -e '.[bench]'``, also in the dev
 extra); :func:`swarm_available` and :func:`supervisor_available` say whether they are installed, and a benchmark
 prints "n/a" for a column whose anchor is not.
 """
@@ -18,6 +21,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+#: ``SWITCHBOARD_BENCH_SMOKE=1``: every benchmark runs with tiny sizes (tests/test_bench_scripts.py runs each script so,
+#: to show it still works; the figures of such a run mean nothing).
+SMOKE = os.environ.get("SWITCHBOARD_BENCH_SMOKE", "") not in ("", "0")
 
 #: The agents of the one-turn handoff chain: triage -> billing -> refunds, refunds answers (2 handoffs, 3 model calls).
 CHAIN = ("triage", "billing", "refunds")
@@ -52,9 +59,8 @@ def swarm_available() -> bool:
 
 def chain_policy(agent: str, user: str, names: set, i: int, msgs: list) -> Any:
     """The scripted model of the handoff chain (``CHAIN``): each agent hands to the next, the last one answers at once."""
+    from anchors import tool_call
     from langchain_core.messages import AIMessage
-
-    from nodes.testing.scripted import tool_call
 
     if agent in CHAIN[:-1]:
         nxt = CHAIN[CHAIN.index(agent) + 1]
@@ -66,12 +72,11 @@ def chain_policy(agent: str, user: str, names: set, i: int, msgs: list) -> Any:
 def swarm_app(policy: Any, checkpointer: Any, agents: tuple[str, ...] = CHAIN, tools: list | None = None) -> tuple[Any, Any]:
     """A langgraph-swarm graph of ``agents`` (each may hand off to every other, and use ``tools``), driven by a
     ScriptedChatModel with ``policy``; returns ``(compiled app, model)``. The first agent is the default active one."""
+    from anchors import AnchorChatModel
     from langchain.agents import create_agent
     from langgraph_swarm import create_handoff_tool, create_swarm
 
-    from nodes.testing.scripted import ScriptedChatModel
-
-    model = ScriptedChatModel(policy=policy)
+    model = AnchorChatModel(policy=policy)
     members = [create_agent(model, tools=[*(tools or []), *(create_handoff_tool(agent_name=o) for o in agents if o != a)],
                             system_prompt=f"You are the {a} agent.", name=a) for a in agents]
     return create_swarm(members, default_active_agent=agents[0]).compile(checkpointer=checkpointer), model
@@ -81,10 +86,9 @@ def refund_status_swarm(checkpointer: Any) -> tuple[Any, Any]:
     """The langgraph-swarm anchor of the growth benchmarks (storage, model input): refunds and billing as a swarm,
     refunds answering "where is my refund?" with one ``refund_status`` tool call, then the answer. Returns
     ``(compiled app, its scripted model)``, as :func:`swarm_app`."""
+    from anchors import tool_call
     from langchain_core.messages import AIMessage
     from langchain_core.tools import tool
-
-    from nodes.testing.scripted import tool_call
 
     @tool
     def refund_status(refund_id: str = "") -> str:
@@ -103,10 +107,9 @@ def refund_status_supervisor(checkpointer: Any) -> tuple[Any, Any]:
     """The langgraph-supervisor anchor of the storage benchmark: the supervisor delegates "where is my refund?" to a
     refunds worker, which answers with one ``refund_status`` tool call and the answer, and hands back; the supervisor
     then answers. Returns ``(compiled app, its scripted model)``, as :func:`supervisor_app`."""
+    from anchors import tool_call
     from langchain_core.messages import AIMessage
     from langchain_core.tools import tool
-
-    from nodes.testing.scripted import tool_call
 
     @tool
     def refund_status(refund_id: str = "") -> str:
@@ -140,11 +143,10 @@ def supervisor_app(worker_policy: Any, checkpointer: Any, workers: tuple[str, ..
 
     Where it applies: a supervisor graph has no peer-to-peer handoff, so a turn that reaches ``refunds`` costs two
     handoffs (supervisor -> refunds, refunds -> supervisor) and three model calls, as the chain of :data:`CHAIN`."""
+    from anchors import AnchorChatModel, tool_call
     from langchain.agents import create_agent
     from langchain_core.messages import AIMessage, HumanMessage
     from langgraph_supervisor import create_supervisor
-
-    from nodes.testing.scripted import ScriptedChatModel, tool_call
 
     def first_then_answer(call: int, msgs: list) -> str | None:
         since_user = msgs[max(i for i, m in enumerate(msgs) if isinstance(m, HumanMessage)):]
@@ -160,7 +162,7 @@ def supervisor_app(worker_policy: Any, checkpointer: Any, workers: tuple[str, ..
             return AIMessage(content="The supervisor answers: done.")
         return AIMessage(content="", tool_calls=[tool_call(f"transfer_to_{target}")])
 
-    model = ScriptedChatModel(policy=policy)
+    model = AnchorChatModel(policy=policy)
     members = [create_agent(model, tools=list(tools or []), system_prompt=f"You are the {w} agent.", name=w)
                for w in workers]
     graph = create_supervisor(members, model=model, prompt="You are the supervisor agent.")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import sys
 import tempfile
 import time
@@ -50,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         bank_x, bank_y = R.read_labelled_csv(args.data / "banking77" / "train.csv")
         train_b, held_b = split_held_out(bank_y)
         keep = [*range(n_own), *(n_own + i for i in train_b), *range(n_own + len(bank_x), len(texts))]
+        if os.environ.get("SWITCHBOARD_BENCH_SMOKE", "") not in ("", "0"):  # tests/test_bench_scripts.py: tiny sizes
+            keep, held_b = keep[::15], held_b[::15]
         t0 = time.perf_counter()
         router = R.IntentRouter().fit([texts[i] for i in keep], [labels[i] for i in keep], mapping)
         fit_s = time.perf_counter() - t0
@@ -60,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         expect = {c: a for a, cs in desk["agents"].items() for c in cs}
         expect.update({c: f"other:{g}" for g, cs in desk["no_specialist"].items() for c in cs})
         with open(args.data / "clinc150" / "val.csv", newline="", encoding="utf-8") as fh:
-            val = [(r["text"], expect[r["category"]]) for r in csv.DictReader(fh)]
+            val = [(r["text"], expect[r["category"]]) for r in csv.DictReader(fh)][:: 15 if len(keep) < len(texts) // 5 else 1]
     except (InputError, ConfigError, OSError, KeyError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

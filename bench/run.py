@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scoreboard import COLUMNS, rows
 
 REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "bench" / "results"
+#: Where the figures go (``SWITCHBOARD_BENCH_RESULTS``: elsewhere, e.g. the smoke test's folder).
+RESULTS = Path(os.environ.get("SWITCHBOARD_BENCH_RESULTS") or REPO / "bench" / "results")
 
 #: The scoreboard: name -> script and arguments (each also gets ``--json FILE``).
 SCOREBOARD = {
@@ -40,6 +41,8 @@ SCOREBOARD = {
     "router": ["bench/router_speed.py"],                         # route() plain arrays vs scikit-learn
     "startup": ["bench/startup.py"],                             # CLI start-up, one-shot chat vs bare LangGraph
     "throughput": ["bench/throughput.py"],                       # turns/s at 1/2/4, peak RSS of 100 turns
+    "operators": ["bench/operator_scale.py"],                    # threads/pending/stats at 1k/10k threads vs a bare read
+    "route": ["bench/route_scale.py"],                           # switchboard route: old path vs workers, all queries
 }
 #: Other benchmarks of the project: run by name, they print their own figures.
 OTHERS = {
@@ -92,10 +95,14 @@ def run_scoreboard(names: list[str], stamp: str) -> int:
         table.add_row(*row)
     console.print(table)
     total = sum(e["seconds"] for e in figures["benchmarks"].values())
-    console.print(f"{total:.0f} s; figures in {RESULTS.relative_to(REPO)}/{stamp}.json, output in {log.relative_to(REPO)}")
+    console.print(f"{total:.0f} s; figures in {_shown(RESULTS / f'{stamp}.json')}, output in {_shown(log)}")
     if failed:
         console.print(f"failed: {', '.join(failed)} (see the log)", style="red")
     return 1 if failed else 0
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
 def main(names: list[str]) -> int:

@@ -34,7 +34,8 @@ def _sup(value: float | None, fmt: str = "{:.2f}") -> str:
 def _handoff(f: dict) -> list[Row]:
     sw, su = f.get("swarm") or {}, f.get("supervisor") or {}
     return [
-        _row("per-handoff overhead, median ms", f"{f['on']['median_ms']:.2f}", f"{sw['median_ms']:.2f}" if sw else "n/a",
+        _row("per-handoff overhead, median ms (SQLite WAL on both sides)", f"{f['on']['median_ms']:.2f}",
+             f"{sw['median_ms']:.2f}" if sw else "n/a",
              _ratio(f["on"]["median_ms"], sw.get("median_ms")), "<= 0.45x", _sup(su.get("median_ms")),
              _ratio(f["on"]["median_ms"], su.get("median_ms"))),
         _row("per-handoff overhead, p95 ms", f"{f['on']['p95_ms']:.2f}", f"{sw['p95_ms']:.2f}" if sw else "n/a",
@@ -109,7 +110,8 @@ def _throughput(f: dict) -> list[Row]:
         sup = (cpu.get("supervisor") or {}).get(workers)
         out.append(_row(f"  CPU ms per turn, {workers} at a time", f"{ms:.1f}", f"{other:.1f}" if other else "n/a",
                         _ratio(ms, other), "", f"{sup:.1f}" if sup else "n/a", _ratio(ms, sup)))
-    out.append(_row("peak RSS of 100 turns, MB", f"{rss['switchboard']:.0f}", f"{rss['swarm']:.0f}" if "swarm" in rss else "n/a",
+    out.append(_row("peak RSS of 100 turns, MB (each side in its own process)", f"{rss['switchboard']:.0f}",
+                    f"{rss['swarm']:.0f}" if "swarm" in rss else "n/a",
                     _ratio(rss["switchboard"], rss.get("swarm")), "<= 1.5x"))
     return out
 
@@ -128,8 +130,46 @@ def _model_input(f: dict) -> list[Row]:
     return out
 
 
+def _operators(f: dict) -> list[Row]:
+    out: list[Row] = []
+    for backend, label in (("sqlite", "SQLite"), ("postgres", "PostgreSQL, client CPU")):
+        for n, home in (f.get(backend) or {}).items():
+            c = home["commands"]
+            bare = c["bare read"]
+            size = home.get("checkpoint_db_mb", home.get("database_mb"))
+            out.append(_row(f"operators, {int(n):,} threads ({label}; {home['events']:,} events, {size} MB)", ""))
+            out.append(_row("  bare read (get_tuple per thread), CPU s", f"{bare['loop_cpu_s']:.2f} loop",
+                            f"{bare['cpu_s']:.2f} as a process"))
+            for name in ("threads (first page)", "threads --json (all)", "pending", "stats"):
+                if name not in c:
+                    continue
+                cmd = c[name]
+                out.append(_row(f"  `{name}` ({_ratio(cmd['cpu_s'], bare['cpu_s'])} the bare read as a process)",
+                                f"{cmd['cpu_s']:.2f} s, {cmd['peak_rss_mb']:.0f} MB", f"{bare['loop_cpu_s']:.2f} s (bare loop)",
+                                _ratio(cmd["cpu_s"], bare["loop_cpu_s"]),
+                                "<= 1.5x" if str(n) == "10000" and name != "threads --json (all)" else ""))
+    return out
+
+
+def _route(f: dict) -> list[Row]:
+    old, new, whole = f["old"], f["new"], f["new_all"]
+    return [
+        _row(f"route, {f['limit']} BANKING77 queries: queries/s (wall)", f"{new['queries_per_s']:.1f}",
+             f"{old['queries_per_s']:.1f} (old path)", _ratio(new["queries_per_s"], old["queries_per_s"]), ">= 10x"),
+        _row("  CPU ms per query (with the workers)", f"{new['cpu_ms_per_query']:.1f}",
+             f"{old['cpu_ms_per_query']:.1f} (old path)", _ratio(new["cpu_ms_per_query"], old["cpu_ms_per_query"])),
+        _row("  peak RSS MB", f"{new['peak_rss_mb']:.0f}", f"{old['peak_rss_mb']:.0f} (old path)",
+             _ratio(new["peak_rss_mb"], old["peak_rss_mb"])),
+        _row("  same figures as the old path", "yes" if f["same_figures"] else "NO", target="yes"),
+        _row(f"route, all {whole['queries']} queries: wall s / queries/s / peak RSS MB",
+             f"{whole['wall_s']:.0f} / {whole['queries_per_s']:.1f} / {whole['peak_rss_mb']:.0f}",
+             target=f"RSS flat (vs {new['peak_rss_mb']:.0f} at {f['limit']})"),
+    ]
+
+
 _ROWS = {"handoff": _handoff, "model_input": _model_input, "pingpong": _pingpong, "storage": _storage,
-         "router": _router, "startup": _startup, "throughput": _throughput}
+         "router": _router, "startup": _startup, "throughput": _throughput, "operators": _operators,
+         "route": _route}
 
 
 def rows(benchmarks: dict[str, Any]) -> list[Row]:

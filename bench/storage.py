@@ -94,11 +94,10 @@ def switchboard(turns: int, kind: str = "delta") -> dict:
 
 
 def swarm(turns: int) -> dict:
+    from anchors import sqlite_saver  # LangGraph's own SqliteSaver, WAL as ours
     from langchain_core.messages import HumanMessage
 
-    from checkpoints import open_checkpointer
-
-    saver = open_checkpointer(Path(tempfile.mkdtemp()) / "swarm.db")
+    saver = sqlite_saver(Path(tempfile.mkdtemp()) / "swarm.db")
     app, _ = refund_status_swarm(saver)
     cfg = {"configurable": {"thread_id": "grow"}}
     return _grow(lambda text: app.invoke({"messages": [HumanMessage(text)]}, cfg), saver, "grow", turns)
@@ -107,11 +106,10 @@ def swarm(turns: int) -> dict:
 def supervisor(turns: int) -> dict:
     """The langgraph-supervisor anchor: the supervisor delegates each question to refunds (one ``refund_status`` call,
     then the answer), which hands back; the supervisor answers (``add_messages`` transcript, 9 messages a turn)."""
+    from anchors import sqlite_saver  # LangGraph's own SqliteSaver, WAL as ours
     from langchain_core.messages import HumanMessage
 
-    from checkpoints import open_checkpointer
-
-    saver = open_checkpointer(Path(tempfile.mkdtemp()) / "supervisor.db")
+    saver = sqlite_saver(Path(tempfile.mkdtemp()) / "supervisor.db")
     app, _ = refund_status_supervisor(saver)
     cfg = {"configurable": {"thread_id": "grow"}}
     return _grow(lambda text: app.invoke({"messages": [HumanMessage(text)]}, cfg), saver, "grow", turns)

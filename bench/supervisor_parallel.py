@@ -84,8 +84,9 @@ def main() -> int:
                         store=open_store(home / "business.db"))
     one_turn(graph, "warm-up", None)
     rows = {}
-    for label, conc in (("parallel (default)", None), ("sequential (max_concurrency=1)", 1)):
-        times = [one_turn(graph, f"{label}-{i}", conc) for i in range(args.runs)]
+    for label, slug, conc in (("parallel (default)", "parallel", None), ("sequential (max_concurrency=1)", "sequential", 1)):
+        # thread ids allow only A-Z a-z 0-9 . _ : - (graph.inputs.check_thread_id)
+        times = [one_turn(graph, f"{slug}-{i}", conc) for i in range(args.runs)]
         rows[label] = times
     print(f"3-expert compound request, scripted experts sleeping {args.sleep_ms:g} ms each, {args.runs} turns per mode")
     print(f"{'mode':34} {'median ms':>10} {'min ms':>8} {'max ms':>8}")

@@ -5,7 +5,10 @@
   (threads of this process); switchboard through ``Conversation.send``, swarm through ``invoke``, and a
   langgraph-supervisor graph (supervisor -> refunds -> back: also 2 handoffs and 3 model calls) through ``invoke``;
 * peak RSS: a new process per framework runs a 100-turn conversation (switchboard: the offline model, with its
-  router; swarm: a scripted model, 4 messages per turn) and reports its own peak resident memory.
+  router; swarm: a scripted model, 4 messages per turn, built from ``bench/anchors.py`` alone: that process imports
+  no switchboard module) and reports its own peak resident memory; both children start from this process while it
+  is still small (a child's ``ru_maxrss`` counts the parent's pages it was forked with).
+* the anchors use LangGraph's own ``SqliteSaver`` on our SQLite settings (WAL, ``synchronous=NORMAL``).
 
 Targets (issue "speed and footprint", items 3 and 5): turns/s >= swarm's; peak RSS <= 1.5x swarm's.
 Usage: ``python bench/throughput.py [--threads 200] [--json FILE]``.
@@ -26,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
+    SMOKE,
     answer_at_once,
     chain_policy,
     load_average,
@@ -53,20 +57,18 @@ def _switchboard_send(home: Path):
 
 
 def _swarm_send(home: Path):
+    from anchors import sqlite_saver
     from langchain_core.messages import HumanMessage
 
-    from checkpoints import open_checkpointer
-
-    app, _ = swarm_app(chain_policy, open_checkpointer(home / "swarm.db"))
+    app, _ = swarm_app(chain_policy, sqlite_saver(home / "swarm.db"))
     return lambda tid, text: app.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": tid}})
 
 
 def _supervisor_send(home: Path):
+    from anchors import sqlite_saver
     from langchain_core.messages import HumanMessage
 
-    from checkpoints import open_checkpointer
-
-    app, _ = supervisor_app(answer_at_once, open_checkpointer(home / "supervisor.db"))
+    app, _ = supervisor_app(answer_at_once, sqlite_saver(home / "supervisor.db"))
     return lambda tid, text: app.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": tid}})
 
 
@@ -92,7 +94,7 @@ def turns_per_s(senders: dict, n: int, workers: int, batches: int = 10) -> tuple
     return {name: n / secs for name, secs in spent.items()}, {name: c / n * 1e3 for name, c in cpu.items()}
 
 
-def long_conversation(kind: str, turns: int = 100) -> None:
+def long_conversation(kind: str, turns: int = 10 if SMOKE else 100) -> None:
     """Run in a child process: a ``turns``-turn conversation of ``kind`` (switchboard | swarm)."""
     home = Path(tempfile.mkdtemp())
     if kind == "switchboard":
@@ -106,9 +108,19 @@ def long_conversation(kind: str, turns: int = 100) -> None:
         for t in range(turns):
             conv.send(f"Where is my refund? (asking again, #{t})")
         return
-    from storage import swarm  # the same 4-messages-per-turn swarm thread as the storage benchmark
+    # the same 4-messages-per-turn swarm thread as the storage benchmark, built from bench/anchors.py alone (this
+    # process imports no switchboard module: its memory is the anchor's own)
+    from anchors import sqlite_saver
+    from common import refund_status_swarm
+    from langchain_core.messages import HumanMessage
 
-    swarm(turns)
+    app, _ = refund_status_swarm(sqlite_saver(home / "swarm.db"))
+    cfg = {"configurable": {"thread_id": "long"}}
+    for t in range(turns):
+        app.invoke({"messages": [HumanMessage(f"Where is my refund? (asking again, #{t})")]}, cfg)
+    leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("graph", "nodes", "policies", "checkpoints"))
+    if leaked:
+        raise SystemExit(f"error: the swarm anchor imported switchboard modules: {leaked[:5]}")
 
 
 def peak_rss_mb(kind: str) -> float:
@@ -130,6 +142,8 @@ def main() -> int:
     if args.child:
         long_conversation(args.child)
         return 0
+    # peak RSS first, while this process is small: a child's ru_maxrss counts the pages it was forked with
+    rss_first = {name: round(peak_rss_mb(name), 1) for name in ("switchboard", *(["swarm"] if swarm_available() else []))}
     home = Path(tempfile.mkdtemp(prefix="switchboard-throughput-"))
     os.environ.setdefault("SWITCHBOARD_HOME", str(home))  # the per-thread turn locks
     senders = {"switchboard": _switchboard_send(home)}
@@ -143,9 +157,7 @@ def main() -> int:
         for name, rate in rates.items():
             fig["turns_per_s"].setdefault(name, {})[workers] = round(rate, 1)
             fig["cpu_ms_per_turn"].setdefault(name, {})[workers] = round(cpu[name], 2)
-    for name in senders:
-        if name != "supervisor":  # peak RSS: the 100-turn conversation is measured against swarm only
-            fig["peak_rss_mb"][name] = round(peak_rss_mb(name), 1)
+    fig["peak_rss_mb"] = rss_first  # the 100-turn conversation, each in its own process, against swarm only
     print(f"one-shot turns/s, {args.threads} new threads, SQLite on disk   load average {load_average()}")
     for workers in CONCURRENCY:
         row = fig["turns_per_s"]

@@ -14,6 +14,7 @@ an unknown layout) raises :class:`Unreadable`, and the caller falls back to the 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import ormsgpack
 
 from graph.errors import InfrastructureError
 
-__all__ = ["SqliteCheckpointReader", "Unreadable", "StoredMessage", "TRANSCRIPT_CHANNELS"]
+__all__ = ["SqliteCheckpointReader", "Unreadable", "StoredMessage", "TRANSCRIPT_CHANNELS", "load_plain", "interrupt_payload"]
 
 #: The ``DeltaChannel`` keys of ``graph.state.SupportState`` that ``history`` reads, and how their writes fold: the
 #: transcript (``add_messages``: append, replace by id, ``RemoveMessage``) and the append-only lists (``append_batch``).
@@ -84,6 +85,25 @@ def _ext_typed(code: int, data: bytes) -> Any:
     return tup[2]
 
 
+def interrupt_payload(value: Any) -> Any:
+    """The payload of a stored ``__interrupt__`` write decoded as plain data (a list of interrupts, or one): the first
+    interrupt's ``value``."""
+    for intr in value if isinstance(value, (list, tuple)) else [value]:
+        return intr.get("value") if isinstance(intr, dict) and "value" in intr else intr
+    return None
+
+
+def _empty(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and not value
+
+
+def load_plain(type_tag: str, blob: bytes | None) -> Any:
+    """A stored ``msgpack`` value as plain data (LangGraph's objects as their constructor arguments, as this module
+    reads them); raises :class:`Unreadable` for another serializer or an unknown extension. Used by the PostgreSQL
+    listing reader (``checkpoints.postgres_reader``) too."""
+    return _load(type_tag, blob)
+
+
 def _load(type_tag: str, blob: bytes | None, hook: Any = _ext) -> Any:
     if type_tag != "msgpack" or blob is None:
         raise Unreadable(f"serializer {type_tag!r}")
@@ -115,14 +135,38 @@ class SqliteCheckpointReader:
         """``{thread_id: channel_values}`` of every thread's latest root checkpoint (checkpoint ids are time-ordered
         UUIDv6, as :func:`checkpoints.threads.latest_checkpoints` orders them), most recently updated first. Channels
         stored as deltas (``messages``, ``handoff``…) are absent. Raises :class:`Unreadable`."""
-        rows = self._query(
-            "SELECT thread_id, checkpoint_id, type, checkpoint FROM checkpoints WHERE checkpoint_ns = '' AND "
-            "checkpoint_id = (SELECT MAX(c2.checkpoint_id) FROM checkpoints c2 WHERE c2.thread_id = checkpoints.thread_id "
-            "AND c2.checkpoint_ns = '') ORDER BY checkpoint_id DESC", ())
-        out: dict[str, dict] = {}
-        for thread_id, _cid, type_tag, blob in rows:
-            cp = _load(type_tag, blob)
-            out[str(thread_id)] = dict((cp or {}).get("channel_values") or {}) if isinstance(cp, dict) else {}
+        return dict(self.iter_latest_channel_values())
+
+    def iter_latest_channel_values(self, channels: Iterable[str] | None = None) -> Iterator[tuple[str, dict]]:
+        """:meth:`latest_channel_values` one thread at a time (one query; a row is decoded when it is reached, so a
+        listing holds no more than what its caller keeps). ``channels``: keep only these keys (SQLite stores a
+        checkpoint as one blob, so all of it is decoded anyway). Raises :class:`Unreadable`."""
+        keep = None if channels is None else frozenset(channels)
+        try:
+            cur = self.conn.execute(
+                "SELECT c.thread_id, c.type, c.checkpoint FROM (SELECT thread_id, MAX(checkpoint_id) AS latest FROM "
+                "checkpoints WHERE checkpoint_ns = '' GROUP BY thread_id) m JOIN checkpoints c ON c.thread_id = "
+                "m.thread_id AND c.checkpoint_ns = '' AND c.checkpoint_id = m.latest ORDER BY m.latest DESC")
+            for thread_id, type_tag, blob in cur:
+                cp = _load(type_tag, blob)
+                values = (cp or {}).get("channel_values") or {} if isinstance(cp, dict) else {}
+                yield str(thread_id), ({k: v for k, v in values.items() if k in keep} if keep is not None else dict(values))
+        except sqlite3.Error as exc:
+            raise Unreadable(str(exc)) from exc
+
+    def pending_interrupts(self) -> dict[str, Any]:
+        """``{thread_id: payload}`` for every thread paused on an interrupt (the ``__interrupt__`` write of its latest
+        root checkpoint), in one query; each payload as :meth:`pending_interrupt` gives it. Raises
+        :class:`Unreadable`."""
+        out: dict[str, Any] = {}
+        for thread_id, type_tag, blob in self._query(
+                "SELECT w.thread_id, w.type, w.value FROM (SELECT thread_id, MAX(checkpoint_id) AS latest FROM checkpoints "
+                "WHERE checkpoint_ns = '' GROUP BY thread_id) m JOIN writes w ON w.thread_id = m.thread_id AND "
+                "w.checkpoint_ns = '' AND w.checkpoint_id = m.latest AND w.channel = '__interrupt__' "
+                "ORDER BY w.thread_id, w.task_id, w.idx", ()):
+            value = _load(type_tag, blob)
+            if str(thread_id) not in out and not _empty(value):
+                out[str(thread_id)] = interrupt_payload(value)
         return out
 
     def pending_interrupt(self, thread_id: str) -> Any:
@@ -137,8 +181,8 @@ class SqliteCheckpointReader:
                 "SELECT type, value FROM writes WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ? AND "
                 "channel = '__interrupt__' ORDER BY task_id, idx", (thread_id, rows[0][0])):
             value = _load(type_tag, blob)
-            for intr in value if isinstance(value, (list, tuple)) else [value]:
-                return intr.get("value") if isinstance(intr, dict) and "value" in intr else intr
+            if not _empty(value):
+                return interrupt_payload(value)
         return None
 
     def thread_values(self, thread_id: str) -> dict:

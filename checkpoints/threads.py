@@ -12,15 +12,18 @@ without LangGraph (a test compares both).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from graph.views import is_waiting
 
 if TYPE_CHECKING:  # the listing commands read SQLite files without LangGraph (checkpoints.sqlite_reader)
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["thread_ids", "thread_values", "thread_owner", "thread_summaries", "thread_turns", "latest_checkpoints",
-           "pending_interrupt"]
+__all__ = ["thread_ids", "thread_values", "thread_owner", "thread_summaries", "iter_thread_summaries", "thread_summary",
+           "thread_turns", "latest_checkpoints", "pending_interrupt", "pending_requests", "Page", "page_of",
+           "SUMMARY_CHANNELS"]
 
 
 def latest_checkpoints(saver: "BaseCheckpointSaver") -> dict[str, Any]:
@@ -98,28 +101,100 @@ def thread_owner(values: dict) -> tuple[str, str] | None:
     return (str(ident["user_id"]), str(ident.get("tenant_id") or "")) if ident.get("user_id") else None
 
 
+#: The plain channels a thread summary reads (a reader that can read fewer channels reads only these).
+SUMMARY_CHANNELS: tuple[str, ...] = ("turn", "owner", "identity", "outcome", "active_agent", "handoff_count",
+                                     "pending_approval")
+
+
+def _latest_values(saver: Any) -> Iterator[tuple[str, dict]]:
+    """``(thread_id, channel_values)`` of each thread's latest root checkpoint, most recent first: from a reader
+    (:class:`checkpoints.sqlite_reader.SqliteCheckpointReader`, :class:`checkpoints.postgres_reader.PostgresCheckpointReader`)
+    one thread at a time, else through the saver's API."""
+    if hasattr(saver, "iter_latest_channel_values"):
+        yield from saver.iter_latest_channel_values(SUMMARY_CHANNELS)
+    elif hasattr(saver, "latest_channel_values"):
+        yield from saver.latest_channel_values().items()
+    else:
+        for tid, cp in latest_checkpoints(saver).items():
+            yield tid, cp.checkpoint.get("channel_values") or {}
+
+
+def thread_summary(thread_id: str, values: dict) -> dict[str, Any]:
+    """The summary of one thread (see :func:`thread_summaries`) from its latest plain channel ``values``."""
+    owner = thread_owner(values) or ("", "")
+    # pending_approval keeps the last request after its decision: only its stage says it still waits
+    waiting = is_waiting(values.get("pending_approval"))
+    status = (values.get("outcome") or {}).get("status", "awaiting_approval" if waiting else "-")
+    return {"thread_id": thread_id, "turns": int(values.get("turn") or 0), "active_agent": values.get("active_agent"),
+            "status": status, "handoffs": int(values.get("handoff_count") or 0), "customer_id": owner[0],
+            "tenant_id": owner[1]}
+
+
+def iter_thread_summaries(saver: Any, tenant_id: str | None = None) -> Iterator[dict[str, Any]]:
+    """:func:`thread_summaries` one thread at a time (a reader decodes each latest checkpoint when it is reached)."""
+    for tid, values in _latest_values(saver):
+        row = thread_summary(tid, values)
+        if tenant_id is None or row["tenant_id"] == tenant_id:
+            yield row
+
+
 def thread_summaries(saver: Any, tenant_id: str | None = None) -> list[dict[str, Any]]:
     """One dict per thread, most recent first: ``thread_id``, ``turns``, ``active_agent``, ``status`` (of the last
     turn: answered | clarify | fallback | awaiting_approval | -), ``handoffs``, ``customer_id``, ``tenant_id``.
     With ``tenant_id``, only the threads owned by a customer of that tenant. Reads the plain channels of each
-    thread's latest checkpoint (no graph, see the module doc). ``saver``: a checkpointer, or a
-    :class:`checkpoints.sqlite_reader.SqliteCheckpointReader` (no LangGraph import)."""
-    if hasattr(saver, "latest_channel_values"):
-        latest = saver.latest_channel_values()
-    else:
-        latest = {tid: cp.checkpoint.get("channel_values") or {} for tid, cp in latest_checkpoints(saver).items()}
-    out = []
-    for tid, v in latest.items():
-        owner = thread_owner(v) or ("", "")
-        if tenant_id is not None and owner[1] != tenant_id:
-            continue
-        # pending_approval keeps the last request after its decision: only its stage says it still waits
-        waiting = is_waiting(v.get("pending_approval"))
-        status = (v.get("outcome") or {}).get("status", "awaiting_approval" if waiting else "-")
-        out.append({"thread_id": tid, "turns": int(v.get("turn") or 0), "active_agent": v.get("active_agent"),
-                    "status": status, "handoffs": int(v.get("handoff_count") or 0), "customer_id": owner[0],
-                    "tenant_id": owner[1]})
-    return out
+    thread's latest checkpoint (no graph, see the module doc). ``saver``: a checkpointer, or a listing reader
+    (:class:`checkpoints.sqlite_reader.SqliteCheckpointReader`: no LangGraph import;
+    :class:`checkpoints.postgres_reader.PostgresCheckpointReader`)."""
+    return list(iter_thread_summaries(saver, tenant_id))
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a listing: ``rows`` (at most ``limit``, from position ``offset``, 0-based) and ``total``, the
+    number of rows of the whole listing."""
+
+    rows: list[T]
+    total: int
+    offset: int
+    limit: int | None
+
+    @property
+    def next_offset(self) -> int | None:
+        """The ``offset`` of the next page, or None when this page reaches the end."""
+        end = self.offset + len(self.rows)
+        return end if end < self.total else None
+
+
+def page_of(items: Iterable[T], limit: int | None, offset: int = 0) -> Page[T]:
+    """The page ``[offset, offset + limit)`` of ``items`` (``limit`` None: to the end), counting them all but keeping
+    only the page. Raises ValueError for a negative ``limit`` or ``offset``."""
+    if offset < 0 or (limit is not None and limit < 0):
+        raise ValueError("limit and offset must be >= 0")
+    rows: list[T] = []
+    total = 0
+    for item in items:
+        if total >= offset and (limit is None or len(rows) < limit):
+            rows.append(item)
+        total += 1
+    return Page(rows=rows, total=total, offset=offset, limit=limit)
+
+
+def pending_requests(saver: Any, thread_ids: Iterable[str]) -> Iterator[tuple[str, Any]]:
+    """``(thread_id, payload)`` for each of ``thread_ids`` (in their order) paused on an interrupt
+    (:func:`pending_interrupt`): a reader's one-query :meth:`pending_interrupts`, else one look-up per thread."""
+    if hasattr(saver, "pending_interrupts"):
+        paused = saver.pending_interrupts()
+        for tid in thread_ids:
+            if paused.get(tid) is not None:
+                yield tid, paused[tid]
+        return
+    for tid in thread_ids:
+        req = pending_interrupt(saver, tid)
+        if req is not None:
+            yield tid, req
 
 
 def thread_turns(saver: "BaseCheckpointSaver", thread_id: str, values: dict | None = None) -> list[dict[str, Any]]:

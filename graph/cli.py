@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -395,23 +395,73 @@ def _checkpointer(db: str | None):
 
 
 def _listing_reader(db: str | None):
-    """For the listing commands (``threads``, ``pending``): a :class:`checkpoints.sqlite_reader.SqliteCheckpointReader`
-    of the SQLite checkpoint file (no LangGraph import, so they start fast), else the checkpointer (PostgreSQL, or a
-    file the reader cannot read); None when nothing is stored yet."""
+    """For the listing commands (``threads``, ``pending``, ``stats``): a reader of the checkpoint database that reads
+    each thread's latest checkpoint in one query (:class:`checkpoints.sqlite_reader.SqliteCheckpointReader` for a
+    SQLite file, without importing LangGraph; :class:`checkpoints.postgres_reader.PostgresCheckpointReader` for
+    PostgreSQL), else the checkpointer (a database the readers cannot read); None when nothing is stored yet.
+    The readers raise ``Unreadable`` while listing: :func:`_listed` then lists through the checkpointer."""
     from graph.settings import is_postgres
 
     settings = _settings(None, db)
     target = str(settings.db)
-    if _stored(settings.db) and not is_postgres(target):
-        from checkpoints.sqlite_reader import SqliteCheckpointReader, Unreadable
+    if not _stored(settings.db):
+        return _checkpointer(db)
+    from checkpoints.sqlite_reader import Unreadable
 
-        try:
-            reader = SqliteCheckpointReader(target.removeprefix("sqlite:///"))
-            reader.latest_channel_values()  # decodes every latest checkpoint once: Unreadable here, not mid-listing
-            return reader
-        except Unreadable:
-            pass
-    return _checkpointer(db)
+    try:
+        if is_postgres(target):
+            from checkpoints.postgres_reader import PostgresCheckpointReader
+
+            return PostgresCheckpointReader(target)
+        from checkpoints.sqlite_reader import SqliteCheckpointReader
+
+        return SqliteCheckpointReader(target.removeprefix("sqlite:///"))
+    except Unreadable:
+        return _checkpointer(db)
+
+
+def _listed(db: str | None, listing: Callable[[Any], Any]) -> Any:
+    """``listing(reader)`` on :func:`_listing_reader` (None when nothing is stored), run to the end before anything
+    is printed; when the reader cannot read the database (``Unreadable``), ``listing`` again on the checkpointer."""
+    from checkpoints.sqlite_reader import Unreadable
+
+    reader = _listing_reader(db)
+    try:
+        return listing(reader)
+    except Unreadable:
+        return listing(_checkpointer(db))
+    finally:
+        if reader is not None and hasattr(reader, "iter_latest_channel_values"):
+            reader.close()
+
+
+#: Rows of a listing's table per page when ``--limit`` is not given.
+PAGE_ROWS = 50
+
+LimitOpt = typer.Option(None, "--limit", min=0,
+                        help=f"Show at most N rows, newest first (default {PAGE_ROWS} in the table; with --json every "
+                             "row unless --limit or --offset is given; 0: every row).")
+OffsetOpt = typer.Option(None, "--offset", min=0,
+                         help="Skip the first N rows (newest first); the line under the table names the next page's "
+                              "offset.")
+
+
+def _page_bounds(limit: int | None, offset: int | None, as_json: bool) -> tuple[int | None, int]:
+    """``(limit or None for every row, offset)`` of a listing command: a table shows :data:`PAGE_ROWS` rows by default,
+    ``--json`` every row unless ``--limit``/``--offset`` is given; ``--limit 0`` is every row."""
+    if limit is None:
+        limit = None if as_json and offset is None else PAGE_ROWS
+    return (limit or None), (offset or 0)
+
+
+def _page_line(page, noun: str) -> None:
+    """The line under a listing's table when it does not show every row: which rows, of how many, and the next
+    page's ``--offset``."""
+    if page.offset == 0 and page.next_offset is None:
+        return
+    shown = f"{page.offset + 1}-{page.offset + len(page.rows)}" if page.rows else "none"
+    nxt = f"; next page: --offset {page.next_offset}" if page.next_offset is not None else ""
+    console.print(f"{noun} {shown} of {page.total:,} (newest first){nxt}", highlight=False)
 
 
 def _thread_reader(db: str | None, thread: str):
@@ -435,18 +485,23 @@ def _thread_reader(db: str | None, thread: str):
 
 
 @app.command()
-def threads(db: str | None = DbOpt, as_: str | None = AsOpt, as_json: bool = JsonOpt) -> None:
-    """List the stored threads of your tenant: customer, turns, active agent, last status. Needs --as an operator."""
-    from checkpoints.threads import thread_summaries
+def threads(db: str | None = DbOpt, as_: str | None = AsOpt, as_json: bool = JsonOpt,
+            limit: int | None = LimitOpt, offset: int | None = OffsetOpt) -> None:
+    """List the stored threads of your tenant, newest first: customer, turns, active agent, last status. One page at
+    a time (--limit, --offset; the line under the table says how many there are). Needs --as an operator."""
+    from checkpoints.threads import iter_thread_summaries, page_of
 
     acting = acting_operator(as_, READ_ROLES, "threads", db=db)
-    saver = _listing_reader(db)
-    rows = thread_summaries(saver, tenant_id=acting.tenant_id) if saver is not None else []
+    size, start = _page_bounds(limit, offset, as_json)
+    page = _listed(db, lambda saver: page_of(iter_thread_summaries(saver, tenant_id=acting.tenant_id)
+                                             if saver is not None else [], size, start))
     if as_json:
-        print_json([{k: r.get(k) for k in THREAD_KEYS} for r in rows])
+        print_json([{k: r.get(k) for k in THREAD_KEYS} for r in page.rows])
         return
     print_rows(console, ("thread", "customer", "turns", "active agent", "last status", "handoffs"),
-               ([r[k] for k in THREAD_KEYS] for r in rows), empty="no threads yet")
+               ([r[k] for k in THREAD_KEYS] for r in page.rows),
+               empty="no threads yet" if page.total == 0 else f"no threads at offset {start} (there are {page.total:,})")
+    _page_line(page, "threads")
 
 
 def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, reveal: bool,
@@ -550,8 +605,8 @@ def stats(
 ) -> None:
     """Handoff and run metrics over the event log of your tenant's threads (definitions in docs/observing.md and in
     the table). Needs --as an operator."""
-    from checkpoints.threads import thread_summaries
-    from graph.observe import METRIC_DEFINITIONS, compute_stats, parse_since
+    from checkpoints.threads import iter_thread_summaries
+    from graph.observe import METRIC_DEFINITIONS, parse_since, stats_from_tally
 
     bound = parse_since(since)
     acting = acting_operator(as_, READ_ROLES, "stats", db=db)
@@ -559,9 +614,10 @@ def stats(
         console.print("no runs recorded")
         return
     log = _event_log(db)
-    saver = _checkpointer(db)
-    mine = {r["thread_id"] for r in thread_summaries(saver, tenant_id=acting.tenant_id)} if saver is not None else set()
-    st = compute_stats([e for e in log.events(since=bound) if e.thread_id in mine], since=bound)
+    mine = _listed(db, lambda saver: [r["thread_id"] for r in iter_thread_summaries(saver, tenant_id=acting.tenant_id)]
+                   if saver is not None else [])
+    # counted by the database (EventLog.tally): memory flat in the number of events
+    st = stats_from_tally(log.tally(mine, since=bound), since=bound)
     if as_json:
         print(json.dumps(st.as_dict(), indent=2))
         return
@@ -636,22 +692,29 @@ def pending(db: str | None = DbOpt, as_: str | None = AsOpt,
             overdue: bool = typer.Option(False, "--overdue", help="Only approvals past the deadline stored "
                                          "with each request (set when it was requested: "
                                          "SWITCHBOARD_APPROVAL_DEADLINE_H, default 72 h)."),
-            as_json: bool = JsonOpt) -> None:
-    """List your tenant's threads paused for a human approval and what each waits for. Needs --as an operator."""
-    from checkpoints.threads import pending_interrupt, thread_summaries
+            as_json: bool = JsonOpt, limit: int | None = LimitOpt, offset: int | None = OffsetOpt) -> None:
+    """List your tenant's threads paused for a human approval and what each waits for, newest first, one page at a
+    time (--limit, --offset). Needs --as an operator."""
+    from checkpoints.threads import iter_thread_summaries, page_of, pending_requests
 
     acting = acting_operator(as_, READ_ROLES, "pending", db=db)
     settings = _settings(None, db)
-    rows: list[dict] = []
-    if db is not None or _stored(settings.db):
-        saver = _listing_reader(db)  # no graph: the paused threads' interrupts are read from the checkpoints
-        if saver is None:
-            raise InputError(f"no checkpoint database at {settings.db} (pass --db)")
+    size, start = _page_bounds(limit, offset, as_json)
+    page: Any
+    if not (db is not None or _stored(settings.db)):
+        page = page_of([], size, start)
+    else:
         now = acting.store.now() if overdue else None  # the store's clock (opens the store) only for --overdue
-        for tid in [r["thread_id"] for r in thread_summaries(saver, tenant_id=acting.tenant_id)]:
-            req = pending_interrupt(saver, tid)
-            if isinstance(req, dict) and not (overdue and not _overdue(req, now)):
-                rows.append(pending_dict(tid, req))
+
+        def listing(saver):  # no graph: the paused threads' interrupts are read from the checkpoints
+            if saver is None:
+                raise InputError(f"no checkpoint database at {settings.db} (pass --db)")
+            mine = (r["thread_id"] for r in iter_thread_summaries(saver, tenant_id=acting.tenant_id))
+            return page_of((pending_dict(tid, req) for tid, req in pending_requests(saver, mine)
+                            if isinstance(req, dict) and not (overdue and not _overdue(req, now))), size, start)
+
+        page = _listed(db, listing)
+    rows = page.rows
     if as_json:
         print_json(rows)
         return
@@ -659,7 +722,9 @@ def pending(db: str | None = DbOpt, as_: str | None = AsOpt,
                          "deadline"),
                ([r["thread_id"], r["task_id"], r["customer_id"], r["amount"], r["refund_id"], r["risk_flags"],
                  f"{len(r['approvals'])}/{r['approvals_required']}", r["requested_at"], r["deadline"]] for r in rows),
-               empty="nothing is overdue" if overdue else "nothing is waiting for approval")
+               empty=("nothing is overdue" if overdue else "nothing is waiting for approval") if page.total == 0
+               else f"no approvals at offset {start} (there are {page.total:,})")
+    _page_line(page, "approvals")
 
 
 @app.command()
@@ -808,53 +873,39 @@ def route(
                                       "'switchboard stats --db' reads them). Default: in memory, nothing kept."),
     timeout: float | None = TimeoutOpt,
     retries: int | None = RetriesOpt,
+    workers: int | None = typer.Option(None, "--workers", help="Processes running the queries (default: one per "
+                                          "CPU this process may use; 1: in this process)."),
 ) -> None:
     """Run every query of CSV through the compiled graph (a fresh thread each) and report agent-level accuracy,
     a confusion table, handoffs per query and p50/p95 seconds per query; the share of in-scope queries wrongly
     refused; with a "no_specialist" group in the label map, each group's share that no specialist answered
     (out-of-scope recall, conversational no-specialist).
 
-    Runs use a scratch business database, restored to its seeded records before each query (an earlier query's card
-    freeze or refund never changes a later query's path), and, unless --db is given, an in-memory checkpointer and
-    event log, so evaluation writes no records."""
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    from checkpoints.business import open_store
-    from graph.evaluation import BusinessSnapshot, evaluate, read_evaluation_set
+    Runs use a scratch business database (per worker), restored to its seeded records before each query (an earlier
+    query's card freeze or refund never changes a later query's path), and, unless --db is given, an in-memory
+    checkpointer that forgets each thread once its query is done and no event log, so evaluation writes no records
+    and its memory does not grow with the number of queries. The queries are spread over --workers processes
+    (default: one per CPU this process may use); the figures do not depend on how many."""
+    from graph.evaluation import evaluate_route, read_evaluation_set
 
     texts, expected = read_evaluation_set(csv_path, labels, limit)
     if db is not None:
         from graph.settings import check_database_folder
 
         check_database_folder(str(db))  # before the scratch folder is made: a bad --db creates nothing
-    import tempfile
-
-    scratch = Path(tempfile.mkdtemp(prefix="switchboard-route-"))
-    settings = _settings(model, str(scratch / "unused.db"), business_db=scratch / "business.db", router_path=router_path,
-                         model_timeout_s=timeout, model_retries=retries)
-    if db is not None:
-        from checkpoints import open_checkpointer
-
-        saver = open_checkpointer(db)
-    else:
-        saver = InMemorySaver()
+    if workers is not None and workers < 1:
+        raise InputError("--workers must be >= 1")
     to_stdout = json_out is not None and str(json_out) == "-"
     if json_out is not None and not to_stdout and (json_out.is_dir() or not json_out.parent.exists()):
         raise InputError(f"--json {json_out}: not a writable file path")
-    desk = _desk(settings, checkpointer=saver, store=open_store(scratch / "business.db"))
-    graph, deps = desk.graph, desk.deps
-    deps.router.route("warm-up")  # loads the router now: a bad --router fails before any query
-    snapshot = BusinessSnapshot(scratch / "business.db")  # the seeded records every query starts from
-    prefix = f"route-{time.strftime('%Y%m%d%H%M%S')}" if db is not None else "route"
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     with Progress(TextColumn("routing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
                   console=err, transient=False, disable=not err.is_terminal and os.environ.get("CI") is None) as bar:
         job = bar.add_task("route", total=len(texts))
-        report = evaluate(graph, texts, expected, router=str(deps.router.source), model=settings.model,
-                          thread_prefix=prefix, progress=lambda done, total: bar.update(job, completed=done),
-                          before_each=snapshot.restore)
-    snapshot.close()
+        report = evaluate_route(texts, expected, model=model, router_path=router_path, timeout=timeout,
+                                retries=retries, db=db, workers=workers,
+                                progress=lambda done, total: bar.update(job, completed=done))
     if to_stdout:
         print_json(report.figures())
     else:

@@ -2,8 +2,8 @@
 
 ``switchboard route`` is a thin formatter over :func:`evaluate`: each query runs as the first turn of a fresh
 thread (``graph.invoke`` with a default :class:`graph.context.RunContext`), and the report compares the agent
-that answered (and triage's first handoff) with the expected agent.  Metrics come from ``sklearn.metrics``
-(accuracy, confusion matrix, per-agent precision/recall), imported only when a report is computed; latency
+that answered (and triage's first handoff) with the expected agent.  Metrics are the definitions of
+``sklearn.metrics`` (accuracy, confusion matrix, per-agent precision/recall), counted in plain Python; latency
 percentiles from ``numpy.percentile`` (``method="weibull"``, the definition of ``statistics.quantiles``'
 default ``exclusive`` method that ``route`` used before).
 
@@ -15,8 +15,8 @@ desk_map.json``): ``{"agents": {...}, "no_specialist": {group: [category, ...]}}
 from __future__ import annotations
 
 import time
-import warnings
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +29,9 @@ from graph.errors import InputError
 from graph.state import ensure_ids
 from policies.edges import CLARIFY, OUT_OF_SCOPE, SPECIALISTS, SUPERVISOR, TRIAGE
 
-__all__ = ["QueryOutcome", "AgentScore", "EvaluationReport", "BusinessSnapshot", "evaluate", "summarise", "read_evaluation_set",
-           "no_specialist_answered", "NO_SPECIALIST_PREFIX"]
+__all__ = ["QueryOutcome", "AgentScore", "EvaluationReport", "BusinessSnapshot", "evaluate", "evaluate_in_workers",
+           "run_queries", "summarise", "read_evaluation_set", "no_specialist_answered", "NO_SPECIALIST_PREFIX", "CHUNK",
+           "scratch_folder", "evaluate_route"]
 
 #: Recorded as the answering agent / first handoff when a run produced none.
 NONE = "none"
@@ -221,7 +222,7 @@ def _no_specialist_groups(path: Path, agents: dict[str, str]) -> dict[str, str]:
 def evaluate(graph: Any, texts: Sequence[str], expected: Sequence[str], *, router: str, model: str,
              thread_prefix: str = "route", context: Any = None,
              progress: Callable[[int, int], None] | None = None,
-             before_each: Callable[[], None] | None = None) -> EvaluationReport:
+             before_each: Callable[[], None] | None = None, forget: bool = False) -> EvaluationReport:
     """Run each text as the first turn of its own thread ``<thread_prefix>-<i>`` and report.
 
     Args:
@@ -235,42 +236,228 @@ def evaluate(graph: Any, texts: Sequence[str], expected: Sequence[str], *, route
         before_each: called before each query; ``route`` passes a restore of the seeded business data
             (:class:`BusinessSnapshot`) so that every query meets the same records: without it an earlier query's card
             freeze or refund changes a later query's path, and the figures depend on the order of the file's rows.
+        forget: delete each thread from the graph's checkpointer once its query is done (memory flat in the number
+            of queries; nothing reads a finished thread again).
 
     Raises:
         InputError: no texts, or ``texts`` and ``expected`` differ in length.  A failing run does not raise:
             it is recorded (``answered="error:<Name>"`` or its model error) and listed in ``failures``.
     """
+    _check_queries(texts, expected)
+    outcomes: list[QueryOutcome] = []
+    for outcome in run_queries(graph, list(enumerate(zip(texts, expected))), thread_prefix=thread_prefix,
+                               context=context, before_each=before_each, forget=forget):
+        outcomes.append(outcome)
+        if progress is not None:
+            progress(len(outcomes), len(texts))
+    return summarise(outcomes, router=router, model=model)
+
+
+def _check_queries(texts: Sequence[str], expected: Sequence[str]) -> None:
     if not texts:
         raise InputError("no queries to evaluate")
     if len(texts) != len(expected):
         raise InputError(f"{len(texts)} queries but {len(expected)} expected agents")
+
+
+def run_queries(graph: Any, items: Sequence[tuple[int, tuple[str, str]]], *, thread_prefix: str = "route",
+                context: Any = None, before_each: Callable[[], None] | None = None,
+                forget: bool = False) -> Iterator[QueryOutcome]:
+    """The :class:`QueryOutcome` of each ``(index, (text, expected))`` of ``items``, in their order: the text as the
+    first turn of thread ``<thread_prefix>-<index>`` (see :func:`evaluate` for ``context``, ``before_each`` and
+    ``forget``). A failing run is recorded, never raised. With ``forget``, a run's checkpoint is written once, when
+    it ends (LangGraph's ``durability="exit"``): nothing reads a thread before its run ends, and the thread is
+    deleted right after."""
+    extra = {"durability": "exit"} if forget else {}
     ctx = context if context is not None else RunContext()
-    outcomes: list[QueryOutcome] = []
-    for i, text in enumerate(texts):
+    for i, (text, want) in items:
         if before_each is not None:
             before_each()
         t0 = time.perf_counter()
         cfg = {"configurable": {"thread_id": f"{thread_prefix}-{i}"}}
         error = None
         try:
-            values = graph.invoke({"messages": ensure_ids([HumanMessage(content=text)])}, cfg, context=ctx)
+            values = graph.invoke({"messages": ensure_ids([HumanMessage(content=text)])}, cfg, context=ctx, **extra)
         except Exception as exc:  # noqa: BLE001 - a failed run is counted and reported, not hidden
             values = {"outcome": {"agent": f"error:{type(exc).__name__}"}}
             error = f"{type(exc).__name__}: {exc}"
         seconds = time.perf_counter() - t0
+        if forget:
+            graph.checkpointer.delete_thread(cfg["configurable"]["thread_id"])
         records = [h for h in values.get("handoff_path") or [] if h.get("kind") in ("entry", "handoff")]
         path = [h for h in records if h.get("kind") == "handoff"]
         error = error or (values.get("model_error") or {}).get("message") or None
-        outcomes.append(QueryOutcome(index=i, expected=expected[i],
-                                     answered=(values.get("outcome") or {}).get("agent") or NONE,
-                                     first_handoff=path[0]["to_agent"] if path else NONE,
-                                     handoffs=len(path), seconds=seconds, error=error,
-                                     visited=tuple(h["to_agent"] for h in path),
-                                     reasons=tuple(f"{h['kind']}->{h['to_agent']}: {h.get('reason') or ''}"
-                                                   for h in records)))
+        yield QueryOutcome(index=i, expected=want, answered=(values.get("outcome") or {}).get("agent") or NONE,
+                           first_handoff=path[0]["to_agent"] if path else NONE,
+                           handoffs=len(path), seconds=seconds, error=error,
+                           visited=tuple(h["to_agent"] for h in path),
+                           reasons=tuple(f"{h['kind']}->{h['to_agent']}: {h.get('reason') or ''}" for h in records))
+
+
+#: Queries a worker takes at a time from the shared queue (small enough to balance the workers, large enough that
+#: the queue costs nothing).
+CHUNK = 20
+
+
+def evaluate_in_workers(open_worker: Callable[[int], tuple[Any, Callable[[], None] | None]], texts: Sequence[str],
+                        expected: Sequence[str], *, workers: int, router: str, model: str,
+                        thread_prefix: str = "route", context: Any = None,
+                        progress: Callable[[int, int], None] | None = None, forget: bool = True,
+                        chunk: int = CHUNK) -> EvaluationReport:
+    """:func:`evaluate` spread over ``workers`` processes: each is forked from this one (so what this process
+    loaded, the router above all, is shared, not loaded again), calls ``open_worker(k)`` once for its own
+    ``(graph, before_each)`` (its own scratch business database and checkpointer) and runs chunks of :data:`CHUNK`
+    queries from a shared queue with :func:`run_queries`. Every query meets the same seeded records and runs on a
+    thread of its own, so the outcomes do not depend on which worker ran it: the report equals :func:`evaluate`'s
+    (a test compares them), except the seconds. ``workers <= 1``: in this process, no fork.
+
+    Raises:
+        InputError: as :func:`evaluate`.
+        InfrastructureError: a worker failed outside a query (opening its desk) or died.
+    """
+    _check_queries(texts, expected)
+    items = list(enumerate(zip(texts, expected)))
+    workers = max(1, min(workers, -(-len(items) // chunk)))
+    if workers == 1:
+        graph, before_each = open_worker(0)
+        return evaluate(graph, texts, expected, router=router, model=model, thread_prefix=thread_prefix,
+                        context=context, progress=progress, before_each=before_each, forget=forget)
+    import multiprocessing
+
+    mp = multiprocessing.get_context("fork")
+    tasks: Any = mp.Queue()  # its feeder thread writes to the pipe: putting every chunk never blocks this process
+    results: Any = mp.Queue()
+    procs = [mp.Process(target=_work, args=(k, open_worker, tasks, results, thread_prefix, context, forget),
+                        daemon=True, name=f"route-worker-{k}") for k in range(workers)]
+    for p in procs:
+        p.start()
+    for start in range(0, len(items), chunk):
+        tasks.put(items[start:start + chunk])
+    for _ in range(workers):
+        tasks.put(None)
+    try:
+        outcomes = _collect(procs, results, len(items), progress)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+            p.join()
+    return summarise(sorted(outcomes, key=lambda o: o.index), router=router, model=model)
+
+
+def _work(k: int, open_worker: Callable[[int], tuple[Any, Callable[[], None] | None]], tasks: Any, results: Any,
+          thread_prefix: str, context: Any, forget: bool) -> None:
+    """A worker of :func:`evaluate_in_workers`: its desk, then chunks until the ``None`` that ends them."""
+    import traceback
+
+    try:
+        graph, before_each = open_worker(k)
+        while (batch := tasks.get()) is not None:
+            results.put(("outcomes", list(run_queries(graph, batch, thread_prefix=thread_prefix, context=context,
+                                                      before_each=before_each, forget=forget))))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        results.put(("failed", f"worker {k}: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"))
+        return
+    results.put(("done", k))
+
+
+def _collect(procs: list[Any], results: Any, total: int, progress: Callable[[int, int], None] | None) -> list:
+    """The outcomes the workers send, until every worker is done; raises InfrastructureError when one fails or
+    dies."""
+    import queue
+
+    from graph.errors import InfrastructureError
+
+    outcomes: list[QueryOutcome] = []
+    done = 0
+    while done < len(procs):
+        try:
+            kind, payload = results.get(timeout=1.0)
+        except queue.Empty:
+            dead = [p for p in procs if not p.is_alive() and p.exitcode not in (0, None)]
+            if dead:
+                raise InfrastructureError(f"route: {dead[0].name} died (exit code {dead[0].exitcode})") from None
+            continue
+        if kind == "failed":
+            raise InfrastructureError(f"route: {payload.strip().splitlines()[0]}")
+        if kind == "done":
+            done += 1
+            continue
+        outcomes.extend(payload)
         if progress is not None:
-            progress(i + 1, len(texts))
-    return summarise(outcomes, router=router, model=model)
+            progress(len(outcomes), total)
+    return outcomes
+
+
+def evaluate_route(texts: Sequence[str], expected: Sequence[str], *, model: str | None = None,
+                   router_path: Path | None = None, timeout: float | None = None, retries: int | None = None,
+                   db: Path | None = None, workers: int | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> EvaluationReport:
+    """What ``switchboard route`` runs: ``texts`` through the desk of the settings in the environment (``model``,
+    ``router_path``, ``timeout``, ``retries`` override them), spread over ``workers`` processes
+    (:func:`evaluate_in_workers`; default one per CPU this process may use).
+
+    Each worker has its own scratch copy of the seeded business records (in :func:`scratch_folder`), restored before
+    a query when the previous one changed it (:meth:`BusinessSnapshot.restore_if_changed`); without ``db``, an
+    in-memory checkpointer that forgets each thread when its query is done (memory flat in the number of queries)
+    and no event log; with ``db``, that checkpoint database and its event log keep every run (threads
+    ``route-<time>-<i>``). The router is loaded once, here, before the workers fork (a bad router or model fails
+    before any query). Raises InputError (see :func:`evaluate`); ConfigError for a bad model or router."""
+    import os
+    import shutil
+
+    from checkpoints.business import open_store
+    from graph.builder import LazyRouter, build_desk, make_deps
+    from graph.settings import Settings
+
+    _check_queries(texts, expected)
+    n = workers if workers is not None else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+        else (os.cpu_count() or 1)
+    scratch = scratch_folder("switchboard-route-")
+    try:
+        settings = Settings.from_env(model=model, db=str(scratch / "unused.db"), business_db=scratch / "business.db",
+                                     router_path=router_path, model_timeout_s=timeout, model_retries=retries)
+        if n > 1:  # the encoder's tokenizer runs before the workers fork: no thread pool of its own
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        router = LazyRouter(settings.router_path)
+        router.route("warm-up")
+        make_deps(settings=settings, store=open_store(scratch / "business.db"), router=router)  # a bad model fails here
+        snapshot = BusinessSnapshot(scratch / "business.db")  # the seeded records every query starts from
+        prefix = f"route-{time.strftime('%Y%m%d%H%M%S')}" if db is not None else "route"
+
+        def open_worker(k: int) -> tuple[Any, Callable[[], Any]]:
+            own = scratch / f"business-{k}.db"
+            snapshot.copy_to(own)
+            deps = make_deps(settings=settings, store=open_store(own), router=router)
+            if db is not None:
+                from checkpoints import open_checkpointer
+
+                desk = build_desk(checkpointer=open_checkpointer(db), deps=deps)
+            else:
+                from langgraph.checkpoint.memory import InMemorySaver
+
+                desk = build_desk(checkpointer=InMemorySaver(), deps=deps, events=False)
+            return desk.graph, BusinessSnapshot(own).restore_if_changed
+
+        try:
+            return evaluate_in_workers(open_worker, texts, expected, workers=n, router=str(router.source),
+                                       model=settings.model, thread_prefix=prefix, forget=db is None,
+                                       progress=progress)
+        finally:
+            snapshot.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def scratch_folder(prefix: str) -> Path:
+    """A new temporary folder for scratch databases: in ``/dev/shm`` (memory) when it is there and writable, so the
+    per-query restores and the store's commits cost no disk flush, else in the system's temporary folder."""
+    import os
+    import tempfile
+
+    shm = Path("/dev/shm")
+    where = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=where))
 
 
 class BusinessSnapshot:
@@ -288,6 +475,8 @@ class BusinessSnapshot:
         import sqlite3
 
         self._path = path
+        self._live: Any = None
+        self._seen: int | None = None
         self._copy = sqlite3.connect(":memory:", check_same_thread=False)
         with closing(sqlite3.connect(path)) as live:
             live.backup(self._copy)
@@ -299,19 +488,49 @@ class BusinessSnapshot:
         with closing(sqlite3.connect(self._path, timeout=30)) as live:
             self._copy.backup(live)
 
+    def restore_if_changed(self) -> bool:
+        """:meth:`restore`, skipped when no other connection has committed to the file since the last restore by this
+        method (SQLite's ``PRAGMA data_version`` on a connection kept open: it changes exactly when another
+        connection commits), so the file's contents are the snapshot's afterwards in both cases. True when it
+        restored. The kept connection writes with ``synchronous=OFF``: the file is a scratch copy."""
+        import sqlite3
+
+        if self._live is None:
+            self._live = sqlite3.connect(self._path, timeout=30, check_same_thread=False)
+            self._live.execute("PRAGMA synchronous=OFF")
+        version = self._live.execute("PRAGMA data_version").fetchone()[0]
+        if version == self._seen:
+            return False
+        self._copy.backup(self._live)
+        self._seen = self._live.execute("PRAGMA data_version").fetchone()[0]
+        return True
+
+    def copy_to(self, path: Path) -> None:
+        """Write the snapshot's contents to a new database file ``path`` (a worker's own scratch copy)."""
+        import sqlite3
+
+        with closing(sqlite3.connect(path, timeout=30)) as target:
+            self._copy.backup(target)
+
     def close(self) -> None:
-        """Release the in-memory copy."""
+        """Release the in-memory copy (and the connection :meth:`restore_if_changed` keeps)."""
+        if self._live is not None:
+            self._live.close()
         self._copy.close()
 
 
 def summarise(outcomes: Sequence[QueryOutcome], *, router: str, model: str) -> EvaluationReport:
-    """The report of ``outcomes`` (see :class:`EvaluationReport`); ``sklearn.metrics`` is imported here.
+    """The report of ``outcomes`` (see :class:`EvaluationReport`).
+
+    The metrics are the definitions of ``sklearn.metrics`` (``accuracy_score``, ``confusion_matrix``,
+    ``precision_recall_fscore_support`` with ``zero_division=0``) counted in plain Python: each rate is one division
+    of two integer counts, as there, so the values are the same floats (a test compares them with scikit-learn's),
+    without importing scikit-learn (a second of a ``route`` run's start-up).
 
     Raises:
         InputError: ``outcomes`` is empty.
     """
     import numpy as np
-    from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
 
     if not outcomes:
         raise InputError("no outcomes to summarise")
@@ -319,29 +538,28 @@ def summarise(outcomes: Sequence[QueryOutcome], *, router: str, model: str) -> E
     answered = [o.answered for o in outcomes]
     agents = sorted(set(truth))
     labels = agents + sorted(set(answered) - set(agents))
-    with warnings.catch_warnings():  # every label is passed explicitly: the one-label shape warning does not apply
-        warnings.filterwarnings("ignore", message="A single label was found", category=UserWarning)
-        matrix = confusion_matrix(truth, answered, labels=labels)[: len(agents)]
     # no run ever answers as "no_specialist:<group>": those labels are rows only
-    keep = [k for k, c in enumerate(labels) if not c.startswith(NO_SPECIALIST_PREFIX)]
-    columns, matrix = [labels[k] for k in keep], matrix[:, keep]
+    columns = [c for c in labels if not c.startswith(NO_SPECIALIST_PREFIX)]
+    cells = Counter(zip(truth, answered))
     # scored: a no_specialist query no specialist answered counts as its expected label (precision/recall, accuracy)
     scored = [o.expected if _correct(o) else o.answered for o in outcomes]
     first = [o.expected if o.expected.startswith(NO_SPECIALIST_PREFIX) and o.first_handoff not in (*SPECIALISTS, SUPERVISOR)
              else o.first_handoff for o in outcomes]
-    precision, recall, _, support = precision_recall_fscore_support(truth, scored, labels=agents,
-                                                                    zero_division=0)
+    hits = Counter(t for t, p in zip(truth, scored) if t == p)
+    predicted, support = Counter(scored), Counter(truth)
+    n = len(outcomes)
     secs = np.array([o.seconds for o in outcomes])
     p50, p95 = np.percentile(secs, [50, 95], method="weibull")
     return EvaluationReport(
         outcomes=tuple(outcomes),
-        accuracy=float(accuracy_score(truth, scored)),
-        accuracy_first_handoff=float(accuracy_score(truth, first)),
-        per_agent={a: AgentScore(recall=float(recall[k]), precision=float(precision[k]), support=int(support[k]))
-                   for k, a in enumerate(agents)},
+        accuracy=sum(hits.values()) / n,
+        accuracy_first_handoff=sum(1 for t, f in zip(truth, first) if t == f) / n,
+        per_agent={a: AgentScore(recall=hits[a] / support[a] if support[a] else 0.0,
+                                 precision=hits[a] / predicted[a] if predicted[a] else 0.0, support=support[a])
+                   for a in agents},
         confusion_rows=tuple(agents), confusion_columns=tuple(columns),
-        confusion=tuple(tuple(int(x) for x in row) for row in matrix),
-        handoffs_per_query=float(np.mean([o.handoffs for o in outcomes])),
+        confusion=tuple(tuple(cells[a, c] for c in columns) for a in agents),
+        handoffs_per_query=sum(o.handoffs for o in outcomes) / n,
         p50_s=float(p50), p95_s=float(p95), router=router, model=model,
         failures=tuple(o for o in outcomes if o.error is not None),
         **_scope_figures(outcomes),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal, get_args
 
-__all__ = ["EventKind", "EVENT_KINDS", "Event", "COLUMNS", "INT_FIELDS"]
+__all__ = ["EventKind", "EVENT_KINDS", "Event", "EventTally", "COLUMNS", "INT_FIELDS"]
 
 #: Every event kind, in the order they typically occur in a run:
 #: ``run_started`` / ``run_completed`` / ``run_failed`` — one ``invoke``/``stream`` call of the graph (a resume is
@@ -106,3 +106,53 @@ class Event:
     def as_dict(self) -> dict:
         """The event as a JSON-able dict (None fields kept)."""
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class EventTally:
+    """The counts every metric of ``switchboard stats`` is computed from (``graph.observe.stats_from_tally``), so a
+    store can count them where the events are (``checkpoints.event_log.EventLog.tally``: SQL aggregates, memory flat
+    in the number of events) and a list of events in Python (``graph.observe.tally_events``) with one meaning.
+
+    Attributes (counts of events unless said otherwise):
+        runs: distinct ``run_id`` of ``run_started`` (a missing run id counts as one run).
+        runs_completed: ``run_completed``; runs_finished: those whose status is not ``paused``.
+        runs_failed: ``run_failed``.
+        threads: distinct non-empty ``thread_id`` of all the events.
+        tasks: distinct non-empty ``task_id`` of ``agent_started``.
+        handoffs_requested, handoffs_accepted, handoffs_refused: events of those kinds.
+        bounce_backs: ``loop_detected`` whose ``detail.type`` is ``bounce_back``.
+        loop_runs: distinct ``run_id`` of the other ``loop_detected`` events.
+        fallbacks: finished runs (above) whose status is ``fallback``.
+        approval_pauses: distinct ``run_id`` of ``interrupt``.
+        replayed: ``tool_finished`` with status ``replayed`` (a side effect answered from its idempotency key).
+        questions: ``agent_finished`` with a non-empty ``detail.question``; repeated_questions: those whose question
+            was asked before in the same thread (questions minus distinct (thread, question) pairs).
+        model_calls: ``model_called``; input_tokens / output_tokens: their sums over the calls that report them
+            (None when none does).
+        visits: agent -> ``agent_started`` events of that (non-empty) agent; errors / timeouts: agent ->
+            ``agent_finished`` with status ``error`` / ``timeout``.
+    """
+
+    runs: int = 0
+    runs_completed: int = 0
+    runs_finished: int = 0
+    runs_failed: int = 0
+    threads: int = 0
+    tasks: int = 0
+    handoffs_requested: int = 0
+    handoffs_accepted: int = 0
+    handoffs_refused: int = 0
+    bounce_backs: int = 0
+    loop_runs: int = 0
+    fallbacks: int = 0
+    approval_pauses: int = 0
+    replayed: int = 0
+    questions: int = 0
+    repeated_questions: int = 0
+    model_calls: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    visits: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    timeouts: dict[str, int] = field(default_factory=dict)

@@ -12,9 +12,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from graph.errors import InputError
-from graph.events import Event
+from graph.events import Event, EventTally
 
-__all__ = ["Stats", "AgentStats", "compute_stats", "parse_since", "describe", "METRIC_DEFINITIONS"]
+__all__ = ["Stats", "AgentStats", "compute_stats", "tally_events", "stats_from_tally", "parse_since", "describe",
+           "METRIC_DEFINITIONS"]
 
 #: What each metric of :class:`Stats` counts (shown by ``switchboard stats`` and in the README).
 METRIC_DEFINITIONS: Mapping[str, str] = {
@@ -85,23 +86,18 @@ def _rate(num: int, den: int) -> float | None:
     return round(num / den, 4) if den else None
 
 
-def compute_stats(events: Iterable[Event], since: str | None = None) -> Stats:
-    """Compute every metric over ``events`` (any order; typically ``EventLog.events(since=…)``)."""
-    evts = list(events)
+def tally_events(events: Iterable[Event]) -> EventTally:
+    """The :class:`graph.events.EventTally` of ``events`` (any order), counted in Python; what
+    ``checkpoints.event_log.EventLog.tally`` counts in SQL (a test compares both)."""
     by_kind: dict[str, list[Event]] = defaultdict(list)
-    for e in evts:
+    threads: set[str] = set()
+    for e in events:
         by_kind[e.kind].append(e)
-    runs = {e.run_id for e in by_kind["run_started"]}
+        if e.thread_id:
+            threads.add(e.thread_id)
     completed = by_kind["run_completed"]
     finished = [e for e in completed if e.status != "paused"]
     loops = by_kind["loop_detected"]
-    bounce = [e for e in loops if e.detail.get("type") == "bounce_back"]
-    loop_runs = {e.run_id for e in loops if e.detail.get("type") != "bounce_back"}
-    tasks = {e.task_id for e in by_kind["agent_started"] if e.task_id}
-    requested, accepted = len(by_kind["handoff_requested"]), len(by_kind["handoff_accepted"])
-    fallbacks = [e for e in finished if e.status == "fallback"]
-    pauses = {e.run_id for e in by_kind["interrupt"]}
-    replayed = [e for e in by_kind["tool_finished"] if e.status == "replayed"]
     # repeated questions: the same question fingerprint asked twice in one thread
     asked: dict[str, set[str]] = defaultdict(set)
     questions = repeated = 0
@@ -113,29 +109,54 @@ def compute_stats(events: Iterable[Event], since: str | None = None) -> Stats:
         if q in asked[e.thread_id or ""]:
             repeated += 1
         asked[e.thread_id or ""].add(q)
-    visits = Counter(e.agent for e in by_kind["agent_started"] if e.agent)
-    errors = Counter(e.agent for e in by_kind["agent_finished"] if e.status == "error")
-    timeouts = Counter(e.agent for e in by_kind["agent_finished"] if e.status == "timeout")
-    per_agent = {a: AgentStats(visits[a], errors[a], timeouts[a], _rate(errors[a], visits[a]), _rate(timeouts[a], visits[a]))
-                 for a in sorted(visits)}
     calls = by_kind["model_called"]
     tin = [e.input_tokens for e in calls if e.input_tokens is not None]
     tout = [e.output_tokens for e in calls if e.output_tokens is not None]
+    return EventTally(
+        runs=len({e.run_id for e in by_kind["run_started"]}), runs_completed=len(completed),
+        runs_finished=len(finished), runs_failed=len(by_kind["run_failed"]), threads=len(threads),
+        tasks=len({e.task_id for e in by_kind["agent_started"] if e.task_id}),
+        handoffs_requested=len(by_kind["handoff_requested"]), handoffs_accepted=len(by_kind["handoff_accepted"]),
+        handoffs_refused=len(by_kind["handoff_refused"]),
+        bounce_backs=len([e for e in loops if e.detail.get("type") == "bounce_back"]),
+        loop_runs=len({e.run_id for e in loops if e.detail.get("type") != "bounce_back"}),
+        fallbacks=len([e for e in finished if e.status == "fallback"]),
+        approval_pauses=len({e.run_id for e in by_kind["interrupt"]}),
+        replayed=len([e for e in by_kind["tool_finished"] if e.status == "replayed"]),
+        questions=questions, repeated_questions=repeated, model_calls=len(calls),
+        input_tokens=sum(tin) if tin else None, output_tokens=sum(tout) if tout else None,
+        visits=dict(Counter(e.agent for e in by_kind["agent_started"] if e.agent)),
+        errors=dict(Counter(e.agent for e in by_kind["agent_finished"] if e.status == "error" and e.agent)),
+        timeouts=dict(Counter(e.agent for e in by_kind["agent_finished"] if e.status == "timeout" and e.agent)))
+
+
+def stats_from_tally(t: EventTally, since: str | None = None) -> Stats:
+    """Every metric of :data:`METRIC_DEFINITIONS` from the counts ``t`` (``since``: the lower bound they were counted
+    from, recorded as given)."""
+    per_agent = {a: AgentStats(t.visits[a], t.errors.get(a, 0), t.timeouts.get(a, 0),
+                               _rate(t.errors.get(a, 0), t.visits[a]), _rate(t.timeouts.get(a, 0), t.visits[a]))
+                 for a in sorted(t.visits)}
+    requested, accepted = t.handoffs_requested, t.handoffs_accepted
     return Stats(
-        since=since, runs=len(runs), runs_completed=len(completed), runs_finished=len(finished),
-        runs_failed=len(by_kind["run_failed"]),
-        threads=len({e.thread_id for e in evts if e.thread_id}), tasks=len(tasks),
-        handoffs_requested=requested, handoffs_accepted=accepted, handoffs_refused=len(by_kind["handoff_refused"]),
-        handoff_success_rate=_rate(accepted, requested), avg_hops_per_task=_rate(accepted, len(tasks)),
-        bounce_backs=len(bounce), bounce_back_rate=_rate(len(bounce), requested),
-        loop_runs=len(loop_runs), loop_trigger_rate=_rate(len(loop_runs), len(runs)),
-        fallbacks=len(fallbacks), fallback_ratio=_rate(len(fallbacks), len(finished)),
-        approval_pauses=len(pauses), approval_pause_ratio=_rate(len(pauses), len(runs)),
-        duplicate_side_effects_blocked=len(replayed),
-        questions=questions, repeated_questions=repeated, repeated_question_rate=_rate(repeated, questions),
-        model_calls=len(calls), input_tokens=sum(tin) if tin else None, output_tokens=sum(tout) if tout else None,
-        per_agent=per_agent,
+        since=since, runs=t.runs, runs_completed=t.runs_completed, runs_finished=t.runs_finished,
+        runs_failed=t.runs_failed, threads=t.threads, tasks=t.tasks,
+        handoffs_requested=requested, handoffs_accepted=accepted, handoffs_refused=t.handoffs_refused,
+        handoff_success_rate=_rate(accepted, requested), avg_hops_per_task=_rate(accepted, t.tasks),
+        bounce_backs=t.bounce_backs, bounce_back_rate=_rate(t.bounce_backs, requested),
+        loop_runs=t.loop_runs, loop_trigger_rate=_rate(t.loop_runs, t.runs),
+        fallbacks=t.fallbacks, fallback_ratio=_rate(t.fallbacks, t.runs_finished),
+        approval_pauses=t.approval_pauses, approval_pause_ratio=_rate(t.approval_pauses, t.runs),
+        duplicate_side_effects_blocked=t.replayed,
+        questions=t.questions, repeated_questions=t.repeated_questions,
+        repeated_question_rate=_rate(t.repeated_questions, t.questions),
+        model_calls=t.model_calls, input_tokens=t.input_tokens, output_tokens=t.output_tokens, per_agent=per_agent,
     )
+
+
+def compute_stats(events: Iterable[Event], since: str | None = None) -> Stats:
+    """Compute every metric over ``events`` (any order; typically ``EventLog.events(since=…)``):
+    :func:`stats_from_tally` of :func:`tally_events`."""
+    return stats_from_tally(tally_events(events), since=since)
 
 
 _REL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")

@@ -108,3 +108,37 @@ def test_read_evaluation_set(tmp_path):
     amap.write_text(json.dumps({"agents": {"cards": ["card_lost"]}}))
     with pytest.raises(InputError, match="2 categories"):
         read_evaluation_set(csv, amap)
+
+
+def test_summarise_gives_scikit_learns_figures_to_the_bit():
+    """The report counts in plain Python what sklearn.metrics computes; each rate is the same one division."""
+    import random
+    import warnings
+
+    from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
+
+    rng = random.Random(7)
+    agents = ["cards", "billing", "refunds", "policy", "no_specialist:out_of_scope"]
+    answers = ["cards", "billing", "refunds", "clarify", "fallback", "none", "out_of_scope"]
+    outs = [_outcome(i, rng.choice(agents), rng.choice(answers), first=rng.choice(answers), hops=rng.randrange(3))
+            for i in range(333)]
+    r = summarise(outs, router="r", model="m")
+    from graph.evaluation import no_specialist_answered
+
+    def correct(o):
+        return no_specialist_answered(o) if o.expected.startswith("no_specialist:") else o.answered == o.expected
+
+    truth = [o.expected for o in outs]
+    scored = [o.expected if correct(o) else o.answered for o in outs]
+    rows = sorted(set(truth))
+    labels = rows + sorted({o.answered for o in outs} - set(rows))
+    precision, recall, _, support = precision_recall_fscore_support(truth, scored, labels=rows, zero_division=0)
+    assert r.accuracy == float(accuracy_score(truth, scored))
+    assert {a: (s.precision, s.recall, s.support) for a, s in r.per_agent.items()} == \
+        {a: (float(precision[k]), float(recall[k]), int(support[k])) for k, a in enumerate(rows)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        matrix = confusion_matrix(truth, [o.answered for o in outs], labels=labels)[: len(rows)]
+    keep = [k for k, c in enumerate(labels) if not c.startswith("no_specialist:")]
+    assert r.confusion == tuple(tuple(int(x) for x in row[keep]) for row in matrix)
+    assert r.handoffs_per_query == statistics.fmean(o.handoffs for o in outs)
