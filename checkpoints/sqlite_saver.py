@@ -9,20 +9,39 @@ pending writes, which brings the thread back with a partial state (a known LangG
 later insert for that thread inside the database, whichever process or connection writes it. The saver turns the
 abort into :class:`graph.errors.ThreadDeleted`, so the late run stops at its next step (it does not go on to make a
 refund on a thread nobody can see). A deleted thread id is never reused: a new conversation on it is refused too.
+
+Reading a thread (issue 25 §1): LangGraph rebuilds a ``DeltaChannel`` (the transcript) at a checkpoint from the
+nearest ancestor holding a full copy (a snapshot) plus every write since, deserialising all of them on every read:
+twice a turn (the desk's ``get_state`` and the run itself), so a turn's cost grew with the thread. The saver keeps the
+histories it returned for the last checkpoints of the last threads it read (:data:`HISTORY_THREADS` threads,
+:data:`HISTORY_CHECKPOINTS` checkpoints each) and, for a later checkpoint of the same thread, walks back only to the
+nearest one it knows, reading and deserialising just the checkpoints and writes since. The result is the one
+LangGraph's own walk gives (a snapshot met on the way still ends the walk there); the same seed and write objects
+come back on every read, which lets the transcript's reducer (``graph.state.messages_reducer``) continue its last
+fold instead of redoing it.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
+from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite._delta import (
+    DELTA_STAGE1_SQL,
+    build_delta_channels_writes_history,
+    build_delta_stage2_sql,
+)
 
 from graph.errors import ThreadDeleted
 
-__all__ = ["CompactSqliteSaver", "compact_next_version", "VERSION_DIGITS", "TOMBSTONES", "DELETED_MARK"]
+__all__ = ["CompactSqliteSaver", "compact_next_version", "VERSION_DIGITS", "TOMBSTONES", "DELETED_MARK",
+           "HISTORY_THREADS", "HISTORY_CHECKPOINTS"]
 
 #: Digits of a channel version written by our SQLite saver (10**8 steps of one thread before the width grows).
 VERSION_DIGITS = 8
@@ -30,6 +49,11 @@ VERSION_DIGITS = 8
 TOMBSTONES = "checkpoint_deleted_threads"
 #: The message of the triggers' abort (how the saver tells it from other constraint errors).
 DELETED_MARK = "switchboard: thread deleted"
+
+#: Threads whose latest channel histories a saver keeps in memory (least recently read dropped first).
+HISTORY_THREADS = 32
+#: Checkpoints per thread whose histories are kept (the newest read).
+HISTORY_CHECKPOINTS = 8
 
 _TOMBSTONE_SQL = f"""
 CREATE TABLE IF NOT EXISTS {TOMBSTONES} (
@@ -76,6 +100,12 @@ class CompactSqliteSaver(SqliteSaver):
 
     ``put`` / ``put_writes`` raise :class:`graph.errors.ThreadDeleted` for a thread that ``delete_thread`` deleted."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # (thread_id, checkpoint_ns) -> {checkpoint_id -> {channel -> history}}, both least recently used first
+        self._histories: OrderedDict[tuple[str, str], OrderedDict[str, dict[str, DeltaChannelHistory]]] = OrderedDict()
+        self._histories_lock = threading.Lock()
+
     def setup(self) -> None:
         if self.is_setup:
             return
@@ -97,9 +127,120 @@ class CompactSqliteSaver(SqliteSaver):
         with _refused_when_deleted(config["configurable"].get("thread_id")):
             super().put_writes(config, writes, task_id, task_path)
 
+    # -- reading DeltaChannels (module doc) ------------------------------------------------------------------------
+    def get_delta_channel_history(self, *, config: Any, channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        """LangGraph's ``SqliteSaver.get_delta_channel_history`` (same contract and result), walking back only to the
+        nearest checkpoint whose history this saver returned lately (module doc). Each call returns new dicts and
+        lists; the seed values and written values inside are shared between calls and must not be changed in place
+        (LangGraph's channels and our reducers never do)."""
+        if not channels:
+            return {}
+        channels = list(channels)
+        thread_id = str(config["configurable"]["thread_id"])
+        checkpoint_ns = str(config["configurable"].get("checkpoint_ns", ""))
+        checkpoint_id = get_checkpoint_id(config)
+        if not checkpoint_id:
+            target = self.get_tuple(config)
+            if target is None:
+                return {ch: {"writes": []} for ch in channels}
+            checkpoint_id = target.config["configurable"]["checkpoint_id"]
+        key = (thread_id, checkpoint_ns)
+        known = self._known_histories(key)
+        hit = known.get(checkpoint_id, {})
+        if all(ch in hit for ch in channels):
+            return {ch: _copied(hit[ch]) for ch in channels}
+        result = self._walk_histories(thread_id, checkpoint_ns, checkpoint_id, channels, known)
+        self._remember_histories(key, checkpoint_id, result)
+        return {ch: _copied(h) for ch, h in result.items()}
+
+    def _known_histories(self, key: tuple[str, str]) -> dict[str, dict[str, DeltaChannelHistory]]:
+        with self._histories_lock:
+            entries = self._histories.get(key)
+            if entries is None:
+                return {}
+            self._histories.move_to_end(key)
+            return {cid: dict(h) for cid, h in entries.items()}
+
+    def _remember_histories(self, key: tuple[str, str], checkpoint_id: str,
+                            histories: Mapping[str, DeltaChannelHistory]) -> None:
+        with self._histories_lock:
+            entries = self._histories.setdefault(key, OrderedDict())
+            self._histories.move_to_end(key)
+            entries.setdefault(checkpoint_id, {}).update(histories)
+            entries.move_to_end(checkpoint_id)
+            while len(entries) > HISTORY_CHECKPOINTS:
+                entries.popitem(last=False)
+            while len(self._histories) > HISTORY_THREADS:
+                self._histories.popitem(last=False)
+
+    def _forget_histories(self, thread_id: str) -> None:
+        with self._histories_lock:
+            for key in [k for k in self._histories if k[0] == thread_id]:
+                del self._histories[key]
+
+    def _walk_histories(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, channels: list[str],
+                        known: Mapping[str, Mapping[str, DeltaChannelHistory]]) -> dict[str, DeltaChannelHistory]:
+        """The two stages of LangGraph's ``SqliteSaver.get_delta_channel_history`` (the ancestor walk from the target,
+        then the writes of the walked checkpoints), where a channel's walk also ends at an ancestor whose history is
+        ``known``: that ancestor's writes are read, and its history comes before them. An ancestor with a known
+        history for a channel holds no snapshot of it (a history is only asked for where there is none), so checking
+        the cache first skips deserialising it."""
+        chain: dict[str, list[str]] = {ch: [] for ch in channels}
+        seeds: dict[str, Any] = {}
+        bases: dict[str, DeltaChannelHistory] = {}
+        active = set(channels)
+        walked: set[str] = set()
+        started = False
+        with self.cursor(transaction=False) as cur:
+            cur.execute(DELTA_STAGE1_SQL, (thread_id, checkpoint_ns, checkpoint_id, thread_id, checkpoint_ns))
+            for cid, type_tag, blob in cur:
+                if not started:
+                    started = cid == checkpoint_id  # the target's own writes and value are not part of it
+                    walked.add(cid)
+                    continue
+                if cid in walked:
+                    break  # a loop in the parent chain (``put`` is INSERT OR REPLACE): LangGraph stops there too
+                walked.add(cid)
+                for ch in active:
+                    chain[ch].append(cid)
+                for ch in [ch for ch in active if ch in known.get(cid, {})]:
+                    bases[ch] = known[cid][ch]
+                    active.discard(ch)
+                if active:
+                    values = self.serde.loads_typed((type_tag, blob)).get("channel_values") or {}
+                    for ch in [ch for ch in active if ch in values]:
+                        seeds[ch] = values[ch]
+                        active.discard(ch)
+                if not active:
+                    break
+            walked_channels = [ch for ch in channels if chain[ch]]
+            sql = build_delta_stage2_sql(has_task_path=self._has_task_path,
+                                         chain_lens=[len(chain[ch]) for ch in walked_channels])
+            rows: list = []
+            if sql:
+                params: list[Any] = []
+                for ch in walked_channels:
+                    params.extend([thread_id, checkpoint_ns, ch, *chain[ch]])
+                cur.execute(sql, params)
+                rows = cur.fetchall()
+        found = build_delta_channels_writes_history(channels=channels, chain_by_ch=chain, seed_val_by_ch=seeds,
+                                                    seeded=set(seeds), stage2_rows=cast(Any, rows), serde=self.serde)
+        out: dict[str, DeltaChannelHistory] = {}
+        for ch in channels:
+            base = bases.get(ch)
+            if base is None:
+                out[ch] = found[ch]
+                continue
+            merged: DeltaChannelHistory = {"writes": [*base["writes"], *found[ch]["writes"]]}
+            if "seed" in base:
+                merged["seed"] = base["seed"]
+            out[ch] = merged
+        return out
+
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints and writes and record its tombstone, in one transaction (a run writing
         concurrently waits for SQLite's write lock and is refused after it)."""
+        self._forget_histories(str(thread_id))
         with self.cursor() as cur:
             cur.execute(f"INSERT OR IGNORE INTO {TOMBSTONES} (thread_id) VALUES (?)", (str(thread_id),))
             cur.execute("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),))
@@ -110,3 +251,11 @@ class CompactSqliteSaver(SqliteSaver):
         with self.cursor(transaction=False) as cur:
             cur.execute(f"SELECT 1 FROM {TOMBSTONES} WHERE thread_id = ?", (str(thread_id),))
             return cur.fetchone() is not None
+
+
+def _copied(history: DeltaChannelHistory) -> DeltaChannelHistory:
+    """A new history dict and writes list around the same seed and written values."""
+    out: DeltaChannelHistory = {"writes": list(history["writes"])}
+    if "seed" in history:
+        out["seed"] = history["seed"]
+    return out

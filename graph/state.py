@@ -16,11 +16,14 @@ made the total grow quadratically again).
 
 from __future__ import annotations
 
+import operator
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from langchain_core.messages import AnyMessage, BaseMessage
+from langchain_core.messages import AnyMessage, BaseMessage, BaseMessageChunk, RemoveMessage
 from langgraph.channels import DeltaChannel
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
@@ -125,11 +128,115 @@ def append_batch(state: list, writes: Sequence[Any]) -> list:
     return out
 
 
-def messages_reducer(state: list, writes: Sequence[Any]) -> list:
-    """DeltaChannel reducer: fold ``add_messages`` over a batch of writes (batching-invariant by construction)."""
+class _Positions:
+    """Message id -> position, shared by the transcripts that extend one another by appends (module-private).
+
+    Valid for a list ``L`` it is shared with while not ``spoiled``: every position below ``len(L)`` is right, so an id
+    is in ``L`` exactly when ``L[pos[id]].id == id`` with ``pos[id] < len(L)``. Appending to one list puts the new ids at
+    their positions; an id that comes again at another position (two lists went different ways) spoils it, and a
+    spoiled index is rebuilt from the list at hand."""
+
+    __slots__ = ("pos", "spoiled")
+
+    def __init__(self, messages: list) -> None:
+        self.pos: dict[str, int] = {m.id: i for i, m in enumerate(messages)}
+        self.spoiled = False
+
+    def has(self, messages: list, mid: str) -> bool:
+        i = self.pos.get(mid)
+        return i is not None and i < len(messages) and messages[i].id == mid
+
+    def put(self, mid: str, i: int) -> None:
+        if self.pos.setdefault(mid, i) != i:
+            self.spoiled = True
+
+
+#: Transcripts :func:`messages_reducer` returned: ``id(list) -> (list, its length, its _Positions)``; and its last folds
+#: of a stored history: ``(id(seed) or None, id(first write)) -> (seed, the writes folded, the result)``. Both hold
+#: what they name, so an ``id()`` is not reused while its entry lives; least recently used dropped first.
+_INDEXES: OrderedDict[int, tuple[list, int, _Positions]] = OrderedDict()
+_FOLDS: OrderedDict[tuple[int | None, int], tuple[list, list, list]] = OrderedDict()
+_KEPT = 64
+_CACHE_LOCK = threading.Lock()
+
+
+def _plain(t: type) -> bool:
+    return issubclass(t, BaseMessage) and not issubclass(t, (BaseMessageChunk, RemoveMessage))
+
+
+def _index_of(messages: list) -> _Positions | None:
+    """The id positions of ``messages`` (kept for lists this reducer returned), or None when it holds anything but
+    plain messages with ids (``add_messages`` coerces those and fills ids in)."""
+    with _CACHE_LOCK:
+        hit = _INDEXES.get(id(messages))
+    if hit is not None and hit[0] is messages and hit[1] == len(messages) and not hit[2].spoiled:
+        return hit[2]
+    if not all(_plain(t) for t in set(map(type, messages))) or any(m.id is None for m in messages):
+        return None
+    index = _Positions(messages)
+    return None if len(index.pos) != len(messages) else index
+
+
+def _keep(cache: OrderedDict, key: Any, value: Any) -> None:
+    with _CACHE_LOCK:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > _KEPT:
+            cache.popitem(last=False)
+
+
+def _fold(start: list, writes: Sequence[Any]) -> tuple[list, _Positions | None]:
+    """``add_messages`` folded over ``writes`` from ``start``, one write at a time; a write of plain messages with
+    new, distinct ids is appended (``start`` itself is never changed). Returns the result and its index."""
+    current, index, owned = start, None, False
     for w in writes:
-        state = add_messages(state, w)  # type: ignore[assignment]  # add_messages returns the merged list here
-    return state
+        batch = w if isinstance(w, list) else [w]
+        if index is None or index.spoiled:
+            index = _index_of(current)
+        new = [m.id for m in batch] if index is not None and all(_plain(type(m)) for m in batch) else None
+        if (index is None or new is None or None in new or len(set(new)) != len(new)
+                or any(index.has(current, mid) for mid in new)):
+            current, index, owned = add_messages(current, w), None, True  # type: ignore[assignment]  # a list here
+            continue
+        if not owned:
+            current, owned = list(current), True
+        for j, mid in enumerate(new, start=len(current)):
+            index.put(mid, j)
+        current.extend(batch)
+    return current, index
+
+
+def messages_reducer(state: list, writes: Sequence[Any]) -> list:
+    """DeltaChannel reducer of the transcript: ``add_messages`` folded over a batch of writes, one write at a time
+    (batching-invariant by construction). A message whose id is there replaces it, a ``RemoveMessage`` removes its id
+    (``REMOVE_ALL_MESSAGES`` clears), a message without an id gets one, removing an unknown id raises ``ValueError``:
+    exactly ``add_messages``'s result.
+
+    Cost (issue 25 §1): ``add_messages`` indexes the whole transcript on every call, so a read of a long thread that
+    replays its stored writes was quadratic. Here a write of plain messages with new, distinct ids (a turn's new
+    messages) is appended to one copy of the list, checked against an id index kept for the lists this reducer
+    returned; any other write goes through ``add_messages``. A read that replays the same stored history as the last
+    one, with writes added at its end (the same seed and write objects: ``checkpoints.sqlite_saver`` returns them),
+    continues that fold. So a turn costs one list copy plus its new messages, not the thread's length. The input
+    list is never changed; the lists returned must not be changed in place (LangGraph never does)."""
+    if not writes or not isinstance(state, list):
+        for w in writes:
+            state = add_messages(state, w)  # type: ignore[assignment]  # add_messages returns the merged list here
+        return state
+    key = (id(state) if state else None, id(writes[0]))
+    with _CACHE_LOCK:
+        last = _FOLDS.get(key)
+    start, rest = state, writes
+    if last is not None and (last[0] is state or not (state or last[0])) and len(writes) >= len(last[1]) \
+            and all(map(operator.is_, writes, last[1])):
+        start, rest = last[2], writes[len(last[1]):]
+    out, index = _fold(start, rest)
+    if out is start:
+        out, index = list(start), _index_of(start)
+    if index is not None and not index.spoiled:
+        _keep(_INDEXES, id(out), (out, len(out), index))
+    _keep(_FOLDS, key, (state, list(writes), out))
+    return out
 
 
 class TaskState(TypedDict, total=False):
