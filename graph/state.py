@@ -8,10 +8,14 @@ The transcript uses LangGraph's ``DeltaChannel`` (beta in LangGraph 1.2): a chec
 new messages of its step instead of the whole list, which keeps a thread's storage linear in its number
 of turns instead of quadratic (DESIGN.md, "Storage growth"). The current handoff packet (``handoff``) is a
 DeltaChannel too, with a newest-write-wins reducer: rewritten each turn, it would otherwise sit in every
-checkpoint.  Every ``SNAPSHOT_EVERY`` updates of such a channel LangGraph stores one full copy (a snapshot) so
-that reading a thread replays at most that many writes: the knob
-``DeltaChannel(snapshot_frequency=…)`` (default 100, i.e. a copy of the whole transcript every ~50 turns, which
-made the total grow quadratically again).
+checkpoint.  Every ``snapshot_frequency`` updates of such a channel LangGraph stores one full copy (a snapshot) so
+that reading a thread replays at most that many writes (LangGraph's default, 100, copied the whole transcript every
+~50 turns, which made the total grow quadratically again): ``TRANSCRIPT_SNAPSHOT_EVERY`` for the growing lists,
+``SNAPSHOT_EVERY`` for the small values.
+
+A long thread's turn costs what a short one's does (issue 25 §1): the channels are :class:`FoldingDeltaChannel`
+(a read continues the last replay instead of redoing it) and :func:`messages_reducer` appends a turn's new messages
+without indexing the whole transcript.
 """
 
 from __future__ import annotations
@@ -28,17 +32,22 @@ from langgraph.channels import DeltaChannel
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-__all__ = ["SupportState", "SNAPSHOT_EVERY",
+__all__ = ["SupportState", "SNAPSHOT_EVERY", "TRANSCRIPT_SNAPSHOT_EVERY", "FoldingDeltaChannel",
            "last_value", "latest_write", "sum_usage", "keep_first", "max_int", "union_ordered", "append_batch",
            "messages_reducer",
            "ensure_ids", "TaskState", "Outcome", "USAGE_KEYS", "add_usage", "usage_of", "TurnInput"]
 
 
-#: ``DeltaChannel.snapshot_frequency`` of the append-only channels (``messages``, ``handoff_path``, the expert lists):
-#: a full copy every 250 updates.  The transcript is updated about twice per turn, so a thread stores its first
-#: snapshot after ~125 turns, and a read replays at most ~250 writes (about 500 checkpoints walked back).  The 100-turn
-#: offline thread stays linear and under 1 MB (bench/storage.py); LangGraph's default, 100, snapshots every ~50 turns.
+#: ``DeltaChannel.snapshot_frequency`` of the small DeltaChannels (``handoff``: one packet, ``usage``: four counters):
+#: a full copy every 250 updates, so a cold read replays at most that many of their writes.
 SNAPSHOT_EVERY = 250
+#: ``DeltaChannel.snapshot_frequency`` of the growing append-only channels (``messages``, ``handoff_path``, the expert
+#: lists): a full copy every 2,000 updates. A copy holds the whole transcript, so with a fixed frequency a thread's
+#: bytes grow quadratically (at 250, a copy every ~90 turns of bench/long_thread.py: 27.8 kB a turn after 520 turns,
+#: growing); a read replays the writes since the last copy, which :class:`FoldingDeltaChannel` and
+#: ``checkpoints.sqlite_saver`` make incremental within a process, so a rarer copy costs only a process's first read
+#: of a thread (LangGraph also copies every 5,000 supersteps, ``DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT``).
+TRANSCRIPT_SNAPSHOT_EVERY = 2000
 
 
 def last_value(_old: Any, new: Any) -> Any:
@@ -151,11 +160,9 @@ class _Positions:
             self.spoiled = True
 
 
-#: Transcripts :func:`messages_reducer` returned: ``id(list) -> (list, its length, its _Positions)``; and its last folds
-#: of a stored history: ``(id(seed) or None, id(first write)) -> (seed, the writes folded, the result)``. Both hold
-#: what they name, so an ``id()`` is not reused while its entry lives; least recently used dropped first.
+#: Transcripts :func:`messages_reducer` returned: ``id(list) -> (list, its length, its _Positions)``, holding the list
+#: so that an ``id()`` is not reused while its entry lives; least recently used dropped first.
 _INDEXES: OrderedDict[int, tuple[list, int, _Positions]] = OrderedDict()
-_FOLDS: OrderedDict[tuple[int | None, int], tuple[list, list, list]] = OrderedDict()
 _KEPT = 64
 _CACHE_LOCK = threading.Lock()
 
@@ -212,31 +219,54 @@ def messages_reducer(state: list, writes: Sequence[Any]) -> list:
     (``REMOVE_ALL_MESSAGES`` clears), a message without an id gets one, removing an unknown id raises ``ValueError``:
     exactly ``add_messages``'s result.
 
-    Cost (issue 25 §1): ``add_messages`` indexes the whole transcript on every call, so a read of a long thread that
-    replays its stored writes was quadratic. Here a write of plain messages with new, distinct ids (a turn's new
-    messages) is appended to one copy of the list, checked against an id index kept for the lists this reducer
-    returned; any other write goes through ``add_messages``. A read that replays the same stored history as the last
-    one, with writes added at its end (the same seed and write objects: ``checkpoints.sqlite_saver`` returns them),
-    continues that fold. So a turn costs one list copy plus its new messages, not the thread's length. The input
-    list is never changed; the lists returned must not be changed in place (LangGraph never does)."""
+    Cost (issue 25 §1): ``add_messages`` indexes the whole transcript on every call, so a turn's writes cost O(thread)
+    and a read replaying the stored writes was quadratic. Here a write of plain messages with new, distinct ids (a
+    turn's new messages) is appended to one copy of the list, checked against an id index kept for the lists this
+    reducer returned (:class:`_Positions`); any other write goes through ``add_messages``. The input list is never
+    changed; the lists returned must not be changed in place (LangGraph never does)."""
     if not writes or not isinstance(state, list):
         for w in writes:
             state = add_messages(state, w)  # type: ignore[assignment]  # add_messages returns the merged list here
         return state
-    key = (id(state) if state else None, id(writes[0]))
-    with _CACHE_LOCK:
-        last = _FOLDS.get(key)
-    start, rest = state, writes
-    if last is not None and (last[0] is state or not (state or last[0])) and len(writes) >= len(last[1]) \
-            and all(map(operator.is_, writes, last[1])):
-        start, rest = last[2], writes[len(last[1]):]
-    out, index = _fold(start, rest)
-    if out is start:
-        out, index = list(start), _index_of(start)
+    out, index = _fold(state, writes)
     if index is not None and not index.spoiled:
         _keep(_INDEXES, id(out), (out, len(out), index))
-    _keep(_FOLDS, key, (state, list(writes), out))
     return out
+
+
+class FoldingDeltaChannel(DeltaChannel):
+    """LangGraph's ``DeltaChannel`` (same storage, reducer contract and values) that continues its last replay.
+
+    Reading a thread rebuilds the channel from the nearest snapshot plus every write since (``replay_writes``), on
+    every read: a cost that grows with the writes since the snapshot, which is why snapshots were frequent, and they
+    copy the whole transcript (quadratic storage). ``checkpoints.sqlite_saver`` returns the same seed and write
+    objects for later checkpoints of a thread, new writes at the end; when a replay starts from the seed and the
+    writes of the last replay of this channel (the same objects, checked one by one by identity), only the writes
+    after them are reduced, onto that replay's result. Any other replay is LangGraph's. Results are shared between
+    reads, so reducers must not change their input in place (ours never do)."""
+
+    def replay_writes(self, writes: Sequence[Any]) -> None:
+        if not writes:
+            return
+        seed = self.value
+        key = (self.key, id(seed) if seed else None, id(writes[0]))
+        with _CACHE_LOCK:
+            last = _REPLAYS.get(key)
+        if last is not None and last[3] is self.reducer and (last[0] is seed or not (seed or last[0])) \
+                and len(writes) >= len(last[1]) and all(map(operator.is_, writes, last[1])):
+            self.value = last[2]
+            rest = writes[len(last[1]):]
+        else:
+            rest = writes
+        if rest:
+            super().replay_writes(rest)
+        _keep(_REPLAYS, key, (seed, list(writes), self.value, self.reducer))
+
+
+#: :class:`FoldingDeltaChannel`'s last replays: ``(channel, id(seed) or None, id(first write)) -> (seed, the writes,
+#: the value they gave, the reducer)``, holding the objects so their ``id()`` is not reused; least recently used
+#: dropped first.
+_REPLAYS: OrderedDict[tuple[str, int | None, int], tuple[Any, list, Any, Any]] = OrderedDict()
 
 
 class TaskState(TypedDict, total=False):
@@ -267,16 +297,17 @@ class Outcome(TypedDict, total=False):
 class SupportState(TypedDict, total=False):
     """Graph state. See DESIGN.md for the meaning of each key."""
 
-    messages: Annotated[list[AnyMessage], DeltaChannel(messages_reducer, snapshot_frequency=SNAPSHOT_EVERY)]
+    messages: Annotated[list[AnyMessage], FoldingDeltaChannel(messages_reducer,
+                                                              snapshot_frequency=TRANSCRIPT_SNAPSHOT_EVERY)]
     active_agent: Annotated[str | None, last_value]
     visited_agents: Annotated[list[str], union_ordered]
-    handoff_path: Annotated[list[dict], DeltaChannel(append_batch, snapshot_frequency=SNAPSHOT_EVERY)]
+    handoff_path: Annotated[list[dict], FoldingDeltaChannel(append_batch, snapshot_frequency=TRANSCRIPT_SNAPSHOT_EVERY)]
     handoff_count: Annotated[int, max_int]
     state_version: Annotated[int, max_int]
     # the current HandoffPacket (None: no packet). A continuing turn's entry node writes one every turn (facts and open
     # questions carried on), so as a plain channel every checkpoint of the thread held a copy (~0.75 kB x 4 a turn,
     # bench/storage.py); as a DeltaChannel it is stored once per write. Before any write it reads as {} (no packet).
-    handoff: Annotated[dict, DeltaChannel(latest_write, snapshot_frequency=SNAPSHOT_EVERY)]
+    handoff: Annotated[dict, FoldingDeltaChannel(latest_write, snapshot_frequency=SNAPSHOT_EVERY)]
     task: Annotated[TaskState | None, last_value]
     pending_approval: Annotated[dict | None, last_value]
     # per-thread bookkeeping
@@ -289,7 +320,7 @@ class SupportState(TypedDict, total=False):
     outcome: Annotated[Outcome | None, last_value]
     model_calls: Annotated[int, max_int]
     # token usage of the thread's model calls, summed (USAGE_KEYS); each AIMessage keeps its own usage_metadata
-    usage: Annotated[dict, DeltaChannel(sum_usage, snapshot_frequency=SNAPSHOT_EVERY)]
+    usage: Annotated[dict, FoldingDeltaChannel(sum_usage, snapshot_frequency=SNAPSHOT_EVERY)]
     # the last model call that failed after retries: {turn, agent, kind, message, status, error_type} (or None)
     model_error: Annotated[dict | None, last_value]
     # per-turn bookkeeping (reset by the entry node)
@@ -299,8 +330,9 @@ class SupportState(TypedDict, total=False):
     entry_reason: Annotated[str | None, last_value]
     # agent as tool: the supervisor's calls of experts (graph.agent_as_tool.ExpertCall as JSON; not hops) and their
     # results (parallel writes)
-    expert_calls: Annotated[list[dict], DeltaChannel(append_batch, snapshot_frequency=SNAPSHOT_EVERY)]
-    expert_results: Annotated[list[dict], DeltaChannel(append_batch, snapshot_frequency=SNAPSHOT_EVERY)]
+    expert_calls: Annotated[list[dict], FoldingDeltaChannel(append_batch, snapshot_frequency=TRANSCRIPT_SNAPSHOT_EVERY)]
+    expert_results: Annotated[list[dict], FoldingDeltaChannel(append_batch,
+                                                             snapshot_frequency=TRANSCRIPT_SNAPSHOT_EVERY)]
     # the supervisor's fan-out of the current turn (graph.agent_as_tool.SupervisorPlan as JSON)
     supervisor_plan: Annotated[dict | None, last_value]
 

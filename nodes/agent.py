@@ -58,7 +58,7 @@ from policies.approval import needs_risk_check
 from policies.cancellation import cancel_confirmed
 from policies.edges import CLARIFY, FALLBACK, FLOW_NODES, SPECIALISTS, SUPERVISOR, TRIAGE, handoff_targets
 from policies.handoff import Arbitration, CallOutcome, ToolCallView, arbitrate, handoff_tool_name
-from policies.history import bound_messages, policy_for_edge, shape_history
+from policies.history import bound_messages, policy_for_edge, shape_history, shape_recent
 from policies.loops import check_loop, fingerprint, hop_budget_exceeded, is_bounce_back
 from policies.replies import open_question_of
 
@@ -115,6 +115,7 @@ class AgentVisit:
         self.messages: list[BaseMessage] = list(state.get("messages") or [])
         self.call_ids = known_call_ids(self.messages)  # kept incrementally as the visit adds calls
         self.new: list[BaseMessage] = []
+        self.left_out = 0  # transcript messages the last prompt did not look at (older than the bounded input holds)
         self.attempts = int(state.get("tool_attempts") or 0)
         self.seen = list(state.get("seen_fingerprints") or [])
         self.version = int(state.get("state_version") or 0)
@@ -176,8 +177,11 @@ class AgentVisit:
         OpenAI-compatible servers accept a single leading system message only) and the shaped history."""
         source = self.packet_in.get("from_agent") if self.packet_in else None
         policy = policy_for_edge(source, self.agent, self.deps.history)
-        shaped = shape_history(self.messages, policy, render_packet(self.packet_in) if self.packet_in else None,
-                               sender_note=str((self.packet_in or {}).get("sender_note") or ""))
+        # only the part of the transcript the bounded input can hold is shaped (policies.history.shape_recent)
+        shaped, self.left_out = shape_recent(self.messages, policy,
+                                             render_packet(self.packet_in) if self.packet_in else None,
+                                             sender_note=str((self.packet_in or {}).get("sender_note") or ""),
+                                             keep_tokens=self.deps.settings.max_input_tokens)
         lead = 0
         while lead < len(shaped) and isinstance(shaped[lead], SystemMessage):
             lead += 1
@@ -204,7 +208,7 @@ class AgentVisit:
         usage = usage_of(ai)
         emit("model_called", model=model_name(ai, self.deps.model), history_items=items,
              latency_ms=round((time.perf_counter() - t0) * 1000, 2), tool_calls=len(ai.tool_calls),
-             input_estimate=bounded.tokens, trimmed=bounded.cut, **(usage or {}))
+             input_estimate=bounded.tokens, trimmed=bounded.cut + self.left_out, **(usage or {}))
         self.usage = add_usage(self.usage, {**(usage or {}), "calls": 1})
         ai = unique_call_ids(ai, self.call_ids)
         ai.name = self.agent

@@ -3,14 +3,20 @@
 * :func:`tool_call_views` turns one AIMessage's tool calls into :class:`policies.handoff.ToolCallView` s (valid or
   not, with the reason), the shape the policies decide on;
 * :func:`unique_call_ids` gives fresh ids to repeated or missing tool-call ids, so every tool call can be answered by
-  exactly one ToolMessage (control-flow rule 2) on strict OpenAI-compatible backends.
+  exactly one ToolMessage (control-flow rule 2) on strict OpenAI-compatible backends;
+* :func:`fold_transcript` runs a fold over a transcript, continuing its last run over the same messages (a thread's
+  transcript only grows at its end), so a scan of the whole thread costs O(new messages) a turn (issue 25 §1).
 """
 
 from __future__ import annotations
 
+import itertools
+import operator
+import threading
 import uuid
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.config import get_config
@@ -20,7 +26,43 @@ from nodes.handoff_tools import ROUTE_TOOL, HandoffArgs, RouteDecision
 from policies.handoff import ToolCallView, handoff_target_of, handoff_tool_name
 
 __all__ = ["desk_answers", "last_user_text", "thread_id_of", "known_call_ids", "unique_call_ids", "tool_call_views",
-           "new_call_id"]
+           "new_call_id", "fold_transcript"]
+
+T = TypeVar("T")
+
+#: The last runs of :func:`fold_transcript`: ``(fold name, id(first message)) -> (the messages, the result)``, the
+#: messages a copy of the list (holding them, so their ``id()`` is not reused); least recently used dropped first.
+_FOLDS: OrderedDict[tuple[str, int], tuple[list, Any]] = OrderedDict()
+_FOLDS_KEPT = 64
+_FOLDS_LOCK = threading.Lock()
+
+
+def fold_transcript(name: str, messages: Sequence[BaseMessage], start: Callable[[], T],
+                    step: Callable[[T, BaseMessage], None], copy: Callable[[T], T]) -> T:
+    """``step(acc, m)`` for every message of ``messages`` in order, from ``acc = start()``; returns a new ``acc``.
+
+    When the last run under ``name`` over a transcript with the same first message saw a prefix of ``messages``
+    (the same objects, checked one by one by identity: a thread's messages come back as the same objects from
+    ``checkpoints.sqlite_saver``), it continues from a ``copy`` of that result with the messages after it. ``step``
+    must depend on nothing but ``acc`` and the message (then the result is the full fold's)."""
+    msgs = list(messages)
+    if not msgs:
+        return start()
+    key = (name, id(msgs[0]))
+    with _FOLDS_LOCK:
+        last = _FOLDS.get(key)
+    if last is not None and len(last[0]) <= len(msgs) and all(map(operator.is_, last[0], msgs)):
+        acc, rest = copy(last[1]), itertools.islice(msgs, len(last[0]), None)
+    else:
+        acc, rest = start(), iter(msgs)
+    for m in rest:
+        step(acc, m)
+    with _FOLDS_LOCK:
+        _FOLDS[key] = (msgs, acc)
+        _FOLDS.move_to_end(key)
+        while len(_FOLDS) > _FOLDS_KEPT:
+            _FOLDS.popitem(last=False)
+    return copy(acc)
 
 
 def new_call_id() -> str:
@@ -52,12 +94,13 @@ def thread_id_of() -> str:
 
 def known_call_ids(messages: Iterable[BaseMessage]) -> set[str]:
     """Every tool-call id (valid and invalid calls) of the AIMessages in ``messages``."""
-    ids: set[str] = set()
-    for m in messages:
-        if isinstance(m, AIMessage):
-            ids.update(tc.get("id") or "" for tc in m.tool_calls)
-            ids.update(tc.get("id") or "" for tc in m.invalid_tool_calls)
-    return ids
+    return fold_transcript("known_call_ids", list(messages), set, _add_call_ids, set)
+
+
+def _add_call_ids(ids: set[str], m: BaseMessage) -> None:
+    if isinstance(m, AIMessage):
+        ids.update(tc.get("id") or "" for tc in m.tool_calls)
+        ids.update(tc.get("id") or "" for tc in m.invalid_tool_calls)
 
 
 def unique_call_ids(ai: AIMessage, known: set[str]) -> AIMessage:
