@@ -15,10 +15,11 @@ nearest ancestor holding a full copy (a snapshot) plus every write since, deseri
 twice a turn (the desk's ``get_state`` and the run itself), so a turn's cost grew with the thread. The saver keeps the
 histories it returned for the last checkpoints of the last threads it read (:data:`HISTORY_THREADS` threads,
 :data:`HISTORY_CHECKPOINTS` checkpoints each) and, for a later checkpoint of the same thread, walks back only to the
-nearest one it knows, reading and deserialising just the checkpoints and writes since. The result is the one
-LangGraph's own walk gives (a snapshot met on the way still ends the walk there); the same seed and write objects
-come back on every read, which lets the transcript's reducer (``graph.state.messages_reducer``) continue its last
-fold instead of redoing it.
+nearest one it knows, reading just the checkpoints and writes since; a write this saver stored itself lately
+(:data:`WRITTEN_CHECKPOINTS` checkpoints a thread) comes back as the object it was given instead of a deserialised
+copy. The result is the one LangGraph's own walk gives (a snapshot met on the way still ends the walk there), and the
+same seed and write objects come back on every read, so ``graph.state.FoldingDeltaChannel`` and the transcript scans
+(``nodes.transcript.fold_transcript``) continue their last run instead of redoing it.
 """
 
 from __future__ import annotations
@@ -30,18 +31,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
-from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
+from langgraph.checkpoint.base import WRITES_IDX_MAP, DeltaChannelHistory, PendingWrite, get_checkpoint_id, writes_sort_key
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.checkpoint.sqlite._delta import (
-    DELTA_STAGE1_SQL,
-    build_delta_channels_writes_history,
-    build_delta_stage2_sql,
-)
+from langgraph.checkpoint.sqlite._delta import DELTA_STAGE1_SQL, build_delta_stage2_sql
 
 from graph.errors import ThreadDeleted
 
 __all__ = ["CompactSqliteSaver", "compact_next_version", "VERSION_DIGITS", "TOMBSTONES", "DELETED_MARK",
-           "HISTORY_THREADS", "HISTORY_CHECKPOINTS"]
+           "HISTORY_THREADS", "HISTORY_CHECKPOINTS", "WRITTEN_CHECKPOINTS"]
 
 #: Digits of a channel version written by our SQLite saver (10**8 steps of one thread before the width grows).
 VERSION_DIGITS = 8
@@ -54,6 +51,8 @@ DELETED_MARK = "switchboard: thread deleted"
 HISTORY_THREADS = 32
 #: Checkpoints per thread whose histories are kept (the newest read).
 HISTORY_CHECKPOINTS = 8
+#: Checkpoints per thread whose written values are kept (the newest written).
+WRITTEN_CHECKPOINTS = 64
 
 _TOMBSTONE_SQL = f"""
 CREATE TABLE IF NOT EXISTS {TOMBSTONES} (
@@ -105,6 +104,8 @@ class CompactSqliteSaver(SqliteSaver):
         # (thread_id, checkpoint_ns) -> {checkpoint_id -> {channel -> history}}, both least recently used first
         self._histories: OrderedDict[tuple[str, str], OrderedDict[str, dict[str, DeltaChannelHistory]]] = OrderedDict()
         self._histories_lock = threading.Lock()
+        # (thread_id, checkpoint_ns) -> {checkpoint_id -> {(task_id, idx, channel) -> the value put_writes stored}}
+        self._written: OrderedDict[tuple[str, str], OrderedDict[str, dict[tuple[str, int, str], Any]]] = OrderedDict()
 
     def setup(self) -> None:
         if self.is_setup:
@@ -124,8 +125,33 @@ class CompactSqliteSaver(SqliteSaver):
             return super().put(config, checkpoint, metadata, new_versions)
 
     def put_writes(self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
-        with _refused_when_deleted(config["configurable"].get("thread_id")):
-            super().put_writes(config, writes, task_id, task_path)
+        """LangGraph's ``SqliteSaver.put_writes`` (the same rows), keeping the values it stored for later reads of the
+        thread (module doc); only when every row was written (``INSERT OR IGNORE`` keeps a row already there)."""
+        conf = config["configurable"]
+        replace = all(w[0] in WRITES_IDX_MAP for w in writes)
+        query = (f"INSERT OR {'REPLACE' if replace else 'IGNORE'} INTO writes (thread_id, checkpoint_ns, checkpoint_id, "
+                 "task_id, task_path, idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        rows = [(str(conf["thread_id"]), str(conf["checkpoint_ns"]), str(conf["checkpoint_id"]), task_id, task_path,
+                 WRITES_IDX_MAP.get(channel, idx), channel, *self.serde.dumps_typed(value))
+                for idx, (channel, value) in enumerate(writes)]
+        with _refused_when_deleted(conf.get("thread_id")):
+            with self.cursor() as cur:
+                cur.executemany(query, rows)
+                stored = cur.rowcount == len(rows)
+        if stored and writes:
+            self._remember_written((str(conf["thread_id"]), str(conf["checkpoint_ns"])), str(conf["checkpoint_id"]),
+                                   {(task_id, WRITES_IDX_MAP.get(ch, idx), ch): v for idx, (ch, v) in enumerate(writes)})
+
+    def _remember_written(self, key: tuple[str, str], checkpoint_id: str, values: dict[tuple[str, int, str], Any]) -> None:
+        with self._histories_lock:
+            entries = self._written.setdefault(key, OrderedDict())
+            self._written.move_to_end(key)
+            entries.setdefault(checkpoint_id, {}).update(values)
+            entries.move_to_end(checkpoint_id)
+            while len(entries) > WRITTEN_CHECKPOINTS:
+                entries.popitem(last=False)
+            while len(self._written) > HISTORY_THREADS:
+                self._written.popitem(last=False)
 
     # -- reading DeltaChannels (module doc) ------------------------------------------------------------------------
     def get_delta_channel_history(self, *, config: Any, channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
@@ -177,6 +203,8 @@ class CompactSqliteSaver(SqliteSaver):
         with self._histories_lock:
             for key in [k for k in self._histories if k[0] == thread_id]:
                 del self._histories[key]
+            for key in [k for k in self._written if k[0] == thread_id]:
+                del self._written[key]
 
     def _walk_histories(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, channels: list[str],
                         known: Mapping[str, Mapping[str, DeltaChannelHistory]]) -> dict[str, DeltaChannelHistory]:
@@ -223,15 +251,28 @@ class CompactSqliteSaver(SqliteSaver):
                     params.extend([thread_id, checkpoint_ns, ch, *chain[ch]])
                 cur.execute(sql, params)
                 rows = cur.fetchall()
-        found = build_delta_channels_writes_history(channels=channels, chain_by_ch=chain, seed_val_by_ch=seeds,
-                                                    seeded=set(seeds), stage2_rows=cast(Any, rows), serde=self.serde)
+        with self._histories_lock:
+            written = {cid: dict(v) for cid, v in (self._written.get((thread_id, checkpoint_ns)) or {}).items()}
+        by_cid: dict[tuple[str, str], list[tuple[str, str, int, str, bytes]]] = {}
+        for cid, ch, task_id, idx, type_tag, value, task_path in rows:
+            by_cid.setdefault((ch, cid), []).append((task_path, task_id, idx, type_tag, value))
+        found: dict[str, list[PendingWrite]] = {}
+        for ch in channels:
+            collected: list[PendingWrite] = []
+            for cid in reversed(chain[ch]):  # oldest first; within a checkpoint in LangGraph's write order
+                mine = written.get(cid, {})
+                for task_path, task_id, idx, type_tag, value in sorted(by_cid.get((ch, cid), ()),
+                                                                       key=lambda w: writes_sort_key(w[0], w[1], w[2])):
+                    hit = (task_id, idx, ch)
+                    collected.append((task_id, ch, mine[hit] if hit in mine else self.serde.loads_typed((type_tag, value))))
+            found[ch] = collected
         out: dict[str, DeltaChannelHistory] = {}
         for ch in channels:
             base = bases.get(ch)
             if base is None:
-                out[ch] = found[ch]
+                out[ch] = {"writes": found[ch], **({"seed": seeds[ch]} if ch in seeds else {})}
                 continue
-            merged: DeltaChannelHistory = {"writes": [*base["writes"], *found[ch]["writes"]]}
+            merged: DeltaChannelHistory = {"writes": [*base["writes"], *found[ch]]}
             if "seed" in base:
                 merged["seed"] = base["seed"]
             out[ch] = merged

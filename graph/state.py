@@ -20,12 +20,13 @@ without indexing the whole transcript.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Annotated, Any
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, TypeVar
 
 from langchain_core.messages import AnyMessage, BaseMessage, BaseMessageChunk, RemoveMessage
 from langgraph.channels import DeltaChannel
@@ -35,7 +36,7 @@ from typing_extensions import TypedDict
 __all__ = ["SupportState", "SNAPSHOT_EVERY", "TRANSCRIPT_SNAPSHOT_EVERY", "FoldingDeltaChannel",
            "last_value", "latest_write", "sum_usage", "keep_first", "max_int", "union_ordered", "append_batch",
            "messages_reducer",
-           "ensure_ids", "TaskState", "Outcome", "USAGE_KEYS", "add_usage", "usage_of", "TurnInput"]
+           "ensure_ids", "fold_prefix", "TaskState", "Outcome", "USAGE_KEYS", "add_usage", "usage_of", "TurnInput"]
 
 
 #: ``DeltaChannel.snapshot_frequency`` of the small DeltaChannels (``handoff``: one packet, ``usage``: four counters):
@@ -267,6 +268,38 @@ class FoldingDeltaChannel(DeltaChannel):
 #: the value they gave, the reducer)``, holding the objects so their ``id()`` is not reused; least recently used
 #: dropped first.
 _REPLAYS: OrderedDict[tuple[str, int | None, int], tuple[Any, list, Any, Any]] = OrderedDict()
+
+
+T = TypeVar("T")
+
+#: The last runs of :func:`fold_prefix`: ``(fold name, id(first item)) -> (the items, the result)``, the items a copy
+#: of the list (holding them, so their ``id()`` is not reused); least recently used dropped first.
+_PREFIX_FOLDS: OrderedDict[tuple[str, int], tuple[list, Any]] = OrderedDict()
+
+
+def fold_prefix(name: str, items: Sequence[Any], start: Callable[[], T], step: Callable[[T, Any], None],
+                copy: Callable[[T], T]) -> T:
+    """``step(acc, item)`` for every item in order, from ``acc = start()``; returns a new ``acc``.
+
+    A thread's transcript and handoff path only grow at their end, and their items come back as the same objects on
+    every read (``checkpoints.sqlite_saver``, :class:`FoldingDeltaChannel`). So when the last run under ``name`` over a
+    list with the same first item saw a prefix of ``items`` (the same objects, checked one by one by identity), this
+    continues from a ``copy`` of its result with the items after it: a scan of the whole thread costs O(new items)
+    (issue 25 §1). ``step`` must depend on nothing but ``acc`` and the item (then the result is the full fold's)."""
+    seen = list(items)
+    if not seen:
+        return start()
+    key = (name, id(seen[0]))
+    with _CACHE_LOCK:
+        last = _PREFIX_FOLDS.get(key)
+    if last is not None and len(last[0]) <= len(seen) and all(map(operator.is_, last[0], seen)):
+        acc, rest = copy(last[1]), itertools.islice(seen, len(last[0]), None)
+    else:
+        acc, rest = start(), iter(seen)
+    for item in rest:
+        step(acc, item)
+    _keep(_PREFIX_FOLDS, key, (seen, acc))
+    return copy(acc)
 
 
 class TaskState(TypedDict, total=False):

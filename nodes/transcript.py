@@ -10,11 +10,7 @@
 
 from __future__ import annotations
 
-import itertools
-import operator
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -22,6 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.config import get_config
 from pydantic import ValidationError
 
+from graph.state import fold_prefix
 from nodes.handoff_tools import ROUTE_TOOL, HandoffArgs, RouteDecision
 from policies.handoff import ToolCallView, handoff_target_of, handoff_tool_name
 
@@ -30,39 +27,12 @@ __all__ = ["desk_answers", "last_user_text", "thread_id_of", "known_call_ids", "
 
 T = TypeVar("T")
 
-#: The last runs of :func:`fold_transcript`: ``(fold name, id(first message)) -> (the messages, the result)``, the
-#: messages a copy of the list (holding them, so their ``id()`` is not reused); least recently used dropped first.
-_FOLDS: OrderedDict[tuple[str, int], tuple[list, Any]] = OrderedDict()
-_FOLDS_KEPT = 64
-_FOLDS_LOCK = threading.Lock()
-
 
 def fold_transcript(name: str, messages: Sequence[BaseMessage], start: Callable[[], T],
                     step: Callable[[T, BaseMessage], None], copy: Callable[[T], T]) -> T:
-    """``step(acc, m)`` for every message of ``messages`` in order, from ``acc = start()``; returns a new ``acc``.
-
-    When the last run under ``name`` over a transcript with the same first message saw a prefix of ``messages``
-    (the same objects, checked one by one by identity: a thread's messages come back as the same objects from
-    ``checkpoints.sqlite_saver``), it continues from a ``copy`` of that result with the messages after it. ``step``
-    must depend on nothing but ``acc`` and the message (then the result is the full fold's)."""
-    msgs = list(messages)
-    if not msgs:
-        return start()
-    key = (name, id(msgs[0]))
-    with _FOLDS_LOCK:
-        last = _FOLDS.get(key)
-    if last is not None and len(last[0]) <= len(msgs) and all(map(operator.is_, last[0], msgs)):
-        acc, rest = copy(last[1]), itertools.islice(msgs, len(last[0]), None)
-    else:
-        acc, rest = start(), iter(msgs)
-    for m in rest:
-        step(acc, m)
-    with _FOLDS_LOCK:
-        _FOLDS[key] = (msgs, acc)
-        _FOLDS.move_to_end(key)
-        while len(_FOLDS) > _FOLDS_KEPT:
-            _FOLDS.popitem(last=False)
-    return copy(acc)
+    """``step(acc, m)`` over the messages in order from ``acc = start()``, continuing the last run under ``name``
+    over a prefix of the same message objects (``graph.state.fold_prefix``)."""
+    return fold_prefix(name, messages, start, step, copy)
 
 
 def new_call_id() -> str:
@@ -80,8 +50,12 @@ def last_user_text(messages: Iterable[BaseMessage]) -> str:
 
 def desk_answers(messages: Iterable[BaseMessage]) -> list[AIMessage]:
     """The desk's final answers in ``messages`` (AIMessages with text and no tool calls), oldest first."""
-    return [m for m in messages if isinstance(m, AIMessage) and m.content and not m.tool_calls
-            and not m.invalid_tool_calls]
+    return fold_transcript("desk_answers", list(messages), list, _add_answer, list)
+
+
+def _add_answer(answers: list[AIMessage], m: BaseMessage) -> None:
+    if isinstance(m, AIMessage) and m.content and not m.tool_calls and not m.invalid_tool_calls:
+        answers.append(m)
 
 
 def thread_id_of() -> str:

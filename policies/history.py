@@ -7,6 +7,8 @@ is never separated from the ToolMessages that answer it.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -63,13 +65,29 @@ def _first_user_turn(messages: Sequence[BaseMessage]) -> int | None:
     return next((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), None)
 
 
+#: :func:`_shaped` of the assistant messages with tool calls shaped lately: ``id(message) -> (message, its text-only
+#: copy)``, so the copy is the same object (and its estimate is kept) turn after turn.
+_SHAPED: OrderedDict[int, tuple[BaseMessage, BaseMessage]] = OrderedDict()
+
+
 def _shaped(m: BaseMessage) -> BaseMessage | None:
     """One message as ``no_tool_calls`` passes it: None for tool traffic, an assistant message with tool calls
     reduced to its text."""
     if isinstance(m, ToolMessage):
         return None
     if isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls):
-        return AIMessage(content=m.content, name=m.name, id=m.id) if m.content else None
+        if not m.content:
+            return None
+        with _COUNTS_LOCK:
+            hit = _SHAPED.get(id(m))
+        if hit is not None and hit[0] is m:
+            return hit[1]
+        text = AIMessage(content=m.content, name=m.name, id=m.id)
+        with _COUNTS_LOCK:
+            _SHAPED[id(m)] = (m, text)
+            while len(_SHAPED) > _COUNTS_KEPT:
+                _SHAPED.popitem(last=False)
+        return text
     return m
 
 
@@ -184,10 +202,27 @@ class Bounded:
     tokens: int
 
 
+#: :func:`_count` of the messages counted lately: ``id(message) -> (message, its estimate)`` (holding the message, so
+#: its ``id()`` is not reused); a thread's messages come back as the same objects turn after turn.
+_COUNTS: OrderedDict[int, tuple[BaseMessage, int]] = OrderedDict()
+_COUNTS_KEPT = 4096
+_COUNTS_LOCK = threading.Lock()
+
+
 def _count(m: BaseMessage) -> int:
     """:func:`estimate_tokens` of one message. The estimate of a list is the sum of its messages' (langchain_core
-    rounds up per message and adds a whole number per message), which :func:`bound_messages` relies on."""
-    return count_tokens_approximately([m])
+    rounds up per message and adds a whole number per message), which :func:`bound_messages` relies on. Kept per
+    message object (:data:`_COUNTS`): messages are not changed in place once in a transcript."""
+    with _COUNTS_LOCK:
+        hit = _COUNTS.get(id(m))
+    if hit is not None and hit[0] is m:
+        return hit[1]
+    n = count_tokens_approximately([m])
+    with _COUNTS_LOCK:
+        _COUNTS[id(m)] = (m, n)
+        while len(_COUNTS) > _COUNTS_KEPT:
+            _COUNTS.popitem(last=False)
+    return n
 
 
 def bound_messages(messages: Sequence[BaseMessage], max_tokens: int) -> Bounded:
