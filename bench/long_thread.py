@@ -16,8 +16,9 @@ time, refused as already refunded afterwards), where that refund is, thanks. Pri
 
 ``--profile`` runs cProfile (CPU clock) over ``--window`` more turns after the measured ones and prints the top
 functions (cumulative and own time), the way the growth was found. The figures also give the CPU a new saver's first
-read of the whole thread costs (a new process: the cache of ``checkpoints.sqlite_saver`` is empty). Exit 1 when the transcript is not read back; the ratio targets are reported, not enforced
-(the machine is shared). A tiny run for the tests: ``--turns 12 --window 4``.
+read of the whole thread costs (a new process: the cache of ``checkpoints.sqlite_saver`` is empty). Exit 1 when the
+transcript is not read back; the ratio targets are reported, not enforced (the machine is shared). A tiny run for
+the tests: ``--turns 12 --window 4``.
 
 Usage: ``python bench/long_thread.py [--turns 2000] [--window 21] [--profile] [--json FILE]``.
 """

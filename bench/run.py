@@ -40,6 +40,7 @@ SCOREBOARD = {
     "router": ["bench/router_speed.py"],                         # route() plain arrays vs scikit-learn
     "startup": ["bench/startup.py"],                             # CLI start-up, one-shot chat vs bare LangGraph
     "throughput": ["bench/throughput.py"],                       # turns/s at 1/2/4, peak RSS of 100 turns
+    "long_thread": ["bench/long_thread.py", "--turns", "2000"],  # CPU per turn at 10/100/500/2000 of one thread
 }
 #: Other benchmarks of the project: run by name, they print their own figures.
 OTHERS = {

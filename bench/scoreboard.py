@@ -128,8 +128,20 @@ def _model_input(f: dict) -> list[Row]:
     return out
 
 
+def _long_thread(f: dict) -> list[Row]:
+    marks, ratios = f["marks"], f["ratio_to_first"]
+    first = min(marks, key=int)
+    out: list[Row] = [_row(f"one thread: CPU ms per turn at turn {n} (median of {m['turns'][0]}-{m['turns'][1]})",
+                           f"{m['median_ms']:.1f}", f"{marks[first]['median_ms']:.1f} (turn {first})",
+                           f"{ratios[n]:.2f}x", "<= 1.2x" if int(n) >= 500 else "")
+                      for n, m in marks.items()]
+    out.append(_row("  checkpoint bytes per turn", f"{f['bytes_per_turn']:,}", target="<= 10 kB"))
+    out.append(_row("  full transcript read back", "yes" if f.get("transcript_recovered") else "NO", target="yes"))
+    return out
+
+
 _ROWS = {"handoff": _handoff, "model_input": _model_input, "pingpong": _pingpong, "storage": _storage,
-         "router": _router, "startup": _startup, "throughput": _throughput}
+         "router": _router, "startup": _startup, "throughput": _throughput, "long_thread": _long_thread}
 
 
 def rows(benchmarks: dict[str, Any]) -> list[Row]:

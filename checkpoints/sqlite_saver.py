@@ -29,7 +29,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any
 
 from langgraph.checkpoint.base import WRITES_IDX_MAP, DeltaChannelHistory, PendingWrite, get_checkpoint_id, writes_sort_key
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -210,37 +210,9 @@ class CompactSqliteSaver(SqliteSaver):
                         known: Mapping[str, Mapping[str, DeltaChannelHistory]]) -> dict[str, DeltaChannelHistory]:
         """The two stages of LangGraph's ``SqliteSaver.get_delta_channel_history`` (the ancestor walk from the target,
         then the writes of the walked checkpoints), where a channel's walk also ends at an ancestor whose history is
-        ``known``: that ancestor's writes are read, and its history comes before them. An ancestor with a known
-        history for a channel holds no snapshot of it (a history is only asked for where there is none), so checking
-        the cache first skips deserialising it."""
-        chain: dict[str, list[str]] = {ch: [] for ch in channels}
-        seeds: dict[str, Any] = {}
-        bases: dict[str, DeltaChannelHistory] = {}
-        active = set(channels)
-        walked: set[str] = set()
-        started = False
+        ``known``: that ancestor's writes are read, and its history comes before them."""
         with self.cursor(transaction=False) as cur:
-            cur.execute(DELTA_STAGE1_SQL, (thread_id, checkpoint_ns, checkpoint_id, thread_id, checkpoint_ns))
-            for cid, type_tag, blob in cur:
-                if not started:
-                    started = cid == checkpoint_id  # the target's own writes and value are not part of it
-                    walked.add(cid)
-                    continue
-                if cid in walked:
-                    break  # a loop in the parent chain (``put`` is INSERT OR REPLACE): LangGraph stops there too
-                walked.add(cid)
-                for ch in active:
-                    chain[ch].append(cid)
-                for ch in [ch for ch in active if ch in known.get(cid, {})]:
-                    bases[ch] = known[cid][ch]
-                    active.discard(ch)
-                if active:
-                    values = self.serde.loads_typed((type_tag, blob)).get("channel_values") or {}
-                    for ch in [ch for ch in active if ch in values]:
-                        seeds[ch] = values[ch]
-                        active.discard(ch)
-                if not active:
-                    break
+            chain, seeds, bases = self._ancestors(cur, thread_id, checkpoint_ns, checkpoint_id, channels, known)
             walked_channels = [ch for ch in channels if chain[ch]]
             sql = build_delta_stage2_sql(has_task_path=self._has_task_path,
                                          chain_lens=[len(chain[ch]) for ch in walked_channels])
@@ -251,6 +223,58 @@ class CompactSqliteSaver(SqliteSaver):
                     params.extend([thread_id, checkpoint_ns, ch, *chain[ch]])
                 cur.execute(sql, params)
                 rows = cur.fetchall()
+        found = self._writes_of(thread_id, checkpoint_ns, channels, chain, rows)
+        out: dict[str, DeltaChannelHistory] = {}
+        for ch in channels:
+            base = bases.get(ch)
+            history: DeltaChannelHistory = {"writes": [*base["writes"], *found[ch]] if base is not None else found[ch]}
+            if base is not None and "seed" in base:
+                history["seed"] = base["seed"]
+            elif base is None and ch in seeds:
+                history["seed"] = seeds[ch]
+            out[ch] = history
+        return out
+
+    def _ancestors(self, cur: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str, channels: list[str],
+                   known: Mapping[str, Mapping[str, DeltaChannelHistory]]
+                   ) -> tuple[dict[str, list[str]], dict[str, Any], dict[str, DeltaChannelHistory]]:
+        """Stage 1: per channel, the ancestors whose writes count (newest first), and the seed (a snapshot met) or
+        the known history the walk ended at. An ancestor with a known history for a channel holds no snapshot of it
+        (a history is only asked for where there is none), so the cache is looked at first and that ancestor's
+        checkpoint is not deserialised."""
+        chain: dict[str, list[str]] = {ch: [] for ch in channels}
+        seeds: dict[str, Any] = {}
+        bases: dict[str, DeltaChannelHistory] = {}
+        active = set(channels)
+        walked: set[str] = set()
+        started = False
+        cur.execute(DELTA_STAGE1_SQL, (thread_id, checkpoint_ns, checkpoint_id, thread_id, checkpoint_ns))
+        for cid, type_tag, blob in cur:
+            if not started:
+                started = cid == checkpoint_id  # the target's own writes and value are not part of it
+                walked.add(cid)
+                continue
+            if cid in walked:
+                break  # a loop in the parent chain (``put`` is INSERT OR REPLACE): LangGraph stops there too
+            walked.add(cid)
+            for ch in active:
+                chain[ch].append(cid)
+            for ch in [ch for ch in active if ch in known.get(cid, {})]:
+                bases[ch] = known[cid][ch]
+                active.discard(ch)
+            if active:
+                values = self.serde.loads_typed((type_tag, blob)).get("channel_values") or {}
+                for ch in [ch for ch in active if ch in values]:
+                    seeds[ch] = values[ch]
+                    active.discard(ch)
+            if not active:
+                break
+        return chain, seeds, bases
+
+    def _writes_of(self, thread_id: str, checkpoint_ns: str, channels: list[str], chain: Mapping[str, list[str]],
+                   rows: list) -> dict[str, list[PendingWrite]]:
+        """Stage 2: each channel's writes along its chain, oldest first and in LangGraph's order within a checkpoint
+        (``writes_sort_key``); a value this saver wrote itself is that object, any other is deserialised."""
         with self._histories_lock:
             written = {cid: dict(v) for cid, v in (self._written.get((thread_id, checkpoint_ns)) or {}).items()}
         by_cid: dict[tuple[str, str], list[tuple[str, str, int, str, bytes]]] = {}
@@ -259,24 +283,14 @@ class CompactSqliteSaver(SqliteSaver):
         found: dict[str, list[PendingWrite]] = {}
         for ch in channels:
             collected: list[PendingWrite] = []
-            for cid in reversed(chain[ch]):  # oldest first; within a checkpoint in LangGraph's write order
+            for cid in reversed(chain[ch]):
                 mine = written.get(cid, {})
-                for task_path, task_id, idx, type_tag, value in sorted(by_cid.get((ch, cid), ()),
-                                                                       key=lambda w: writes_sort_key(w[0], w[1], w[2])):
+                for _path, task_id, idx, type_tag, value in sorted(by_cid.get((ch, cid), ()),
+                                                                  key=lambda w: writes_sort_key(w[0], w[1], w[2])):
                     hit = (task_id, idx, ch)
                     collected.append((task_id, ch, mine[hit] if hit in mine else self.serde.loads_typed((type_tag, value))))
             found[ch] = collected
-        out: dict[str, DeltaChannelHistory] = {}
-        for ch in channels:
-            base = bases.get(ch)
-            if base is None:
-                out[ch] = {"writes": found[ch], **({"seed": seeds[ch]} if ch in seeds else {})}
-                continue
-            merged: DeltaChannelHistory = {"writes": [*base["writes"], *found[ch]]}
-            if "seed" in base:
-                merged["seed"] = base["seed"]
-            out[ch] = merged
-        return out
+        return found
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints and writes and record its tombstone, in one transaction (a run writing

@@ -25,7 +25,7 @@ import operator
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any, TypeVar
 
 from langchain_core.messages import AnyMessage, BaseMessage, BaseMessageChunk, RemoveMessage
@@ -292,10 +292,11 @@ def fold_prefix(name: str, items: Sequence[Any], start: Callable[[], T], step: C
     key = (name, id(seen[0]))
     with _CACHE_LOCK:
         last = _PREFIX_FOLDS.get(key)
+    rest: Iterable[Any] = seen
     if last is not None and len(last[0]) <= len(seen) and all(map(operator.is_, last[0], seen)):
         acc, rest = copy(last[1]), itertools.islice(seen, len(last[0]), None)
     else:
-        acc, rest = start(), iter(seen)
+        acc = start()
     for item in rest:
         step(acc, item)
     _keep(_PREFIX_FOLDS, key, (seen, acc))
