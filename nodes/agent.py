@@ -45,6 +45,7 @@ from nodes.text_tool_calls import read_text_tool_calls
 from nodes.tool_runner import ToolRunner, ToolUnavailable
 from nodes.tools import ToolSpec, as_langchain_tool, tools_for
 from nodes.transcript import (
+    answers_by_agent,
     desk_answers,
     known_call_ids,
     last_user_text,
@@ -53,7 +54,7 @@ from nodes.transcript import (
     tool_call_views,
     unique_call_ids,
 )
-from policies.answers import instead_of_repeat, same_answer
+from policies.answers import answer_key, instead_of_repeat, same_answer
 from policies.approval import needs_risk_check
 from policies.cancellation import cancel_confirmed
 from policies.edges import CLARIFY, FALLBACK, FLOW_NODES, SPECIALISTS, SUPERVISOR, TRIAGE, handoff_targets
@@ -491,11 +492,11 @@ class AgentVisit:
         """``text``, or what to say instead when it repeats an earlier answer of this agent in the thread
         (``policies.answers``; the transcript then holds the replacement, recorded on ``agent_finished``); None when
         the replacement was said already too (no progress: the caller goes to fallback)."""
-        previous = [str(m.content) for m in desk_answers(self.messages) if m.name == self.agent]
+        previous, said = answers_by_agent(self.messages).get(self.agent, ([], set()))
         if not previous:
             return text
         if text in social_answers():  # a second thanks gets "You're welcome!" again, without asking its question again
-            if not any(same_answer(text, p) for p in previous):
+            if not (answer_key(text) and answer_key(text) in said):  # = not any(same_answer(text, p) for p in previous)
                 return text
             short = " ".join(x for x in re.split(r"(?<=[.!?])\s+", text) if not x.endswith("?")) or text
             last = self.new[-1]

@@ -20,10 +20,11 @@ from pydantic import ValidationError
 
 from graph.state import fold_prefix
 from nodes.handoff_tools import ROUTE_TOOL, HandoffArgs, RouteDecision
+from policies.answers import answer_key
 from policies.handoff import ToolCallView, handoff_target_of, handoff_tool_name
 
 __all__ = ["desk_answers", "last_user_text", "thread_id_of", "known_call_ids", "unique_call_ids", "tool_call_views",
-           "new_call_id", "fold_transcript"]
+           "new_call_id", "fold_transcript", "answers_by_agent"]
 
 T = TypeVar("T")
 
@@ -51,6 +52,20 @@ def last_user_text(messages: Iterable[BaseMessage]) -> str:
 def desk_answers(messages: Iterable[BaseMessage]) -> list[AIMessage]:
     """The desk's final answers in ``messages`` (AIMessages with text and no tool calls), oldest first."""
     return fold_transcript("desk_answers", list(messages), list, _add_answer, list)
+
+
+def answers_by_agent(messages: Sequence[BaseMessage]) -> dict[str, tuple[list[str], set[str]]]:
+    """Per agent (the answer's ``name``; "" for none), the texts of its :func:`desk_answers` in the thread, oldest
+    first, and their :func:`policies.answers.answer_key` s (continuing the previous call's scan: :func:`fold_transcript`)."""
+    return fold_transcript("answers_by_agent", list(messages), dict, _add_agent_answer,
+                           lambda acc: {a: (list(texts), set(keys)) for a, (texts, keys) in acc.items()})
+
+
+def _add_agent_answer(acc: dict[str, tuple[list[str], set[str]]], m: BaseMessage) -> None:
+    if isinstance(m, AIMessage) and m.content and not m.tool_calls and not m.invalid_tool_calls:
+        texts, keys = acc.setdefault(m.name or "", ([], set()))
+        texts.append(str(m.content))
+        keys.add(answer_key(str(m.content)))
 
 
 def _add_answer(answers: list[AIMessage], m: BaseMessage) -> None:
