@@ -7,8 +7,6 @@ is never separated from the ToolMessages that answer it.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -66,8 +64,8 @@ def _first_user_turn(messages: Sequence[BaseMessage]) -> int | None:
 
 
 #: :func:`_shaped` of the assistant messages with tool calls shaped lately: ``id(message) -> (message, its text-only
-#: copy)``, so the copy is the same object (and its estimate is kept) turn after turn.
-_SHAPED: OrderedDict[int, tuple[BaseMessage, BaseMessage]] = OrderedDict()
+#: copy)``, so the copy is the same object (and its estimate is kept) turn after turn; a plain dict as :data:`_COUNTS`.
+_SHAPED: dict[int, tuple[BaseMessage, BaseMessage]] = {}
 
 
 def _shaped(m: BaseMessage) -> BaseMessage | None:
@@ -78,15 +76,13 @@ def _shaped(m: BaseMessage) -> BaseMessage | None:
     if isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls):
         if not m.content:
             return None
-        with _COUNTS_LOCK:
-            hit = _SHAPED.get(id(m))
+        hit = _SHAPED.get(id(m))
         if hit is not None and hit[0] is m:
             return hit[1]
         text = AIMessage(content=m.content, name=m.name, id=m.id)
-        with _COUNTS_LOCK:
-            _SHAPED[id(m)] = (m, text)
-            while len(_SHAPED) > _COUNTS_KEPT:
-                _SHAPED.popitem(last=False)
+        if len(_SHAPED) >= _COUNTS_KEPT:
+            _SHAPED.clear()
+        _SHAPED[id(m)] = (m, text)
         return text
     return m
 
@@ -203,25 +199,23 @@ class Bounded:
 
 
 #: :func:`_count` of the messages counted lately: ``id(message) -> (message, its estimate)`` (holding the message, so
-#: its ``id()`` is not reused); a thread's messages come back as the same objects turn after turn.
-_COUNTS: OrderedDict[int, tuple[BaseMessage, int]] = OrderedDict()
-_COUNTS_KEPT = 4096
-_COUNTS_LOCK = threading.Lock()
+#: its ``id()`` is not reused); a thread's messages come back as the same objects turn after turn. Emptied when full.
+#: (A plain dict: one lookup or store is atomic under the GIL, and a lost race only counts a message twice.)
+_COUNTS: dict[int, tuple[BaseMessage, int]] = {}
+_COUNTS_KEPT = 8192
 
 
 def _count(m: BaseMessage) -> int:
     """:func:`estimate_tokens` of one message. The estimate of a list is the sum of its messages' (langchain_core
     rounds up per message and adds a whole number per message), which :func:`bound_messages` relies on. Kept per
     message object (:data:`_COUNTS`): messages are not changed in place once in a transcript."""
-    with _COUNTS_LOCK:
-        hit = _COUNTS.get(id(m))
+    hit = _COUNTS.get(id(m))
     if hit is not None and hit[0] is m:
         return hit[1]
     n = count_tokens_approximately([m])
-    with _COUNTS_LOCK:
-        _COUNTS[id(m)] = (m, n)
-        while len(_COUNTS) > _COUNTS_KEPT:
-            _COUNTS.popitem(last=False)
+    if len(_COUNTS) >= _COUNTS_KEPT:
+        _COUNTS.clear()
+    _COUNTS[id(m)] = (m, n)
     return n
 
 
@@ -239,30 +233,31 @@ def bound_messages(messages: Sequence[BaseMessage], max_tokens: int) -> Bounded:
     ``trim_messages``'s, since the estimate of a list is the sum of its messages' (:func:`_count`).
     """
     msgs = list(messages)
-    counts: dict[int, int] = {}
-
-    def count(i: int) -> int:
-        if i not in counts:
-            counts[i] = _count(msgs[i])
-        return counts[i]
-
-    total, i = 0, len(msgs)
-    while i > 0 and total <= max_tokens:
-        i -= 1
-        total += count(i)
+    n = len(msgs)
+    tail: list[int] = []  # tail[j]: the estimate of msgs[n - 1 - j], counted from the newest back
+    total = 0
+    while len(tail) < n and total <= max_tokens:
+        tail.append(_count(msgs[n - 1 - len(tail)]))
+        total += tail[-1]
     if total <= max_tokens:
         return Bounded(msgs, 0, total)
     first = 1 if msgs and isinstance(msgs[0], SystemMessage) else 0
-    remaining = max(0, max_tokens - count(0)) if first else max_tokens
+    remaining = max(0, max_tokens - _count(msgs[0])) if first else max_tokens
     k, used = 0, 0  # the newest k messages after the system message fit in what remains
-    while k < len(msgs) - first and used + count(len(msgs) - 1 - k) <= remaining:
-        used += count(len(msgs) - 1 - k)
+    while k < n - first:
+        t = tail[k] if k < len(tail) else _count(msgs[n - 1 - k])
+        if used + t > remaining:
+            break
+        used += t
         k += 1
-    while k > 0 and msgs[len(msgs) - k].type != "human":  # start on a user message
+    while k > 0 and msgs[n - k].type != "human":  # start on a user message
         k -= 1
-    kept = [*msgs[:first], *msgs[len(msgs) - k:]] if k else list(msgs[:first])
+        used -= tail[k]
+    kept = [*msgs[:first], *msgs[n - k:]] if k else list(msgs[:first])
+    tokens = (_count(msgs[0]) if first else 0) + used
     last = _last_user_turns(msgs, 1)
     current = msgs[last[0]:] if last else msgs[1:]
     if len(kept) < len(current) + 1 or kept[-len(current):] != current:
         kept = [*msgs[:1], *current] if msgs and isinstance(msgs[0], SystemMessage) else list(current)
-    return Bounded(kept, len(msgs) - len(kept), estimate_tokens(kept))
+        tokens = sum(map(_count, kept))
+    return Bounded(kept, len(msgs) - len(kept), tokens)
