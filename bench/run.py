@@ -43,6 +43,7 @@ SCOREBOARD = {
     "throughput": ["bench/throughput.py"],                       # turns/s at 1/2/4, peak RSS of 100 turns
     "operators": ["bench/operator_scale.py"],                    # threads/pending/stats at 1k/10k threads vs a bare read
     "route": ["bench/route_scale.py"],                           # switchboard route: old path vs workers, all queries
+    "long_thread": ["bench/long_thread.py", "--turns", "2000"],  # CPU per turn at 10/100/500/2000 of one thread
 }
 #: Other benchmarks of the project: run by name, they print their own figures.
 OTHERS = {

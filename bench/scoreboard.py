@@ -167,9 +167,22 @@ def _route(f: dict) -> list[Row]:
     ]
 
 
+def _long_thread(f: dict) -> list[Row]:
+    marks, first_ratio, ref_ratio = f["marks"], f["ratio_to_first"], f.get("ratio_to_reference") or {}
+    first = min(marks, key=int)
+    out: list[Row] = [_row(f"one thread: CPU ms/turn at turn {n} ({first_ratio[n]:.2f}x turn {first})",
+                           f"{m['median_ms']:.1f}", f"{m['reference_ms']:.1f} (a short thread, same moment)"
+                           if "reference_ms" in m else "n/a", f"{ref_ratio[n]:.2f}x" if n in ref_ratio else "-",
+                           "<= 1.2x" if int(n) >= 500 else "")
+                      for n, m in marks.items()]
+    out.append(_row("  checkpoint bytes per turn", f"{f['bytes_per_turn']:,}", target="<= 10 kB"))
+    out.append(_row("  full transcript read back", "yes" if f.get("transcript_recovered") else "NO", target="yes"))
+    return out
+
+
 _ROWS = {"handoff": _handoff, "model_input": _model_input, "pingpong": _pingpong, "storage": _storage,
          "router": _router, "startup": _startup, "throughput": _throughput, "operators": _operators,
-         "route": _route}
+         "route": _route, "long_thread": _long_thread}
 
 
 def rows(benchmarks: dict[str, Any]) -> list[Row]:

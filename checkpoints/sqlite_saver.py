@@ -9,20 +9,36 @@ pending writes, which brings the thread back with a partial state (a known LangG
 later insert for that thread inside the database, whichever process or connection writes it. The saver turns the
 abort into :class:`graph.errors.ThreadDeleted`, so the late run stops at its next step (it does not go on to make a
 refund on a thread nobody can see). A deleted thread id is never reused: a new conversation on it is refused too.
+
+Reading a thread (issue 25 §1): LangGraph rebuilds a ``DeltaChannel`` (the transcript) at a checkpoint from the
+nearest ancestor holding a full copy (a snapshot) plus every write since, deserialising all of them on every read:
+twice a turn (the desk's ``get_state`` and the run itself), so a turn's cost grew with the thread. The saver keeps the
+histories it returned for the last checkpoints of the last threads it read (:data:`HISTORY_THREADS` threads,
+:data:`HISTORY_CHECKPOINTS` checkpoints each) and, for a later checkpoint of the same thread, walks back only to the
+nearest one it knows, reading just the checkpoints and writes since; a write this saver stored itself lately
+(:data:`WRITTEN_CHECKPOINTS` checkpoints a thread) comes back as the object it was given instead of a deserialised
+copy. The result is the one LangGraph's own walk gives (a snapshot met on the way still ends the walk there), and the
+same seed and write objects come back on every read, so ``graph.state.FoldingDeltaChannel`` and the transcript scans
+(``nodes.transcript.fold_transcript``) continue their last run instead of redoing it.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from langgraph.checkpoint.base import WRITES_IDX_MAP, DeltaChannelHistory, PendingWrite, get_checkpoint_id, writes_sort_key
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite._delta import DELTA_STAGE1_SQL, build_delta_stage2_sql
 
 from graph.errors import ThreadDeleted
 
-__all__ = ["CompactSqliteSaver", "compact_next_version", "VERSION_DIGITS", "TOMBSTONES", "DELETED_MARK"]
+__all__ = ["CompactSqliteSaver", "compact_next_version", "VERSION_DIGITS", "TOMBSTONES", "DELETED_MARK",
+           "HISTORY_THREADS", "HISTORY_CHECKPOINTS", "WRITTEN_CHECKPOINTS"]
 
 #: Digits of a channel version written by our SQLite saver (10**8 steps of one thread before the width grows).
 VERSION_DIGITS = 8
@@ -30,6 +46,13 @@ VERSION_DIGITS = 8
 TOMBSTONES = "checkpoint_deleted_threads"
 #: The message of the triggers' abort (how the saver tells it from other constraint errors).
 DELETED_MARK = "switchboard: thread deleted"
+
+#: Threads whose latest channel histories a saver keeps in memory (least recently read dropped first).
+HISTORY_THREADS = 32
+#: Checkpoints per thread whose histories are kept (the newest read).
+HISTORY_CHECKPOINTS = 8
+#: Checkpoints per thread whose written values are kept (the newest written).
+WRITTEN_CHECKPOINTS = 64
 
 _TOMBSTONE_SQL = f"""
 CREATE TABLE IF NOT EXISTS {TOMBSTONES} (
@@ -76,6 +99,14 @@ class CompactSqliteSaver(SqliteSaver):
 
     ``put`` / ``put_writes`` raise :class:`graph.errors.ThreadDeleted` for a thread that ``delete_thread`` deleted."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # (thread_id, checkpoint_ns) -> {checkpoint_id -> {channel -> history}}, both least recently used first
+        self._histories: OrderedDict[tuple[str, str], OrderedDict[str, dict[str, DeltaChannelHistory]]] = OrderedDict()
+        self._histories_lock = threading.Lock()
+        # (thread_id, checkpoint_ns) -> {checkpoint_id -> {(task_id, idx, channel) -> the value put_writes stored}}
+        self._written: OrderedDict[tuple[str, str], OrderedDict[str, dict[tuple[str, int, str], Any]]] = OrderedDict()
+
     def setup(self) -> None:
         if self.is_setup:
             return
@@ -94,12 +125,177 @@ class CompactSqliteSaver(SqliteSaver):
             return super().put(config, checkpoint, metadata, new_versions)
 
     def put_writes(self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
-        with _refused_when_deleted(config["configurable"].get("thread_id")):
-            super().put_writes(config, writes, task_id, task_path)
+        """LangGraph's ``SqliteSaver.put_writes`` (the same rows), keeping the values it stored for later reads of the
+        thread (module doc); only when every row was written (``INSERT OR IGNORE`` keeps a row already there)."""
+        conf = config["configurable"]
+        replace = all(w[0] in WRITES_IDX_MAP for w in writes)
+        query = (f"INSERT OR {'REPLACE' if replace else 'IGNORE'} INTO writes (thread_id, checkpoint_ns, checkpoint_id, "
+                 "task_id, task_path, idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        rows = [(str(conf["thread_id"]), str(conf["checkpoint_ns"]), str(conf["checkpoint_id"]), task_id, task_path,
+                 WRITES_IDX_MAP.get(channel, idx), channel, *self.serde.dumps_typed(value))
+                for idx, (channel, value) in enumerate(writes)]
+        with _refused_when_deleted(conf.get("thread_id")):
+            with self.cursor() as cur:
+                cur.executemany(query, rows)
+                stored = cur.rowcount == len(rows)
+        if stored and writes:
+            self._remember_written((str(conf["thread_id"]), str(conf["checkpoint_ns"])), str(conf["checkpoint_id"]),
+                                   {(task_id, WRITES_IDX_MAP.get(ch, idx), ch): v for idx, (ch, v) in enumerate(writes)})
+
+    def _remember_written(self, key: tuple[str, str], checkpoint_id: str, values: dict[tuple[str, int, str], Any]) -> None:
+        with self._histories_lock:
+            entries = self._written.setdefault(key, OrderedDict())
+            self._written.move_to_end(key)
+            entries.setdefault(checkpoint_id, {}).update(values)
+            entries.move_to_end(checkpoint_id)
+            while len(entries) > WRITTEN_CHECKPOINTS:
+                entries.popitem(last=False)
+            while len(self._written) > HISTORY_THREADS:
+                self._written.popitem(last=False)
+
+    # -- reading DeltaChannels (module doc) ------------------------------------------------------------------------
+    def get_delta_channel_history(self, *, config: Any, channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        """LangGraph's ``SqliteSaver.get_delta_channel_history`` (same contract and result), walking back only to the
+        nearest checkpoint whose history this saver returned lately (module doc). Each call returns new dicts and
+        lists; the seed values and written values inside are shared between calls and must not be changed in place
+        (LangGraph's channels and our reducers never do)."""
+        if not channels:
+            return {}
+        channels = list(channels)
+        thread_id = str(config["configurable"]["thread_id"])
+        checkpoint_ns = str(config["configurable"].get("checkpoint_ns", ""))
+        checkpoint_id = get_checkpoint_id(config)
+        if not checkpoint_id:
+            target = self.get_tuple(config)
+            if target is None:
+                return {ch: {"writes": []} for ch in channels}
+            checkpoint_id = target.config["configurable"]["checkpoint_id"]
+        key = (thread_id, checkpoint_ns)
+        known = self._known_histories(key)
+        hit = known.get(checkpoint_id, {})
+        if all(ch in hit for ch in channels):
+            return {ch: _copied(hit[ch]) for ch in channels}
+        result = self._walk_histories(thread_id, checkpoint_ns, checkpoint_id, channels, known)
+        self._remember_histories(key, checkpoint_id, result)
+        return {ch: _copied(h) for ch, h in result.items()}
+
+    def _known_histories(self, key: tuple[str, str]) -> dict[str, dict[str, DeltaChannelHistory]]:
+        with self._histories_lock:
+            entries = self._histories.get(key)
+            if entries is None:
+                return {}
+            self._histories.move_to_end(key)
+            return {cid: dict(h) for cid, h in entries.items()}
+
+    def _remember_histories(self, key: tuple[str, str], checkpoint_id: str,
+                            histories: Mapping[str, DeltaChannelHistory]) -> None:
+        with self._histories_lock:
+            entries = self._histories.setdefault(key, OrderedDict())
+            self._histories.move_to_end(key)
+            entries.setdefault(checkpoint_id, {}).update(histories)
+            entries.move_to_end(checkpoint_id)
+            while len(entries) > HISTORY_CHECKPOINTS:
+                entries.popitem(last=False)
+            while len(self._histories) > HISTORY_THREADS:
+                self._histories.popitem(last=False)
+
+    def _forget_histories(self, thread_id: str) -> None:
+        with self._histories_lock:
+            for key in [k for k in self._histories if k[0] == thread_id]:
+                del self._histories[key]
+            for key in [k for k in self._written if k[0] == thread_id]:
+                del self._written[key]
+
+    def _walk_histories(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, channels: list[str],
+                        known: Mapping[str, Mapping[str, DeltaChannelHistory]]) -> dict[str, DeltaChannelHistory]:
+        """The two stages of LangGraph's ``SqliteSaver.get_delta_channel_history`` (the ancestor walk from the target,
+        then the writes of the walked checkpoints), where a channel's walk also ends at an ancestor whose history is
+        ``known``: that ancestor's writes are read, and its history comes before them."""
+        with self.cursor(transaction=False) as cur:
+            chain, seeds, bases = self._ancestors(cur, thread_id, checkpoint_ns, checkpoint_id, channels, known)
+            walked_channels = [ch for ch in channels if chain[ch]]
+            sql = build_delta_stage2_sql(has_task_path=self._has_task_path,
+                                         chain_lens=[len(chain[ch]) for ch in walked_channels])
+            rows: list = []
+            if sql:
+                params: list[Any] = []
+                for ch in walked_channels:
+                    params.extend([thread_id, checkpoint_ns, ch, *chain[ch]])
+                cur.execute(sql, params)
+                rows = cur.fetchall()
+        found = self._writes_of(thread_id, checkpoint_ns, channels, chain, rows)
+        out: dict[str, DeltaChannelHistory] = {}
+        for ch in channels:
+            base = bases.get(ch)
+            history: DeltaChannelHistory = {"writes": [*base["writes"], *found[ch]] if base is not None else found[ch]}
+            if base is not None and "seed" in base:
+                history["seed"] = base["seed"]
+            elif base is None and ch in seeds:
+                history["seed"] = seeds[ch]
+            out[ch] = history
+        return out
+
+    def _ancestors(self, cur: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str, channels: list[str],
+                   known: Mapping[str, Mapping[str, DeltaChannelHistory]]
+                   ) -> tuple[dict[str, list[str]], dict[str, Any], dict[str, DeltaChannelHistory]]:
+        """Stage 1: per channel, the ancestors whose writes count (newest first), and the seed (a snapshot met) or
+        the known history the walk ended at. An ancestor with a known history for a channel holds no snapshot of it
+        (a history is only asked for where there is none), so the cache is looked at first and that ancestor's
+        checkpoint is not deserialised."""
+        chain: dict[str, list[str]] = {ch: [] for ch in channels}
+        seeds: dict[str, Any] = {}
+        bases: dict[str, DeltaChannelHistory] = {}
+        active = set(channels)
+        walked: set[str] = set()
+        started = False
+        cur.execute(DELTA_STAGE1_SQL, (thread_id, checkpoint_ns, checkpoint_id, thread_id, checkpoint_ns))
+        for cid, type_tag, blob in cur:
+            if not started:
+                started = cid == checkpoint_id  # the target's own writes and value are not part of it
+                walked.add(cid)
+                continue
+            if cid in walked:
+                break  # a loop in the parent chain (``put`` is INSERT OR REPLACE): LangGraph stops there too
+            walked.add(cid)
+            for ch in active:
+                chain[ch].append(cid)
+            for ch in [ch for ch in active if ch in known.get(cid, {})]:
+                bases[ch] = known[cid][ch]
+                active.discard(ch)
+            if active:
+                values = self.serde.loads_typed((type_tag, blob)).get("channel_values") or {}
+                for ch in [ch for ch in active if ch in values]:
+                    seeds[ch] = values[ch]
+                    active.discard(ch)
+            if not active:
+                break
+        return chain, seeds, bases
+
+    def _writes_of(self, thread_id: str, checkpoint_ns: str, channels: list[str], chain: Mapping[str, list[str]],
+                   rows: list) -> dict[str, list[PendingWrite]]:
+        """Stage 2: each channel's writes along its chain, oldest first and in LangGraph's order within a checkpoint
+        (``writes_sort_key``); a value this saver wrote itself is that object, any other is deserialised."""
+        with self._histories_lock:
+            written = {cid: dict(v) for cid, v in (self._written.get((thread_id, checkpoint_ns)) or {}).items()}
+        by_cid: dict[tuple[str, str], list[tuple[str, str, int, str, bytes]]] = {}
+        for cid, ch, task_id, idx, type_tag, value, task_path in rows:
+            by_cid.setdefault((ch, cid), []).append((task_path, task_id, idx, type_tag, value))
+        found: dict[str, list[PendingWrite]] = {}
+        for ch in channels:
+            collected: list[PendingWrite] = []
+            for cid in reversed(chain[ch]):
+                mine = written.get(cid, {})
+                for _path, task_id, idx, type_tag, value in sorted(by_cid.get((ch, cid), ()),
+                                                                  key=lambda w: writes_sort_key(w[0], w[1], w[2])):
+                    hit = (task_id, idx, ch)
+                    collected.append((task_id, ch, mine[hit] if hit in mine else self.serde.loads_typed((type_tag, value))))
+            found[ch] = collected
+        return found
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints and writes and record its tombstone, in one transaction (a run writing
         concurrently waits for SQLite's write lock and is refused after it)."""
+        self._forget_histories(str(thread_id))
         with self.cursor() as cur:
             cur.execute(f"INSERT OR IGNORE INTO {TOMBSTONES} (thread_id) VALUES (?)", (str(thread_id),))
             cur.execute("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),))
@@ -110,3 +306,11 @@ class CompactSqliteSaver(SqliteSaver):
         with self.cursor(transaction=False) as cur:
             cur.execute(f"SELECT 1 FROM {TOMBSTONES} WHERE thread_id = ?", (str(thread_id),))
             return cur.fetchone() is not None
+
+
+def _copied(history: DeltaChannelHistory) -> DeltaChannelHistory:
+    """A new history dict and writes list around the same seed and written values."""
+    out: DeltaChannelHistory = {"writes": list(history["writes"])}
+    if "seed" in history:
+        out["seed"] = history["seed"]
+    return out

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from graph.state import fold_prefix
+
 __all__ = ["PACKET_SCHEMA_VERSION", "Fact", "Constraints", "HandoffPacket", "HandoffRecord", "render_packet",
            "observed_now", "step_number", "number_steps"]
 
@@ -118,7 +120,12 @@ def step_number(path: Sequence[Mapping[str, object]], turn: int) -> int:
     """The number the next step of ``turn`` gets after ``path`` (the thread's ``handoff_path`` so far, records as
     dicts): one more than that turn's records (:func:`number_steps`), so approval-flow steps after a resume go on from
     the pause instead of repeating its number."""
-    return number_steps([*(int(str(h.get("turn") or 0)) for h in path), turn])[-1]
+    return fold_prefix("step_number", path, dict, _count_turn, dict).get(turn, 0) + 1
+
+
+def _count_turn(counts: dict[int, int], h: Mapping[str, object]) -> None:
+    t = int(str(h.get("turn") or 0))
+    counts[t] = counts.get(t, 0) + 1
 
 
 def render_packet(packet: dict) -> str:

@@ -8,34 +8,47 @@ The transcript uses LangGraph's ``DeltaChannel`` (beta in LangGraph 1.2): a chec
 new messages of its step instead of the whole list, which keeps a thread's storage linear in its number
 of turns instead of quadratic (DESIGN.md, "Storage growth"). The current handoff packet (``handoff``) is a
 DeltaChannel too, with a newest-write-wins reducer: rewritten each turn, it would otherwise sit in every
-checkpoint.  Every ``SNAPSHOT_EVERY`` updates of such a channel LangGraph stores one full copy (a snapshot) so
-that reading a thread replays at most that many writes: the knob
-``DeltaChannel(snapshot_frequency=…)`` (default 100, i.e. a copy of the whole transcript every ~50 turns, which
-made the total grow quadratically again).
+checkpoint.  Every ``snapshot_frequency`` updates of such a channel LangGraph stores one full copy (a snapshot) so
+that reading a thread replays at most that many writes (LangGraph's default, 100, copied the whole transcript every
+~50 turns, which made the total grow quadratically again): ``TRANSCRIPT_SNAPSHOT_EVERY`` for the growing lists,
+``SNAPSHOT_EVERY`` for the small values.
+
+A long thread's turn costs what a short one's does (issue 25 §1): the channels are :class:`FoldingDeltaChannel`
+(a read continues the last replay instead of redoing it) and :func:`messages_reducer` appends a turn's new messages
+without indexing the whole transcript.
 """
 
 from __future__ import annotations
 
+import itertools
+import operator
+import threading
 import uuid
-from collections.abc import Sequence
-from typing import Annotated, Any
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Annotated, Any, TypeVar
 
-from langchain_core.messages import AnyMessage, BaseMessage
+from langchain_core.messages import AnyMessage, BaseMessage, BaseMessageChunk, RemoveMessage
 from langgraph.channels import DeltaChannel
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-__all__ = ["SupportState", "SNAPSHOT_EVERY",
+__all__ = ["SupportState", "SNAPSHOT_EVERY", "TRANSCRIPT_SNAPSHOT_EVERY", "FoldingDeltaChannel",
            "last_value", "latest_write", "sum_usage", "keep_first", "max_int", "union_ordered", "append_batch",
            "messages_reducer",
-           "ensure_ids", "TaskState", "Outcome", "USAGE_KEYS", "add_usage", "usage_of", "TurnInput"]
+           "ensure_ids", "fold_prefix", "TaskState", "Outcome", "USAGE_KEYS", "add_usage", "usage_of", "TurnInput"]
 
 
-#: ``DeltaChannel.snapshot_frequency`` of the append-only channels (``messages``, ``handoff_path``, the expert lists):
-#: a full copy every 250 updates.  The transcript is updated about twice per turn, so a thread stores its first
-#: snapshot after ~125 turns, and a read replays at most ~250 writes (about 500 checkpoints walked back).  The 100-turn
-#: offline thread stays linear and under 1 MB (bench/storage.py); LangGraph's default, 100, snapshots every ~50 turns.
+#: ``DeltaChannel.snapshot_frequency`` of the small DeltaChannels (``handoff``: one packet, ``usage``: four counters):
+#: a full copy every 250 updates, so a cold read replays at most that many of their writes.
 SNAPSHOT_EVERY = 250
+#: ``DeltaChannel.snapshot_frequency`` of the growing append-only channels (``messages``, ``handoff_path``, the expert
+#: lists): a full copy every 2,000 updates. A copy holds the whole transcript, so with a fixed frequency a thread's
+#: bytes grow quadratically (at 250, a copy every ~90 turns of bench/long_thread.py: 27.8 kB a turn after 520 turns,
+#: growing); a read replays the writes since the last copy, which :class:`FoldingDeltaChannel` and
+#: ``checkpoints.sqlite_saver`` make incremental within a process, so a rarer copy costs only a process's first read
+#: of a thread (LangGraph also copies every 5,000 supersteps, ``DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT``).
+TRANSCRIPT_SNAPSHOT_EVERY = 2000
 
 
 def last_value(_old: Any, new: Any) -> Any:
@@ -125,11 +138,196 @@ def append_batch(state: list, writes: Sequence[Any]) -> list:
     return out
 
 
-def messages_reducer(state: list, writes: Sequence[Any]) -> list:
-    """DeltaChannel reducer: fold ``add_messages`` over a batch of writes (batching-invariant by construction)."""
+class _Positions:
+    """Message id -> position, shared by the transcripts that extend one another by appends (module-private).
+
+    Valid for a list ``L`` it is shared with while not ``spoiled``: every position below ``len(L)`` is right, so an id
+    is in ``L`` exactly when ``L[pos[id]].id == id`` with ``pos[id] < len(L)``. Appending to one list puts the new ids at
+    their positions; an id that comes again at another position (two lists went different ways) spoils it, and a
+    spoiled index is rebuilt from the list at hand."""
+
+    __slots__ = ("pos", "spoiled")
+
+    def __init__(self, messages: list) -> None:
+        self.pos: dict[str, int] = {m.id: i for i, m in enumerate(messages)}
+        self.spoiled = False
+
+    def has(self, messages: list, mid: str) -> bool:
+        i = self.pos.get(mid)
+        return i is not None and i < len(messages) and messages[i].id == mid
+
+    def put(self, mid: str, i: int) -> None:
+        if self.pos.setdefault(mid, i) != i:
+            self.spoiled = True
+
+
+#: Transcripts :func:`messages_reducer` returned: ``id(list) -> (list, its length, its _Positions)``, holding the list
+#: so that an ``id()`` is not reused while its entry lives; least recently used dropped first.
+_INDEXES: OrderedDict[int, tuple[list, int, _Positions]] = OrderedDict()
+_KEPT = 64
+_CACHE_LOCK = threading.Lock()
+
+
+def _plain(t: type) -> bool:
+    return issubclass(t, BaseMessage) and not issubclass(t, (BaseMessageChunk, RemoveMessage))
+
+
+def _index_of(messages: list) -> _Positions | None:
+    """The id positions of ``messages`` (kept for lists this reducer returned), or None when it holds anything but
+    plain messages with ids (``add_messages`` coerces those and fills ids in)."""
+    with _CACHE_LOCK:
+        hit = _INDEXES.get(id(messages))
+    if hit is not None and hit[0] is messages and hit[1] == len(messages) and not hit[2].spoiled:
+        return hit[2]
+    if not all(_plain(t) for t in set(map(type, messages))) or any(m.id is None for m in messages):
+        return None
+    index = _Positions(messages)
+    return None if len(index.pos) != len(messages) else index
+
+
+def _keep(cache: OrderedDict, key: Any, value: Any) -> None:
+    with _CACHE_LOCK:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > _KEPT:
+            cache.popitem(last=False)
+
+
+def _fold(start: list, writes: Sequence[Any]) -> tuple[list, _Positions | None]:
+    """``add_messages`` folded over ``writes`` from ``start``, one write at a time; a write of plain messages with
+    new, distinct ids is appended (``start`` itself is never changed). Returns the result and its index."""
+    current, index, owned = start, None, False
     for w in writes:
-        state = add_messages(state, w)  # type: ignore[assignment]  # add_messages returns the merged list here
-    return state
+        batch = w if isinstance(w, list) else [w]
+        if index is None or index.spoiled:
+            index = _index_of(current)
+        new = [m.id for m in batch] if index is not None and all(_plain(type(m)) for m in batch) else None
+        if (index is None or new is None or None in new or len(set(new)) != len(new)
+                or any(index.has(current, mid) for mid in new)):
+            current, index, owned = add_messages(current, w), None, True  # type: ignore[assignment]  # a list here
+            continue
+        if not owned:
+            current, owned = list(current), True
+        for j, mid in enumerate(new, start=len(current)):
+            index.put(mid, j)
+        current.extend(batch)
+    return current, index
+
+
+def messages_reducer(state: list, writes: Sequence[Any]) -> list:
+    """DeltaChannel reducer of the transcript: ``add_messages`` folded over a batch of writes, one write at a time
+    (batching-invariant by construction). A message whose id is there replaces it, a ``RemoveMessage`` removes its id
+    (``REMOVE_ALL_MESSAGES`` clears), a message without an id gets one, removing an unknown id raises ``ValueError``:
+    exactly ``add_messages``'s result.
+
+    Cost (issue 25 §1): ``add_messages`` indexes the whole transcript on every call, so a turn's writes cost O(thread)
+    and a read replaying the stored writes was quadratic. Here a write of plain messages with new, distinct ids (a
+    turn's new messages) is appended to one copy of the list, checked against an id index kept for the lists this
+    reducer returned (:class:`_Positions`); any other write goes through ``add_messages``. The input list is never
+    changed; the lists returned must not be changed in place (LangGraph never does)."""
+    if not writes or not isinstance(state, list):
+        for w in writes:
+            state = add_messages(state, w)  # type: ignore[assignment]  # add_messages returns the merged list here
+        return state
+    out, index = _fold(state, writes)
+    if index is not None and not index.spoiled:
+        _keep(_INDEXES, id(out), (out, len(out), index))
+    return out
+
+
+class FoldingDeltaChannel(DeltaChannel):
+    """LangGraph's ``DeltaChannel`` (same storage, reducer contract and values) that continues its last replay.
+
+    Reading a thread rebuilds the channel from the nearest snapshot plus every write since (``replay_writes``), on
+    every read: a cost that grows with the writes since the snapshot, which is why snapshots were frequent, and they
+    copy the whole transcript (quadratic storage). ``checkpoints.sqlite_saver`` returns the same seed and write
+    objects for later checkpoints of a thread, new writes at the end; when a replay starts from the seed and the
+    writes of the last replay of this channel (the same objects, checked one by one by identity), only the writes
+    after them are reduced, onto that replay's result. Any other replay is LangGraph's. Results are shared between
+    reads, so reducers must not change their input in place (ours never do)."""
+
+    def replay_writes(self, writes: Sequence[Any]) -> None:
+        if not writes:
+            return
+        seed = self.value
+        key = (self.key, id(seed) if seed else None, id(writes[0]))
+        with _CACHE_LOCK:
+            last = _REPLAYS.get(key)
+        if last is not None and last[3] is self.reducer and (last[0] is seed or not (seed or last[0])) \
+                and len(writes) >= len(last[1]) and all(map(operator.is_, writes, last[1])):
+            self.value = last[2]
+            rest = writes[len(last[1]):]
+        else:
+            rest = writes
+        if rest:
+            super().replay_writes(rest)
+        _keep(_REPLAYS, key, (seed, list(writes), self.value, self.reducer))
+
+
+#: :class:`FoldingDeltaChannel`'s last replays: ``(channel, id(seed) or None, id(first write)) -> (seed, the writes,
+#: the value they gave, the reducer)``, holding the objects so their ``id()`` is not reused; least recently used
+#: dropped first.
+_REPLAYS: OrderedDict[tuple[str, int | None, int], tuple[Any, list, Any, Any]] = OrderedDict()
+
+
+T = TypeVar("T")
+
+#: The lists :func:`fold_prefix` saw: ``id(list) -> (list, its length then, its lineage)``; and per first item, the
+#: longest list of its lineage seen last: ``id(first item) -> (list, its length then, its lineage)``. A lineage is a
+#: set of lists each a prefix of the next (the same objects); a list is put in one by comparing it once with that
+#: longest list. Both hold the lists, so an ``id()`` is not reused while an entry lives.
+_LINEAGES: OrderedDict[int, tuple[list, int, object]] = OrderedDict()
+_LONGEST: OrderedDict[int, tuple[list, int, object]] = OrderedDict()
+#: The last result of each fold in each lineage: ``(fold name, lineage) -> (items folded, result)``.
+_PREFIX_FOLDS: OrderedDict[tuple[str, int], tuple[int, Any, object]] = OrderedDict()
+
+
+def _lineage(items: list) -> object:
+    """The lineage of ``items`` (module doc of :data:`_LINEAGES`): O(1) for a list seen before, else one identity
+    comparison with the longest list of the lineage of its first item."""
+    with _CACHE_LOCK:
+        hit = _LINEAGES.get(id(items))
+        longest = _LONGEST.get(id(items[0]))
+    if hit is not None and hit[0] is items and hit[1] == len(items):
+        return hit[2]
+    token: object = object()
+    if longest is not None and longest[0][0] is items[0] and len(longest[0]) == longest[1]:
+        other, n, lineage = longest
+        # ``map`` stops at the shorter list: the shorter one is a prefix of the other
+        if all(map(operator.is_, other, items)) if n <= len(items) else all(map(operator.is_, items, other)):
+            token = lineage
+    _keep(_LINEAGES, id(items), (items, len(items), token))
+    if longest is None or token is not longest[2] or len(items) >= longest[1]:
+        _keep(_LONGEST, id(items[0]), (items, len(items), token))
+    return token
+
+
+def fold_prefix(name: str, items: Sequence[Any], start: Callable[[], T], step: Callable[[T, Any], None],
+                copy: Callable[[T], T]) -> T:
+    """``step(acc, item)`` for every item in order, from ``acc = start()``; returns a new ``acc``.
+
+    A thread's transcript and handoff path only grow at their end, and their items come back as the same objects on
+    every read (``checkpoints.sqlite_saver``, :class:`FoldingDeltaChannel`). So when the last run of ``name`` was
+    over a prefix of ``items`` (the same objects, checked by identity once per list: :func:`_lineage`), this continues
+    from a ``copy`` of its result with the items after it: a scan of the whole thread costs O(new items) a turn
+    (issue 25 §1). ``step`` must depend on nothing but ``acc`` and the item (then the result is the full fold's); a
+    list passed here must not be changed in place afterwards (held to recognise it: the desk's lists never are)."""
+    seen = items if isinstance(items, list) else list(items)
+    if not seen:
+        return start()
+    lineage = _lineage(seen)
+    key = (name, id(lineage))
+    with _CACHE_LOCK:
+        last = _PREFIX_FOLDS.get(key)
+    rest: Iterable[Any] = seen
+    if last is not None and last[2] is lineage and last[0] <= len(seen):
+        acc, rest = copy(last[1]), itertools.islice(seen, last[0], None)
+    else:
+        acc = start()
+    for item in rest:
+        step(acc, item)
+    _keep(_PREFIX_FOLDS, key, (len(seen), acc, lineage))
+    return copy(acc)
 
 
 class TaskState(TypedDict, total=False):
@@ -160,16 +358,17 @@ class Outcome(TypedDict, total=False):
 class SupportState(TypedDict, total=False):
     """Graph state. See DESIGN.md for the meaning of each key."""
 
-    messages: Annotated[list[AnyMessage], DeltaChannel(messages_reducer, snapshot_frequency=SNAPSHOT_EVERY)]
+    messages: Annotated[list[AnyMessage], FoldingDeltaChannel(messages_reducer,
+                                                              snapshot_frequency=TRANSCRIPT_SNAPSHOT_EVERY)]
     active_agent: Annotated[str | None, last_value]
     visited_agents: Annotated[list[str], union_ordered]
-    handoff_path: Annotated[list[dict], DeltaChannel(append_batch, snapshot_frequency=SNAPSHOT_EVERY)]
+    handoff_path: Annotated[list[dict], FoldingDeltaChannel(append_batch, snapshot_frequency=TRANSCRIPT_SNAPSHOT_EVERY)]
     handoff_count: Annotated[int, max_int]
     state_version: Annotated[int, max_int]
     # the current HandoffPacket (None: no packet). A continuing turn's entry node writes one every turn (facts and open
     # questions carried on), so as a plain channel every checkpoint of the thread held a copy (~0.75 kB x 4 a turn,
     # bench/storage.py); as a DeltaChannel it is stored once per write. Before any write it reads as {} (no packet).
-    handoff: Annotated[dict, DeltaChannel(latest_write, snapshot_frequency=SNAPSHOT_EVERY)]
+    handoff: Annotated[dict, FoldingDeltaChannel(latest_write, snapshot_frequency=SNAPSHOT_EVERY)]
     task: Annotated[TaskState | None, last_value]
     pending_approval: Annotated[dict | None, last_value]
     # per-thread bookkeeping
@@ -182,7 +381,7 @@ class SupportState(TypedDict, total=False):
     outcome: Annotated[Outcome | None, last_value]
     model_calls: Annotated[int, max_int]
     # token usage of the thread's model calls, summed (USAGE_KEYS); each AIMessage keeps its own usage_metadata
-    usage: Annotated[dict, DeltaChannel(sum_usage, snapshot_frequency=SNAPSHOT_EVERY)]
+    usage: Annotated[dict, FoldingDeltaChannel(sum_usage, snapshot_frequency=SNAPSHOT_EVERY)]
     # the last model call that failed after retries: {turn, agent, kind, message, status, error_type} (or None)
     model_error: Annotated[dict | None, last_value]
     # per-turn bookkeeping (reset by the entry node)
@@ -192,8 +391,9 @@ class SupportState(TypedDict, total=False):
     entry_reason: Annotated[str | None, last_value]
     # agent as tool: the supervisor's calls of experts (graph.agent_as_tool.ExpertCall as JSON; not hops) and their
     # results (parallel writes)
-    expert_calls: Annotated[list[dict], DeltaChannel(append_batch, snapshot_frequency=SNAPSHOT_EVERY)]
-    expert_results: Annotated[list[dict], DeltaChannel(append_batch, snapshot_frequency=SNAPSHOT_EVERY)]
+    expert_calls: Annotated[list[dict], FoldingDeltaChannel(append_batch, snapshot_frequency=TRANSCRIPT_SNAPSHOT_EVERY)]
+    expert_results: Annotated[list[dict], FoldingDeltaChannel(append_batch,
+                                                             snapshot_frequency=TRANSCRIPT_SNAPSHOT_EVERY)]
     # the supervisor's fan-out of the current turn (graph.agent_as_tool.SupervisorPlan as JSON)
     supervisor_plan: Annotated[dict | None, last_value]
 

@@ -45,6 +45,7 @@ from nodes.text_tool_calls import read_text_tool_calls
 from nodes.tool_runner import ToolRunner, ToolUnavailable
 from nodes.tools import ToolSpec, as_langchain_tool, tools_for
 from nodes.transcript import (
+    answers_by_agent,
     desk_answers,
     known_call_ids,
     last_user_text,
@@ -53,12 +54,12 @@ from nodes.transcript import (
     tool_call_views,
     unique_call_ids,
 )
-from policies.answers import instead_of_repeat, same_answer
+from policies.answers import answer_key, instead_of_repeat, same_answer
 from policies.approval import needs_risk_check
 from policies.cancellation import cancel_confirmed
 from policies.edges import CLARIFY, FALLBACK, FLOW_NODES, SPECIALISTS, SUPERVISOR, TRIAGE, handoff_targets
 from policies.handoff import Arbitration, CallOutcome, ToolCallView, arbitrate, handoff_tool_name
-from policies.history import bound_messages, policy_for_edge, shape_history
+from policies.history import bound_messages, policy_for_edge, shape_history, shape_recent
 from policies.loops import check_loop, fingerprint, hop_budget_exceeded, is_bounce_back
 from policies.replies import open_question_of
 
@@ -115,6 +116,7 @@ class AgentVisit:
         self.messages: list[BaseMessage] = list(state.get("messages") or [])
         self.call_ids = known_call_ids(self.messages)  # kept incrementally as the visit adds calls
         self.new: list[BaseMessage] = []
+        self.left_out = 0  # transcript messages the last prompt did not look at (older than the bounded input holds)
         self.attempts = int(state.get("tool_attempts") or 0)
         self.seen = list(state.get("seen_fingerprints") or [])
         self.version = int(state.get("state_version") or 0)
@@ -176,8 +178,11 @@ class AgentVisit:
         OpenAI-compatible servers accept a single leading system message only) and the shaped history."""
         source = self.packet_in.get("from_agent") if self.packet_in else None
         policy = policy_for_edge(source, self.agent, self.deps.history)
-        shaped = shape_history(self.messages, policy, render_packet(self.packet_in) if self.packet_in else None,
-                               sender_note=str((self.packet_in or {}).get("sender_note") or ""))
+        # only the part of the transcript the bounded input can hold is shaped (policies.history.shape_recent)
+        shaped, self.left_out = shape_recent(self.messages, policy,
+                                             render_packet(self.packet_in) if self.packet_in else None,
+                                             sender_note=str((self.packet_in or {}).get("sender_note") or ""),
+                                             keep_tokens=self.deps.settings.max_input_tokens)
         lead = 0
         while lead < len(shaped) and isinstance(shaped[lead], SystemMessage):
             lead += 1
@@ -204,7 +209,7 @@ class AgentVisit:
         usage = usage_of(ai)
         emit("model_called", model=model_name(ai, self.deps.model), history_items=items,
              latency_ms=round((time.perf_counter() - t0) * 1000, 2), tool_calls=len(ai.tool_calls),
-             input_estimate=bounded.tokens, trimmed=bounded.cut, **(usage or {}))
+             input_estimate=bounded.tokens, trimmed=bounded.cut + self.left_out, **(usage or {}))
         self.usage = add_usage(self.usage, {**(usage or {}), "calls": 1})
         ai = unique_call_ids(ai, self.call_ids)
         ai.name = self.agent
@@ -487,11 +492,11 @@ class AgentVisit:
         """``text``, or what to say instead when it repeats an earlier answer of this agent in the thread
         (``policies.answers``; the transcript then holds the replacement, recorded on ``agent_finished``); None when
         the replacement was said already too (no progress: the caller goes to fallback)."""
-        previous = [str(m.content) for m in desk_answers(self.messages) if m.name == self.agent]
+        previous, said = answers_by_agent(self.messages).get(self.agent, ([], set()))
         if not previous:
             return text
         if text in social_answers():  # a second thanks gets "You're welcome!" again, without asking its question again
-            if not any(same_answer(text, p) for p in previous):
+            if not (answer_key(text) and answer_key(text) in said):  # = not any(same_answer(text, p) for p in previous)
                 return text
             short = " ".join(x for x in re.split(r"(?<=[.!?])\s+", text) if not x.endswith("?")) or text
             last = self.new[-1]

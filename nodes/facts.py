@@ -26,7 +26,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 
 from checkpoints.business import money_plain, parse_money
 from graph.packet import Fact
-from nodes.transcript import last_user_text
+from nodes.transcript import fold_transcript, last_user_text
 
 __all__ = ["FACT_KEYS", "extract_facts", "facts_from_tool_result", "collect_facts"]
 
@@ -183,6 +183,18 @@ def _payload(m: ToolMessage) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+def _verified_step(acc: tuple[dict[str, str], dict[str, str | None]], m: BaseMessage) -> None:
+    """One message of the verified-facts scan of :func:`collect_facts`: a business tool's result adds its facts
+    (newest wins) and when it ran."""
+    if isinstance(m, ToolMessage) and m.name and not m.name.startswith("transfer_to_"):
+        payload = _payload(m)
+        if payload.get("ok", True):
+            found = {k: str(v) for k, v in facts_from_tool_result(m.name, payload).items()}
+            acc[0].update(found)
+            at = (m.response_metadata or {}).get("observed_at")
+            acc[1].update({k: str(at) if at else None for k in found})
+
+
 def collect_facts(messages: list[BaseMessage], model_facts: Mapping[str, str] | None = None) -> list[Fact]:
     """Facts known so far in ``messages``, each with its source.
 
@@ -192,16 +204,9 @@ def collect_facts(messages: list[BaseMessage], model_facts: Mapping[str, str] | 
     User-said: extracted from the last user message. Model-written: a fact the model put in ``model_facts`` (the
     handoff's ``facts`` argument) that neither a tool verified nor the user said.
     """
-    verified: dict[str, str] = {}
-    observed: dict[str, str | None] = {}
-    for m in messages:
-        if isinstance(m, ToolMessage) and m.name and not m.name.startswith("transfer_to_"):
-            payload = _payload(m)
-            if payload.get("ok", True):
-                found = {k: str(v) for k, v in facts_from_tool_result(m.name, payload).items()}
-                verified.update(found)
-                at = (m.response_metadata or {}).get("observed_at")
-                observed.update({k: str(at) if at else None for k in found})
+    # the verified facts of the transcript, continuing the scan of the previous call (nodes.transcript.fold_transcript)
+    verified, observed = fold_transcript("verified_facts", messages, lambda: ({}, {}), _verified_step,
+                                         lambda acc: (dict(acc[0]), dict(acc[1])))
     said = {k: str(v) for k, v in extract_facts(last_user_text(messages)).items()}
     written = {str(k): str(v) for k, v in (model_facts or {}).items()
                if verified.get(str(k)) != str(v) and said.get(str(k)) != str(v) and str(k) not in said}

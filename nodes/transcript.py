@@ -3,24 +3,37 @@
 * :func:`tool_call_views` turns one AIMessage's tool calls into :class:`policies.handoff.ToolCallView` s (valid or
   not, with the reason), the shape the policies decide on;
 * :func:`unique_call_ids` gives fresh ids to repeated or missing tool-call ids, so every tool call can be answered by
-  exactly one ToolMessage (control-flow rule 2) on strict OpenAI-compatible backends.
+  exactly one ToolMessage (control-flow rule 2) on strict OpenAI-compatible backends;
+* :func:`fold_transcript` runs a fold over a transcript, continuing its last run over the same messages (a thread's
+  transcript only grows at its end), so a scan of the whole thread costs O(new messages) a turn (issue 25 §1).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.config import get_config
 from pydantic import ValidationError
 
+from graph.state import fold_prefix
 from nodes.handoff_tools import ROUTE_TOOL, HandoffArgs, RouteDecision
+from policies.answers import answer_key
 from policies.handoff import ToolCallView, handoff_target_of, handoff_tool_name
 
 __all__ = ["desk_answers", "last_user_text", "thread_id_of", "known_call_ids", "unique_call_ids", "tool_call_views",
-           "new_call_id"]
+           "new_call_id", "fold_transcript", "answers_by_agent"]
+
+T = TypeVar("T")
+
+
+def fold_transcript(name: str, messages: Sequence[BaseMessage], start: Callable[[], T],
+                    step: Callable[[T, BaseMessage], None], copy: Callable[[T], T]) -> T:
+    """``step(acc, m)`` over the messages in order from ``acc = start()``, continuing the last run under ``name``
+    over a prefix of the same message objects (``graph.state.fold_prefix``)."""
+    return fold_prefix(name, messages, start, step, copy)
 
 
 def new_call_id() -> str:
@@ -38,8 +51,26 @@ def last_user_text(messages: Iterable[BaseMessage]) -> str:
 
 def desk_answers(messages: Iterable[BaseMessage]) -> list[AIMessage]:
     """The desk's final answers in ``messages`` (AIMessages with text and no tool calls), oldest first."""
-    return [m for m in messages if isinstance(m, AIMessage) and m.content and not m.tool_calls
-            and not m.invalid_tool_calls]
+    return fold_transcript("desk_answers", list(messages), list, _add_answer, list)
+
+
+def answers_by_agent(messages: Sequence[BaseMessage]) -> dict[str, tuple[list[str], set[str]]]:
+    """Per agent (the answer's ``name``; "" for none), the texts of its :func:`desk_answers` in the thread, oldest
+    first, and their :func:`policies.answers.answer_key` s (continuing the previous call's scan: :func:`fold_transcript`)."""
+    return fold_transcript("answers_by_agent", list(messages), dict, _add_agent_answer,
+                           lambda acc: {a: (list(texts), set(keys)) for a, (texts, keys) in acc.items()})
+
+
+def _add_agent_answer(acc: dict[str, tuple[list[str], set[str]]], m: BaseMessage) -> None:
+    if isinstance(m, AIMessage) and m.content and not m.tool_calls and not m.invalid_tool_calls:
+        texts, keys = acc.setdefault(m.name or "", ([], set()))
+        texts.append(str(m.content))
+        keys.add(answer_key(str(m.content)))
+
+
+def _add_answer(answers: list[AIMessage], m: BaseMessage) -> None:
+    if isinstance(m, AIMessage) and m.content and not m.tool_calls and not m.invalid_tool_calls:
+        answers.append(m)
 
 
 def thread_id_of() -> str:
@@ -52,12 +83,13 @@ def thread_id_of() -> str:
 
 def known_call_ids(messages: Iterable[BaseMessage]) -> set[str]:
     """Every tool-call id (valid and invalid calls) of the AIMessages in ``messages``."""
-    ids: set[str] = set()
-    for m in messages:
-        if isinstance(m, AIMessage):
-            ids.update(tc.get("id") or "" for tc in m.tool_calls)
-            ids.update(tc.get("id") or "" for tc in m.invalid_tool_calls)
-    return ids
+    return fold_transcript("known_call_ids", list(messages), set, _add_call_ids, set)
+
+
+def _add_call_ids(ids: set[str], m: BaseMessage) -> None:
+    if isinstance(m, AIMessage):
+        ids.update(tc.get("id") or "" for tc in m.tool_calls)
+        ids.update(tc.get("id") or "" for tc in m.invalid_tool_calls)
 
 
 def unique_call_ids(ai: AIMessage, known: set[str]) -> AIMessage:

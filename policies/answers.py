@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from policies.edges import CLARIFY
 
-__all__ = ["CLARIFY_QUESTIONS", "STILL_THE_SAME", "STILL_NO_CHANGE", "CHECKED_TIMES", "AS_I_SAID", "same_answer",
+__all__ = ["CLARIFY_QUESTIONS", "STILL_THE_SAME", "STILL_NO_CHANGE", "CHECKED_TIMES", "AS_I_SAID", "same_answer", "answer_key",
            "clarify_question", "instead_of_repeat"]
 
 #: The clarifying questions, asked in this order; none is asked twice in a thread (after the last one, entry sends a
@@ -27,6 +27,11 @@ CLARIFY_QUESTIONS: tuple[str, ...] = (
 
 def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", (text or "").strip()).lower()
+
+
+def answer_key(text: str) -> str:
+    """What :func:`same_answer` compares: the text with case and runs of whitespace ignored ("" for no text)."""
+    return _norm(text)
 
 
 def same_answer(a: str, b: str) -> bool:

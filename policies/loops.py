@@ -65,10 +65,9 @@ def check_loop(seen: Sequence[str], fp: str, action: str) -> LoopVerdict:
 def is_bounce_back(path: Sequence[Mapping[str, Any]], source: str, target: str, reason: str, turn: int | None = None) -> bool:
     """A -> B -> A for the same reason: the last handoff (in ``turn`` when given) went ``target -> source``
     with the same normalized reason, and now ``source`` wants to hand back to ``target``."""
-    records = [r for r in path if turn is None or r.get("turn") == turn]
-    if not records:
+    last = next((r for r in reversed(path) if turn is None or r.get("turn") == turn), None)  # O(this turn's records)
+    if last is None:
         return False
-    last = records[-1]
     return (
         last.get("from_agent") == target
         and last.get("to_agent") == source

@@ -72,3 +72,57 @@ def test_bounding_keeps_the_current_turn_and_tool_pairs():
     huge = [HumanMessage("now " + "w" * 40000)]
     b = bound_messages([SystemMessage("sys"), *old, *huge], 2000)
     assert b.messages == [SystemMessage("sys"), *huge]  # the current turn is never cut, even over budget
+
+
+def _old_bound(msgs, max_tokens):
+    """bound_messages as it was before counting from the newest message back: langchain_core's trim_messages."""
+    from langchain_core.messages import trim_messages
+
+    total = estimate_tokens(msgs)
+    if total <= max_tokens:
+        return msgs, 0, total
+    kept = trim_messages(msgs, max_tokens=max_tokens, token_counter=estimate_tokens, strategy="last",
+                         include_system=True, start_on="human", allow_partial=False)
+    starts = [i for i, m in enumerate(msgs) if isinstance(m, HumanMessage)]
+    current = msgs[starts[-1]:] if starts else msgs[1:]
+    if len(kept) < len(current) + 1 or kept[-len(current):] != current:
+        kept = [*msgs[:1], *current] if msgs and isinstance(msgs[0], SystemMessage) else list(current)
+    return kept, len(msgs) - len(kept), estimate_tokens(kept)
+
+
+def test_bounding_and_shaping_the_recent_part_give_trim_messages_result():
+    """bound_messages counts from the newest message back and shape_recent shapes only what the budget can hold
+    (issue 25 §1); the model input is the one trim_messages gives over the whole shaped transcript."""
+    import random
+
+    from policies.history import HistoryPolicy, shape_history, shape_recent
+
+    rng = random.Random(5)
+
+    def transcript(n):
+        out = []
+        for j in range(n):
+            r, text = rng.random(), "x" * rng.randint(0, 400)
+            if r < 0.3:
+                out.append(HumanMessage(text, id=f"h{j}"))
+            elif r < 0.55:
+                out.append(AIMessage(text, id=f"a{j}", name="refunds"))
+            elif r < 0.75:
+                out.append(AIMessage(text if rng.random() < 0.5 else "", id=f"c{j}",
+                                     tool_calls=[{"name": "t", "args": {"q": text[:20]}, "id": f"k{j}"}]))
+            else:
+                out.append(ToolMessage(text, tool_call_id=f"k{j}", id=f"t{j}", name="t"))
+        return out
+
+    for _ in range(300):
+        msgs = transcript(rng.randint(0, 40))
+        system = [SystemMessage("s" * rng.randint(0, 300))] if rng.random() < 0.8 else []
+        budget = rng.randint(0, 1500)
+        b = bound_messages([*system, *msgs], budget)
+        assert (b.messages, b.cut, b.tokens) == _old_bound([*system, *msgs], budget)
+        for mode in ("full", "no_tool_calls", "last_k", "packet_only"):
+            policy, new = HistoryPolicy(mode, rng.randint(0, 3)), transcript(rng.randint(0, 3))
+            recent, _ = shape_recent(msgs, policy, keep_tokens=budget)
+            expected = _old_bound([*system, *shape_history(msgs, policy), *new], budget)
+            got = bound_messages([*system, *recent, *new], budget)
+            assert (got.messages, got.tokens) == (expected[0], expected[2])

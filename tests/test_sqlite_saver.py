@@ -62,3 +62,40 @@ def test_a_thread_written_with_long_versions_continues(tmp_path):
     texts = [m.content for m in out["messages"]]
     assert texts == [t for i in range(8) for t in (f"hello {i}", f"echo {2 * i + 1}")]
     assert out["turns"] == 8
+
+
+def _values(saver, config) -> list:
+    return [(m.id, m.content) for m in _app(saver).get_state(config).values["messages"]]
+
+
+def test_histories_read_incrementally_are_langgraphs_at_every_checkpoint_and_after_a_fork(tmp_path):
+    """The saver walks back only to the last history it returned (issue 25 §1); every checkpoint of the thread, a
+    fork from an older one included, reads back as LangGraph's own SqliteSaver reads it."""
+    path = tmp_path / "c.db"
+    saver = open_checkpointer(path)
+    app = _app(saver)
+    cfg = {"configurable": {"thread_id": "t"}}
+    for i in range(6):  # past snapshots (snapshot_frequency=3)
+        _turn(app, i)
+        app.get_state(cfg)
+    older = list(app.get_state_history(cfg))[5].config
+    app.update_state(older, {"messages": ensure_ids([HumanMessage("forked")])})
+    _turn(app, 6)
+    plain = SqliteSaver(sqlite3.connect(str(path), check_same_thread=False))
+    for snap in app.get_state_history(cfg):
+        assert _values(saver, snap.config) == _values(plain, snap.config)
+    assert [m.content for m in app.get_state(cfg).values["messages"]][-3:-1] == ["forked", "hello 6"]
+
+
+def test_a_read_returns_the_values_written_and_a_deleted_thread_is_forgotten(tmp_path):
+    saver = open_checkpointer(tmp_path / "c.db")
+    app = _app(saver)
+    cfg = {"configurable": {"thread_id": "t"}}
+    out = _turn(app, 0)
+    first = app.get_state(cfg).values["messages"]
+    assert all(a is b for a, b in zip(first, out["messages"]))  # the objects the run wrote, not copies
+    again = app.get_state(cfg).values["messages"]
+    assert all(a is b for a, b in zip(first, again)) and len(again) == 2  # and the same objects on the next read
+    saver.delete_thread("t")
+    assert not saver._histories and not saver._written
+    assert app.get_state(cfg).values == {}
