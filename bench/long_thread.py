@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import load_average, write_json  # noqa: E402
+from common import load_average, write_json
 
 #: The turns at which CPU per turn is reported (those within ``--turns``).
 MARKS = (10, 100, 500, 2000)
