@@ -16,7 +16,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ _ROWS_PER_STATEMENT = 200
 
 def now_iso() -> str:
     """Now as an ISO-8601 UTC timestamp with microseconds (the ``ts`` of an event)."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def event_key(*parts: Any) -> str:
@@ -207,21 +207,21 @@ class EventLog:
         f, args = self._tally_filter(thread_ids, since)
         q = self._json_text("detail", "question")
         with self._cursor() as cur:
-            cur.execute("SELECT kind, status, agent, COUNT(*), SUM(input_tokens), SUM(output_tokens) FROM events "  # noqa: S608
+            cur.execute("SELECT kind, status, agent, COUNT(*), SUM(input_tokens), SUM(output_tokens) FROM events "
                         f"WHERE 1 = 1{f} GROUP BY kind, status, agent", args)
             groups = cur.fetchall()
             # a missing run id counts as one more run, as in Python's set of run ids (COUNT(DISTINCT) skips NULL)
-            cur.execute("SELECT kind, COUNT(DISTINCT run_id), MAX(CASE WHEN run_id IS NULL THEN 1 ELSE 0 END), "  # noqa: S608
+            cur.execute("SELECT kind, COUNT(DISTINCT run_id), MAX(CASE WHEN run_id IS NULL THEN 1 ELSE 0 END), "
                         "COUNT(DISTINCT CASE WHEN task_id <> '' THEN task_id END) FROM events "
                         f"WHERE kind IN ('run_started', 'interrupt', 'agent_started'){f} GROUP BY kind", args)
             distinct = {r[0]: r[1:] for r in cur.fetchall()}
-            cur.execute(f"SELECT COUNT(DISTINCT thread_id) FROM events WHERE thread_id <> ''{f}", args)  # noqa: S608
+            cur.execute(f"SELECT COUNT(DISTINCT thread_id) FROM events WHERE thread_id <> ''{f}", args)
             threads = cur.fetchone()[0]
-            cur.execute(f"SELECT run_id, {self._json_text('detail', 'type')} FROM events "  # noqa: S608
+            cur.execute(f"SELECT run_id, {self._json_text('detail', 'type')} FROM events "
                         f"WHERE kind = 'loop_detected'{f}", args)
             loops = cur.fetchall()
             # thread ids never hold "|" (graph.inputs.check_thread_id), so the pair is unambiguous
-            cur.execute(f"SELECT COUNT(*), COUNT(DISTINCT thread_id || '|' || q) FROM (SELECT thread_id, {q} AS q "  # noqa: S608
+            cur.execute(f"SELECT COUNT(*), COUNT(DISTINCT thread_id || '|' || q) FROM (SELECT thread_id, {q} AS q "
                         f"FROM events WHERE kind = 'agent_finished'{f}) a WHERE q IS NOT NULL AND q <> ''", args)
             questions, asked = cur.fetchone()
         return _tally(groups, distinct, int(threads or 0), loops, int(questions), int(asked))
@@ -313,7 +313,7 @@ def open_event_log(target: str | Path | None) -> EventLog:
 
         try:
             return EventLog(open_pool(text), "postgres", redacted(text))
-        except Exception as exc:  # noqa: BLE001 - any driver failure becomes one line
+        except Exception as exc:
             if isinstance(exc, InfrastructureError):
                 raise
             raise InfrastructureError(f"cannot open the event log in {redacted(text)}: {str(exc).strip()}") from None

@@ -26,7 +26,7 @@ __all__ = ["thread_ids", "thread_values", "thread_owner", "thread_summaries", "i
            "SUMMARY_CHANNELS"]
 
 
-def latest_checkpoints(saver: "BaseCheckpointSaver") -> dict[str, Any]:
+def latest_checkpoints(saver: BaseCheckpointSaver) -> dict[str, Any]:
     """``{thread_id: CheckpointTuple}``: the latest root checkpoint of every stored thread (checkpoint ids are
     time-ordered UUIDv6), most recently updated thread first."""
     latest: dict[str, Any] = {}
@@ -40,7 +40,7 @@ def latest_checkpoints(saver: "BaseCheckpointSaver") -> dict[str, Any]:
     return dict(sorted(latest.items(), key=lambda kv: str(kv[1].checkpoint["id"]), reverse=True))
 
 
-def thread_ids(saver: "BaseCheckpointSaver") -> list[str]:
+def thread_ids(saver: BaseCheckpointSaver) -> list[str]:
     """Thread ids stored in ``saver``, most recently updated first."""
     return list(latest_checkpoints(saver))
 
@@ -197,7 +197,7 @@ def pending_requests(saver: Any, thread_ids: Iterable[str]) -> Iterator[tuple[st
             yield tid, req
 
 
-def thread_turns(saver: "BaseCheckpointSaver", thread_id: str, values: dict | None = None) -> list[dict[str, Any]]:
+def thread_turns(saver: BaseCheckpointSaver, thread_id: str, values: dict | None = None) -> list[dict[str, Any]]:
     """The thread turn by turn: ``{turn, user, agent, answer, path, last_node}`` (path like ``triage → billing →
     refunds``, experts called as tools listed apart; ``last_node``: the node the turn's last hop reached, None without
     hops). A turn answered twice — a message on a paused thread answered, then the approver's decision answered in the

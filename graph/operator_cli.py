@@ -22,7 +22,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -207,9 +207,9 @@ def operators_add(
     name: str = typer.Argument(..., help="Operator name: a-z first, then a-z 0-9 . _ - (2-64 characters)."),
     tenant: str = typer.Option(..., "--tenant", help="The tenant the operator works for."),
     role: list[str] = typer.Option(..., "--role", help="agent, approver or admin; repeat for several."),
-    customer: Optional[str] = typer.Option(None, "--customer", help="The operator's own customer account in the "
+    customer: str | None = typer.Option(None, "--customer", help="The operator's own customer account in the "
                                            "tenant, if any (they may never decide its refunds)."),
-    as_: Optional[str] = AsOpt,
+    as_: str | None = AsOpt,
 ) -> None:
     """Register an operator. Needs --as an admin of the same tenant; on a new home the first admin is added
     without --as (allowed only while no enabled admin exists, and only with the admin role; a --as or an exported
@@ -237,7 +237,7 @@ def operators_add(
 
 
 @operators_app.command("list")
-def operators_list(as_: Optional[str] = AsOpt,
+def operators_list(as_: str | None = AsOpt,
                    as_json: bool = typer.Option(False, "--json", help="Print a JSON list on stdout: [{id, tenant_id, "
                                                 "roles: [..], enabled: bool, customer_id, created_at}] (docs/"
                                                 "scripting.md).")) -> None:
@@ -256,7 +256,7 @@ def operators_list(as_: Optional[str] = AsOpt,
 
 @operators_app.command("disable")
 def operators_disable(name: str = typer.Argument(..., help="The operator to disable."),
-                      as_: Optional[str] = AsOpt) -> None:
+                      as_: str | None = AsOpt) -> None:
     """Disable an operator of your tenant (needs --as an admin; an admin cannot disable themselves)."""
     acting = acting_operator(as_, ADMIN_ROLES, "operators disable")
     settings = _settings()
@@ -280,10 +280,10 @@ tokens_app = typer.Typer(help="Bearer tokens for the HTTP API (langgraph dev / t
 
 @tokens_app.command("issue")
 def tokens_issue(
-    customer: Optional[str] = typer.Option(None, "--customer", help="Issue a token for this customer."),
-    operator: Optional[str] = typer.Option(None, "--operator", help="Issue a token for this operator."),
+    customer: str | None = typer.Option(None, "--customer", help="Issue a token for this customer."),
+    operator: str | None = typer.Option(None, "--operator", help="Issue a token for this operator."),
     label: str = typer.Option("", "--label", help="A note kept with the token record."),
-    as_: Optional[str] = AsOpt,
+    as_: str | None = AsOpt,
 ) -> None:
     """Make a bearer token and print it once (only its SHA-256 is stored). Needs --as an admin of the principal's
     tenant."""
@@ -306,7 +306,7 @@ def tokens_issue(
 
 
 @tokens_app.command("list")
-def tokens_list(as_: Optional[str] = AsOpt) -> None:
+def tokens_list(as_: str | None = AsOpt) -> None:
     """Token records of your tenant (never the tokens). Needs --as an admin."""
     acting = acting_operator(as_, ADMIN_ROLES, "tokens list")
     table = Table("token", "principal", "label", "created", "revoked")
@@ -317,7 +317,7 @@ def tokens_list(as_: Optional[str] = AsOpt) -> None:
 
 
 @tokens_app.command("revoke")
-def tokens_revoke(token_id: str = typer.Argument(..., help="The token's id (tk_…)."), as_: Optional[str] = AsOpt) -> None:
+def tokens_revoke(token_id: str = typer.Argument(..., help="The token's id (tk_…)."), as_: str | None = AsOpt) -> None:
     """Revoke a token of your tenant. Needs --as an admin."""
     acting = acting_operator(as_, ADMIN_ROLES, "tokens revoke")
     mine = {tk.id for tk in acting.store.list_tokens(acting.tenant_id)}
@@ -451,8 +451,8 @@ def tasks(
                                   "freeze or unfreeze an account: sr_…), open and withdrawn, oldest first; with --json "
                                   "a list of {request_id, kind, customer_id, status: open|cancelled, opened_at, "
                                   "cancelled_at}."),
-    db: Optional[str] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
-    as_: Optional[str] = AsOpt,
+    db: str | None = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
+    as_: str | None = AsOpt,
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list on stdout: [{id, kind: task|refund, "
                                  "refund_id, customer_id, thread_id, status, stuck: bool, stuck_because}] (docs/"
                                  "scripting.md)."),
@@ -512,8 +512,8 @@ def _list_requests(acting: Acting, as_json: bool) -> None:
 def tasks_close(
     item: str = typer.Argument(..., metavar="ID", help="A task id (task_…) or a refund id without a task (rf_…)."),
     note: str = typer.Option("closed by an operator", "--note", help="Why (recorded; shown to nobody else)."),
-    db: Optional[str] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
-    as_: Optional[str] = AsOpt,
+    db: str | None = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
+    as_: str | None = AsOpt,
 ) -> None:
     """Close a task or refund of your tenant: nothing is paid, the decision is recorded with your name, and the
     customer is told on the thread when it still exists. A refund already paid is not cancelled: its open task is
@@ -730,8 +730,8 @@ def _decide_command(decision: str, item: str, note: str, db: str | None, as_: st
 def tasks_approve(
     item: str = typer.Argument(..., metavar="ID", help="A refund id without a conversation (rf_…) or its task (task_…)."),
     note: str = typer.Option("", "--note", help="Why (recorded; shown to nobody else)."),
-    db: Optional[str] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
-    as_: Optional[str] = AsOpt,
+    db: str | None = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
+    as_: str | None = AsOpt,
 ) -> None:
     """Approve a refund no conversation waits on (such as the demo bank's rf_5001): the house rules and four eyes
     apply as for 'resume --approve', and the last approval pays it once. A refund paused on a thread is decided
@@ -743,8 +743,8 @@ def tasks_approve(
 def tasks_reject(
     item: str = typer.Argument(..., metavar="ID", help="A refund id without a conversation (rf_…) or its task (task_…)."),
     note: str = typer.Option("", "--note", help="Why (recorded; shown to nobody else)."),
-    db: Optional[str] = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
-    as_: Optional[str] = AsOpt,
+    db: str | None = typer.Option(None, "--db", help="Checkpoint database (default $SWITCHBOARD_HOME/switchboard.db; or postgresql://…)."),
+    as_: str | None = AsOpt,
 ) -> None:
     """Reject a refund no conversation waits on (nothing is paid). Needs --as an approver."""
     _decide_command("reject", item, note, db, as_)
