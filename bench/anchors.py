@@ -1,7 +1,7 @@
 """The anchors' side of the benchmarks (langgraph-swarm, langgraph-supervisor), without a line of switchboard: a
 scripted chat model, tool-call dicts and LangGraph's own ``SqliteSaver``. Nothing here imports ``graph``, ``nodes``,
 ``policies`` or ``checkpoints`` (a test checks it), so a process that runs only an anchor has the memory and the
-start-up of that anchor alone (issue 25 §5).
+start-up of that anchor alone.
 
 The saver: :func:`sqlite_saver` is LangGraph's ``SqliteSaver`` on a connection with the settings our checkpointer
 uses (``checkpoints.factory.sqlite_connection``: WAL journal, ``synchronous=NORMAL``, a 30 s busy timeout), so the

@@ -9,7 +9,7 @@ delegates to refunds, which answers and hands back: also 2 handoffs and 3 model 
 The graphs take turns query by query (order rotated) so that machine noise hits them alike. Figures: seconds
 per handoff (turn time / 2), median and p95; the ratios on/swarm, off/swarm and on/off; events stored per turn.
 
-Targets (issue "speed and footprint", item 2): events on <= 0.45x swarm and <= 1.10x events off.
+Targets (the scoreboard's): events on <= 0.45x swarm and <= 1.10x events off.
 
 Usage: ``python bench/handoff_overhead.py [--turns 200] [--json FILE]``.
 """

@@ -1,4 +1,4 @@
-"""CPU per turn along one long thread (issue 25 §1): a turn at 2,000 must cost what a turn at 10 costs.
+"""CPU per turn along one long thread: a turn at 2,000 must cost what a turn at 10 costs.
 
 One thread, the embedded offline model (the shipped router), a SQLite checkpointer on disk and the business store,
 driven through the compiled graph itself (``build_desk(...).graph.invoke`` with a customer's ``RunContext``, no
@@ -58,7 +58,7 @@ MESSAGES = (
     "Did my transfer tr_3001 arrive?",
     "Thanks, that's all for now.",
 )
-#: Targets of issue 25 §1.
+#: The scoreboard's targets: a mark's median CPU per turn / turn 10's, and checkpoint bytes per turn.
 RATIO_TARGET = 1.2
 BYTES_PER_TURN_TARGET = 10_000
 

@@ -13,7 +13,7 @@ question with a follow-up, and one of another tenant, whose threads the operator
 ``N`` threads (``INSERT … SELECT``; new thread, checkpoint, run, task and event ids per copy). The home's size and
 event count are printed with the figures.
 
-Target (issue 25 §2): ``threads``, ``pending``, ``stats`` <= 1.5x the bare read at 10,000 threads, RSS flat in the
+Target (the scoreboard's): ``threads``, ``pending``, ``stats`` <= 1.5x the bare read at 10,000 threads, RSS flat in the
 number of events.
 
 Usage: ``python bench/operator_scale.py [--threads 1000 10000] [--runs 2] [--postgres URL] [--postgres-threads N…]

@@ -9,7 +9,7 @@ workers it waited for, peak RSS of the largest of them).
   whole file (RSS against the number of queries);
 - the figures of both on the same rows must be equal (except the seconds): ``same_figures``.
 
-Target (issue 25 §5): >= 10x faster end to end, RSS flat in the number of queries. On a shared 2-core machine the
+Target (the scoreboard's): >= 10x faster end to end, RSS flat in the number of queries. On a shared 2-core machine the
 wall ratio depends on the load (the workers get more of a loaded machine than one process does), the CPU ratio
 does not: both are printed.
 

@@ -13,7 +13,7 @@ hits both alike:
   and a small network), which the pipeline does not have, so its times include the head;
 - the sentence encoder's load time (first ``route()`` of a process: ``nodes.router_embed.load_encoder``).
 
-Target (issue "speed and footprint", item 1): one plain-array ``route()`` <= 1 ms.  Exit 1 when it is missed or
+Target (the scoreboard's): one plain-array ``route()`` <= 1 ms.  Exit 1 when it is missed or
 the probabilities differ.
 
 Usage: ``python bench/router_speed.py [--calls 2000] [--csv ../shared/data/banking77/test.csv] [--json FILE]``

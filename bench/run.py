@@ -1,4 +1,4 @@
-"""``make bench``: the scoreboard of issue "speed and footprint" — one table, switchboard | langgraph-swarm | ratio |
+"""``make bench``: the scoreboard — one table, switchboard | langgraph-swarm | ratio |
 langgraph-supervisor | ratio (where it applies).
 
 Runs the scoreboard benchmarks one after another, each a new process writing its figures as JSON (their own

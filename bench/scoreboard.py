@@ -2,7 +2,7 @@
 
 Each row: figure, switchboard, anchor (langgraph-swarm unless the cell names another baseline), ratio
 switchboard / anchor, the langgraph-supervisor anchor and switchboard / it where it applies (per-handoff overhead,
-model calls under ping-pong, checkpoint bytes, turns/s; "" elsewhere), target (issue "speed and footprint"). A
+model calls under ping-pong, checkpoint bytes, turns/s; "" elsewhere), target (the figure the benchmark must reach). A
 benchmark that did not run or failed gives no rows.
 """
 

@@ -2,7 +2,7 @@
 ``history`` and a one-shot ``chat``, and of a bare LangGraph script (a 2-node graph compiled with a SqliteSaver,
 run once) as the baseline, each a new process, measured in this one script, taking turns run by run.
 
-Targets (issue "speed and footprint", item 3): ``--help``, ``threads``, ``pending``, ``history`` <= 0.5 s wall;
+Targets (the scoreboard's): ``--help``, ``threads``, ``pending``, ``history`` <= 0.5 s wall;
 one-shot ``chat`` <= 1.3x the bare LangGraph script.
 
 Usage: ``python bench/startup.py [--runs 5] [--json FILE]`` (a temporary SWITCHBOARD_HOME with one operator, one

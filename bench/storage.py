@@ -9,7 +9,7 @@ anchor, a langgraph-supervisor graph, answers the same question through a refund
 answer, hand back, the supervisor's answer).
 ``--baseline`` adds switchboard with ``Annotated[list, add_messages]`` instead of DeltaChannel (slow: ~3 minutes).
 
-Targets (issue "speed and footprint", item 4): <= 1 MB for 100 turns; linear: the 100th turn adds <= 1.1x the 10th.
+Targets (the scoreboard's): <= 1 MB for 100 turns; linear: the 100th turn adds <= 1.1x the 10th.
 Usage: ``python bench/storage.py [--turns 100] [--baseline] [--json FILE]``.
 """
 

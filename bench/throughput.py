@@ -10,7 +10,7 @@
   is still small (a child's ``ru_maxrss`` counts the parent's pages it was forked with).
 * the anchors use LangGraph's own ``SqliteSaver`` on our SQLite settings (WAL, ``synchronous=NORMAL``).
 
-Targets (issue "speed and footprint", items 3 and 5): turns/s >= swarm's; peak RSS <= 1.5x swarm's.
+Targets (the scoreboard's): turns/s >= swarm's; peak RSS <= 1.5x swarm's.
 Usage: ``python bench/throughput.py [--threads 200] [--json FILE]``.
 """
 

@@ -3,10 +3,10 @@
 as :class:`checkpoints.sqlite_reader.SqliteCheckpointReader` gives them for a SQLite file.
 
 Through the saver's API, a listing is ``PostgresSaver.list(None)``: every checkpoint of every thread with all its
-channel blobs and pending writes (issue 25 §2: 7-10x a bare read of each thread's latest checkpoint). Here the
-database picks each thread's latest root checkpoint (``DISTINCT ON (thread_id) … ORDER BY checkpoint_id DESC``, the
-table's primary key order) and joins only the blobs of the channels asked for, at the versions that checkpoint
-names (the layout of ``langgraph.checkpoint.postgres.base``: primitive values inline in ``checkpoint ->
+channel blobs and pending writes (``bench/operator_scale.py`` measures 7-10x a bare read of each thread's latest
+checkpoint). Here the database picks each thread's latest root checkpoint (``DISTINCT ON (thread_id) … ORDER BY
+checkpoint_id DESC``, the table's primary key order) and joins only the blobs of the channels asked for, at the
+versions that checkpoint names (the layout of ``langgraph.checkpoint.postgres.base``: primitive values inline in ``checkpoint ->
 'channel_values'``, the others in ``checkpoint_blobs`` by ``(channel, version)``). Blobs are decoded as plain data
 by :func:`checkpoints.sqlite_reader.load_plain`; a database this module cannot read that way (no checkpoint
 tables, another serializer) raises :class:`checkpoints.sqlite_reader.Unreadable`, and the caller uses the saver.

@@ -10,7 +10,7 @@ later insert for that thread inside the database, whichever process or connectio
 abort into :class:`graph.errors.ThreadDeleted`, so the late run stops at its next step (it does not go on to make a
 refund on a thread nobody can see). A deleted thread id is never reused: a new conversation on it is refused too.
 
-Reading a thread (issue 25 §1): LangGraph rebuilds a ``DeltaChannel`` (the transcript) at a checkpoint from the
+Reading a thread: LangGraph rebuilds a ``DeltaChannel`` (the transcript) at a checkpoint from the
 nearest ancestor holding a full copy (a snapshot) plus every write since, deserialising all of them on every read:
 twice a turn (the desk's ``get_state`` and the run itself), so a turn's cost grew with the thread. The saver keeps the
 histories it returned for the last checkpoints of the last threads it read (:data:`HISTORY_THREADS` threads,

@@ -7,7 +7,7 @@ that answered (and triage's first handoff) with the expected agent.  Metrics are
 percentiles from ``numpy.percentile`` (``method="weibull"``, the definition of ``statistics.quantiles``'
 default ``exclusive`` method that ``route`` used before).
 
-A label map may also name categories no specialist should answer (issue 12 §2; ``../shared/data/clinc150/
+A label map may also name categories no specialist should answer (for instance ``../shared/data/clinc150/
 desk_map.json``): ``{"agents": {...}, "no_specialist": {group: [category, ...]}}``.  Such a query expects
 ``"no_specialist:<group>"`` and counts as correct when no specialist answered it (:func:`no_specialist_answered`).
 """
@@ -40,7 +40,7 @@ NONE = "none"
 NO_SPECIALIST_PREFIX = "no_specialist:"
 
 #: Turn endings that involve no specialist: the out-of-scope answer, a clarifying answer, or triage answering itself
-#: (issue 12 §2: "no specialist answered").  ``fallback`` (a human takeover) and failed runs are not among them.
+#: (what a ``no_specialist`` query expects).  ``fallback`` (a human takeover) and failed runs are not among them.
 _NO_SPECIALIST_ENDINGS = frozenset({OUT_OF_SCOPE, CLARIFY, TRIAGE})
 
 

@@ -13,7 +13,7 @@ that reading a thread replays at most that many writes (LangGraph's default, 100
 ~50 turns, which made the total grow quadratically again): ``TRANSCRIPT_SNAPSHOT_EVERY`` for the growing lists,
 ``SNAPSHOT_EVERY`` for the small values.
 
-A long thread's turn costs what a short one's does (issue 25 §1): the channels are :class:`FoldingDeltaChannel`
+A long thread's turn costs what a short one's does (``bench/long_thread.py``): the channels are :class:`FoldingDeltaChannel`
 (a read continues the last replay instead of redoing it) and :func:`messages_reducer` appends a turn's new messages
 without indexing the whole transcript.
 """
@@ -220,7 +220,7 @@ def messages_reducer(state: list, writes: Sequence[Any]) -> list:
     (``REMOVE_ALL_MESSAGES`` clears), a message without an id gets one, removing an unknown id raises ``ValueError``:
     exactly ``add_messages``'s result.
 
-    Cost (issue 25 §1): ``add_messages`` indexes the whole transcript on every call, so a turn's writes cost O(thread)
+    Cost: ``add_messages`` indexes the whole transcript on every call, so a turn's writes cost O(thread)
     and a read replaying the stored writes was quadratic. Here a write of plain messages with new, distinct ids (a
     turn's new messages) is appended to one copy of the list, checked against an id index kept for the lists this
     reducer returned (:class:`_Positions`); any other write goes through ``add_messages``. The input list is never
@@ -310,7 +310,7 @@ def fold_prefix(name: str, items: Sequence[Any], start: Callable[[], T], step: C
     every read (``checkpoints.sqlite_saver``, :class:`FoldingDeltaChannel`). So when the last run of ``name`` was
     over a prefix of ``items`` (the same objects, checked by identity once per list: :func:`_lineage`), this continues
     from a ``copy`` of its result with the items after it: a scan of the whole thread costs O(new items) a turn
-    (issue 25 §1). ``step`` must depend on nothing but ``acc`` and the item (then the result is the full fold's); a
+    instead of O(thread). ``step`` must depend on nothing but ``acc`` and the item (then the result is the full fold's); a
     list passed here must not be changed in place afterwards (held to recognise it: the desk's lists never are)."""
     seen = items if isinstance(items, list) else list(items)
     if not seen:

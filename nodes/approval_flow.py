@@ -1,4 +1,4 @@
-"""The refund approval flow (issue 4): ``risk`` -> ``human_approval`` -> ``refund_execute`` -> ``refunds``.
+"""The refund approval flow: ``risk`` -> ``human_approval`` -> ``refund_execute`` -> ``refunds``.
 
 Deterministic nodes, no model. Every business write is compare-and-swap or idempotent by key, because
 LangGraph re-runs an interrupted (or crashed) node from its first line on resume:
@@ -63,7 +63,7 @@ REFUNDS = "refunds"
 
 
 def execution_key(task_id: str, handoff_id: str | None) -> str:
-    """The idempotency key of a refund payment: task + the handoff that brought the request (issue 4, item 3)."""
+    """The idempotency key of a refund payment: task + the handoff that brought the request: a re-run node pays once."""
     return f"refund-exec:{task_id}:{handoff_id or '-'}"
 
 

@@ -88,13 +88,13 @@ def opener_out_of_scope(text: str, deps: Deps, after_out_of_scope: bool = False,
     mortgage?": ``policies.replies.opener_subject``)? True when nothing in the handbook covers the subject
     (``nodes.playbook.knows_subject``), or the subject names nothing of the desk (``nodes.playbook.names_desk_subject``:
     a place, a record, a fee subject …) and the router, reading the subject alone, is sure
-    (>= ``policies.entry.OUT_OF_SCOPE_SURE``) the desk does not serve it ("a personal loan": 0.96). Fresh-user review of
-    main: such openers got the previous answer again or another specialist's answer. ``after_out_of_scope``: the desk's
+    (>= ``policies.entry.OUT_OF_SCOPE_SURE``) the desk does not serve it ("a personal loan": 0.96). Without this rule
+    such openers would get the previous answer again or another specialist's answer. ``after_out_of_scope``: the desk's
     previous answer was the out_of_scope one; an opener then asks that question again about its subject ("what about
     Paris?" after the weather) unless the subject is something of the desk other than a place, or a place of the
     handbook (``DeskKnowledge.region_of``) while ``specialist_answer`` (the last answer of a specialist, before the
     out-of-scope one) gave a rule a place can change (``nodes.playbook.speaks_of_places``): countries, then "what
-    about a mortgage?", then "what about Switzerland?" asks the countries question again (QA round 2 §11)."""
+    about a mortgage?", then "what about Switzerland?" asks the countries question again."""
     subject = opener_subject(text)
     if subject is None:
         return False
@@ -123,7 +123,7 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     routed, confidence = (route.agent, float(route.confidence)) if route else (None, 0.0)
     packet_questions = tuple((state.get("handoff") or {}).get("open_questions") or ())
     # the open question is the one the desk's last answer asked: an answer that asked nothing closes an earlier offer
-    # (fresh-user review: billing offered to refund tx_1008, then described tx_1001; an "ok" to that paid tx_1008);
+    # (billing offers to refund tx_1008, then describes tx_1001: an "ok" to that must not pay tx_1008);
     # the packet's question stands in only when the thread has no desk answer yet
     question = open_question_of(last_text) if last is not None else (packet_questions[-1] if packet_questions else None)
     # what a reply may pick among: the records the last answer listed, else the cards it named ("the third one")
@@ -139,9 +139,9 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     owners = record_owners(text)
     if names_card_by_ending(text) and listed_cards_of(last_text):
         owners = owners | {"cards"}  # "actually it's the one ending 8899" after an answer that named a card
-    # safety first: a lost, stolen or compromised card is frozen before a person takes over (issue 12 §2 review)
+    # safety first: a lost, stolen or compromised card is frozen before a person takes over
     # a word the last answer used is no lean when the router is sure of another specialist: "what is my balance?"
-    # after "… the money is already in your balance" is account's, not refunds' (fresh-user review)
+    # after "… the money is already in your balance" is account's, not refunds'
     other_topic = own_topic and routed in SPECIALISTS and routed != state.get("active_agent")
     back = refers_back(text, listed) or (takes_up_last_answer(text, last_text) and not other_topic)
     person = asks_for_person(text) and not reports_card_loss(text.lower())
@@ -198,7 +198,7 @@ def _entry_packet(state: dict, runtime: Runtime[RunContext], decision: EntryDeci
         return None
     messages = list(state.get("messages") or [])
     ctx = acting_context(state, runtime)
-    # a finished task (its refund cancelled, paid or rejected) asks nothing any more: a yes opens nothing (QA1 section 2)
+    # a finished task (its refund cancelled, paid or rejected) asks nothing any more: a yes opens nothing
     finished = (state.get("task") or {}).get("status") in ("cancelled", "completed")
     asked = (open_question,) if open_question and not finished else ()
     return build_packet(source="entry", target=decision.target, reason=decision.reason,

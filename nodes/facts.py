@@ -43,7 +43,7 @@ _TR_RE = re.compile(r"\btr_[A-Za-z0-9_]+\b")
 _LAST4_RE = re.compile(
     r"(?:card|ending(?:\s+in|\s+with)?|ends\s+(?:in|with)|last\s+(?:four|4)(?:\s+digits)?(?:\s+(?:are|is))?)"
     r"\D{0,12}?(\d{4})\b", re.IGNORECASE)
-#: "freeze 8899", "unfreeze 4242": four digits right after a card action word name a card (qa1 §2.3).
+#: "freeze 8899", "unfreeze 4242": four digits right after a card action word name a card.
 _ACTION_LAST4_RE = re.compile(r"\b(?:un)?(?:freeze|block)\s+(\d{4})\b", re.IGNORECASE)
 _CARD_RE = re.compile(r"\bcard_[A-Za-z0-9_]+\b")
 
@@ -131,7 +131,7 @@ def _explained(result: Mapping[str, Any]) -> dict[str, str]:
 def _cards(result: Mapping[str, Any]) -> dict[str, str]:
     cards = result.get("cards", [])
     # the one usable (not blocked or expired) card of each kind: the card a loss report naming its kind means ("my
-    # virtual card was stolen" freezes the virtual card, never the physical default: qa2 §2)
+    # virtual card was stolen" freezes the virtual card, never the physical default)
     by_kind = {f"card_id_{kind}": usable[0]["id"] for kind in ("virtual", "physical")
                if len(usable := [c for c in cards if c["kind"] == kind and c["status"] not in ("blocked", "expired")])
                == 1}

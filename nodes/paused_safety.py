@@ -1,14 +1,14 @@
 """Safety first on a paused thread: a lost, stolen or compromised card is frozen while a refund waits for approval.
 
 A thread paused at ``human_approval`` takes no new turn (a turn would drop the pending interrupt and leave the refund
-without an owner; ``graph.conversation.Conversation._while_paused``). Before issue 13 that meant "I lost my card,
-freeze it" was refused until an approver decided. Freezing a card is the one urgent, protective and reversible action
+without an owner; ``graph.conversation.Conversation._while_paused``), so without this module "I lost my
+card, freeze it" would be refused until an approver decided. Freezing a card is the one urgent, protective and reversible action
 of the desk (the customer unfreezes it by naming it), so it is served here without touching the pause: the same
 business tools as the cards agent (``card_status``, then ``freeze_card``), the same authorization
 (``policies.authz.authorize_tool``: the customer role, acting on their own records only) and the same wording
 (``nodes.playbook``); the refund stays pending with its approvals unchanged, and nothing else runs.
 
-The same holds for what cannot conflict with the refund (fresh-user review of main, §4): a question for another
+The same holds for what cannot conflict with the refund: a question for another
 specialist whose plan only reads (:func:`answer_while_paused`) and a request for a person, which opens a service
 request for the team (:func:`person_while_paused`).
 
@@ -88,7 +88,7 @@ def freeze_while_paused(text: str, store: Any, ctx: RunContext, thread_id: str,
 
 
 #: The specialists whose questions are answered on a paused thread when every tool their plan needs only reads
-#: (fresh-user review of main, §4: "what's my balance?" got the refund's status while a refund waited). Refunds is
+#: ("what's my balance?" while a refund waits is answered with the balance, not the refund's status). Refunds is
 #: not among them: what it is asked there is the paused refund's status or cancellation (``policies.cancellation``).
 READ_ONLY_AGENTS = frozenset({"account", "cards", "policy", "billing", "transfers"})
 #: Words that make a status question one about the paused refund itself ("any news?", "has it been approved?").
@@ -118,7 +118,7 @@ def answer_while_paused(text: str, route: Any, store: Any, ctx: RunContext, thre
     lister = lists_records_of(text)
     if lister is not None and lister != agent:
         # "which cards do I have" lists the cards, as on a thread that waits for nothing (policies.entry's owner rule;
-        # fresh-user review: without "?" the router read the card network into it, answered by policy)
+        # without "?" the router reads the card network into it and would send it to policy)
         agent, hint = lister, None
     if agent not in READ_ONLY_AGENTS or wants_refund(text) or speaks_of_cancelling(text) or \
             (status_question and _ABOUT_THE_REFUND.search(text)):
@@ -197,8 +197,8 @@ def records_while_paused(names: tuple[str, ...], store: Any, customer_id: str, p
     """The answer to a message naming other records (``names``: ``policies.cancellation.other_records``) while the
     refund described by ``paused`` ("refund rf_… of £23.80 for tx_1001", from its record) waits for approval: what
     each named record is (read from ``store`` for ``customer_id`` only: nothing is changed), that nothing about them
-    can be changed here while the refund waits, and that the paused refund is untouched (qa2 §1: "cancel tr_3002" was
-    taken for a cancel of the paused refund)."""
+    can be changed here while the refund waits, and that the paused refund is untouched ("cancel tr_3002" names another
+    record: it is never a cancel of the paused refund)."""
     facts = " ".join(x for x in (_describe_record(n, store, customer_id) for n in names) if x)
     listed = ", ".join(names)
     return " ".join(x for x in (

@@ -36,7 +36,8 @@ class ThreadRunGuard(BaseCallbackHandler):
     run_inline = True  # on the caller's thread/loop: the lock must be held before the run reads its checkpoint
     raise_error = True  # a busy thread stops the run
     # only chain events matter: LangChain then skips this handler for every model, tool, retry and custom event (a
-    # handler without on_chat_model_start made LangChain render every model input as one string: issue 25 §1)
+    # handler without on_chat_model_start makes LangChain render every model input as one string, a cost per turn that
+    # grows with the thread)
     ignore_llm = ignore_chat_model = ignore_retry = ignore_agent = ignore_retriever = ignore_custom_event = True
 
     def __init__(self, db: str):

@@ -5,7 +5,7 @@
 * :func:`unique_call_ids` gives fresh ids to repeated or missing tool-call ids, so every tool call can be answered by
   exactly one ToolMessage (control-flow rule 2) on strict OpenAI-compatible backends;
 * :func:`fold_transcript` runs a fold over a transcript, continuing its last run over the same messages (a thread's
-  transcript only grows at its end), so a scan of the whole thread costs O(new messages) a turn (issue 25 §1).
+  transcript only grows at its end), so a scan of the whole thread costs O(new messages) a turn.
 """
 
 from __future__ import annotations

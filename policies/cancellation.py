@@ -1,12 +1,12 @@
 """What a customer's message on a paused refund means: an explicit wish to cancel (negation handled), an answer to the
-confirmation question, a status question, or something else. Pure functions, no I/O (issue 11, section 4).
+confirmation question, a status question, or something else. Pure functions, no I/O.
 
 A paused refund is cancelled only in two steps: the customer says they want to cancel (:func:`wants_to_cancel`), the
 desk asks "Cancel refund rf_… of £23.80? yes/no", and only an explicit yes (:func:`confirmation`) cancels it.
 "Please don't cancel it", "do NOT withdraw my request", "what happens if I cancel?" are not a wish to cancel.
 
-The word lists are this module's own (English; no dataset text). Source of the rule: issue 11 §4 — 4 of 5 negated
-phrasings used to cancel a paused refund.
+The word lists are this module's own (English; no dataset text). Why negation is handled: a match on the cancel verb
+alone takes 4 of 5 negated phrasings for a wish to cancel a paused refund.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ __all__ = ["PausedReply", "wants_to_cancel", "cancels_something_else", "confirma
            "CONFIRMATION_ACTION", "confirmation_key", "cancel_was_confirmed"]
 
 #: The refunds agent's question before it cancels a waiting refund no conversation pauses on (``{refund_id}``: rf_…);
-#: only a yes to it cancels (:func:`cancel_confirmed`, qa1 §3.4).
+#: only a yes to it cancels (:func:`cancel_confirmed`).
 CANCEL_QUESTION = "Shall I cancel refund {refund_id}?"
 
 #: The audit action under which the desk records its cancel question on a paused thread and the customer's answer
@@ -33,7 +33,7 @@ CONFIRMATION_ACTION = "cancel_confirmation"
 #: customer confirmed: cancel), ``keep`` (the customer said no: the refund stays with the team), ``status`` (answer
 #: where the refund stands), ``ack`` (a plain yes/ok that answers no question), ``elsewhere`` (the message names another
 #: record — a transfer, another refund, a transaction other than the paused refund's: it is not about the paused
-#: refund, which it never cancels; qa2 §1), ``other`` (not understood while paused: the caller refuses with a hint).
+#: refund, which it never cancels), ``other`` (not understood while paused: the caller refuses with a hint).
 PausedReply = Literal["ask", "cancel", "keep", "status", "ack", "elsewhere", "other"]
 
 #: A record id a customer may name: a transaction (tx_), transfer (tr_), refund (rf_) or service request (sr_).
@@ -69,7 +69,7 @@ _STATUS = re.compile(
 
 
 #: A plain yes or ok that asks for nothing ("yes", "ok great", "sure, thanks"): while a refund waits for approval it
-#: answers no question of the desk (fresh-user review of main: a "yes" was refused with exit 2).
+#: answers no question of the desk and is acknowledged (``ack``), not refused.
 _ACK = re.compile(r"(?:yes|y|yeah|yep|yup|sure|ok(?:ay)?|alright|all right|fine|great|cool|good|perfect|got it|noted"
                   r"|understood)(?:[ ,.!]+(?:please|thanks?|thank you|great|good|cool|ok(?:ay)?|sure|fine))*[ .!]*")
 
@@ -95,7 +95,7 @@ def wants_to_cancel(text: str) -> bool:
 
 
 #: What a customer may want cancelled besides a refund: a cancel wish naming one of these and no refund ("I want to
-#: cancel my subscription to Netflix") is no refund's (fresh-user review: its "yes" withdrew the pending rf_5001).
+#: cancel my subscription to Netflix") is no refund's (its "yes" never withdraws a pending refund such as rf_5001).
 _OTHER_THING = re.compile(r"\b(?:subscriptions?|memberships?|direct debits?|standing orders?|cards?|accounts?|"
                           r"transfers?|bookings?|plans?|contracts?|insurance|policies|policy|tickets?|flights?)\b")
 _REFUND_WORD = re.compile(r"\brefund|\brf_\w+|\bmoney back\b")
@@ -111,8 +111,8 @@ def cancels_something_else(text: str) -> bool:
 def confirmation(text: str) -> Literal["yes", "no"] | None:
     """The answer to "Cancel refund …? yes/no": ``"yes"`` only for a plain yes (yes/confirm/go ahead/ok, possibly
     followed by words: "yes, cancel it"), ``"no"`` for no/keep/wait (or a negated cancel such as "don't cancel"), None
-    when it answers neither — a fresh "cancel …" sentence is a new wish, not a yes (qa2 §1: "cancel the refund for
-    tx_1005" used to confirm the question about another refund)."""
+    when it answers neither — a fresh "cancel …" sentence is a new wish, not a yes ("cancel the refund for
+    tx_1005" does not confirm the question about another refund)."""
     t = _norm(text)
     if _NO.match(t) and not _YES.match(t):
         return "no"
@@ -158,8 +158,8 @@ def paused_reply(text: str, awaiting_confirmation: bool, refund_id: str | None =
     cancel question and the customer has not answered it yet; ``refund_id``/``transaction_id``: the paused refund and
     its own transaction (from the refund's record).
 
-    A message naming another record (:func:`other_records`) never cancels the paused refund nor confirms its question
-    (qa2 §1): a cancel wish, yes/no or status question about it -> ``elsewhere``, anything else -> ``other``.
+    A message naming another record (:func:`other_records`) never cancels the paused refund nor confirms its question:
+    a cancel wish, yes/no or status question about it -> ``elsewhere``, anything else -> ``other``.
     Awaiting: a plain yes -> ``cancel``; no -> ``keep``; otherwise as below. Not awaiting: an explicit wish to
     cancel -> ``ask``; a status question -> ``status``; a plain yes/ok (:data:`_ACK`) -> ``ack``; anything else ->
     ``other``. Nothing cancels without the yes."""

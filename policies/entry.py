@@ -28,7 +28,7 @@ CONTINUE_CONFIDENCE = 0.35
 NEW_TOPIC_CONFIDENCE = 0.5
 #: A short follow-up (a fragment) leaves the agent holding the conversation for the out_of_scope answer when the router
 #: gives "not served here" at least this probability and the fragment neither opens as a follow-up ("what about X?")
-#: nor points back at the last answer. On the shipped router, the out-of-scope fragments of the review ("what is a
+#: nor points back at the last answer. On the shipped router, the out-of-scope fragments ("what is a
 #: mortgage rate today?" 0.95, "what is the weather today?" 0.97) are above it, and the follow-ups of
 #: ``tests/test_conversation_routing.py`` and ``tests/test_conversation_flows.py`` read as out of scope either open as a follow-up
 #: ("what about Switzerland?" 0.93), ask the same question again ("can I raise it?" 0.92) or stay below it.

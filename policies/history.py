@@ -1,4 +1,4 @@
-"""History shaping: what the next agent's model sees (issue 3, item 6).
+"""History shaping: what the next agent's model sees.
 
 The checkpointed conversation always keeps every message; these functions only choose the slice
 passed to a model call.  Every mode returns a *valid* transcript: an assistant message with tool calls
@@ -137,7 +137,7 @@ def shape_recent(messages: Sequence[BaseMessage], policy: HistoryPolicy, packet_
 
     Why it is the same model input: bounding keeps the newest messages that fit in ``keep_tokens`` (less the system
     message) and the last user turn, so a message older than a shaped part that alone passes the budget is cut
-    anyway; shaping costs O(budget), not O(thread) (issue 25 §1)."""
+    anyway; shaping costs O(budget), not O(thread)."""
     msgs = list(messages)
     if sender_note and packet_summary and policy.mode != "full":
         msgs = _without_note(msgs, sender_note)
@@ -220,7 +220,7 @@ def _count(m: BaseMessage) -> int:
 
 
 def bound_messages(messages: Sequence[BaseMessage], max_tokens: int) -> Bounded:
-    """Bound one model input to ``max_tokens`` (issue 12 §4) as langchain_core's ``trim_messages`` does
+    """Bound one model input to ``max_tokens`` as langchain_core's ``trim_messages`` does
     (``strategy="last"``, ``include_system=True``, ``start_on="human"``, no partial messages): the leading
     system message is kept, the oldest turns go first, and the input starts on a user message, so an assistant
     message with tool calls is never separated from its ToolMessages. The current turn (the last user message and
@@ -229,7 +229,7 @@ def bound_messages(messages: Sequence[BaseMessage], max_tokens: int) -> Bounded:
     system message by the caller.
 
     Cost: messages are counted from the newest back until the budget is passed, so a call costs O(what fits), not
-    O(thread) (``trim_messages`` counted every prefix it tried, over the whole transcript: issue 25 §1); the result is
+    O(thread) (``trim_messages`` counts every prefix it tries, over the whole transcript); the result is
     ``trim_messages``'s, since the estimate of a list is the sum of its messages' (:func:`_count`).
     """
     msgs = list(messages)

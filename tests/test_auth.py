@@ -385,7 +385,7 @@ def test_risk_tiers():
     ("call 07700 900123", "call <phone>"),
     ("refund tx_1001 of £1,000.00 on 2025-01-31T10:00:00Z ref 12345678", None),
     ("ids rf_5001 card_ada_phys ending 4242", None),
-    ("card 4111 1111 1111 1111, thanks", "card •••• 1111, thanks"),  # QA: a trailing comma hid nothing
+    ("card 4111 1111 1111 1111, thanks", "card •••• 1111, thanks"),  # a trailing comma ends the number
     ("card 4111 1111 1111 1111. Thanks", "card •••• 1111. Thanks"),
     ("card 4111111111111111; and 4242-4242-4242-4242!", "card •••• 1111; and •••• 4242!"),
     ("(4111 1111 1111 1111)", "(•••• 1111)"),

@@ -1,4 +1,4 @@
-"""bench/long_thread.py (issue 25 §1) runs with tiny sizes: figures for its marks, the transcript read back."""
+"""bench/long_thread.py runs with tiny sizes: figures for its marks, the transcript read back."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Every script under bench/ runs, with tiny sizes (``SWITCHBOARD_BENCH_SMOKE=1`` and the arguments below), and
 exits 0: a benchmark that no longer runs is found by ``make test``, not by the next ``make bench``. The figures of
-such a run mean nothing; only that the script still works (issue 25 §5)."""
+such a run mean nothing; only that the script still works."""
 
 from __future__ import annotations
 

@@ -99,7 +99,7 @@ def test_hop_numbers_restart_each_turn(paused) -> None:
 
 
 def test_history_of_a_finished_refund_is_not_paused(isolated_home) -> None:
-    """QA: a paid refund left ``pending_approval`` in the state and history showed the next turn as paused."""
+    """A paid refund's stale ``pending_approval`` in the state does not make history show the next turn as paused."""
     from tests.conftest import SMALL
     g, _ = approver_desk(isolated_home)
     conv = Conversation("f", graph=g)
@@ -148,7 +148,7 @@ def test_history_shows_a_decision_after_a_message_while_paused_as_its_own_row(pa
 
 
 def test_history_json_holds_the_raw_redacted_text(isolated_home) -> None:
-    """QA: ``history --json`` carried rich escaping (``\\[bold]``); only the terminal table escapes markup."""
+    """``history --json`` carries the text without rich escaping (no ``\\[bold]``); only the terminal table escapes markup."""
     g, _ = approver_desk(isolated_home)
     Conversation("m", graph=g).send("[bold red]How do I activate my new card?")
     rows = _json("history", "m", "--as", "ann")
@@ -158,7 +158,7 @@ def test_history_json_holds_the_raw_redacted_text(isolated_home) -> None:
 
 
 def test_chat_stream_json_keeps_stdout_json(isolated_home) -> None:
-    """QA: ``chat --stream --json`` mixed the stream lines into stdout; they go to stderr, stdout is one JSON document."""
+    """``chat --stream --json`` writes the stream lines to stderr: stdout is one JSON document."""
     r = CliRunner().invoke(app, ["chat", "--stream", "--json", "How do I activate my new card?"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["agent"] == "cards"

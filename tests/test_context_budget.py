@@ -92,7 +92,7 @@ def _old_bound(msgs, max_tokens):
 
 def test_bounding_and_shaping_the_recent_part_give_trim_messages_result():
     """bound_messages counts from the newest message back and shape_recent shapes only what the budget can hold
-    (issue 25 §1); the model input is the one trim_messages gives over the whole shaped transcript."""
+    (O(budget), not O(thread)); the model input is the one trim_messages gives over the whole shaped transcript."""
     import random
 
     from policies.history import HistoryPolicy, shape_history, shape_recent

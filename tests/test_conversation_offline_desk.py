@@ -194,7 +194,7 @@ def test_yes_with_a_stolen_card_after_anything_else_goes_to_cards(desk, store):
     assert r.agent == "cards", (r.agent, r.text)
 
 
-# ---------------------------------------------------------------- helper review: re-asks and follow-ups get the detail
+# ---------------------------------------------------------------- re-asks and follow-ups get the detail
 def test_a_re_asked_status_gets_the_facts_again_never_nothing_new(desk):
     conv = Conversation("re-ask", desk=desk)
     first, second, third = (conv.send("where is my refund rf_5001?") for _ in range(3))

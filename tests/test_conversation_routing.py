@@ -87,7 +87,7 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     ("social-never-fallback", [("hi", "clarify"), ("thanks!", "clarify"), ("bye", "clarify")]),
     ("social-after-questions", [("hmm", "clarify"), ("dunno", "clarify"), ("thanks, bye", "clarify")]),
     ("cards-thanks-bye", [("I lost my card", "cards"), ("thanks", "cards"), ("thank you", "cards"), ("bye", "cards")]),
-    # helper review
+    # a repeated or a bot question stays with the holder; a record named by its id goes to its owner
     ("balance-asked-again", [("what's my balance", "account"), ("what's my balance", "account"),
                              ("what's my balance", "account")]),
     ("account-bot-bye", [("what's my balance?", "account"), ("are you a bot?", "account"), ("bye", "account")]),

@@ -97,8 +97,9 @@ def _paused(store):
 
 
 def test_a_refund_paused_on_a_thread_named_by_its_refund_id_is_refused_too(home):
-    """The review: ``tasks approve rf_…`` (the refund id, not the task's) paid a refund thread "p" waited on, said "no
-    conversation holds it", and the thread's own approval then ended in "the payment failed"."""
+    """``tasks approve|reject rf_…`` (the refund id, not the task's) on a refund that thread "p" waits on is refused
+    with a pointer to ``resume p``: nothing is paid or decided, no second task is opened, and the thread's own
+    approval then pays the refund."""
     store = open_store(home / "business.db")
     task, refund = _paused(store)
     for verb in ("approve", "reject"):
@@ -149,8 +150,8 @@ def test_closing_the_task_of_a_paid_refund_never_says_nothing_was_paid(home):
 
 
 def test_an_approval_on_another_task_of_the_refund_counts_for_four_eyes(home):
-    """The review: ann's ``tasks approve`` on a two-approver refund opened a second task, and her ``resume --approve``
-    on the thread was then taken as the first approval. Four eyes hold per refund."""
+    """Four eyes hold per refund: ann's approval on another task of a two-approver refund counts, so her
+    ``resume --approve`` on the thread is refused ("already approved refund") and nothing is paid."""
     from tests.conftest import approver_desk
     store = open_store(home / "business.db")
     g = approver_desk(home)[0]

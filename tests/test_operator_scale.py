@@ -1,4 +1,4 @@
-"""Operator listings that scale with the home (issue 25 §2): ``threads`` and ``pending`` page through a listing
+"""Operator listings that scale with the home: ``threads`` and ``pending`` page through a listing
 reader (one query for every thread's latest checkpoint, SQLite or PostgreSQL) and ``stats`` counts in the database
 (``EventLog.tally``), with the same rows and figures as the slow path through the saver and Python over every
 event, on a small home of each backend."""

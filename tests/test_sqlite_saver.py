@@ -69,7 +69,7 @@ def _values(saver, config) -> list:
 
 
 def test_histories_read_incrementally_are_langgraphs_at_every_checkpoint_and_after_a_fork(tmp_path):
-    """The saver walks back only to the last history it returned (issue 25 §1); every checkpoint of the thread, a
+    """The saver walks back only to the last history it returned; every checkpoint of the thread, a
     fork from an older one included, reads back as LangGraph's own SqliteSaver reads it."""
     path = tmp_path / "c.db"
     saver = open_checkpointer(path)

@@ -1,7 +1,7 @@
 """The transcript reducer and the DeltaChannel of graph/state.py give LangGraph's own results on long threads
-(issue 25 §1): ``messages_reducer`` is ``add_messages`` folded write by write (replace by id, RemoveMessage,
-REMOVE_ALL_MESSAGES, ids filled in, an unknown removal refused), ``FoldingDeltaChannel`` continues its last replay,
-and ``fold_prefix`` is the full fold."""
+at a cost that does not grow with the thread: ``messages_reducer`` is ``add_messages`` folded write by write (replace
+by id, RemoveMessage, REMOVE_ALL_MESSAGES, ids filled in, an unknown removal refused), ``FoldingDeltaChannel``
+continues its last replay, and ``fold_prefix`` is the full fold."""
 
 from __future__ import annotations
 

@@ -127,7 +127,7 @@ def test_disk_full_mid_turn_is_one_line_and_the_turn_is_recoverable(isolated_hom
 
     for step in (("operators", "add", "ida", "--tenant", "t_demo", "--role", "admin"),
                  ("operators", "add", "ann", "--tenant", "t_demo", "--role", "approver", "--as", "ida"),
-                 ("chat", "hello", "--thread", "a1")):  # the QA's home, made as a user makes it
+                 ("chat", "hello", "--thread", "a1")):  # a home made as a user makes it
         assert cli(*step).returncode == 0
     conn = sqlite3.connect(isolated_home / "switchboard.db")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file: any growth hits the limit
