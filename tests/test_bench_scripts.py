@@ -68,3 +68,21 @@ def test_bench_script_runs_with_tiny_sizes(script: str, tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, str(BENCH / script), *args], cwd=REPO, capture_output=True, text=True,
                        timeout=600, env=env)
     assert r.returncode == 0, f"{script} exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
+
+
+@pytest.mark.subprocess
+def test_the_swarm_anchor_imports_no_switchboard_module(tmp_path: Path) -> None:
+    """A process that builds and runs the langgraph-swarm anchor (bench/anchors.py, bench/common.py) imports nothing
+    of graph/, nodes/, policies/, checkpoints/: its memory and start-up are the anchor's own."""
+    code = ("import sys; sys.path.insert(0, 'bench'); import anchors, common; "
+            "from langchain_core.messages import HumanMessage; "
+            f"app, model = common.swarm_app(common.chain_policy, anchors.sqlite_saver({str(tmp_path / 's.db')!r})); "
+            "app.invoke({'messages': [HumanMessage('I was charged twice')]}, {'configurable': {'thread_id': 't'}}); "
+            "assert model.calls == 3, model.calls; "
+            "mode = anchors.sqlite_saver.__doc__ and app.checkpointer.conn.execute('PRAGMA journal_mode').fetchone()[0]; "
+            "assert mode == 'wal', mode; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('graph', 'nodes', 'policies', 'checkpoints')))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[]"
