@@ -17,9 +17,10 @@ REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "bench"
 
 #: Modules the scripts import (not scripts themselves).
-MODULES = {"common.py", "scoreboard.py"}
+MODULES = {"common.py", "scoreboard.py", "anchors.py"}
 
-#: Tiny-size arguments per script (``{tmp}``: a fresh folder of the test); scripts not listed run without any.
+#: Tiny-size arguments per script (``{tmp}``: a fresh folder of the test, ``{data}``: ../shared/data); scripts not
+#: listed run without any.
 ARGS: dict[str, list[str]] = {
     "compound_detection.py": ["--pairs", "20"],
     "context_budget.py": ["--turns", "4"],
@@ -28,14 +29,14 @@ ARGS: dict[str, list[str]] = {
     "handoff_overhead.py": ["--turns", "3"],
     "merged_training_set.py": ["{tmp}/merged", "--holdout", "50"],
     "model_input.py": ["--turns", "10"],
-    "route_losses.py": ["--limit", "12"],
+    "route_losses.py": ["{data}/banking77/test.csv", "--labels", "{data}/banking77/agent_map.json", "--limit", "12"],
     "router_heads.py": ["{tmp}/heads"],
     "router_speed.py": ["--calls", "20", "--baseline-calls", "5"],
     "run.py": ["pingpong"],
     "serve_load.py": ["--conversations", "4", "--concurrency", "2", "--modes", "sqlite1"],
     "startup.py": ["--runs", "1"],
     "storage.py": ["--turns", "10"],
-    "store_calls.py": ["--calls", "10"],
+    "store_calls.py": ["--calls", "20"],
     "supervisor_parallel.py": ["--runs", "2", "--sleep-ms", "5"],
     "throughput.py": ["--threads", "4"],
 }
@@ -61,7 +62,8 @@ def test_bench_script_runs_with_tiny_sizes(script: str, tmp_path: Path) -> None:
     if script == "router_heads.py":  # it reads the output of merged_training_set.py
         subprocess.run([sys.executable, str(BENCH / "merged_training_set.py"), str(tmp_path / "heads"), "--holdout",
                         "50"], cwd=REPO, check=True, capture_output=True, timeout=300)
-    args = [a.replace("{tmp}", str(tmp_path)) for a in ARGS.get(script, [])]
+    args = [a.replace("{tmp}", str(tmp_path)).replace("{data}", str(REPO.parent / "shared" / "data"))
+            for a in ARGS.get(script, [])]
     env = {**{k: v for k, v in os.environ.items() if k not in ("SWITCHBOARD_OPERATOR", "SWITCHBOARD_DB")},
            "SWITCHBOARD_BENCH_SMOKE": "1", "SWITCHBOARD_BENCH_RESULTS": str(tmp_path / "results"),
            "SWITCHBOARD_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
