@@ -70,6 +70,9 @@ def main() -> int:
     t0 = time.perf_counter()
     load_encoder()  # first use in this process
     encoder_load_s = time.perf_counter() - t0
+    smoke = os.environ.get("SWITCHBOARD_BENCH_SMOKE", "") not in ("", "0")  # tests/test_bench_scripts.py
+    if smoke:  # tiny sizes: a fit on a 15th of the data (its probabilities then differ: not checked)
+        ex_texts, topics = ex_texts[::15], topics[::15]
     t0 = time.perf_counter()
     pipeline = fit_pipeline(ex_texts, topics)
     fit_s = time.perf_counter() - t0
@@ -116,7 +119,7 @@ def main() -> int:
     print(f"target: one route() <= {TARGET_US:.0f} µs: {'met' if met else 'NOT met'}")
     if args.json:
         args.json.write_text(json.dumps(fig, indent=2) + "\n")
-    return 0 if met and diff < 1e-9 else 1
+    return 0 if smoke or (met and diff < 1e-9) else 1
 
 
 if __name__ == "__main__":
