@@ -23,8 +23,7 @@ from graph.observe import compute_stats, stats_from_tally, tally_events
 from graph.settings import Settings
 from nodes.offline_model import OfflineChatModel
 from nodes.testing.scripted import KeywordRouter
-from tests.conftest import postgres_database
-from tests.test_approval import BIG
+from tests.conftest import BIG, postgres_database
 
 #: (thread, customer, tenant, messages): answered, paused for approval, two turns, another tenant's.
 THREADS = (
