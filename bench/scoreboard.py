@@ -82,7 +82,7 @@ def _router(f: dict) -> list[Row]:
          _ratio(f["single_calls_per_s"]["plain_arrays"], f["single_calls_per_s"]["scikit_learn"]), ""),
         _row("router: batch rows/s", f"{batch['plain_arrays']:,.0f}", f"{batch['scikit_learn']:,.0f} (scikit-learn)",
          _ratio(batch["plain_arrays"], batch["scikit_learn"]), ""),
-        _row("  max |p - p_scikit-learn|", f"{f['max_probability_difference']:.1e}", target="< 1e-9"),
+        _row("  max |p - p_scikit-learn|", f"{f['max_probability_difference']:.1e}", target="< 1e-6 (across processors)"),
     ]
 
 
