@@ -15,11 +15,6 @@ never cancels.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -31,7 +26,7 @@ from langgraph_sdk import get_sync_client
 
 from checkpoints.business import open_store
 from checkpoints.event_log import open_event_log
-from nodes.testing.served import NOTE, leaks, new_transaction
+from nodes.testing.served import NOTE, langgraph_dev, leaks, new_transaction
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
@@ -39,20 +34,6 @@ REPO = Path(__file__).resolve().parents[1]
 STARTUP_LIMIT_S = 180
 BIG = "I want a refund for tx_1001 please, that Tesco order never happened"  # £23.80: pauses for one approver
 BOB_REFUND = "Please refund tx_2001, I never got my sandwich"  # Bob's identity is not verified: two approvers
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def offline_env(home: Path) -> dict:
-    """The environment for a local `langgraph dev` that sends nothing anywhere."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "OPENAI_"))}
-    env.update(LANGGRAPH_CLI_NO_ANALYTICS="1", LANGGRAPH_NO_VERSION_CHECK="true", LANGSMITH_TRACING="false",
-               SWITCHBOARD_HOME=str(home), PYTHONUNBUFFERED="1")
-    return env
 
 
 def _get(url: str, headers: dict | None = None, timeout: float = 5) -> tuple[int, Any]:
@@ -102,39 +83,8 @@ def server(tmp_path_factory) -> Iterator[Server]:
     store.add_operator("agt", "t_demo", ["agent"])
     tokens = {p: store.issue_token(k, p, "t_demo")[1]
               for k, p in (("customer", "c_ada"), ("customer", "c_bob"), ("operator", "ann"), ("operator", "agt"))}
-    # langgraph.json names the auth module as "./graph/auth.py" (relative to the server's working directory, as with
-    # `make studio` at the repository root); a link keeps the server's in-memory state out of the repository
-    (tmp / "graph").symlink_to(REPO / "graph")
-    port = _free_port()
-    log_path = tmp / "server.log"
-    log = log_path.open("w")
-    exe = Path(sys.executable).parent / "langgraph"
-    proc = subprocess.Popen([str(exe), "dev", "--config", str(REPO / "langgraph.json"), "--host", "127.0.0.1",
-                             "--port", str(port), "--no-browser", "--no-reload"],
-                            cwd=tmp, env=offline_env(home), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_LIMIT_S
-        ok = None
-        while time.monotonic() < deadline and ok is None:
-            assert proc.poll() is None, log_path.read_text()[-3000:]
-            try:
-                status, body = _get(f"{base}/ok", timeout=2)
-                ok = body if status == 200 else None
-            except OSError:
-                ok = None
-            if ok is None:
-                time.sleep(0.25)
-        assert ok is not None and ok.get("ok") is True, log_path.read_text()[-3000:]
-        yield Server(base, home, tokens, log_path)
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        log.close()
+    with langgraph_dev(tmp, home, REPO, STARTUP_LIMIT_S) as base:
+        yield Server(base, home, tokens, tmp / "server.log")
 
 
 def _wait_for(predicate: Callable[[], bool], limit_s: float = 20) -> bool:

@@ -33,7 +33,7 @@ from typing import Any
 
 __all__ = ["Served", "launched", "status_of", "interrupts", "free_ports", "is_free", "attack_customers",
            "AttackCustomer", "paid", "credits", "START_LIMIT_S", "NOTE", "OPERATOR_ONLY", "new_transaction", "leaks",
-           "langgraph_dev", "offline_env"]
+           "langgraph_dev", "offline_env", "stop_group"]
 
 #: Seconds ``switchboard serve`` may take until every instance answers (migrations and N engine start-ups).
 START_LIMIT_S = 240
@@ -194,13 +194,19 @@ def launched(url: str, tmp: Path, *extra: str, instances: int = 2,
             time.sleep(0.3)
         yield Served(proc, port, url, tokens, out)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        stop_group(proc, 30)
+
+
+def stop_group(proc: subprocess.Popen, wait_s: float) -> None:
+    """Stop ``proc``'s process group: SIGTERM, then SIGKILL when it has not exited after ``wait_s`` seconds."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
 
 
 def offline_env(home: Path) -> dict[str, str]:
@@ -244,13 +250,7 @@ def langgraph_dev(tmp: Path, home: Path, repo: Path, limit_s: float = START_LIMI
             time.sleep(0.25)
         yield base
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        stop_group(proc, 20)
 
 
 #: An approver's decision note: operators may read it, no customer response may carry it.
