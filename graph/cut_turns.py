@@ -4,8 +4,7 @@ LangGraph's own semantics, when new input arrives on a thread whose last checkpo
 (``StateSnapshot.next`` non-empty: the process running the turn died between two nodes), is to **discard** those
 tasks and start from the input (``pregel/_loop.py`` ``_first``: "discard any unfinished tasks from previous
 checkpoint"). The customer's cut message would then never be answered, and the new turn would hide it from
-``switchboard recover`` (the thread's last turn finished). The CLI avoided that by continuing the cut turn itself
-before sending (``Conversation._finish_cut_turn``); a served engine calls the graph directly.
+``switchboard recover`` (the thread's last turn finished).
 
 So the graph does it: :class:`DeskGraph` is the compiled support-desk graph (``graph.builder.build_desk``) whose
 ``stream`` / ``astream`` — which ``invoke``, ``ainvoke``, ``astream_events`` and both engines of ``switchboard serve``

@@ -1,8 +1,8 @@
 """Safety first on a paused thread: a lost, stolen or compromised card is frozen while a refund waits for approval.
 
-A thread paused at ``human_approval`` takes no new turn (a turn would drop the pending interrupt and leave the refund
-without an owner; ``graph.conversation.Conversation._while_paused``), so without this module "I lost my
-card, freeze it" would be refused until an approver decided. Freezing a card is the one urgent, protective and reversible action
+A thread paused at ``human_approval`` takes no ordinary turn (a turn would drop the pending interrupt and leave the
+refund without an owner); its messages are answered by the paused dialogue (``nodes.paused_dialogue``), which calls
+this module for what it may serve without touching the pause. Freezing a card is the one urgent, protective and reversible action
 of the desk (the customer unfreezes it by naming it), so it is served here without touching the pause: the same
 business tools as the cards agent (``card_status``, then ``freeze_card``), the same authorization
 (``policies.authz.authorize_tool``: the customer role, acting on their own records only) and the same wording

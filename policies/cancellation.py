@@ -24,7 +24,7 @@ __all__ = ["PausedReply", "wants_to_cancel", "cancels_something_else", "confirma
 CANCEL_QUESTION = "Shall I cancel refund {refund_id}?"
 
 #: The audit action under which the desk records its cancel question on a paused thread and the customer's answer
-#: (``graph.conversation.Conversation._while_paused``): ``detail.state`` ``"asked"`` (the question is the desk's last
+#: (``nodes.paused_dialogue``): ``detail.state`` ``"asked"`` (the question is the desk's last
 #: word on the thread) or ``"answered"`` (with ``detail.reply``: ``cancel`` for the yes, ``keep``, or what else was
 #: answered instead), under the key :func:`confirmation_key`.
 CONFIRMATION_ACTION = "cancel_confirmation"
