@@ -43,6 +43,7 @@ from langgraph.types import Command
 from graph.context import RunContext
 from graph.packet import HandoffRecord, step_number
 from graph.state import ensure_ids
+from nodes.approval_flow import REFUNDS
 from nodes.deps import Deps
 from nodes.instrumentation import emit
 from nodes.principal import acting_context, resolve_principal
@@ -52,7 +53,6 @@ from policies.edges import CLARIFY, FALLBACK, PAUSED_DIALOGUE
 
 __all__ = ["make_paused_dialogue_node", "PausedReading", "read_paused_message", "paused_answer_text"]
 
-REFUNDS = "refunds"
 HUMAN_APPROVAL = "human_approval"
 
 #: What a message on a paused thread asks for (the module doc's table).
