@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from graph.approval import decision_type
 from graph.errors import InputError
 from graph.events import Event, EventTally
 
@@ -204,9 +205,7 @@ def _detail(ev: Event | Mapping[str, Any]) -> Mapping[str, Any]:
 def _describe_run_started(ev: Event | Mapping[str, Any]) -> str:
     d = _detail(ev)
     if d.get("input") == "resume":
-        dec = d.get("decision")
-        what = str(dec.get("decision")) if isinstance(dec, dict) else str(dec)
-        return f"run started (resume: {what})"
+        return f"run started (resume: {decision_type(d.get('decision')) or d.get('decision')})"
     return "run started"
 
 
@@ -271,7 +270,7 @@ def _describe_interrupt(ev: Event | Mapping[str, Any]) -> str:
 
 def _describe_resumed(ev: Event | Mapping[str, Any]) -> str:
     dec = _detail(ev).get("decision") or {}
-    return "resumed" + (f" with {dec.get('decision')}" if isinstance(dec, dict) else f" with {dec}")
+    return f"resumed with {decision_type(dec) or dec}"
 
 
 def _describe_denied(ev: Event | Mapping[str, Any]) -> str:
