@@ -385,7 +385,8 @@ class AgentVisit:
         forwarded = shape_history(self.messages + self.new, policy_for_edge(self.agent, target, self.deps.history),
                                   render_packet(packet), sender_note=str(packet.get("sender_note") or ""))
         emit("handoff_accepted", from_agent=self.agent, to_agent=target, reason=packet["reason"], hop=step,
-             handoff_id=packet["handoff_id"], history_items=len(forwarded), state_version=self.version)
+             handoff_id=packet["handoff_id"], history_items=len(forwarded), state_version=self.version,
+             fingerprint=fingerprint(self.agent, self.user_text, self.version, self.attempts))
         update = self._base_update() | {
             "active_agent": target,
             "visited_agents": [target],

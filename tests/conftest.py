@@ -123,17 +123,18 @@ def store(isolated_home):
 
 @pytest.fixture
 def make_desk(kw_router, store):
-    """``make_desk(model, checkpointer=None, router=None, history=None, events=None, **settings)`` -> a Desk (compiled
-    graph + deps) with the keyword router and the test's business store."""
+    """``make_desk(model, checkpointer=None, router=None, history=None, events=None, tracer_provider=None, **settings)``
+    -> a Desk (compiled graph + deps) with the keyword router and the test's business store."""
     from graph.builder import build_desk
     from graph.settings import Settings
 
-    def _make(model=None, checkpointer=None, router=None, history=None, events=None, **settings):
+    def _make(model=None, checkpointer=None, router=None, history=None, events=None, tracer_provider=None, **settings):
         from nodes.offline_model import OfflineChatModel
 
         r = router or kw_router
         return build_desk(model=model or OfflineChatModel(router=r), checkpointer=checkpointer or InMemorySaver(),
-                          settings=Settings.from_env(**settings), router=r, store=store, history=history, events=events)
+                          settings=Settings.from_env(**settings), router=r, store=store, history=history, events=events,
+                          tracer_provider=tracer_provider)
 
     return _make
 
