@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 # the HTTP attack catalogue asserts in a helper module: pytest rewrites its asserts (before it is imported)
-pytest.register_assert_rewrite("nodes.testing.http_attacks")
+pytest.register_assert_rewrite("nodes.testing.http_attacks", "nodes.testing.served")
 
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
