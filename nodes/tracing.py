@@ -95,7 +95,7 @@ def _customer_words(state: Mapping[str, Any] | None) -> set[str]:
 
 # ---------------------------------------------------------------- the exporters of SWITCHBOARD_OTEL
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tracer_provider_for(mode: str) -> Any:
     """The process's TracerProvider for ``Settings.otel`` ``mode`` (one per mode and process, so every graph built
     shares its exporter): ``console`` writes each span as JSON to stderr when it ends (stdout stays the answers');

@@ -38,6 +38,7 @@ ARGS: dict[str, list[str]] = {
     "storage.py": ["--turns", "10"],
     "store_calls.py": ["--calls", "20"],
     "supervisor_parallel.py": ["--runs", "2", "--sleep-ms", "5"],
+    "tracing_overhead.py": ["--turns", "3"],
     "throughput.py": ["--threads", "4"],
 }
 
