@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from graph.conversation import Conversation
-from graph.errors import ConfigError
+from graph.errors import AccessDenied, ConfigError
 from graph.settings import Settings
 from nodes.router import load_router
 from nodes.tracing import safe_reason, tracer_provider_for
@@ -128,10 +128,10 @@ def test_an_approval_pause_and_resume_are_two_runs_with_an_approval_span_each(tr
     assert approval.attributes["switchboard.approval.approvals_required"] == 1
     assert approval.attributes["switchboard.approval.task_id"] == paused.pending.task_id
     exporter.clear()
-    # a refused resume (the customer approving) is an event on the approval span, nothing else changes
-    with pytest.raises(Exception, match="not authorized|may not"):
+    # a resume the run gate refuses (the customer approving) starts no run: no span
+    with pytest.raises(AccessDenied, match="not authorized"):
         g.invoke(Command(resume={"decision": "approve"}), cfg)
-    exporter.clear()
+    assert exporter.get_finished_spans() == ()
     g.invoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg, context=ANN)
     second = exporter.get_finished_spans()
     run2 = _one(second, "switchboard run")
