@@ -44,6 +44,7 @@ class TurnScore:
     expected_agent: tuple[str, ...]
     agent: str | None
     expected_effects: tuple[str, ...]
+    allowed: tuple[str, ...]
     effects: tuple[str, ...]
     forbidden: tuple[str, ...]
     missing: tuple[str, ...]
@@ -59,9 +60,10 @@ class TurnScore:
 
     @property
     def effects_ok(self) -> bool:
-        """Every expected effect happened and every effect was expected (patterns: ``graph.effects.effect_matches``)."""
+        """Every expected effect happened and every effect was expected or allowed (patterns:
+        ``graph.effects.effect_matches``)."""
         return all(any(effect_matches(p, e) for e in self.effects) for p in self.expected_effects) and \
-            all(any(effect_matches(p, e) for p in self.expected_effects) for e in self.effects)
+            all(any(effect_matches(p, e) for p in (*self.expected_effects, *self.allowed)) for e in self.effects)
 
     @property
     def mention_ok(self) -> bool:
@@ -85,7 +87,8 @@ def score_turn(conv: Conversation, index: int, turn: Turn, *, agent: str | None,
     if turn.regex is not None and re.search(turn.regex, text or "", re.IGNORECASE) is None:
         missing.append(f"/{turn.regex}/")
     return TurnScore(conversation=conv.id, category=conv.category, split=conv.split, index=index, say=str(turn.say),
-                     expected_agent=turn.agent, agent=agent, expected_effects=turn.effects, effects=tuple(effects),
+                     expected_agent=turn.agent, agent=agent, expected_effects=turn.effects, allowed=turn.allow,
+                     effects=tuple(effects),
                      forbidden=tuple(e for e in effects if any(effect_matches(p, e) for p in forbid)),
                      missing=tuple(missing), text=text, path=path, hops=hops, status=status, error=error)
 

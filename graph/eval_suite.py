@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from importlib import resources
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -22,7 +23,7 @@ from graph.effects import EFFECT_KINDS
 from graph.errors import InputError
 from policies.edges import CLARIFY, FALLBACK, OUT_OF_SCOPE, SPECIALISTS, SUPERVISOR, TRIAGE
 
-__all__ = ["Turn", "Conversation", "Suite", "load_suite", "shipped_suites", "ANSWERING_AGENTS", "ANY", "SPLITS"]
+__all__ = ["Turn", "Conversation", "Suite", "load_suite", "shipped_suites", "ANSWERING_AGENTS", "ANY", "SPLITS", "stratified_split"]
 
 #: Every agent that can answer a turn (``TurnResult.agent``).
 ANSWERING_AGENTS: tuple[str, ...] = (TRIAGE, *SPECIALISTS, CLARIFY, SUPERVISOR, FALLBACK, OUT_OF_SCOPE)
@@ -54,6 +55,7 @@ class Turn(BaseModel):
         agent: the acceptable answering agents (one name, a list, or ``any``), from :data:`ANSWERING_AGENTS`.
         effects: the effects the turn must have, exactly (``kind`` or ``kind:target``, ``graph.effects.EFFECT_KINDS``);
             empty (the default): none.
+        allow: effects that may happen without being required (a correction may or may not undo the earlier action).
         forbid: effects that must not happen on this turn (besides the conversation's ``forbid``).
         mention: substrings the answer must contain (case-insensitive), each of them.
         regex: a regular expression the answer must match (``re.search``, case-insensitive).
@@ -66,6 +68,7 @@ class Turn(BaseModel):
     say: str | None = Field(default=None, min_length=1)
     agent: tuple[str, ...] = ()
     effects: tuple[str, ...] = ()
+    allow: tuple[str, ...] = ()
     forbid: tuple[str, ...] = ()
     mention: tuple[str, ...] = ()
     regex: str | None = None
@@ -73,7 +76,7 @@ class Turn(BaseModel):
     by: str = "ann"
     note: str = ""
 
-    _lists = field_validator("agent", "effects", "forbid", "mention", mode="before")(_as_list)
+    _lists = field_validator("agent", "effects", "allow", "forbid", "mention", mode="before")(_as_list)
 
     @field_validator("agent")
     @classmethod
@@ -83,7 +86,7 @@ class Turn(BaseModel):
             raise ValueError(f"{bad[0]!r} is not an agent (one of {', '.join(ANSWERING_AGENTS)} or 'any')")
         return v
 
-    _effects = field_validator("effects", "forbid")(_check_effects)
+    _effects = field_validator("effects", "allow", "forbid")(_check_effects)
 
     @field_validator("regex")
     @classmethod
@@ -227,3 +230,22 @@ def load_suite(name_or_path: str | Path) -> tuple[Suite, Path]:
             raise InputError(f"{path}: conversation {c.id!r} category: {c.category!r} is not one of the suite's "
                              f"categories ({', '.join(suite.categories)})")
     return suite, path
+
+
+def stratified_split(conversations: Sequence[Conversation], seed: int, held_share: float = 1 / 3) -> dict[str, str]:
+    """``{conversation id: "dev" | "held"}``: within each category, the ids in sorted order are shuffled with
+    ``random.Random(f"{seed}:{category}")`` (string seeds are hashed with SHA-512, so the draw is the same on every
+    machine and Python run) and the first ``round(n * held_share)`` are held aside. How the project's suite was
+    split, once, before any tuning (its ``split`` header records the seed; a test checks the file against it)."""
+    import random
+
+    by: dict[str, list[str]] = {}
+    for c in conversations:
+        by.setdefault(c.category, []).append(c.id)
+    out: dict[str, str] = {}
+    for category, ids in by.items():
+        order = sorted(ids)
+        random.Random(f"{seed}:{category}").shuffle(order)
+        held = round(len(order) * held_share)
+        out.update({cid: "held" if i < held else "dev" for i, cid in enumerate(order)})
+    return out
