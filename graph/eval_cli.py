@@ -61,7 +61,8 @@ def print_scorecard(report, out: Console = console, failures: int | None = None)
             why.append(f"missing {', '.join(t.missing)}")
         if t.error:
             why.append(f"error {t.error}")
-        out.print(f"[bold]{escape(t.conversation)}[/] #{t.index + 1} {escape("[" + t.category + "]")} {escape('; '.join(why))}",
+        where = escape(f"[{t.category}]")
+        out.print(f"[bold]{escape(t.conversation)}[/] #{t.index + 1} {where} {escape('; '.join(why))}",
                   highlight=False, soft_wrap=True)
         out.print(f"  said:   {escape(t.say)}", highlight=False, soft_wrap=True)
         out.print(f"  answer: {escape(' '.join(t.text.split())[:300])}", highlight=False, soft_wrap=True)

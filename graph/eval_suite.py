@@ -12,9 +12,9 @@ naming the file, the conversation and the field when the file is not a valid sui
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -23,7 +23,8 @@ from graph.effects import EFFECT_KINDS
 from graph.errors import InputError
 from policies.edges import CLARIFY, FALLBACK, OUT_OF_SCOPE, SPECIALISTS, SUPERVISOR, TRIAGE
 
-__all__ = ["Turn", "Conversation", "Suite", "load_suite", "shipped_suites", "ANSWERING_AGENTS", "ANY", "SPLITS", "stratified_split"]
+__all__ = ["Turn", "Conversation", "Suite", "load_suite", "shipped_suites", "ANSWERING_AGENTS", "ANY", "SPLITS",
+           "stratified_split"]
 
 #: Every agent that can answer a turn (``TurnResult.agent``).
 ANSWERING_AGENTS: tuple[str, ...] = (TRIAGE, *SPECIALISTS, CLARIFY, SUPERVISOR, FALLBACK, OUT_OF_SCOPE)
