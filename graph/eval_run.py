@@ -24,7 +24,7 @@ from typing import Any
 
 from graph.effects import Records, effect_changes, effect_matches, records_of
 from graph.errors import InputError, SwitchboardError
-from graph.eval_suite import ANY, Conversation, Suite, Turn
+from graph.eval_suite import ANY, Suite, SuiteConversation, Turn
 
 __all__ = ["TurnScore", "Figures", "SuiteReport", "run_suite", "score_turn"]
 
@@ -78,7 +78,7 @@ class TurnScore:
                 "mention_ok": self.mention_ok, "right": self.right}
 
 
-def score_turn(conv: Conversation, index: int, turn: Turn, *, agent: str | None, effects: Sequence[str], text: str,
+def score_turn(conv: SuiteConversation, index: int, turn: Turn, *, agent: str | None, effects: Sequence[str], text: str,
                path: str, hops: int, status: str, error: str | None = None) -> TurnScore:
     """Judge one customer turn of ``conv`` (``turn.say`` set) on what the run did."""
     forbid = (*conv.forbid, *turn.forbid)
@@ -185,7 +185,7 @@ class _Runner:
                                events="memory")
         self.model = settings.model
 
-    def tenant_of(self, conv: Conversation, path: str) -> str:
+    def tenant_of(self, conv: SuiteConversation, path: str) -> str:
         customer = self.store.get_customer(conv.customer)
         if customer is None:
             raise InputError(f"{path}: conversation {conv.id!r} customer: {conv.customer!r} is not a customer of the "
@@ -212,7 +212,7 @@ class _Runner:
         values = {k: v for k, v in out.items() if k != "__interrupt__"}
         return TurnResult.from_state(thread, values, interrupts[0].value if interrupts else None), None
 
-    def conversation(self, conv: Conversation, tenant: str, thread: str) -> list[TurnScore]:
+    def conversation(self, conv: SuiteConversation, tenant: str, thread: str) -> list[TurnScore]:
         self.snapshot.restore_if_changed()
         scores = []
         for i, turn in enumerate(conv.turns):
@@ -233,7 +233,7 @@ class _Runner:
         self.snapshot.close()
 
 
-def run_suite(suite: Suite, conversations: Sequence[Conversation], *, path: str = "", model: str | None = None,
+def run_suite(suite: Suite, conversations: Sequence[SuiteConversation], *, path: str = "", model: str | None = None,
               split: str = "all", category: str | None = None, timeout: float | None = None,
               retries: int | None = None, progress: Callable[[int, int], None] | None = None) -> SuiteReport:
     """Run ``conversations`` (of ``suite``) and score them (module doc). ``model``: ``offline`` or

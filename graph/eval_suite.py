@@ -23,7 +23,7 @@ from graph.effects import EFFECT_KINDS
 from graph.errors import InputError
 from policies.edges import CLARIFY, FALLBACK, OUT_OF_SCOPE, SPECIALISTS, SUPERVISOR, TRIAGE
 
-__all__ = ["Turn", "Conversation", "Suite", "load_suite", "shipped_suites", "ANSWERING_AGENTS", "ANY", "SPLITS",
+__all__ = ["Turn", "SuiteConversation", "Suite", "load_suite", "shipped_suites", "ANSWERING_AGENTS", "ANY", "SPLITS",
            "stratified_split"]
 
 #: Every agent that can answer a turn (``TurnResult.agent``).
@@ -110,7 +110,7 @@ class Turn(BaseModel):
         return self
 
 
-class Conversation(BaseModel):
+class SuiteConversation(BaseModel):
     """One conversation: ``id`` (unique in the suite), ``category``, ``customer`` (a customer of the demo bank),
     ``split`` (``dev``/``held``), ``forbid`` (effects no turn may have) and ``turns`` (at least one customer
     message)."""
@@ -129,7 +129,7 @@ class Conversation(BaseModel):
     _effects = field_validator("forbid")(_check_effects)
 
     @model_validator(mode="after")
-    def _a_message_first(self) -> Conversation:
+    def _a_message_first(self) -> SuiteConversation:
         if self.turns[0].say is None:
             raise ValueError("the first turn must be a customer message ('say')")
         return self
@@ -152,9 +152,9 @@ class Suite(BaseModel):
     categories: tuple[str, ...] = ()
     operators: tuple[str, ...] = ("ann", "ben")
     split: dict[str, Any] = Field(default_factory=dict)
-    conversations: tuple[Conversation, ...] = Field(min_length=1)
+    conversations: tuple[SuiteConversation, ...] = Field(min_length=1)
 
-    def select(self, split: str = "all", category: str | None = None, limit: int | None = None) -> list[Conversation]:
+    def select(self, split: str = "all", category: str | None = None, limit: int | None = None) -> list[SuiteConversation]:
         """The conversations of ``split`` (``dev``, ``held`` or ``all``) and ``category``, the first ``limit``."""
         chosen = [c for c in self.conversations
                   if (split == "all" or c.split == split) and (category is None or c.category == category)]
@@ -233,7 +233,7 @@ def load_suite(name_or_path: str | Path) -> tuple[Suite, Path]:
     return suite, path
 
 
-def stratified_split(conversations: Sequence[Conversation], seed: int, held_share: float = 1 / 3) -> dict[str, str]:
+def stratified_split(conversations: Sequence[SuiteConversation], seed: int, held_share: float = 1 / 3) -> dict[str, str]:
     """``{conversation id: "dev" | "held"}``: within each category, the ids in sorted order are shuffled with
     ``random.Random(f"{seed}:{category}")`` (string seeds are hashed with SHA-512, so the draw is the same on every
     machine and Python run) and the first ``round(n * held_share)`` are held aside. How the project's suite was
