@@ -94,6 +94,17 @@ def test_a_bad_suite_exits_2_on_the_command_line_with_one_error_line(tmp_path, m
     assert info.value.code == 2 and "no shipped suite of that name (shipped: desk)" in capsys.readouterr().err
 
 
+def test_a_json_suite_is_read_like_yaml_and_an_unknown_customer_is_refused_before_any_run(tmp_path):
+    doc = {"name": "j", "conversations": [{"id": "c1", "category": "x", "customer": "c_zed",
+                                           "turns": [{"say": "hi", "agent": ["triage", "clarify"]}]}]}
+    path = _write(tmp_path, json.dumps(doc), "suite.json")
+    suite, _ = load_suite(path)
+    assert suite.conversations[0].turns[0].agent == ("triage", "clarify")
+    with pytest.raises(InputError) as info:
+        run_suite(suite, suite.select(), path=str(path))
+    assert "conversation 'c1' customer: 'c_zed' is not a customer" in str(info.value)
+
+
 def test_effects_are_named_by_what_changed():
     before = Records(refunds={"rf_1": ("tx_1005", "requested")}, cards={"4242": "active", "8899": "frozen"},
                      requests={}, transfers={"tr_3002": "pending"})
