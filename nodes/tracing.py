@@ -14,17 +14,17 @@ event's ``run_id`` and task namespace (so parallel branches and async runs nest 
 * ``execute_tool <tool>`` — one business tool call (tool_called .. tool_finished), child of the visit;
 * ``handoff <from> → <to>`` — one requested handoff (handoff_requested .. handoff_accepted/handoff_refused), child of
   the sender's visit, with the attributes of the handoff log record: from, to, reason, fingerprint, state_version,
-  history items forwarded, hop, handoff id, outcome;
+  history items forwarded, hop, handoff id, outcome (and, when refused, the refusal's kind and reason);
 * ``approval`` — one visit of ``human_approval``, child of that visit: ``paused`` (with the approvers required and
   so far) or the decision a resume brought (``approve``/``reject``/…, in our shape or LangChain's HITL shape).
 
 Every span carries the thread id (``switchboard.thread_id`` and GenAI's ``gen_ai.conversation.id``) and the tenant
 (``switchboard.tenant_id``: the thread owner's). No personal data: no message text, no names, no amounts — ids of
-threads, tasks, refunds and handoffs, agent, model and tool names, counts and statuses only. The one free text, a
-handoff's reason (written by the model), is cut to :data:`MAX_REASON_CHARS`, has card numbers, e-mail addresses,
-phone numbers (``policies.redaction``) and amounts masked, and is withheld when it quotes three consecutive words of
-the customer's messages. Errors name the exception class, never its message. Attribute names follow the OpenTelemetry
-GenAI semantic conventions where one exists (``gen_ai.*``), ``switchboard.*`` otherwise.
+threads, tasks, refunds and handoffs, agent, model and tool names, counts and statuses only. The free text, a
+handoff's reason (written by the model; a refusal's is ours), is cut to :data:`MAX_REASON_CHARS`, has card numbers,
+e-mail addresses, phone numbers (``policies.redaction``) and amounts masked, and is withheld when it quotes three
+consecutive words of the customer's messages. Errors name the exception class, never its message. Attribute names
+follow the OpenTelemetry GenAI semantic conventions where one exists (``gen_ai.*``), ``switchboard.*`` otherwise.
 
 A tap never fails a run: an error inside it is logged (debug) and the event goes on to the log as usual.
 """
@@ -331,7 +331,10 @@ class SpanTap:
         if span is None:
             span = self.tracer.start_span(_handoff_name(record), context=self._parent(record), start_time=_now())
         accepted = record["kind"] == "handoff_accepted"
-        span.set_attributes(self._handoff_attrs(record, state))
+        attrs = self._handoff_attrs(record, state)
+        if not accepted and "switchboard.handoff.reason" in attrs:  # the request's reason stays; this is why not
+            attrs["switchboard.handoff.refusal_reason"] = attrs.pop("switchboard.handoff.reason")
+        span.set_attributes(attrs)
         span.set_attribute("switchboard.outcome", "accepted" if accepted else "refused")
         if not accepted and record.get("status"):
             span.set_attribute("switchboard.handoff.refusal", str(record["status"]))

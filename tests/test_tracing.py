@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from graph.context import RunContext
 from graph.conversation import Conversation
 from graph.errors import AccessDenied, ConfigError
 from graph.settings import Settings
@@ -186,3 +187,46 @@ def test_off_by_default_nothing_is_imported_and_console_writes_spans_to_stderr(i
     assert "TRACING_IMPORTED" in on.stderr and '"name": "switchboard run"' in on.stderr, on.stderr[-2000:]
     assert '"name": "handoff triage \\u2192 billing"' in on.stderr  # JSON, ASCII-escaped
     assert json.loads(on.stdout)["agent"] == json.loads(off.stdout)["agent"] == "billing"
+
+
+def test_a_refused_handoff_is_a_handoff_span_with_its_refusal(make_desk, store):
+    """refunds -> account is not an edge: the handoff span ends refused, the refusal kind recorded, the reason's text
+    kept (the model's own words here, none of the customer's)."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from nodes.testing import scripted as sm
+
+    def policy(agent, user, names, i, msgs):
+        if agent == "triage":
+            return AIMessage(content="", tool_calls=[sm.tool_call("transfer_to_refunds", reason="route")])
+        if not any(isinstance(m, ToolMessage) and m.content.startswith("Refused") for m in msgs):
+            return AIMessage(content="", tool_calls=[sm.tool_call("transfer_to_account", reason="try")])
+        return AIMessage(content="refunds keeps it")
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    g = make_desk(sm.ScriptedChatModel(policy=policy), tracer_provider=provider).graph
+    Conversation("otel-3", graph=g).send("refund please")
+    spans = exporter.get_finished_spans()
+    refused = _one(spans, "handoff refunds → account")
+    assert refused.attributes["switchboard.outcome"] == "refused"
+    assert refused.attributes["switchboard.handoff.refusal"] == "refused"
+    assert refused.attributes["switchboard.handoff.reason"] == "try"  # what the model asked for
+    assert "may not hand off to account" in refused.attributes["switchboard.handoff.refusal_reason"]
+    assert refused.parent.span_id == [s for s in spans if s.name == "invoke_agent refunds"][0].context.span_id
+    assert _one(spans, "handoff triage → refunds").attributes["switchboard.outcome"] == "accepted"
+
+
+def test_the_first_of_two_approvers_leaves_an_approval_span_that_pauses_again(traced):
+    g, exporter = traced
+    cfg = {"configurable": {"thread_id": "otel-4"}}
+    Conversation("otel-4", graph=g, context=RunContext(user_id="c_bob")).send("Please refund tx_2001, I never got it")
+    exporter.clear()
+    g.invoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg, context=ANN)
+    approval = _one(exporter.get_finished_spans(), "approval")
+    assert approval.attributes["switchboard.approval.decision"] == "approve"
+    assert approval.attributes["switchboard.approval.next"] == "paused"
+    assert approval.attributes["switchboard.approval.approvals"] == 1
+    assert approval.attributes["switchboard.approval.approvals_required"] == 2
+    assert [e.name for e in approval.events] == ["resumed", "paused"]
