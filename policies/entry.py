@@ -2,7 +2,7 @@
 
 Inputs are plain data (the nodes gather them; every input and the reason go into the ``entry_decided`` event): who
 holds the conversation, the question it left open, what kind of reply the new message is
-(:mod:`policies.replies`), the router's reading of it, and the thread's guards (identity, permission, availability,
+(:mod:`nodes.embedded.replies`), the router's reading of it, and the thread's guards (identity, permission, availability,
 a task waiting for a human, clarify rounds without progress).
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
+from graph.reading import ReplyKind
 from policies.edges import CLARIFY, FALLBACK, OUT_OF_SCOPE, SPECIALISTS, TRIAGE
-from policies.replies import ReplyKind
 
 __all__ = ["EntryDecision", "choose_entry", "scope_of", "CONTINUE_CONFIDENCE", "NEW_TOPIC_CONFIDENCE",
            "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "PERSON_REASON", "OUT_OF_SCOPE_SURE", "CARD_ACTION_OWNER",
@@ -33,7 +33,7 @@ NEW_TOPIC_CONFIDENCE = 0.5
 #: ``tests/test_conversation_routing.py`` and ``tests/test_conversation_flows.py`` read as out of scope either open as a follow-up
 #: ("what about Switzerland?" 0.93), ask the same question again ("can I raise it?" 0.92) or stay below it.
 OUT_OF_SCOPE_SURE = 0.9
-#: The specialist whose action a bare "freeze it" / "unfreeze it" asks for (``policies.replies.asks_card_action``).
+#: The specialist whose action a bare "freeze it" / "unfreeze it" asks for (``nodes.embedded.replies.asks_card_action``).
 CARD_ACTION_OWNER = "cards"
 #: Clarifying answers in a row after which an answer that still names no specialist goes to fallback.
 MAX_CLARIFY_ROUNDS = 2
@@ -149,32 +149,32 @@ def choose_entry(
         permitted: the caller may still talk to ``active_agent`` (authorization outcome).
         available: agents that can take turns now.
         task_status: status of the thread's task; a task in ``fallback`` (a person took over) stays with fallback.
-        reply: the kind of the new message read against the previous answer (``policies.replies.classify_reply``).
+        reply: the kind of the new message read against the previous answer (``nodes.embedded.replies.classify_reply``).
         open_question: the question the active agent left open (its last answer's question, or the packet's), if any.
         clarify_rounds: clarifying answers in a row just before this message (0 when the last answer was not clarify's).
         scope: the router's no-specialist kind of the message (:func:`scope_of`), None when it chose a specialist.
-        refers_back: the message points back at a record the previous answer named (``policies.replies.refers_back``):
+        refers_back: the message points back at a record the previous answer named (``nodes.embedded.replies.refers_back``):
             a fragment that does stays with the active agent whatever the router says ("when will it arrive?" after a
             paid refund is about that refund, not transfer times); a short request that does ("any news on it?")
             stays with it too, and is never taken for out of scope, unless the router gives another specialist >=
             :data:`NEW_TOPIC_CONFIDENCE`.
-        record_owners: the specialists owning the records the message names (``policies.replies.record_owners``):
+        record_owners: the specialists owning the records the message names (``nodes.embedded.replies.record_owners``):
             a named ``tr_…`` is transfers', whoever holds the conversation.
-        wants_person: the customer asks for a person (``policies.replies.asks_for_person``): fallback, which hands
+        wants_person: the customer asks for a person (``nodes.embedded.replies.asks_for_person``): fallback, which hands
             the thread to the team with the facts so far (a request for a human is never answered by the bot alone).
         same_question: the message asks the previous question again, about another thing ("and for ATM
-            withdrawals?", ``policies.replies.asks_same_for``) or for news of the record just answered ("any
-            update?", ``policies.replies.asks_for_news``), or a follow-up with no content of its own ("why not?",
-            ``policies.replies.is_bare_follow_up``): it stays with the active specialist, whose question it is,
+            withdrawals?", ``nodes.embedded.replies.asks_same_for``) or for news of the record just answered ("any
+            update?", ``nodes.embedded.replies.asks_for_news``), or a follow-up with no content of its own ("why not?",
+            ``nodes.embedded.replies.is_bare_follow_up``): it stays with the active specialist, whose question it is,
             whatever the router reads into its words.
         follow_up_opener: the message opens as a follow-up ("what about X?", "and X?", "and for X?":
-            ``policies.replies.opens_follow_up``): a fragment that does is never taken for out of scope while a
+            ``nodes.embedded.replies.opens_follow_up``): a fragment that does is never taken for out of scope while a
             specialist holds the conversation ("what about Switzerland?" after the supported-countries answer).
-        card_action: the message is a bare "freeze it" / "unfreeze it" (``policies.replies.asks_card_action``): the
+        card_action: the message is a bare "freeze it" / "unfreeze it" (``nodes.embedded.replies.asks_card_action``): the
             card action is :data:`CARD_ACTION_OWNER`'s, whatever the router says (it reads "freeze it" as an account
             freeze at 0.31 and "unfreeze it" as small talk).
         lists_records_of: the specialist whose records the message asks to list ("what transfers have I made?" ->
-            transfers, ``policies.replies.lists_records_of``): it continues when it holds the conversation, else
+            transfers, ``nodes.embedded.replies.lists_records_of``): it continues when it holds the conversation, else
             triage sends the request to it (the router reads a transfer fee into the first, top-up cards into "which
             cards do I have?").
         opener_out_of_scope: the message is a follow-up opener whose subject the desk does not serve ("what about

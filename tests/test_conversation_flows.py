@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from graph.conversation import Conversation
+from nodes.embedded.replies import asks_card_action, opens_follow_up
 from policies import entry
-from policies.replies import asks_card_action, opens_follow_up
 from tests.conftest import TWICE, play_content_turns
 
 Turn = tuple[str, str, tuple[str, ...], tuple[str, ...]]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.desk_knowledge import load_knowledge
-from nodes.playbook import (
+from nodes.embedded.desk_knowledge import load_knowledge
+from nodes.embedded.playbook import (
     handbook_follow_up,
     is_plain_no,
     is_plain_yes,
@@ -20,8 +20,8 @@ from nodes.playbook import (
     leaning_text,
     names_desk_subject,
 )
+from nodes.embedded.replies import lists_records_of, opener_subject, reports_it_failed
 from policies import entry
-from policies.replies import lists_records_of, opener_subject, reports_it_failed
 from tests.conftest import play_content_turns
 
 Turn = tuple[str, str, tuple[str, ...], tuple[str, ...]]
@@ -257,7 +257,7 @@ def test_an_acknowledgement_then_a_question_is_no_plain_yes_or_no():
 
 
 def test_an_address_is_recognised():
-    from policies.replies import gives_address
+    from nodes.embedded.replies import gives_address
 
     for text in ("it's 12 Baker Street, London", "221b Baker St", "my new address is NW1 6XE"):
         assert gives_address(text), text
@@ -293,7 +293,7 @@ def test_a_request_to_explain_the_last_answer_stays_with_its_agent(desk, case, t
 
 
 def test_requests_to_explain_are_bare_follow_ups():
-    from policies.replies import is_bare_follow_up
+    from nodes.embedded.replies import is_bare_follow_up
 
     for text in ("what does that mean?", "I don't understand", "sorry, I don't get it", "can you explain that?",
                  "explain please", "I'm confused", "what do you mean by that?"):

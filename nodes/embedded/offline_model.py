@@ -3,11 +3,11 @@
 It follows the same code path as any LLM: the agent node binds tools with ``bind_tools`` and invokes it
 with a system prompt and the shaped history; it returns an ``AIMessage`` with real ``tool_calls`` or text.
 Decisions come from the project's trained text classifier (``nodes.router``) and the per-agent playbook
-(``nodes.playbook``): triage hands off to the router's agent; a specialist calls the business tool its
+(``nodes.embedded.playbook``): triage hands off to the router's agent; a specialist calls the business tool its
 playbook names, hands off when the request belongs to another agent, and answers from tool results with
 templates.  It only ever calls tools that were bound to it.
 
-Supervisor mode: triage hands a compound request (``policies.compound``: more than one expert intent above
+Supervisor mode: triage hands a compound request (``nodes.embedded.compound``: more than one expert intent above
 the threshold, read from the router's per-agent scores of each request segment) to the supervisor; the
 supervisor calls one expert per intent with the segments as objectives; an expert is a specialist without
 transfer tools, so it looks things up and answers its sub-task.
@@ -27,11 +27,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
-from nodes import playbook
-from nodes.desk_knowledge import load_knowledge, social_topic
-from nodes.facts import extract_facts, facts_from_tool_result
-from nodes.prompts import agent_from_prompt
-from policies.compound import (
+from nodes.embedded import playbook
+from nodes.embedded.compound import (
     COMPOUND_THRESHOLD,
     UNMARKED_THRESHOLD,
     WHOLE_SURE,
@@ -42,8 +39,11 @@ from policies.compound import (
     split_marked,
     split_requests,
 )
+from nodes.embedded.desk_knowledge import load_knowledge, social_topic
+from nodes.embedded.replies import asks_card_action, gives_address, listed_cards_of, listed_items_of, lists_records_of
+from nodes.facts import extract_facts, facts_from_tool_result
+from nodes.prompts import agent_from_prompt
 from policies.edges import SPECIALISTS
-from policies.replies import asks_card_action, gives_address, listed_cards_of, listed_items_of, lists_records_of
 
 __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE", "SAFETY_REASON",
            "SAFETY_REASON_AFTER", "PATTERN_HANDON_BELOW", "PATTERN_OWNER_MIN", "DISPUTE_REASON", "DUPLICATE_REASON",
@@ -204,8 +204,8 @@ def is_safety_report(segment: str) -> bool:
 
 
 def rest_of_safety_report(text: str) -> list[str]:
-    """The request segments of ``text`` besides its loss or fraud report (``policies.compound.split_requests``): only
-    a segment that asks something (``policies.compound.asks_something``) and reports no loss itself. "I have been a
+    """The request segments of ``text`` besides its loss or fraud report (``nodes.embedded.compound.split_requests``): only
+    a segment that asks something (``nodes.embedded.compound.asks_something``) and reports no loss itself. "I have been a
     loyal customer for many years." before the loss report is narrative, not another request."""
     segments = split_requests(text) or [text]
     return [seg for seg, asks in zip(segments, asks_something(segments)) if asks and not _is_safety(seg)]
@@ -443,7 +443,7 @@ def _payment_meant(agent: str, messages: list[BaseMessage], user_text: str, fact
 
 def _card_meant(agent: str, messages: list[BaseMessage], user_text: str, facts: dict[str, str]) -> dict[str, str]:
     """``{"card_last4": digits}`` of the card a bare "freeze it" / "unfreeze it" to the cards ``agent``
-    (``policies.replies.asks_card_action``) means: the one card the desk's previous answer named ("Your virtual card
+    (``nodes.embedded.replies.asks_card_action``) means: the one card the desk's previous answer named ("Your virtual card
     ending 8899 is active." -> 8899), as if the customer had named it; {} for another agent, when ``facts`` name a card
     already, or when that answer named no card or several (cards then asks which one, and on a new thread whether a
     card or the account is meant)."""
@@ -465,7 +465,7 @@ class OfflineChatModel(BaseChatModel):
     model_name: str = "offline"
     compound_threshold: float = COMPOUND_THRESHOLD
     unmarked_threshold: float = UNMARKED_THRESHOLD
-    #: ``policies.compound.WHOLE_SURE``; above 1.0 switches the whole-message check off (benchmarks).
+    #: ``nodes.embedded.compound.WHOLE_SURE``; above 1.0 switches the whole-message check off (benchmarks).
     whole_sure: float = WHOLE_SURE
 
     @property
@@ -480,20 +480,20 @@ class OfflineChatModel(BaseChatModel):
         return self.router
 
     def compound(self, text: str) -> tuple[CompoundDecision, list[str]]:
-        """Compound detection on ``text``: the request segments and the decision of ``policies.compound`` over the
+        """Compound detection on ``text``: the request segments and the decision of ``nodes.embedded.compound`` over the
         router's per-agent scores of each segment that asks something (``asks_something``; a context statement of a
         several-segment message scores nothing; a router without ``scores`` counts as ``{agent: confidence}``) and
         which segments the message marks as another request (``split_marked``: a plain sentence break needs
-        ``policies.compound.UNMARKED_THRESHOLD``, and is one request when the router's per-agent scores of the whole
-        text are ``policies.compound.WHOLE_SURE`` sure of one of the segments' experts)."""
+        ``nodes.embedded.compound.UNMARKED_THRESHOLD``, and is one request when the router's per-agent scores of the whole
+        text are ``nodes.embedded.compound.WHOLE_SURE`` sure of one of the segments' experts)."""
         split = split_marked(text) or [(text, False)]
         segments = [seg for seg, _ in split]
         scores: list[dict[str, float]] = []
         follows = continues_previous(split)
         for seg, asks, cont in zip(segments, asks_something(segments) if len(segments) > 1 else [True], follows):
             r = self._router().route(seg)
-            # a segment that only gives context (policies.compound.asks_something) or continues the request before it
-            # ("Can I do this abroad?", policies.compound.continues_previous) carries no intent of its own
+            # a segment that only gives context (nodes.embedded.compound.asks_something) or continues the request before it
+            # ("Can I do this abroad?", nodes.embedded.compound.continues_previous) carries no intent of its own
             scores.append((dict(r.scores) if getattr(r, "scores", None) else {r.agent: r.confidence})
                           if asks and not cont else {})
         whole = None  # only a router with a probability per agent can say the whole text is sure of one topic
@@ -789,10 +789,10 @@ class OfflineChatModel(BaseChatModel):
         return getattr(route, "intent", None) if route.agent == agent else None
 
     def _social_answer(self, user_text: str) -> str | None:
-        """The desk's answer to a greeting, thanks or goodbye (``nodes.desk_knowledge.social_topic``), else None; never
+        """The desk's answer to a greeting, thanks or goodbye (``nodes.embedded.desk_knowledge.social_topic``), else None; never
         for a message naming a record or a card ("the one ending 1881" is an answer, not small talk) nor for a bare
-        follow-up such as "how?" (``policies.replies.is_bare_follow_up``) nor a pick by position ("the third one")."""
-        from policies.replies import is_bare_follow_up
+        follow-up such as "how?" (``nodes.embedded.replies.is_bare_follow_up``) nor a pick by position ("the third one")."""
+        from nodes.embedded.replies import is_bare_follow_up
 
         if _NAMES_RECORD.search(user_text) or is_bare_follow_up(user_text, strict=True) or _POSITION_RE.search(user_text):
             # "how?" / "why?" ask about the last answer, "the third one" picks a record (the router may call either
