@@ -32,7 +32,7 @@ from nodes.principal import acting_context, resolve_principal
 from nodes.transcript import desk_answers, last_user_text, open_question_of, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
 from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE, PAUSED_DIALOGUE, SPECIALISTS
-from policies.entry import NEW_TOPIC_CONFIDENCE, EntryDecision, choose_entry, scope_of
+from policies.entry import NEW_TOPIC_CONFIDENCE, EntryDecision, Routed, ThreadView, choose_entry, scope_of
 
 __all__ = ["make_entry_node", "make_access_denied_node", "turn_verdict", "incoming_messages", "decide_entry",
            "read_message"]
@@ -84,42 +84,34 @@ def read_message(state: dict, deps: Deps) -> tuple[MessageReading, Any]:
 
 def decide_entry(state: dict, deps: Deps, identity_changed: bool,
                  reading: MessageReading, route: Any) -> tuple[EntryDecision, dict]:
-    """Gather the inputs of ``policies.entry.choose_entry`` from the thread's state and the turn's ``reading`` (the
-    previous answer's open question, the router's ``route``, clarify rounds — none for a greeting, thanks or goodbye,
-    which clarify answers) and decide. Returns the decision and its inputs (the ``detail`` of the ``entry_decided``
-    event)."""
+    """Decide where the turn starts (``policies.entry.choose_entry``) from the turn's ``reading``, the router's
+    ``route`` and a typed view of the thread's state (the previous answer's open question, clarify rounds — none for a
+    greeting, thanks or goodbye, which clarify answers). Returns the decision and its inputs (the ``detail`` of the
+    ``entry_decided`` event)."""
     messages = list(state.get("messages") or [])
     incoming = incoming_messages(messages)
     earlier = desk_answers(messages[:len(messages) - len(incoming)])
-    last = earlier[-1] if earlier else None
-    routed, confidence = (route.agent, float(route.confidence)) if route else (None, 0.0)
     packet_questions = tuple((state.get("handoff") or {}).get("open_questions") or ())
     # the open question is the one the desk's last answer asked: an answer that asked nothing closes an earlier offer
     # (billing offers to refund tx_1008, then describes tx_1001: an "ok" to that must not pay tx_1008);
     # the packet's question stands in only when the thread has no desk answer yet
-    question = open_question_of(str(last.content)) if last is not None else \
+    question = open_question_of(str(earlier[-1].content)) if earlier else \
         (packet_questions[-1] if packet_questions else None)
-    scope = scope_of(routed, route.intent if route else None)
-    rounds = 0 if reading.social_topic else _clarify_rounds(earlier, deps.reader.social_answers())
-    task = dict(state.get("task") or {})
-    owners = reading.record_owners
-    # safety first: a lost, stolen or compromised card is frozen before a person takes over
-    person = reading.wants_person and not reading.loss_report
-    decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,
-                            identity_changed=identity_changed, available=deps.available, task_status=task.get("status"),
-                            reply=reading.reply, open_question=question, clarify_rounds=rounds,
-                            scope=scope, refers_back=reading.refers_back, record_owners=owners, wants_person=person,
-                            same_question=reading.same_question, follow_up_opener=reading.follow_up_opener,
-                            card_action=reading.card_action, lists_records_of=reading.lists_records_of,
-                            opener_out_of_scope=reading.opener_out_of_scope)
+    thread = ThreadView(
+        active_agent=state.get("active_agent"), task_status=(state.get("task") or {}).get("status"),
+        open_question=question, identity_changed=identity_changed, available=frozenset(deps.available),
+        clarify_rounds=0 if reading.social_topic else _clarify_rounds(earlier, deps.reader.social_answers()))
+    routed = Routed.of(RouteView.of(route))
+    decision = choose_entry(reading, thread, routed)
     return decision, {
-        "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
-        "scope": scope, "reply": reading.reply, "item": reading.item, "open_question": question,
-        "listed_items": list(reading.listed), "clarify_rounds": rounds, "refers_back": reading.refers_back,
-        "task_status": task.get("status"), "record_owners": sorted(owners), "wants_person": person,
-        "same_question": reading.same_question, "follow_up_opener": reading.follow_up_opener,
-        "card_action": reading.card_action, "lists_records_of": reading.lists_records_of,
-        "opener_out_of_scope": reading.opener_out_of_scope, "identity_changed": identity_changed}
+        "active_agent": thread.active_agent, "routed_agent": routed.agent, "route_confidence": round(routed.confidence, 3),
+        "scope": routed.scope, "reply": reading.reply, "item": reading.item, "open_question": question,
+        "listed_items": list(reading.listed), "clarify_rounds": thread.clarify_rounds, "refers_back": reading.refers_back,
+        "task_status": thread.task_status, "record_owners": sorted(reading.record_owners),
+        "wants_person": reading.wants_person and not reading.loss_report, "same_question": reading.same_question,
+        "follow_up_opener": reading.follow_up_opener, "card_action": reading.card_action,
+        "lists_records_of": reading.lists_records_of, "opener_out_of_scope": reading.opener_out_of_scope,
+        "identity_changed": identity_changed}
 
 
 def turn_verdict(state: dict, runtime: Runtime[RunContext], deps: Deps) -> tuple[AuthzDecision, Any]:

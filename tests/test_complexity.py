@@ -40,8 +40,6 @@ EXCEPTIONS: dict[tuple[str, str], tuple[int, str]] = {
     ("nodes/embedded/compound.py", "detect_compound"): (30, _KEYWORD_RULES),
     ("policies/answers.py", "instead_of_repeat"): (25, _KEYWORD_RULES),
     ("nodes/embedded/replies.py", "classify_reply"): (22, _KEYWORD_RULES),
-    ("policies/entry.py", "choose_entry"): (35, "the entry rule over about 20 message predicates and the thread's "
-                                                "state, one branch per case"),
     ("nodes/run_gate.py", "check_resume"): (38, "each rule of a resume, from the business store alone, before a run"),
     ("nodes/approval_flow.py", "make_risk_node.risk"): (22, "each outcome of the risk check: auto, park, refuse, "
                                                             "fallback"),
