@@ -30,13 +30,14 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from graph.agent_as_tool import ExpertTask, SupervisorPlan
+from graph.brief import ModelBrief
 from graph.context import RunContext
 from graph.packet import HandoffRecord, observed_now, render_packet, step_number
 from graph.state import add_usage, ensure_ids, usage_of
 from nodes.deps import Deps
 from nodes.handoff_tools import ROUTE_TOOL, handoff_tool, route_tool
 from nodes.instrumentation import emit, note
-from nodes.models import describe_model_error, model_name
+from nodes.models import describe_model_error, model_name, with_brief
 from nodes.packets import build_packet
 from nodes.principal import acting_context
 from nodes.prompts import system_prompt
@@ -173,6 +174,14 @@ class AgentVisit:
             return p
         return None
 
+    def _brief(self) -> ModelBrief:
+        """The typed input of this visit's model calls (``graph.brief``): the agent, the packet it received and its
+        facts, the refund the thread waits on and the items the previous answer listed (the turn's reading)."""
+        pa = self.state.get("pending_approval") or {}
+        listed = (self.state.get("reading") or {}).get("listed") or ()
+        return ModelBrief.of(self.agent, self.packet_in, pending_approval=str(pa["refund_id"]) if pa.get("refund_id") else None,
+                             listed_items=tuple(listed))
+
     def _prompt(self) -> tuple[SystemMessage, list[BaseMessage]]:
         """One leading system message (the prompt and the packet summary merged: strict chat templates of local
         OpenAI-compatible servers accept a single leading system message only) and the shaped history."""
@@ -199,7 +208,7 @@ class AgentVisit:
         items = len(bounded.messages) - 1
         self.model_calls += 1
         try:
-            out = self.bound.invoke(bounded.messages)
+            out = with_brief(self.bound, self.deps.model, self._brief()).invoke(bounded.messages)
         except Exception as exc:  # noqa: BLE001 - the model's client already retried transient errors
             if self._switch_to_tool_routing(exc):
                 return None

@@ -10,11 +10,13 @@ from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseChatModel
 
+from graph.brief import BriefReader, ModelBrief
 from graph.errors import ConfigError
 from graph.reading import MessageReader
 from graph.results import ModelFailure
 
-__all__ = ["make_model", "make_reader", "is_openai_model", "describe_model_error", "model_name", "FATAL_MODEL_ERRORS"]
+__all__ = ["make_model", "make_reader", "with_brief", "is_openai_model", "describe_model_error", "model_name",
+           "FATAL_MODEL_ERRORS"]
 
 
 def make_model(spec: str = "offline", *, timeout_s: float = 30.0, max_retries: int = 2, router=None) -> BaseChatModel:
@@ -82,6 +84,17 @@ def make_reader(model: Any, router: Any) -> MessageReader:
     from nodes.embedded.reader import EmbeddedReader
 
     return EmbeddedReader(router)
+
+
+def with_brief(bound: Any, model: Any, brief: ModelBrief) -> Any:
+    """``bound`` (``model``, possibly with tools bound) passing ``brief`` on every call when ``model`` reads briefs
+    (``graph.brief.BriefReader``: the embedded model decides from it); ``bound`` unchanged for any other model, whose
+    system prompt carries the same information as text (a client such as ``ChatOpenAI`` would send an unknown keyword
+    to the server)."""
+    inner = getattr(model, "bound", model)
+    if isinstance(inner, BriefReader) and inner.reads_brief():
+        return bound.bind(brief=brief)
+    return bound
 
 
 def is_openai_model(model: object) -> bool:

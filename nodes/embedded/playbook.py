@@ -2248,7 +2248,7 @@ NOT_RECOGNISED = "card_payment_not_recognised"
 #: The question of that intent's answer after the list of recent payments (the knowledge file's text ends with it).
 DISPUTE_WHICH = "Which of these payments didn't you make?"
 #: Billing's open question asking which payment to dispute (:data:`DISPUTE_WHICH`, or its short form after a bare yes).
-DISPUTE_WHICH_RE = re.compile(r"^Open questions:.*\bWhich (?:of these )?payments? didn't you make\?", re.M)
+DISPUTE_WHICH_RE = re.compile(r"\bWhich (?:of these )?payments? didn't you make\?")
 
 
 def dispute_offer(tx: dict[str, Any]) -> str:
