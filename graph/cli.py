@@ -383,6 +383,42 @@ def draw(
         print(text)
 
 
+@app.command()
+def check(
+    policy: Path | None = typer.Option(None, "--policy", metavar="FILE.py",
+                                       help="Check this policy instead of today's: a Python file defining EDGE_TABLE "
+                                            "(policies.edges.EdgeTable) and/or CONTRACTS (agent -> "
+                                            "policies.contracts.AgentContract); what it leaves out is today's."),
+    as_json: bool = typer.Option(False, "--json", help="Print {ok, policy, checked: {edges, contracts}, problems: "
+                                 "[{kind, node, edge, fact, message}]} on stdout."),
+) -> None:
+    """Check the handoff contracts before deploy: every agent's required facts (policies/contracts.py) against what a
+    packet built along each edge can carry, that every node is reachable, that every node has a controlled exit (a
+    path to an answer, fallback or approval; an agent its own edge to fallback), and that every side-effect tool of a
+    receiver is guarded. Exit 0: no problem; 1: problems (each names the edge and the fact, or the node); 2: bad input.
+    Needs no database and no operator (docs/contracts.md)."""
+    from graph.contract_check import load_policy, run_check
+
+    checked = load_policy(policy)
+    problems = run_check(checked)
+    edges = len(checked.table.edges())
+    if as_json:
+        print_json({"ok": not problems, "policy": checked.source,
+                    "checked": {"edges": edges, "contracts": sorted(checked.contracts)},
+                    "problems": [p.as_dict() for p in problems]})
+    elif not problems:
+        console.print(f"ok: {edges} edges, contracts of {', '.join(sorted(checked.contracts))}; every packet can "
+                      f"carry what its receiver requires, every node is reachable and has a controlled exit, every "
+                      f"side effect is guarded ({checked.source})", highlight=False, soft_wrap=True)
+    else:
+        for p in problems:
+            console.print(f"{p.kind}: {p.message}", highlight=False, markup=False, soft_wrap=True)
+        console.print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in {checked.source}",
+                      highlight=False, soft_wrap=True)
+    if problems:
+        raise typer.Exit(1)
+
+
 def _checkpointer(db: str | None):
     from checkpoints import open_checkpointer
 

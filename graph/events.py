@@ -30,12 +30,15 @@ __all__ = ["EventKind", "EVENT_KINDS", "Event", "EventTally", "COLUMNS", "INT_FI
 #: forced tool_choice; ``recovered`` — a run a crash left unfinished was continued (``Conversation.recover``) with the
 #: thread owner's rights (``detail``: ``triggered_by``, the principal who asked for the recovery, e.g. an operator;
 #: ``continued_as``, the owner; ``where``, ``next``); ``paused_answered`` — a message on a thread paused for an
-#: approval was answered without touching the pause (``nodes.paused_dialogue``; ``detail.kind``: what it asked).
+#: approval was answered without touching the pause (``nodes.paused_dialogue``; ``detail.kind``: what it asked);
+#: ``packet_incomplete`` — control arrived with a packet that lacks a fact its receiver requires (``policies.contracts``;
+#: ``from_agent`` / ``to_agent``: the edge; ``detail.missing``: the requirements' names, ``detail.facts``: their
+#: alternatives, ``detail.questions``: what the receiver asks instead of guessing).
 EventKind = Literal[
     "run_started", "agent_started", "model_called", "tool_called", "tool_finished", "handoff_requested",
     "handoff_accepted", "handoff_refused", "expert_called", "loop_detected", "interrupt", "resumed", "agent_finished",
     "run_completed", "run_failed", "access_denied",
-    "entry_decided", "model_output_repaired", "routing_changed", "recovered", "paused_answered",
+    "entry_decided", "model_output_repaired", "routing_changed", "recovered", "paused_answered", "packet_incomplete",
 ]
 
 #: :data:`EventKind` as a tuple (for validation and documentation).

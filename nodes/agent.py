@@ -57,6 +57,7 @@ from nodes.transcript import (
 from policies.answers import answer_key, instead_of_repeat, same_answer
 from policies.approval import needs_risk_check
 from policies.cancellation import cancel_confirmed
+from policies.contracts import unmet_requirements
 from policies.edges import CLARIFY, FALLBACK, FLOW_NODES, SPECIALISTS, SUPERVISOR, TRIAGE, handoff_targets
 from policies.handoff import Arbitration, CallOutcome, ToolCallView, arbitrate, handoff_tool_name
 from policies.history import bound_messages, policy_for_edge, shape_history, shape_recent
@@ -134,6 +135,7 @@ class AgentVisit:
     # ============================================================== the visit, top to bottom
     def run(self) -> Command:
         """Run the visit; returns the Command that ends it (``goto`` a legal target, ``fallback``, ``risk`` or END)."""
+        self._record_incomplete_packet()
         system, shaped = self._prompt()
         for _ in range(self.deps.settings.max_tool_rounds):
             ai = self._call_model(system, shaped)
@@ -172,6 +174,20 @@ class AgentVisit:
                                                        or p.get("from_agent") in (*FLOW_NODES, "entry")):
             return p
         return None
+
+    def _record_incomplete_packet(self) -> None:
+        """``packet_incomplete`` when a handoff brought control here with a packet that lacks a fact this agent's
+        contract requires (``policies.contracts``); the packet already asks for it (its open questions, which the
+        model reads), so the agent asks the customer instead of guessing."""
+        src = (self.packet_in or {}).get("from_agent")
+        if not src or src in (*FLOW_NODES, "entry"):
+            return
+        unmet = unmet_requirements(self.deps.contracts.get(self.agent), self.packet_in.get("known_facts") or ())
+        if unmet:
+            emit("packet_incomplete", from_agent=src, to_agent=self.agent,
+                 reason="missing " + "; ".join(r.name for r in unmet), handoff_id=self.packet_in.get("handoff_id"),
+                 missing=[r.name for r in unmet], facts=[r.describe() for r in unmet],
+                 questions=[r.question for r in unmet])
 
     def _prompt(self) -> tuple[SystemMessage, list[BaseMessage]]:
         """One leading system message (the prompt and the packet summary merged: strict chat templates of local
@@ -312,7 +328,7 @@ class AgentVisit:
                              messages=self.messages + self.new, ctx=self.ctx, thread_id=self.thread_id,
                              task=self.task, trace_id=self.ctx.request_id,
                              model_facts=args.get("facts") if isinstance(args.get("facts"), dict) else None,
-                             carried=self.packet_in, sender_note=words)
+                             carried=self.packet_in, sender_note=words, contracts=self.deps.contracts)
             decision.packets[call.id] = p
             return p
 
