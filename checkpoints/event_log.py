@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from graph.errors import ConfigError, InfrastructureError
-from graph.events import COLUMNS, EVENT_KINDS, INT_FIELDS, Event, EventTally
+from graph.events import ANSWERED_STATUSES, COLUMNS, EVENT_KINDS, INT_FIELDS, EdgeCounts, Event, EventTally
 
 __all__ = ["EventLog", "open_event_log", "event_log_for", "event_key", "now_iso", "jsonable"]
 
@@ -226,6 +226,57 @@ class EventLog:
             questions, asked = cur.fetchone()
         return _tally(groups, distinct, int(threads or 0), loops, int(questions), int(asked))
 
+    def edge_tally(self, thread_ids: Iterable[str] | None = None, *, since: str | None = None) -> list[EdgeCounts]:
+        """The :class:`graph.events.EdgeCounts` of every handoff edge with events among those of ``thread_ids`` (None:
+        every event) since the ISO timestamp ``since``, sorted by edge. Counted by the database in four grouped
+        queries (window functions: the next handoff of each thread for bounce-backs, the last accepted handoff before
+        a loop or a fallback of its turn, the handoffs left in a turn), so memory stays flat in the number of events;
+        the same counts as ``graph.observe.tally_edges(self.events(since=since))`` restricted to those threads (a test
+        compares them on SQLite and PostgreSQL)."""
+        for hook in self._before_read:
+            hook()
+        f, args = self._tally_filter(thread_ids, since)
+        answered = ", ".join(f"'{s}'" for s in ANSWERED_STATUSES)
+        ltype = self._json_text("detail", "type")
+        refusal = f"COALESCE({self._json_text('detail', 'refusal')}, status, '')"
+        # the accepted handoffs and the bounce-backs the guard refused, in thread order
+        seq = ("SELECT id, kind, thread_id, turn, from_agent, to_agent, "
+               "LEAD(from_agent) OVER w AS nf, LEAD(to_agent) OVER w AS nt, LEAD(turn) OVER w AS nturn, "
+               "COUNT(CASE WHEN kind = 'handoff_accepted' THEN 1 END) OVER (PARTITION BY thread_id, turn ORDER BY id "
+               "DESC ROWS UNBOUNDED PRECEDING) AS left_hops FROM events WHERE (kind = 'handoff_accepted' OR "
+               f"(kind = 'handoff_refused' AND status = 'bounce_back')){f} "
+               "WINDOW w AS (PARTITION BY thread_id ORDER BY id)")
+        outcome = (f"SELECT o.thread_id, o.turn, o.status, o.to_agent FROM events o JOIN (SELECT MAX(id) AS last FROM "
+                   f"events WHERE kind = 'run_completed'{f} GROUP BY thread_id, turn) l ON o.id = l.last")
+        blame = ("SELECT kind, status, lt, MAX(CASE WHEN kind = 'handoff_accepted' THEN id END) OVER (PARTITION BY "
+                 f"thread_id, turn ORDER BY id ROWS UNBOUNDED PRECEDING) AS hid FROM (SELECT id, kind, status, "
+                 f"thread_id, turn, {ltype} AS lt FROM events WHERE kind IN ('handoff_accepted', 'loop_detected', "
+                 f"'run_completed'){f}) e")
+        with self._cursor() as cur:
+            cur.execute(
+                f"SELECT s.from_agent, s.to_agent, COUNT(*), SUM(CASE WHEN s.nf = s.to_agent AND s.nt = s.from_agent "
+                "AND s.nturn BETWEEN s.turn AND s.turn + 1 THEN 1 ELSE 0 END), "
+                f"SUM(CASE WHEN o.status IN ({answered}) AND o.to_agent = s.to_agent THEN 1 ELSE 0 END), "
+                f"SUM(CASE WHEN o.status IN ({answered}) THEN 1 ELSE 0 END), "
+                f"SUM(CASE WHEN o.status IN ({answered}) THEN s.left_hops ELSE 0 END) "
+                f"FROM ({seq}) s LEFT JOIN ({outcome}) o ON o.thread_id = s.thread_id AND o.turn = s.turn "
+                "WHERE s.kind = 'handoff_accepted' GROUP BY s.from_agent, s.to_agent", args + args)
+            main = cur.fetchall()
+            cur.execute(
+                "SELECT a.from_agent, a.to_agent, SUM(CASE WHEN b.kind = 'loop_detected' THEN 1 ELSE 0 END), "
+                "SUM(CASE WHEN b.kind = 'run_completed' THEN 1 ELSE 0 END) "
+                f"FROM ({blame}) b JOIN events a ON a.id = b.hid WHERE (b.kind = 'loop_detected' AND "
+                "COALESCE(b.lt, '') <> 'bounce_back') OR (b.kind = 'run_completed' AND b.status = 'fallback') "
+                "GROUP BY a.from_agent, a.to_agent", args)
+            blamed = cur.fetchall()
+            cur.execute(f"SELECT from_agent, to_agent, {refusal}, COUNT(*) FROM events WHERE kind = 'handoff_refused'"
+                        f"{f} GROUP BY from_agent, to_agent, {refusal}", args)
+            refused = cur.fetchall()
+            cur.execute(f"SELECT from_agent, to_agent, COUNT(*) FROM events WHERE kind = 'packet_incomplete'{f} "
+                        "GROUP BY from_agent, to_agent", args)
+            incomplete = cur.fetchall()
+        return _edges(main, blamed, refused, incomplete)
+
     def _json_text(self, column: str, key: str) -> str:
         """SQL for the text of the JSON key ``key`` of the TEXT column ``column`` (NULL when absent)."""
         if self.dialect == "sqlite":
@@ -298,6 +349,23 @@ def _tally(groups: list, distinct: dict, threads: int, loops: list, questions: i
         replayed=of("tool_finished", "replayed"), questions=questions, repeated_questions=questions - asked,
         model_calls=of("model_called"), input_tokens=tokens[0], output_tokens=tokens[1],
         visits=dict(visits), errors=dict(errors), timeouts=dict(timeouts))
+
+
+def _edges(main: list, blamed: list, refused: list, incomplete: list) -> list[EdgeCounts]:
+    """The :class:`EdgeCounts` of :meth:`EventLog.edge_tally`'s query results, sorted by edge."""
+    acc: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: {"refusals": {}})
+    for src, dst, n, bounces, by_target, answered, hops in main:
+        acc[src or "", dst or ""].update(handoffs=int(n), bounce_backs=int(bounces or 0),
+                                         receiver_answered=int(by_target or 0), answered=int(answered or 0),
+                                         hops_to_answer=int(hops or 0))
+    for src, dst, loops, fallbacks in blamed:
+        acc[src or "", dst or ""].update(loops=int(loops or 0), fallbacks=int(fallbacks or 0))
+    for src, dst, why, n in refused:
+        refusals = acc[src or "", dst or ""]["refusals"]
+        refusals[why or ""] = refusals.get(why or "", 0) + int(n)
+    for src, dst, n in incomplete:
+        acc[src or "", dst or ""]["incomplete"] = int(n)
+    return [EdgeCounts(source=s, target=t, **acc[s, t]) for s, t in sorted(acc)]
 
 
 def open_event_log(target: str | Path | None) -> EventLog:

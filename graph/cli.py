@@ -637,21 +637,40 @@ def stats(
                                         help="Only events since a duration ago (30m, 2h, 7d) or an ISO date/time."),
     db: str | None = DbOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+    edges: bool = typer.Option(False, "--edges", help="Per handoff edge (from → to) instead: handoffs, refusals by "
+                               "reason, bounce-backs (A→B→A in a turn or across the next), loops and fallbacks after "
+                               "it, packets missing a fact the receiver requires, the receiver's answer rate and the "
+                               "mean hops to an answer; edges over a threshold are flagged with the reason "
+                               "(docs/observing.md)."),
+    max_bounce_rate: float = typer.Option(0.2, "--max-bounce-rate", min=0.0, max=1.0,
+                                          help="--edges: flag an edge whose bounce-backs / handoffs is above this."),
+    max_missing_rate: float = typer.Option(0.2, "--max-missing-rate", min=0.0, max=1.0,
+                                           help="--edges: flag an edge whose packets missing a required fact / "
+                                                "handoffs is above this."),
+    min_handoffs: int = typer.Option(5, "--min-handoffs", min=0,
+                                     help="--edges: flag only edges with at least this many handoffs."),
     as_: str | None = AsOpt,
 ) -> None:
     """Handoff and run metrics over the event log of your tenant's threads (definitions in docs/observing.md and in
-    the table). Needs --as an operator."""
+    the table); with --edges, the health of each handoff edge. Needs --as an operator."""
     from checkpoints.threads import iter_thread_summaries
-    from graph.observe import METRIC_DEFINITIONS, parse_since, stats_from_tally
+    from graph.observe import METRIC_DEFINITIONS, HealthThresholds, parse_since, stats_from_tally
 
     bound = parse_since(since)
+    thresholds = HealthThresholds(max_bounce_rate, max_missing_rate, min_handoffs)
     acting = acting_operator(as_, READ_ROLES, "stats", db=db)
     if db is None and not _stored(_settings(None, None).db):
-        console.print("no runs recorded")
+        if as_json:
+            print_json({"since": bound, "edges": []} if edges else {})
+        else:
+            console.print("no runs recorded")
         return
     log = _event_log(db)
     mine = _listed(db, lambda saver: [r["thread_id"] for r in iter_thread_summaries(saver, tenant_id=acting.tenant_id)]
                    if saver is not None else [])
+    if edges:
+        _print_edge_health(log.edge_tally(mine, since=bound), thresholds, bound, as_json)
+        return
     # counted by the database (EventLog.tally): memory flat in the number of events
     st = stats_from_tally(log.tally(mine, since=bound), since=bound)
     if as_json:
@@ -689,6 +708,41 @@ def stats(
     print_table(console, per)
     if st.input_tokens is not None:
         console.print(f"tokens: {st.input_tokens} in, {st.output_tokens} out")
+
+
+def _print_edge_health(counts: list, thresholds: Any, bound: str | None, as_json: bool) -> None:
+    """``stats --edges``: the health of each edge (``graph.observe.edge_health``) as a table, or JSON
+    ``{since, thresholds: {…}, edges: [{source, target, handoffs, refusals: {reason: n}, bounce_backs, bounce_rate,
+    loops, fallbacks, missing_facts, missing_rate, answer_rate, mean_hops_to_answer, flags: [..]}]}``."""
+    from dataclasses import asdict
+
+    from graph.observe import edge_health
+
+    health = edge_health(counts, thresholds)
+    if as_json:
+        print_json({"since": bound, "thresholds": asdict(thresholds), "edges": [h.as_dict() for h in health]})
+        return
+    if not health:
+        console.print("no handoffs recorded" + (f" since {bound}" if bound else ""))
+        return
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:.0%}"
+
+    table = Table("edge", "handoffs", "refused (by reason)", "bounce-backs", "loops", "fallbacks", "missing facts",
+                  "answer rate", "mean hops to answer", "flag", title="handoff edges" + (f" since {bound}" if bound
+                                                                                         else ""))
+    for h in health:
+        refused = ", ".join(f"{why} {n}" for why, n in h.refusals.items()) or "-"
+        table.add_row(f"{h.source} → {h.target}", str(h.handoffs), refused, f"{h.bounce_backs} ({pct(h.bounce_rate)})",
+                      str(h.loops), str(h.fallbacks), f"{h.missing_facts} ({pct(h.missing_rate)})", pct(h.answer_rate),
+                      "-" if h.mean_hops_to_answer is None else f"{h.mean_hops_to_answer:.2f}",
+                      "; ".join(f.split(":")[0] for f in h.flags), style="bold red" if h.flags else None)
+    print_table(console, table)
+    flagged = sum(1 for h in health if h.flags)
+    console.print(f"{flagged} of {len(health)} edges flagged (bounce rate > {thresholds.max_bounce_rate:.0%} or "
+                  f"missing facts > {thresholds.max_missing_rate:.0%}, over at least {thresholds.min_handoffs} "
+                  "handoffs)", highlight=False)
 
 
 def _approval_desk(db: str | None, model: str | None = None):

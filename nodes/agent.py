@@ -348,7 +348,8 @@ class AgentVisit:
                 continue
             emit("handoff_requested", from_agent=self.agent, to_agent=o.target, reason=str((c.args or {}).get("reason") or ""))
             if o.action in ("refused", "skipped"):
-                emit("handoff_refused", from_agent=self.agent, to_agent=o.target, reason=o.message, status=o.action)
+                emit("handoff_refused", from_agent=self.agent, to_agent=o.target, reason=o.message, status=o.action,
+                     refusal=o.refusal or o.action)
 
     # -------------------------------------------------------------- step 3: guard
     def _guard(self, decision: _Decision) -> Command | None:
@@ -376,7 +377,8 @@ class AgentVisit:
         """loop_detected (type ``kind``) and, when a handoff had won arbitration, its refusal; then fallback."""
         emit("loop_detected", type=kind, reason=reason, fingerprint=decision.fingerprint)
         if decision.winner is not None:
-            emit("handoff_refused", from_agent=self.agent, to_agent=decision.winner.target, reason=reason, status=kind)
+            emit("handoff_refused", from_agent=self.agent, to_agent=decision.winner.target, reason=reason, status=kind,
+                 refusal=kind)
         return self._to_fallback(fallback_reason, decision.calls)
 
     # -------------------------------------------------------------- step 4: hand off
