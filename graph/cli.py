@@ -344,23 +344,36 @@ def draw(
     format: str = typer.Option("mermaid", "--format", "-f", help="mermaid | ascii | png"),
     thread: str | None = typer.Option(None, "--thread", "-t", help="Highlight this thread's run path with hop numbers."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file (required for png)."),
+    health: bool = typer.Option(False, "--health", help="Colour each handoff edge by its bounce rate and draw it as "
+                                "wide as its traffic, from your tenant's events (the figures of 'stats --edges'); "
+                                "png or mermaid; needs --as an operator."),
+    since: str | None = typer.Option(None, "--since", help="--health: only events since a duration ago (30m, 2h, 7d) "
+                                     "or an ISO date/time."),
+    max_bounce_rate: float = typer.Option(0.2, "--max-bounce-rate", min=0.0, max=1.0,
+                                          help="--health: the bounce rate above which an edge is red (as in 'stats "
+                                               "--edges')."),
     db: str | None = DbOpt,
     as_: str | None = AsOpt,
 ) -> None:
     """Draw the agent graph: every agent node and exactly the edges of the policy edge table. --thread needs --as an
-    operator of the thread's tenant (like history and trace)."""
+    operator of the thread's tenant (like history and trace); --health the figures of your tenant's handoff edges."""
     import shutil
 
     from graph import drawing
 
     spec = drawing.graph_spec()
     path: list = []
+    fmt = format.lower()
+    paint = None
+    if health:
+        if thread or fmt not in ("png", "mermaid"):
+            raise InputError("--health draws png or mermaid, without --thread")
+        paint = drawing.health_paint(spec, _edge_health_of(db, as_, since, "draw"), max_bounce_rate)
     if thread:
         _, saver, _ = _operator_thread(as_, thread, db, "draw", reveal=False)
         path = drawing.run_path(saver, thread)
-    fmt = format.lower()
     if fmt == "mermaid":
-        text = drawing.render_mermaid(spec, path)
+        text = drawing.render_mermaid(spec, path, health=paint)
     elif fmt == "ascii":
         # a terminal's own width ($COLUMNS first), else (pipe, file) the 120 columns the CLI fits
         width = shutil.get_terminal_size().columns if out is None and sys.stdout.isatty() else drawing.ASCII_WIDTH
@@ -368,8 +381,12 @@ def draw(
     elif fmt == "png":
         if out is None:
             raise InputError("--format png needs --out FILE.png")
+        title = f"switchboard — thread {thread}" if thread else "switchboard"
+        if paint is not None:
+            total = sum(p.handoffs for p in paint.values())
+            title = f"switchboard — handoff edge health ({total} handoffs" + (f" since {since}" if since else "") + ")"
         try:
-            drawing.render_png(spec, out, path, title=f"switchboard — thread {thread}" if thread else "switchboard")
+            drawing.render_png(spec, out, path, title=title, health=paint)
         except ValueError as exc:
             raise InputError(str(exc)) from exc
         console.print(f"wrote {out}")
@@ -381,6 +398,21 @@ def draw(
         console.print(f"wrote {out}")
     else:
         print(text)
+
+
+def _edge_health_of(db: str | None, as_: str | None, since: str | None, action: str) -> list:
+    """The health of your tenant's handoff edges (``graph.observe.edge_health`` of ``EventLog.edge_tally``); [] when
+    nothing is stored yet."""
+    from checkpoints.threads import iter_thread_summaries
+    from graph.observe import edge_health, parse_since
+
+    bound = parse_since(since)
+    acting = acting_operator(as_, READ_ROLES, action, db=db)
+    if db is None and not _stored(_settings(None, None).db):
+        return []
+    mine = _listed(db, lambda saver: [r["thread_id"] for r in iter_thread_summaries(saver, tenant_id=acting.tenant_id)]
+                   if saver is not None else [])
+    return edge_health(_event_log(db).edge_tally(mine, since=bound))
 
 
 @app.command()
