@@ -774,7 +774,7 @@ def _print_edge_health(counts: list, thresholds: Any, bound: str | None, as_json
     flagged = sum(1 for h in health if h.flags)
     console.print(f"{flagged} of {len(health)} edges flagged (bounce rate > {thresholds.max_bounce_rate:.0%} or "
                   f"missing facts > {thresholds.max_missing_rate:.0%}, over at least {thresholds.min_handoffs} "
-                  "handoffs)", highlight=False)
+                  "handoffs)", highlight=False, soft_wrap=True)
 
 
 def _approval_desk(db: str | None, model: str | None = None):

@@ -667,8 +667,8 @@ def _bounce_bin(rate: float, threshold: float) -> str:
 def health_paint(spec: GraphSpec, health: Sequence[Any], max_bounce_rate: float = 0.2
                  ) -> dict[tuple[str, str], EdgePaint]:
     """The paint of every edge of ``spec`` with handoffs in ``health`` (``graph.observe.EdgeHealth`` rows: ``source``,
-    ``target``, ``handoffs``, ``bounce_backs``, ``bounce_rate``, ``missing_rate``, ``flags``): colour by bounce rate in the bins of
-    :data:`BOUNCE_BINS` relative to ``max_bounce_rate``; width from 1.4 pt (one handoff) to 7 pt (the busiest edge),
+    ``target``, ``handoffs``, ``bounce_backs``, ``bounce_rate``, ``missing_rate``, ``flags``): colour by bounce rate in
+    the bins of :data:`BOUNCE_BINS` relative to ``max_bounce_rate``; width from 1.4 pt (one handoff) to 7 pt (the busiest edge),
     by the square root of the handoffs so that a quiet edge stays visible. Edges without handoffs, or not in
     ``spec``, get no paint (drawn thin and pale)."""
     rows = [h for h in health if h.handoffs > 0 and (h.source, h.target) in spec.edges]

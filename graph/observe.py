@@ -445,6 +445,9 @@ _DESCRIBERS: dict[str, Callable[[Any], str]] = {
     "resumed": _describe_resumed,
     "access_denied": _describe_denied,
     "entry_decided": _describe_entry_decided,
+    "packet_incomplete": lambda ev: (f"packet {_get(ev, 'from_agent')} → {_get(ev, 'to_agent')} lacks "
+                                     f"{'; '.join(_detail(ev).get('missing') or []) or 'a required fact'}; asks: "
+                                     f"{' '.join(_detail(ev).get('questions') or [])}"),
 }
 
 

@@ -179,13 +179,14 @@ class AgentVisit:
         """``packet_incomplete`` when a handoff brought control here with a packet that lacks a fact this agent's
         contract requires (``policies.contracts``); the packet already asks for it (its open questions, which the
         model reads), so the agent asks the customer instead of guessing."""
-        src = (self.packet_in or {}).get("from_agent")
+        packet = self.packet_in or {}
+        src = packet.get("from_agent")
         if not src or src in (*FLOW_NODES, "entry"):
             return
-        unmet = unmet_requirements(self.deps.contracts.get(self.agent), self.packet_in.get("known_facts") or ())
+        unmet = unmet_requirements(self.deps.contracts.get(self.agent), packet.get("known_facts") or ())
         if unmet:
             emit("packet_incomplete", from_agent=src, to_agent=self.agent,
-                 reason="missing " + "; ".join(r.name for r in unmet), handoff_id=self.packet_in.get("handoff_id"),
+                 reason="missing " + "; ".join(r.name for r in unmet), handoff_id=packet.get("handoff_id"),
                  missing=[r.name for r in unmet], facts=[r.describe() for r in unmet],
                  questions=[r.question for r in unmet])
 

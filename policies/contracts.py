@@ -28,12 +28,12 @@ from typing import Literal
 
 from policies.edges import (
     AGENTS,
+    DEFAULT_EDGE_TABLE,
     END,
     ENTRY_NODE,
     FALLBACK,
     START,
     SUPERVISOR,
-    DEFAULT_EDGE_TABLE,
     EdgeTable,
 )
 from policies.handoff import REFUND_QUESTION
