@@ -354,18 +354,25 @@ def _tally(groups: list, distinct: dict, threads: int, loops: list, questions: i
 def _edges(main: list, blamed: list, refused: list, incomplete: list) -> list[EdgeCounts]:
     """The :class:`EdgeCounts` of :meth:`EventLog.edge_tally`'s query results, sorted by edge."""
     acc: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: {"refusals": {}})
-    for src, dst, n, bounces, by_target, answered, hops in main:
-        acc[src or "", dst or ""].update(handoffs=int(n), bounce_backs=int(bounces or 0),
-                                         receiver_answered=int(by_target or 0), answered=int(answered or 0),
-                                         hops_to_answer=int(hops or 0))
+
+    def n(value: Any) -> int:  # SUM over no row is NULL
+        return int(value or 0)
+
+    for src, dst, count, bounces, by_target, answered, hops in main:
+        acc[_edge(src, dst)].update(handoffs=n(count), bounce_backs=n(bounces), receiver_answered=n(by_target),
+                                    answered=n(answered), hops_to_answer=n(hops))
     for src, dst, loops, fallbacks in blamed:
-        acc[src or "", dst or ""].update(loops=int(loops or 0), fallbacks=int(fallbacks or 0))
-    for src, dst, why, n in refused:
-        refusals = acc[src or "", dst or ""]["refusals"]
-        refusals[why or ""] = refusals.get(why or "", 0) + int(n)
-    for src, dst, n in incomplete:
-        acc[src or "", dst or ""]["incomplete"] = int(n)
+        acc[_edge(src, dst)].update(loops=n(loops), fallbacks=n(fallbacks))
+    for src, dst, why, count in refused:
+        refusals = acc[_edge(src, dst)]["refusals"]
+        refusals[why or ""] = refusals.get(why or "", 0) + n(count)
+    for src, dst, count in incomplete:
+        acc[_edge(src, dst)]["incomplete"] = n(count)
     return [EdgeCounts(source=s, target=t, **acc[s, t]) for s, t in sorted(acc)]
+
+
+def _edge(src: str | None, dst: str | None) -> tuple[str, str]:
+    return src or "", dst or ""
 
 
 def open_event_log(target: str | Path | None) -> EventLog:

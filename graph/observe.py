@@ -257,8 +257,7 @@ def tally_edges(events: Iterable[Event]) -> list[EdgeCounts]:
         elif e.kind == "handoff_refused":
             acc[e.from_agent or "", e.to_agent or ""]["refusals"][e.detail.get("refusal") or e.status or ""] += 1
         elif e.kind == "packet_incomplete":
-            d = acc[e.from_agent or "", e.to_agent or ""]
-            d["incomplete"] = d.get("incomplete", 0) + 1
+            _add(acc[e.from_agent or "", e.to_agent or ""], "incomplete")
     _count_handoffs(evts, outcome, acc)
     _count_blame(evts, acc)
     return [EdgeCounts(source=s, target=t, **{**acc[s, t], "refusals": dict(acc[s, t]["refusals"])})
@@ -277,18 +276,24 @@ def _count_handoffs(evts: Sequence[Event], outcome: Mapping[tuple[str | None, in
             if h.kind != "handoff_accepted":
                 continue
             d = acc[h.from_agent or "", h.to_agent or ""]
-            d["handoffs"] = d.get("handoffs", 0) + 1
-            nxt = chain[i + 1] if i + 1 < len(chain) else None
-            if (nxt is not None and nxt.from_agent == h.to_agent and nxt.to_agent == h.from_agent
-                    and h.turn is not None and nxt.turn is not None and h.turn <= nxt.turn <= h.turn + 1):
-                d["bounce_backs"] = d.get("bounce_backs", 0) + 1
+            _add(d, "handoffs")
+            _add(d, "bounce_backs", int(_bounced(h, chain[i + 1] if i + 1 < len(chain) else None)))
             end = outcome.get((h.thread_id, h.turn))
             if end is not None and end.status in ANSWERED_STATUSES:
-                left = sum(1 for x in chain[i:] if x.kind == "handoff_accepted" and x.turn == h.turn)
-                d["answered"] = d.get("answered", 0) + 1
-                d["hops_to_answer"] = d.get("hops_to_answer", 0) + left
-                if end.to_agent == h.to_agent:
-                    d["receiver_answered"] = d.get("receiver_answered", 0) + 1
+                _add(d, "answered")
+                _add(d, "hops_to_answer", sum(1 for x in chain[i:] if x.kind == "handoff_accepted" and x.turn == h.turn))
+                _add(d, "receiver_answered", int(end.to_agent == h.to_agent))
+
+
+def _add(d: dict[str, Any], name: str, n: int = 1) -> None:
+    d[name] = d.get(name, 0) + n
+
+
+def _bounced(h: Event, nxt: Event | None) -> bool:
+    """Did the next handoff after ``h`` (A -> B) go back B -> A in the same turn or the next?"""
+    if nxt is None or h.turn is None or nxt.turn is None:
+        return False
+    return nxt.from_agent == h.to_agent and nxt.to_agent == h.from_agent and h.turn <= nxt.turn <= h.turn + 1
 
 
 def _count_blame(evts: Sequence[Event], acc: dict[tuple[str, str], dict[str, Any]]) -> None:
@@ -302,9 +307,7 @@ def _count_blame(evts: Sequence[Event], acc: dict[tuple[str, str], dict[str, Any
         loop = e.kind == "loop_detected" and e.detail.get("type") != "bounce_back"
         fallback = e.kind == "run_completed" and e.status == "fallback"
         if (loop or fallback) and key in last:
-            d = acc[last[key].from_agent or "", last[key].to_agent or ""]
-            name = "loops" if loop else "fallbacks"
-            d[name] = d.get(name, 0) + 1
+            _add(acc[last[key].from_agent or "", last[key].to_agent or ""], "loops" if loop else "fallbacks")
 
 
 _REL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
