@@ -239,15 +239,16 @@ class EventLog:
         answered = ", ".join(f"'{s}'" for s in ANSWERED_STATUSES)
         ltype = self._json_text("detail", "type")
         refusal = f"COALESCE({self._json_text('detail', 'refusal')}, status, '')"
-        # the accepted handoffs and the bounce-backs the guard refused, in thread order
-        seq = ("SELECT id, kind, thread_id, turn, from_agent, to_agent, "
+        # the accepted handoffs and the bounce-backs the guard refused, in thread order, each with the id of its turn's
+        # last run_completed (a window, then a lookup by primary key: no join of two derived tables)
+        turns = ("SELECT id, kind, thread_id, turn, from_agent, to_agent, MAX(CASE WHEN kind = 'run_completed' THEN id "
+                 "END) OVER (PARTITION BY thread_id, turn) AS last_rc FROM events WHERE (kind IN ('handoff_accepted', "
+                 f"'run_completed') OR (kind = 'handoff_refused' AND status = 'bounce_back')){f}")
+        seq = ("SELECT id, kind, thread_id, turn, from_agent, to_agent, last_rc, "
                "LEAD(from_agent) OVER w AS nf, LEAD(to_agent) OVER w AS nt, LEAD(turn) OVER w AS nturn, "
                "COUNT(CASE WHEN kind = 'handoff_accepted' THEN 1 END) OVER (PARTITION BY thread_id, turn ORDER BY id "
-               "DESC ROWS UNBOUNDED PRECEDING) AS left_hops FROM events WHERE (kind = 'handoff_accepted' OR "
-               f"(kind = 'handoff_refused' AND status = 'bounce_back')){f} "
+               f"DESC ROWS UNBOUNDED PRECEDING) AS left_hops FROM ({turns}) r WHERE kind <> 'run_completed' "
                "WINDOW w AS (PARTITION BY thread_id ORDER BY id)")
-        outcome = (f"SELECT o.thread_id, o.turn, o.status, o.to_agent FROM events o JOIN (SELECT MAX(id) AS last FROM "
-                   f"events WHERE kind = 'run_completed'{f} GROUP BY thread_id, turn) l ON o.id = l.last")
         blame = ("SELECT kind, status, lt, MAX(CASE WHEN kind = 'handoff_accepted' THEN id END) OVER (PARTITION BY "
                  f"thread_id, turn ORDER BY id ROWS UNBOUNDED PRECEDING) AS hid FROM (SELECT id, kind, status, "
                  f"thread_id, turn, {ltype} AS lt FROM events WHERE kind IN ('handoff_accepted', 'loop_detected', "
@@ -259,8 +260,8 @@ class EventLog:
                 f"SUM(CASE WHEN o.status IN ({answered}) AND o.to_agent = s.to_agent THEN 1 ELSE 0 END), "
                 f"SUM(CASE WHEN o.status IN ({answered}) THEN 1 ELSE 0 END), "
                 f"SUM(CASE WHEN o.status IN ({answered}) THEN s.left_hops ELSE 0 END) "
-                f"FROM ({seq}) s LEFT JOIN ({outcome}) o ON o.thread_id = s.thread_id AND o.turn = s.turn "
-                "WHERE s.kind = 'handoff_accepted' GROUP BY s.from_agent, s.to_agent", args + args)
+                f"FROM ({seq}) s LEFT JOIN events o ON o.id = s.last_rc "
+                "WHERE s.kind = 'handoff_accepted' GROUP BY s.from_agent, s.to_agent", args)
             main = cur.fetchall()
             cur.execute(
                 "SELECT a.from_agent, a.to_agent, SUM(CASE WHEN b.kind = 'loop_detected' THEN 1 ELSE 0 END), "
