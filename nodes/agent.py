@@ -59,6 +59,7 @@ from nodes.transcript import (
 from policies.answers import answer_key, instead_of_repeat, same_answer
 from policies.approval import needs_risk_check
 from policies.cancellation import cancel_confirmed
+from policies.contracts import unmet_requirements
 from policies.edges import CLARIFY, FALLBACK, FLOW_NODES, SPECIALISTS, SUPERVISOR, TRIAGE, handoff_targets
 from policies.handoff import Arbitration, CallOutcome, ToolCallView, arbitrate, handoff_tool_name
 from policies.history import bound_messages, policy_for_edge, shape_history, shape_recent
@@ -135,6 +136,7 @@ class AgentVisit:
     # ============================================================== the visit, top to bottom
     def run(self) -> Command:
         """Run the visit; returns the Command that ends it (``goto`` a legal target, ``fallback``, ``risk`` or END)."""
+        self._record_incomplete_packet()
         system, shaped = self._prompt()
         for _ in range(self.deps.settings.max_tool_rounds):
             ai = self._call_model(system, shaped)
@@ -181,6 +183,20 @@ class AgentVisit:
         listed = (self.state.get("reading") or {}).get("listed") or ()
         return ModelBrief.of(self.agent, self.packet_in, pending_approval=str(pa["refund_id"]) if pa.get("refund_id") else None,
                              listed_items=tuple(listed))
+    def _record_incomplete_packet(self) -> None:
+        """``packet_incomplete`` when a handoff brought control here with a packet that lacks a fact this agent's
+        contract requires (``policies.contracts``); the packet already asks for it (its open questions, which the
+        model reads), so the agent asks the customer instead of guessing."""
+        packet = self.packet_in or {}
+        src = packet.get("from_agent")
+        if not src or src in (*FLOW_NODES, "entry"):
+            return
+        unmet = unmet_requirements(self.deps.contracts.get(self.agent), packet.get("known_facts") or ())
+        if unmet:
+            emit("packet_incomplete", from_agent=src, to_agent=self.agent,
+                 reason="missing " + "; ".join(r.name for r in unmet), handoff_id=packet.get("handoff_id"),
+                 missing=[r.name for r in unmet], facts=[r.describe() for r in unmet],
+                 questions=[r.question for r in unmet])
 
     def _prompt(self) -> tuple[SystemMessage, list[BaseMessage]]:
         """One leading system message (the prompt and the packet summary merged: strict chat templates of local
@@ -321,7 +337,7 @@ class AgentVisit:
                              messages=self.messages + self.new, ctx=self.ctx, thread_id=self.thread_id,
                              task=self.task, trace_id=self.ctx.request_id,
                              model_facts=args.get("facts") if isinstance(args.get("facts"), dict) else None,
-                             carried=self.packet_in, sender_note=words)
+                             carried=self.packet_in, sender_note=words, contracts=self.deps.contracts)
             decision.packets[call.id] = p
             return p
 
@@ -341,7 +357,8 @@ class AgentVisit:
                 continue
             emit("handoff_requested", from_agent=self.agent, to_agent=o.target, reason=str((c.args or {}).get("reason") or ""))
             if o.action in ("refused", "skipped"):
-                emit("handoff_refused", from_agent=self.agent, to_agent=o.target, reason=o.message, status=o.action)
+                emit("handoff_refused", from_agent=self.agent, to_agent=o.target, reason=o.message, status=o.action,
+                     refusal=o.refusal or o.action)
 
     # -------------------------------------------------------------- step 3: guard
     def _guard(self, decision: _Decision) -> Command | None:
@@ -369,7 +386,8 @@ class AgentVisit:
         """loop_detected (type ``kind``) and, when a handoff had won arbitration, its refusal; then fallback."""
         emit("loop_detected", type=kind, reason=reason, fingerprint=decision.fingerprint)
         if decision.winner is not None:
-            emit("handoff_refused", from_agent=self.agent, to_agent=decision.winner.target, reason=reason, status=kind)
+            emit("handoff_refused", from_agent=self.agent, to_agent=decision.winner.target, reason=reason, status=kind,
+                 refusal=kind)
         return self._to_fallback(fallback_reason, decision.calls)
 
     # -------------------------------------------------------------- step 4: hand off

@@ -13,6 +13,7 @@ from langchain_core.language_models import BaseChatModel
 from checkpoints.event_log import EventLog
 from graph.reading import MessageReader
 from graph.settings import Settings
+from policies.contracts import DEFAULT_CONTRACTS, AgentContract
 from policies.edges import DEFAULT_EDGE_TABLE, SPECIALISTS, EdgeTable
 from policies.history import DEFAULT_HISTORY
 
@@ -39,6 +40,8 @@ class Deps:
             when a tool keeps failing (shared by the nodes of one compiled graph, in this process only).
         structured_routing: triage routes with the structured ``route_to_agent`` tool (a RouteDecision) instead of
             ``transfer_to_*``.
+        contracts: what each agent needs on arrival (``policies.contracts``): a packet lacking it asks for it and is
+            recorded as ``packet_incomplete``.
     """
 
     model: BaseChatModel
@@ -53,3 +56,4 @@ class Deps:
     events: EventLog | None = None
     read_cache: dict = field(default_factory=dict)
     structured_routing: bool = False
+    contracts: Mapping[str, AgentContract] = field(default_factory=lambda: dict(DEFAULT_CONTRACTS))
