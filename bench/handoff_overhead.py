@@ -72,22 +72,30 @@ def main() -> int:
         runners["supervisor"] = supervisor_app(answer_at_once, sqlite_saver(tmp / "supervisor.db"))[0]
     hops = len(CHAIN) - 1
     secs: dict[str, list[float]] = {k: [] for k in runners}
+    cpus: dict[str, list[float]] = {k: [] for k in runners}
     names = list(runners)
     for i in range(args.turns + 3):
         for name in names[i % len(names):] + names[:i % len(names)]:
             msg = ensure_ids([HumanMessage(f"I was charged twice, please refund it (#{i})")])
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             runners[name].invoke({"messages": msg}, {"configurable": {"thread_id": f"h{i}"}})
             if i >= 3:  # 3 warm-up turns
                 secs[name].append((time.perf_counter() - t0) / hops)
+                cpus[name].append((time.process_time() - c0) / hops)
     from checkpoints.event_log import open_event_log
 
     n_events = len(open_event_log(tmp / "on" / "c.db").events())
     fig: dict = {"turns": args.turns, "handoffs_per_turn": hops, "anchor_sqlite": "SqliteSaver, WAL, synchronous=NORMAL",
                  "events_per_turn": round(n_events / (args.turns + 3), 1)}
     for name, xs in secs.items():
-        fig[name] = {"median_ms": round(statistics.median(xs) * 1e3, 3), "p95_ms": round(pct(xs, 95) * 1e3, 3)}
+        fig[name] = {"median_ms": round(statistics.median(xs) * 1e3, 3), "p95_ms": round(pct(xs, 95) * 1e3, 3),
+                     "cpu_median_ms": round(statistics.median(cpus[name]) * 1e3, 3)}
     med = {k: fig[k]["median_ms"] for k in secs}
+    # the same ratios on the process CPU clock (steadier than wall time on a shared machine)
+    cpu = {k: fig[k]["cpu_median_ms"] for k in secs}
+    fig["cpu_on_vs_off"] = round(cpu["on"] / cpu["off"], 3)
+    if "swarm" in cpu:
+        fig["cpu_on_vs_swarm"] = round(cpu["on"] / cpu["swarm"], 3)
     fig["on_vs_off"] = round(med["on"] / med["off"], 3)
     if "swarm" in med:
         fig["on_vs_swarm"] = round(med["on"] / med["swarm"], 3)
@@ -98,10 +106,13 @@ def main() -> int:
     print(f"per-handoff overhead, {args.turns} one-turn threads x {hops} handoffs, SQLite on disk (WAL on both sides)   "
           f"load average {la}")
     for name in secs:
-        print(f"  {name:>6}: median {fig[name]['median_ms']:7.2f} ms   p95 {fig[name]['p95_ms']:7.2f} ms")
+        print(f"  {name:>6}: median {fig[name]['median_ms']:7.2f} ms   p95 {fig[name]['p95_ms']:7.2f} ms   "
+              f"CPU median {fig[name]['cpu_median_ms']:7.2f} ms")
     print(f"  events on / off = {fig['on_vs_off']:.2f}x (target <= 1.10)   events per turn {fig['events_per_turn']}")
     if "swarm" in med:
         print(f"  on / swarm = {fig['on_vs_swarm']:.2f}x (target <= 0.45)   off / swarm = {fig['off_vs_swarm']:.2f}x")
+    print(f"  CPU: on / off = {fig['cpu_on_vs_off']:.2f}x"
+          + (f"   on / swarm = {fig['cpu_on_vs_swarm']:.2f}x" if "swarm" in cpu else ""))
     if "supervisor" in med:
         print(f"  on / langgraph-supervisor = {fig['on_vs_supervisor']:.2f}x")
     write_json(args.json, fig)
