@@ -24,12 +24,13 @@ from checkpoints.business import StoreError
 from graph.context import RunContext
 from graph.errors import AccessDenied
 from graph.packet import HandoffRecord, step_number
+from nodes import admission
 from nodes.deps import Deps
 from nodes.desk_knowledge import SOCIAL_TOPICS, load_knowledge, social_topic
 from nodes.instrumentation import emit
 from nodes.packets import build_packet
 from nodes.playbook import knows_subject, names_card_by_ending, names_desk_subject, reports_card_loss, speaks_of_places
-from nodes.principal import acting_context, resolve_principal
+from nodes.principal import acting_context, resolve_principal, run_config
 from nodes.transcript import desk_answers, last_user_text, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
 from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE, PAUSED_DIALOGUE, SPECIALISTS
@@ -172,15 +173,18 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
 
 
 def turn_verdict(state: dict, runtime: Runtime[RunContext], deps: Deps) -> tuple[AuthzDecision, Any]:
-    """``(decision, principal)``: may this run's principal send a turn on this thread?"""
-    res = resolve_principal(runtime)
+    """``(decision, principal)``: may this run's principal send a turn on this thread? The customer row is read from
+    the business store unless the graph's gate admitted this very principal on this thread for this run
+    (``nodes.admission``)."""
+    config = run_config()
+    res = resolve_principal(runtime, config)
     p = res.principal
     if res.denied:
         return AuthzDecision(False, res.denied), p
     known = False
     if p is not None and p.kind == "customer":
         try:
-            known = deps.store.get_customer(p.id, p.tenant_id) is not None
+            known = admission.take(config, thread_id_of(), p.ref) or deps.store.get_customer(p.id, p.tenant_id) is not None
         except StoreError as exc:
             return AuthzDecision(False, f"the customer could not be verified ({exc})"), p
     return authorize_turn(p, owner_of(state), known), p

@@ -33,8 +33,9 @@ dtype and shape is checked on load; a malformed, truncated or foreign file is a 
 it.  The shipped default router is written with its large float arrays (:data:`MAPPABLE`) stored uncompressed
 (``save_model(..., mappable=True)``) and read with ``load_model(..., mapped=True)``: those arrays are then memory
 maps of the file (nothing copied or decompressed; a message reads only the weight rows of its own terms, and
-processes share the pages), with the same values as a copy.  Because scoring never touches scikit-learn objects, a file fitted with one scikit-learn version is read
-by any other (the version that fitted it is recorded in the metadata for information only).
+processes share the pages), with the same values as a copy.  Because scoring never touches scikit-learn
+objects, a file fitted with one scikit-learn version is read by any other (the version that fitted it is recorded in
+the metadata for information only).
 """
 
 from __future__ import annotations
