@@ -62,8 +62,14 @@ def event_key(*parts: Any) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:32]
 
 
+#: Values :func:`jsonable` returns as they are (what the JSON round trip would give back unchanged; not float: NaN).
+_JSON_PLAIN = (str, int, bool, type(None))
+
+
 def jsonable(value: Any) -> Any:
     """``value`` made JSON-able (round-trip through json with ``str`` for unknown types; ``str(value)`` if that fails)."""
+    if type(value) in _JSON_PLAIN:
+        return value
     try:
         return json.loads(json.dumps(value, default=str))
     except (TypeError, ValueError):

@@ -195,11 +195,14 @@ class DeskGraph(GuardedGraph):
                         context)
         try:
             known = p.kind == "customer" and store.get_customer(p.id, p.tenant_id) is not None
-            owner = owner_of(dict(snap.values or {})) or self._recorded_owner(tid)
+            owner = owner_of(dict(snap.values or {}))
             claim = getattr(store, "claim_thread_owner", None)
             if owner is None and known and claim is not None:
+                # the claim hands back the owner already recorded, if any: no read of it first
                 row, _ = claim(tid, p.id, p.tenant_id, source="graph")
                 owner = (row.customer_id, row.tenant_id)
+            elif owner is None:
+                owner = self._recorded_owner(tid)
         except StoreError as exc:
             gate.refuse(tid, "turn", AccessDenied(f"thread {tid}: the customer could not be verified ({exc})"),
                         merged, context)
