@@ -96,7 +96,7 @@ def map_safetensor(path: Path, name: str) -> np.ndarray:
     spec = header.get(name) if isinstance(header, dict) else None
     if not isinstance(spec, dict):
         raise ValueError(f"no tensor {name!r}")
-    dtype = _DTYPES.get(spec.get("dtype"))
+    dtype = _DTYPES.get(str(spec.get("dtype")))
     if dtype is None:
         raise ValueError(f"tensor {name!r} has dtype {spec.get('dtype')!r}")
     shape, (begin, end) = tuple(int(x) for x in spec["shape"]), (int(x) for x in spec["data_offsets"])

@@ -51,6 +51,7 @@ import unicodedata
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -467,14 +468,18 @@ def _read(path: Path, metadata_only: bool, mapped: bool = False) -> tuple[dict, 
                                   "(re-run train-router)")
             if metadata_only:
                 return meta, {}
-            arrays = {name: (_map_entry(path, npz.zip.getinfo(name + ".npy")) if mapped and name in MAPPABLE
-                             else None) for name in npz.files if name != "metadata"}
-            arrays = {name: npz[name] if arr is None else arr for name, arr in arrays.items()}
+            arrays = {name: _array(npz, name, path, mapped) for name in npz.files if name != "metadata"}
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - zip/npy/json damage of any kind: a bad file, reported on one line
         raise ConfigError(f"router file {path} is unreadable: {type(exc).__name__}: {exc}".splitlines()[0]) from None
     return meta, arrays
+
+
+def _array(npz: Any, name: str, path: Path, mapped: bool) -> np.ndarray:
+    """The array ``name`` of the open ``.npz`` ``npz`` (of file ``path``): mapped when ``mapped`` and it may be."""
+    arr = _map_entry(path, npz.zip.getinfo(name + ".npy")) if mapped and name in MAPPABLE else None
+    return npz[name] if arr is None else arr
 
 
 def _map_entry(path: Path, info: zipfile.ZipInfo) -> np.ndarray | None:
