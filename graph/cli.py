@@ -32,6 +32,7 @@ from graph.cli_output import (
     turn_dict,
 )
 from graph.db_cli import db_app
+from graph.whatif_cli import WHATIF_HELP, whatif
 from graph.errors import InputError, SwitchboardError
 from graph.operator_cli import (
     DECIDE_ROLES,
@@ -54,6 +55,7 @@ app.add_typer(operators_app, name="operators")
 app.add_typer(tokens_app, name="tokens")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(db_app, name="db")
+app.command("whatif", help=WHATIF_HELP)(whatif)
 console = Console()
 err = Console(stderr=True)
 

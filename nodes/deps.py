@@ -13,6 +13,7 @@ from checkpoints.event_log import EventLog
 from graph.settings import Settings
 from policies.edges import DEFAULT_EDGE_TABLE, SPECIALISTS, EdgeTable
 from policies.history import DEFAULT_HISTORY
+from policies.policy_set import PolicySet
 
 __all__ = ["Deps"]
 
@@ -35,6 +36,8 @@ class Deps:
             when a tool keeps failing (shared by the nodes of one compiled graph, in this process only).
         structured_routing: triage routes with the structured ``route_to_agent`` tool (a RouteDecision) instead of
             ``transfer_to_*``.
+        policy: the rules' parameters when they differ from today's (``graph.builder.make_deps(policy=…)``); None:
+            :attr:`policy_set` is today's, with ``table`` and ``settings.max_hops``.
     """
 
     model: BaseChatModel
@@ -48,3 +51,11 @@ class Deps:
     events: EventLog | None = None
     read_cache: dict = field(default_factory=dict)
     structured_routing: bool = False
+    policy: PolicySet | None = None
+
+    @property
+    def policy_set(self) -> PolicySet:
+        """The parameters the nodes give the rules (edge table, handoff guards, risk rules, hop budget)."""
+        if self.policy is not None:
+            return self.policy
+        return PolicySet(edges=self.table, max_hops=self.settings.max_hops)
