@@ -31,7 +31,6 @@ from nodes.out_of_scope import out_of_scope_node
 from nodes.paused_dialogue import make_paused_dialogue_node
 from nodes.principal import guard_node
 from nodes.supervisor import make_merge_node, make_supervisor_node
-from policies.policy_set import PolicySet
 from policies.edges import (
     ACCESS_DENIED,
     AGENTS,
@@ -45,6 +44,7 @@ from policies.edges import (
     SUPERVISOR,
     EdgeTable,
 )
+from policies.policy_set import PolicySet
 
 __all__ = ["build_graph", "build_desk", "Desk", "DeskGraph", "make_deps", "LazyRouter", "SELF_GUARDED"]
 

@@ -32,7 +32,6 @@ from graph.cli_output import (
     turn_dict,
 )
 from graph.db_cli import db_app
-from graph.whatif_cli import WHATIF_HELP, whatif
 from graph.errors import InputError, SwitchboardError
 from graph.operator_cli import (
     DECIDE_ROLES,
@@ -46,6 +45,7 @@ from graph.operator_cli import (
     tasks_app,
     tokens_app,
 )
+from graph.whatif_cli import WHATIF_HELP, whatif
 
 __all__ = ["app", "main"]
 

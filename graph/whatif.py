@@ -345,6 +345,18 @@ class _Replay:
                 loop_action: str | None) -> tuple[Decision, Arbitration]:
         """The decision ``policy`` takes on the message (the order of ``nodes.agent.AgentVisit``: arbitration, the
         fingerprint, the bounce-back, the hop budget) and the arbitration."""
+        arb = self._arbitrate(policy, point, produced)
+        if loop_action is not None and _action(arb) == loop_action:
+            return Decision("fallback", "fingerprint", "the same state fingerprint with the same action"), arb
+        if not arb.fanout and arb.winner is None:
+            refused = [o for o in arb.outcomes if o.target and o.action == "refused"]
+            return Decision("no_handoff", ", ".join(sorted({str(o.target) for o in refused})),
+                            " ".join(o.message for o in refused)), arb
+        return self._guards(policy, point, arb), arb
+
+    def _arbitrate(self, policy: PolicySet, point: _Point, produced: Mapping[str, Any] | None) -> Arbitration:
+        """``policies.handoff.arbitrate`` on the message's calls, with the recorded packet for the handoff that won in
+        the recording and the packet the desk would build for any other."""
         business = frozenset(s.name for s in tools_for(point.agent)) if point.agent in SPECIALISTS else frozenset()
 
         def packet_for(target: str, call: ToolCallView) -> dict:
@@ -353,23 +365,21 @@ class _Replay:
                 return recorded  # the packet that travelled
             return self._packet(point, target, call)
 
-        arb = arbitrate(point.agent, point.calls, business, packet_for, None, policy.edges,
-                        multi_handoff=self.multi, guards=policy.guards)
-        target = SUPERVISOR if arb.fanout else (arb.winner.target if arb.winner else None)
-        if loop_action is not None and _action(arb) == loop_action:
-            return Decision("fallback", "fingerprint", "the same state fingerprint with the same action"), arb
-        if target is None:
-            refused = [o for o in arb.outcomes if o.target and o.action == "refused"]
-            return Decision("no_handoff", ", ".join(sorted({str(o.target) for o in refused})),
-                            " ".join(o.message for o in refused)), arb
-        winner_id = arb.fanout[0].call_id if arb.fanout else arb.winner.call_id if arb.winner else ""
-        reason = str(next(((c.args or {}).get("reason", "") for c in point.calls if c.id == winner_id), ""))
+        return arbitrate(point.agent, point.calls, business, packet_for, None, policy.edges,
+                         multi_handoff=self.multi, guards=policy.guards)
+
+    def _guards(self, policy: PolicySet, point: _Point, arb: Arbitration) -> Decision:
+        """The bounce-back and hop-budget guards on the handoff ``arb`` accepted (a fan-out goes to the supervisor)."""
+        first = arb.fanout[0] if arb.fanout else arb.winner
+        assert first is not None
+        target = SUPERVISOR if arb.fanout else str(first.target)
+        reason = str(next(((c.args or {}).get("reason", "") for c in point.calls if c.id == first.call_id), ""))
         if is_bounce_back(self.path[: self.p], point.agent, target, reason, point.turn):
-            return Decision("fallback", "bounce_back", f"{target} handed this to {point.agent} for the same reason"), arb
+            return Decision("fallback", "bounce_back", f"{target} handed this to {point.agent} for the same reason")
         turn_hops = sum(1 for r in self.path[: self.p] if r.get("kind") == "handoff" and int(r.get("turn") or 0) == point.turn)
         if hop_budget_exceeded(turn_hops, policy.max_hops):
-            return Decision("fallback", "hop_budget", f"hop budget of {policy.max_hops} handoffs per turn reached"), arb
-        return Decision("handoff", target, "Transferred"), arb
+            return Decision("fallback", "hop_budget", f"hop budget of {policy.max_hops} handoffs per turn reached")
+        return Decision("handoff", target, "Transferred")
 
     def _packet(self, point: _Point, target: str, call: ToolCallView) -> dict:
         """The packet the desk would have built for ``call`` (``nodes.packets.build_packet`` over the transcript up to

@@ -27,8 +27,8 @@ WHATIF_HELP = ("Replay recorded threads through a changed policy (edge table, ha
          "list every decision that would change: thread, turn, hop, before -> after (handoff accepted <-> refused, "
          "approval required <-> auto, fallback <-> not), with totals. No model is called and the business store is not "
          "opened; where the change takes another path the recorded outputs end and that thread stops there. Exit 0: "
-         "nothing changes; 1: changes found; 2: bad input. " + FORMAT_HELP.replace("[", "\\[") + " Needs --as an operator; threads of "
-         "the operator's tenant. Docs: docs/whatif.md.")
+         "nothing changes; 1: changes found; 2: bad input. " + FORMAT_HELP.replace("[", "\\[")  # not rich markup
+         + " Needs --as an operator; threads of the operator's tenant. Docs: docs/whatif.md.")
 
 
 def select_threads(saver: Any, log: Any, tenant_id: str, threads: list[str], since: str | None) -> list[str]:

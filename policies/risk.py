@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["RiskRules", "DEFAULT_RISK_RULES", "AUTO_APPROVE_LIMIT_MINOR", "REJECT_ABOVE_MINOR", "RECENT_WINDOW_DAYS", "RECENT_REFUNDS_FOR_REVIEW",
+__all__ = ["RiskRules", "DEFAULT_RISK_RULES",
+           "AUTO_APPROVE_LIMIT_MINOR", "REJECT_ABOVE_MINOR", "RECENT_WINDOW_DAYS", "RECENT_REFUNDS_FOR_REVIEW",
            "TWO_APPROVERS_ABOVE_MINOR", "IDENTITY_NOT_VERIFIED", "FRAUD_WATCH", "TWO_APPROVER_FLAGS", "RiskInput",
            "RiskDecision", "assess_refund", "REJECTED_BEFORE"]
 
