@@ -117,18 +117,25 @@ def whatif(
 def _print(report: Any) -> None:
     from graph.whatif import summary_lines
 
-    console.print("change: " + ("; ".join(report.change) or "none (the rules as they are)"), highlight=False)
+    console.print("change: " + ("; ".join(report.change) or "none (the rules as they are)"), highlight=False,
+                  soft_wrap=True)
     if report.changes:
         table = Table("thread", "turn", "hop", "agent", "change", "before → after", "why", title="decisions that change")
         for c in report.changes:
             table.add_row(c.thread_id, str(c.turn), str(c.hop), c.agent, c.kind,
-                          f"{c.before.label()} → {c.after.label()}", c.after.why[:120])
+                          f"{c.before.label()} → {c.after.label()}", _first_sentence(c.after.why))
         print_table(console, table)
         console.print("each changed thread stops at its change: the recorded outputs end there", style="dim",
                       highlight=False)
     for t in report.threads:
         if t.stop is not None and not t.stop.replayable:
             console.print(f"not replayable: {t.thread_id} turn {t.stop.turn} hop {t.stop.hop}: {t.stop.reason}",
-                          highlight=False, markup=False)
+                          highlight=False, markup=False, soft_wrap=True)
     for line in summary_lines(report):
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, soft_wrap=True)
+
+
+def _first_sentence(text: str) -> str:
+    """The rule's words up to the end of their first sentence (the table's ``why``; ``--json`` has them all)."""
+    head = text.split(". ", 1)[0].strip()
+    return head if head.endswith(".") or not head else head + "."
