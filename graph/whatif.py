@@ -247,7 +247,8 @@ class _Replay:
         stopped."""
         while self.p < len(self.path):
             rec = self.path[self.p]
-            if int(rec.get("turn") or 0) >= turn and rec.get("from_agent") in AGENTS:
+            at = int(rec.get("turn") or 0)
+            if at > turn or (at == turn and rec.get("from_agent") in AGENTS):
                 return True
             self.p += 1
             self._note_refund(rec)

@@ -82,7 +82,7 @@ def _seed(store) -> None:
     store.insert_rows({"customers": customers, "transactions": txs})
 
 
-def _record(home: Path, policy: PolicySet | None = None) -> None:
+def _record(home: Path, policy: PolicySet | None = None, threads: int = THREADS) -> None:
     """The 50 scripted conversations on a new home (its SQLite checkpoints, events and business store), on a graph
     built with ``policy`` (None: today's rules)."""
     home.mkdir(parents=True, exist_ok=True)
@@ -92,7 +92,7 @@ def _record(home: Path, policy: PolicySet | None = None) -> None:
     router = sm.KeywordRouter()
     deps = make_deps(_model(), settings, store, router, policy=policy)
     desk = build_desk(checkpointer=open_checkpointer(settings.db), deps=deps)
-    for i in range(THREADS):
+    for i in range(threads):
         customer, text, _ = _scenario(i)
         Conversation(f"w{i:02d}", graph=desk.graph, store=store, context=RunContext(user_id=customer)).send(text)
 
@@ -291,3 +291,19 @@ def test_guards_and_risk_rules_as_data():
     r = RiskInput(1500, "GBP", 0, {})
     assert assess_refund(r).outcome == "auto_approve"
     assert assess_refund(r, replace(DEFAULT_RISK_RULES, auto_approve_limit_minor=1000)).outcome == "human_approval"
+
+
+def test_a_recording_the_rules_do_not_reproduce_is_not_replayable(tmp_path, monkeypatch):
+    """A thread recorded under a hop budget of 1 (billing's handoff ended in fallback): replayed against today's
+    budget of 7 the recorded decision is not reproduced, so the thread stops as not replayable, and that is no change."""
+    from graph.whatif_cli import run_whatif
+
+    home = tmp_path / "old"
+    _record(home, PolicySet(max_hops=1), threads=1)
+    assert [r["kind"] for r in _path(home, "w00")][-1] == "fallback"
+    settings = Settings(db=str(home / "switchboard.db"), business_db=str(home / "business.db"))
+    report = run_whatif(settings, "t_demo", _write(tmp_path / "c.yaml", "max_hops: 1\n"), None, [], None)
+    assert report.changes == [] and report.totals()["not_replayable"] == 1
+    [stop] = [t.stop for t in report.threads]
+    assert (stop.turn, stop.hop, stop.replayable) == (1, 3, False)
+    assert "the recording shows fallback (hop_budget)" in stop.reason and "accepted handoff to refunds" in stop.reason
