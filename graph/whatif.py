@@ -429,6 +429,10 @@ def summary_lines(report: WhatIfReport) -> Sequence[str]:
     """The totals as lines for the terminal."""
     t = report.totals()
     kinds = ", ".join(f"{k} {v}" for k, v in t["by_kind"].items()) or "none"
-    return [f"{t['threads']} threads, {t['turns']} turns, {t['decisions']} decisions replayed",
-            f"{t['changes']} decisions change ({kinds}) in {t['threads_changed']} threads; "
-            f"{t['not_replayable']} threads not replayable"]
+    return [f"{_n(t['threads'], 'thread')}, {_n(t['turns'], 'turn')}, {_n(t['decisions'], 'decision')} replayed",
+            f"{_n(t['changes'], 'decision')} {'changes' if t['changes'] == 1 else 'change'} ({kinds}) in "
+            f"{_n(t['threads_changed'], 'thread')}; {_n(t['not_replayable'], 'thread')} not replayable"]
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -307,3 +307,28 @@ def test_a_recording_the_rules_do_not_reproduce_is_not_replayable(tmp_path, monk
     [stop] = [t.stop for t in report.threads]
     assert (stop.turn, stop.hop, stop.replayable) == (1, 3, False)
     assert "the recording shows fallback (hop_budget)" in stop.reason and "accepted handoff to refunds" in stop.reason
+
+
+def test_a_change_in_a_later_turn_is_found_after_replaying_the_earlier_ones(tmp_path):
+    """Two turns on one thread: the first answered by billing, the second handed from billing to refunds; removing
+    that edge changes the second turn at the hop its record has."""
+    from graph.whatif_cli import run_whatif
+
+    home = tmp_path / "two"
+    home.mkdir()
+    settings = Settings(db=str(home / "switchboard.db"), business_db=str(home / "business.db"))
+    store = open_store(settings.business_db)
+    _seed(store)
+    desk = build_desk(checkpointer=open_checkpointer(settings.db),
+                      deps=make_deps(_model(), settings, store, sm.KeywordRouter()))
+    conv = Conversation("two", graph=desk.graph, store=store, context=RunContext(user_id="c_w00"))
+    conv.send("What is this charge on my statement?")
+    conv.send("The charge tx_w00 is wrong, I want a refund")
+    [handoff] = [r for r in _path(home, "two") if r["turn"] == 2 and r["from_agent"] == "billing"
+                 and r["kind"] == "handoff"]
+    assert handoff["to_agent"] == "refunds"
+    report = run_whatif(settings, "t_demo", _write(tmp_path / "c.yaml", "remove_edges: [[billing, refunds]]\n"), None,
+                        [], None)
+    [change] = report.changes
+    assert (change.turn, change.hop, change.agent, change.kind) == (2, handoff["hop"], "billing", "handoff_refused")
+    assert report.threads[0].turns == 2 and report.threads[0].decisions >= 2
