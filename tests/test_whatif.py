@@ -332,3 +332,38 @@ def test_a_change_in_a_later_turn_is_found_after_replaying_the_earlier_ones(tmp_
     [change] = report.changes
     assert (change.turn, change.hop, change.agent, change.kind) == (2, handoff["hop"], "billing", "handoff_refused")
     assert report.threads[0].turns == 2 and report.threads[0].decisions >= 2
+
+
+def test_since_selects_threads_by_their_last_runs(at):
+    recent = json.loads(_whatif(at, CHANGE, "--json", "--since", "1h").output)
+    assert recent["totals"]["threads"] == THREADS
+    later = _whatif(at, CHANGE, "--json", "--since", (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%d"))
+    assert later.exit_code == 0 and json.loads(later.output)["totals"]["threads"] == 0
+
+
+def _recorded_on(db: str, home: Path, threads: int) -> list[tuple]:
+    """The changes :data:`CHANGE` makes to ``threads`` conversations recorded with checkpoints and events at ``db``."""
+    from graph.whatif_cli import run_whatif
+
+    home.mkdir(parents=True, exist_ok=True)
+    settings = Settings(db=db, business_db=db if db.startswith("postgresql") else str(home / "business.db"))
+    store = open_store(settings.business_db)
+    _seed(store)
+    desk = build_desk(checkpointer=open_checkpointer(settings.db),
+                      deps=make_deps(_model(), settings, store, sm.KeywordRouter()))
+    for i in range(threads):
+        customer, text, _ = _scenario(i)
+        Conversation(f"w{i:02d}", graph=desk.graph, store=store, context=RunContext(user_id=customer)).send(text)
+    report = run_whatif(settings, "t_demo", _write(home / "c.yaml", CHANGE), None, [], None)
+    assert report.totals()["threads"] == threads
+    return sorted((c.thread_id, c.turn, c.hop, c.kind) for c in report.changes)
+
+
+@pytest.mark.postgres
+def test_postgresql_threads_give_the_report_sqlite_threads_give(tmp_path):
+    from tests.conftest import postgres_database
+
+    sqlite = _recorded_on(str(tmp_path / "a" / "switchboard.db"), tmp_path / "a", 30)
+    with postgres_database() as url:
+        assert _recorded_on(url, tmp_path / "b", 30) == sqlite
+    assert {k for *_, k in sqlite} == {"handoff_refused", "approval_required"}
