@@ -57,7 +57,6 @@ def run_whatif(settings: Any, tenant_id: str, change_file: Path | None, module: 
     threads of ``settings``' checkpoint database. Raises InputError for a bad change or selection."""
     from checkpoints import open_checkpointer
     from checkpoints.event_log import open_event_log
-    from checkpoints.threads import thread_values
     from graph.settings import is_postgres
     from graph.whatif import WhatIfReport, replay_thread, risk_inputs
     from graph.whatif_change import apply_change, load_change, load_policy_module
@@ -75,11 +74,26 @@ def run_whatif(settings: Any, tenant_id: str, change_file: Path | None, module: 
     saver = open_checkpointer(settings.db) if stored else None
     log = open_event_log(settings.db) if stored else None
     replays = []
+    read = _state_reader(saver)
     for tid in select_threads(saver, log, tenant_id, threads, since):
-        values = thread_values(saver, tid)
+        values = read(tid)
         risk = risk_inputs(log.events(tid, kinds=["agent_finished"])) if log is not None else {}
         replays.append(replay_thread(tid, values, risk, base, changed, settings.multi_handoff))
     return WhatIfReport(change=base.differences(changed), threads=replays)
+
+
+def _state_reader(saver: Any) -> Any:
+    """``read(thread_id) -> state values``: :func:`checkpoints.threads.thread_values` with its minimal graph compiled once
+    for all the threads (building it is most of the cost of one read)."""
+    from langgraph.graph import StateGraph
+
+    from graph.state import SupportState
+
+    g = StateGraph(SupportState)
+    g.add_node("noop", lambda s: {})
+    g.set_entry_point("noop")
+    compiled = g.compile(checkpointer=saver)
+    return lambda tid: dict(compiled.get_state({"configurable": {"thread_id": tid}}).values or {})
 
 
 def whatif(
