@@ -109,7 +109,7 @@ def build_template(home: Path, db: str) -> None:
     from graph.context import RunContext
     from graph.conversation import Conversation
     from graph.settings import Settings
-    from nodes.offline_model import OfflineChatModel
+    from nodes.embedded.offline_model import OfflineChatModel
     from nodes.testing.scripted import KeywordRouter
 
     os.environ["SWITCHBOARD_HOME"] = str(home)

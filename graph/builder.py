@@ -26,7 +26,7 @@ from nodes.expert import make_expert_node
 from nodes.fallback import fallback_node
 from nodes.input_guard import InputGuard
 from nodes.instrumentation import EventRecorder
-from nodes.models import is_openai_model, make_model
+from nodes.models import is_openai_model, make_model, make_reader
 from nodes.out_of_scope import out_of_scope_node
 from nodes.paused_dialogue import make_paused_dialogue_node
 from nodes.principal import guard_node
@@ -122,8 +122,8 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
         require_business_store(settings.business_db, settings.db)  # never re-create it next to existing threads
         store = open_store(settings.business_db)
     structured = settings.routing == "structured" or (settings.routing == "auto" and is_openai_model(model))
-    deps = Deps(model=model, store=store, router=router, settings=settings, table=table, structured_routing=structured,
-                policy=policy)
+    deps = Deps(model=model, store=store, router=router, settings=settings, reader=make_reader(model, router), table=table,
+                structured_routing=structured, policy=policy)
     if history is not None:
         deps.history = dict(history)
     return deps

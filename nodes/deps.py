@@ -1,4 +1,5 @@
-"""What the nodes of one compiled graph share: model, business store, router, settings, edge table, event log."""
+"""What the nodes of one compiled graph share: model, message reader, business store, router, settings, edge table, event
+log."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from checkpoints.event_log import EventLog
+from graph.reading import MessageReader
 from graph.settings import Settings
 from policies.edges import DEFAULT_EDGE_TABLE, SPECIALISTS, EdgeTable
 from policies.history import DEFAULT_HISTORY
@@ -24,6 +26,8 @@ class Deps:
 
     Attributes:
         model: the chat model every agent calls (``bind_tools`` per agent).
+        reader: the message reader that goes with the model (``graph.reading.MessageReader``, supplied by the model
+            factory ``nodes.models.make_reader``): the one reading of each turn's message, made by the entry node.
         store: the business store (``checkpoints.business.BusinessStore`` or a test double with the same methods).
         router: the intent router (``.route(text) -> Route``) for next-turn entry and the offline model.
         settings: budgets and paths.
@@ -44,6 +48,7 @@ class Deps:
     store: Any
     router: Any
     settings: Settings
+    reader: MessageReader
     table: EdgeTable = DEFAULT_EDGE_TABLE
     history: Mapping = field(default_factory=lambda: dict(DEFAULT_HISTORY))
     available: frozenset[str] = frozenset(SPECIALISTS)

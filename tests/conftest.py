@@ -129,7 +129,7 @@ def make_desk(kw_router, store):
     from graph.settings import Settings
 
     def _make(model=None, checkpointer=None, router=None, history=None, events=None, **settings):
-        from nodes.offline_model import OfflineChatModel
+        from nodes.embedded.offline_model import OfflineChatModel
 
         r = router or kw_router
         return build_desk(model=model or OfflineChatModel(router=r), checkpointer=checkpointer or InMemorySaver(),
@@ -174,7 +174,7 @@ def approver_desk(home: Path, router=None):
     from checkpoints import open_checkpointer
     from graph.builder import build_desk
     from graph.settings import Settings
-    from nodes.offline_model import OfflineChatModel
+    from nodes.embedded.offline_model import OfflineChatModel
 
     s = Settings.from_env(db=home / "switchboard.db", business_db=home / "business.db")
     r = router if router is not None else KeywordRouter()
@@ -213,7 +213,7 @@ def desk(store):
     checkpoints)."""
     from graph.builder import build_desk
     from graph.settings import Settings
-    from nodes.offline_model import OfflineChatModel
+    from nodes.embedded.offline_model import OfflineChatModel
     from nodes.router import default_router
 
     router = default_router()
