@@ -44,6 +44,7 @@ from policies.edges import (
     SUPERVISOR,
     EdgeTable,
 )
+from policies.policy_set import PolicySet
 
 __all__ = ["build_graph", "build_desk", "Desk", "DeskGraph", "make_deps", "LazyRouter", "SELF_GUARDED"]
 
@@ -98,11 +99,17 @@ class LazyRouter:
 
 
 def make_deps(model: BaseChatModel | None = None, settings: Settings | None = None, store: Any = None,
-              router: Any = None, table: EdgeTable = DEFAULT_EDGE_TABLE, history: Any = None) -> Deps:
+              router: Any = None, table: EdgeTable = DEFAULT_EDGE_TABLE, history: Any = None,
+              policy: PolicySet | None = None) -> Deps:
     """Resolve defaults: settings from the environment, the router (trained if present, else shipped default),
     the model named by ``settings.model``, the business store at ``settings.business_db``; triage routes with a
-    structured RouteDecision when ``settings.routing`` is ``structured``, or ``auto`` with a langchain-openai model."""
+    structured RouteDecision when ``settings.routing`` is ``structured``, or ``auto`` with a langchain-openai model.
+    ``policy``: the rules' parameters (``policies.policy_set.PolicySet``) instead of today's; its edge table replaces
+    ``table`` and its hop budget ``settings.max_hops``."""
     settings = settings or Settings()
+    if policy is not None:
+        table = policy.edges
+        settings = settings.replace(max_hops=policy.max_hops)
     if router is None:
         router = LazyRouter(settings.router_path)
     if model is None:
@@ -116,7 +123,7 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
         store = open_store(settings.business_db)
     structured = settings.routing == "structured" or (settings.routing == "auto" and is_openai_model(model))
     deps = Deps(model=model, store=store, router=router, settings=settings, reader=make_reader(model, router), table=table,
-                structured_routing=structured)
+                structured_routing=structured, policy=policy)
     if history is not None:
         deps.history = dict(history)
     return deps

@@ -46,6 +46,7 @@ from graph.operator_cli import (
     tasks_app,
     tokens_app,
 )
+from graph.whatif_cli import WHATIF_HELP, whatif
 
 __all__ = ["app", "main"]
 
@@ -55,6 +56,7 @@ app.add_typer(operators_app, name="operators")
 app.add_typer(tokens_app, name="tokens")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(db_app, name="db")
+app.command("whatif", help=WHATIF_HELP)(whatif)
 console = Console()
 err = Console(stderr=True)
 
