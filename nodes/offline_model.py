@@ -31,6 +31,7 @@ from nodes import playbook
 from nodes.desk_knowledge import load_knowledge, social_topic
 from nodes.facts import extract_facts, facts_from_tool_result
 from nodes.prompts import agent_from_prompt
+from nodes.router_access import LazyRouter
 from policies.compound import (
     COMPOUND_THRESHOLD,
     UNMARKED_THRESHOLD,
@@ -458,7 +459,7 @@ def _call(name: str, args: dict) -> dict:
 
 
 class OfflineChatModel(BaseChatModel):
-    """Offline stand-in for an LLM. ``router`` is an ``IntentRouter``; None loads ``nodes.router.load_router()``."""
+    """Offline stand-in for an LLM. ``router`` is an ``IntentRouter``; None: ``nodes.router_access.LazyRouter()``."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     router: Any = Field(default=None, exclude=True)
@@ -474,9 +475,7 @@ class OfflineChatModel(BaseChatModel):
 
     def _router(self):
         if self.router is None:
-            from nodes.router import load_router
-
-            self.router = load_router()
+            self.router = LazyRouter()
         return self.router
 
     def compound(self, text: str) -> tuple[CompoundDecision, list[str]]:
