@@ -47,21 +47,11 @@ from graph.cli_output import (
     turn_dict,
 )
 from graph.context import RunContext
-from graph.contract_check import load_policy, run_check
 from graph.db_cli import db_app
 from graph.demo_bank import DEMO_TABLES, demo_bank
 from graph.errors import InputError, SwitchboardError
 from graph.eval_cli import eval_command
 from graph.inputs import check_text, check_thread_id, printable
-from graph.observe import (  # deferred: only trace, stats and --stream read events (start-up)
-    METRIC_DEFINITIONS,
-    HealthThresholds,
-    describe,  # deferred: only trace, stats and --stream read events (start-up)
-    edge_health,
-    parse_since,
-    stats_from_tally,
-    turns_of,
-)
 from graph.operator_cli import (
     DECIDE_ROLES,
     READ_ROLES,
@@ -178,6 +168,9 @@ def _live_printer(stream: bool, as_json: bool):
 def _print_live_event(ev: dict, out: Console | None = None) -> None:
     """One line per live event of ``chat --stream`` on ``out`` (default: stdout's console); model calls are left out
     unless they failed."""
+    # deferred: graph.observe loads pydantic (the approval model); only trace, stats and --stream need it
+    from graph.observe import describe
+
     kind = ev.get("event")
     if kind not in _LIVE_KINDS and not (kind == "model_called" and ev.get("status")):
         return
@@ -409,6 +402,9 @@ def draw(
 def _edge_health_of(db: str | None, as_: str | None, since: str | None, action: str) -> list:
     """The health of your tenant's handoff edges (``graph.observe.edge_health`` of ``EventLog.edge_tally``); [] when
     nothing is stored yet."""
+    # deferred: graph.observe loads pydantic (the approval model); only trace, stats and --stream need it
+    from graph.observe import edge_health, parse_since
+
     bound = parse_since(since)
     acting = acting_operator(as_, READ_ROLES, action, db=db)
     if db is None and not _stored(load_settings().db):
@@ -432,6 +428,8 @@ def check(
     path to an answer, fallback or approval; an agent its own edge to fallback), and that every side-effect tool of a
     receiver is guarded. Exit 0: no problem; 1: problems (each names the edge and the fact, or the node); 2: bad input.
     Needs no database and no operator (docs/contracts.md)."""
+    from graph.contract_check import load_policy, run_check  # deferred: only check reads the contracts (start-up)
+
     checked = load_policy(policy)
     problems = run_check(checked)
     edges = len(checked.table.edges())
@@ -623,6 +621,9 @@ def trace(
 ) -> None:
     """Every recorded event of one thread, in order: runs, agents, model and tool calls, handoffs, loops, pauses,
     refusals. Needs --as an operator of the thread's tenant; personal data hidden unless --reveal."""
+    # deferred: graph.observe loads pydantic (the approval model); only trace, stats and --stream need it
+    from graph.observe import describe, turns_of
+
     log = _event_log(db)
     _operator_thread(as_, thread, db, "trace", reveal)
     evts = log.events(thread)
@@ -664,6 +665,9 @@ def stats(
 ) -> None:
     """Handoff and run metrics over the event log of your tenant's threads (definitions in docs/observing.md and in
     the table); with --edges, the health of each handoff edge. Needs --as an operator."""
+    # deferred: graph.observe loads pydantic (the approval model); only trace, stats and --stream need it
+    from graph.observe import METRIC_DEFINITIONS, HealthThresholds, parse_since, stats_from_tally
+
     # deferred: only trace, stats and --stream read events (start-up)
 
     bound = parse_since(since)
@@ -724,6 +728,9 @@ def _print_edge_health(counts: list, thresholds: Any, bound: str | None, as_json
     """``stats --edges``: the health of each edge (``graph.observe.edge_health``) as a table, or JSON
     ``{since, thresholds: {…}, edges: [{source, target, handoffs, refusals: {reason: n}, bounce_backs, bounce_rate,
     loops, fallbacks, missing_facts, missing_rate, answer_rate, mean_hops_to_answer, flags: [..]}]}``."""
+    # deferred: graph.observe loads pydantic (the approval model); only trace, stats and --stream need it
+    from graph.observe import edge_health
+
     health = edge_health(counts, thresholds)
     if as_json:
         print_json({"since": bound, "thresholds": asdict(thresholds), "edges": [h.as_dict() for h in health]})
