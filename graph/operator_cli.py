@@ -33,7 +33,6 @@ from checkpoints.threads import thread_owner
 from graph.cli_output import operator_dict, print_json, print_table, task_dict
 from graph.context import RunContext
 from graph.errors import AccessDenied, InfrastructureError, InputError
-from nodes.principal import facts_of_operator, operator_facts
 from policies.authz import authorize_decision, authorize_operator
 from policies.risk import RECENT_WINDOW_DAYS, RiskInput, assess_refund
 
@@ -168,6 +167,8 @@ def acting_operator(name: str | None, roles: frozenset[str] | set[str], action: 
                     thread: str | None = None, settings: Any = None) -> Acting:
     """The operator ``name`` (``--as`` / ``SWITCHBOARD_OPERATOR``) if it may run ``action``, which needs one of
     ``roles``. Raises AccessDenied (recorded) when the name is missing, unknown, disabled or lacks the roles."""
+    from nodes.principal import operator_facts  # deferred: loads pydantic through the message reading (start-up)
+
     settings = settings or load_settings(db=db)
     fast = _acting_from_file(settings, name, roles)
     if fast is not None:
@@ -189,6 +190,7 @@ def _acting_from_file(settings: Any, name: str | None, roles: frozenset[str] | s
     and records the refusal."""
     from checkpoints.business.faults import require_business_store  # deferred: babel's currency data (start-up)
     from checkpoints.business.operator_lookup import LookupUnavailable, read_operator
+    from nodes.principal import facts_of_operator
 
     if not name:
         return None
@@ -628,6 +630,7 @@ def decide_threadless(acting: Acting, item: str, decision: str, note: str, desk:
     InputError (nothing to decide, already decided)."""
     from checkpoints.business import BusinessRuleError, money  # deferred: babel's currency data (start-up)
     from checkpoints.business.records import UNPAID_FINAL_REFUND_STATUSES
+    from nodes.principal import operator_facts
 
     settings = settings or load_settings()
     store = acting.store
