@@ -23,6 +23,7 @@ from graph.inputs import MAX_MESSAGE_CHARS, check_text, check_thread_id
 from graph.results import TurnResult
 from graph.settings import Settings
 from graph.state import ensure_ids
+from graph.state_values import pending_of
 
 __all__ = ["TurnResult", "Conversation", "MAX_MESSAGE_CHARS"]  # TurnResult re-exported from graph.results
 
@@ -241,7 +242,8 @@ class Conversation:
         if not values:
             raise InputError(f"unknown thread {self.thread_id!r}")
         if request is None:
-            earlier = (values.get("pending_approval") or {}).get("decision")
+            pa = pending_of(values)
+            earlier = pa.decision if pa is not None else None
             if earlier:
                 raise InputError(f"already decided: {self._decided(earlier.get('decision'), earlier.get('approver'))} "
                                  f"at {earlier.get('decided_at')}; thread {self.thread_id} has nothing pending")

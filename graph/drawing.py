@@ -677,6 +677,7 @@ def run_path(saver: Any, thread_id: str) -> list[PathStep]:
     from checkpoints.threads import thread_values
     from graph.errors import InputError
     from graph.packet import number_steps
+    from graph.state_values import path_of
     from policies.edges import EXPERT_NODE, SUPERVISOR
 
     values = thread_values(saver, thread_id)
@@ -686,10 +687,10 @@ def run_path(saver: Any, thread_id: str) -> list[PathStep]:
     for c in values.get("expert_calls") or []:
         calls_by_turn[int(c.get("turn") or 0)] = calls_by_turn.get(int(c.get("turn") or 0), 0) + 1
     raw: list[tuple[int, str, str, str]] = []
-    for h in values.get("handoff_path") or []:
-        turn = int(h.get("turn") or 0)
-        raw.append((turn, h["from_agent"], h["to_agent"], h.get("kind", "handoff")))
-        if h["to_agent"] == SUPERVISOR:
+    for h in path_of(values):
+        turn = h.turn
+        raw.append((turn, h.from_agent, h.to_agent, h.kind))
+        if h.to_agent == SUPERVISOR:
             raw.extend((turn, SUPERVISOR, EXPERT_NODE, "agent_as_tool") for _ in range(calls_by_turn.pop(turn, 0)))
     # the one numbering of hops (graph.packet.number_steps): what trace and the events show for the same records
     return [PathStep(hop=n, source=s, target=t, kind=k, turn=turn)

@@ -1,9 +1,11 @@
 """What a customer may read of a thread, and what an operator reads (README "What a customer may read").
 
-Contract module: plain data in, plain data out, no project import (``checkpoints.threads`` reads checkpoints without
-LangGraph and uses it too). Every way in serves a customer this view of a thread's state and nothing else: the
-served engines (``graph.view_guard`` rewrites their responses for customer principals: thread state and history,
-threads, run outputs, stream events) and the Python API (``Conversation.view``).
+Contract module: plain data out, no project import (``checkpoints.threads`` reads checkpoints without LangGraph and
+uses it too). In: a thread's state values as the graph holds them (the typed models of ``graph.state``, read by their
+JSON form) or as an engine's JSON response; both give the same view. Every way in serves a customer this view of a
+thread's state and nothing else: the served engines (``graph.view_guard`` rewrites their responses for customer
+principals: thread state and history, threads, run outputs, stream events) and the Python API
+(``Conversation.view``).
 
 **The operator's view** (:func:`operator_view`) is the whole state (``graph.state.SupportState``): the transcript with
 tool calls and ToolMessages, the handoff path and packets, the task, ``pending_approval`` with the risk assessment and
@@ -111,9 +113,17 @@ def customer_message(message: Any) -> dict[str, Any] | None:
     return {"type": kind, "id": _field(message, "id"), "name": _field(message, "name"), "content": text}
 
 
-def is_waiting(pending_approval: Mapping[str, Any] | None) -> bool:
-    """Does ``pending_approval`` (the state key) stand for a request that waits for a human decision now?"""
-    return isinstance(pending_approval, Mapping) and pending_approval.get("stage") == WAITING_STAGE
+def _plain(value: Any) -> Any:
+    """A state value as JSON data: a typed model (``graph.state``) by its JSON form, anything else as it is."""
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else value
+
+
+def is_waiting(pending_approval: Any) -> bool:
+    """Does ``pending_approval`` (the state key: the model or its JSON) stand for a request that waits for a human
+    decision now?"""
+    pa = _plain(pending_approval)
+    return isinstance(pa, Mapping) and pa.get("stage") == WAITING_STAGE
 
 
 def _request_fields(*sources: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -137,7 +147,7 @@ def customer_request(payload: Any) -> dict[str, Any]:
 def waiting_request(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The customer's ``pending_approval``: :data:`REQUEST_FIELDS` and ``stage`` while the thread's request waits for a
     human decision (:func:`is_waiting`), else None."""
-    pa = (values or {}).get("pending_approval")
+    pa = _plain((values or {}).get("pending_approval"))
     if not isinstance(pa, Mapping) or not is_waiting(pa):
         return None
     return {**_request_fields(pa, pa.get("request")), "stage": WAITING_STAGE}
@@ -146,7 +156,7 @@ def waiting_request(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def refund_outcome(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """How the thread's last refund request ended, ``{"refund_id", "transaction_id", "amount", "status"}``, once its
     ``stage`` is final (:data:`FINAL_STAGES`); None while it waits, runs, or when there is none."""
-    pa = (values or {}).get("pending_approval")
+    pa = _plain((values or {}).get("pending_approval"))
     if not isinstance(pa, Mapping) or pa.get("stage") not in FINAL_STAGES:
         return None
     fields = _request_fields(pa, pa.get("request"))
@@ -165,7 +175,7 @@ def customer_view(values: Mapping[str, Any] | None) -> dict[str, Any]:
         out["messages"] = messages
     if values.get("turn") is not None:
         out["turn"] = int(values["turn"] or 0)
-    outcome = values.get("outcome")
+    outcome = _plain(values.get("outcome"))
     if isinstance(outcome, Mapping) and outcome:
         out["outcome"] = {k: outcome[k] for k in OUTCOME_FIELDS if k in outcome}
     waiting = waiting_request(values)

@@ -23,7 +23,8 @@ from langgraph.types import Command
 from checkpoints.business import StoreError
 from graph.context import RunContext
 from graph.errors import AccessDenied
-from graph.packet import HandoffRecord, step_number
+from graph.packet import HandoffPacket, HandoffRecord, step_number
+from graph.state import Owner, TaskState, packet_of, path_of, pending_of, task_of
 from nodes.deps import Deps
 from nodes.desk_knowledge import SOCIAL_TOPICS, load_knowledge, social_topic
 from nodes.instrumentation import emit
@@ -121,7 +122,8 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     text = last_user_text(messages)
     route = deps.router.route(text) if text else None
     routed, confidence = (route.agent, float(route.confidence)) if route else (None, 0.0)
-    packet_questions = tuple((state.get("handoff") or {}).get("open_questions") or ())
+    carried = packet_of(state)
+    packet_questions = carried.open_questions if carried is not None else ()
     # the open question is the one the desk's last answer asked: an answer that asked nothing closes an earlier offer
     # (billing offers to refund tx_1008, then describes tx_1001: an "ok" to that must not pay tx_1008);
     # the packet's question stands in only when the thread has no desk answer yet
@@ -135,7 +137,8 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     own_topic = own_topic or reports_card_loss(text.lower())
     reply = classify_reply(text, listed, has_topic=own_topic)
     rounds = 0 if social_topic(route) else _clarify_rounds(earlier)
-    task = dict(state.get("task") or {})
+    task = task_of(state)
+    task_status = task.status if task is not None else None
     owners = record_owners(text)
     if names_card_by_ending(text) and listed_cards_of(last_text):
         owners = owners | {"cards"}  # "actually it's the one ending 8899" after an answer that named a card
@@ -156,7 +159,7 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     # place alone as a question about the supported countries)
     same = same or (opener and not opener_oos and load_knowledge().region_of(opener_subject(text) or "") is not None)
     decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,
-                            identity_changed=identity_changed, available=deps.available, task_status=task.get("status"),
+                            identity_changed=identity_changed, available=deps.available, task_status=task_status,
                             reply=reply.kind, open_question=question, clarify_rounds=rounds,
                             scope=scope, refers_back=back, record_owners=owners, wants_person=person,
                             same_question=same, follow_up_opener=opener, card_action=card_action,
@@ -164,7 +167,7 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     return decision, {
         "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
         "scope": scope, "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
-        "clarify_rounds": rounds, "refers_back": back, "task_status": task.get("status"),
+        "clarify_rounds": rounds, "refers_back": back, "task_status": task_status,
         "record_owners": sorted(owners), "wants_person": person, "same_question": same,
         "follow_up_opener": opener, "card_action": card_action, "lists_records_of": lists,
         "opener_out_of_scope": opener_oos,
@@ -186,8 +189,8 @@ def turn_verdict(state: dict, runtime: Runtime[RunContext], deps: Deps) -> tuple
     return authorize_turn(p, owner_of(state), known), p
 
 
-def _entry_packet(state: dict, runtime: Runtime[RunContext], decision: EntryDecision, task: dict,
-                  open_question: str | None) -> dict | None:
+def _entry_packet(state: dict, runtime: Runtime[RunContext], decision: EntryDecision, task: TaskState | None,
+                  open_question: str | None) -> HandoffPacket | None:
     """The packet the entry node hands with the turn: to fallback (facts so far, open questions) or to the agent that
     continues (what earlier turns established, carried from the previous packet, so a bounded model input still knows
     it; the open question is the one its last answer asked, earlier ones are not carried on, and none once the thread's
@@ -199,12 +202,18 @@ def _entry_packet(state: dict, runtime: Runtime[RunContext], decision: EntryDeci
     messages = list(state.get("messages") or [])
     ctx = acting_context(state, runtime)
     # a finished task (its refund cancelled, paid or rejected) asks nothing any more: a yes opens nothing
-    finished = (state.get("task") or {}).get("status") in ("cancelled", "completed")
+    before = task_of(state)
+    finished = before is not None and before.status in ("cancelled", "completed")
     asked = (open_question,) if open_question and not finished else ()
     return build_packet(source="entry", target=decision.target, reason=decision.reason,
                         objective=last_user_text(messages), messages=messages, ctx=ctx, thread_id=thread_id_of(),
                         task=task, trace_id=ctx.request_id, extra_questions=asked,
-                        carried={**(state.get("handoff") or {}), "open_questions": []})
+                        carried=_without_questions(packet_of(state)))
+
+
+def _without_questions(packet: HandoffPacket | None) -> HandoffPacket | None:
+    """``packet`` with no open questions (an earlier turn's questions are not carried on)."""
+    return packet.model_copy(update={"open_questions": ()}) if packet is not None else None
 
 
 def make_entry_node(deps: Deps):
@@ -219,7 +228,8 @@ def make_entry_node(deps: Deps):
             removal = [RemoveMessage(id=m.id) for m in incoming_messages(list(state.get("messages") or [])) if m.id]
             return Command(goto=ACCESS_DENIED, update={"messages": removal} if removal else {})
         turn = int(state.get("turn") or 0) + 1
-        if (state.get("pending_approval") or {}).get("stage") == "awaiting":
+        waiting = pending_of(state)
+        if waiting is not None and waiting.waiting:
             # the thread waits for an approval: the message must not start a turn that drops the pending interrupt;
             # the paused dialogue answers it and the thread pauses again (nodes.paused_dialogue)
             return _to_paused_dialogue(state, turn)
@@ -227,21 +237,21 @@ def make_entry_node(deps: Deps):
         stored = state.get("identity")
         identity_changed = bool(stored) and stored != identity
         decision, inputs = decide_entry(state, deps, identity_changed)
-        task = dict(state.get("task") or {})
+        task = task_of(state)
         target = decision.target
-        continuing = target == state.get("active_agent") and task.get("status") == "open"
+        continuing = target == state.get("active_agent") and task is not None and task.status == "open"
         if not continuing and target not in (FALLBACK, OUT_OF_SCOPE):  # out of scope opens no task
-            task = {"task_id": f"task_{uuid.uuid4().hex[:12]}", "status": "open", "current_owner": target, "owner_version": 1}
-        emit("entry_decided", turn=turn, task_id=task.get("task_id"), to_agent=target, reason=decision.reason,
-             detail={**inputs, "hop": step_number(state.get("handoff_path") or [], turn)})
+            task = TaskState(task_id=f"task_{uuid.uuid4().hex[:12]}", status="open", current_owner=target,
+                             owner_version=1)
+        hop = step_number(path_of(state), turn)
+        emit("entry_decided", turn=turn, task_id=task.task_id if task is not None else None, to_agent=target,
+             reason=decision.reason, detail={**inputs, "hop": hop})
         packet = _entry_packet(state, runtime, decision, task, inputs.get("open_question"))
-        record = HandoffRecord(hop=step_number(state.get("handoff_path") or [], turn), turn=turn, from_agent="entry",
-                               to_agent=target,
-                               kind="entry", reason=decision.reason,
-                               packet=packet if target == FALLBACK else None).model_dump()
+        record = HandoffRecord(hop=hop, turn=turn, from_agent="entry", to_agent=target, kind="entry",
+                               reason=decision.reason, packet=packet if target == FALLBACK else None)
         return Command(goto=target, update={
             "turn": turn,
-            "owner": {"customer_id": principal.id, "tenant_id": principal.tenant_id},  # kept only on the first turn
+            "owner": Owner(customer_id=principal.id, tenant_id=principal.tenant_id),  # kept only on the first turn
             "identity": identity,
             "turn_hops": 0,
             "seen_fingerprints": [],
@@ -266,11 +276,11 @@ _PAUSED_REASON = "the thread waits for an approval"
 def _to_paused_dialogue(state: dict, turn: int) -> Command:
     """Start turn ``turn`` of a thread paused for an approval at ``paused_dialogue`` (control stays with the agent that
     holds the pause; the per-turn counters and the outcome start afresh)."""
-    hop = step_number(state.get("handoff_path") or [], turn)
+    hop = step_number(path_of(state), turn)
     emit("entry_decided", turn=turn, to_agent=PAUSED_DIALOGUE, reason=_PAUSED_REASON,
          detail={"active_agent": state.get("active_agent"), "hop": hop})
     record = HandoffRecord(hop=hop, turn=turn, from_agent="entry", to_agent=PAUSED_DIALOGUE, kind="entry",
-                           reason=_PAUSED_REASON).model_dump()
+                           reason=_PAUSED_REASON)
     return Command(goto=PAUSED_DIALOGUE, update={"turn": turn, "turn_hops": 0, "seen_fingerprints": [],
                                                  "tool_attempts": 0, "entry_reason": _PAUSED_REASON,
                                                  "handoff_path": [record], "outcome": None})

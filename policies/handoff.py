@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from graph.packet import HandoffPacket
+from graph.state_values import TaskState
 from policies.edges import DEFAULT_EDGE_TABLE, EXPERTS, SUPERVISOR, EdgeTable, is_legal_handoff
 
 __all__ = [
@@ -124,17 +126,16 @@ class GuardResult:
 def check_guards(
     source: str,
     target: str,
-    packet: Mapping[str, Any],
-    task: Mapping[str, Any] | None,
+    packet: HandoffPacket,
+    task: TaskState | None,
 ) -> GuardResult:
     """Preconditions of a handoff on the packet and on the task.
 
     Args:
         source: the agent handing off.
         target: the requested target.
-        packet: the HandoffPacket that would travel with control, as a dict (``known_facts`` is a list of
-            ``{"key", "value", "source"}``; ``open_questions`` a list of str).
-        task: the task record (``status``, ``current_owner``) or None before a task exists.
+        packet: the HandoffPacket that would travel with control.
+        task: the task (``status``, ``current_owner``) or None before a task exists.
 
     Rules:
         * ``refunds`` needs a ``transaction_id`` fact, or an open question asking for it.
@@ -142,8 +143,8 @@ def check_guards(
         * the task must not be ``completed`` or ``cancelled``, and must be owned by ``source`` (or
           unowned): a former owner may not move a task it no longer holds.
     """
-    facts = {f.get("key"): f.get("value") for f in packet.get("known_facts", ()) if isinstance(f, Mapping)}
-    questions = [q.lower() for q in packet.get("open_questions", ())]
+    facts = {f.key: f.value for f in packet.known_facts}
+    questions = [q.lower() for q in packet.open_questions]
     missing: list[str] = []
     if target == "refunds":
         if not facts.get("transaction_id") and not any("transaction" in q for q in questions):
@@ -152,11 +153,11 @@ def check_guards(
         missing.append("amount")
     if missing:
         return GuardResult(False, tuple(missing), f"missing {', '.join(missing)}")
-    if task:
-        status = task.get("status")
+    if task is not None:
+        status = task.status
         if status in ("completed", "cancelled"):
             return GuardResult(False, ("task.status",), f"the task is already {status}")
-        owner = task.get("current_owner")
+        owner = task.current_owner
         if owner and owner != source:
             return GuardResult(False, ("task.current_owner",), f"the task is owned by {owner}, not {source}")
     return GuardResult(True)
@@ -167,7 +168,7 @@ def arbitrate(
     calls: Sequence[ToolCallView],
     business_tools: frozenset[str] | set[str],
     packet_for: Any,
-    task: Mapping[str, Any] | None,
+    task: TaskState | None,
     table: EdgeTable = DEFAULT_EDGE_TABLE,
     multi_handoff: str = "first",
 ) -> Arbitration:
@@ -245,7 +246,7 @@ def _invalid_outcome(call: ToolCallView, target: str | None) -> CallOutcome:
 
 
 def _handoff_outcome(source: str, call: ToolCallView, target: str, winner: str | None, packet_for: Any,
-                     task: Mapping[str, Any] | None, table: EdgeTable) -> CallOutcome:
+                     task: TaskState | None, table: EdgeTable) -> CallOutcome:
     """The outcome of one valid handoff call (rule 1): refused (to oneself, illegal edge, guard failed), skipped
     (a handoff of the same message already won) or ``handoff``."""
     if target == source:
@@ -292,7 +293,7 @@ def _fanout_outcome(c: ToolCallView, source: str, experts: list[str], used: set[
 
 
 def _fanout(source: str, calls: Sequence[ToolCallView], business_tools: frozenset[str] | set[str], packet_for: Any,
-            task: Mapping[str, Any] | None, table: EdgeTable) -> Arbitration | None:
+            task: TaskState | None, table: EdgeTable) -> Arbitration | None:
     """The supervisor fan-out of :func:`arbitrate`, or None when it does not apply."""
     if not is_legal_handoff(source, SUPERVISOR, table):
         return None
