@@ -518,7 +518,7 @@ class AgentVisit:
         if self.agent != CLARIFY:
             previous = previous[-1:]  # a specialist never repeats its previous answer; clarify never any question
         asked = open_question_of(previous[-1])
-        questions = [*((self.packet_in or {}).get("open_questions") or ()), *([asked] if asked else [])]
+        questions = [*(self.packet_in.open_questions if self.packet_in else ()), *([asked] if asked else [])]
         reread = any(isinstance(m, ToolMessage) and m.name in self.business and not self.business[m.name].side_effect
                      for m in self.new)
         instead = instead_of_repeat(self.agent, text, previous, questions, reread=reread)

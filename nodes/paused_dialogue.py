@@ -297,7 +297,7 @@ def _cancel(talk: _Dialogue, deps: Deps) -> tuple[Any, bool] | None:
     if p is None or not talk.task_id:
         return None
     confirmed = cancel_confirmed_on(deps.store, talk.thread_id, talk.task_id)
-    verdict = authorize_decision(p, None, "cancel", str(talk.request.get("customer_id") or ""), (), False, confirmed)
+    verdict = authorize_decision(p, None, "cancel", talk.request.customer_id, (), False, confirmed)
     if not verdict.allowed:
         emit("access_denied", reason=f"not authorized: {verdict.reason}",
              detail={"principal": p.ref, "action": "cancel", "task_id": talk.task_id})
@@ -309,7 +309,7 @@ def _cancel(talk: _Dialogue, deps: Deps) -> tuple[Any, bool] | None:
     try:
         return deps.store.decide_approval(talk.task_id, decision_id, p.ref, "cancel", talk.text,
                                           refund_id=talk.refund_id or None,
-                                          required_approvals=int(talk.request.get("approvals_required") or 1))
+                                          required_approvals=talk.request.approvals_required)
     except BusinessRuleError as exc:
         emit("access_denied", reason=f"not authorized: {exc}",
              detail={"principal": p.ref, "action": "cancel", "task_id": talk.task_id})

@@ -144,10 +144,10 @@ def test_a_verified_fact_from_an_earlier_turn_keeps_its_original_date(desk, monk
     monkeypatch.setattr(nodes.agent, "observed_now", lambda: "2026-01-03T00:00:00+00:00")
     conv.send("no")  # next turn: entry keeps billing and carries the facts in its packet
     packet = conv.state["handoff"]
-    facts = {f["key"]: f for f in packet["known_facts"]}
-    assert facts["transaction_id"]["source"] == "system_verified"
-    assert facts["transaction_id"]["observed_at"] == "2026-01-02T03:04:05+00:00"  # its own date, not this turn's
-    assert facts["merchant"]["observed_at"] == "2026-01-02T03:04:05+00:00"
+    facts = {f.key: f for f in packet.known_facts}
+    assert facts["transaction_id"].source == "system_verified"
+    assert facts["transaction_id"].observed_at == "2026-01-02T03:04:05+00:00"  # its own date, not this turn's
+    assert facts["merchant"].observed_at == "2026-01-02T03:04:05+00:00"
     assert "transaction_id=tx_1005 (system_verified, as of 2026-01-02T03:04:05+00:00)" in render_packet(packet)
     text = fallback_text(packet)
     assert "transaction: tx_1005 (as of 2 Jan 03:04 UTC)" in text
@@ -161,8 +161,8 @@ def test_a_fact_read_again_gets_the_new_date(desk, monkeypatch):
     conv.send("where is my refund?")
     monkeypatch.setattr(nodes.agent, "observed_now", lambda: "2026-01-05T00:00:00+00:00")
     conv.send("any news on it?")  # refunds re-reads the status: the status fact is dated now
-    facts = {f["key"]: f for f in conv.state["handoff"]["known_facts"]}
-    assert facts["refund_status"]["observed_at"] == "2026-01-02T00:00:00+00:00"  # the packet the turn started with
+    facts = {f.key: f for f in conv.state["handoff"].known_facts}
+    assert facts["refund_status"].observed_at == "2026-01-02T00:00:00+00:00"  # the packet the turn started with
     from nodes.facts import collect_facts
 
     dated = {f.key: f.observed_at for f in collect_facts(list(conv.state["messages"])) if f.source == "system_verified"}

@@ -125,7 +125,7 @@ def test_followup_answering_agent_of_every_turn(desk, case, turns):
     if any(a == "out_of_scope" for _, a in turns):  # no specialist visited, no task opened on those turns
         values = conv.state
         oos_turns = [i + 1 for i, (_, a) in enumerate(turns) if a == "out_of_scope"]
-        assert all(h["to_agent"] == "out_of_scope" for h in values["handoff_path"] if h["turn"] in oos_turns)
+        assert all(h.to_agent == "out_of_scope" for h in values["handoff_path"] if h.turn in oos_turns)
         tasks = {e.turn: e.task_id for e in decided}
         assert all(tasks[t] == tasks.get(t - 1) for t in oos_turns)  # no task opened (an earlier one is kept)
 

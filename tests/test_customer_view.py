@@ -64,13 +64,13 @@ def test_a_paused_thread_customer_view_field_by_field(isolated_home):
     assert all(set(m) == {"type", "id", "name", "content"} for m in view["messages"])
     assert view["turn"] == 1
     pa = values["pending_approval"]
-    assert view["pending_approval"] == {**{k: pa[k] for k in REQUEST_FIELDS if k in pa},
-                                        "requested_at": pa["request"]["requested_at"], "stage": "awaiting"}
+    assert view["pending_approval"] == {**{k: getattr(pa, k) for k in REQUEST_FIELDS if hasattr(pa, k)},
+                                        "requested_at": pa.request.requested_at, "stage": "awaiting"}
     assert set(view["pending_approval"]) == set(REQUEST_FIELDS) | {"stage"}
     assert _hidden(view) == []
     # the operator's view is the whole state: the risk assessment, the task, the request with its flags
     assert view_for("operator", values) == dict(values) and view_for("customer", values) == view
-    assert values["pending_approval"]["risk_flags"] and values["task"]["task_id"]
+    assert values["pending_approval"].risk_flags and values["task"].task_id
 
 
 def test_a_decided_thread_shows_the_outcome_never_the_note_nor_who_decided(isolated_home):
@@ -84,12 +84,12 @@ def test_a_decided_thread_shows_the_outcome_never_the_note_nor_who_decided(isola
     assert view["messages"][-1] == {"type": "ai", "id": values["messages"][-1].id, "name": "refunds",
                                     "content": r.text}
     pa = values["pending_approval"]
-    assert view["refund_outcome"] == {"refund_id": pa["refund_id"], "transaction_id": "tx_1001", "amount": "£23.80",
+    assert view["refund_outcome"] == {"refund_id": pa.refund_id, "transaction_id": "tx_1001", "amount": "£23.80",
                                       "status": "rejected"}
     assert _hidden(view) == []
     # operators keep everything: the decision with its approver and note
-    assert values["pending_approval"]["decision"]["note"] == NOTE
-    assert values["pending_approval"]["decision"]["approver"] == "operator:ann"
+    assert values["pending_approval"].decision["note"] == NOTE
+    assert values["pending_approval"].decision["approver"] == "operator:ann"
     # the Python API gives each principal its view, as the engines do for their tokens
     assert Conversation("p", desk=d).view() == view
     assert Conversation("p", desk=d, context=ANN).view() == dict(values)
@@ -103,7 +103,7 @@ def test_after_a_payment_nothing_looks_like_a_waiting_request(isolated_home):
     r = conv.send(SMALL)
     assert r.status == "answered" and r.pending is None  # the Python API: no pending request
     values = d.graph.get_state(_cfg("s")).values
-    assert values["pending_approval"]["stage"] == "executed"  # the state keeps the request (operators, "already decided")
+    assert values["pending_approval"].stage == "executed"  # the state keeps the request (operators, "already decided")
     view = customer_view(values)
     assert "pending_approval" not in view
     assert view["refund_outcome"]["status"] == "executed" and view["refund_outcome"]["transaction_id"] == "tx_1008"
@@ -276,7 +276,7 @@ def test_after_a_rejection_no_answer_names_the_approver(isolated_home):
     rejected = Conversation("p", desk=d, context=ANN).resume({"decision": "reject", "note": NOTE})
     person = conv.send("I want to speak to a person")
     assert person.status == "fallback"
-    facts = {f["key"] for f in d.graph.get_state(_cfg("p")).values["handoff"]["known_facts"]}
+    facts = {f.key for f in d.graph.get_state(_cfg("p")).values["handoff"].known_facts}
     assert "decided_by" not in facts
     answers = [str(m.content) for m in d.graph.get_state(_cfg("p")).values["messages"] if isinstance(m, AIMessage)]
     for text in [rejected.text, person.text, *answers]:

@@ -127,7 +127,7 @@ def test_a_two_approver_refund_is_not_paid_on_one_approval_and_a_goto(desk):
     with pytest.raises(AccessDenied, match="already approved"):  # the same approver twice is refused before a run
         g.invoke(Command(resume={"decision": "approve"}), _cfg("b"), context=ANN)
     out = g.invoke(Command(resume={"decision": "approve"}), _cfg("b"), context=BEN)
-    assert out["outcome"]["agent"] == "refunds" and len(_paid(store, "c_bob")) == 1
+    assert out["outcome"].agent == "refunds" and len(_paid(store, "c_bob")) == 1
 
 
 @pytest.mark.parametrize("who, value, error, reason", [

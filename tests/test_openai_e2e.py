@@ -107,7 +107,7 @@ def test_triage_billing_refunds_over_http_from_env_config(stub, env_graph):
     assert "transaction_id=tx_1008 (system_verified, as of " in srv.requests[3]["messages"][0]["content"]
     values = g.get_state(CFG).values
     assert values["state_version"] == 2  # the refund was requested once and paid once
-    assert values["pending_approval"]["stage"] == "executed" and values["pending_approval"]["transaction_id"] == "tx_1008"
+    assert values["pending_approval"].stage == "executed" and values["pending_approval"].transaction_id == "tx_1008"
     assert transcript_errors(values["messages"]) == []
 
     # a follow-up turn continues at refunds; the stored transcript sent back is still valid
