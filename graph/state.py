@@ -333,19 +333,25 @@ class TypedDeltaChannel(FoldingDeltaChannel):
     """A :class:`FoldingDeltaChannel` whose reducer is a :class:`ModelReducer`: snapshots and writes stored as plain
     dicts by earlier versions load as models, and the empty channel reads as the reducer's ``empty()``."""
 
+    @property
+    def models(self) -> ModelReducer:
+        """The channel's reducer (a :class:`ModelReducer`, which knows the model and the empty value)."""
+        assert isinstance(self.reducer, ModelReducer)
+        return self.reducer
+
     def from_checkpoint(self, checkpoint: Any) -> TypedDeltaChannel:
         if checkpoint is MISSING or checkpoint is None:
             new = self.__class__(self.reducer, self.typ, snapshot_frequency=self.snapshot_frequency)
             new.key = self.key
-            new.value = self.reducer.empty()
+            new.value = self.models.empty()
             return new
         new = super().from_checkpoint(checkpoint)
-        new.value = self.reducer.coerce_value(new.value)
+        new.value = self.models.coerce_value(new.value)
         return new
 
     def update(self, values: Sequence[Any]) -> bool:
         if values and self.value is MISSING:
-            self.value = self.reducer.empty()
+            self.value = self.models.empty()
         return super().update(values)
 
 

@@ -32,10 +32,11 @@ from langgraph.types import Command
 from graph.agent_as_tool import ExpertTask, SupervisorPlan
 from graph.approval import PendingApproval
 from graph.context import RunContext
-from graph.packet import HandoffPacket, HandoffRecord, observed_now, render_packet, step_number
+from graph.packet import HandoffPacket, HandoffRecord, step_number, observed_now, render_packet
 from graph.state import (
     Outcome,
     TaskState,
+    TurnStatus,
     add_usage,
     ensure_ids,
     packet_of,
@@ -83,7 +84,7 @@ class _Decision:
 
     arb: Arbitration
     calls: list[ToolCallView]
-    packets: dict[str, dict] = field(default_factory=dict)  # call id -> the packet built for that handoff
+    packets: dict[str, HandoffPacket] = field(default_factory=dict)  # call id -> the packet built for that handoff
     winner: CallOutcome | None = None
     fingerprint: str = ""
 
@@ -537,7 +538,7 @@ class AgentVisit:
         if fresh is None:
             return self._to_fallback(f"{self.agent} has nothing new to say and the customer's replies add nothing")
         text = fresh
-        status = "clarify" if self.agent == "clarify" else "answered"
+        status: TurnStatus = "clarify" if self.agent == "clarify" else "answered"
         task = self.task.model_copy(update={"current_owner": self.agent}) if self.task is not None else None
         update = self._base_update() | {
             "active_agent": self.agent,

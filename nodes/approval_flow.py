@@ -46,7 +46,7 @@ from checkpoints.business.records import UNPAID_FINAL_REFUND_STATUSES
 from graph.approval import ApprovalRequest, PendingApproval, parse_decision
 from graph.context import SYSTEM_RISK_POLICY, Principal, RunContext
 from graph.errors import AccessDenied, InputError
-from graph.packet import Fact, HandoffPacket, HandoffRecord, observed_now, step_number
+from graph.packet import Fact, HandoffPacket, HandoffRecord, step_number, observed_now
 from graph.state import TaskState, ensure_ids, path_of, pending_of, task_of
 from nodes.deps import Deps, DeskStore
 from nodes.instrumentation import emit
@@ -182,7 +182,7 @@ def make_risk_node(deps: Deps):
 
             def park() -> None:
                 t = store.get_task(task.id)
-                if t.status == "open" and not store.list_decisions(task.id):
+                if t is not None and t.status == "open" and not store.list_decisions(task.id):
                     store.update_task(t.id, t.version, status="awaiting_approval")
 
             _retry_cas(park)
@@ -471,8 +471,8 @@ def make_refund_execute_node(deps: Deps):
                  status="replayed" if result.get("replayed") else "ok")
 
             def close() -> None:
-                t = store.get_task(pa.task_id)
-                if t.status not in ("completed", "cancelled"):
+                t = store.get_task(task.id)
+                if t is not None and t.status not in ("completed", "cancelled"):
                     store.update_task(t.id, t.version, status="completed")
 
             _retry_cas(close)

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from graph.conversation import Conversation
 from nodes.fallback import fallback_text
 from nodes.router import default_router
+from nodes.testing.state import packet
 
 UNKNOWN = "There's a charge I don't recognise"
 
@@ -73,12 +74,12 @@ def test_the_agent_holding_the_conversation_answers_thanks_and_goodbye(desk):
 
 # ---------------------------------------------------------------- (c) facts in customer words
 def test_fallback_shows_money_with_its_currency_not_minor_units():
-    text = fallback_text({"reason": "r", "known_facts": [
+    text = fallback_text(packet(**{"reason": "r", "known_facts": [
         {"key": "amount", "value": "100.00 GBP", "source": "system_verified"},
         {"key": "amount_minor", "value": "10000", "source": "system_verified"},
         {"key": "currency", "value": "GBP", "source": "system_verified"},
         {"key": "transaction_id", "value": "tx_1002", "source": "user_said"},
-        {"key": "refund_status", "value": "requested", "source": "system_verified"}]})
+        {"key": "refund_status", "value": "requested", "source": "system_verified"}]}))
     assert "amount: £100.00" in text and "transaction: tx_1002 (you told us)" in text and "refund status: requested" in text
     assert not any(raw in text for raw in ("minor", "10000", "currency", "refund_status", "transaction_id"))
 

@@ -22,6 +22,7 @@ from graph.settings import Settings
 from graph.views import CUSTOMER_KEYS, REQUEST_FIELDS, customer_message, customer_request, customer_view, view_for
 from nodes.offline_model import OfflineChatModel
 from nodes.testing.scripted import KeywordRouter
+from nodes.testing.state import packet
 from policies.authz import OPERATOR_CANCEL, UNCONFIRMED_CANCEL
 
 BIG = "I want a refund for tx_1001 please, that Tesco order never happened"  # £23.80: one approver
@@ -251,7 +252,7 @@ def test_the_fallback_answer_never_gives_an_internal_reason():
     loop = "loop detected: state fingerprint 702f3c1d9e0a4b5c repeated with the same action (handoff:refunds)"
     for reason in (loop, "hop budget of 7 handoffs per turn reached", "bounce-back detected: billing -> refunds",
                    "refunds used its 4 model calls without answering", "all experts failed: billing failed (timeout)"):
-        text = fallback_text({"reason": reason})
+        text = fallback_text(packet(**{"reason": reason}))
         assert customer_reason(reason) is None
         assert "Reason" not in text and reason not in text and "fingerprint" not in text
         assert text.startswith("I'm sorry, I couldn't complete this automatically")
@@ -260,12 +261,12 @@ def test_the_fallback_answer_never_gives_an_internal_reason():
     assert customer_reason("the payment failed (StoreError: deadlock detected)") == "one of our services is unavailable"
     assert customer_reason("the model failed (timeout after 30 s at http://10.0.0.5:8000)") == \
         "our automated assistant could not answer"
-    text = fallback_text({"reason": "the model failed (timeout after 30 s at http://10.0.0.5:8000)"})
+    text = fallback_text(packet(**{"reason": "the model failed (timeout after 30 s at http://10.0.0.5:8000)"}))
     assert "10.0.0.5" not in text and "timeout" not in text
     # who decided a refund is internal, also in packets stored before it left them
-    text = fallback_text({"reason": "the customer asked for a person", "known_facts": [
+    text = fallback_text(packet(**{"reason": "the customer asked for a person", "known_facts": [
         {"key": "refund_status", "value": "rejected", "source": "system_verified"},
-        {"key": "decided_by", "value": "operator:ann", "source": "system_verified"}]})
+        {"key": "decided_by", "value": "operator:ann", "source": "system_verified"}]}))
     assert "refund status: rejected" in text and "operator:ann" not in text and "decided by" not in text
 
 
@@ -326,7 +327,7 @@ def test_a_cancel_after_the_desks_question_is_taken_over_the_graph_too(isolated_
     r = conv.send(BIG)
     assert conv.send("please cancel my refund").text.startswith("Cancel refund")
     out = d.graph.invoke(Command(resume={"decision": "cancel"}), _cfg("p"), context=ADA)
-    assert "cancelled" in out["outcome"]["text"]
+    assert "cancelled" in out["outcome"].text
     assert [(x.approver, x.decision) for x in d.deps.store.list_decisions(r.pending.task_id)] == [
         ("customer:c_ada", "cancel")]
     assert customer_view(out)["refund_outcome"]["status"] == "cancelled"
