@@ -99,18 +99,19 @@ def parse_decision(value: object) -> ApprovalDecision:
 
 
 #: Where a thread's refund approval request is (``PendingApproval.stage``), set by ``nodes.approval_flow``:
-#: ``risk`` (requested, the risk rules run next), ``awaiting`` (paused at the ``human_approval`` interrupt until a
+#: ``risk`` (requested, the risk rules run next), ``awaiting_approval`` (the thread is paused at the ``human_approval``
+#: interrupt until a
 #: decision), ``approved`` (the payment runs next), and the final stages: ``executed`` (paid), ``rejected``,
 #: ``cancelled``, ``expired``, ``closed`` (a decision or the refund's record ended it unpaid), ``already_decided``
 #: (a decision taken elsewhere first).
-ApprovalStage = Literal["risk", "awaiting", "approved", "executed", "rejected", "cancelled", "expired", "closed",
-                        "already_decided"]
+ApprovalStage = Literal["risk", "awaiting_approval", "approved", "executed", "rejected", "cancelled", "expired",
+                        "closed", "already_decided"]
 #: Every value of :data:`ApprovalStage`, in the order a request goes through them.
 STAGES: tuple[str, ...] = ApprovalStage.__args__  # type: ignore[attr-defined]
 #: The stages a refund request ends in.
 FINAL_STAGES = frozenset({"executed", "rejected", "cancelled", "expired", "closed", "already_decided"})
 #: Stage names stored by earlier versions -> today's name (a thread checkpointed then still loads and resumes).
-LEGACY_STAGES: dict[str, str] = {}
+LEGACY_STAGES: dict[str, str] = {"awaiting": "awaiting_approval"}
 
 
 class PendingApproval(BaseModel):
@@ -152,7 +153,7 @@ class PendingApproval(BaseModel):
     @property
     def waiting(self) -> bool:
         """Does the request wait for a human decision now?"""
-        return self.stage == "awaiting"
+        return self.stage == "awaiting_approval"
 
     @property
     def final(self) -> bool:

@@ -59,7 +59,7 @@ SELF_GUARDED = frozenset({ENTRY_NODE, ACCESS_DENIED, "human_approval", EXPERT_NO
 class LazyRouter:
     """Loads ``nodes.router.load_router(path)`` on first use, so commands that never route (pending, resume,
     draw) do not pay for loading the classifier, and memoises the last ``cache_size`` texts: one turn
-    routes the same message up to three times (entry, triage, the specialist's misroute check)."""
+    routes the same message up to three times (entry, triage, the specialist's check that the message is its own)."""
 
     def __init__(self, path: Path | None = None, router: Any = None, cache_size: int = 256):
         self._path = path

@@ -24,9 +24,9 @@ listed here is never shown to a customer (a key added to the state later stays o
 * ``outcome`` — the last turn's answer: ``{"agent", "text", "status", "turn"}`` (``graph.state.Outcome``; the
   supervisor's typed ``answer``, which holds the experts' gaps and their reasons, is left out: ``text`` is the
   answer); absent while a turn is running or paused;
-* ``pending_approval`` — present **only while the thread waits for a human decision** (``stage == "awaiting"``): the
+* ``pending_approval`` — present **only while the thread waits for a human decision** (``stage == "awaiting_approval"``): the
   request's customer-facing fields :data:`REQUEST_FIELDS` (``refund_id``, ``transaction_id``, ``amount``,
-  ``amount_minor``, ``currency``, ``requested_at``) and ``stage: "awaiting"``. The risk assessment and flags (e.g.
+  ``amount_minor``, ``currency``, ``requested_at``) and ``stage: "awaiting_approval"``. The risk assessment and flags (e.g.
   "identity not verified", "fraud watch"), the number of approvals required and who approved so far, the task id and
   the decision are operator-only. In the state, ``pending_approval`` keeps the last request after its decision (the
   "already decided" answers read it; its ``stage`` says where it ended), so a customer client testing for the key
@@ -59,7 +59,10 @@ REQUEST_FIELDS: tuple[str, ...] = ("refund_id", "transaction_id", "amount", "amo
 OUTCOME_FIELDS: tuple[str, ...] = ("agent", "text", "status", "turn")
 #: ``pending_approval["stage"]`` while the request waits for a human (``nodes.approval_flow``: set by ``risk``, kept
 #: until ``human_approval`` returns a final decision).
-WAITING_STAGE = "awaiting"
+WAITING_STAGE = "awaiting_approval"
+#: The name earlier versions stored for :data:`WAITING_STAGE` (``graph.approval.LEGACY_STAGES``): a thread checkpointed
+#: then and read without the graph still shows as waiting.
+_LEGACY_WAITING_STAGE = "awaiting"
 #: The stages a refund request ends in (``nodes.approval_flow``: ``STAGE_OF``, a payment, or a decision taken
 #: elsewhere first).
 FINAL_STAGES = frozenset({"executed", "rejected", "cancelled", "expired", "closed", "already_decided"})
@@ -123,7 +126,7 @@ def is_waiting(pending_approval: Any) -> bool:
     """Does ``pending_approval`` (the state key: the model or its JSON) stand for a request that waits for a human
     decision now?"""
     pa = _plain(pending_approval)
-    return isinstance(pa, Mapping) and pa.get("stage") == WAITING_STAGE
+    return isinstance(pa, Mapping) and pa.get("stage") in (WAITING_STAGE, _LEGACY_WAITING_STAGE)
 
 
 def _request_fields(*sources: Mapping[str, Any] | None) -> dict[str, Any]:

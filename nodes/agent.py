@@ -32,7 +32,7 @@ from langgraph.types import Command
 from graph.agent_as_tool import ExpertTask, SupervisorPlan
 from graph.approval import PendingApproval
 from graph.context import RunContext
-from graph.packet import HandoffPacket, HandoffRecord, step_number, observed_now, render_packet
+from graph.packet import HandoffPacket, HandoffRecord, hop_number, observed_now, render_packet
 from graph.state import (
     Outcome,
     TaskState,
@@ -388,7 +388,7 @@ class AgentVisit:
 
     def _handoff_command(self, target: str, packet: HandoffPacket, extra: Mapping[str, Any] | None = None) -> Command:
         hop = int(self.state.get("handoff_count") or 0) + 1  # handoffs in the thread (metrics)
-        step = step_number(path_of(self.state), self.turn)
+        step = hop_number(path_of(self.state), self.turn)
         record = HandoffRecord(hop=step, turn=self.turn, from_agent=self.agent, to_agent=target, kind="handoff",
                                reason=packet.reason, handoff_id=packet.handoff_id, packet=packet)
         task = self.task
@@ -494,7 +494,7 @@ class AgentVisit:
         pa = PendingApproval(refund_id=refund_id, task_id=self.task.task_id if self.task is not None else "",
                              handoff_id=packet_in.handoff_id if packet_in is not None else None,
                              transaction_id=refund.get("transaction_id"), amount=refund.get("amount"), stage="risk")
-        record = HandoffRecord(hop=step_number(path_of(self.state), self.turn), turn=self.turn,
+        record = HandoffRecord(hop=hop_number(path_of(self.state), self.turn), turn=self.turn,
                                from_agent=self.agent, to_agent="risk", kind="flow",
                                reason=f"refund {refund_id} requested")
         return Command(goto="risk", update=self._base_update() | {"pending_approval": pa, "handoff_path": [record],
@@ -554,7 +554,7 @@ class AgentVisit:
         packet = build_packet(source=self.agent, target=FALLBACK, reason=reason, objective=self.user_text,
                               messages=self.messages + self.new, ctx=self.ctx, thread_id=self.thread_id,
                               task=self.task, trace_id=self.ctx.request_id, carried=self.packet_in)
-        record = HandoffRecord(hop=step_number(path_of(self.state), self.turn), turn=self.turn,
+        record = HandoffRecord(hop=hop_number(path_of(self.state), self.turn), turn=self.turn,
                                from_agent=self.agent, to_agent=FALLBACK, kind="fallback", reason=reason,
                                handoff_id=packet.handoff_id, packet=packet)
         update = self._base_update() | {"handoff": packet, "handoff_path": [record], "visited_agents": [FALLBACK]}

@@ -46,7 +46,7 @@ from checkpoints.business.records import UNPAID_FINAL_REFUND_STATUSES
 from graph.approval import ApprovalRequest, PendingApproval, parse_decision
 from graph.context import SYSTEM_RISK_POLICY, Principal, RunContext
 from graph.errors import AccessDenied, InputError
-from graph.packet import Fact, HandoffPacket, HandoffRecord, step_number, observed_now
+from graph.packet import Fact, HandoffPacket, HandoffRecord, hop_number, observed_now
 from graph.state import TaskState, ensure_ids, path_of, pending_of, task_of
 from nodes.deps import Deps, DeskStore
 from nodes.instrumentation import emit
@@ -86,7 +86,7 @@ def decision_key(raw: Any, task_id: str, index: int, pause: str = "") -> str:
 
 def _record(state: dict, source: str, target: str, reason: str) -> HandoffRecord:
     turn = int(state.get("turn") or 0)
-    return HandoffRecord(hop=step_number(path_of(state), turn), turn=turn,
+    return HandoffRecord(hop=hop_number(path_of(state), turn), turn=turn,
                          from_agent=source, to_agent=target, kind="flow", reason=reason)
 
 
@@ -194,7 +194,7 @@ def make_risk_node(deps: Deps):
                                       evidence_refs=(refund.id, refund.transaction_id),
                                       risk_flags=verdict.reasons, requested_at=iso(now),
                                       approvals_required=verdict.approvals_required, deadline=iso(deadline))
-                pa = pa.evolve(stage="awaiting", request=req)
+                pa = pa.evolve(stage="awaiting_approval", request=req)
                 waiting_task = (task_of(state) or TaskState()).model_copy(update={"status": "awaiting_approval"})
                 return Command(goto="human_approval", update={
                     "pending_approval": pa,

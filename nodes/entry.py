@@ -23,7 +23,7 @@ from langgraph.types import Command
 from checkpoints.business import StoreError
 from graph.context import RunContext
 from graph.errors import AccessDenied
-from graph.packet import HandoffPacket, HandoffRecord, step_number
+from graph.packet import HandoffPacket, HandoffRecord, hop_number
 from graph.state import Owner, TaskState, packet_of, path_of, pending_of, task_of
 from nodes.deps import Deps
 from nodes.desk_knowledge import SOCIAL_TOPICS, load_knowledge, social_topic
@@ -86,14 +86,14 @@ def _clarify_rounds(earlier: list[Any]) -> int:
 def opener_out_of_scope(text: str, deps: Deps, after_out_of_scope: bool = False,
                         specialist_answer: str | None = None) -> bool:
     """Is ``text`` a follow-up opener whose subject the desk does not serve ("what about crypto?", "what about a
-    mortgage?": ``policies.replies.opener_subject``)? True when nothing in the handbook covers the subject
+    mortgage?": ``policies.replies.opener_subject``)? True when nothing in the desk knowledge covers the subject
     (``nodes.playbook.knows_subject``), or the subject names nothing of the desk (``nodes.playbook.names_desk_subject``:
     a place, a record, a fee subject …) and the router, reading the subject alone, is sure
     (>= ``policies.entry.OUT_OF_SCOPE_SURE``) the desk does not serve it ("a personal loan": 0.96). Without this rule
     such openers would get the previous answer again or another specialist's answer. ``after_out_of_scope``: the desk's
     previous answer was the out_of_scope one; an opener then asks that question again about its subject ("what about
     Paris?" after the weather) unless the subject is something of the desk other than a place, or a place of the
-    handbook (``DeskKnowledge.region_of``) while ``specialist_answer`` (the last answer of a specialist, before the
+    desk knowledge (``DeskKnowledge.region_of``) while ``specialist_answer`` (the last answer of a specialist, before the
     out-of-scope one) gave a rule a place can change (``nodes.playbook.speaks_of_places``): countries, then "what
     about a mortgage?", then "what about Switzerland?" asks the countries question again."""
     subject = opener_subject(text)
@@ -243,7 +243,7 @@ def make_entry_node(deps: Deps):
         if not continuing and target not in (FALLBACK, OUT_OF_SCOPE):  # out of scope opens no task
             task = TaskState(task_id=f"task_{uuid.uuid4().hex[:12]}", status="open", current_owner=target,
                              owner_version=1)
-        hop = step_number(path_of(state), turn)
+        hop = hop_number(path_of(state), turn)
         emit("entry_decided", turn=turn, task_id=task.task_id if task is not None else None, to_agent=target,
              reason=decision.reason, detail={**inputs, "hop": hop})
         packet = _entry_packet(state, runtime, decision, task, inputs.get("open_question"))
@@ -276,7 +276,7 @@ _PAUSED_REASON = "the thread waits for an approval"
 def _to_paused_dialogue(state: dict, turn: int) -> Command:
     """Start turn ``turn`` of a thread paused for an approval at ``paused_dialogue`` (control stays with the agent that
     holds the pause; the per-turn counters and the outcome start afresh)."""
-    hop = step_number(path_of(state), turn)
+    hop = hop_number(path_of(state), turn)
     emit("entry_decided", turn=turn, to_agent=PAUSED_DIALOGUE, reason=_PAUSED_REASON,
          detail={"active_agent": state.get("active_agent"), "hop": hop})
     record = HandoffRecord(hop=hop, turn=turn, from_agent="entry", to_agent=PAUSED_DIALOGUE, kind="entry",

@@ -141,7 +141,7 @@ class _RunCallbacks(BaseCallbackHandler):
             return
         out = outputs if isinstance(outputs, dict) else {}
         outcome, task = _typed(outcome_of, out), _typed(task_of, out)
-        status = "paused" if run.interrupted else (outcome.status if outcome is not None else "done")
+        status = "awaiting_approval" if run.interrupted else (outcome.status if outcome is not None else "done")
         self._write(run, "run_completed", {
             "key": event_key(run.run_id, "run_completed"), "run_id": run.run_id, "thread_id": run.thread_id,
             "turn": out.get("turn"),

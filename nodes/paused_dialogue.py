@@ -41,7 +41,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from graph.context import RunContext
-from graph.packet import HandoffRecord, step_number
+from graph.packet import HandoffRecord, hop_number
 from graph.state import Outcome, ensure_ids, path_of, pending_of
 from nodes.approval_flow import REFUNDS
 from nodes.deps import Deps
@@ -274,7 +274,7 @@ def make_paused_dialogue_node(deps: Deps):
         emit("paused_answered", agent=agent, reason=f"a {kind} message while the thread waits for an approval",
              detail={"kind": kind, "task_id": talk.task_id, "refund_id": talk.refund_id})
         mid = f"pd_{getattr(talk.message, 'id', '') or turn}"
-        record = HandoffRecord(hop=step_number(path_of(state), turn), turn=turn,
+        record = HandoffRecord(hop=hop_number(path_of(state), turn), turn=turn,
                                from_agent=PAUSED_DIALOGUE, to_agent=HUMAN_APPROVAL, kind="flow",
                                reason=f"answered a {kind} message; the refund still waits for approval")
         return Command(goto=HUMAN_APPROVAL, update={

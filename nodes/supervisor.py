@@ -30,7 +30,7 @@ from langgraph.types import Command, Send
 
 from graph.agent_as_tool import ExpertCall, ExpertResult, ExpertTask, ProposedAction, SupervisorAnswer, SupervisorPlan
 from graph.context import RunContext
-from graph.packet import Fact, HandoffPacket, HandoffRecord, render_packet, step_number
+from graph.packet import Fact, HandoffPacket, HandoffRecord, hop_number, render_packet
 from graph.state import Outcome, ensure_ids, path_of, task_of
 from graph.state_values import packet_to
 from nodes.deps import Deps
@@ -70,7 +70,7 @@ def _fallback(state: dict, ctx: RunContext, reason: str, new: list[BaseMessage],
     packet = packet.model_copy(update={
         "known_facts": tuple(facts) if facts else packet.known_facts,
         "open_questions": tuple(dict.fromkeys([*packet.open_questions, *questions]))})
-    record = HandoffRecord(hop=step_number(path_of(state), int(state.get("turn") or 0)),
+    record = HandoffRecord(hop=hop_number(path_of(state), int(state.get("turn") or 0)),
                            turn=int(state.get("turn") or 0),
                            from_agent=SUPERVISOR, to_agent=FALLBACK, kind="fallback", reason=reason,
                            handoff_id=packet.handoff_id)

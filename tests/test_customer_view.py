@@ -66,7 +66,7 @@ def test_a_paused_thread_customer_view_field_by_field(isolated_home):
     assert view["turn"] == 1
     pa = values["pending_approval"]
     assert view["pending_approval"] == {**{k: getattr(pa, k) for k in REQUEST_FIELDS if hasattr(pa, k)},
-                                        "requested_at": pa.request.requested_at, "stage": "awaiting"}
+                                        "requested_at": pa.request.requested_at, "stage": "awaiting_approval"}
     assert set(view["pending_approval"]) == set(REQUEST_FIELDS) | {"stage"}
     assert _hidden(view) == []
     # the operator's view is the whole state: the risk assessment, the task, the request with its flags
@@ -121,7 +121,7 @@ def test_the_thread_listing_does_not_take_a_decided_request_for_a_waiting_one():
         def latest_channel_values(self):
             owner = {"customer_id": "c_ada", "tenant_id": "t_demo"}
             return {"paid": {"owner": owner, "turn": 2, "pending_approval": {"stage": "executed"}},
-                    "waits": {"owner": owner, "turn": 1, "pending_approval": {"stage": "awaiting"}}}
+                    "waits": {"owner": owner, "turn": 1, "pending_approval": {"stage": "awaiting_approval"}}}
 
     assert {s["thread_id"]: s["status"] for s in thread_summaries(Reader())} == {"paid": "-",
                                                                                "waits": "awaiting_approval"}

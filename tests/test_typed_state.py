@@ -59,7 +59,7 @@ def test_the_models_round_trip_through_the_checkpointer_and_a_fresh_process_resu
     Conversation("p", desk=d).send(BIG)
     before = d.graph.get_state(_cfg("p")).values
     _typed(before)
-    assert before["pending_approval"].stage == "awaiting"
+    assert before["pending_approval"].stage == "awaiting_approval"
     again = _desk(isolated_home, business_url)
     after = again.graph.get_state(_cfg("p")).values
     _typed(after)
@@ -73,7 +73,11 @@ def test_the_models_round_trip_through_the_checkpointer_and_a_fresh_process_resu
 
 
 def _as_dicts(value: Any) -> Any:
-    """``value`` with every model replaced by its JSON dict: what earlier versions stored."""
+    """``value`` with every model replaced by its JSON dict, and the waiting stage under its earlier name
+    (``awaiting``): what earlier versions stored."""
+    if isinstance(value, PendingApproval):
+        data = value.model_dump(mode="json")
+        return {**data, "stage": "awaiting" if value.waiting else data["stage"]}
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if isinstance(value, _DeltaSnapshot):
@@ -104,7 +108,7 @@ def _rewrite_as_dicts(db: Path) -> int:
     return changed
 
 
-def test_a_thread_checkpointed_with_plain_dicts_loads_as_models_and_resumes(isolated_home):
+def test_a_thread_checkpointed_with_plain_dicts_and_old_names_loads_as_models_and_resumes(isolated_home):
     db = isolated_home / "old.db"
     d = _desk(isolated_home, db)
     Conversation("old", desk=d).send(BIG)
@@ -113,6 +117,7 @@ def test_a_thread_checkpointed_with_plain_dicts_loads_as_models_and_resumes(isol
     with sqlite3.connect(db) as conn:  # the rewrite left no model behind
         blobs = [b for (b,) in conn.execute("SELECT value FROM writes")]
     assert not any(b"graph.state_values" in b or b"graph.approval" in b for b in blobs if b)
+    assert any(b"awaiting_approval" not in b and b"awaiting" in b for b in blobs if b)  # the old stage name
     old = _desk(isolated_home, db)
     values = old.graph.get_state(_cfg("old")).values
     _typed(values)
@@ -124,7 +129,7 @@ def test_a_thread_checkpointed_with_plain_dicts_loads_as_models_and_resumes(isol
 
 def test_the_stage_is_a_literal_an_unknown_stage_is_refused():
     pa = PendingApproval(stage="risk", refund_id="rf_1", task_id="task_1")
-    assert pa.evolve(stage="awaiting").waiting and pa.evolve(stage="executed").final
+    assert pa.evolve(stage="awaiting_approval").waiting and pa.evolve(stage="executed").final
     with pytest.raises(ValidationError, match="stage"):
         pa.evolve(stage="paid")
     with pytest.raises(ValidationError, match="stage"):
@@ -134,8 +139,8 @@ def test_the_stage_is_a_literal_an_unknown_stage_is_refused():
 
 
 def test_readers_take_models_dicts_and_nothing_alike():
-    pa = {"stage": "awaiting", "refund_id": "rf_1", "request": None}
-    assert pending_of({"pending_approval": pa}) == PendingApproval(stage="awaiting", refund_id="rf_1")
+    pa = {"stage": "awaiting", "refund_id": "rf_1", "request": None}  # the waiting stage's earlier name
+    assert pending_of({"pending_approval": pa}) == PendingApproval(stage="awaiting_approval", refund_id="rf_1")
     model = PendingApproval(stage="risk", refund_id="rf_2")
     assert pending_of({"pending_approval": model}) is model
     assert pending_of({"pending_approval": {}}) is None and pending_of({}) is None and pending_of(None) is None
