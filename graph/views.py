@@ -49,7 +49,7 @@ from typing import Any
 
 __all__ = ["CUSTOMER_KEYS", "REQUEST_FIELDS", "OUTCOME_FIELDS", "FINAL_STAGES", "WAITING_STAGE", "customer_view",
            "operator_view", "view_for", "customer_message", "customer_request", "waiting_request", "refund_outcome",
-           "is_waiting"]
+           "is_waiting", "plain"]
 
 #: The keys a customer's view may hold, in this order (module doc, field by field).
 CUSTOMER_KEYS: tuple[str, ...] = ("messages", "turn", "outcome", "pending_approval", "refund_outcome")
@@ -116,8 +116,9 @@ def customer_message(message: Any) -> dict[str, Any] | None:
     return {"type": kind, "id": _field(message, "id"), "name": _field(message, "name"), "content": text}
 
 
-def _plain(value: Any) -> Any:
-    """A state value as JSON data: a typed model (``graph.state``) by its JSON form, anything else as it is."""
+def plain(value: Any) -> Any:
+    """A state value as JSON data: a typed model (``graph.state_values``) by its JSON form, anything else as it is
+    (what reads checkpoints without importing pydantic, ``checkpoints.threads``, gets either)."""
     dump = getattr(value, "model_dump", None)
     return dump(mode="json") if callable(dump) else value
 
@@ -125,7 +126,7 @@ def _plain(value: Any) -> Any:
 def is_waiting(pending_approval: Any) -> bool:
     """Does ``pending_approval`` (the state key: the model or its JSON) stand for a request that waits for a human
     decision now?"""
-    pa = _plain(pending_approval)
+    pa = plain(pending_approval)
     return isinstance(pa, Mapping) and pa.get("stage") in (WAITING_STAGE, _LEGACY_WAITING_STAGE)
 
 
@@ -150,7 +151,7 @@ def customer_request(payload: Any) -> dict[str, Any]:
 def waiting_request(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The customer's ``pending_approval``: :data:`REQUEST_FIELDS` and ``stage`` while the thread's request waits for a
     human decision (:func:`is_waiting`), else None."""
-    pa = _plain((values or {}).get("pending_approval"))
+    pa = plain((values or {}).get("pending_approval"))
     if not isinstance(pa, Mapping) or not is_waiting(pa):
         return None
     return {**_request_fields(pa, pa.get("request")), "stage": WAITING_STAGE}
@@ -159,7 +160,7 @@ def waiting_request(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def refund_outcome(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """How the thread's last refund request ended, ``{"refund_id", "transaction_id", "amount", "status"}``, once its
     ``stage`` is final (:data:`FINAL_STAGES`); None while it waits, runs, or when there is none."""
-    pa = _plain((values or {}).get("pending_approval"))
+    pa = plain((values or {}).get("pending_approval"))
     if not isinstance(pa, Mapping) or pa.get("stage") not in FINAL_STAGES:
         return None
     fields = _request_fields(pa, pa.get("request"))
@@ -178,7 +179,7 @@ def customer_view(values: Mapping[str, Any] | None) -> dict[str, Any]:
         out["messages"] = messages
     if values.get("turn") is not None:
         out["turn"] = int(values["turn"] or 0)
-    outcome = _plain(values.get("outcome"))
+    outcome = plain(values.get("outcome"))
     if isinstance(outcome, Mapping) and outcome:
         out["outcome"] = {k: outcome[k] for k in OUTCOME_FIELDS if k in outcome}
     waiting = waiting_request(values)
