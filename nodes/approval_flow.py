@@ -134,6 +134,13 @@ def to_fallback(state: dict, source: str, pa: PendingApproval | None, reason: st
                                           "handoff_path": [_record(state, source, FALLBACK, reason)]})
 
 
+def _required(pa: PendingApproval | None) -> PendingApproval:
+    """The thread's approval request; KeyError when it has none (the flow then ends in fallback)."""
+    if pa is None:
+        raise KeyError("pending_approval")
+    return pa
+
+
 def _retry_cas(fn, attempts: int = 5):
     """Run a compare-and-swap step, re-reading and deciding again on a stale version (bounded)."""
     for i in range(attempts):
@@ -153,8 +160,7 @@ def make_risk_node(deps: Deps):
         store = deps.store
         pa = pending_of(state)
         try:
-            if pa is None:
-                raise KeyError("pending_approval")
+            pa = _required(pa)
             refund = store.load_refund(pa.refund_id)
             if refund is None:
                 raise NotFoundError(f"no refund {pa.refund_id}")
