@@ -67,7 +67,7 @@ def execution_key(task_id: str, handoff_id: str | None) -> str:
     return f"refund-exec:{task_id}:{handoff_id or '-'}"
 
 
-#: The approval stage a final decision leads to (``pending_approval["stage"]``; the refunds agent words the answer).
+#: The approval stage a final decision leads to (``PendingApproval.stage``; the refunds agent words the answer).
 STAGE_OF = {"approve": "approved", "reject": "rejected", "cancel": "cancelled", "expire": "expired", "close": "closed"}
 
 

@@ -185,8 +185,10 @@ class Deps:
 
     Attributes:
         model: the chat model every agent calls (``bind_tools`` per agent).
-        store: the business store (``checkpoints.business.BusinessStore`` or a test double with the same methods).
-        router: the intent router (``.route(text) -> Route``) for next-turn entry and the offline model.
+        store: the business store (:class:`DeskStore`: ``checkpoints.business.BusinessStore`` or a test double with the
+            same methods).
+        router: the intent router (:class:`IntentRouter`, ``.route(text) -> Route``) for next-turn entry and the
+            offline model.
         settings: budgets and paths.
         table: the edge table (legal handoffs).
         history: per-edge history policies (``policies.history``).
