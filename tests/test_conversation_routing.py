@@ -285,7 +285,7 @@ def test_a_yes_opens_the_refund_only_while_the_offer_is_open(desk, store):
     assert REFUND_OFFER in conv.send("tx_1001").text
     config = {"configurable": {"thread_id": "closed-offer"}}
     task = desk.graph.get_state(config).values["task"]
-    ungated(desk.graph).update_state(config, {"task": {**task, "status": "completed"}})
+    ungated(desk.graph).update_state(config, {"task": task.model_copy(update={"status": "completed"})})
     r = conv.send("yes")
     assert r.pending is None and r.text == PLAIN_YES_ANSWER
     assert not [x for x in store.list_refunds("c_ada") if x.transaction_id == "tx_1001"]
