@@ -31,6 +31,7 @@ from langgraph.types import Command
 
 from graph.agent_as_tool import ExpertTask, SupervisorPlan
 from graph.approval import PendingApproval
+from graph.brief import ModelBrief
 from graph.context import RunContext
 from graph.packet import HandoffPacket, HandoffRecord, hop_number, observed_now, render_packet
 from graph.state import (
@@ -46,13 +47,13 @@ from graph.state import (
     usage_of,
 )
 from nodes.deps import Deps
-from nodes.desk_knowledge import social_answers
 from nodes.handoff_tools import ROUTE_TOOL, handoff_tool, route_tool
 from nodes.instrumentation import emit, note
-from nodes.models import describe_model_error, model_name
+from nodes.models import describe_model_error, model_name, with_brief
 from nodes.packets import build_packet
 from nodes.principal import acting_context
 from nodes.prompts import system_prompt
+from nodes.reading import reading_in
 from nodes.text_tool_calls import read_text_tool_calls
 from nodes.tool_runner import ToolRunner, ToolUnavailable
 from nodes.tools import ToolSpec, as_langchain_tool, tools_for
@@ -62,6 +63,7 @@ from nodes.transcript import (
     known_call_ids,
     last_user_text,
     new_call_id,
+    open_question_of,
     thread_id_of,
     tool_call_views,
     unique_call_ids,
@@ -69,11 +71,11 @@ from nodes.transcript import (
 from policies.answers import answer_key, instead_of_repeat, same_answer
 from policies.approval import needs_risk_check
 from policies.cancellation import cancel_confirmed
+from policies.contracts import unmet_requirements
 from policies.edges import CLARIFY, FALLBACK, FLOW_NODES, SPECIALISTS, SUPERVISOR, TRIAGE, handoff_targets
 from policies.handoff import Arbitration, CallOutcome, ToolCallView, arbitrate, handoff_tool_name
 from policies.history import bound_messages, policy_for_edge, shape_history, shape_recent
 from policies.loops import check_loop, fingerprint, hop_budget_exceeded, is_bounce_back
-from policies.replies import open_question_of
 
 __all__ = ["AgentVisit", "make_agent_node", "TOOL_CHOICE_REFUSED", "refuses_tool_choice"]
 
@@ -147,6 +149,7 @@ class AgentVisit:
     # ============================================================== the visit, top to bottom
     def run(self) -> Command:
         """Run the visit; returns the Command that ends it (``goto`` a legal target, ``fallback``, ``risk`` or END)."""
+        self._record_incomplete_packet()
         system, shaped = self._prompt()
         for _ in range(self.deps.settings.max_tool_rounds):
             ai = self._call_model(system, shaped)
@@ -186,6 +189,30 @@ class AgentVisit:
             return p
         return None
 
+    def _brief(self) -> ModelBrief:
+        """The typed input of this visit's model calls (``graph.brief``): the agent, the packet it received and its
+        facts, the refund the thread waits on and the items the previous answer listed (the turn's reading)."""
+        pa = pending_of(self.state)
+        listed = (self.state.get("reading") or {}).get("listed") or ()
+        return ModelBrief.of(self.agent, self.packet_in,
+                             pending_approval=pa.refund_id if pa is not None and pa.refund_id else None,
+                             listed_items=tuple(listed))
+
+    def _record_incomplete_packet(self) -> None:
+        """``packet_incomplete`` when a handoff brought control here with a packet that lacks a fact this agent's
+        contract requires (``policies.contracts``); the packet already asks for it (its open questions, which the
+        model reads), so the agent asks the customer instead of guessing."""
+        packet = self.packet_in
+        src = packet.from_agent if packet is not None else None
+        if packet is None or not src or src in (*FLOW_NODES, "entry"):
+            return
+        unmet = unmet_requirements(self.deps.contracts.get(self.agent), [f.model_dump() for f in packet.known_facts])
+        if unmet:
+            emit("packet_incomplete", from_agent=src, to_agent=self.agent,
+                 reason="missing " + "; ".join(r.name for r in unmet), handoff_id=packet.handoff_id,
+                 missing=[r.name for r in unmet], facts=[r.describe() for r in unmet],
+                 questions=[r.question for r in unmet])
+
     def _prompt(self) -> tuple[SystemMessage, list[BaseMessage]]:
         """One leading system message (the prompt and the packet summary merged: strict chat templates of local
         OpenAI-compatible servers accept a single leading system message only) and the shaped history."""
@@ -212,7 +239,7 @@ class AgentVisit:
         items = len(bounded.messages) - 1
         self.model_calls += 1
         try:
-            out = self.bound.invoke(bounded.messages)
+            out = with_brief(self.bound, self.deps.model, self._brief()).invoke(bounded.messages)
         except Exception as exc:  # noqa: BLE001 - the model's client already retried transient errors
             if self._switch_to_tool_routing(exc):
                 return None
@@ -325,12 +352,13 @@ class AgentVisit:
                              messages=self.messages + self.new, ctx=self.ctx, thread_id=self.thread_id,
                              task=self.task, trace_id=self.ctx.request_id,
                              model_facts=args.get("facts") if isinstance(args.get("facts"), dict) else None,
-                             carried=self.packet_in, sender_note=words)
+                             carried=self.packet_in, sender_note=words, contracts=self.deps.contracts)
             decision.packets[call.id] = p
             return p
 
+        policy = self.deps.policy_set
         decision.arb = arbitrate(self.agent, calls, frozenset(self.business), packet_for, self.task,
-                                 self.deps.table, multi_handoff=self.deps.settings.multi_handoff)
+                                 policy.edges, multi_handoff=self.deps.settings.multi_handoff, guards=policy.guards)
         decision.winner = decision.arb.winner
         if decision.arb.fanout:  # several handoffs became one supervisor fan-out (Settings.multi_handoff="supervisor")
             first = decision.arb.fanout[0]
@@ -345,7 +373,8 @@ class AgentVisit:
                 continue
             emit("handoff_requested", from_agent=self.agent, to_agent=o.target, reason=str((c.args or {}).get("reason") or ""))
             if o.action in ("refused", "skipped"):
-                emit("handoff_refused", from_agent=self.agent, to_agent=o.target, reason=o.message, status=o.action)
+                emit("handoff_refused", from_agent=self.agent, to_agent=o.target, reason=o.message, status=o.action,
+                     refusal=o.refusal or o.action)
 
     # -------------------------------------------------------------- step 3: guard
     def _guard(self, decision: _Decision) -> Command | None:
@@ -364,8 +393,9 @@ class AgentVisit:
                           decision.reason_of_winner() or "", self.turn):
             why = f"{winner.target} handed this to {self.agent} for the same reason"
             return self._guard_fallback("bounce_back", why, f"bounce-back detected: {why}", decision)
-        if hop_budget_exceeded(int(self.state.get("turn_hops") or 0), self.deps.settings.max_hops):
-            why = f"hop budget of {self.deps.settings.max_hops} handoffs per turn reached"
+        max_hops = self.deps.policy_set.max_hops
+        if hop_budget_exceeded(int(self.state.get("turn_hops") or 0), max_hops):
+            why = f"hop budget of {max_hops} handoffs per turn reached"
             return self._guard_fallback("hop_budget", why, why, decision)
         return None
 
@@ -373,7 +403,8 @@ class AgentVisit:
         """loop_detected (type ``kind``) and, when a handoff had won arbitration, its refusal; then fallback."""
         emit("loop_detected", type=kind, reason=reason, fingerprint=decision.fingerprint)
         if decision.winner is not None:
-            emit("handoff_refused", from_agent=self.agent, to_agent=decision.winner.target, reason=reason, status=kind)
+            emit("handoff_refused", from_agent=self.agent, to_agent=decision.winner.target, reason=reason, status=kind,
+                 refusal=kind)
         return self._to_fallback(fallback_reason, decision.calls)
 
     # -------------------------------------------------------------- step 4: hand off
@@ -397,7 +428,8 @@ class AgentVisit:
         forwarded = shape_history(self.messages + self.new, policy_for_edge(self.agent, target, self.deps.history),
                                   render_packet(packet), sender_note=packet.sender_note)
         emit("handoff_accepted", from_agent=self.agent, to_agent=target, reason=packet.reason, hop=step,
-             handoff_id=packet.handoff_id, history_items=len(forwarded), state_version=self.version)
+             handoff_id=packet.handoff_id, history_items=len(forwarded), state_version=self.version,
+             fingerprint=fingerprint(self.agent, self.user_text, self.version, self.attempts))
         update = self._base_update() | {
             "active_agent": target,
             "visited_agents": [target],
@@ -464,8 +496,9 @@ class AgentVisit:
         """Did the customer confirm cancelling ``args["refund_id"]``: the desk's answer before this message asked
         ``policies.cancellation.CANCEL_QUESTION`` for it and this message says yes (``cancel_confirmed``)?"""
         answers = desk_answers(self.messages)
-        previous = str(answers[-1].content) if answers else None
-        return cancel_confirmed(previous, self.user_text, str(args.get("refund_id") or ""))
+        asked = open_question_of(str(answers[-1].content)) if answers else None
+        reading = reading_in(self.state, self.user_text, self.deps)  # the turn's reading (entry's)
+        return cancel_confirmed(asked, reading.confirmation, str(args.get("refund_id") or ""))
 
     def _run_tool(self, o: CallOutcome, call: ToolCallView) -> dict:
         """One business tool call through the shared runner, recorded; its ToolMessage appended. Raises
@@ -508,7 +541,8 @@ class AgentVisit:
         previous, said = answers_by_agent(self.messages).get(self.agent, ([], set()))
         if not previous:
             return text
-        if text in social_answers():  # a second thanks gets "You're welcome!" again, without asking its question again
+        # a second thanks gets "You're welcome!" again, without asking its question again
+        if text in self.deps.reader.social_answers():
             if not (answer_key(text) and answer_key(text) in said):  # = not any(same_answer(text, p) for p in previous)
                 return text
             short = " ".join(x for x in re.split(r"(?<=[.!?])\s+", text) if not x.endswith("?")) or text

@@ -1,4 +1,5 @@
-"""What the nodes of one compiled graph share: model, business store, router, settings, edge table, event log.
+"""What the nodes of one compiled graph share: model, message reader, business store, router, settings, edge table, event
+log.
 
 The business store and the router are typed by what the nodes call (:class:`DeskStore`, :class:`IntentRouter`):
 ``checkpoints.business.BusinessStore`` and ``nodes.router``'s routers are the implementations; a test double
@@ -28,9 +29,12 @@ from checkpoints.business.records import (
     Transfer,
 )
 from checkpoints.event_log import EventLog
+from graph.reading import MessageReader
 from graph.settings import Settings
+from policies.contracts import DEFAULT_CONTRACTS, AgentContract
 from policies.edges import DEFAULT_EDGE_TABLE, SPECIALISTS, EdgeTable
 from policies.history import DEFAULT_HISTORY
+from policies.policy_set import PolicySet
 
 __all__ = ["Deps", "DeskStore", "IntentRouter", "RouteLike"]
 
@@ -185,6 +189,8 @@ class Deps:
 
     Attributes:
         model: the chat model every agent calls (``bind_tools`` per agent).
+        reader: the message reader that goes with the model (``graph.reading.MessageReader``, supplied by the model
+            factory ``nodes.models.make_reader``): the one reading of each turn's message, made by the entry node.
         store: the business store (:class:`DeskStore`: ``checkpoints.business.BusinessStore`` or a test double with the
             same methods).
         router: the intent router (:class:`IntentRouter`, ``.route(text) -> Route``) for next-turn entry and the
@@ -199,12 +205,17 @@ class Deps:
             when a tool keeps failing (shared by the nodes of one compiled graph, in this process only).
         structured_routing: triage routes with the structured ``route_to_agent`` tool (a RouteDecision) instead of
             ``transfer_to_*``.
+        contracts: what each agent needs on arrival (``policies.contracts``): a packet lacking it asks for it and is
+            recorded as ``packet_incomplete``.
+        policy: the rules' parameters when they differ from today's (``graph.builder.make_deps(policy=…)``); None:
+            :attr:`policy_set` is today's, with ``table`` and ``settings.max_hops``.
     """
 
     model: BaseChatModel
     store: DeskStore
     router: IntentRouter
     settings: Settings
+    reader: MessageReader
     table: EdgeTable = DEFAULT_EDGE_TABLE
     history: Mapping = field(default_factory=lambda: dict(DEFAULT_HISTORY))
     available: frozenset[str] = frozenset(SPECIALISTS)
@@ -212,3 +223,12 @@ class Deps:
     events: EventLog | None = None
     read_cache: dict = field(default_factory=dict)
     structured_routing: bool = False
+    contracts: Mapping[str, AgentContract] = field(default_factory=lambda: dict(DEFAULT_CONTRACTS))
+    policy: PolicySet | None = None
+
+    @property
+    def policy_set(self) -> PolicySet:
+        """The parameters the nodes give the rules (edge table, handoff guards, risk rules, hop budget)."""
+        if self.policy is not None:
+            return self.policy
+        return PolicySet(edges=self.table, max_hops=self.settings.max_hops)

@@ -24,39 +24,20 @@ from checkpoints.business import StoreError
 from graph.context import RunContext
 from graph.errors import AccessDenied
 from graph.packet import HandoffPacket, HandoffRecord, hop_number
+from graph.reading import MessageReading, ReadingContext, RouteView
 from graph.state import Owner, TaskState, packet_of, path_of, pending_of, task_of
+from nodes import admission
 from nodes.deps import Deps
-from nodes.desk_knowledge import SOCIAL_TOPICS, load_knowledge, social_topic
 from nodes.instrumentation import emit
 from nodes.packets import build_packet
-from nodes.playbook import knows_subject, names_card_by_ending, names_desk_subject, reports_card_loss, speaks_of_places
-from nodes.principal import acting_context, resolve_principal
-from nodes.transcript import desk_answers, last_user_text, thread_id_of
+from nodes.principal import acting_context, resolve_principal, run_config
+from nodes.transcript import desk_answers, last_user_text, open_question_of, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
 from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE, PAUSED_DIALOGUE, SPECIALISTS
-from policies.entry import NEW_TOPIC_CONFIDENCE, OUT_OF_SCOPE_SURE, EntryDecision, choose_entry, scope_of
-from policies.replies import (
-    asks_card_action,
-    asks_for_news,
-    asks_for_person,
-    asks_same_for,
-    classify_reply,
-    gives_address,
-    is_bare_follow_up,
-    listed_cards_of,
-    listed_items_of,
-    lists_records_of,
-    open_question_of,
-    opener_subject,
-    opens_follow_up,
-    record_owners,
-    refers_back,
-    reports_it_failed,
-    takes_up_last_answer,
-)
+from policies.entry import NEW_TOPIC_CONFIDENCE, EntryDecision, Routed, ThreadView, choose_entry, scope_of
 
 __all__ = ["make_entry_node", "make_access_denied_node", "turn_verdict", "incoming_messages", "decide_entry",
-           "opener_out_of_scope"]
+           "read_message"]
 
 
 def incoming_messages(messages: list[Any]) -> list[Any]:
@@ -70,11 +51,9 @@ def incoming_messages(messages: list[Any]) -> list[Any]:
     return out[::-1]
 
 
-def _clarify_rounds(earlier: list[Any]) -> int:
+def _clarify_rounds(earlier: list[Any], social: frozenset[str]) -> int:
     """Clarify's answers in a row at the end of ``earlier`` that asked the customer to clarify: its conversational
-    answers (to a greeting, thanks or goodbye, ``nodes.desk_knowledge.SOCIAL_TOPICS``) are not rounds without
-    progress."""
-    social = {load_knowledge().conversational.get(t) for t in SOCIAL_TOPICS}
+    answers (``social``: the reader's answers to a greeting, thanks or goodbye) are not rounds without progress."""
     rounds = 0
     for m in reversed(earlier):
         if m.name != CLARIFY:
@@ -83,107 +62,75 @@ def _clarify_rounds(earlier: list[Any]) -> int:
     return rounds
 
 
-def opener_out_of_scope(text: str, deps: Deps, after_out_of_scope: bool = False,
-                        specialist_answer: str | None = None) -> bool:
-    """Is ``text`` a follow-up opener whose subject the desk does not serve ("what about crypto?", "what about a
-    mortgage?": ``policies.replies.opener_subject``)? True when nothing in the desk knowledge covers the subject
-    (``nodes.playbook.knows_subject``), or the subject names nothing of the desk (``nodes.playbook.names_desk_subject``:
-    a place, a record, a fee subject …) and the router, reading the subject alone, is sure
-    (>= ``policies.entry.OUT_OF_SCOPE_SURE``) the desk does not serve it ("a personal loan": 0.96). Without this rule
-    such openers would get the previous answer again or another specialist's answer. ``after_out_of_scope``: the desk's
-    previous answer was the out_of_scope one; an opener then asks that question again about its subject ("what about
-    Paris?" after the weather) unless the subject is something of the desk other than a place, or a place of the
-    desk knowledge (``DeskKnowledge.region_of``) while ``specialist_answer`` (the last answer of a specialist, before the
-    out-of-scope one) gave a rule a place can change (``nodes.playbook.speaks_of_places``): countries, then "what
-    about a mortgage?", then "what about Switzerland?" asks the countries question again."""
-    subject = opener_subject(text)
-    if subject is None:
-        return False
-    if not knows_subject(subject):
-        return True
-    if after_out_of_scope and not names_desk_subject(subject, places=False):
-        return not (load_knowledge().region_of(subject) is not None and speaks_of_places(specialist_answer))
-    if names_desk_subject(subject):
-        return False
-    route = deps.router.route(subject)
-    return scope_of(route.agent, route.intent) == "out_of_scope" and float(route.confidence) >= OUT_OF_SCOPE_SURE
-
-
-def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[EntryDecision, dict]:
-    """Gather the inputs of ``policies.entry.choose_entry`` from the thread's state (the previous answer, its open
-    question and listed items, the reply kind, the router, clarify rounds — none for a greeting, thanks or goodbye, which
-    clarify answers) and decide. Returns the decision and its
-    inputs (the ``detail`` of the ``entry_decided`` event)."""
+def read_message(state: dict, deps: Deps) -> tuple[MessageReading, Any]:
+    """The one reading of this turn's message (``deps.reader``, ``graph.reading.MessageReading``) and the router's
+    result for it (None for an empty message), read against the thread's state: the desk's previous answer and who
+    gave it, the last specialist's answer, the agent holding the conversation and the router's reading."""
     messages = list(state.get("messages") or [])
     incoming = incoming_messages(messages)
     earlier = desk_answers(messages[:len(messages) - len(incoming)])
     last = earlier[-1] if earlier else None
-    last_text = str(last.content) if last is not None else ""
     text = last_user_text(messages)
     route = deps.router.route(text) if text else None
-    routed, confidence = (route.agent, float(route.confidence)) if route else (None, 0.0)
+    view = RouteView.of(route)
+    scope = scope_of(view.agent, view.intent) if view else None
+    # a message has a topic of its own when the router is sure of a specialist or of "not served here"
+    router_topic = view is not None and view.agent is not None and view.confidence >= NEW_TOPIC_CONFIDENCE \
+        and scope != "conversational"
+    context = ReadingContext(
+        previous_answer=str(last.content) if last is not None else "", previous_agent=last.name if last else None,
+        specialist_answer=next((str(m.content) for m in reversed(earlier) if m.name in SPECIALISTS), None),
+        active_agent=state.get("active_agent"), route=view, router_topic=router_topic)
+    return deps.reader.read(text, context), route
+
+
+def decide_entry(state: dict, deps: Deps, identity_changed: bool,
+                 reading: MessageReading, route: Any) -> tuple[EntryDecision, dict]:
+    """Decide where the turn starts (``policies.entry.choose_entry``) from the turn's ``reading``, the router's
+    ``route`` and a typed view of the thread's state (the previous answer's open question, clarify rounds — none for a
+    greeting, thanks or goodbye, which clarify answers). Returns the decision and its inputs (the ``detail`` of the
+    ``entry_decided`` event)."""
+    messages = list(state.get("messages") or [])
+    incoming = incoming_messages(messages)
+    earlier = desk_answers(messages[:len(messages) - len(incoming)])
     carried = packet_of(state)
     packet_questions = carried.open_questions if carried is not None else ()
     # the open question is the one the desk's last answer asked: an answer that asked nothing closes an earlier offer
     # (billing offers to refund tx_1008, then describes tx_1001: an "ok" to that must not pay tx_1008);
     # the packet's question stands in only when the thread has no desk answer yet
-    question = open_question_of(last_text) if last is not None else (packet_questions[-1] if packet_questions else None)
-    # what a reply may pick among: the records the last answer listed, else the cards it named ("the third one")
-    listed = listed_items_of(last_text) or listed_cards_of(last_text)
-    scope = scope_of(routed, route.intent if route else None)
-    # a message has a topic of its own when the router is sure of a specialist or of "not served here"
-    own_topic = routed is not None and confidence >= NEW_TOPIC_CONFIDENCE and scope != "conversational"
-    # a lost, stolen or compromised card in the customer's own words is always a topic of its own (safety first)
-    own_topic = own_topic or reports_card_loss(text.lower())
-    reply = classify_reply(text, listed, has_topic=own_topic)
-    rounds = 0 if social_topic(route) else _clarify_rounds(earlier)
+    question = open_question_of(str(earlier[-1].content)) if earlier else \
+        (packet_questions[-1] if packet_questions else None)
     task = task_of(state)
-    task_status = task.status if task is not None else None
-    owners = record_owners(text)
-    if names_card_by_ending(text) and listed_cards_of(last_text):
-        owners = owners | {"cards"}  # "actually it's the one ending 8899" after an answer that named a card
-    # safety first: a lost, stolen or compromised card is frozen before a person takes over
-    # a word the last answer used is no lean when the router is sure of another specialist: "what is my balance?"
-    # after "… the money is already in your balance" is account's, not refunds'
-    other_topic = own_topic and routed in SPECIALISTS and routed != state.get("active_agent")
-    back = refers_back(text, listed) or (takes_up_last_answer(text, last_text) and not other_topic)
-    person = asks_for_person(text) and not reports_card_loss(text.lower())
-    same = asks_same_for(text) or asks_for_news(text) or is_bare_follow_up(text) or reports_it_failed(text)
-    # "it's 12 Baker Street, London" after an answer about the address: the new address, for the agent that answered
-    same = same or (gives_address(text) and "address" in last_text.lower())
-    opener, card_action, lists = opens_follow_up(text), asks_card_action(text), lists_records_of(text)
-    specialist_last = next((str(m.content) for m in reversed(earlier) if m.name in SPECIALISTS), None)
-    opener_oos = opener and not owners and opener_out_of_scope(text, deps, last is not None and last.name == OUT_OF_SCOPE,
-                                                               specialist_last)
-    # "and the US?" after a delivery estimate for Germany: the same question about another place (the router reads the
-    # place alone as a question about the supported countries)
-    same = same or (opener and not opener_oos and load_knowledge().region_of(opener_subject(text) or "") is not None)
-    decision = choose_entry(active_agent=state.get("active_agent"), routed_agent=routed, route_confidence=confidence,
-                            identity_changed=identity_changed, available=deps.available, task_status=task_status,
-                            reply=reply.kind, open_question=question, clarify_rounds=rounds,
-                            scope=scope, refers_back=back, record_owners=owners, wants_person=person,
-                            same_question=same, follow_up_opener=opener, card_action=card_action,
-                            lists_records_of=lists, opener_out_of_scope=opener_oos)
+    thread = ThreadView(
+        active_agent=state.get("active_agent"), task_status=task.status if task is not None else None,
+        open_question=question, identity_changed=identity_changed, available=frozenset(deps.available),
+        clarify_rounds=0 if reading.social_topic else _clarify_rounds(earlier, deps.reader.social_answers()))
+    routed = Routed.of(RouteView.of(route))
+    decision = choose_entry(reading, thread, routed)
     return decision, {
-        "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
-        "scope": scope, "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
-        "clarify_rounds": rounds, "refers_back": back, "task_status": task_status,
-        "record_owners": sorted(owners), "wants_person": person, "same_question": same,
-        "follow_up_opener": opener, "card_action": card_action, "lists_records_of": lists,
-        "opener_out_of_scope": opener_oos,
+        "active_agent": thread.active_agent, "routed_agent": routed.agent, "route_confidence": round(routed.confidence, 3),
+        "scope": routed.scope, "reply": reading.reply, "item": reading.item, "open_question": question,
+        "listed_items": list(reading.listed), "clarify_rounds": thread.clarify_rounds, "refers_back": reading.refers_back,
+        "task_status": thread.task_status, "record_owners": sorted(reading.record_owners),
+        "wants_person": reading.wants_person and not reading.loss_report, "same_question": reading.same_question,
+        "follow_up_opener": reading.follow_up_opener, "card_action": reading.card_action,
+        "lists_records_of": reading.lists_records_of, "opener_out_of_scope": reading.opener_out_of_scope,
         "identity_changed": identity_changed}
 
 
 def turn_verdict(state: dict, runtime: Runtime[RunContext], deps: Deps) -> tuple[AuthzDecision, Any]:
-    """``(decision, principal)``: may this run's principal send a turn on this thread?"""
-    res = resolve_principal(runtime)
+    """``(decision, principal)``: may this run's principal send a turn on this thread? The customer row is read from
+    the business store unless the graph's gate admitted this very principal on this thread for this run
+    (``nodes.admission``)."""
+    config = run_config()
+    res = resolve_principal(runtime, config)
     p = res.principal
     if res.denied:
         return AuthzDecision(False, res.denied), p
     known = False
     if p is not None and p.kind == "customer":
         try:
-            known = deps.store.get_customer(p.id, p.tenant_id) is not None
+            known = admission.take(config, thread_id_of(), p.ref) or deps.store.get_customer(p.id, p.tenant_id) is not None
         except StoreError as exc:
             return AuthzDecision(False, f"the customer could not be verified ({exc})"), p
     return authorize_turn(p, owner_of(state), known), p
@@ -228,15 +175,17 @@ def make_entry_node(deps: Deps):
             removal = [RemoveMessage(id=m.id) for m in incoming_messages(list(state.get("messages") or [])) if m.id]
             return Command(goto=ACCESS_DENIED, update={"messages": removal} if removal else {})
         turn = int(state.get("turn") or 0) + 1
+        reading, route = read_message(state, deps)  # the one reading of this turn's message
+        kept = reading.model_dump(mode="json")
         waiting = pending_of(state)
         if waiting is not None and waiting.waiting:
             # the thread waits for an approval: the message must not start a turn that drops the pending interrupt;
             # the paused dialogue answers it and the thread pauses again (nodes.paused_dialogue)
-            return _to_paused_dialogue(state, turn)
+            return _to_paused_dialogue(state, turn, kept)
         identity = {"user_id": principal.id, "tenant_id": principal.tenant_id}
         stored = state.get("identity")
         identity_changed = bool(stored) and stored != identity
-        decision, inputs = decide_entry(state, deps, identity_changed)
+        decision, inputs = decide_entry(state, deps, identity_changed, reading, route)
         task = task_of(state)
         target = decision.target
         continuing = target == state.get("active_agent") and task is not None and task.status == "open"
@@ -257,6 +206,7 @@ def make_entry_node(deps: Deps):
             "seen_fingerprints": [],
             "tool_attempts": 0,
             "entry_reason": decision.reason,
+            "reading": kept,
             "active_agent": state.get("active_agent") if target == OUT_OF_SCOPE else target,
             "visited_agents": [target],
             "handoff_path": [record],
@@ -273,16 +223,16 @@ def make_entry_node(deps: Deps):
 _PAUSED_REASON = "the thread waits for an approval"
 
 
-def _to_paused_dialogue(state: dict, turn: int) -> Command:
+def _to_paused_dialogue(state: dict, turn: int, reading: dict) -> Command:
     """Start turn ``turn`` of a thread paused for an approval at ``paused_dialogue`` (control stays with the agent that
-    holds the pause; the per-turn counters and the outcome start afresh)."""
+    holds the pause; the per-turn counters and the outcome start afresh; ``reading``: the turn's reading, as JSON)."""
     hop = hop_number(path_of(state), turn)
     emit("entry_decided", turn=turn, to_agent=PAUSED_DIALOGUE, reason=_PAUSED_REASON,
          detail={"active_agent": state.get("active_agent"), "hop": hop})
     record = HandoffRecord(hop=hop, turn=turn, from_agent="entry", to_agent=PAUSED_DIALOGUE, kind="entry",
                            reason=_PAUSED_REASON)
     return Command(goto=PAUSED_DIALOGUE, update={"turn": turn, "turn_hops": 0, "seen_fingerprints": [],
-                                                 "tool_attempts": 0, "entry_reason": _PAUSED_REASON,
+                                                 "tool_attempts": 0, "entry_reason": _PAUSED_REASON, "reading": reading,
                                                  "handoff_path": [record], "outcome": None})
 
 

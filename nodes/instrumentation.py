@@ -14,11 +14,16 @@ Three sources feed one :class:`EventRecorder` (storage: ``checkpoints.event_log`
   ``expert_called``, ``loop_detected``.  :func:`note` adds fields to the node's ``agent_finished``
   (e.g. ``status="timeout"``).
 
-**One transaction per node visit.**  A visit's events (and the run's deferred ``run_started``) are kept in memory
-and stored together with :meth:`checkpoints.event_log.EventLog.record_many` when the visit ends (returns, pauses
-or fails): one commit per node instead of one per event, which matters because the event log shares the SQLite
-file, and its write lock, with the checkpointer (bench/handoff_overhead.py).  Each event keeps the timestamp of
-its emission.
+**One insert per node visit, one commit per checkpoint write.**  A visit's events (and the run's deferred
+``run_started``) are kept in memory and stored together with :meth:`checkpoints.event_log.EventLog.record_many`
+when the visit ends (returns, pauses or fails).  When the log shares the SqliteSaver's connection (the default
+SQLite setup, ``EventLog.joins_saver_commits``), that insert is not committed on its own: the saver's next commit
+on the connection — the ``put_writes`` of this very node's result, or an earlier one — commits it, and the run's
+``run_completed``/``run_failed`` commits whatever is left.  Durability: a visit's events are durable exactly when
+the checkpoint writes of that visit are (or sooner).  A process killed mid-turn loses the events of the visits whose
+results it also lost, and LangGraph re-runs those nodes on recovery, reproducing the events under the same keys;
+events of visits whose writes were committed are kept.  Elsewhere (PostgreSQL, a log on its own connection) each
+visit's batch commits (bench/handoff_overhead.py).  Each event keeps the timestamp of its emission.
 
 Every new event is also written to LangGraph's custom stream (``stream_mode="custom"``) as a dict with
 ``"event": kind`` when the visit's batch is stored, before the node's state update, so ``switchboard chat
@@ -128,6 +133,8 @@ class _RunCallbacks(BaseCallbackHandler):
         database write would block it), by the writer thread."""
         fields = {"ts": now_iso(), **fields}
         rec = self.recorder
+        if rec.tap is not None:
+            rec.tap(kind, fields, None)
         if kind == "run_started":
             run.pending.append((kind, fields))
         elif not _on_event_loop():
@@ -180,6 +187,9 @@ class EventRecorder:
         self._by_thread: dict[str, _Run] = {}  # thread_id -> its running root run
         self.handler = _RunCallbacks(self)
         self._writer: ThreadPoolExecutor | None = None  # one thread for writes that must not run on an event loop
+        #: Called with ``(kind, record, state)`` as each event is emitted (``state``: the node visit's input, None for
+        #: run-level events), e.g. ``nodes.tracing.SpanTap``; None (the default) costs one test per event.
+        self.tap: Callable[[str, dict, Any], None] | None = None
         log.before_read(self.drain)
 
     # ------------------------------------------------------------ runs (callback side)
@@ -195,9 +205,11 @@ class EventRecorder:
                 del self._by_thread[run.thread_id]
             return run
 
-    def _flush(self, run: _Run | None, items: list[tuple[str, dict]] | None = None) -> list[Event | None]:
+    def _flush(self, run: _Run | None, items: list[tuple[str, dict]] | None = None, *,
+               commit: bool = True) -> list[Event | None]:
         """Store the run-level records deferred for ``run`` (see ``_RunCallbacks._write``) and then ``items``
-        (``(kind, fields)`` as for ``EventLog.record_many``) in one transaction; return the results for ``items``."""
+        (``(kind, fields)`` as for ``EventLog.record_many``) in one transaction; return the results for ``items``.
+        ``commit=False``: left to the saver's next commit where the log shares its connection (module doc)."""
         items = items or []
         with self._lock:
             pending: list = []
@@ -205,7 +217,7 @@ class EventRecorder:
                 pending, run.pending = run.pending, []
             if not pending and not items:
                 return []
-            return self.log.record_many(pending + items)[len(pending):]
+            return self.log.record_many(pending + items, commit=commit)[len(pending):]
 
     def _background(self, fn: Callable[[], Any]) -> None:
         with self._lock:
@@ -287,14 +299,18 @@ class _Scope:
         defaults = {"thread_id": self.thread_id, "turn": self.turn, "task_id": self.task_id, "agent": self.node,
                     "state_version": self.state_version, "run_id": self.run.run_id if self.run else None,
                     "task_ns": self.ns, "ts": now_iso()}
-        self.batch.append((kind, {"key": key, **(defaults | fields)}))
+        record = {"key": key, **(defaults | fields)}
+        self.batch.append((kind, record))
+        if self.recorder.tap is not None:
+            self.recorder.tap(kind, record, self.state)
 
     def flush(self) -> None:
         """Store the visit's events in one transaction (with the run's deferred records) and stream the new ones."""
         batch, self.batch = self.batch, []
         if not batch:  # a quiet visit: the run's deferred records wait for the next batch (or the run's end)
             return
-        stored = self.recorder._flush(self.run, batch)
+        # the node's own checkpoint writes come next and commit these rows with them (module doc)
+        stored = self.recorder._flush(self.run, batch, commit=False)
         writer = _custom_stream_writer()
         if writer is not None:
             for ev in stored:

@@ -27,11 +27,19 @@ __all__ = [
     "arbitrate",
     "REFUND_QUESTION",
     "MULTI_HANDOFF_MODES",
+    "REFUSAL_KINDS",
+    "FactRequirement",
+    "DEFAULT_FACT_REQUIREMENTS",
 ]
 
 #: What :func:`arbitrate` does with several legal handoffs in one message: ``"first"`` (the first legal one
 #: wins) or ``"supervisor"`` (the set becomes a supervisor fan-out, when the source may hand to the supervisor).
 MULTI_HANDOFF_MODES: tuple[str, ...] = ("first", "supervisor")
+
+#: Why a handoff call was refused or skipped (``CallOutcome.refusal``): to oneself, along an edge the table does not
+#: have, a guard failed (a missing fact, a task not the source's), arguments that do not parse or fit the schema,
+#: or another handoff of the same message won (or the message became a supervisor fan-out).
+REFUSAL_KINDS: tuple[str, ...] = ("self_handoff", "illegal_edge", "guard_failed", "invalid_arguments", "another_won")
 
 HANDOFF_TOOL_PREFIX = "transfer_to_"
 #: The open question a packet to ``refunds`` carries when no transaction reference is known yet.
@@ -80,7 +88,8 @@ class CallOutcome:
     ``refused`` (illegal, failed guard, unknown tool, bad arguments), ``skipped`` (legal, but not run
     because something else won) or ``fanout`` (one of several handoffs turned into a supervisor fan-out:
     ``target`` becomes an expert the supervisor calls).  ``message`` is the text of the ToolMessage that
-    answers the call.
+    answers the call.  ``refusal`` says why a handoff call was refused or skipped, one of :data:`REFUSAL_KINDS`
+    (recorded on ``handoff_refused`` and counted per edge by ``switchboard stats --edges``); "" otherwise.
     """
 
     call_id: str
@@ -89,6 +98,7 @@ class CallOutcome:
     message: str
     target: str | None = None
     missing: tuple[str, ...] = ()
+    refusal: str = ""
 
 
 @dataclass(frozen=True)
@@ -115,6 +125,34 @@ class Arbitration:
 
 
 @dataclass(frozen=True)
+class FactRequirement:
+    """A fact a handoff's packet must carry to reach ``target`` (a handoff guard, overridable as data in
+    ``policies.policy_set.PolicySet.guards``).
+
+    Attributes:
+        target: the receiving node.
+        fact: the ``known_facts`` key that must have a value.
+        asked_by: a word that, found in one of the packet's open questions, satisfies the requirement too (the
+            receiver will ask for the fact); None when only the fact itself does.
+    """
+
+    target: str
+    fact: str
+    asked_by: str | None = None
+
+    def met_by(self, facts: Mapping[Any, Any], questions: Sequence[str]) -> bool:
+        """Is the requirement met by ``facts`` (key -> value) or an open question (lower-cased) naming ``asked_by``?"""
+        return bool(facts.get(self.fact)) or (self.asked_by is not None and any(self.asked_by in q for q in questions))
+
+
+#: Today's handoff guards on the packet: refunds needs the transaction (or asks for it), human approval an amount.
+DEFAULT_FACT_REQUIREMENTS: tuple[FactRequirement, ...] = (
+    FactRequirement("refunds", "transaction_id", asked_by="transaction"),
+    FactRequirement("human_approval", "amount"),
+)
+
+
+@dataclass(frozen=True)
 class GuardResult:
     """Outcome of the handoff guards: ``ok`` or the names of the missing/violated preconditions."""
 
@@ -128,6 +166,7 @@ def check_guards(
     target: str,
     packet: HandoffPacket,
     task: TaskState | None,
+    required: Sequence[FactRequirement] = DEFAULT_FACT_REQUIREMENTS,
 ) -> GuardResult:
     """Preconditions of a handoff on the packet and on the task.
 
@@ -136,21 +175,17 @@ def check_guards(
         target: the requested target.
         packet: the HandoffPacket that would travel with control.
         task: the task (``status``, ``current_owner``) or None before a task exists.
+        required: the facts the packet must carry per target (default :data:`DEFAULT_FACT_REQUIREMENTS`).
 
     Rules:
-        * ``refunds`` needs a ``transaction_id`` fact, or an open question asking for it.
-        * ``human_approval`` needs an ``amount`` fact.
+        * every requirement of ``required`` whose ``target`` is ``target`` is met (by default: ``refunds`` needs a
+          ``transaction_id`` fact, or an open question asking for it; ``human_approval`` needs an ``amount`` fact).
         * the task must not be ``completed`` or ``cancelled``, and must be owned by ``source`` (or
           unowned): a former owner may not move a task it no longer holds.
     """
-    facts = {f.key: f.value for f in packet.known_facts}
+    facts: dict[str, Any] = {f.key: f.value for f in packet.known_facts}
     questions = [q.lower() for q in packet.open_questions]
-    missing: list[str] = []
-    if target == "refunds":
-        if not facts.get("transaction_id") and not any("transaction" in q for q in questions):
-            missing.append("transaction_id")
-    if target == "human_approval" and not facts.get("amount"):
-        missing.append("amount")
+    missing = [r.fact for r in required if r.target == target and not r.met_by(facts, questions)]
     if missing:
         return GuardResult(False, tuple(missing), f"missing {', '.join(missing)}")
     if task is not None:
@@ -171,6 +206,7 @@ def arbitrate(
     task: TaskState | None,
     table: EdgeTable = DEFAULT_EDGE_TABLE,
     multi_handoff: str = "first",
+    guards: Sequence[FactRequirement] = DEFAULT_FACT_REQUIREMENTS,
 ) -> Arbitration:
     """Decide every tool call of one assistant message (control-flow rules 1 and 2).
 
@@ -178,11 +214,12 @@ def arbitrate(
         source: the agent whose model wrote the message.
         calls: the message's tool calls in order, invalid ones included.
         business_tools: names of the business tools bound to ``source``.
-        packet_for: ``callable(target, call) -> dict`` building the packet that would travel with a
+        packet_for: ``callable(target, call) -> HandoffPacket`` building the packet that would travel with a
             handoff (used by the guards).
         task: the task record or None.
         table: the edge table.
         multi_handoff: ``"first"`` (default) or ``"supervisor"``, see below.
+        guards: the packet requirements of :func:`check_guards` (default :data:`DEFAULT_FACT_REQUIREMENTS`).
 
     Returns:
         One :class:`CallOutcome` per call.  Deterministic rule for several handoffs in one message: the
@@ -204,7 +241,7 @@ def arbitrate(
     if multi_handoff not in MULTI_HANDOFF_MODES:
         raise ValueError(f"multi_handoff must be one of {MULTI_HANDOFF_MODES}, got {multi_handoff!r}")
     if multi_handoff == "supervisor":
-        fan = _fanout(source, calls, business_tools, packet_for, task, table)
+        fan = _fanout(source, calls, business_tools, packet_for, task, table, guards)
         if fan is not None:
             return fan
     pre: list[CallOutcome] = []
@@ -215,7 +252,7 @@ def arbitrate(
             pre.append(_invalid_outcome(call, target))
             continue
         if target is not None:
-            outcome = _handoff_outcome(source, call, target, winner, packet_for, task, table)
+            outcome = _handoff_outcome(source, call, target, winner, packet_for, task, table, guards)
             if outcome.action == "handoff":
                 winner = target
             pre.append(outcome)
@@ -242,30 +279,33 @@ def _invalid_outcome(call: ToolCallView, target: str | None) -> CallOutcome:
                 "Nothing was done; call it again with valid arguments or continue yourself.")
     else:
         text = f"Refused: the arguments of {call.name} were not valid JSON ({call.error or 'unparseable'})."
-    return CallOutcome(call.id, call.name, "refused", text, target=target)
+    return CallOutcome(call.id, call.name, "refused", text, target=target,
+                       refusal="invalid_arguments" if target is not None else "")
 
 
 def _handoff_outcome(source: str, call: ToolCallView, target: str, winner: str | None, packet_for: Any,
-                     task: TaskState | None, table: EdgeTable) -> CallOutcome:
+                     task: TaskState | None, table: EdgeTable,
+                     guards: Sequence[FactRequirement] = DEFAULT_FACT_REQUIREMENTS) -> CallOutcome:
     """The outcome of one valid handoff call (rule 1): refused (to oneself, illegal edge, guard failed), skipped
     (a handoff of the same message already won) or ``handoff``."""
     if target == source:
         return CallOutcome(call.id, call.name, "refused",
-                           f"Refused: {source} already holds control; a handoff to oneself is not allowed.", target=target)
+                           f"Refused: {source} already holds control; a handoff to oneself is not allowed.", target=target,
+                           refusal="self_handoff")
     if not is_legal_handoff(source, target, table):
         allowed = ", ".join(sorted(table.handoffs.get(source, ()))) or "none"
         return CallOutcome(call.id, call.name, "refused",
                            f"Refused: {source} may not hand off to {target} (allowed: {allowed}). "
-                           "Continue with the user yourself.", target=target)
+                           "Continue with the user yourself.", target=target, refusal="illegal_edge")
     if winner is not None:
         return CallOutcome(call.id, call.name, "skipped",
                            f"Not executed: only one handoff per message; transfer_to_{winner} was accepted first.",
-                           target=target)
-    guard = check_guards(source, target, packet_for(target, call), task)
+                           target=target, refusal="another_won")
+    guard = check_guards(source, target, packet_for(target, call), task, guards)
     if not guard.ok:
         return CallOutcome(call.id, call.name, "refused",
                            f"Refused: handoff to {target} needs {', '.join(guard.missing)} ({guard.reason}). "
-                           "Ask the user for it.", target=target, missing=guard.missing)
+                           "Ask the user for it.", target=target, missing=guard.missing, refusal="guard_failed")
     return CallOutcome(call.id, call.name, "handoff", f"Transferred to {target}.", target=target)
 
 
@@ -281,19 +321,22 @@ def _fanout_outcome(c: ToolCallView, source: str, experts: list[str], used: set[
         return CallOutcome(c.id, c.name, "fanout", combined, target=target)
     if target is not None and (target == source or not is_legal_handoff(source, target, table)):
         allowed = ", ".join(sorted(table.handoffs.get(source, ()))) or "none"
+        refusal = "self_handoff" if target == source else "illegal_edge"
         return CallOutcome(c.id, c.name, "refused",
-                           f"Refused: {source} may not hand off to {target} (allowed: {allowed}).", target=target)
+                           f"Refused: {source} may not hand off to {target} (allowed: {allowed}).", target=target,
+                           refusal=refusal)
     if target is not None:
         return CallOutcome(c.id, c.name, "skipped",
                            f"Not executed: this message became a supervisor fan-out over {', '.join(experts)}.",
-                           target=target)
+                           target=target, refusal="another_won")
     if c.name not in business_tools:
         return CallOutcome(c.id, c.name, "refused", f"Refused: unknown tool {c.name!r} for {source}.")
     return CallOutcome(c.id, c.name, "skipped", "Not executed: control moved to supervisor in the same message.")
 
 
 def _fanout(source: str, calls: Sequence[ToolCallView], business_tools: frozenset[str] | set[str], packet_for: Any,
-            task: TaskState | None, table: EdgeTable) -> Arbitration | None:
+            task: TaskState | None, table: EdgeTable,
+            guards: Sequence[FactRequirement] = DEFAULT_FACT_REQUIREMENTS) -> Arbitration | None:
     """The supervisor fan-out of :func:`arbitrate`, or None when it does not apply."""
     if not is_legal_handoff(source, SUPERVISOR, table):
         return None
@@ -312,7 +355,7 @@ def _fanout(source: str, calls: Sequence[ToolCallView], business_tools: frozense
     names = ", ".join(experts)
     reason = f"several handoffs in one message ({names}) become a supervisor fan-out"
     carrier = ToolCallView(id=first.id, name=first.name, args={"reason": reason})
-    if not check_guards(source, SUPERVISOR, packet_for(SUPERVISOR, carrier), task).ok:
+    if not check_guards(source, SUPERVISOR, packet_for(SUPERVISOR, carrier), task, guards).ok:
         return None
     combined = (f"Combined into a supervisor fan-out: the supervisor calls {names} as experts and answers "
                 "once (several handoffs in one message are not executed one by one).")

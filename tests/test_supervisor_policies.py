@@ -8,8 +8,9 @@ import itertools
 import pytest
 
 from graph.state_values import TaskState
+from nodes.embedded import compound
 from nodes.testing.state import packet
-from policies import compound, experts, handoff, merge
+from policies import experts, handoff, merge
 from policies.edges import (
     DEFAULT_EDGE_TABLE,
     END,

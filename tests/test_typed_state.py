@@ -22,7 +22,7 @@ from graph.packet import HandoffPacket, HandoffRecord
 from graph.settings import Settings
 from graph.state_values import MSGPACK_ALLOWLIST, Outcome, Owner, TaskState, as_model, pending_of
 from graph.views import customer_view
-from nodes.offline_model import OfflineChatModel
+from nodes.embedded.offline_model import OfflineChatModel
 from nodes.testing.scripted import KeywordRouter
 
 BIG = "I want a refund for tx_1001 please, that Tesco order never happened"  # £23.80: one approver

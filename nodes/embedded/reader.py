@@ -1,0 +1,134 @@
+"""The embedded desk's :class:`graph.reading.MessageReader`: one reading of a customer's message per turn, made of
+this package's keyword rules (``replies``, ``cancellation``, ``playbook``, ``offline_model``, ``desk_knowledge``).
+
+The model factory (``nodes.models.make_reader``) hands it to the runtime with the chat model; the runtime never calls
+these rules itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from graph.reading import MessageReading, ReadingContext, RouteView
+from nodes.embedded import cancellation, playbook, replies
+from nodes.embedded.desk_knowledge import SOCIAL_TOPICS, load_knowledge, social_answers, social_topic
+from nodes.embedded.offline_model import is_safety_report, rest_of_safety_report, wants_refund
+from policies.edges import OUT_OF_SCOPE, SPECIALISTS
+from policies.entry import OUT_OF_SCOPE_SURE, scope_of
+
+__all__ = ["EmbeddedReader"]
+
+#: Words that make a status question one about the paused refund itself ("any news?", "has it been approved?").
+_ABOUT_THE_REFUND = re.compile(r"\b(?:refund\w*|money back|request|approv\w*|decid\w*|decision|paid|review\w*|news|"
+                               r"update|progress|it)\b", re.I)
+
+
+class EmbeddedReader:
+    """Reads messages with the embedded desk's rules; ``router``: the intent router (``.route(text) -> Route``) that
+    reads the subject of a follow-up opener ("what about a personal loan?")."""
+
+    def __init__(self, router: Any):
+        self.router = router
+
+    def read(self, text: str, context: ReadingContext) -> MessageReading:
+        """The reading of ``text`` (``graph.reading.MessageReading``, every field documented there) in ``context``."""
+        text = text or ""
+        return MessageReading(text=text, **self._conversation(text, context), **_about_a_refund(text),
+                              social_topic=social_topic(context.route, text))
+
+    def _conversation(self, text: str, context: ReadingContext) -> dict[str, Any]:
+        """The fields of the reading that read ``text`` against the conversation (reply kind, follow-ups, owners)."""
+        last_text = context.previous_answer or ""
+        listed = replies.listed_items_of(last_text) or replies.listed_cards_of(last_text)
+        loss = playbook.reports_card_loss(text.lower())
+        own_topic = context.router_topic or loss  # a card loss in the customer's words is always a topic of its own
+        reply = replies.classify_reply(text, listed, has_topic=own_topic)
+        owners = replies.record_owners(text)
+        if playbook.names_card_by_ending(text) and replies.listed_cards_of(last_text):
+            owners = owners | {"cards"}  # "actually it's the one ending 8899" after an answer that named a card
+        routed = context.route.agent if context.route else None
+        # a word the last answer used is no lean when the router is sure of another specialist: "what is my balance?"
+        # after "… the money is already in your balance" is account's, not refunds'
+        other_topic = own_topic and routed in SPECIALISTS and routed != context.active_agent
+        back = replies.refers_back(text, listed) or (replies.takes_up_last_answer(text, last_text) and not other_topic)
+        opener = replies.opens_follow_up(text)
+        opener_oos = opener and not owners and self.opener_out_of_scope(
+            text, context.previous_agent == OUT_OF_SCOPE, context.specialist_answer)
+        return {"reply": reply.kind, "item": reply.item, "listed": listed, "record_owners": owners,
+                "loss_report": loss, "refers_back": back, "wants_person": replies.asks_for_person(text),
+                "same_question": _same_question(text, last_text, opener and not opener_oos),
+                "follow_up_opener": opener, "opener_out_of_scope": opener_oos,
+                "card_action": replies.asks_card_action(text), "lists_records_of": replies.lists_records_of(text)}
+
+    def opener_out_of_scope(self, text: str, after_out_of_scope: bool = False,
+                            specialist_answer: str | None = None) -> bool:
+        """Is ``text`` a follow-up opener whose subject the desk does not serve ("what about crypto?", "what about a
+        mortgage?": ``replies.opener_subject``)? True when nothing in the handbook covers the subject
+        (``playbook.knows_subject``), or the subject names nothing of the desk (``playbook.names_desk_subject``: a
+        place, a record, a fee subject …) and the router, reading the subject alone, is sure
+        (>= ``policies.entry.OUT_OF_SCOPE_SURE``) the desk does not serve it ("a personal loan": 0.96). Without this
+        rule such openers would get the previous answer again or another specialist's answer. ``after_out_of_scope``:
+        the desk's previous answer was the out_of_scope one; an opener then asks that question again about its subject
+        ("what about Paris?" after the weather) unless the subject is something of the desk other than a place, or a
+        place of the handbook (``DeskKnowledge.region_of``) while ``specialist_answer`` (the last answer of a
+        specialist, before the out-of-scope one) gave a rule a place can change (``playbook.speaks_of_places``):
+        countries, then "what about a mortgage?", then "what about Switzerland?" asks the countries question again."""
+        subject = replies.opener_subject(text)
+        if subject is None:
+            return False
+        if not playbook.knows_subject(subject):
+            return True
+        if after_out_of_scope and not playbook.names_desk_subject(subject, places=False):
+            return not (load_knowledge().region_of(subject) is not None and playbook.speaks_of_places(specialist_answer))
+        if playbook.names_desk_subject(subject):
+            return False
+        route = RouteView.of(self.router.route(subject))
+        assert route is not None
+        return scope_of(route.agent, route.intent) == "out_of_scope" and route.confidence >= OUT_OF_SCOPE_SURE
+
+    def social_answer(self, topic: str) -> str | None:
+        """The handbook's answer to social ``topic`` (``desk_knowledge.SOCIAL_TOPICS``), None for another topic."""
+        return load_knowledge().conversational.get(topic) if topic in SOCIAL_TOPICS else None
+
+    def social_answers(self) -> frozenset[str]:
+        """The handbook's answers to a greeting, thanks, goodbye, a question about the desk or what it can do."""
+        return social_answers()
+
+    def plan_tool_call(self, agent: str, text: str, facts: Mapping[str, str], done: Sequence[str],
+                       hint: str | None = None) -> playbook.ToolCallPlan | None:
+        """``agent``'s next business-tool call for ``text`` (``playbook.plan_tool_call``)."""
+        return playbook.plan_tool_call(agent, text, dict(facts), list(done), hint)
+
+    def compose_answer(self, agent: str, text: str, results: Sequence[tuple[str, Mapping[str, Any]]],
+                       hint: str | None = None) -> str:
+        """``agent``'s answer to ``text`` from the tool ``results`` (``playbook.compose_answer``)."""
+        return playbook.compose_answer(agent, text, [(n, dict(r)) for n, r in results], hint)
+
+
+def _same_question(text: str, last_text: str, desk_opener: bool) -> bool:
+    """Does ``text`` ask the previous question again: about another thing, for news, with no content of its own, a new
+    address after an address answer, or (``desk_opener``: a follow-up opener about something of the desk) about
+    another place of the handbook ("and the US?" after a delivery estimate for Germany: the router reads the place
+    alone as a question about the supported countries)?"""
+    if (replies.asks_same_for(text) or replies.asks_for_news(text) or replies.is_bare_follow_up(text)
+            or replies.reports_it_failed(text)):
+        return True
+    # "it's 12 Baker Street, London" after an answer about the address: the new address, for the agent that answered
+    if replies.gives_address(text) and "address" in last_text.lower():
+        return True
+    return desk_opener and load_knowledge().region_of(replies.opener_subject(text) or "") is not None
+
+
+def _about_a_refund(text: str) -> dict[str, Any]:
+    """The fields of the reading about a (paused) refund and a card loss: cancel wish, confirmation, status question,
+    records named, the safety report and the rest of it."""
+    safety = is_safety_report(text)
+    return {"safety_report": safety, "records_named": cancellation.records_named(text),
+            "cancel_wish": cancellation.wants_to_cancel(text) and not cancellation.cancels_something_else(text),
+            "speaks_of_cancelling": cancellation.speaks_of_cancelling(text),
+            "confirmation": cancellation.confirmation(text), "status_question": cancellation.is_status_question(text),
+            "about_the_refund": bool(_ABOUT_THE_REFUND.search(text)),
+            "acknowledgement": cancellation.is_acknowledgement(text), "wants_refund": wants_refund(text),
+            "rest_of_loss_report": " ".join(rest_of_safety_report(text)) if safety else ""}
