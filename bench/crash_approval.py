@@ -113,7 +113,7 @@ def recover(home: Path) -> dict:
     if conv.state:
         pend = conv.pending()
         v = conv.state
-        done = (v.get("outcome") or {}).get("turn") == v.get("turn") and not g.get_state(conv.config).next
+        done = v.get("outcome") is not None and v["outcome"].turn == v.get("turn") and not g.get_state(conv.config).next
         state_before = "pending" if pend is not None else ("finished" if done else "mid_run")
     executed_before = [r for r in store.list_refunds("c_ada") if r.status == "executed" and r.transaction_id == "tx_1001"]
     recovered = None
@@ -132,7 +132,7 @@ def recover(home: Path) -> dict:
     executed = [r for r in refunds if r.status == "executed"]
     approvals = []
     state = conv.state
-    task_id = (state.get("pending_approval") or {}).get("task_id")
+    task_id = state["pending_approval"].task_id if state.get("pending_approval") is not None else None
     if task_id:
         approvals = [d for d in store.list_decisions(task_id) if d.decision == "approve"]
     return {
@@ -143,7 +143,7 @@ def recover(home: Path) -> dict:
         "refund_rows": len(refunds),
         "executed": len(executed),
         "approvals": len(approvals),
-        "final_status": (state.get("outcome") or {}).get("status"),
+        "final_status": state["outcome"].status if state.get("outcome") is not None else None,
         "task_status": (store.get_task(task_id).status if task_id and store.get_task(task_id) else None),
     }
 

@@ -123,7 +123,7 @@ def run(turns: int, width: int, profile: bool = False, thread_id: str = "long") 
         c0 = time.process_time()
         out = desk.graph.invoke({"messages": [HumanMessage(message(turn))]}, config, context=ctx)
         cpu = time.process_time() - c0
-        status = str((out.get("outcome") or {}).get("status"))
+        status = str(out["outcome"].status if out.get("outcome") is not None else None)
         statuses[status] = statuses.get(status, 0) + 1
         if trace:
             print(f"turn {turn}: {cpu * 1e3:.1f} ms", file=sys.stderr)

@@ -67,7 +67,7 @@ def one_turn(graph, thread: str, max_concurrency: int | None) -> float:
     t0 = time.perf_counter()
     out = graph.invoke({"messages": [HumanMessage("three things")]}, cfg, context=RunContext())
     dt = time.perf_counter() - t0
-    answer = (out.get("outcome") or {}).get("answer") or {}
+    answer = (out["outcome"].answer if out.get("outcome") is not None else None) or {}
     if [p["expert"] for p in answer.get("parts", [])] != list(EXPERTS) or answer.get("status") != "complete":
         raise SystemExit(f"unexpected outcome: {out.get('outcome')}")
     return dt

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from graph.errors import ConfigError, InfrastructureError
-from graph.events import ANSWERED_STATUSES, COLUMNS, EVENT_KINDS, INT_FIELDS, EdgeCounts, Event, EventTally
+from graph.events import ANSWERED_STATUSES, COLUMNS, EVENT_KINDS, INT_FIELDS, WAITING_RUN_STATUSES, EdgeCounts, Event, EventTally
 
 __all__ = ["EventLog", "open_event_log", "event_log_for", "event_key", "now_iso", "jsonable"]
 
@@ -357,8 +357,9 @@ def _tally(groups: list, distinct: dict, threads: int, loops: list, questions: i
         return int(row[0]) + int(row[1] or 0) if row else 0
 
     completed = of("run_completed")
+    waiting = sum(of("run_completed", s) for s in WAITING_RUN_STATUSES)
     return EventTally(
-        runs=runs("run_started"), runs_completed=completed, runs_finished=completed - of("run_completed", "paused"),
+        runs=runs("run_started"), runs_completed=completed, runs_finished=completed - waiting,
         runs_failed=of("run_failed"), threads=threads,
         tasks=int(distinct["agent_started"][2]) if "agent_started" in distinct else 0,
         handoffs_requested=of("handoff_requested"), handoffs_accepted=of("handoff_accepted"),

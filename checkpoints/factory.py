@@ -17,12 +17,14 @@ from pathlib import Path
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from checkpoints.business.faults import storage_cause
 from graph.errors import ConfigError, InfrastructureError
 from graph.settings import check_database_target
+from graph.state_values import MSGPACK_ALLOWLIST
 
-__all__ = ["open_checkpointer", "sqlite_connection", "storage_error_line", "SETUP_LOCK"]
+__all__ = ["open_checkpointer", "desk_serde", "sqlite_connection", "storage_error_line", "SETUP_LOCK"]
 
 #: Advisory lock key held while LangGraph's checkpoint tables are created or migrated (``PostgresSaver.setup``).
 SETUP_LOCK = 0x73626370  # "sbcp"
@@ -63,10 +65,17 @@ def sqlite_connection(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
+def desk_serde() -> JsonPlusSerializer:
+    """LangGraph's serializer for the desk's checkpoints: msgpack, rebuilding LangGraph's safe types (messages, …) and
+    the state's models (``graph.state_values.MSGPACK_ALLOWLIST``) and no other class (another stored object reads as
+    its data)."""
+    return JsonPlusSerializer(allowed_msgpack_modules=MSGPACK_ALLOWLIST)
+
+
 def open_checkpointer(target: str | Path | None) -> BaseCheckpointSaver:
     """Open the checkpointer named by ``target`` (see module doc). Raises ConfigError when it cannot be opened."""
     if target is None or str(target) == "memory":
-        return InMemorySaver()
+        return InMemorySaver(serde=desk_serde())
     text = check_database_target(str(target))  # mysql://… is refused, never taken as a path
     if text.startswith(("postgres://", "postgresql://", "postgresql+psycopg://")):
         return _postgres_saver(text)
@@ -74,7 +83,7 @@ def open_checkpointer(target: str | Path | None) -> BaseCheckpointSaver:
         text = text[len("sqlite:///"):]
     from checkpoints.sqlite_saver import CompactSqliteSaver
 
-    saver = CompactSqliteSaver(sqlite_connection(text))
+    saver = CompactSqliteSaver(sqlite_connection(text), serde=desk_serde())
     try:
         saver.setup()
     except sqlite3.DatabaseError as exc:
@@ -97,7 +106,7 @@ def _postgres_saver(target: str) -> BaseCheckpointSaver:
     from checkpoints.postgres import advisory_lock, open_pool, redacted
 
     pool = open_pool(target, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-    saver = TombstonePostgresSaver(pool)
+    saver = TombstonePostgresSaver(pool, serde=desk_serde())
     try:
         with advisory_lock(target, SETUP_LOCK, 60.0, "the checkpoint tables are being migrated by another process"):
             saver.setup()

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from graph.views import is_waiting
+from graph.views import is_waiting, plain
 
 if TYPE_CHECKING:  # the listing commands read SQLite files without LangGraph (checkpoints.sqlite_reader)
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -94,7 +94,7 @@ def thread_values(saver: Any, thread_id: str) -> dict:
 def thread_owner(values: dict) -> tuple[str, str] | None:
     """``(customer_id, tenant_id)`` of a thread's state values: its write-once ``owner`` (or, for threads started
     before it existed, its ``identity``); None when the thread has none."""
-    owner = values.get("owner") or {}
+    owner = plain(values.get("owner")) or {}
     if owner.get("customer_id"):
         return str(owner["customer_id"]), str(owner.get("tenant_id") or "")
     ident = values.get("identity") or {}
@@ -124,7 +124,7 @@ def thread_summary(thread_id: str, values: dict) -> dict[str, Any]:
     owner = thread_owner(values) or ("", "")
     # pending_approval keeps the last request after its decision: only its stage says it still waits
     waiting = is_waiting(values.get("pending_approval"))
-    status = (values.get("outcome") or {}).get("status", "awaiting_approval" if waiting else "-")
+    status = (plain(values.get("outcome")) or {}).get("status", "awaiting_approval" if waiting else "-")
     return {"thread_id": thread_id, "turns": int(values.get("turn") or 0), "active_agent": values.get("active_agent"),
             "status": status, "handoffs": int(values.get("handoff_count") or 0), "customer_id": owner[0],
             "tenant_id": owner[1]}
@@ -217,7 +217,7 @@ def thread_turns(saver: BaseCheckpointSaver, thread_id: str, values: dict | None
                 turns.append({"turn": turns[-1]["turn"], "user": "", "agent": None, "answer": ""})
             turns[-1]["agent"], turns[-1]["answer"] = m.name, str(m.content)
     for t in turns:
-        names = [h["to_agent"] for h in v.get("handoff_path") or [] if h.get("turn") == t["turn"]]
+        names = [h["to_agent"] for h in map(plain, v.get("handoff_path") or []) if h.get("turn") == t["turn"]]
         experts = [c["expert"] for c in v.get("expert_calls") or [] if c.get("turn") == t["turn"]]
         t["path"] = " → ".join(names) + (f" (experts: {', '.join(experts)})" if experts else "")
         t["last_node"] = names[-1] if names else None

@@ -46,12 +46,12 @@ def main(workdir: Path = Path(".switchboard/demo")) -> int:
     path = conv.state.get("handoff_path") or []
     console.rule("handoff path of the thread")
     for h in path:
-        if h["kind"] == "entry":
-            console.print(f"turn {h['turn']}: starts at [bold]{h['to_agent']}[/] ({h['reason']})")
+        if h.kind == "entry":
+            console.print(f"turn {h.turn}: starts at [bold]{h.to_agent}[/] ({h.reason})")
         else:
-            console.print(f"turn {h['turn']}: hop {h['hop']} {h['from_agent']} → [bold]{h['to_agent']}[/] "
-                          f"({h['kind']}: {h['reason']})")
-    ok = [h["to_agent"] for h in path if h["turn"] == 1 and h["kind"] != "flow"] == ["triage", "billing", "refunds"]
+            console.print(f"turn {h.turn}: hop {h.hop} {h.from_agent} → [bold]{h.to_agent}[/] "
+                          f"({h.kind}: {h.reason})")
+    ok = [h.to_agent for h in path if h.turn == 1 and h.kind != "flow"] == ["triage", "billing", "refunds"]
     if not ok:
         console.print("[red]unexpected path in turn 1[/]")
     return 0 if ok and approval_story(graph, settings, console) else 1

@@ -16,8 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from graph.errors import InputError
 from graph.inputs import check_message
 
-__all__ = ["ApprovalRequest", "ApprovalDecision", "parse_decision", "interrupt_payload", "from_hitl", "decision_type",
-           "HITL_ACTION", "HITL_DECISIONS"]
+__all__ = ["ApprovalRequest", "ApprovalDecision", "parse_decision", "ApprovalStage", "PendingApproval", "STAGES",
+           "FINAL_STAGES", "LEGACY_STAGES", "interrupt_payload", "from_hitl", "decision_type", "HITL_ACTION",
+           "HITL_DECISIONS"]
 
 
 class ApprovalRequest(BaseModel):
@@ -103,6 +104,69 @@ def parse_decision(value: object) -> ApprovalDecision:
         raise InputError(f"malformed decision: {where}: {first.get('msg')}") from None
 
 
+#: Where a thread's refund approval request is (``PendingApproval.stage``), set by ``nodes.approval_flow``:
+#: ``risk`` (requested, the risk rules run next), ``awaiting_approval`` (the thread is paused at the ``human_approval``
+#: interrupt until a
+#: decision), ``approved`` (the payment runs next), and the final stages: ``executed`` (paid), ``rejected``,
+#: ``cancelled``, ``expired``, ``closed`` (a decision or the refund's record ended it unpaid), ``already_decided``
+#: (a decision taken elsewhere first).
+ApprovalStage = Literal["risk", "awaiting_approval", "approved", "executed", "rejected", "cancelled", "expired",
+                        "closed", "already_decided"]
+#: Every value of :data:`ApprovalStage`, in the order a request goes through them.
+STAGES: tuple[str, ...] = ApprovalStage.__args__  # type: ignore[attr-defined]
+#: The stages a refund request ends in.
+FINAL_STAGES = frozenset({"executed", "rejected", "cancelled", "expired", "closed", "already_decided"})
+#: Stage names stored by earlier versions -> today's name (a thread checkpointed then still loads and resumes).
+LEGACY_STAGES: dict[str, str] = {"awaiting": "awaiting_approval"}
+
+
+class PendingApproval(BaseModel):
+    """The thread's refund approval request as kept in graph state (key ``pending_approval``), from the refund's
+    request to its end: kept after the decision, its :attr:`stage` says where it is.
+
+    Written by the refunds agent (``stage="risk"``) and the approval flow (``nodes.approval_flow``); a new stage is a
+    new value (:meth:`evolve`), never a change in place. Validated from the plain dicts earlier versions stored, so old
+    threads load (``graph.state``'s channels validate every value they read or receive)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    stage: ApprovalStage
+    task_id: str = ""
+    refund_id: str = ""
+    transaction_id: str | None = None
+    handoff_id: str | None = Field(default=None, description="the handoff that brought the request (the payment's "
+                                   "idempotency key includes it)")
+    amount: str | None = Field(default=None, description="display form, e.g. '£23.80'")
+    amount_minor: int | None = Field(default=None, description="amount in minor units of ``currency``")
+    currency: str | None = Field(default=None, description="ISO 4217 code")
+    risk: dict[str, Any] | None = Field(default=None, description="``{outcome, reasons}`` of policies.risk")
+    risk_flags: tuple[str, ...] = ()
+    request: ApprovalRequest | None = Field(default=None, description="the interrupt's payload, once it waits")
+    decision: dict[str, Any] | None = Field(default=None, description="the business store's decision record "
+                                            "(``Decision.to_dict()``), once decided")
+    result: dict[str, Any] | None = Field(default=None, description="the payment's result, once paid")
+
+    @field_validator("stage", mode="before")
+    @classmethod
+    def _today_name(cls, v: object) -> object:
+        """A stage stored under an earlier name (:data:`LEGACY_STAGES`) reads as today's."""
+        return LEGACY_STAGES.get(v, v) if isinstance(v, str) else v
+
+    def evolve(self, **changes: Any) -> PendingApproval:
+        """A copy with ``changes`` applied and validated again (a stage outside :data:`ApprovalStage` raises
+        ``pydantic.ValidationError``)."""
+        return PendingApproval.model_validate({**dict(self), **changes})
+
+    @property
+    def waiting(self) -> bool:
+        """Does the request wait for a human decision now?"""
+        return self.stage == "awaiting_approval"
+
+    @property
+    def final(self) -> bool:
+        """Has the request ended (:data:`FINAL_STAGES`)?"""
+        return self.stage in FINAL_STAGES
+
+
 # ---------------------------------------------------------------- LangChain's human-in-the-loop shape
 # LangChain 1.x (``langchain.agents.middleware.human_in_the_loop``) standardised the interrupt a human decides on: a
 # ``HITLRequest`` {"action_requests": [{"name", "args", "description"}], "review_configs": [{"action_name",
@@ -128,12 +192,16 @@ def _describe(request: Mapping[str, Any], approvals: Sequence[str]) -> str:
             "(your message is an internal note, never shown to the customer).")
 
 
-def interrupt_payload(request: Mapping[str, Any], approvals: Sequence[str]) -> dict[str, Any]:
-    """What ``human_approval`` pauses with: the :class:`ApprovalRequest` fields (``request``, its JSON form) with
-    ``approvals`` (refs of the approvers so far), and, in the same dict, LangChain's ``HITLRequest`` keys:
-    ``action_requests`` (one action :data:`HITL_ACTION` whose ``args`` are :data:`HITL_ARGS` and whose
-    ``description`` says the risk, the approvers required and the deadline) and ``review_configs`` (allowed
-    decisions :data:`HITL_DECISIONS`)."""
+def interrupt_payload(request: ApprovalRequest | Mapping[str, Any] | None,
+                      approvals: Sequence[str]) -> dict[str, Any]:
+    """What ``human_approval`` pauses with: the :class:`ApprovalRequest` fields (``request``, its JSON form; a
+    mapping is taken as that form already; None as no fields) with ``approvals`` (refs of the approvers so far), and,
+    in the same dict, LangChain's ``HITLRequest`` keys: ``action_requests`` (one action :data:`HITL_ACTION` whose
+    ``args`` are :data:`HITL_ARGS` and whose ``description`` says the risk, the approvers required and the deadline)
+    and ``review_configs`` (allowed decisions :data:`HITL_DECISIONS`)."""
+    if isinstance(request, ApprovalRequest):
+        request = request.model_dump(mode="json")
+    request = request if request is not None else {}
     args = {k: request.get(k) for k in HITL_ARGS if request.get(k) is not None}
     return {**request, "approvals": list(approvals),
             "action_requests": [{"name": HITL_ACTION, "args": args, "description": _describe(request, approvals)}],

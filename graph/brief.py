@@ -13,6 +13,7 @@ Two ways to hand it to a model, both from the same :class:`ModelBrief`:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
@@ -43,18 +44,21 @@ class ModelBrief(BaseModel):
     listed_items: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, agent: str, packet: dict[str, Any] | None = None, *, facts: tuple[Fact, ...] | None = None,
+    def of(cls, agent: str, packet: HandoffPacket | Mapping[str, Any] | None = None, *, facts: tuple[Fact, ...] | None = None,
            pending_approval: str | None = None, listed_items: tuple[str, ...] = ()) -> ModelBrief:
-        """The brief of ``agent`` with the state's ``packet`` (JSON; its facts and open questions), or ``facts`` given
-        without a packet (an expert's task)."""
+        """The brief of ``agent`` with the state's ``packet`` (the model, or its JSON; its facts and open questions),
+        or ``facts`` given without a packet (an expert's task)."""
         typed = brief_packet(packet)
         return cls(agent=agent, packet=typed, facts=facts if facts is not None else (typed.known_facts if typed else ()),
                    open_questions=typed.open_questions if typed else (), pending_approval=pending_approval,
                    listed_items=listed_items)
 
 
-def brief_packet(packet: dict[str, Any] | None) -> HandoffPacket | None:
-    """The state's packet (a ``HandoffPacket`` as JSON) as the model, None for none or one that does not validate."""
+def brief_packet(packet: HandoffPacket | Mapping[str, Any] | None) -> HandoffPacket | None:
+    """The state's packet (a ``HandoffPacket``, or one as JSON as earlier versions stored it) as the model, None for
+    none or one that does not validate."""
+    if isinstance(packet, HandoffPacket):
+        return packet
     if not packet:
         return None
     try:

@@ -159,7 +159,7 @@ def history_rows(turns: Sequence[Mapping[str, Any]], pending: Mapping[str, Any] 
     """The ``history`` rows (:data:`HISTORY_KEYS`) of ``turns`` (``checkpoints.threads.thread_turns``); ``pending``:
     the payload of the interrupt the thread is paused on now (``checkpoints.threads.pending_interrupt``), or None.
 
-    ``status`` is ``answered``; ``paused`` for the last turn while ``pending`` is set (``waiting_for`` says for what,
+    ``status`` is ``answered``; ``awaiting_approval`` for the last turn while ``pending`` is set (``waiting_for`` says for what,
     ``agent`` is the paused node ``human_approval``; ``answer`` what the desk said on that turn, if anything: a
     message on a paused thread is answered and the thread pauses again); ``decided`` for a turn that stopped at
     ``human_approval`` and whose decision came with a later turn; else ``-``. The state's
@@ -168,7 +168,7 @@ def history_rows(turns: Sequence[Mapping[str, Any]], pending: Mapping[str, Any] 
     for i, t in enumerate(turns):
         paused = pending is not None and i == len(turns) - 1
         stopped = not t.get("answer") and t.get("last_node") == "human_approval"
-        status = "paused" if paused else "answered" if t.get("answer") else "decided" if stopped else "-"
+        status = "awaiting_approval" if paused else "answered" if t.get("answer") else "decided" if stopped else "-"
         rows.append({"turn": t["turn"], "user": t["user"],
                      "agent": "human_approval" if paused or stopped else t.get("agent"), "status": status,
                      "answer": t.get("answer", ""), "path": t.get("path", ""),

@@ -29,6 +29,7 @@ from graph.recovery import ThreadRecovery
 from graph.results import TurnResult
 from graph.settings import Settings
 from graph.state import ensure_ids
+from graph.state_values import pending_of
 from graph.views import view_for
 from nodes.principal import operator_facts
 from nodes.run_gate import record_refusal
@@ -233,7 +234,8 @@ class Conversation:
         if not values:
             raise InputError(f"unknown thread {self.thread_id!r}")
         if request is None:
-            earlier = (values.get("pending_approval") or {}).get("decision")
+            pa = pending_of(values)
+            earlier = pa.decision if pa is not None else None
             if earlier:
                 raise InputError(f"already decided: {self._decided(earlier.get('decision'), earlier.get('approver'))} "
                                  f"at {earlier.get('decided_at')}; thread {self.thread_id} has nothing pending")

@@ -39,6 +39,7 @@ from langgraph.types import Command
 
 from graph.context import RunContext
 from graph.errors import AccessDenied
+from graph.state_values import outcome_of
 from nodes import admission
 from nodes.run_gate import GuardedGraph, run_gate
 
@@ -56,8 +57,8 @@ def cut_short(snap: Any) -> str | None:
         return None  # a refused run: nothing of the owner's is unfinished
     msgs = snap.values.get("messages") or []
     unentered = tuple(snap.next) == (ENTRY_NODE,) or (not snap.next and msgs and isinstance(msgs[-1], HumanMessage))
-    outcome = snap.values.get("outcome") or {}
-    finished = not snap.next and outcome and outcome.get("turn") == snap.values.get("turn")
+    outcome = outcome_of(snap.values)
+    finished = not snap.next and outcome is not None and outcome.turn == snap.values.get("turn")
     if finished and not unentered:
         return None
     return "unentered" if unentered else "between_nodes"
@@ -149,8 +150,9 @@ class DeskGraph(GuardedGraph):
         return CutTurn(where, tuple(snap.next), owner, p.ref)
 
     def _recorded_owner(self, thread_id: str) -> tuple[str, str] | None:
-        getter = getattr(self.desk_store, "thread_owner", None)
-        row = getter(thread_id) if getter is not None else None
+        if self.desk_store is None:
+            return None
+        row = self.desk_store.thread_owner(thread_id)
         return (row.customer_id, row.tenant_id) if row is not None else None
 
     def _record(self, cut: CutTurn, merged: RunnableConfig) -> None:

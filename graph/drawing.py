@@ -5,7 +5,7 @@ does not). Input is plain data, so the renderers are testable without LangGraph 
 
 * :class:`GraphSpec` - the legal graph: node names, directed ``(source, target)`` edges, optional kinds;
   :func:`graph_spec` builds it from the policy edge table.
-* :class:`PathStep` - one hop of a run, in order.
+* :class:`PathHop` - one hop of a run, in order.
 
 Libraries draw the graph; this module draws the run on it. The layered layout (ranking, cycle breaking,
 crossing reduction, dummy vertices that reserve room for long edges, edge routes with rounded
@@ -33,7 +33,7 @@ __all__ = [
     "NODE_KINDS",
     "GraphSpec",
     "run_path",
-    "PathStep",
+    "PathHop",
     "graph_spec",
     "render_ascii",
     "render_mermaid",
@@ -93,7 +93,7 @@ class GraphSpec:
 
 
 @dataclass(frozen=True)
-class PathStep:
+class PathHop:
     """One hop of a run, in order.
 
     Attributes:
@@ -139,13 +139,13 @@ class _PathInfo:
     visited: frozenset[str]
 
 
-def _fold_path(spec: GraphSpec, path: Sequence[PathStep]) -> _PathInfo:
+def _fold_path(spec: GraphSpec, path: Sequence[PathHop]) -> _PathInfo:
     hops: dict[tuple[str, str], list[str]] = {}
     kinds: dict[tuple[str, str], list[str]] = {}
-    for step in path:
-        e = (str(step.source), str(step.target))
-        hops.setdefault(e, []).append(step.label)
-        kinds.setdefault(e, []).append(str(step.kind))
+    for hop in path:
+        e = (str(hop.source), str(hop.target))
+        hops.setdefault(e, []).append(hop.label)
+        kinds.setdefault(e, []).append(str(hop.kind))
     visited = {n for e in hops for n in e}
     return _PathInfo(
         hops={e: tuple(v) for e, v in hops.items()},
@@ -232,7 +232,7 @@ def _mermaid_ids(names: Sequence[str]) -> dict[str, str]:
     return ids
 
 
-def render_mermaid(spec: GraphSpec, path: Sequence[PathStep] = (), *,
+def render_mermaid(spec: GraphSpec, path: Sequence[PathHop] = (), *,
                    health: Mapping[tuple[str, str], EdgePaint] | None = None) -> str:
     """Mermaid ``flowchart TD`` text of the graph, optionally with one run's path on it.
 
@@ -325,7 +325,7 @@ def _adjacency(spec: GraphSpec, info: _PathInfo, width: int) -> list[str]:
     return lines
 
 
-def render_ascii(spec: GraphSpec, path: Sequence[PathStep] = (), *, width: int = ASCII_WIDTH) -> str:
+def render_ascii(spec: GraphSpec, path: Sequence[PathHop] = (), *, width: int = ASCII_WIDTH) -> str:
     """The graph as terminal text no wider than ``width`` columns, plus the run's hop list.
 
     When langchain_core's ``draw_ascii`` drawing (grandalf layout, top to bottom, no arrow heads:
@@ -485,7 +485,7 @@ class _Scene:
     health: Mapping[tuple[str, str], EdgePaint] | None = None
 
     @classmethod
-    def of(cls, spec: GraphSpec, path: Sequence[PathStep],
+    def of(cls, spec: GraphSpec, path: Sequence[PathHop],
            health: Mapping[tuple[str, str], EdgePaint] | None = None) -> _Scene:
         """Lay out the legal graph (plus the path's unknown nodes and the hops touching them: they need a
         place) and route its edges; other hops not in the graph are bridged between boxes, so the legal
@@ -719,7 +719,7 @@ def _health_legend(fig: Any, scene: _Scene) -> None:
 def render_png(
     spec: GraphSpec,
     out: Path,
-    path: Sequence[PathStep] = (),
+    path: Sequence[PathHop] = (),
     title: str | None = None,
     *,
     width_px: int = 1600,
@@ -782,14 +782,15 @@ def render_png(
 
 
 # ---------------------------------------------------------------- the legal graph and a thread's path
-def run_path(saver: Any, thread_id: str) -> list[PathStep]:
-    """The thread's hops in order as PathSteps (hop numbers restart at 1 each turn, entry hops included; approval-flow
+def run_path(saver: Any, thread_id: str) -> list[PathHop]:
+    """The thread's hops in order as PathHops (hop numbers restart at 1 each turn, entry hops included; approval-flow
     steps are hops of their own), with
     every expert the supervisor called as a tool drawn on the graph's edge ``supervisor -> expert`` (kind
     ``agent_as_tool``) after the hop that reached the supervisor. Raises InputError for an unknown thread."""
     from checkpoints.threads import thread_values
     from graph.errors import InputError
-    from graph.packet import number_steps
+    from graph.packet import number_hops
+    from graph.state_values import path_of
     from policies.edges import EXPERT_NODE, SUPERVISOR
 
     values = thread_values(saver, thread_id)
@@ -799,11 +800,11 @@ def run_path(saver: Any, thread_id: str) -> list[PathStep]:
     for c in values.get("expert_calls") or []:
         calls_by_turn[int(c.get("turn") or 0)] = calls_by_turn.get(int(c.get("turn") or 0), 0) + 1
     raw: list[tuple[int, str, str, str]] = []
-    for h in values.get("handoff_path") or []:
-        turn = int(h.get("turn") or 0)
-        raw.append((turn, h["from_agent"], h["to_agent"], h.get("kind", "handoff")))
-        if h["to_agent"] == SUPERVISOR:
+    for h in path_of(values):
+        turn = h.turn
+        raw.append((turn, h.from_agent, h.to_agent, h.kind))
+        if h.to_agent == SUPERVISOR:
             raw.extend((turn, SUPERVISOR, EXPERT_NODE, "agent_as_tool") for _ in range(calls_by_turn.pop(turn, 0)))
-    # the one numbering of hops (graph.packet.number_steps): what trace and the events show for the same records
-    return [PathStep(hop=n, source=s, target=t, kind=k, turn=turn)
-            for n, (turn, s, t, k) in zip(number_steps(r[0] for r in raw), raw)]
+    # the one numbering of hops (graph.packet.number_hops): what trace and the events show for the same records
+    return [PathHop(hop=n, source=s, target=t, kind=k, turn=turn)
+            for n, (turn, s, t, k) in zip(number_hops(r[0] for r in raw), raw)]

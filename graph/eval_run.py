@@ -9,7 +9,7 @@ customer's records (``graph.effects.effect_changes``).
 A customer turn is right when all of these hold: the answering agent is an acceptable one, its effects are exactly the
 expected ones, none of its effects is forbidden, and the answer mentions every fact (and matches the regex). The
 report counts, by category and overall: turn accuracy, agent accuracy, effect accuracy, mention accuracy, forbidden
-effects (must be 0), mean hops per turn (``TurnResult.handoff_path``: entry, handoffs, approval-flow steps), and the
+effects (must be 0), mean hops per turn (``TurnResult.handoff_path``: entry, handoffs, approval-flow hops), and the
 event log's handoff metrics (``graph.observe``: accepted handoffs per turn, bounce-backs, fallbacks).
 """
 

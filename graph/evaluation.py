@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.memory import InMemorySaver
 
 from checkpoints import open_checkpointer
 from checkpoints.business import open_store
@@ -36,6 +35,7 @@ from graph.context import RunContext
 from graph.errors import InfrastructureError, InputError
 from graph.settings import Settings
 from graph.state import ensure_ids
+from graph.state_values import Outcome, outcome_of, path_of
 from policies.edges import CLARIFY, OUT_OF_SCOPE, SPECIALISTS, SUPERVISOR, TRIAGE
 
 __all__ = ["QueryOutcome", "AgentScore", "EvaluationReport", "BusinessSnapshot", "evaluate", "evaluate_in_workers",
@@ -288,19 +288,20 @@ def run_queries(graph: Any, items: Sequence[tuple[int, tuple[str, str]]], *, thr
         try:
             values = graph.invoke({"messages": ensure_ids([HumanMessage(content=text)])}, cfg, context=ctx, **extra)
         except Exception as exc:  # noqa: BLE001 - a failed run is counted and reported, not hidden
-            values = {"outcome": {"agent": f"error:{type(exc).__name__}"}}
+            values = {"outcome": Outcome(agent=f"error:{type(exc).__name__}")}
             error = f"{type(exc).__name__}: {exc}"
         seconds = time.perf_counter() - t0
         if forget:
             graph.checkpointer.delete_thread(cfg["configurable"]["thread_id"])
-        records = [h for h in values.get("handoff_path") or [] if h.get("kind") in ("entry", "handoff")]
-        path = [h for h in records if h.get("kind") == "handoff"]
+        records = [h for h in path_of(values) if h.kind in ("entry", "handoff")]
+        path = [h for h in records if h.kind == "handoff"]
         error = error or (values.get("model_error") or {}).get("message") or None
-        yield QueryOutcome(index=i, expected=want, answered=(values.get("outcome") or {}).get("agent") or NONE,
-                           first_handoff=path[0]["to_agent"] if path else NONE,
+        outcome = outcome_of(values)
+        yield QueryOutcome(index=i, expected=want, answered=(outcome.agent if outcome is not None else None) or NONE,
+                           first_handoff=path[0].to_agent if path else NONE,
                            handoffs=len(path), seconds=seconds, error=error,
-                           visited=tuple(h["to_agent"] for h in path),
-                           reasons=tuple(f"{h['kind']}->{h['to_agent']}: {h.get('reason') or ''}" for h in records))
+                           visited=tuple(h.to_agent for h in path),
+                           reasons=tuple(f"{h.kind}->{h.to_agent}: {h.reason}" for h in records))
 
 
 #: Queries a worker takes at a time from the shared queue (small enough to balance the workers, large enough that
@@ -429,7 +430,7 @@ def evaluate_route(texts: Sequence[str], expected: Sequence[str], *, model: str 
             if db is not None:
                 desk = build_desk(checkpointer=open_checkpointer(db), deps=deps)
             else:
-                desk = build_desk(checkpointer=InMemorySaver(), deps=deps, events=False)
+                desk = build_desk(checkpointer=open_checkpointer("memory"), deps=deps, events=False)
             return desk.graph, BusinessSnapshot(own).restore_if_changed
 
         try:

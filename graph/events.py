@@ -14,7 +14,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal, get_args
 
 __all__ = ["EventKind", "EVENT_KINDS", "Event", "EventTally", "EdgeCounts", "ANSWERED_STATUSES", "COLUMNS",
-           "INT_FIELDS"]
+           "INT_FIELDS", "WAITING_RUN_STATUSES"]
+
+#: ``run_completed`` statuses of a run that stopped at the approval interrupt: ``awaiting_approval``, and ``paused``,
+#: the name earlier versions recorded (event logs keep their rows).
+WAITING_RUN_STATUSES: tuple[str, ...] = ("awaiting_approval", "paused")
 
 #: Every event kind, in the order they typically occur in a run:
 #: ``run_started`` / ``run_completed`` / ``run_failed`` — one ``invoke``/``stream`` call of the graph (a resume is
@@ -77,7 +81,8 @@ class Event:
         model: model name (model_called).
         input_tokens / output_tokens / total_tokens: from the AIMessage's ``usage_metadata``; None when unknown.
         status: outcome (agent_finished: answered|clarify|fallback|handoff|next|error|timeout|interrupted;
-            tool_finished: ok|error|replayed|unavailable; run_completed: the turn's outcome status or paused).
+            tool_finished: ok|error|replayed|unavailable; run_completed: the turn's outcome status, or
+            awaiting_approval for a run that stopped at the approval interrupt).
         task_ns: the LangGraph task namespace of the node visit (``node:task_id``), stable across a pause.
         detail: any further fields as a JSON-able dict.
         event_key: the idempotency key (``nodes.instrumentation`` explains how it is made).
@@ -120,7 +125,8 @@ class EventTally:
 
     Attributes (counts of events unless said otherwise):
         runs: distinct ``run_id`` of ``run_started`` (a missing run id counts as one run).
-        runs_completed: ``run_completed``; runs_finished: those whose status is not ``paused``.
+        runs_completed: ``run_completed``; runs_finished: those not awaiting approval
+            (:data:`WAITING_RUN_STATUSES`).
         runs_failed: ``run_failed``.
         threads: distinct non-empty ``thread_id`` of all the events.
         tasks: distinct non-empty ``task_id`` of ``agent_started``.

@@ -13,7 +13,7 @@ from typing import Any
 
 from graph.approval import decision_type
 from graph.errors import InputError
-from graph.events import ANSWERED_STATUSES, EdgeCounts, Event, EventTally
+from graph.events import ANSWERED_STATUSES, WAITING_RUN_STATUSES, EdgeCounts, Event, EventTally
 
 __all__ = ["Stats", "AgentStats", "compute_stats", "tally_events", "stats_from_tally", "parse_since", "describe",
            "METRIC_DEFINITIONS", "EdgeHealth", "HealthThresholds", "EDGE_DEFINITIONS", "tally_edges", "edge_health"]
@@ -97,7 +97,7 @@ def tally_events(events: Iterable[Event]) -> EventTally:
         if e.thread_id:
             threads.add(e.thread_id)
     completed = by_kind["run_completed"]
-    finished = [e for e in completed if e.status != "paused"]
+    finished = [e for e in completed if e.status not in WAITING_RUN_STATUSES]
     loops = by_kind["loop_detected"]
     # repeated questions: the same question fingerprint asked twice in one thread
     asked: dict[str, set[str]] = defaultdict(set)
@@ -362,24 +362,24 @@ def _describe_run_started(ev: Event | Mapping[str, Any]) -> str:
 
 def _describe_run_completed(ev: Event | Mapping[str, Any]) -> str:
     status, dst = _get(ev, "status"), _get(ev, "to_agent")
-    if status == "paused":
-        return "run completed: paused, waiting for a human"
+    if status in WAITING_RUN_STATUSES:
+        return "run completed: awaiting approval, paused for a human"
     return f"run completed: {status}" + (f" by {dst}" if dst else "")
 
 
-def _step(ev: Event | Mapping[str, Any]) -> str:
-    """``"step 3 "`` for an event that carries its hop's number within the turn (``graph.packet.number_steps``)."""
+def _hop(ev: Event | Mapping[str, Any]) -> str:
+    """``"hop 3 "`` for an event that carries its hop's number within the turn (``graph.packet.number_hops``)."""
     hop = _detail(ev).get("hop")
-    return f"step {hop} " if hop else ""
+    return f"hop {hop} " if hop else ""
 
 
 def _describe_agent_started(ev: Event | Mapping[str, Any]) -> str:
     src = _get(ev, "from_agent")
-    return f"started ({_step(ev)}from {src}{_why(ev)})" if src else "started"
+    return f"started ({_hop(ev)}from {src}{_why(ev)})" if src else "started"
 
 
 def _describe_entry_decided(ev: Event | Mapping[str, Any]) -> str:
-    return f"{_step(ev)}entry → {_get(ev, 'to_agent')}{_why(ev)}"
+    return f"{_hop(ev)}entry → {_get(ev, 'to_agent')}{_why(ev)}"
 
 
 def _describe_agent_finished(ev: Event | Mapping[str, Any]) -> str:
@@ -409,7 +409,7 @@ def _describe_tool_finished(ev: Event | Mapping[str, Any]) -> str:
 
 
 def _describe_handoff_accepted(ev: Event | Mapping[str, Any]) -> str:
-    return (f"HANDOFF {_get(ev, 'from_agent')} → {_get(ev, 'to_agent')} ({_step(ev)}of the turn, "
+    return (f"HANDOFF {_get(ev, 'from_agent')} → {_get(ev, 'to_agent')} ({_hop(ev)}of the turn, "
             f"{_get(ev, 'history_items')} history items forwarded){_why(ev)}")
 
 

@@ -33,6 +33,7 @@ from checkpoints.threads import thread_owner
 from graph.cli_output import operator_dict, print_json, print_table, task_dict
 from graph.context import RunContext
 from graph.errors import AccessDenied, InfrastructureError, InputError
+from graph.state_values import pending_of
 from policies.authz import authorize_decision, authorize_operator
 from policies.risk import RECENT_WINDOW_DAYS, RiskInput, assess_refund
 
@@ -226,8 +227,7 @@ def require_thread_tenant(acting: Acting, values: dict, thread: str, action: str
     ``langgraph dev`` keeps its checkpoints in that server, while its owner row and its events are in our stores)."""
     owner = thread_owner(values)
     if owner is None:
-        getter = getattr(acting.store, "thread_owner", None)
-        row = getter(thread) if getter is not None else None
+        row = acting.store.thread_owner(thread)
         owner = (row.customer_id, row.tenant_id) if row is not None else None
     if owner is None or owner[1] != acting.tenant_id:
         raise refuse(acting.store, settings or load_settings(), acting.ref, action,
@@ -712,7 +712,8 @@ def _held_by_thread(desk: Any, task: Any, refund_id: str) -> str | None:
         return None
     if isinstance(pending, dict) and (pending.get("task_id") == task.id or pending.get("refund_id") == refund_id):
         return f"waits on thread {task.thread_id}"
-    if nxt and pending is None and (values.get("pending_approval") or {}).get("task_id") == task.id:
+    pa = pending_of(values)
+    if nxt and pending is None and pa is not None and pa.task_id == task.id:
         return f"is in a run left unfinished on thread {task.thread_id}"
     return None
 

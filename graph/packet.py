@@ -1,22 +1,22 @@
 """The HandoffPacket: the contract handed over with control (DESIGN.md, "HandoffPacket").
 
-Minimal but sufficient: references instead of bulk data, never credentials.  Stored in graph state as a
-plain JSON dict (``HandoffPacket.model_dump(mode="json")``) so checkpoints need no custom serializer.
+Minimal but sufficient: references instead of bulk data, never credentials.  Stored in graph state as the model
+(``graph.state``: key ``handoff``, and in each ``HandoffRecord`` of ``handoff_path``).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from graph.state import fold_prefix
+from graph.folds import fold_prefix
 
 __all__ = ["PACKET_SCHEMA_VERSION", "Fact", "Constraints", "HandoffPacket", "HandoffRecord", "render_packet",
-           "observed_now", "step_number", "number_steps"]
+           "observed_now", "hop_number", "number_hops"]
 
 #: Version of the HandoffPacket schema; bump on any incompatible field change of the packet.
 PACKET_SCHEMA_VERSION = 1
@@ -89,24 +89,24 @@ class HandoffRecord(BaseModel):
     """One hop of the handoff path (kept in state, in order)."""
 
     model_config = ConfigDict(frozen=True)
-    hop: int = Field(description="1-based step number within its turn (:func:`step_number`): the entry is step 1, "
-                     "each handoff, approval-flow step or fallback the next; the hop budget is per turn too")
+    hop: int = Field(description="1-based hop number within its turn (:func:`hop_number`): the entry is hop 1, "
+                     "each handoff, approval-flow node or fallback the next; the hop budget is per turn too")
     turn: int
     from_agent: str
     to_agent: str
     kind: Literal["handoff", "fallback", "entry", "flow"] = Field(
         default="handoff", description="handoff (an agent moved control), fallback (a guard ended the turn), entry (where "
-        "the turn started), flow (a step of the approval flow)")
+        "the turn started), flow (a node of the approval flow)")
     reason: str = ""
     handoff_id: str | None = None
-    packet: dict | None = Field(default=None,
-                                description="the HandoffPacket that travelled with this hop (handoffs and fallback)")
+    packet: HandoffPacket | None = Field(default=None, description="the HandoffPacket that travelled with this hop "
+                                         "(handoffs and fallback)")
 
 
-def number_steps(turns: Iterable[int]) -> list[int]:
-    """The step number of each item of a path given the turn of each, in order: numbers restart at 1 with each turn
+def number_hops(turns: Iterable[int]) -> list[int]:
+    """The hop number of each item of a path given the turn of each, in order: numbers restart at 1 with each turn
     (the hop budget is per turn). ``[1, 1, 1, 2, 2] -> [1, 2, 3, 1, 2]``. The one numbering of hops: the records of
-    ``handoff_path`` (:func:`step_number`), the events (``handoff_accepted`` and ``agent_started`` carry the record's
+    ``handoff_path`` (:func:`hop_number`), the events (``handoff_accepted`` and ``agent_started`` carry the record's
     number), ``switchboard trace`` and ``switchboard draw --thread`` (``graph.drawing.run_path``)."""
     out: list[int] = []
     counts: dict[int, int] = {}
@@ -116,35 +116,32 @@ def number_steps(turns: Iterable[int]) -> list[int]:
     return out
 
 
-def step_number(path: Sequence[Mapping[str, object]], turn: int) -> int:
-    """The number the next step of ``turn`` gets after ``path`` (the thread's ``handoff_path`` so far, records as
-    dicts): one more than that turn's records (:func:`number_steps`), so approval-flow steps after a resume go on from
-    the pause instead of repeating its number."""
-    return fold_prefix("step_number", path, dict, _count_turn, dict).get(turn, 0) + 1
+def hop_number(path: Sequence[HandoffRecord], turn: int) -> int:
+    """The number the next hop of ``turn`` gets after ``path`` (the thread's ``handoff_path`` so far): one more than
+    that turn's records (:func:`number_hops`), so approval-flow hops after a resume go on from the pause instead of
+    repeating its number."""
+    return fold_prefix("hop_number", path, dict, _count_turn, dict).get(turn, 0) + 1
 
 
-def _count_turn(counts: dict[int, int], h: Mapping[str, object]) -> None:
-    t = int(str(h.get("turn") or 0))
+def _count_turn(counts: dict[int, int], h: HandoffRecord) -> None:
+    t = h.turn
     counts[t] = counts.get(t, 0) + 1
 
 
-def render_packet(packet: dict) -> str:
+def render_packet(packet: HandoffPacket) -> str:
     """The packet as the short text block a receiving model reads (history mode ``packet_only``)."""
-    opening = (f"Continuing the conversation with {packet.get('to_agent')} (notes kept from earlier turns)."
-               if packet.get("from_agent") == "entry" else
-               f"Handoff from {packet.get('from_agent')} to {packet.get('to_agent')}.")
-    lines = [opening,
-             f"Objective: {packet.get('objective')}", f"Reason: {packet.get('reason')}"]
-    facts = packet.get("known_facts") or []
-    if facts:
+    opening = (f"Continuing the conversation with {packet.to_agent} (notes kept from earlier turns)."
+               if packet.from_agent == "entry" else
+               f"Handoff from {packet.from_agent} to {packet.to_agent}.")
+    lines = [opening, f"Objective: {packet.objective}", f"Reason: {packet.reason}"]
+    if packet.known_facts:
         lines.append("Known facts: " + "; ".join(
-            f"{f['key']}={f['value']} ({f['source']}" + (f", as of {f['observed_at']}" if f.get("observed_at") else "")
-            + ")" for f in facts))
-    if packet.get("open_questions"):
-        lines.append("Open questions: " + "; ".join(packet["open_questions"]))
-    if packet.get("sender_note"):
-        lines.append(f"Note from {packet.get('from_agent')} (its own words, not verified): {packet['sender_note']}")
-    c = packet.get("constraints") or {}
-    if c.get("forbidden_actions"):
-        lines.append("Do not: " + ", ".join(c["forbidden_actions"]))
+            f"{f.key}={f.value} ({f.source}" + (f", as of {f.observed_at}" if f.observed_at else "") + ")"
+            for f in packet.known_facts))
+    if packet.open_questions:
+        lines.append("Open questions: " + "; ".join(packet.open_questions))
+    if packet.sender_note:
+        lines.append(f"Note from {packet.from_agent} (its own words, not verified): {packet.sender_note}")
+    if packet.constraints.forbidden_actions:
+        lines.append("Do not: " + ", ".join(packet.constraints.forbidden_actions))
     return "\n".join(lines)

@@ -56,8 +56,7 @@ class ThreadRecovery:
         Raises AccessDenied (recorded) when the two records name different customers."""
         from policies.authz import owner_of
 
-        getter = getattr(self.store, "thread_owner", None)
-        row = getter(self.thread_id) if getter is not None else None
+        row = self.store.thread_owner(self.thread_id)
         stored = (row.customer_id, row.tenant_id) if row is not None else None
         in_state = owner_of(values)
         if stored is not None and in_state is not None and stored != in_state:
@@ -133,12 +132,10 @@ class ThreadRecovery:
                                    detail=detail)
             except Exception:  # noqa: BLE001 - the recovery must not fail on its record
                 pass
-        recorder = getattr(self.store, "record_audit", None)
-        if recorder is not None:
-            try:
-                recorder(trigger, "recover", target=f"thread:{self.thread_id}", detail=detail)
-            except Exception:  # noqa: BLE001 - as above
-                pass
+        try:
+            self.store.record_audit(trigger, "recover", target=f"thread:{self.thread_id}", detail=detail)
+        except Exception:  # noqa: BLE001 - as above
+            pass
 
     def _unconsumed_decision(self, request: dict) -> Any:
         """The first decision claimed in the business store for the paused task that the graph has not taken yet (a

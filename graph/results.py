@@ -13,12 +13,9 @@ from pydantic import BaseModel, ConfigDict
 from graph.agent_as_tool import ExpertCall, SupervisorAnswer
 from graph.approval import ApprovalRequest
 from graph.packet import HandoffRecord
+from graph.state import Outcome, TurnStatus, outcome_of, path_of
 
 __all__ = ["TurnStatus", "ModelFailureKind", "ModelFailure", "TurnResult", "waiting_clause", "waiting_text"]
-
-#: How a turn ended: an agent answered; clarify asked what the customer needs; fallback handed the request to a
-#: person; the run paused for a human approval.
-TurnStatus = Literal["answered", "clarify", "fallback", "awaiting_approval", "out_of_scope"]
 
 #: Classes of model-call failures (``nodes.models.describe_model_error``).
 ModelFailureKind = Literal["connection", "timeout", "auth", "not_found", "rate_limit", "server", "bad_request", "other"]
@@ -112,20 +109,19 @@ class TurnResult:
         """Build the result of the last turn from the thread's state ``values`` and its pending interrupt payload
         (``pending``: an ApprovalRequest dict, or None). Raises pydantic.ValidationError on a malformed state."""
         turn = int(values.get("turn") or 0)
-        path = tuple(HandoffRecord.model_validate(h) for h in values.get("handoff_path") or [] if h.get("turn") == turn)
+        path = tuple(h for h in path_of(values) if h.turn == turn)
         calls = tuple(ExpertCall.model_validate(c) for c in values.get("expert_calls") or [] if c.get("turn") == turn)
-        outcome = values.get("outcome") or {}
+        outcome = outcome_of(values) or Outcome()
         if pending is not None:
             request = pending if isinstance(pending, ApprovalRequest) else ApprovalRequest.model_validate(pending)
             # a message answered while the thread waits (nodes.paused_dialogue) has its own text and answering agent
             # (while no approval arrived since: after one, the pause's own text says where it stands)
-            answered = outcome.get("turn") == turn and outcome.get("text") and \
-                tuple(outcome.get("approvals") or ()) == tuple(request.approvals)
-            return cls(thread_id, turn, outcome["text"] if answered else waiting_text(request),
-                       outcome.get("agent") if answered else values.get("active_agent"), "awaiting_approval", path,
+            answered = outcome.turn == turn and outcome.text and tuple(outcome.approvals or ()) == request.approvals
+            return cls(thread_id, turn, outcome.text if answered else waiting_text(request),
+                       outcome.agent if answered else values.get("active_agent"), "awaiting_approval", path,
                        calls, request)
         error = values.get("model_error")
         failure = ModelFailure.model_validate(error) if isinstance(error, dict) and error.get("turn") == turn else None
-        answer = SupervisorAnswer.model_validate(outcome["answer"]) if outcome.get("answer") else None
-        return cls(thread_id, turn, outcome.get("text", ""), outcome.get("agent"), outcome.get("status", "answered"),
+        answer = SupervisorAnswer.model_validate(outcome.answer) if outcome.answer else None
+        return cls(thread_id, turn, outcome.text, outcome.agent, outcome.status,
                    path, calls, None, model_error=failure, answer=answer)

@@ -1,8 +1,13 @@
 """The typed shared state of the support desk (DESIGN.md, State).
 
 Every key has a reducer, so that two branches of one superstep (the supervisor's parallel experts)
-may write it without ``InvalidUpdateError``.  Values are plain JSON-able data (dicts, lists, str, int) so
-checkpoints need no custom serializer; typed views are built with :mod:`graph.packet` models.
+may write it without ``InvalidUpdateError``.  The handoff packet, the handoff path, the task, the thread's owner, the
+refund approval request and the last turn's outcome are pydantic models (``HandoffPacket``, ``HandoffRecord``,
+:class:`TaskState`, :class:`Owner`, ``PendingApproval``, :class:`Outcome`); LangGraph's serializer stores them
+(msgpack, the types allowed by the state schema) and their channels (:class:`TypedValue`, :class:`TypedDeltaChannel`)
+validate every value they receive or load, so threads checkpointed with plain dicts by earlier versions load as
+models. Other keys hold plain data (lists, str, int, small dicts). :func:`packet_of`, :func:`pending_of`, … read a key
+as its model from any mapping of state values (a snapshot, a served engine's JSON).
 
 The transcript uses LangGraph's ``DeltaChannel`` (beta in LangGraph 1.2): a checkpoint stores only the
 new messages of its step instead of the whole list, which keeps a thread's storage linear in its number
@@ -20,23 +25,42 @@ without indexing the whole transcript.
 
 from __future__ import annotations
 
-import itertools
 import operator
-import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from typing import Annotated, Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage, BaseMessage, BaseMessageChunk, RemoveMessage
-from langgraph.channels import DeltaChannel
+from langgraph._internal._typing import MISSING
+from langgraph.channels import BinaryOperatorAggregate, DeltaChannel
 from langgraph.graph.message import add_messages
+from pydantic import BaseModel
 from typing_extensions import TypedDict
+
+from graph.approval import PendingApproval
+from graph.folds import CACHE_LOCK, fold_prefix, remember
+from graph.packet import HandoffPacket, HandoffRecord
+from graph.state_values import (
+    Outcome,
+    Owner,
+    TaskState,
+    TurnStatus,
+    as_model,
+    outcome_of,
+    owner_record,
+    packet_of,
+    path_of,
+    pending_of,
+    task_of,
+)
 
 __all__ = ["SupportState", "SNAPSHOT_EVERY", "TRANSCRIPT_SNAPSHOT_EVERY", "FoldingDeltaChannel",
            "last_value", "latest_write", "sum_usage", "keep_first", "max_int", "union_ordered", "append_batch",
            "messages_reducer",
-           "ensure_ids", "fold_prefix", "TaskState", "Outcome", "USAGE_KEYS", "add_usage", "usage_of", "TurnInput"]
+           "ensure_ids", "fold_prefix", "TaskState", "Outcome", "Owner", "USAGE_KEYS", "add_usage", "usage_of",
+           "TurnInput", "TurnStatus", "TypedValue", "TypedDeltaChannel", "ModelReducer", "as_model", "packet_of", "path_of",
+           "pending_of", "task_of", "owner_record", "outcome_of"]
 
 
 #: ``DeltaChannel.snapshot_frequency`` of the small DeltaChannels (``handoff``: one packet, ``usage``: four counters):
@@ -164,8 +188,6 @@ class _Positions:
 #: Transcripts :func:`messages_reducer` returned: ``id(list) -> (list, its length, its _Positions)``, holding the list
 #: so that an ``id()`` is not reused while its entry lives; least recently used dropped first.
 _INDEXES: OrderedDict[int, tuple[list, int, _Positions]] = OrderedDict()
-_KEPT = 64
-_CACHE_LOCK = threading.Lock()
 
 
 def _plain(t: type) -> bool:
@@ -175,7 +197,7 @@ def _plain(t: type) -> bool:
 def _index_of(messages: list) -> _Positions | None:
     """The id positions of ``messages`` (kept for lists this reducer returned), or None when it holds anything but
     plain messages with ids (``add_messages`` coerces those and fills ids in)."""
-    with _CACHE_LOCK:
+    with CACHE_LOCK:
         hit = _INDEXES.get(id(messages))
     if hit is not None and hit[0] is messages and hit[1] == len(messages) and not hit[2].spoiled:
         return hit[2]
@@ -183,14 +205,6 @@ def _index_of(messages: list) -> _Positions | None:
         return None
     index = _Positions(messages)
     return None if len(index.pos) != len(messages) else index
-
-
-def _keep(cache: OrderedDict, key: Any, value: Any) -> None:
-    with _CACHE_LOCK:
-        cache[key] = value
-        cache.move_to_end(key)
-        while len(cache) > _KEPT:
-            cache.popitem(last=False)
 
 
 def _fold(start: list, writes: Sequence[Any]) -> tuple[list, _Positions | None]:
@@ -231,7 +245,7 @@ def messages_reducer(state: list, writes: Sequence[Any]) -> list:
         return state
     out, index = _fold(state, writes)
     if index is not None and not index.spoiled:
-        _keep(_INDEXES, id(out), (out, len(out), index))
+        remember(_INDEXES, id(out), (out, len(out), index))
     return out
 
 
@@ -251,7 +265,7 @@ class FoldingDeltaChannel(DeltaChannel):
             return
         seed = self.value
         key = (self.key, id(seed) if seed else None, id(writes[0]))
-        with _CACHE_LOCK:
+        with CACHE_LOCK:
             last = _REPLAYS.get(key)
         if last is not None and last[3] is self.reducer and (last[0] is seed or not (seed or last[0])) \
                 and len(writes) >= len(last[1]) and all(map(operator.is_, writes, last[1])):
@@ -261,7 +275,7 @@ class FoldingDeltaChannel(DeltaChannel):
             rest = writes
         if rest:
             super().replay_writes(rest)
-        _keep(_REPLAYS, key, (seed, list(writes), self.value, self.reducer))
+        remember(_REPLAYS, key, (seed, list(writes), self.value, self.reducer))
 
 
 #: :class:`FoldingDeltaChannel`'s last replays: ``(channel, id(seed) or None, id(first write)) -> (seed, the writes,
@@ -270,89 +284,79 @@ class FoldingDeltaChannel(DeltaChannel):
 _REPLAYS: OrderedDict[tuple[str, int | None, int], tuple[Any, list, Any, Any]] = OrderedDict()
 
 
-T = TypeVar("T")
+class TypedValue(BinaryOperatorAggregate):
+    """A state channel holding one pydantic model (``typ``) or None, combined by ``operator`` (:func:`last_value`,
+    :func:`keep_first`): every write and the stored value are validated into ``typ`` (:func:`as_model`), so threads
+    checkpointed with plain dicts load as models, and a node's write of a dict is checked. Empty until written."""
 
-#: The lists :func:`fold_prefix` saw: ``id(list) -> (list, its length then, its lineage)``; and per first item, the
-#: longest list of its lineage seen last: ``id(first item) -> (list, its length then, its lineage)``. A lineage is a
-#: set of lists each a prefix of the next (the same objects); a list is put in one by comparing it once with that
-#: longest list. Both hold the lists, so an ``id()`` is not reused while an entry lives.
-_LINEAGES: OrderedDict[int, tuple[list, int, object]] = OrderedDict()
-_LONGEST: OrderedDict[int, tuple[list, int, object]] = OrderedDict()
-#: The last result of each fold in each lineage: ``(fold name, lineage) -> (items folded, result)``.
-_PREFIX_FOLDS: OrderedDict[tuple[str, int], tuple[int, Any, object]] = OrderedDict()
+    def __init__(self, typ: type[Any], operator: Callable[[Any, Any], Any]) -> None:
+        super().__init__(typ, operator)
+        self.value = MISSING  # an all-defaults model is a value, not "nothing written"
 
+    def from_checkpoint(self, checkpoint: Any) -> TypedValue:
+        new = super().from_checkpoint(checkpoint)
+        if new.value is not MISSING:
+            new.value = as_model(self.typ, new.value)
+        return new
 
-def _lineage(items: list) -> object:
-    """The lineage of ``items`` (module doc of :data:`_LINEAGES`): O(1) for a list seen before, else one identity
-    comparison with the longest list of the lineage of its first item."""
-    with _CACHE_LOCK:
-        hit = _LINEAGES.get(id(items))
-        longest = _LONGEST.get(id(items[0]))
-    if hit is not None and hit[0] is items and hit[1] == len(items):
-        return hit[2]
-    token: object = object()
-    if longest is not None and longest[0][0] is items[0] and len(longest[0]) == longest[1]:
-        other, n, lineage = longest
-        # ``map`` stops at the shorter list: the shorter one is a prefix of the other
-        if all(map(operator.is_, other, items)) if n <= len(items) else all(map(operator.is_, items, other)):
-            token = lineage
-    _keep(_LINEAGES, id(items), (items, len(items), token))
-    if longest is None or token is not longest[2] or len(items) >= longest[1]:
-        _keep(_LONGEST, id(items[0]), (items, len(items), token))
-    return token
+    def update(self, values: Sequence[Any]) -> bool:
+        return super().update([as_model(self.typ, v) for v in values])
 
 
-def fold_prefix(name: str, items: Sequence[Any], start: Callable[[], T], step: Callable[[T, Any], None],
-                copy: Callable[[T], T]) -> T:
-    """``step(acc, item)`` for every item in order, from ``acc = start()``; returns a new ``acc``.
+class ModelReducer:
+    """A :class:`TypedDeltaChannel`'s reducer: ``combine`` (``latest_write`` or ``append_batch``) over writes validated
+    into ``model`` — one model (``many=False``; empty: None) or a list of them (``many=True``; empty: [])."""
 
-    A thread's transcript and handoff path only grow at their end, and their items come back as the same objects on
-    every read (``checkpoints.sqlite_saver``, :class:`FoldingDeltaChannel`). So when the last run of ``name`` was
-    over a prefix of ``items`` (the same objects, checked by identity once per list: :func:`_lineage`), this continues
-    from a ``copy`` of its result with the items after it: a scan of the whole thread costs O(new items) a turn
-    instead of O(thread). ``step`` must depend on nothing but ``acc`` and the item (then the result is the full fold's); a
-    list passed here must not be changed in place afterwards (held to recognise it: the desk's lists never are)."""
-    seen = items if isinstance(items, list) else list(items)
-    if not seen:
-        return start()
-    lineage = _lineage(seen)
-    key = (name, id(lineage))
-    with _CACHE_LOCK:
-        last = _PREFIX_FOLDS.get(key)
-    rest: Iterable[Any] = seen
-    if last is not None and last[2] is lineage and last[0] <= len(seen):
-        acc, rest = copy(last[1]), itertools.islice(seen, last[0], None)
-    else:
-        acc = start()
-    for item in rest:
-        step(acc, item)
-    _keep(_PREFIX_FOLDS, key, (len(seen), acc, lineage))
-    return copy(acc)
+    def __init__(self, model: type[BaseModel], combine: Callable[[Any, Sequence[Any]], Any], many: bool) -> None:
+        self.model, self.combine, self.many = model, combine, many
+        self.__name__ = f"{combine.__name__}_{model.__name__}"
+
+    def empty(self) -> Any:
+        return [] if self.many else None
+
+    def coerce_value(self, value: Any) -> Any:
+        """A stored value as the channel holds it: a list of models (``many``) or one model or None."""
+        if self.many:
+            items = value or []
+            if all(isinstance(x, self.model) for x in items):
+                return items if isinstance(items, list) else list(items)
+            return [as_model(self.model, x) for x in items]
+        return as_model(self.model, value)
+
+    def __call__(self, state: Any, writes: Sequence[Any]) -> Any:
+        if self.many:
+            return self.combine(self.coerce_value(state), [self.coerce_value(w) for w in writes])
+        return self.combine(self.coerce_value(state), [as_model(self.model, w) for w in writes])
 
 
-class TaskState(TypedDict, total=False):
-    """The thread's task as kept in graph state (the business store holds the versioned record).
+class TypedDeltaChannel(FoldingDeltaChannel):
+    """A :class:`FoldingDeltaChannel` whose reducer is a :class:`ModelReducer`: snapshots and writes stored as plain
+    dicts by earlier versions load as models, and the empty channel reads as the reducer's ``empty()``."""
 
-    Keys: ``task_id``, ``status`` (open|awaiting_approval|completed|cancelled|fallback — a person takes over),
-    ``current_owner`` (agent name), ``owner_version`` (int, +1 on every change of owner).
-    """
+    @property
+    def models(self) -> ModelReducer:
+        """The channel's reducer (a :class:`ModelReducer`, which knows the model and the empty value)."""
+        assert isinstance(self.reducer, ModelReducer)
+        return self.reducer
 
-    task_id: str
-    status: str
-    current_owner: str
-    owner_version: int
+    def from_checkpoint(self, checkpoint: Any) -> TypedDeltaChannel:
+        if checkpoint is MISSING or checkpoint is None:
+            new = self.__class__(self.reducer, self.typ, snapshot_frequency=self.snapshot_frequency)
+            new.key = self.key
+            new.value = self.models.empty()
+            return new
+        new = super().from_checkpoint(checkpoint)
+        new.value = self.models.coerce_value(new.value)
+        return new
+
+    def update(self, values: Sequence[Any]) -> bool:
+        if values and self.value is MISSING:
+            self.value = self.models.empty()
+        return super().update(values)
 
 
-class Outcome(TypedDict, total=False):
-    """What the last turn produced: ``agent`` that answered, ``text``, ``status``
-    (answered|fallback|awaiting_approval|clarify|out_of_scope), ``turn``; ``answer``: the typed SupervisorAnswer
-    (``graph.agent_as_tool``, as JSON) when the supervisor answered."""
-
-    agent: str
-    text: str
-    status: str
-    turn: int
-    answer: dict
+_HANDOFF_REDUCER = ModelReducer(HandoffPacket, latest_write, many=False)
+_HANDOFF_PATH_REDUCER = ModelReducer(HandoffRecord, append_batch, many=True)
 
 
 class SupportState(TypedDict, total=False):
@@ -362,23 +366,24 @@ class SupportState(TypedDict, total=False):
                                                               snapshot_frequency=TRANSCRIPT_SNAPSHOT_EVERY)]
     active_agent: Annotated[str | None, last_value]
     visited_agents: Annotated[list[str], union_ordered]
-    handoff_path: Annotated[list[dict], FoldingDeltaChannel(append_batch, snapshot_frequency=TRANSCRIPT_SNAPSHOT_EVERY)]
+    handoff_path: Annotated[list[HandoffRecord], TypedDeltaChannel(_HANDOFF_PATH_REDUCER,
+                                                                  snapshot_frequency=TRANSCRIPT_SNAPSHOT_EVERY)]
     handoff_count: Annotated[int, max_int]
     state_version: Annotated[int, max_int]
     # the current HandoffPacket (None: no packet). A continuing turn's entry node writes one every turn (facts and open
     # questions carried on), so as a plain channel every checkpoint of the thread held a copy (~0.75 kB x 4 a turn,
-    # bench/storage.py); as a DeltaChannel it is stored once per write. Before any write it reads as {} (no packet).
-    handoff: Annotated[dict, FoldingDeltaChannel(latest_write, snapshot_frequency=SNAPSHOT_EVERY)]
-    task: Annotated[TaskState | None, last_value]
-    pending_approval: Annotated[dict | None, last_value]
+    # bench/storage.py); as a DeltaChannel it is stored once per write. Before any write it reads as None.
+    handoff: Annotated[HandoffPacket | None, TypedDeltaChannel(_HANDOFF_REDUCER, snapshot_frequency=SNAPSHOT_EVERY)]
+    task: Annotated[TaskState | None, TypedValue(TaskState, last_value)]
+    pending_approval: Annotated[PendingApproval | None, TypedValue(PendingApproval, last_value)]
     # per-thread bookkeeping
     turn: Annotated[int, max_int]
     # who the thread belongs to: {"customer_id", "tenant_id"}, written once (keep_first); a run by anyone else is
     # refused by the entry node (README "Identity and authorization")
-    owner: Annotated[dict | None, keep_first]
+    owner: Annotated[Owner | None, TypedValue(Owner, keep_first)]
     # the identity of the last accepted turn (threads started before ``owner`` existed carry only this)
     identity: Annotated[dict | None, last_value]
-    outcome: Annotated[Outcome | None, last_value]
+    outcome: Annotated[Outcome | None, TypedValue(Outcome, last_value)]
     model_calls: Annotated[int, max_int]
     # token usage of the thread's model calls, summed (USAGE_KEYS); each AIMessage keeps its own usage_metadata
     usage: Annotated[dict, FoldingDeltaChannel(sum_usage, snapshot_frequency=SNAPSHOT_EVERY)]

@@ -1,9 +1,11 @@
 """What a customer may read of a thread, and what an operator reads (README "What a customer may read").
 
-Contract module: plain data in, plain data out, no project import (``checkpoints.threads`` reads checkpoints without
-LangGraph and uses it too). Every way in serves a customer this view of a thread's state and nothing else: the
-served engines (``graph.view_guard`` rewrites their responses for customer principals: thread state and history,
-threads, run outputs, stream events) and the Python API (``Conversation.view``).
+Contract module: plain data out, no project import (``checkpoints.threads`` reads checkpoints without LangGraph and
+uses it too). In: a thread's state values as the graph holds them (the typed models of ``graph.state``, read by their
+JSON form) or as an engine's JSON response; both give the same view. Every way in serves a customer this view of a
+thread's state and nothing else: the served engines (``graph.view_guard`` rewrites their responses for customer
+principals: thread state and history, threads, run outputs, stream events) and the Python API
+(``Conversation.view``).
 
 **The operator's view** (:func:`operator_view`) is the whole state (``graph.state.SupportState``): the transcript with
 tool calls and ToolMessages, the handoff path and packets, the task, ``pending_approval`` with the risk assessment and
@@ -22,9 +24,9 @@ listed here is never shown to a customer (a key added to the state later stays o
 * ``outcome`` — the last turn's answer: ``{"agent", "text", "status", "turn"}`` (``graph.state.Outcome``; the
   supervisor's typed ``answer``, which holds the experts' gaps and their reasons, is left out: ``text`` is the
   answer); absent while a turn is running or paused;
-* ``pending_approval`` — present **only while the thread waits for a human decision** (``stage == "awaiting"``): the
+* ``pending_approval`` — present **only while the thread waits for a human decision** (``stage == "awaiting_approval"``): the
   request's customer-facing fields :data:`REQUEST_FIELDS` (``refund_id``, ``transaction_id``, ``amount``,
-  ``amount_minor``, ``currency``, ``requested_at``) and ``stage: "awaiting"``. The risk assessment and flags (e.g.
+  ``amount_minor``, ``currency``, ``requested_at``) and ``stage: "awaiting_approval"``. The risk assessment and flags (e.g.
   "identity not verified", "fraud watch"), the number of approvals required and who approved so far, the task id and
   the decision are operator-only. In the state, ``pending_approval`` keeps the last request after its decision (the
   "already decided" answers read it; its ``stage`` says where it ended), so a customer client testing for the key
@@ -47,7 +49,7 @@ from typing import Any
 
 __all__ = ["CUSTOMER_KEYS", "REQUEST_FIELDS", "OUTCOME_FIELDS", "FINAL_STAGES", "WAITING_STAGE", "customer_view",
            "operator_view", "view_for", "customer_message", "customer_request", "waiting_request", "refund_outcome",
-           "is_waiting"]
+           "is_waiting", "plain"]
 
 #: The keys a customer's view may hold, in this order (module doc, field by field).
 CUSTOMER_KEYS: tuple[str, ...] = ("messages", "turn", "outcome", "pending_approval", "refund_outcome")
@@ -57,7 +59,10 @@ REQUEST_FIELDS: tuple[str, ...] = ("refund_id", "transaction_id", "amount", "amo
 OUTCOME_FIELDS: tuple[str, ...] = ("agent", "text", "status", "turn")
 #: ``pending_approval["stage"]`` while the request waits for a human (``nodes.approval_flow``: set by ``risk``, kept
 #: until ``human_approval`` returns a final decision).
-WAITING_STAGE = "awaiting"
+WAITING_STAGE = "awaiting_approval"
+#: The name earlier versions stored for :data:`WAITING_STAGE` (``graph.approval.LEGACY_STAGES``): a thread checkpointed
+#: then and read without the graph still shows as waiting.
+_LEGACY_WAITING_STAGE = "awaiting"
 #: The stages a refund request ends in (``nodes.approval_flow``: ``STAGE_OF``, a payment, or a decision taken
 #: elsewhere first).
 FINAL_STAGES = frozenset({"executed", "rejected", "cancelled", "expired", "closed", "already_decided"})
@@ -111,9 +116,18 @@ def customer_message(message: Any) -> dict[str, Any] | None:
     return {"type": kind, "id": _field(message, "id"), "name": _field(message, "name"), "content": text}
 
 
-def is_waiting(pending_approval: Mapping[str, Any] | None) -> bool:
-    """Does ``pending_approval`` (the state key) stand for a request that waits for a human decision now?"""
-    return isinstance(pending_approval, Mapping) and pending_approval.get("stage") == WAITING_STAGE
+def plain(value: Any) -> Any:
+    """A state value as JSON data: a typed model (``graph.state_values``) by its JSON form, anything else as it is
+    (what reads checkpoints without importing pydantic, ``checkpoints.threads``, gets either)."""
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else value
+
+
+def is_waiting(pending_approval: Any) -> bool:
+    """Does ``pending_approval`` (the state key: the model or its JSON) stand for a request that waits for a human
+    decision now?"""
+    pa = plain(pending_approval)
+    return isinstance(pa, Mapping) and pa.get("stage") in (WAITING_STAGE, _LEGACY_WAITING_STAGE)
 
 
 def _request_fields(*sources: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -137,7 +151,7 @@ def customer_request(payload: Any) -> dict[str, Any]:
 def waiting_request(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The customer's ``pending_approval``: :data:`REQUEST_FIELDS` and ``stage`` while the thread's request waits for a
     human decision (:func:`is_waiting`), else None."""
-    pa = (values or {}).get("pending_approval")
+    pa = plain((values or {}).get("pending_approval"))
     if not isinstance(pa, Mapping) or not is_waiting(pa):
         return None
     return {**_request_fields(pa, pa.get("request")), "stage": WAITING_STAGE}
@@ -146,7 +160,7 @@ def waiting_request(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def refund_outcome(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """How the thread's last refund request ended, ``{"refund_id", "transaction_id", "amount", "status"}``, once its
     ``stage`` is final (:data:`FINAL_STAGES`); None while it waits, runs, or when there is none."""
-    pa = (values or {}).get("pending_approval")
+    pa = plain((values or {}).get("pending_approval"))
     if not isinstance(pa, Mapping) or pa.get("stage") not in FINAL_STAGES:
         return None
     fields = _request_fields(pa, pa.get("request"))
@@ -165,7 +179,7 @@ def customer_view(values: Mapping[str, Any] | None) -> dict[str, Any]:
         out["messages"] = messages
     if values.get("turn") is not None:
         out["turn"] = int(values["turn"] or 0)
-    outcome = values.get("outcome")
+    outcome = plain(values.get("outcome"))
     if isinstance(outcome, Mapping) and outcome:
         out["outcome"] = {k: outcome[k] for k in OUTCOME_FIELDS if k in outcome}
     waiting = waiting_request(values)

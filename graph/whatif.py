@@ -29,6 +29,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from checkpoints.threads import thread_owner
 from graph.context import RunContext
+from graph.packet import HandoffPacket, HandoffRecord
+from graph.state_values import path_of
 from nodes.packets import build_packet
 from nodes.tools import tools_for
 from nodes.transcript import tool_call_views
@@ -214,7 +216,8 @@ class _Replay:
                  changed: PolicySet, multi_handoff: str):
         self.result = ThreadReplay(thread_id)
         self.messages: list[BaseMessage] = list(values.get("messages") or [])
-        self.path: list[dict] = [dict(r) for r in values.get("handoff_path") or []]
+        # the records as models, whether the checkpoint holds them as models or as the dicts earlier versions wrote
+        self.path: list[HandoffRecord] = path_of(values)
         self.risk, self.base, self.changed, self.multi = risk, base, changed, multi_handoff
         owner = thread_owner(dict(values)) or ("", "")
         self.ctx = RunContext(user_id=owner[0] or None, tenant_id=owner[1] or "t_demo", request_id="whatif")
@@ -247,26 +250,26 @@ class _Replay:
         stopped."""
         while self.p < len(self.path):
             rec = self.path[self.p]
-            at = int(rec.get("turn") or 0)
-            if at > turn or (at == turn and rec.get("from_agent") in AGENTS):
+            at = rec.turn
+            if at > turn or (at == turn and rec.from_agent in AGENTS):
                 return True
             self.p += 1
             self._note_refund(rec)
-            if rec.get("from_agent") == "risk" and not self._risk(rec):
+            if rec.from_agent == "risk" and not self._risk(rec):
                 return False
         return True
 
-    def _note_refund(self, rec: Mapping[str, Any]) -> None:
-        if rec.get("to_agent") == "risk":
-            m = _REFUND_OF.match(str(rec.get("reason") or ""))
+    def _note_refund(self, rec: HandoffRecord) -> None:
+        if rec.to_agent == "risk":
+            m = _REFUND_OF.match(rec.reason)
             self.refund_id = m.group(1) if m else ""
 
-    def _risk(self, rec: Mapping[str, Any]) -> bool:
+    def _risk(self, rec: HandoffRecord) -> bool:
         """Replay one risk assessment (the record ``risk -> …``). False when the replay stopped."""
-        reason = str(rec.get("reason") or "")
-        if rec.get("to_agent") == FALLBACK or reason.startswith(("the refund was already paid", "already decided")):
+        reason = rec.reason
+        if rec.to_agent == FALLBACK or reason.startswith(("the refund was already paid", "already decided")):
             return True  # the business store decided here, not the rules
-        turn, hop = int(rec.get("turn") or 0), int(rec.get("hop") or 0)
+        turn, hop = rec.turn, rec.hop
         detail = self.risk.get(self.refund_id)
         if detail is None:
             self.result.stop = Stop(turn, hop, f"the risk inputs of refund {self.refund_id or '?'} were not recorded "
@@ -305,24 +308,24 @@ class _Replay:
             self._note_refund(produced)
         return True
 
-    def _produced(self, point: _Point) -> dict | None:
+    def _produced(self, point: _Point) -> HandoffRecord | None:
         """The record this message produced (the next record, when it is this agent's in this turn and the answers say
         a handoff, a fallback or a refund for the risk check), else None."""
         if self.p >= len(self.path):
             return None
         rec = self.path[self.p]
-        if rec.get("from_agent") != point.agent or int(rec.get("turn") or 0) != point.turn:
+        if rec.from_agent != point.agent or rec.turn != point.turn:
             return None
         texts = list(point.answers.values())
-        if rec.get("kind") == "handoff" and any(_TRANSFERRED.match(t) or t.startswith(_FANOUT) for t in texts):
+        if rec.kind == "handoff" and any(_TRANSFERRED.match(t) or t.startswith(_FANOUT) for t in texts):
             return rec
-        if rec.get("kind") == "fallback" and any(t.endswith(_TO_FALLBACK) for t in texts):
+        if rec.kind == "fallback" and any(t.endswith(_TO_FALLBACK) for t in texts):
             return rec
-        if rec.get("to_agent") == "risk" and any(c.name == "request_refund" for c in point.calls):
+        if rec.to_agent == "risk" and any(c.name == "request_refund" for c in point.calls):
             return rec
         return None
 
-    def _recorded(self, point: _Point, produced: Mapping[str, Any] | None) -> Decision:
+    def _recorded(self, point: _Point, produced: HandoffRecord | None) -> Decision:
         """What the recording decided, from the ToolMessages and the record produced."""
         for text in point.answers.values():
             m = _TRANSFERRED.match(text)
@@ -330,8 +333,8 @@ class _Replay:
                 return Decision("handoff", m.group(1))
             if text.startswith(_FANOUT):
                 return Decision("handoff", SUPERVISOR)
-        if produced is not None and produced.get("kind") == "fallback":
-            reason = str(produced.get("reason") or "")
+        if produced is not None and produced.kind == "fallback":
+            reason = produced.reason
             guard = next((g for prefix, g in _GUARD_REASONS if reason.startswith(prefix)), None)
             if guard is not None and all(t.endswith(_TO_FALLBACK) for t in point.answers.values()):
                 return Decision("fallback", guard, reason)
@@ -340,9 +343,9 @@ class _Replay:
         return Decision("no_handoff", ", ".join(refused))
 
     def _hop(self, turn: int) -> int:
-        return 1 + sum(1 for r in self.path[: self.p] if int(r.get("turn") or 0) == turn)
+        return 1 + sum(1 for r in self.path[: self.p] if r.turn == turn)
 
-    def _decide(self, policy: PolicySet, point: _Point, produced: Mapping[str, Any] | None,
+    def _decide(self, policy: PolicySet, point: _Point, produced: HandoffRecord | None,
                 loop_action: str | None) -> tuple[Decision, Arbitration]:
         """The decision ``policy`` takes on the message (the order of ``nodes.agent.AgentVisit``: arbitration, the
         fingerprint, the bounce-back, the hop budget) and the arbitration."""
@@ -355,14 +358,14 @@ class _Replay:
                             " ".join(o.message for o in refused)), arb
         return self._guards(policy, point, arb), arb
 
-    def _arbitrate(self, policy: PolicySet, point: _Point, produced: Mapping[str, Any] | None) -> Arbitration:
+    def _arbitrate(self, policy: PolicySet, point: _Point, produced: HandoffRecord | None) -> Arbitration:
         """``policies.handoff.arbitrate`` on the message's calls, with the recorded packet for the handoff that won in
         the recording and the packet the desk would build for any other."""
         business = frozenset(s.name for s in tools_for(point.agent)) if point.agent in SPECIALISTS else frozenset()
 
-        def packet_for(target: str, call: ToolCallView) -> dict:
-            recorded = (produced or {}).get("packet")
-            if isinstance(recorded, dict) and recorded.get("to_agent") == target:
+        def packet_for(target: str, call: ToolCallView) -> HandoffPacket:
+            recorded = produced.packet if produced is not None else None
+            if recorded is not None and recorded.to_agent == target:
                 return recorded  # the packet that travelled
             return self._packet(point, target, call)
 
@@ -377,16 +380,16 @@ class _Replay:
         reason = str(next(((c.args or {}).get("reason", "") for c in point.calls if c.id == first.call_id), ""))
         if is_bounce_back(self.path[: self.p], point.agent, target, reason, point.turn):
             return Decision("fallback", "bounce_back", f"{target} handed this to {point.agent} for the same reason")
-        turn_hops = sum(1 for r in self.path[: self.p] if r.get("kind") == "handoff" and int(r.get("turn") or 0) == point.turn)
+        turn_hops = sum(1 for r in self.path[: self.p] if r.kind == "handoff" and r.turn == point.turn)
         if hop_budget_exceeded(turn_hops, policy.max_hops):
             return Decision("fallback", "hop_budget", f"hop budget of {policy.max_hops} handoffs per turn reached")
         return Decision("handoff", target, "Transferred")
 
-    def _packet(self, point: _Point, target: str, call: ToolCallView) -> dict:
+    def _packet(self, point: _Point, target: str, call: ToolCallView) -> HandoffPacket:
         """The packet the desk would have built for ``call`` (``nodes.packets.build_packet`` over the transcript up to
         the message, carrying the packet that brought control to the agent in this turn)."""
-        carried = next((r.get("packet") for r in reversed(self.path[: self.p]) if r.get("to_agent") == point.agent
-                        and int(r.get("turn") or 0) == point.turn and isinstance(r.get("packet"), dict)), None)
+        carried = next((r.packet for r in reversed(self.path[: self.p]) if r.to_agent == point.agent
+                        and r.turn == point.turn and r.packet is not None), None)
         user = next((str(m.content) for m in reversed(self.messages[: point.index]) if isinstance(m, HumanMessage)), "")
         args = call.args or {}
         facts = args.get("facts") if isinstance(args.get("facts"), dict) else None

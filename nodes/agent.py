@@ -30,10 +30,22 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from graph.agent_as_tool import ExpertTask, SupervisorPlan
+from graph.approval import PendingApproval
 from graph.brief import ModelBrief
 from graph.context import RunContext
-from graph.packet import HandoffRecord, observed_now, render_packet, step_number
-from graph.state import add_usage, ensure_ids, usage_of
+from graph.packet import HandoffPacket, HandoffRecord, hop_number, observed_now, render_packet
+from graph.state import (
+    Outcome,
+    TaskState,
+    TurnStatus,
+    add_usage,
+    ensure_ids,
+    packet_of,
+    path_of,
+    pending_of,
+    task_of,
+    usage_of,
+)
 from nodes.deps import Deps
 from nodes.handoff_tools import ROUTE_TOOL, handoff_tool, route_tool
 from nodes.instrumentation import emit, note
@@ -74,7 +86,7 @@ class _Decision:
 
     arb: Arbitration
     calls: list[ToolCallView]
-    packets: dict[str, dict] = field(default_factory=dict)  # call id -> the packet built for that handoff
+    packets: dict[str, HandoffPacket] = field(default_factory=dict)  # call id -> the packet built for that handoff
     winner: CallOutcome | None = None
     fingerprint: str = ""
 
@@ -123,7 +135,7 @@ class AgentVisit:
         self.seen = list(state.get("seen_fingerprints") or [])
         self.version = int(state.get("state_version") or 0)
         self.model_calls = int(state.get("model_calls") or 0)
-        self.task = dict(state.get("task") or {})
+        self.task: TaskState | None = task_of(state)
         self.turn = int(state.get("turn") or 0)
         self.user_text = last_user_text(self.messages)
         self.usage: dict[str, int] = {}
@@ -131,7 +143,8 @@ class AgentVisit:
         self.failure_reason = ""
         self.call_names: dict[str, str] = {}  # tool_call id -> the name the model called (route_to_agent stays so)
         self.packet_in = self._packet_in()
-        self.tools = ToolRunner(business, deps, ctx, self.thread_id, self.task.get("task_id", ""), self.turn)
+        self.tools = ToolRunner(business, deps, ctx, self.thread_id,
+                                self.task.task_id if self.task is not None else "", self.turn)
 
     # ============================================================== the visit, top to bottom
     def run(self) -> Command:
@@ -168,45 +181,47 @@ class AgentVisit:
         return self._to_fallback(f"{self.agent} used its {rounds} model calls without answering")
 
     # -------------------------------------------------------------- step 0: what the model sees
-    def _packet_in(self) -> dict | None:
+    def _packet_in(self) -> HandoffPacket | None:
         """The packet that brought control here this turn (None when the turn started here)."""
-        p = self.state.get("handoff")
-        if p and p.get("to_agent") == self.agent and (int(self.state.get("turn_hops") or 0) > 0
-                                                       or p.get("from_agent") in (*FLOW_NODES, "entry")):
+        p = packet_of(self.state)
+        if p is not None and p.to_agent == self.agent and (int(self.state.get("turn_hops") or 0) > 0
+                                                            or p.from_agent in (*FLOW_NODES, "entry")):
             return p
         return None
 
     def _brief(self) -> ModelBrief:
         """The typed input of this visit's model calls (``graph.brief``): the agent, the packet it received and its
         facts, the refund the thread waits on and the items the previous answer listed (the turn's reading)."""
-        pa = self.state.get("pending_approval") or {}
+        pa = pending_of(self.state)
         listed = (self.state.get("reading") or {}).get("listed") or ()
-        return ModelBrief.of(self.agent, self.packet_in, pending_approval=str(pa["refund_id"]) if pa.get("refund_id") else None,
+        return ModelBrief.of(self.agent, self.packet_in,
+                             pending_approval=pa.refund_id if pa is not None and pa.refund_id else None,
                              listed_items=tuple(listed))
+
     def _record_incomplete_packet(self) -> None:
         """``packet_incomplete`` when a handoff brought control here with a packet that lacks a fact this agent's
         contract requires (``policies.contracts``); the packet already asks for it (its open questions, which the
         model reads), so the agent asks the customer instead of guessing."""
-        packet = self.packet_in or {}
-        src = packet.get("from_agent")
-        if not src or src in (*FLOW_NODES, "entry"):
+        packet = self.packet_in
+        src = packet.from_agent if packet is not None else None
+        if packet is None or not src or src in (*FLOW_NODES, "entry"):
             return
-        unmet = unmet_requirements(self.deps.contracts.get(self.agent), packet.get("known_facts") or ())
+        unmet = unmet_requirements(self.deps.contracts.get(self.agent), [f.model_dump() for f in packet.known_facts])
         if unmet:
             emit("packet_incomplete", from_agent=src, to_agent=self.agent,
-                 reason="missing " + "; ".join(r.name for r in unmet), handoff_id=packet.get("handoff_id"),
+                 reason="missing " + "; ".join(r.name for r in unmet), handoff_id=packet.handoff_id,
                  missing=[r.name for r in unmet], facts=[r.describe() for r in unmet],
                  questions=[r.question for r in unmet])
 
     def _prompt(self) -> tuple[SystemMessage, list[BaseMessage]]:
         """One leading system message (the prompt and the packet summary merged: strict chat templates of local
         OpenAI-compatible servers accept a single leading system message only) and the shaped history."""
-        source = self.packet_in.get("from_agent") if self.packet_in else None
+        source = self.packet_in.from_agent if self.packet_in else None
         policy = policy_for_edge(source, self.agent, self.deps.history)
         # only the part of the transcript the bounded input can hold is shaped (policies.history.shape_recent)
         shaped, self.left_out = shape_recent(self.messages, policy,
                                              render_packet(self.packet_in) if self.packet_in else None,
-                                             sender_note=str((self.packet_in or {}).get("sender_note") or ""),
+                                             sender_note=self.packet_in.sender_note if self.packet_in else "",
                                              keep_tokens=self.deps.settings.max_input_tokens)
         lead = 0
         while lead < len(shaped) and isinstance(shaped[lead], SystemMessage):
@@ -330,7 +345,7 @@ class AgentVisit:
         last = self.new[-1] if self.new else None
         words = str(last.content).strip() if isinstance(last, AIMessage) and isinstance(last.content, str) else ""
 
-        def packet_for(target: str, call: ToolCallView) -> dict:
+        def packet_for(target: str, call: ToolCallView) -> HandoffPacket:
             args = call.args or {}
             p = build_packet(source=self.agent, target=target, reason=str(args.get("reason") or ""),
                              objective=str(args.get("objective") or self.user_text),
@@ -342,7 +357,7 @@ class AgentVisit:
             return p
 
         policy = self.deps.policy_set
-        decision.arb = arbitrate(self.agent, calls, frozenset(self.business), packet_for, self.task or None,
+        decision.arb = arbitrate(self.agent, calls, frozenset(self.business), packet_for, self.task,
                                  policy.edges, multi_handoff=self.deps.settings.multi_handoff, guards=policy.guards)
         decision.winner = decision.arb.winner
         if decision.arb.fanout:  # several handoffs became one supervisor fan-out (Settings.multi_handoff="supervisor")
@@ -374,7 +389,7 @@ class AgentVisit:
         winner = decision.winner
         if winner is None:
             return None
-        if is_bounce_back(self.state.get("handoff_path") or [], self.agent, winner.target or "",
+        if is_bounce_back(path_of(self.state), self.agent, winner.target or "",
                           decision.reason_of_winner() or "", self.turn):
             why = f"{winner.target} handed this to {self.agent} for the same reason"
             return self._guard_fallback("bounce_back", why, f"bounce-back detected: {why}", decision)
@@ -402,19 +417,18 @@ class AgentVisit:
         extra = self._fanout_request(decision.arb.fanout, decision.calls)
         return self._handoff_command(winner.target, decision.packets[winner.call_id], extra)
 
-    def _handoff_command(self, target: str, packet: dict, extra: Mapping[str, Any] | None = None) -> Command:
+    def _handoff_command(self, target: str, packet: HandoffPacket, extra: Mapping[str, Any] | None = None) -> Command:
         hop = int(self.state.get("handoff_count") or 0) + 1  # handoffs in the thread (metrics)
-        step = step_number(self.state.get("handoff_path") or [], self.turn)
+        step = hop_number(path_of(self.state), self.turn)
         record = HandoffRecord(hop=step, turn=self.turn, from_agent=self.agent, to_agent=target, kind="handoff",
-                               reason=packet["reason"], handoff_id=packet["handoff_id"], packet=packet).model_dump()
-        task = dict(self.task)
-        if task:
-            task["current_owner"] = target
-            task["owner_version"] = int(task.get("owner_version") or 0) + 1
+                               reason=packet.reason, handoff_id=packet.handoff_id, packet=packet)
+        task = self.task
+        if task is not None:
+            task = task.model_copy(update={"current_owner": target, "owner_version": task.owner_version + 1})
         forwarded = shape_history(self.messages + self.new, policy_for_edge(self.agent, target, self.deps.history),
-                                  render_packet(packet), sender_note=str(packet.get("sender_note") or ""))
-        emit("handoff_accepted", from_agent=self.agent, to_agent=target, reason=packet["reason"], hop=step,
-             handoff_id=packet["handoff_id"], history_items=len(forwarded), state_version=self.version,
+                                  render_packet(packet), sender_note=packet.sender_note)
+        emit("handoff_accepted", from_agent=self.agent, to_agent=target, reason=packet.reason, hop=step,
+             handoff_id=packet.handoff_id, history_items=len(forwarded), state_version=self.version,
              fingerprint=fingerprint(self.agent, self.user_text, self.version, self.attempts))
         update = self._base_update() | {
             "active_agent": target,
@@ -423,7 +437,7 @@ class AgentVisit:
             "handoff_count": hop,
             "handoff": packet,
             "turn_hops": int(self.state.get("turn_hops") or 0) + 1,
-            "task": task or None,
+            "task": task,
             **(extra or {}),
         }
         return Command(goto=target, update=update)
@@ -446,7 +460,8 @@ class AgentVisit:
         """Execute the calls arbitration allowed, answer the others; go to ``risk`` when a refund was requested, to
         fallback when a tool is unavailable, else None (the model is called again with the results)."""
         risk_check: tuple[str, dict] | None = None
-        assessed = {str((self.state.get("pending_approval") or {}).get("refund_id"))}
+        waiting = pending_of(self.state)
+        assessed = {str(waiting.refund_id if waiting is not None else None)}
         for o in decision.arb.outcomes:
             if o.action != "execute":
                 self.new.append(self._tool_message(o.call_id, o.name, o.message))
@@ -508,15 +523,15 @@ class AgentVisit:
     def _to_risk(self, refund_id: str, result: dict) -> Command:
         """A refund was requested: money may leave the bank only through risk -> (approval ->) execution."""
         refund = result.get("refund") or {}
-        packet_in = self.state.get("handoff") or {}
-        pa = {"refund_id": refund_id, "task_id": self.task.get("task_id", ""),
-              "handoff_id": packet_in.get("handoff_id"), "transaction_id": refund.get("transaction_id"),
-              "amount": refund.get("amount"), "stage": "risk"}
-        record = HandoffRecord(hop=step_number(self.state.get("handoff_path") or [], self.turn), turn=self.turn,
+        packet_in = packet_of(self.state)
+        pa = PendingApproval(refund_id=refund_id, task_id=self.task.task_id if self.task is not None else "",
+                             handoff_id=packet_in.handoff_id if packet_in is not None else None,
+                             transaction_id=refund.get("transaction_id"), amount=refund.get("amount"), stage="risk")
+        record = HandoffRecord(hop=hop_number(path_of(self.state), self.turn), turn=self.turn,
                                from_agent=self.agent, to_agent="risk", kind="flow",
-                               reason=f"refund {refund_id} requested").model_dump()
+                               reason=f"refund {refund_id} requested")
         return Command(goto="risk", update=self._base_update() | {"pending_approval": pa, "handoff_path": [record],
-                                                                   "task": self.task or None})
+                                                                   "task": self.task})
 
     # -------------------------------------------------------------- endings
     def _unrepeated(self, text: str) -> str | None:
@@ -538,7 +553,7 @@ class AgentVisit:
         if self.agent != CLARIFY:
             previous = previous[-1:]  # a specialist never repeats its previous answer; clarify never any question
         asked = open_question_of(previous[-1])
-        questions = [*((self.packet_in or {}).get("open_questions") or ()), *([asked] if asked else [])]
+        questions = [*(self.packet_in.open_questions if self.packet_in else ()), *([asked] if asked else [])]
         reread = any(isinstance(m, ToolMessage) and m.name in self.business and not self.business[m.name].side_effect
                      for m in self.new)
         instead = instead_of_repeat(self.agent, text, previous, questions, reread=reread)
@@ -557,14 +572,12 @@ class AgentVisit:
         if fresh is None:
             return self._to_fallback(f"{self.agent} has nothing new to say and the customer's replies add nothing")
         text = fresh
-        status = "clarify" if self.agent == "clarify" else "answered"
-        task = dict(self.task)
-        if task:
-            task["current_owner"] = self.agent
+        status: TurnStatus = "clarify" if self.agent == "clarify" else "answered"
+        task = self.task.model_copy(update={"current_owner": self.agent}) if self.task is not None else None
         update = self._base_update() | {
             "active_agent": self.agent,
-            "outcome": {"agent": self.agent, "text": text, "status": status, "turn": self.turn},
-            "task": task or None,
+            "outcome": Outcome(agent=self.agent, text=text, status=status, turn=self.turn),
+            "task": task,
         }
         return Command(goto=END, update=update)
 
@@ -575,9 +588,9 @@ class AgentVisit:
         packet = build_packet(source=self.agent, target=FALLBACK, reason=reason, objective=self.user_text,
                               messages=self.messages + self.new, ctx=self.ctx, thread_id=self.thread_id,
                               task=self.task, trace_id=self.ctx.request_id, carried=self.packet_in)
-        record = HandoffRecord(hop=step_number(self.state.get("handoff_path") or [], self.turn), turn=self.turn,
+        record = HandoffRecord(hop=hop_number(path_of(self.state), self.turn), turn=self.turn,
                                from_agent=self.agent, to_agent=FALLBACK, kind="fallback", reason=reason,
-                               handoff_id=packet["handoff_id"], packet=packet).model_dump()
+                               handoff_id=packet.handoff_id, packet=packet)
         update = self._base_update() | {"handoff": packet, "handoff_path": [record], "visited_agents": [FALLBACK]}
         return Command(goto=FALLBACK, update=update)
 

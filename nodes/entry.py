@@ -23,8 +23,9 @@ from langgraph.types import Command
 from checkpoints.business import StoreError
 from graph.context import RunContext
 from graph.errors import AccessDenied
-from graph.packet import HandoffRecord, step_number
+from graph.packet import HandoffPacket, HandoffRecord, hop_number
 from graph.reading import MessageReading, ReadingContext, RouteView
+from graph.state import Owner, TaskState, packet_of, path_of, pending_of, task_of
 from nodes import admission
 from nodes.deps import Deps
 from nodes.instrumentation import emit
@@ -92,14 +93,16 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool,
     messages = list(state.get("messages") or [])
     incoming = incoming_messages(messages)
     earlier = desk_answers(messages[:len(messages) - len(incoming)])
-    packet_questions = tuple((state.get("handoff") or {}).get("open_questions") or ())
+    carried = packet_of(state)
+    packet_questions = carried.open_questions if carried is not None else ()
     # the open question is the one the desk's last answer asked: an answer that asked nothing closes an earlier offer
     # (billing offers to refund tx_1008, then describes tx_1001: an "ok" to that must not pay tx_1008);
     # the packet's question stands in only when the thread has no desk answer yet
     question = open_question_of(str(earlier[-1].content)) if earlier else \
         (packet_questions[-1] if packet_questions else None)
+    task = task_of(state)
     thread = ThreadView(
-        active_agent=state.get("active_agent"), task_status=(state.get("task") or {}).get("status"),
+        active_agent=state.get("active_agent"), task_status=task.status if task is not None else None,
         open_question=question, identity_changed=identity_changed, available=frozenset(deps.available),
         clarify_rounds=0 if reading.social_topic else _clarify_rounds(earlier, deps.reader.social_answers()))
     routed = Routed.of(RouteView.of(route))
@@ -133,8 +136,8 @@ def turn_verdict(state: dict, runtime: Runtime[RunContext], deps: Deps) -> tuple
     return authorize_turn(p, owner_of(state), known), p
 
 
-def _entry_packet(state: dict, runtime: Runtime[RunContext], decision: EntryDecision, task: dict,
-                  open_question: str | None) -> dict | None:
+def _entry_packet(state: dict, runtime: Runtime[RunContext], decision: EntryDecision, task: TaskState | None,
+                  open_question: str | None) -> HandoffPacket | None:
     """The packet the entry node hands with the turn: to fallback (facts so far, open questions) or to the agent that
     continues (what earlier turns established, carried from the previous packet, so a bounded model input still knows
     it; the open question is the one its last answer asked, earlier ones are not carried on, and none once the thread's
@@ -146,12 +149,18 @@ def _entry_packet(state: dict, runtime: Runtime[RunContext], decision: EntryDeci
     messages = list(state.get("messages") or [])
     ctx = acting_context(state, runtime)
     # a finished task (its refund cancelled, paid or rejected) asks nothing any more: a yes opens nothing
-    finished = (state.get("task") or {}).get("status") in ("cancelled", "completed")
+    before = task_of(state)
+    finished = before is not None and before.status in ("cancelled", "completed")
     asked = (open_question,) if open_question and not finished else ()
     return build_packet(source="entry", target=decision.target, reason=decision.reason,
                         objective=last_user_text(messages), messages=messages, ctx=ctx, thread_id=thread_id_of(),
                         task=task, trace_id=ctx.request_id, extra_questions=asked,
-                        carried={**(state.get("handoff") or {}), "open_questions": []})
+                        carried=_without_questions(packet_of(state)))
+
+
+def _without_questions(packet: HandoffPacket | None) -> HandoffPacket | None:
+    """``packet`` with no open questions (an earlier turn's questions are not carried on)."""
+    return packet.model_copy(update={"open_questions": ()}) if packet is not None else None
 
 
 def make_entry_node(deps: Deps):
@@ -168,7 +177,8 @@ def make_entry_node(deps: Deps):
         turn = int(state.get("turn") or 0) + 1
         reading, route = read_message(state, deps)  # the one reading of this turn's message
         kept = reading.model_dump(mode="json")
-        if (state.get("pending_approval") or {}).get("stage") == "awaiting":
+        waiting = pending_of(state)
+        if waiting is not None and waiting.waiting:
             # the thread waits for an approval: the message must not start a turn that drops the pending interrupt;
             # the paused dialogue answers it and the thread pauses again (nodes.paused_dialogue)
             return _to_paused_dialogue(state, turn, kept)
@@ -176,21 +186,21 @@ def make_entry_node(deps: Deps):
         stored = state.get("identity")
         identity_changed = bool(stored) and stored != identity
         decision, inputs = decide_entry(state, deps, identity_changed, reading, route)
-        task = dict(state.get("task") or {})
+        task = task_of(state)
         target = decision.target
-        continuing = target == state.get("active_agent") and task.get("status") == "open"
+        continuing = target == state.get("active_agent") and task is not None and task.status == "open"
         if not continuing and target not in (FALLBACK, OUT_OF_SCOPE):  # out of scope opens no task
-            task = {"task_id": f"task_{uuid.uuid4().hex[:12]}", "status": "open", "current_owner": target, "owner_version": 1}
-        emit("entry_decided", turn=turn, task_id=task.get("task_id"), to_agent=target, reason=decision.reason,
-             detail={**inputs, "hop": step_number(state.get("handoff_path") or [], turn)})
+            task = TaskState(task_id=f"task_{uuid.uuid4().hex[:12]}", status="open", current_owner=target,
+                             owner_version=1)
+        hop = hop_number(path_of(state), turn)
+        emit("entry_decided", turn=turn, task_id=task.task_id if task is not None else None, to_agent=target,
+             reason=decision.reason, detail={**inputs, "hop": hop})
         packet = _entry_packet(state, runtime, decision, task, inputs.get("open_question"))
-        record = HandoffRecord(hop=step_number(state.get("handoff_path") or [], turn), turn=turn, from_agent="entry",
-                               to_agent=target,
-                               kind="entry", reason=decision.reason,
-                               packet=packet if target == FALLBACK else None).model_dump()
+        record = HandoffRecord(hop=hop, turn=turn, from_agent="entry", to_agent=target, kind="entry",
+                               reason=decision.reason, packet=packet if target == FALLBACK else None)
         return Command(goto=target, update={
             "turn": turn,
-            "owner": {"customer_id": principal.id, "tenant_id": principal.tenant_id},  # kept only on the first turn
+            "owner": Owner(customer_id=principal.id, tenant_id=principal.tenant_id),  # kept only on the first turn
             "identity": identity,
             "turn_hops": 0,
             "seen_fingerprints": [],
@@ -216,11 +226,11 @@ _PAUSED_REASON = "the thread waits for an approval"
 def _to_paused_dialogue(state: dict, turn: int, reading: dict) -> Command:
     """Start turn ``turn`` of a thread paused for an approval at ``paused_dialogue`` (control stays with the agent that
     holds the pause; the per-turn counters and the outcome start afresh; ``reading``: the turn's reading, as JSON)."""
-    hop = step_number(state.get("handoff_path") or [], turn)
+    hop = hop_number(path_of(state), turn)
     emit("entry_decided", turn=turn, to_agent=PAUSED_DIALOGUE, reason=_PAUSED_REASON,
          detail={"active_agent": state.get("active_agent"), "hop": hop})
     record = HandoffRecord(hop=hop, turn=turn, from_agent="entry", to_agent=PAUSED_DIALOGUE, kind="entry",
-                           reason=_PAUSED_REASON).model_dump()
+                           reason=_PAUSED_REASON)
     return Command(goto=PAUSED_DIALOGUE, update={"turn": turn, "turn_hops": 0, "seen_fingerprints": [],
                                                  "tool_attempts": 0, "entry_reason": _PAUSED_REASON, "reading": reading,
                                                  "handoff_path": [record], "outcome": None})

@@ -12,7 +12,9 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import END
 from langgraph.types import Command
 
-from graph.state import ensure_ids
+from graph.packet import Fact, HandoffPacket
+from graph.state import Outcome, ensure_ids, task_of
+from graph.state_values import packet_to
 from policies.entry import PERSON_REASON, WAITING_REASON
 
 __all__ = ["fallback_node", "fallback_text", "customer_reason", "customer_fact", "PERSON_ANSWER", "PERSON_NEXT",
@@ -94,66 +96,64 @@ def _money_text(value: str, facts: dict[str, str]) -> str:
 _SOURCE_NOTE = {"user_said": " (you told us)", "model_written": " (noted, not yet checked)"}
 
 
-def _as_of(fact: dict) -> str:
+def _as_of(fact: Fact) -> str:
     """`` (as of 30 Nov 23:20 UTC)`` for a system-verified fact with its ``observed_at``; "" otherwise."""
     from checkpoints.business import parse_iso
 
-    if fact.get("source") != "system_verified" or not fact.get("observed_at") or fact.get("key") == "policy_topic":
+    if fact.source != "system_verified" or not fact.observed_at or fact.key == "policy_topic":
         return ""  # a topic is what was asked, not a record read at a time
     try:
-        dt = parse_iso(str(fact["observed_at"]))
+        dt = parse_iso(fact.observed_at)
     except (TypeError, ValueError):
         return ""
     return f" (as of {dt.day} {dt.strftime('%b')} {dt.strftime('%H:%M')} UTC)"
 
 
-def fallback_text(packet: dict | None) -> str:
-    """The customer-facing fallback answer for ``packet`` (a HandoffPacket dict or None): a fixed apology, the reason
-    only when it is one a customer is told (:func:`customer_reason`), the facts so far without internal ones
-    (:data:`_INTERNAL_FACTS`), and the open questions."""
-    packet = packet or {}
-    if packet.get("reason") == WAITING_REASON:
+def fallback_text(packet: HandoffPacket | None) -> str:
+    """The customer-facing fallback answer for ``packet`` (or None): a fixed apology, the reason only when it is one a
+    customer is told (:func:`customer_reason`), the facts so far without internal ones (:data:`_INTERNAL_FACTS`), and
+    the open questions."""
+    reason_given = packet.reason if packet is not None else ""
+    if reason_given == WAITING_REASON:
         return WAITING_ANSWER
-    if packet.get("reason") == PERSON_REASON:  # asked for, not a failure: say who takes over and how, no apology
+    if reason_given == PERSON_REASON:  # asked for, not a failure: say who takes over and how, no apology
         parts = [PERSON_ANSWER]
     else:
         parts = ["I'm sorry, I couldn't complete this automatically, so I've passed it to a member of our team."]
-        reason = customer_reason(str(packet.get("reason") or ""))
+        reason = customer_reason(reason_given)
         if reason:
             parts.append(f"(Reason: {reason}.)")
-    all_facts = list(packet.get("known_facts") or [])
-    values = {str(f.get("key")): str(f.get("value")) for f in all_facts if f.get("source") == "system_verified"}
-    values.update({str(f.get("key")): str(f.get("value")) for f in all_facts if str(f.get("key")) not in values})
-    known = [f for f in all_facts if f.get("key") not in _INTERNAL_FACTS]
-    facts = [f for f in known if f.get("source") == "system_verified"]
-    facts += [f for f in known if f.get("source") != "system_verified"]
+    all_facts = list(packet.known_facts) if packet is not None else []
+    values = {f.key: f.value for f in all_facts if f.source == "system_verified"}
+    values.update({f.key: f.value for f in all_facts if f.key not in values})
+    known = [f for f in all_facts if f.key not in _INTERNAL_FACTS]
+    facts = [f for f in known if f.source == "system_verified"]
+    facts += [f for f in known if f.source != "system_verified"]
     if facts:
         parts.append("What we know so far: " + "; ".join(
-            customer_fact(str(f["key"]), str(f["value"]), values) + _SOURCE_NOTE.get(str(f.get("source")), "")
-            + _as_of(f) for f in facts) + ".")
-    questions = list(packet.get("open_questions") or [])
+            customer_fact(f.key, f.value, values) + _SOURCE_NOTE.get(f.source, "") + _as_of(f) for f in facts) + ".")
+    questions = list(packet.open_questions) if packet is not None else []
     if questions:
         parts.append("Still open: " + " ".join(questions))
-    parts.append(PERSON_NEXT if packet.get("reason") == PERSON_REASON else
+    parts.append(PERSON_NEXT if reason_given == PERSON_REASON else
                  "You don't need to repeat anything; a colleague will continue this conversation.")
     return " ".join(parts)
 
 
 def fallback_node(state: dict) -> Command:
     """Answer with the facts so far and the open questions; mark the task ``fallback`` (a person takes over); end the turn."""
-    packet = state.get("handoff") if (state.get("handoff") or {}).get("to_agent") == "fallback" else None
-    text = fallback_text(packet)
+    text = fallback_text(packet_to(state, "fallback"))
     said = [str(m.content) for m in state.get("messages") or [] if isinstance(m, AIMessage) and m.name == "fallback"]
     if said and text == WAITING_ANSWER and said[-1] in (WAITING_ANSWER, WAITING_AGAIN):
         text = WAITING_AGAIN if said[-1] == WAITING_ANSWER else WAITING_ANSWER
-    task = dict(state.get("task") or {})
-    if task:
-        task.update(status="fallback", current_owner="fallback",
-                    owner_version=int(task.get("owner_version") or 0) + 1)
+    task = task_of(state)
+    if task is not None:
+        task = task.model_copy(update={"status": "fallback", "current_owner": "fallback",
+                                       "owner_version": task.owner_version + 1})
     turn = int(state.get("turn") or 0)
     return Command(goto=END, update={
         "messages": ensure_ids([AIMessage(content=text, name="fallback")]),
         "active_agent": "fallback",
-        "task": task or None,
-        "outcome": {"agent": "fallback", "text": text, "status": "fallback", "turn": turn},
+        "task": task,
+        "outcome": Outcome(agent="fallback", text=text, status="fallback", turn=turn),
     })

@@ -58,9 +58,11 @@ from langchain_core.messages import HumanMessage
 from langgraph.config import get_config, get_stream_writer
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import Command
+from pydantic import ValidationError
 
 from checkpoints.event_log import EventLog, event_key, jsonable, now_iso
 from graph.events import EVENT_KINDS, Event
+from graph.state import outcome_of, packet_of, path_of, task_of
 from policies.edges import AGENTS, FALLBACK
 from policies.loops import fingerprint, normalize_task
 
@@ -145,13 +147,14 @@ class _RunCallbacks(BaseCallbackHandler):
         if run is None:
             return
         out = outputs if isinstance(outputs, dict) else {}
-        outcome = out.get("outcome") or {}
-        status = "paused" if run.interrupted else (outcome.get("status") or "done")
+        outcome, task = _typed(outcome_of, out), _typed(task_of, out)
+        status = "awaiting_approval" if run.interrupted else (outcome.status if outcome is not None else "done")
         self._write(run, "run_completed", {
             "key": event_key(run.run_id, "run_completed"), "run_id": run.run_id, "thread_id": run.thread_id,
             "turn": out.get("turn"),
-            "to_agent": outcome.get("agent") if not run.interrupted else out.get("active_agent"), "status": status,
-            "state_version": out.get("state_version"), "task_id": (out.get("task") or {}).get("task_id")})
+            "to_agent": (outcome.agent if outcome is not None else None) if not run.interrupted
+            else out.get("active_agent"), "status": status,
+            "state_version": out.get("state_version"), "task_id": task.task_id if task is not None else None})
 
     def on_chain_error(self, error, *, run_id, parent_run_id=None, **kw):
         run = self.recorder._end_run(str(run_id))
@@ -264,7 +267,7 @@ class EventRecorder:
         thread_id = str(conf.get("thread_id") or "")
         ns = str(conf.get("checkpoint_ns") or cfg.get("metadata", {}).get("langgraph_checkpoint_ns") or name)
         return _Scope(recorder=self, node=name, ns=ns, thread_id=thread_id, turn=s.get("turn"),
-                      task_id=(s.get("task") or {}).get("task_id"), state_version=s.get("state_version"),
+                      task_id=_task_id(s), state_version=s.get("state_version"),
                       run=self.current_run(thread_id), state=s)
 
 
@@ -348,11 +351,11 @@ class _Scope:
 
     def _started(self) -> None:
         s = self.state
-        path = s.get("handoff_path") or []
-        came = path[-1] if path and path[-1].get("to_agent") == self.node else {}
+        path = _typed(path_of, s) or []
+        came = path[-1] if path and path[-1].to_agent == self.node else None
         self.emit("agent_started", {
-            "from_agent": came.get("from_agent"), "reason": came.get("reason"), "via": came.get("kind"),
-            "hop": came.get("hop"),
+            "from_agent": came.from_agent if came else None, "reason": came.reason if came else None,
+            "via": came.kind if came else None, "hop": came.hop if came else None,
             "fingerprint": fingerprint(self.node, _last_user_text(s.get("messages") or []),
                                        int(s.get("state_version") or 0), int(s.get("tool_attempts") or 0)),
         })
@@ -433,16 +436,17 @@ def _finished_fields(result: Any) -> dict:
     goto = _goto_name(result)
     update = (result.update if isinstance(result, Command) else result) or {}
     update = update if isinstance(update, dict) else {}
-    outcome = update.get("outcome") or {}
+    outcome = _typed(outcome_of, update)
     fields: dict[str, Any] = {"to_agent": goto}
     if goto == FALLBACK:
+        packet = _typed(packet_of, update)
         fields["status"] = "fallback"
-        fields["reason"] = (update.get("handoff") or {}).get("reason")
+        fields["reason"] = packet.reason if packet is not None else None
     elif goto in AGENTS:
         fields["status"] = "handoff"
-    elif outcome:
-        fields["status"] = outcome.get("status") or "answered"
-        text = str(outcome.get("text") or "")
+    elif outcome is not None:
+        fields["status"] = outcome.status
+        text = outcome.text
         if "?" in text:
             fields["question"] = _question_fp(text)
     else:
@@ -450,6 +454,22 @@ def _finished_fields(result: Any) -> dict:
     if "state_version" in update:
         fields["state_version"] = update.get("state_version")
     return fields
+
+
+def _typed(read: Callable[[Mapping[str, Any]], Any], values: Any) -> Any:
+    """``read(values)`` (a typed reader of ``graph.state``), or None when ``values`` is not a mapping or holds a value
+    that is not valid: a record of what happened never fails the run it records."""
+    if not isinstance(values, Mapping):
+        return None
+    try:
+        return read(values)
+    except ValidationError:
+        return None
+
+
+def _task_id(values: Any) -> str | None:
+    task = _typed(task_of, values)
+    return task.task_id if task is not None else None
 
 
 def _question_fp(text: str) -> str:

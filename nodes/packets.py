@@ -4,12 +4,12 @@ handoff and on every fallback, never written by the model."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from langchain_core.messages import BaseMessage
 
 from graph.context import RunContext
 from graph.packet import Constraints, Fact, HandoffPacket
+from graph.state import TaskState
 from nodes.facts import collect_facts
 from nodes.tools import tools_for
 from policies.contracts import DEFAULT_CONTRACTS, AgentContract, unmet_requirements
@@ -23,23 +23,22 @@ FORBIDDEN_ACTIONS: tuple[str, ...] = ("pay out money without the risk check", "a
 ANSWER_WITHIN_HOURS = 24
 
 
-def _carried_facts(facts: list[Fact], carried: Mapping[str, Any] | None) -> list[Fact]:
+def _carried_facts(facts: list[Fact], carried: HandoffPacket | None) -> list[Fact]:
     keys = {f.key for f in facts}
     out = list(facts)
-    for f in (carried or {}).get("known_facts") or ():
-        if f.get("key") not in keys:
-            out.append(Fact(key=f["key"], value=str(f["value"]), source=f.get("source", "user_said"),
-                            observed_at=f.get("observed_at")))
-            keys.add(f["key"])
+    for f in carried.known_facts if carried is not None else ():
+        if f.key not in keys:
+            out.append(f)
+            keys.add(f.key)
     return out
 
 
 def _questions(target: str, contracts: Mapping[str, AgentContract], facts: list[Fact], extra: tuple[str, ...],
-               carried: Mapping[str, Any] | None) -> list[str]:
+               carried: HandoffPacket | None) -> list[str]:
     """The packet's open questions: ``extra``, then those ``carried``, without the question of any requirement the
     facts now meet; then the question of each requirement of ``target`` they do not meet (the receiver asks for the
     fact instead of guessing: ``policies.contracts``)."""
-    questions = list(extra) + [q for q in (carried or {}).get("open_questions") or () if q not in extra]
+    questions = list(extra) + [q for q in (carried.open_questions if carried is not None else ()) if q not in extra]
     have = [(f.key, f.source) for f in facts if f.value]
     met = {r.question for c in contracts.values() for r in c.needs if not r.for_tools and r.met_by(have)}
     questions = [q for q in questions if q not in met]
@@ -48,12 +47,11 @@ def _questions(target: str, contracts: Mapping[str, AgentContract], facts: list[
 
 
 def build_packet(*, source: str, target: str, reason: str, objective: str, messages: list[BaseMessage],
-                 ctx: RunContext, thread_id: str, task: Mapping[str, Any] | None, trace_id: str,
+                 ctx: RunContext, thread_id: str, task: TaskState | None, trace_id: str,
                  model_facts: Mapping[str, str] | None = None, extra_questions: tuple[str, ...] = (),
-                 carried: Mapping[str, Any] | None = None, sender_note: str = "",
-                 contracts: Mapping[str, AgentContract] = DEFAULT_CONTRACTS) -> dict:
-    """The HandoffPacket (as a JSON dict, ``HandoffPacket.model_dump(mode="json")``) that travels with control from
-    ``source`` to ``target``.
+                 carried: HandoffPacket | None = None, sender_note: str = "",
+                 contracts: Mapping[str, AgentContract] = DEFAULT_CONTRACTS) -> HandoffPacket:
+    """The HandoffPacket that travels with control from ``source`` to ``target``.
 
     Facts: those found in ``messages`` (:func:`nodes.facts.collect_facts`, with ``model_facts`` the model passed),
     plus those of ``carried`` (the packet that brought control to ``source``) that were not found again, with their
@@ -68,7 +66,7 @@ def build_packet(*, source: str, target: str, reason: str, objective: str, messa
     refs = tuple(sorted({f.value for f in facts if f.source == "system_verified" and f.key.endswith("_id")}))
     allowed = tuple(t.name for t in tools_for(target)) if target in SPECIALISTS else ()
     packet = HandoffPacket(
-        task_id=(task or {}).get("task_id", ""),
+        task_id=task.task_id if task is not None else "",
         session_id=thread_id,
         trace_id=trace_id,
         from_agent=source,
@@ -83,4 +81,4 @@ def build_packet(*, source: str, target: str, reason: str, objective: str, messa
         deadline=HandoffPacket.deadline_in(ANSWER_WITHIN_HOURS),
         sender_note=sender_note[:1000],
     )
-    return packet.model_dump(mode="json")
+    return packet

@@ -42,10 +42,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from graph.context import RunContext
-from graph.packet import HandoffRecord, step_number
+from graph.packet import HandoffRecord, hop_number
 from graph.reading import MessageReading, ReadingContext, RouteView
 from graph.results import waiting_clause
-from graph.state import ensure_ids
+from graph.state import Outcome, ensure_ids, path_of, pending_of
 from nodes.approval_flow import REFUNDS
 from nodes.deps import Deps
 from nodes.instrumentation import emit
@@ -127,10 +127,12 @@ class _Dialogue:
     def __init__(self, deps: Deps, state: dict, runtime: Runtime[RunContext]):
         self.deps, self.state = deps, state
         self.store = deps.store
-        self.pa = dict(state.get("pending_approval") or {})
-        self.request = dict(self.pa.get("request") or {})
+        pa = pending_of(state)
+        if pa is None or pa.request is None:
+            raise KeyError("the paused thread holds no approval request")
+        self.pa, self.request = pa, pa.request
         self.thread_id = thread_id_of()
-        self.task_id = str(self.pa.get("task_id") or self.request.get("task_id") or "")
+        self.task_id = pa.task_id or self.request.task_id
         self.principal = resolve_principal(runtime).principal
         self.ctx = acting_context(state, runtime)
         messages = list(state.get("messages") or [])
@@ -141,15 +143,15 @@ class _Dialogue:
         self.action = CONFIRMATION_ACTION
         entries = self.store.audit_entries(key=self.key, action=CONFIRMATION_ACTION, limit=1)
         self.awaiting = bool(entries) and entries[0].detail.get("state") == "asked"
-        self.refund_id = str(self.request.get("refund_id") or self.pa.get("refund_id") or "")
-        owner = str(self.request.get("customer_id") or self.ctx.user_id or "")
+        self.refund_id = self.request.refund_id or self.pa.refund_id
+        owner = self.request.customer_id or self.ctx.user_id or ""
         record = self.store.get_refund(owner, self.refund_id) if owner and self.refund_id else None
         # the paused refund's own transaction, read from its record (never from a message)
-        self.own_tx = record.transaction_id if record is not None else str(self.request.get("transaction_id") or "")
+        self.own_tx = record.transaction_id if record is not None else self.request.transaction_id
         self.owner = owner
-        self.what = f"refund {self.refund_id} of {self.request.get('amount', '')}" + \
+        self.what = f"refund {self.refund_id} of {self.request.amount}" + \
             (f" for {self.own_tx}" if self.own_tx else "")
-        self.waiting = waiting_clause(f"refund {self.refund_id} of {self.request.get('amount', '')}", still=True)
+        self.waiting = waiting_clause(f"refund {self.refund_id} of {self.request.amount}", still=True)
 
     def approvals(self) -> list[str]:
         """Refs of the approvers who approved the paused refund so far (the business store's decisions)."""
@@ -215,7 +217,7 @@ class _Dialogue:
             self._close_question(kind)
         if kind == "cancel":
             return kind, REFUNDS, ""
-        return kind, REFUNDS, paused_answer_text(kind, self.what, self.request.get("requested_at"))
+        return kind, REFUNDS, paused_answer_text(kind, self.what, self.request.requested_at)
 
     def _close_question(self, reply: str) -> None:
         """The desk answered something else: its cancel question is no longer the last one, so a later yes to this
@@ -250,8 +252,8 @@ def make_paused_dialogue_node(deps: Deps):
             talk = _Dialogue(deps, state, runtime)
             kind, agent, text = talk.answer()
             decided = _cancel(talk, deps) if kind == "cancel" else None
-        except StoreError as exc:  # the business store is unavailable: a person finishes it, nothing was changed
-            return to_fallback(state, PAUSED_DIALOGUE, dict(state.get("pending_approval") or {}),
+        except (StoreError, KeyError) as exc:  # the store is unavailable (or no request): a person finishes it
+            return to_fallback(state, PAUSED_DIALOGUE, pending_of(state),
                                f"answering a message while paused failed ({exc})")
         turn = int(state.get("turn") or 0)
         if kind == "cancel":
@@ -261,17 +263,17 @@ def make_paused_dialogue_node(deps: Deps):
                      detail={"kind": kind, "task_id": talk.task_id, "refund_id": talk.refund_id, "won": won})
                 return after_decision(state, talk.pa, d, won, message_in_state=True)
             kind, agent, text = "other", REFUNDS, paused_answer_text("status", talk.what,
-                                                                      talk.request.get("requested_at"))
+                                                                      talk.request.requested_at)
         emit("paused_answered", agent=agent, reason=f"a {kind} message while the thread waits for an approval",
              detail={"kind": kind, "task_id": talk.task_id, "refund_id": talk.refund_id})
         mid = f"pd_{getattr(talk.message, 'id', '') or turn}"
-        record = HandoffRecord(hop=step_number(state.get("handoff_path") or [], turn), turn=turn,
+        record = HandoffRecord(hop=hop_number(path_of(state), turn), turn=turn,
                                from_agent=PAUSED_DIALOGUE, to_agent=HUMAN_APPROVAL, kind="flow",
-                               reason=f"answered a {kind} message; the refund still waits for approval").model_dump()
+                               reason=f"answered a {kind} message; the refund still waits for approval")
         return Command(goto=HUMAN_APPROVAL, update={
             "messages": ensure_ids([AIMessage(content=text, name=agent, id=mid)]),
-            "outcome": {"turn": turn, "agent": agent, "text": text, "status": "awaiting_approval",
-                        "approvals": talk.approvals()},
+            "outcome": Outcome(turn=turn, agent=agent, text=text, status="awaiting_approval",
+                               approvals=tuple(talk.approvals())),
             "handoff_path": [record],
         })
 
@@ -288,7 +290,7 @@ def _cancel(talk: _Dialogue, deps: Deps) -> tuple[Any, bool] | None:
     if p is None or not talk.task_id:
         return None
     confirmed = cancel_confirmed_on(deps.store, talk.thread_id, talk.task_id)
-    verdict = authorize_decision(p, None, "cancel", str(talk.request.get("customer_id") or ""), (), False, confirmed)
+    verdict = authorize_decision(p, None, "cancel", talk.request.customer_id, (), False, confirmed)
     if not verdict.allowed:
         emit("access_denied", reason=f"not authorized: {verdict.reason}",
              detail={"principal": p.ref, "action": "cancel", "task_id": talk.task_id})
@@ -300,7 +302,7 @@ def _cancel(talk: _Dialogue, deps: Deps) -> tuple[Any, bool] | None:
     try:
         return deps.store.decide_approval(talk.task_id, decision_id, p.ref, "cancel", talk.text,
                                           refund_id=talk.refund_id or None,
-                                          required_approvals=int(talk.request.get("approvals_required") or 1))
+                                          required_approvals=talk.request.approvals_required)
     except BusinessRuleError as exc:
         emit("access_denied", reason=f"not authorized: {exc}",
              detail={"principal": p.ref, "action": "cancel", "task_id": talk.task_id})

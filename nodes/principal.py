@@ -31,6 +31,7 @@ from typing import Any
 
 from graph.context import Principal, RunContext, principal_ref
 from graph.errors import AccessDenied
+from nodes.deps import DeskStore
 from policies.authz import AuthzDecision, OperatorFacts, authorize_resume, owner_of
 from policies.cancellation import CONFIRMATION_ACTION, cancel_was_confirmed, confirmation_key
 
@@ -171,24 +172,21 @@ def acting_context(state: Mapping, runtime: Any, config: Mapping | None = None) 
                       locale=base.locale, roles=())
 
 
-def operator_facts(store: Any, name: str | None) -> OperatorFacts | None:
-    """The business store's record of operator ``name`` as :class:`policies.authz.OperatorFacts` (None when unknown,
-    or when the store has no operators table, e.g. a test double)."""
+def operator_facts(store: DeskStore, name: str | None) -> OperatorFacts | None:
+    """The business store's record of operator ``name`` as :class:`policies.authz.OperatorFacts` (None when
+    unknown)."""
     if not name:
         return None
-    getter = getattr(store, "get_operator", None)
-    return facts_of_operator(getter(name) if getter is not None else None)
+    return facts_of_operator(store.get_operator(name))
 
 
-def cancel_confirmed_on(store: Any, thread_id: str, task_id: str) -> bool:
+def cancel_confirmed_on(store: DeskStore, thread_id: str, task_id: str) -> bool:
     """Did the customer confirm cancelling paused task ``task_id`` on ``thread_id``? The newest record of the desk's
     cancel question for that pause in the business store's audit log (``policies.cancellation.confirmation_key``),
-    judged by ``policies.cancellation.cancel_was_confirmed``; False when the store keeps no audit log (a test
-    double) or holds no such record."""
-    finder = getattr(store, "audit_entries", None)
-    if finder is None or not thread_id or not task_id:
+    judged by ``policies.cancellation.cancel_was_confirmed``; False when the audit log holds no such record."""
+    if not thread_id or not task_id:
         return False
-    entries = finder(key=confirmation_key(thread_id, task_id), action=CONFIRMATION_ACTION, limit=1)
+    entries = store.audit_entries(key=confirmation_key(thread_id, task_id), action=CONFIRMATION_ACTION, limit=1)
     return cancel_was_confirmed(entries[0].detail if entries else None)
 
 

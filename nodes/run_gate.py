@@ -40,6 +40,7 @@ from langgraph.types import Command
 from graph.approval import ApprovalDecision, parse_decision
 from graph.context import Principal
 from graph.errors import AccessDenied, InputError
+from nodes.deps import DeskStore
 from nodes.principal import cancel_confirmed_on, operator_facts, resolve_principal
 from policies.authz import AuthzDecision, approval_overdue, authorize_decision, authorize_resume
 
@@ -223,16 +224,14 @@ class _Gate:
         raise exc
 
 
-def record_refusal(store: Any, events: Any, thread_id: str, who: str, action: str, reason: str,
+def record_refusal(store: DeskStore, events: Any, thread_id: str, who: str, action: str, reason: str,
                    task_id: str | None = None) -> None:
     """Record a refused action: an audit row (actor ``who``, target ``thread:<id>``) and an ``access_denied`` event
     (``detail``: principal, action, task_id). Best effort: the refusal stands without them."""
-    recorder = getattr(store, "record_audit", None)
-    if recorder is not None:
-        try:
-            recorder(who, action, target=f"thread:{thread_id}", outcome="denied", detail={"reason": reason})
-        except Exception:  # noqa: BLE001 - an unavailable store must not turn a refusal into an acceptance
-            pass
+    try:
+        store.record_audit(who, action, target=f"thread:{thread_id}", outcome="denied", detail={"reason": reason})
+    except Exception:  # noqa: BLE001 - an unavailable store must not turn a refusal into an acceptance
+        pass
     if events is not None:
         try:
             from checkpoints.event_log import event_key

@@ -31,8 +31,9 @@ from langgraph.types import Command, Send
 from graph.agent_as_tool import ExpertCall, ExpertResult, ExpertTask, ProposedAction, SupervisorAnswer, SupervisorPlan
 from graph.brief import ModelBrief
 from graph.context import RunContext
-from graph.packet import Fact, HandoffRecord, render_packet, step_number
-from graph.state import ensure_ids
+from graph.packet import Fact, HandoffPacket, HandoffRecord, hop_number, render_packet
+from graph.state import Outcome, ensure_ids, path_of, task_of
+from graph.state_values import packet_to
 from nodes.deps import Deps
 from nodes.expert import expert_tool
 from nodes.instrumentation import emit
@@ -64,17 +65,17 @@ def supervisor_prompt() -> str:
 def _fallback(state: dict, ctx: RunContext, reason: str, new: list[BaseMessage], model_calls: int,
               facts: tuple[Fact, ...] | None = None, questions: tuple[str, ...] = (), extra: Mapping | None = None) -> Command:
     messages = list(state.get("messages") or []) + new
-    task = dict(state.get("task") or {})
     text = last_user_text(messages)
     packet = build_packet(source=SUPERVISOR, target=FALLBACK, reason=reason, objective=text, messages=messages,
-                          ctx=ctx, thread_id=thread_id_of(), task=task, trace_id=ctx.request_id)
-    if facts:  # what the experts verified replaces what the transcript alone shows
-        packet["known_facts"] = [f.model_dump(mode="json") for f in facts]
-    packet["open_questions"] = list(dict.fromkeys([*packet["open_questions"], *questions]))
-    record = HandoffRecord(hop=step_number(state.get("handoff_path") or [], int(state.get("turn") or 0)),
+                          ctx=ctx, thread_id=thread_id_of(), task=task_of(state), trace_id=ctx.request_id)
+    # what the experts verified replaces what the transcript alone shows
+    packet = packet.model_copy(update={
+        "known_facts": tuple(facts) if facts else packet.known_facts,
+        "open_questions": tuple(dict.fromkeys([*packet.open_questions, *questions]))})
+    record = HandoffRecord(hop=hop_number(path_of(state), int(state.get("turn") or 0)),
                            turn=int(state.get("turn") or 0),
                            from_agent=SUPERVISOR, to_agent=FALLBACK, kind="fallback", reason=reason,
-                           handoff_id=packet["handoff_id"]).model_dump()
+                           handoff_id=packet.handoff_id)
     update = {"messages": ensure_ids(new), "model_calls": model_calls, "handoff": packet, "handoff_path": [record],
               "visited_agents": [FALLBACK], **(extra or {})}
     return Command(goto=FALLBACK, update=update)
@@ -84,21 +85,21 @@ def _direct_answer(state: dict, text: str, new: list[BaseMessage], model_calls: 
     """The supervisor answered without calling anyone: still one typed SupervisorAnswer."""
     turn = int(state.get("turn") or 0)
     answer = SupervisorAnswer(text=text, status="complete")
-    task = dict(state.get("task") or {})
-    if task:
-        task["current_owner"] = SUPERVISOR
+    task = task_of(state)
     return Command(goto=END, update={
-        "messages": ensure_ids(new), "model_calls": model_calls, "active_agent": SUPERVISOR, "task": task or None,
-        "outcome": {"agent": SUPERVISOR, "text": text, "status": "answered", "turn": turn,
-                    "answer": answer.model_dump(mode="json")},
+        "messages": ensure_ids(new), "model_calls": model_calls, "active_agent": SUPERVISOR,
+        "task": task.model_copy(update={"current_owner": SUPERVISOR}) if task is not None else None,
+        "outcome": Outcome(agent=SUPERVISOR, text=text, status="answered", turn=turn,
+                           answer=answer.model_dump(mode="json")),
     })
 
 
-def _expert_tasks(accepted: tuple[ExpertCallDecision, ...], ai: AIMessage | None, packet_in: dict | None, plan_id: str,
+def _expert_tasks(accepted: tuple[ExpertCallDecision, ...], ai: AIMessage | None, packet_in: HandoffPacket | None,
+                  plan_id: str,
                   user_text: str, turn: int) -> list[ExpertTask]:
     """One :class:`ExpertTask` per accepted expert call. Facts the experts start from: what a system already verified
     this turn (from the incoming packet), plus the facts the model passed in the call's arguments (as user-said)."""
-    verified = tuple(Fact(**f) for f in (packet_in or {}).get("known_facts") or () if f.get("source") == "system_verified")
+    verified = tuple(f for f in (packet_in.known_facts if packet_in is not None else ()) if f.source == "system_verified")
     args_by_id = {c.id: dict(c.args or {}) for c in tool_call_views(ai)} if ai is not None else {}
     tasks = []
     for o in accepted:
@@ -141,7 +142,7 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
         messages: list[BaseMessage] = list(state.get("messages") or [])
         user_text = last_user_text(messages)
         model_calls = int(state.get("model_calls") or 0)
-        packet_in = state.get("handoff") if (state.get("handoff") or {}).get("to_agent") == SUPERVISOR else None
+        packet_in = packet_to(state, SUPERVISOR)
         requested = SupervisorPlan.model_validate(state["supervisor_plan"]) if state.get("supervisor_plan") else None
         if requested is not None and not (requested.turn == turn and requested.status == "requested"):
             requested = None
@@ -161,10 +162,10 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
                 new.append(ToolMessage(content=o.message, tool_call_id=o.call_id, name=o.name))
             accepted = plan.calls
         else:
-            source = packet_in.get("from_agent") if packet_in else None
+            source = packet_in.from_agent if packet_in else None
             shaped = shape_history(messages, policy_for_edge(source, SUPERVISOR, deps.history),
                                    render_packet(packet_in) if packet_in else None,
-                                   sender_note=str((packet_in or {}).get("sender_note") or ""))
+                                   sender_note=packet_in.sender_note if packet_in else "")
             system = SystemMessage(content=supervisor_prompt())
             call_ids = known_call_ids(messages)
             bound = bound_model()
@@ -199,7 +200,8 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
         for c in expert_calls:
             emit("expert_called", from_agent=SUPERVISOR, to_agent=c.expert, reason=c.objective, call_id=c.call_id,
                  plan_id=plan_id)
-        task_key = (state.get("task") or {}).get("task_id", "")
+        task_now = task_of(state)
+        task_key = task_now.task_id if task_now is not None else ""
         sends = [Send(EXPERT_NODE, {"task": t.model_dump(mode="json"), "task_key": task_key}) for t in tasks]
         return Command(goto=sends, update={
             "messages": ensure_ids(new),
@@ -297,14 +299,13 @@ def make_merge_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Command
                                   proposed_actions=proposed)
         new.append(AIMessage(content=text, name=SUPERVISOR))
         turn = int(state.get("turn") or 0)
-        task = dict(state.get("task") or {})
-        if task:
-            task["current_owner"] = SUPERVISOR
+        task = task_of(state)
         return Command(goto=END, update={
             "messages": ensure_ids(new), "model_calls": model_calls, "active_agent": SUPERVISOR,
-            "supervisor_plan": done, "task": task or None,
-            "outcome": {"agent": SUPERVISOR, "text": text, "status": "answered", "turn": turn,
-                        "answer": answer.model_dump(mode="json")},
+            "supervisor_plan": done,
+            "task": task.model_copy(update={"current_owner": SUPERVISOR}) if task is not None else None,
+            "outcome": Outcome(agent=SUPERVISOR, text=text, status="answered", turn=turn,
+                               answer=answer.model_dump(mode="json")),
         })
 
     node.__name__ = "supervisor_merge_node"

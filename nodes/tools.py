@@ -323,7 +323,7 @@ def _knowledge_topics() -> dict[str, PolicyEntry]:
             for k, v in (_handbook().get("policy_topics") or {}).items()}
 
 
-# More topics of the same handbook, kept as data in nodes/data/desk_knowledge.json ("policy_topics").
+# More topics of the same policy document, kept as data in nodes/data/desk_knowledge.json ("policy_topics").
 POLICY_KB.update({k: v for k, v in _knowledge_topics().items() if k not in POLICY_KB})
 
 

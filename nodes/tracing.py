@@ -380,7 +380,7 @@ class SpanTap:
             self._span_event(record, state)
             return
         span = visit.approval
-        span.set_attribute("switchboard.approval.next", "paused")
+        span.set_attribute("switchboard.approval.next", "awaiting_approval")
         for name in ("refund_id", "task_id"):
             if payload.get(name):
                 span.set_attribute(f"switchboard.approval.{name}", str(payload[name]))

@@ -49,7 +49,7 @@ def clarify_question(asked: Sequence[str]) -> str | None:
 #: the same words twice; a re-asked status question still gets the facts); the facts
 #: follow in one sentence (the first of the answer: the status), not the whole answer again.
 STILL_THE_SAME = "I've checked again and nothing has changed."
-#: How policy's answer starts when the same handbook text is asked for again (rules do not change between turns).
+#: How policy's answer starts when the same policy text is asked for again (rules do not change between turns).
 AS_I_SAID = "As I mentioned:"
 #: The same said in other words, when the customer asks once more right after :data:`STILL_THE_SAME`.
 STILL_NO_CHANGE = "Still no change since then."
@@ -101,7 +101,7 @@ def instead_of_repeat(agent: str, text: str, previous: Sequence[str], open_quest
     same = _same_facts if reread and agent != CLARIFY else same_answer
     if not any(same(text, p) for p in previous):
         return None
-    if reread and agent == "policy":  # the handbook does not change between turns: said again, briefly
+    if reread and agent == "policy":  # the policy text does not change between turns: said again, briefly
         return f"{AS_I_SAID} {_first_sentence(text)}"
     if reread and agent != CLARIFY:
         return f"{STILL_THE_SAME} {_first_sentence(text)}"

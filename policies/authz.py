@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from graph.context import RESERVED_NAMES, Principal
+from graph.state_values import owner_record
 
 __all__ = ["AuthzDecision", "OperatorFacts", "NOT_YOURS", "owner_of", "authorize_turn", "authorize_resume",
            "authorize_decision", "authorize_operator", "authorize_tool", "approval_overdue", "DECIDING_ROLES",
@@ -63,9 +64,9 @@ class OperatorFacts:
 def owner_of(values: Mapping) -> tuple[str, str] | None:
     """``(customer_id, tenant_id)`` a thread belongs to, from its state ``values``: the write-once ``owner``, or
     the ``identity`` of threads started before ``owner`` existed; None for a new thread."""
-    owner = values.get("owner") or {}
-    if owner.get("customer_id"):
-        return str(owner["customer_id"]), str(owner.get("tenant_id") or "")
+    owner = owner_record(values)
+    if owner is not None and owner.customer_id:
+        return owner.customer_id, owner.tenant_id
     ident = values.get("identity") or {}
     if ident.get("user_id"):
         return str(ident["user_id"]), str(ident.get("tenant_id") or "")

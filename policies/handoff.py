@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from graph.packet import HandoffPacket
+from graph.state_values import TaskState
 from policies.edges import DEFAULT_EDGE_TABLE, EXPERTS, SUPERVISOR, EdgeTable, is_legal_handoff
 
 __all__ = [
@@ -162,8 +164,8 @@ class GuardResult:
 def check_guards(
     source: str,
     target: str,
-    packet: Mapping[str, Any],
-    task: Mapping[str, Any] | None,
+    packet: HandoffPacket,
+    task: TaskState | None,
     required: Sequence[FactRequirement] = DEFAULT_FACT_REQUIREMENTS,
 ) -> GuardResult:
     """Preconditions of a handoff on the packet and on the task.
@@ -171,9 +173,8 @@ def check_guards(
     Args:
         source: the agent handing off.
         target: the requested target.
-        packet: the HandoffPacket that would travel with control, as a dict (``known_facts`` is a list of
-            ``{"key", "value", "source"}``; ``open_questions`` a list of str).
-        task: the task record (``status``, ``current_owner``) or None before a task exists.
+        packet: the HandoffPacket that would travel with control.
+        task: the task (``status``, ``current_owner``) or None before a task exists.
         required: the facts the packet must carry per target (default :data:`DEFAULT_FACT_REQUIREMENTS`).
 
     Rules:
@@ -182,16 +183,16 @@ def check_guards(
         * the task must not be ``completed`` or ``cancelled``, and must be owned by ``source`` (or
           unowned): a former owner may not move a task it no longer holds.
     """
-    facts = {f.get("key"): f.get("value") for f in packet.get("known_facts", ()) if isinstance(f, Mapping)}
-    questions = [q.lower() for q in packet.get("open_questions", ())]
+    facts: dict[str, Any] = {f.key: f.value for f in packet.known_facts}
+    questions = [q.lower() for q in packet.open_questions]
     missing = [r.fact for r in required if r.target == target and not r.met_by(facts, questions)]
     if missing:
         return GuardResult(False, tuple(missing), f"missing {', '.join(missing)}")
-    if task:
-        status = task.get("status")
+    if task is not None:
+        status = task.status
         if status in ("completed", "cancelled"):
             return GuardResult(False, ("task.status",), f"the task is already {status}")
-        owner = task.get("current_owner")
+        owner = task.current_owner
         if owner and owner != source:
             return GuardResult(False, ("task.current_owner",), f"the task is owned by {owner}, not {source}")
     return GuardResult(True)
@@ -202,7 +203,7 @@ def arbitrate(
     calls: Sequence[ToolCallView],
     business_tools: frozenset[str] | set[str],
     packet_for: Any,
-    task: Mapping[str, Any] | None,
+    task: TaskState | None,
     table: EdgeTable = DEFAULT_EDGE_TABLE,
     multi_handoff: str = "first",
     guards: Sequence[FactRequirement] = DEFAULT_FACT_REQUIREMENTS,
@@ -213,7 +214,7 @@ def arbitrate(
         source: the agent whose model wrote the message.
         calls: the message's tool calls in order, invalid ones included.
         business_tools: names of the business tools bound to ``source``.
-        packet_for: ``callable(target, call) -> dict`` building the packet that would travel with a
+        packet_for: ``callable(target, call) -> HandoffPacket`` building the packet that would travel with a
             handoff (used by the guards).
         task: the task record or None.
         table: the edge table.
@@ -283,7 +284,7 @@ def _invalid_outcome(call: ToolCallView, target: str | None) -> CallOutcome:
 
 
 def _handoff_outcome(source: str, call: ToolCallView, target: str, winner: str | None, packet_for: Any,
-                     task: Mapping[str, Any] | None, table: EdgeTable,
+                     task: TaskState | None, table: EdgeTable,
                      guards: Sequence[FactRequirement] = DEFAULT_FACT_REQUIREMENTS) -> CallOutcome:
     """The outcome of one valid handoff call (rule 1): refused (to oneself, illegal edge, guard failed), skipped
     (a handoff of the same message already won) or ``handoff``."""
@@ -334,7 +335,7 @@ def _fanout_outcome(c: ToolCallView, source: str, experts: list[str], used: set[
 
 
 def _fanout(source: str, calls: Sequence[ToolCallView], business_tools: frozenset[str] | set[str], packet_for: Any,
-            task: Mapping[str, Any] | None, table: EdgeTable,
+            task: TaskState | None, table: EdgeTable,
             guards: Sequence[FactRequirement] = DEFAULT_FACT_REQUIREMENTS) -> Arbitration | None:
     """The supervisor fan-out of :func:`arbitrate`, or None when it does not apply."""
     if not is_legal_handoff(source, SUPERVISOR, table):

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from graph.packet import HandoffRecord
 from policies.edges import DEFAULT_EDGE_TABLE, EdgeTable, longest_legal_path
 
 __all__ = [
@@ -62,17 +62,13 @@ def check_loop(seen: Sequence[str], fp: str, action: str) -> LoopVerdict:
     return LoopVerdict(False)
 
 
-def is_bounce_back(path: Sequence[Mapping[str, Any]], source: str, target: str, reason: str, turn: int | None = None) -> bool:
+def is_bounce_back(path: Sequence[HandoffRecord], source: str, target: str, reason: str, turn: int | None = None) -> bool:
     """A -> B -> A for the same reason: the last handoff (in ``turn`` when given) went ``target -> source``
     with the same normalized reason, and now ``source`` wants to hand back to ``target``."""
-    last = next((r for r in reversed(path) if turn is None or r.get("turn") == turn), None)  # O(this turn's records)
+    last = next((r for r in reversed(path) if turn is None or r.turn == turn), None)  # O(this turn's records)
     if last is None:
         return False
-    return (
-        last.get("from_agent") == target
-        and last.get("to_agent") == source
-        and normalize_task(str(last.get("reason", ""))) == normalize_task(reason)
-    )
+    return last.from_agent == target and last.to_agent == source and normalize_task(last.reason) == normalize_task(reason)
 
 
 def default_max_hops(table: EdgeTable = DEFAULT_EDGE_TABLE) -> int:

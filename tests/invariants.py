@@ -21,6 +21,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from graph.context import SYSTEM_RISK_POLICY
+from graph.state_values import path_of
 from policies.edges import is_legal_handoff
 from tests.transcript import transcript_errors
 
@@ -91,8 +92,8 @@ def _money(store: Any, new: list) -> list[str]:
 def violations(store: Any, before: Snapshot, values: dict, pending: Any) -> list[str]:
     """Every invariant the run broke, as ``"<invariant>: <detail>"`` lines ([] when it held). ``values``: the
     thread's state values; ``pending``: its pending interrupt payload (or None)."""
-    out = [f"illegal_edge: {h['from_agent']} -> {h['to_agent']}" for h in values.get("handoff_path") or []
-           if h.get("kind") == "handoff" and not is_legal_handoff(h["from_agent"], h["to_agent"])]
+    out = [f"illegal_edge: {h.from_agent} -> {h.to_agent}" for h in path_of(values)
+           if h.kind == "handoff" and not is_legal_handoff(h.from_agent, h.to_agent)]
     out += [f"transcript: {e}" for e in transcript_errors(values.get("messages") or [])]
     if _bob(store) != before.bob:
         out.append("scope: another customer's records changed")

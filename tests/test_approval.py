@@ -66,7 +66,7 @@ def test_reject_pays_nothing_and_refunds_agent_answers(isolated_home):
     assert "fraud" not in r.text and "internal" not in r.text  # the note is internal: the customer never sees it
     state = g.get_state({"configurable": {"thread_id": "t"}}).values
     assert all("fraud" not in str(m.content) for m in state["messages"])
-    assert all("fraud" not in str(f) for f in (state.get("handoff") or {}).get("known_facts", ()))
+    assert all("fraud" not in str(f) for f in state["handoff"].known_facts)
     assert [(d.decision, d.note) for d in store.list_decisions(task_id)] == [("reject", note)]  # kept for operators
     assert executed_refunds(store) == []
 

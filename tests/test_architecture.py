@@ -15,8 +15,8 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("graph", "nodes", "policies", "checkpoints")
 #: The data contracts (DESIGN.md: "they import nothing above them").
 CONTRACTS = ("graph.errors", "graph.context", "graph.settings", "graph.state", "graph.packet", "graph.approval",
-             "graph.inputs", "graph.agent_as_tool", "graph.results", "graph.events", "graph.views", "graph.reading",
-             "graph.brief")
+             "graph.inputs", "graph.agent_as_tool", "graph.results", "graph.events", "graph.views", "graph.folds",
+             "graph.state_values", "graph.reading", "graph.brief")
 
 
 def _modules() -> list[str]:

@@ -43,7 +43,7 @@ def test_json_outputs_have_stable_keys(paused) -> None:
     assert set(pending[0]) == set(PENDING_KEYS) and pending[0]["refund_id"] and pending[0]["approvals_required"] >= 1
     history = _json("history", "p", "--as", "ann")
     assert set(history[0]) == set(HISTORY_KEYS)
-    assert history[-1]["status"] == "paused" and history[-1]["agent"] == "human_approval"
+    assert history[-1]["status"] == "awaiting_approval" and history[-1]["agent"] == "human_approval"
     assert history[-1]["waiting_for"].startswith(f"approval of refund {pending[0]['refund_id']}")
     resumed = _json("resume", "p", "--approve", "--as", "ann")
     assert set(resumed) == TURN_KEYS and resumed["thread_id"] == "p"
@@ -57,7 +57,7 @@ def test_json_outputs_have_stable_keys(paused) -> None:
 
 def test_history_text_shows_the_paused_turn(paused, monkeypatch) -> None:
     r = CliRunner().invoke(app, ["history", "p", "--as", "ann"])
-    assert r.exit_code == 0 and "paused" in r.output and "approval of refund" in r.output
+    assert r.exit_code == 0 and "awaiting_approval" in r.output and "approval of refund" in r.output
 
 
 def test_piped_tables_keep_every_word(capsys) -> None:
@@ -166,8 +166,8 @@ def test_chat_stream_json_keeps_stdout_json(isolated_home) -> None:
 
 
 def test_trace_and_events_number_hops_like_draw(paused, monkeypatch) -> None:
-    """Hop numbers restart each turn in the events and ``trace`` too, and approval-flow steps after the
-    resume go on from the pause (no repeated number); one numbering (graph.packet.number_steps) for all three."""
+    """Hop numbers restart each turn in the events and ``trace`` too, and approval-flow hops after the
+    resume go on from the pause (no repeated number); one numbering (graph.packet.number_hops) for all three."""
     from checkpoints import open_checkpointer
     from checkpoints.event_log import open_event_log
     from graph.context import RunContext
@@ -179,15 +179,15 @@ def test_trace_and_events_number_hops_like_draw(paused, monkeypatch) -> None:
     steps = {(s.turn, s.hop, s.target) for s in run_path(open_checkpointer(paused / "switchboard.db"), "p")}
     evts = open_event_log(paused / "switchboard.db").events("p")
     started = {(e.turn, e.detail.get("hop"), e.agent) for e in evts if e.kind == "agent_started" and e.from_agent}
-    assert started == steps  # every step drawn is the step an agent started at, same number
+    assert started == steps  # every hop drawn is the hop an agent started at, same number
     turn1 = sorted(h for t, h, _ in started if t == 1)
     assert turn1 == list(range(1, len(turn1) + 1)) and len(turn1) >= 5  # entry, triage, refunds, risk, approval, pay…
     assert sorted(h for t, h, _ in started if t == 2) == [1, 2]
     assert [e.detail["hop"] for e in evts if e.kind == "entry_decided"] == [1, 1]
     monkeypatch.setattr(cli, "console", Console(width=250))
     out = CliRunner().invoke(app, ["trace", "p", "--as", "ann"]).output
-    assert out.count("step 1 entry → ") == 2 and "(step 2 of the turn" in out
-    assert "(step 4 from risk" in out and "(step 5 from human_approval" in out and "(step 6 from refund_execute" in out
+    assert out.count("hop 1 entry → ") == 2 and "(hop 2 of the turn" in out
+    assert "(hop 4 from risk" in out and "(hop 5 from human_approval" in out and "(hop 6 from refund_execute" in out
 
 
 def test_route_confusion_table_is_not_cut_when_piped(isolated_home, tmp_path, monkeypatch) -> None:

@@ -47,7 +47,6 @@ EXCEPTIONS: dict[tuple[str, str], tuple[int, str]] = {
                                                                                 "paid meanwhile, the decision"),
     ("graph/observe.py", "tally_events"): (37, "one counter per event kind and outcome"),
     ("graph/evaluation.py", "summarise"): (24, "one figure per metric of the route report"),
-    ("graph/evaluation.py", "run_queries"): (21, "the in-process and the worker-pool paths, progress and failures"),
     ("graph/operator_cli.py", "decide_threadless"): (30, "each refusal of a decision on a refund no thread waits on"),
     ("checkpoints/threads.py", "thread_turns"): (21, "pairs each message with its answer, a decision's own row"),
     ("nodes/supervisor.py", "make_supervisor_node.node"): (29, "the supervisor's model loop: plan, fan out, refuse "

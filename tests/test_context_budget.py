@@ -47,7 +47,7 @@ def test_200_turns_with_one_agent_stay_under_the_budget(make_desk):
     last_input = model.log[-1][1]
     assert isinstance(last_input[0], SystemMessage) and "transaction_id=tx_1001 (user_said)" in last_input[0].content
     assert not any("tx_1001" in str(m.content) for m in last_input[1:])  # turn 1 itself was trimmed away
-    facts = {(f["key"], f["value"]) for f in conv.state["handoff"]["known_facts"]}
+    facts = {(f.key, f.value) for f in conv.state["handoff"].known_facts}
     assert ("transaction_id", "tx_1001") in facts
     users = [m for m in conv.state["messages"] if isinstance(m, HumanMessage)]
     assert len(users) == 200 and "tx_1001" in users[0].content  # the checkpoint keeps the full transcript

@@ -194,7 +194,7 @@ def test_an_incomplete_packet_is_recorded_and_the_receiver_asks(make_desk):
     r = Conversation("pi", graph=gd.graph).send("I want a refund please")
     assert r.agent == "refunds" and "Which transaction" in r.text
     packet = gd.graph.get_state({"configurable": {"thread_id": "pi"}}).values["handoff"]
-    assert packet["to_agent"] == "refunds" and REFUND_QUESTION in packet["open_questions"]
+    assert packet.to_agent == "refunds" and REFUND_QUESTION in packet.open_questions
     [event] = gd.deps.events.events("pi", kinds=["packet_incomplete"])
     assert (event.agent, event.from_agent, event.to_agent) == ("refunds", "triage", "refunds")
     assert event.detail["missing"] == ["the transaction to refund"]
@@ -215,5 +215,5 @@ def test_a_desk_reads_its_contracts_from_its_deps(make_desk):
     Conversation("pc", graph=gd.graph).send("Freeze my card please")
     [event] = gd.deps.events.events("pc", kinds=["packet_incomplete"])
     assert event.to_agent == "cards" and event.detail["questions"] == ["Which card: its last four digits?"]
-    packet = gd.graph.get_state({"configurable": {"thread_id": "pc"}}).values["handoff_path"][-1]["packet"]
-    assert "Which card: its last four digits?" in packet["open_questions"]
+    packet = gd.graph.get_state({"configurable": {"thread_id": "pc"}}).values["handoff_path"][-1].packet
+    assert "Which card: its last four digits?" in packet.open_questions

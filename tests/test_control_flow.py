@@ -19,7 +19,7 @@ def _internal_reason(g, r, words: str) -> bool:
     """The guard's reason is in the fallback packet and the handoff path (for operators), never in the customer's
     answer."""
     packet = _values(g)["handoff"]
-    return words in packet["reason"] and words in r.handoff_path[-1].reason and words not in r.text \
+    return words in packet.reason and words in r.handoff_path[-1].reason and words not in r.text \
         and "Reason:" not in r.text
 
 
@@ -29,7 +29,7 @@ def test_ping_pong_ends_in_fallback_within_four_model_calls(make_graph):
     r = Conversation("t", graph=g).send("I was charged twice")
     assert r.status == "fallback" and model.calls <= 4
     v = _values(g)
-    assert v["task"]["status"] == "fallback"
+    assert v["task"].status == "fallback"
     assert "tx_1008" in r.text  # the fallback answers with the facts so far
     assert transcript_errors(v["messages"]) == []
 
@@ -228,7 +228,7 @@ def test_a_recursion_limit_of_3_from_invoke_still_finishes_the_refund_turn(make_
     ada = RunContext(user_id="c_ada")
     out = graph.invoke({"messages": [("user", SMALL_REFUND)]}, config, context=ada)
     assert out["turn"] == 1 and "paid back" in str(out["messages"][-1].content)
-    assert [h["to_agent"] for h in out["handoff_path"]][-3:] == ["risk", "refund_execute", "refunds"]
+    assert [h.to_agent for h in out["handoff_path"]][-3:] == ["risk", "refund_execute", "refunds"]
     assert len(_paid(store)) == 1 and graph.get_state(config).next == ()
     again = graph.invoke({"messages": [("user", "when will it arrive?")]}, config, context=ada)
     assert again["turn"] == 2 and "credited to your account" in str(again["messages"][-1].content)
@@ -267,7 +267,7 @@ def test_the_hop_budget_ends_a_turn_in_fallback_under_a_recursion_limit_of_3(mak
     g = make_graph(model)
     config = {"configurable": {"thread_id": "rl-pong"}, "recursion_limit": 3}
     out = g.invoke({"messages": [("user", "I was charged twice")]}, config, context=RunContext(user_id="c_ada"))
-    assert out["task"]["status"] == "fallback" and out["handoff_path"][-1]["kind"] == "fallback"
+    assert out["task"].status == "fallback" and out["handoff_path"][-1].kind == "fallback"
     assert "tx_1008" in str(out["messages"][-1].content)  # the fallback's answer: the facts so far
     assert transcript_errors(out["messages"]) == []
 

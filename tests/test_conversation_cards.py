@@ -155,7 +155,7 @@ def test_the_graph_keys_a_freeze_by_its_turn(desk, store):
     conv.send("I lost my card")
     conv.send("I found it, unfreeze it")
     conv.send("oh no, lost it again, freeze it")
-    task = conv.state["task"]["task_id"]
+    task = conv.state["task"].task_id
     first, third = (store.side_effect_result(f"freeze:{task}:t{n}:card_ada_phys") for n in (1, 3))
     assert first is not None and third is not None and third["previous_status"] == "active"
     assert store.side_effect_result(f"unfreeze:{task}:t2:card_ada_phys") is not None

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from graph.conversation import Conversation
 from nodes.fallback import fallback_text
 from nodes.router import default_router
+from nodes.testing.state import packet
 
 UNKNOWN = "There's a charge I don't recognise"
 
@@ -73,12 +74,12 @@ def test_the_agent_holding_the_conversation_answers_thanks_and_goodbye(desk):
 
 # ---------------------------------------------------------------- (c) facts in customer words
 def test_fallback_shows_money_with_its_currency_not_minor_units():
-    text = fallback_text({"reason": "r", "known_facts": [
+    text = fallback_text(packet(**{"reason": "r", "known_facts": [
         {"key": "amount", "value": "100.00 GBP", "source": "system_verified"},
         {"key": "amount_minor", "value": "10000", "source": "system_verified"},
         {"key": "currency", "value": "GBP", "source": "system_verified"},
         {"key": "transaction_id", "value": "tx_1002", "source": "user_said"},
-        {"key": "refund_status", "value": "requested", "source": "system_verified"}]})
+        {"key": "refund_status", "value": "requested", "source": "system_verified"}]}))
     assert "amount: £100.00" in text and "transaction: tx_1002 (you told us)" in text and "refund status: requested" in text
     assert not any(raw in text for raw in ("minor", "10000", "currency", "refund_status", "transaction_id"))
 
@@ -144,10 +145,10 @@ def test_a_verified_fact_from_an_earlier_turn_keeps_its_original_date(desk, monk
     monkeypatch.setattr(nodes.agent, "observed_now", lambda: "2026-01-03T00:00:00+00:00")
     conv.send("no")  # next turn: entry keeps billing and carries the facts in its packet
     packet = conv.state["handoff"]
-    facts = {f["key"]: f for f in packet["known_facts"]}
-    assert facts["transaction_id"]["source"] == "system_verified"
-    assert facts["transaction_id"]["observed_at"] == "2026-01-02T03:04:05+00:00"  # its own date, not this turn's
-    assert facts["merchant"]["observed_at"] == "2026-01-02T03:04:05+00:00"
+    facts = {f.key: f for f in packet.known_facts}
+    assert facts["transaction_id"].source == "system_verified"
+    assert facts["transaction_id"].observed_at == "2026-01-02T03:04:05+00:00"  # its own date, not this turn's
+    assert facts["merchant"].observed_at == "2026-01-02T03:04:05+00:00"
     assert "transaction_id=tx_1005 (system_verified, as of 2026-01-02T03:04:05+00:00)" in render_packet(packet)
     text = fallback_text(packet)
     assert "transaction: tx_1005 (as of 2 Jan 03:04 UTC)" in text
@@ -161,8 +162,8 @@ def test_a_fact_read_again_gets_the_new_date(desk, monkeypatch):
     conv.send("where is my refund?")
     monkeypatch.setattr(nodes.agent, "observed_now", lambda: "2026-01-05T00:00:00+00:00")
     conv.send("any news on it?")  # refunds re-reads the status: the status fact is dated now
-    facts = {f["key"]: f for f in conv.state["handoff"]["known_facts"]}
-    assert facts["refund_status"]["observed_at"] == "2026-01-02T00:00:00+00:00"  # the packet the turn started with
+    facts = {f.key: f for f in conv.state["handoff"].known_facts}
+    assert facts["refund_status"].observed_at == "2026-01-02T00:00:00+00:00"  # the packet the turn started with
     from nodes.facts import collect_facts
 
     dated = {f.key: f.observed_at for f in collect_facts(list(conv.state["messages"])) if f.source == "system_verified"}

@@ -125,7 +125,7 @@ def test_followup_answering_agent_of_every_turn(desk, case, turns):
     if any(a == "out_of_scope" for _, a in turns):  # no specialist visited, no task opened on those turns
         values = conv.state
         oos_turns = [i + 1 for i, (_, a) in enumerate(turns) if a == "out_of_scope"]
-        assert all(h["to_agent"] == "out_of_scope" for h in values["handoff_path"] if h["turn"] in oos_turns)
+        assert all(h.to_agent == "out_of_scope" for h in values["handoff_path"] if h.turn in oos_turns)
         tasks = {e.turn: e.task_id for e in decided}
         assert all(tasks[t] == tasks.get(t - 1) for t in oos_turns)  # no task opened (an earlier one is kept)
 
@@ -285,7 +285,7 @@ def test_a_yes_opens_the_refund_only_while_the_offer_is_open(desk, store):
     assert REFUND_OFFER in conv.send("tx_1001").text
     config = {"configurable": {"thread_id": "closed-offer"}}
     task = desk.graph.get_state(config).values["task"]
-    ungated(desk.graph).update_state(config, {"task": {**task, "status": "completed"}})
+    ungated(desk.graph).update_state(config, {"task": task.model_copy(update={"status": "completed"})})
     r = conv.send("yes")
     assert r.pending is None and r.text == PLAIN_YES_ANSWER
     assert not [x for x in store.list_refunds("c_ada") if x.transaction_id == "tx_1001"]

@@ -22,6 +22,7 @@ from graph.settings import Settings
 from graph.views import CUSTOMER_KEYS, REQUEST_FIELDS, customer_message, customer_request, customer_view, view_for
 from nodes.embedded.offline_model import OfflineChatModel
 from nodes.testing.scripted import KeywordRouter
+from nodes.testing.state import packet
 from policies.authz import OPERATOR_CANCEL, UNCONFIRMED_CANCEL
 
 BIG = "I want a refund for tx_1001 please, that Tesco order never happened"  # £23.80: one approver
@@ -64,13 +65,13 @@ def test_a_paused_thread_customer_view_field_by_field(isolated_home):
     assert all(set(m) == {"type", "id", "name", "content"} for m in view["messages"])
     assert view["turn"] == 1
     pa = values["pending_approval"]
-    assert view["pending_approval"] == {**{k: pa[k] for k in REQUEST_FIELDS if k in pa},
-                                        "requested_at": pa["request"]["requested_at"], "stage": "awaiting"}
+    assert view["pending_approval"] == {**{k: getattr(pa, k) for k in REQUEST_FIELDS if hasattr(pa, k)},
+                                        "requested_at": pa.request.requested_at, "stage": "awaiting_approval"}
     assert set(view["pending_approval"]) == set(REQUEST_FIELDS) | {"stage"}
     assert _hidden(view) == []
     # the operator's view is the whole state: the risk assessment, the task, the request with its flags
     assert view_for("operator", values) == dict(values) and view_for("customer", values) == view
-    assert values["pending_approval"]["risk_flags"] and values["task"]["task_id"]
+    assert values["pending_approval"].risk_flags and values["task"].task_id
 
 
 def test_a_decided_thread_shows_the_outcome_never_the_note_nor_who_decided(isolated_home):
@@ -84,12 +85,12 @@ def test_a_decided_thread_shows_the_outcome_never_the_note_nor_who_decided(isola
     assert view["messages"][-1] == {"type": "ai", "id": values["messages"][-1].id, "name": "refunds",
                                     "content": r.text}
     pa = values["pending_approval"]
-    assert view["refund_outcome"] == {"refund_id": pa["refund_id"], "transaction_id": "tx_1001", "amount": "£23.80",
+    assert view["refund_outcome"] == {"refund_id": pa.refund_id, "transaction_id": "tx_1001", "amount": "£23.80",
                                       "status": "rejected"}
     assert _hidden(view) == []
     # operators keep everything: the decision with its approver and note
-    assert values["pending_approval"]["decision"]["note"] == NOTE
-    assert values["pending_approval"]["decision"]["approver"] == "operator:ann"
+    assert values["pending_approval"].decision["note"] == NOTE
+    assert values["pending_approval"].decision["approver"] == "operator:ann"
     # the Python API gives each principal its view, as the engines do for their tokens
     assert Conversation("p", desk=d).view() == view
     assert Conversation("p", desk=d, context=ANN).view() == dict(values)
@@ -103,7 +104,7 @@ def test_after_a_payment_nothing_looks_like_a_waiting_request(isolated_home):
     r = conv.send(SMALL)
     assert r.status == "answered" and r.pending is None  # the Python API: no pending request
     values = d.graph.get_state(_cfg("s")).values
-    assert values["pending_approval"]["stage"] == "executed"  # the state keeps the request (operators, "already decided")
+    assert values["pending_approval"].stage == "executed"  # the state keeps the request (operators, "already decided")
     view = customer_view(values)
     assert "pending_approval" not in view
     assert view["refund_outcome"]["status"] == "executed" and view["refund_outcome"]["transaction_id"] == "tx_1008"
@@ -120,7 +121,7 @@ def test_the_thread_listing_does_not_take_a_decided_request_for_a_waiting_one():
         def latest_channel_values(self):
             owner = {"customer_id": "c_ada", "tenant_id": "t_demo"}
             return {"paid": {"owner": owner, "turn": 2, "pending_approval": {"stage": "executed"}},
-                    "waits": {"owner": owner, "turn": 1, "pending_approval": {"stage": "awaiting"}}}
+                    "waits": {"owner": owner, "turn": 1, "pending_approval": {"stage": "awaiting_approval"}}}
 
     assert {s["thread_id"]: s["status"] for s in thread_summaries(Reader())} == {"paid": "-",
                                                                                "waits": "awaiting_approval"}
@@ -251,7 +252,7 @@ def test_the_fallback_answer_never_gives_an_internal_reason():
     loop = "loop detected: state fingerprint 702f3c1d9e0a4b5c repeated with the same action (handoff:refunds)"
     for reason in (loop, "hop budget of 7 handoffs per turn reached", "bounce-back detected: billing -> refunds",
                    "refunds used its 4 model calls without answering", "all experts failed: billing failed (timeout)"):
-        text = fallback_text({"reason": reason})
+        text = fallback_text(packet(**{"reason": reason}))
         assert customer_reason(reason) is None
         assert "Reason" not in text and reason not in text and "fingerprint" not in text
         assert text.startswith("I'm sorry, I couldn't complete this automatically")
@@ -260,12 +261,12 @@ def test_the_fallback_answer_never_gives_an_internal_reason():
     assert customer_reason("the payment failed (StoreError: deadlock detected)") == "one of our services is unavailable"
     assert customer_reason("the model failed (timeout after 30 s at http://10.0.0.5:8000)") == \
         "our automated assistant could not answer"
-    text = fallback_text({"reason": "the model failed (timeout after 30 s at http://10.0.0.5:8000)"})
+    text = fallback_text(packet(**{"reason": "the model failed (timeout after 30 s at http://10.0.0.5:8000)"}))
     assert "10.0.0.5" not in text and "timeout" not in text
     # who decided a refund is internal, also in packets stored before it left them
-    text = fallback_text({"reason": "the customer asked for a person", "known_facts": [
+    text = fallback_text(packet(**{"reason": "the customer asked for a person", "known_facts": [
         {"key": "refund_status", "value": "rejected", "source": "system_verified"},
-        {"key": "decided_by", "value": "operator:ann", "source": "system_verified"}]})
+        {"key": "decided_by", "value": "operator:ann", "source": "system_verified"}]}))
     assert "refund status: rejected" in text and "operator:ann" not in text and "decided by" not in text
 
 
@@ -276,7 +277,7 @@ def test_after_a_rejection_no_answer_names_the_approver(isolated_home):
     rejected = Conversation("p", desk=d, context=ANN).resume({"decision": "reject", "note": NOTE})
     person = conv.send("I want to speak to a person")
     assert person.status == "fallback"
-    facts = {f["key"] for f in d.graph.get_state(_cfg("p")).values["handoff"]["known_facts"]}
+    facts = {f.key for f in d.graph.get_state(_cfg("p")).values["handoff"].known_facts}
     assert "decided_by" not in facts
     answers = [str(m.content) for m in d.graph.get_state(_cfg("p")).values["messages"] if isinstance(m, AIMessage)]
     for text in [rejected.text, person.text, *answers]:
@@ -326,7 +327,7 @@ def test_a_cancel_after_the_desks_question_is_taken_over_the_graph_too(isolated_
     r = conv.send(BIG)
     assert conv.send("please cancel my refund").text.startswith("Cancel refund")
     out = d.graph.invoke(Command(resume={"decision": "cancel"}), _cfg("p"), context=ADA)
-    assert "cancelled" in out["outcome"]["text"]
+    assert "cancelled" in out["outcome"].text
     assert [(x.approver, x.decision) for x in d.deps.store.list_decisions(r.pending.task_id)] == [
         ("customer:c_ada", "cancel")]
     assert customer_view(out)["refund_outcome"]["status"] == "cancelled"

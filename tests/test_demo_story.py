@@ -20,11 +20,11 @@ def test_double_charge_story_offline(tmp_path):
     assert "tx_1008" in r.text  # the refund answer names the duplicate transaction
     assert [h.to_agent for h in r.handoff_path if h.kind == "flow"] == ["risk", "refund_execute", "refunds"]
     values = conv.state
-    billing_packet = [h for h in values["handoff_path"] if h["to_agent"] == "refunds" and h["kind"] == "handoff"][0]
-    assert billing_packet["from_agent"] == "billing"
-    facts = {f["key"]: f for f in values["handoff"]["known_facts"]}
-    assert facts["transaction_id"]["value"] == "tx_1008"
-    assert facts["transaction_id"]["source"] == "system_verified"
+    billing_packet = [h for h in values["handoff_path"] if h.to_agent == "refunds" and h.kind == "handoff"][0]
+    assert billing_packet.from_agent == "billing"
+    facts = {f.key: f for f in values["handoff"].known_facts}
+    assert facts["transaction_id"].value == "tx_1008"
+    assert facts["transaction_id"].source == "system_verified"
     # turn 2 continues at refunds without triage; turn 3 changes topic and goes through triage
     r2 = conv.send("Thanks! Where can I see that refund now?")
     assert [h.to_agent for h in r2.handoff_path] == ["refunds"] and r2.agent == "refunds"

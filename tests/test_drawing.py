@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from graph import drawing
-from graph.drawing import GraphSpec, PathStep, render_ascii, render_mermaid, render_png
+from graph.drawing import GraphSpec, PathHop, render_ascii, render_mermaid, render_png
 from tests.conftest import listed_edges, parse_adjacency
 
 SPECIALISTS = ("billing", "refunds", "cards", "transfers", "account", "policy")
@@ -30,15 +30,15 @@ def desk_spec() -> GraphSpec:
     return GraphSpec(nodes, tuple(edges), {"human_approval": "approval"})
 
 
-def ping_pong_path() -> list[PathStep]:
+def ping_pong_path() -> list[PathHop]:
     return [
-        PathStep(1, "__start__", "triage", "handoff"),
-        PathStep(2, "triage", "billing", "handoff"),
-        PathStep(3, "billing", "refunds", "handoff"),
-        PathStep(4, "refunds", "billing", "handoff"),
-        PathStep(5, "billing", "refunds", "handoff"),
-        PathStep(6, "refunds", "fallback", "fallback"),
-        PathStep(7, "fallback", "__end__", "handoff"),
+        PathHop(1, "__start__", "triage", "handoff"),
+        PathHop(2, "triage", "billing", "handoff"),
+        PathHop(3, "billing", "refunds", "handoff"),
+        PathHop(4, "refunds", "billing", "handoff"),
+        PathHop(5, "billing", "refunds", "handoff"),
+        PathHop(6, "refunds", "fallback", "fallback"),
+        PathHop(7, "fallback", "__end__", "handoff"),
     ]
 
 
@@ -103,7 +103,7 @@ def test_mermaid_path_labels_hops_and_highlights_only_path_edges():
 
 def test_mermaid_marks_a_hop_that_is_not_in_the_graph():
     spec = desk_spec()
-    path = [PathStep(1, "triage", "billing"), PathStep(2, "billing", "policy"), PathStep(3, "policy", "ghost")]
+    path = [PathHop(1, "triage", "billing"), PathHop(2, "billing", "policy"), PathHop(3, "policy", "ghost")]
     labels, edges, styles = parse_mermaid(render_mermaid(spec, path))
     solid = {(s, t) for s, t, arrow, _ in edges if arrow == "-->"}
     dashed = {(s, t): label for s, t, arrow, label in edges if arrow == "-.->"}
@@ -155,7 +155,7 @@ def test_ascii_draws_the_graph_when_it_fits_with_the_path_marked():
         assert f"| {n} |" in plain, n
     assert "path:" not in plain and "use --format" not in plain
     assert "*" not in plain and "#" not in plain and "." in plain  # edges drawn, none highlighted
-    text = render_ascii(spec, ping_pong_path() + [PathStep(8, "__end__", "policy", "resume")], width=400)
+    text = render_ascii(spec, ping_pong_path() + [PathHop(8, "__end__", "policy", "resume")], width=400)
     drawing_part, hop_part = text.split("\npath:\n")
     for n in spec.nodes:
         visited = n in PING_PONG_VISITED | {"policy"}
@@ -195,7 +195,7 @@ def test_ascii_draws_disconnected_parts_and_lists_self_loops():
     for n in spec.nodes:
         assert f"| {n} |" in text
     assert "self-loops: b" in text
-    ghost = render_ascii(spec, [PathStep(1, "a", "b"), PathStep(2, "b", "ghost")])
+    ghost = render_ascii(spec, [PathHop(1, "a", "b"), PathHop(2, "b", "ghost")])
     assert "# ghost #" in ghost and "2. b -> ghost (handoff)  [not in graph]" in ghost
 
 
@@ -288,7 +288,7 @@ def test_png_with_path_differs_and_shows_the_highlight(tmp_path):
     assert _pixels_near(with_path, drawing._HOP_COLOURS["handoff"]) > 2500
     assert _pixels_near(with_path, drawing._HOP_COLOURS["fallback"]) > 1000
     assert _pixels_near(with_path, drawing._ILLEGAL_COLOUR) == 0
-    illegal_path = [PathStep(1, "cards", "policy"), PathStep(2, "policy", "ghost")]
+    illegal_path = [PathHop(1, "cards", "policy"), PathHop(2, "policy", "ghost")]
     illegal = render_png(spec, tmp_path / "illegal.png", illegal_path)
     assert _pixels_near(illegal, drawing._ILLEGAL_COLOUR) > 200
 

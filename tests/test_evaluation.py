@@ -85,7 +85,8 @@ def test_evaluate_records_a_raising_run_and_goes_on():
             Broken.calls += 1
             if Broken.calls == 1:
                 raise RuntimeError("boom")
-            return {"outcome": {"agent": "cards"}, "handoff_path": [{"kind": "handoff", "to_agent": "cards"}]}
+            return {"outcome": {"agent": "cards"},
+                    "handoff_path": [{"hop": 2, "turn": 1, "from_agent": "triage", "kind": "handoff", "to_agent": "cards"}]}
 
     r = evaluate(Broken(), ["a", "b"], ["cards", "cards"], router="r", model="m")
     assert [o.answered for o in r.outcomes] == ["error:RuntimeError", "cards"]

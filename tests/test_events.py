@@ -44,7 +44,7 @@ def test_two_handoff_conversation_exact_event_sequence(make_desk):
     # fields the issue asks for
     accepted = [e for e in evts if e.kind == "handoff_accepted"]
     assert [e.reason for e in accepted] == ["a charge question", "wants the money back"]
-    # step numbers of the turn (graph.packet.number_steps): entry → triage is step 1, the two handoffs steps 2 and 3
+    # hop numbers of the turn (graph.packet.number_hops): entry → triage is hop 1, the two handoffs hops 2 and 3
     assert [e.detail["hop"] for e in accepted] == [2, 3]
     assert [e.detail["hop"] for e in evts if e.kind == "agent_started"] == [1, 2, 3]
     assert all(e.history_items and e.history_items > 0 for e in accepted)
@@ -252,7 +252,7 @@ def test_interrupt_and_resume_are_recorded_once():
     first = seq(log.events("ir"))
     assert first == [("run_started", None, None, None, None), ("agent_started", "ask", None, None, None),
                      ("interrupt", "ask", None, None, None), ("agent_finished", "ask", None, None, "interrupted"),
-                     ("run_completed", None, None, None, "paused")]
+                     ("run_completed", None, None, None, "awaiting_approval")]
     assert log.events("ir", kinds=["interrupt"])[0].detail["payload"] == {"question": "approve?"}
     g.invoke(Command(resume="yes"), cfg)
     evts = log.events("ir")
@@ -276,7 +276,7 @@ def test_a_second_pause_in_the_same_node_is_recorded_and_nothing_is_duplicated()
     assert node == [("agent_started", None), ("interrupt", None), ("agent_finished", "interrupted"),
                     ("resumed", None), ("interrupt", None), ("agent_finished", "interrupted"),
                     ("resumed", None), ("tool_called", None), ("agent_finished", "next")]
-    assert [e.status for e in log.events("ir2", kinds=["run_completed"])] == ["paused", "paused", "done"]
+    assert [e.status for e in log.events("ir2", kinds=["run_completed"])] == ["awaiting_approval", "awaiting_approval", "done"]
     assert [e.detail["decision"] for e in log.events("ir2", kinds=["resumed"])] == ["maybe", "yes"]
 
 
@@ -319,7 +319,7 @@ APPROVAL_PAUSE = [
     ("agent_started", "human_approval", "risk", None, None),
     ("interrupt", "human_approval", None, None, None),
     ("agent_finished", "human_approval", None, None, "interrupted"),
-    ("run_completed", None, None, "refunds", "paused"),
+    ("run_completed", None, None, "refunds", "awaiting_approval"),
 ]
 APPROVAL_RESUME = [
     ("run_started", None, None, None, None),

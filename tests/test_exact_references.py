@@ -14,6 +14,7 @@ from graph.conversation import Conversation
 from nodes.facts import collect_facts, extract_facts
 from nodes.fallback import fallback_text
 from nodes.testing.scripted import ScriptedChatModel, tool_call
+from nodes.testing.state import packet
 from nodes.tools import ToolContext, run_tool
 
 ADA = ToolContext(customer_id="c_ada", tenant_id="t_demo", thread_id="t1")
@@ -104,8 +105,8 @@ def test_facts_a_model_writes_into_a_handoff_are_model_written():
     facts = {(f.key, f.value): f.source for f in collect_facts(msgs, {"merchant": "Blue Bottle", "transaction_id": "tx_1008"})}
     assert facts[("merchant", "Blue Bottle")] == "model_written"
     assert facts[("transaction_id", "tx_1008")] == "user_said"
-    text = fallback_text({"reason": "r", "known_facts": [{"key": "merchant", "value": "Blue Bottle",
-                                                          "source": "model_written"}]})
+    text = fallback_text(packet(**{"reason": "r", "known_facts": [{"key": "merchant", "value": "Blue Bottle",
+                                                          "source": "model_written"}]}))
     assert "merchant: Blue Bottle (noted, not yet checked)" in text and "you told us" not in text
 
 

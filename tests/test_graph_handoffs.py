@@ -6,6 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from graph.conversation import Conversation
+from graph.state_values import Owner
 from nodes.testing import scripted as sm
 from policies.edges import HANDOFF_EDGES
 from policies.history import HistoryPolicy
@@ -33,7 +34,7 @@ def test_each_legal_handoff_is_accepted(make_graph, source, target):
     assert hops[-1] == (source, target)
     values = g.get_state({"configurable": {"thread_id": "t"}}).values
     assert values["active_agent"] == target
-    assert values["handoff"]["from_agent"] == source and values["handoff"]["to_agent"] == target
+    assert values["handoff"].from_agent == source and values["handoff"].to_agent == target
     assert transcript_errors(values["messages"]) == []
 
 
@@ -55,8 +56,8 @@ def test_illegal_handoff_refused_with_toolmessage_and_no_other_change(make_graph
     assert len(refused) == 1 and "may not hand off to account" in refused[0].content
     assert r.agent == "refunds" and values["active_agent"] == "refunds"
     assert "account" not in values["visited_agents"]
-    assert [h["to_agent"] for h in values["handoff_path"] if h["kind"] == "handoff"] == ["refunds"]
-    assert values["handoff"]["to_agent"] == "refunds"  # the packet did not change
+    assert [h.to_agent for h in values["handoff_path"] if h.kind == "handoff"] == ["refunds"]
+    assert values["handoff"].to_agent == "refunds"  # the packet did not change
     assert values["state_version"] == 0
     assert transcript_errors(values["messages"]) == []
 
@@ -129,8 +130,8 @@ def test_another_customers_run_is_refused_by_the_graph(make_graph):
     with pytest.raises(AccessDenied, match="not one of your threads"):
         g.invoke({"messages": [HumanMessage("and the other refund?", id="h2")]}, cfg, context=RunContext(user_id="c_bob"))
     values = g.get_state(cfg).values
-    assert [m.id for m in values["messages"]] == before and values["owner"] == {"customer_id": "c_ada",
-                                                                                "tenant_id": "t_demo"}
+    assert [m.id for m in values["messages"]] == before and values["owner"] == Owner(customer_id="c_ada",
+                                                                                    tenant_id="t_demo")
 
 
 def test_conversation_refuses_another_customers_thread_and_unknown_customers(make_graph):
@@ -155,7 +156,7 @@ def test_model_failure_ends_in_fallback_not_exception(make_graph):
     assert r.status == "fallback" and r.agent == "fallback"
     assert "ConnectionError" not in r.text and "could not answer" in r.text  # customer words; the cause is recorded:
     assert r.model_error.error_type == "ConnectionError" and "ConnectionError" in r.handoff_path[-1].reason
-    assert Conversation("t", graph=g).state["task"]["status"] == "fallback"
+    assert Conversation("t", graph=g).state["task"].status == "fallback"
 
 
 def test_empty_message_is_refused_and_stores_nothing(make_graph):

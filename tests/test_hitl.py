@@ -53,6 +53,10 @@ def test_the_interrupt_is_a_hitl_request_and_keeps_our_keys(isolated_home):
     assert {"kind", "task_id", "thread_id", "customer_id", "refund_id", "amount_minor", "currency", "risk_flags",
             "approvals_required", "approvals", "deadline"} <= set(value)
     assert value["kind"] == "refund_approval" and value["approvals"] == []
+    # built from the typed request the state keeps (PendingApproval.request), the same as from its JSON form
+    pa = g.get_state(_cfg("h1")).values["pending_approval"]
+    assert pa.waiting and interrupt_payload(pa.request, []) == value
+    assert interrupt_payload(pa.request.model_dump(mode="json"), []) == value
     # a customer's view of the interrupt never carries the action (its description names the risk and the customer)
     assert "action_requests" not in customer_request(value) and "review_configs" not in customer_request(value)
 
@@ -62,7 +66,7 @@ def test_a_hitl_approve_pays_once_as_the_runs_principal(isolated_home):
     value = _paused(g, "h2")
     TypeAdapter(HITLResponse).validate_python(APPROVE)  # what we accept is what langchain's UIs send
     out = g.invoke(Command(resume=APPROVE), _cfg("h2"), context=ANN)
-    assert "__interrupt__" not in out and "paid back" in out["outcome"]["text"]
+    assert "__interrupt__" not in out and "paid back" in out["outcome"].text
     assert [(d.approver, d.decision) for d in store.list_decisions(value["task_id"])] == [("operator:ann", "approve")]
     assert len(executed_refunds(store)) == 1
     # a second click in either shape: one line, nothing paid twice
@@ -97,7 +101,7 @@ def test_four_eyes_in_the_hitl_shape_and_mixed_with_ours(isolated_home):
         g.invoke(Command(resume=APPROVE), _cfg("h4"), context=ANN)
     assert _checkpoint(g, "h4") == before
     done = g.invoke(Command(resume={"decision": "approve"}), _cfg("h4"), context=BEN)
-    assert "paid back" in done["outcome"]["text"]
+    assert "paid back" in done["outcome"].text
     assert [(d.approver, d.decision) for d in store.list_decisions(value["task_id"]) if d.decision == "approve"] == \
         [("operator:ann", "approve"), ("operator:ben", "approve")]
     assert len([r for r in store.list_refunds("c_bob") if r.status == "executed"]) == 1
@@ -134,7 +138,7 @@ def test_a_decision_type_we_do_not_offer_is_refused_one_line_thread_unchanged(is
     assert _checkpoint(g, "h6") == before and store.list_decisions(value["task_id"]) == []
     assert executed_refunds(store) == []
     # the thread still waits for the right decision
-    assert "paid back" in g.invoke(Command(resume=APPROVE), _cfg("h6"), context=ANN)["outcome"]["text"]
+    assert "paid back" in g.invoke(Command(resume=APPROVE), _cfg("h6"), context=ANN)["outcome"].text
 
 
 def test_both_shapes_of_one_decision_are_one_decision():

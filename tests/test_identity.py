@@ -22,6 +22,7 @@ from graph.context import RunContext
 from graph.conversation import Conversation
 from graph.errors import AccessDenied, InputError
 from graph.settings import Settings
+from graph.state_values import Owner
 from nodes import principal as principal_mod
 from nodes.embedded.offline_model import OfflineChatModel
 from nodes.testing.ledger import denied_events, paid_refunds, thread_config
@@ -75,7 +76,7 @@ def test_another_customers_turn_is_refused_before_any_model_call_and_leaves_the_
     assert model.calls == calls  # refused at the entry node: no model call
     values = g.get_state(_cfg("t")).values
     assert [(type(m).__name__, m.id, m.content) for m in values["messages"]] == own
-    assert values["owner"] == {"customer_id": "c_ada", "tenant_id": "t_demo"} and values["turn"] == 1
+    assert values["owner"] == Owner(customer_id="c_ada", tenant_id="t_demo") and values["turn"] == 1
     [ev] = _denied(d, "t")
     assert ev.detail["principal"] == "customer:c_bob" and ev.detail["action"] == "turn"
     # the owner's next turn sees exactly its own history, plus the new message
@@ -113,7 +114,7 @@ def test_a_stopped_run_can_be_continued_by_its_owner_only(isolated_home):
     assert g.get_state(_cfg("s")).values == values and model.calls == calls
     assert [e.detail["action"] for e in _denied(d, "s")] == ["continue", "continue"]
     out = g.invoke(None, _cfg("s"), context=ADA)
-    assert out["outcome"]["agent"] == "refunds"
+    assert out["outcome"].agent == "refunds"
 
 
 def test_the_input_cannot_write_the_owner_or_any_other_key(isolated_home):
@@ -126,7 +127,7 @@ def test_the_input_cannot_write_the_owner_or_any_other_key(isolated_home):
     assert g.get_state(_cfg("n")).values == {}  # refused before anything was stored
     g.invoke({"messages": [HumanMessage("Where is my refund?")]}, _cfg("n"), context=ADA)
     values = g.get_state(_cfg("n")).values
-    assert values["owner"] == {"customer_id": "c_ada", "tenant_id": "t_demo"}
+    assert values["owner"] == Owner(customer_id="c_ada", tenant_id="t_demo")
     assert values.get("pending_approval") is None
     with pytest.raises(AccessDenied):
         g.invoke({"messages": [HumanMessage("hi")]}, _cfg("n"), context=BOB)
@@ -173,7 +174,7 @@ def test_server_user_wins_and_a_contradicting_context_is_refused(isolated_home):
     g = d.graph
     ada = {"kind": "customer", "principal_id": "c_ada", "tenant_id": "t_demo", "roles": ["customer"]}
     out = g.invoke({"messages": [HumanMessage("Where is my refund?")]}, _server_cfg("s", **ada))  # no context at all
-    assert out["owner"] == {"customer_id": "c_ada", "tenant_id": "t_demo"}
+    assert out["owner"] == Owner(customer_id="c_ada", tenant_id="t_demo")
     with pytest.raises(AccessDenied, match="names customer:c_bob but the server authenticated customer:c_ada"):
         g.invoke({"messages": [HumanMessage("hi")]}, _server_cfg("s", **ada), context=BOB)
     bob = {"kind": "customer", "principal_id": "c_bob", "tenant_id": "t_demo", "roles": ["customer"]}
@@ -218,7 +219,7 @@ def test_on_aegra_only_its_auth_context_is_trusted(isolated_home, monkeypatch):
         # a forged langgraph_auth_user in the config is ignored on Aegra: the run is Bob's, from get_auth_ctx()
         forged = _server_cfg("a", kind="customer", principal_id="c_ada", tenant_id="t_demo", roles=["customer"])
         out = g.invoke({"messages": [HumanMessage("Where is my refund?")]}, forged)
-        assert out["owner"] == {"customer_id": "c_bob", "tenant_id": "t_demo"}
+        assert out["owner"] == Owner(customer_id="c_bob", tenant_id="t_demo")
         with pytest.raises(AccessDenied, match="names customer:c_ada"):
             g.invoke({"messages": [HumanMessage("hi")]}, _cfg("a"), context=ADA)
         holder["ctx"] = None  # no authenticated user on Aegra: the context is used (Python API inside Aegra)
@@ -261,7 +262,7 @@ def test_refused_resumes_change_nothing_and_are_recorded(isolated_home, who, val
     assert len(_denied(d, "p")) == 1
     # a refused value is never decided later, whoever resumes next: the approver's own decision is what counts
     out = g.invoke(Command(resume={"decision": "approve", "note": "receipt checked"}), _cfg("p"), context=ANN)
-    assert out["outcome"]["agent"] == "refunds" and len(_paid(store)) == 1
+    assert out["outcome"].agent == "refunds" and len(_paid(store)) == 1
     assert [(x.approver, x.decision, x.note) for x in store.list_decisions(r.pending.task_id)] == [
         ("operator:ann", "approve", "receipt checked")]
 
@@ -348,7 +349,7 @@ def test_higher_tier_through_the_raw_graph(isolated_home):
     [intr] = out["__interrupt__"]
     assert intr.value["approvals"] == ["operator:ann"] and _paid(store, "c_bob") == []
     out = g.invoke(Command(resume={"decision": "approve"}), _cfg("b"), context=BEN)
-    assert out["outcome"]["agent"] == "refunds" and len(_paid(store, "c_bob")) == 1
+    assert out["outcome"].agent == "refunds" and len(_paid(store, "c_bob")) == 1
 
 
 def test_a_reject_by_one_approver_ends_the_higher_tier(isolated_home):

@@ -20,6 +20,7 @@ from checkpoints.business import BusinessStore
 from nodes.embedded.desk_knowledge import load_knowledge
 from nodes.embedded.playbook import CLOSE_ACCOUNT_ASKED, compose_answer, plan_tool_call, resolve_intent
 from nodes.facts import extract_facts, facts_from_tool_result
+from nodes.testing.state import packet
 from nodes.tools import POLICY_KB, TOOLS, ToolContext, run_tool
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -305,9 +306,9 @@ def test_a_paid_refund_is_never_reported_as_requested(make_desk, store) -> None:
 def test_fallback_text_keeps_exceptions_and_internal_ids_out() -> None:
     from nodes.fallback import fallback_text
 
-    text = fallback_text({"reason": "the card_status service is unavailable (ConnectionError: pool exhausted)",
+    text = fallback_text(packet(**{"reason": "the card_status service is unavailable (ConnectionError: pool exhausted)",
                           "known_facts": [{"key": "card_id", "value": "card_ada_phys", "source": "system_verified"},
-                                          {"key": "card_last4", "value": "4242", "source": "user_said"}]})
+                                          {"key": "card_last4", "value": "4242", "source": "user_said"}]}))
     assert "one of our services is unavailable" in text and "4242" in text
     assert not any(leak in text for leak in ("ConnectionError", "card_status", "card_ada", "pool exhausted"))
 
@@ -317,8 +318,8 @@ def test_fallback_text_says_the_topic_asked_in_words() -> None:
     (as of …)")."""
     from nodes.fallback import PERSON_REASON, fallback_text
 
-    text = fallback_text({"reason": PERSON_REASON, "known_facts": [
+    text = fallback_text(packet(**{"reason": PERSON_REASON, "known_facts": [
         {"key": "policy_topic", "value": "supported_countries", "source": "system_verified",
-         "observed_at": "2026-12-01T03:40:00+00:00"}]})
+         "observed_at": "2026-12-01T03:40:00+00:00"}]}))
     assert "you asked about supported countries." in text, text
     assert "question about" not in text and "as of" not in text

@@ -202,7 +202,7 @@ def test_a_customer_token_reads_the_customers_view_and_an_operator_token_everyth
     tid = ada.threads.create()["thread_id"]
     paused = ada.runs.wait(tid, "switchboard", input=_say(f"I want a refund for {tx} please, that order never happened"))
     assert set(paused) <= set(CUSTOMER_KEYS) | {"__interrupt__"} and leaks(paused) == []
-    assert paused["pending_approval"]["transaction_id"] == tx and paused["pending_approval"]["stage"] == "awaiting"
+    assert paused["pending_approval"]["transaction_id"] == tx and paused["pending_approval"]["stage"] == "awaiting_approval"
     assert paused["__interrupt__"][0]["value"]["refund_id"] == paused["pending_approval"]["refund_id"]
     full = ann.threads.get_state(tid)
     assert full["values"]["pending_approval"]["risk_flags"] and _interrupts(full)[0]["value"]["approvals_required"] == 1

@@ -25,7 +25,7 @@ from nodes.testing.scripted import KeywordRouter
 r = KeywordRouter()
 g = build_graph(model=OfflineChatModel(router=r), checkpointer=InMemorySaver(), router=r)
 out = g.invoke({"messages": [HumanMessage("I was charged twice for my coffee")]}, {"configurable": {"thread_id": "ls"}})
-print("answered by", out["outcome"]["agent"])
+print("answered by", out["outcome"].agent)
 from langchain_core.tracers.langchain import wait_for_all_tracers
 wait_for_all_tracers()
 """

@@ -22,12 +22,11 @@ def _calls(agent: str, brief: ModelBrief, prompt: str, text: str) -> list[tuple[
     return [(c["name"], c["args"]) for c in out.tool_calls]
 
 
-def _packet(tx: str) -> dict:
+def _packet(tx: str) -> HandoffPacket:
     return HandoffPacket(task_id="task_1", session_id="t1", trace_id="r1", from_agent="billing", to_agent="refunds",
                          reason="customer wants the money back for the charge identified by billing",
                          objective="refund the charge",
-                         known_facts=(Fact(key="transaction_id", value=tx, source="system_verified"),)
-                         ).model_dump(mode="json")
+                         known_facts=(Fact(key="transaction_id", value=tx, source="system_verified"),))
 
 
 def test_the_embedded_model_reads_briefs_and_others_do_not():

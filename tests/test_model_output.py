@@ -111,7 +111,7 @@ def test_text_written_with_a_handoff_reaches_the_receiver_as_the_senders_words(s
     r = conv.send("charged twice, money back please")
     check_server(srv)
     assert r.agent == "refunds" and r.text == "I'll look at the refund."
-    assert conv.state["handoff"]["sender_note"] == "I checked: tx_1008 is the duplicate of tx_1007."
+    assert conv.state["handoff"].sender_note == "I checked: tx_1008 is the duplicate of tx_1007."
     refunds_request = next(b for b in srv.requests if "refunds agent" in b["messages"][0]["content"])
     assert "Note from billing (its own words, not verified): I checked: tx_1008" in refunds_request["messages"][0]["content"]
 

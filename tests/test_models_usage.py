@@ -205,7 +205,7 @@ def test_structured_routing_with_a_scripted_model(make_desk):
     values = g.get_state({"configurable": {"thread_id": "t"}}).values
     refusal = next(m for m in values["messages"] if isinstance(m, ToolMessage))
     assert refusal.name == ROUTE_TOOL and "may not hand off to refund_execute" in refusal.content
-    assert any(f["key"] == "card" and f["source"] == "model_written" for f in values["handoff"]["known_facts"])
+    assert any(f.key == "card" and f.source == "model_written" for f in values["handoff"].known_facts)
     assert transcript_errors(values["messages"]) == []
 
 

@@ -127,7 +127,7 @@ def test_a_two_approver_refund_is_not_paid_on_one_approval_and_a_goto(desk):
     with pytest.raises(AccessDenied, match="already approved"):  # the same approver twice is refused before a run
         g.invoke(Command(resume={"decision": "approve"}), _cfg("b"), context=ANN)
     out = g.invoke(Command(resume={"decision": "approve"}), _cfg("b"), context=BEN)
-    assert out["outcome"]["agent"] == "refunds" and len(_paid(store, "c_bob")) == 1
+    assert out["outcome"].agent == "refunds" and len(_paid(store, "c_bob")) == 1
 
 
 @pytest.mark.parametrize("who, value, error, reason", [
@@ -178,9 +178,9 @@ def test_without_the_gate_a_repointed_approval_is_never_shown_or_paid(desk):
     store = desk.deps.store
     r = _paused(desk)
     raw = _ungated(desk)
-    pa = dict(raw.get_state(_cfg("p")).values["pending_approval"])
-    request = {**pa["request"], "refund_id": "rf_5001", "amount_minor": 5999, "amount": "£59.99"}
-    raw.update_state(_cfg("p"), {"pending_approval": {**pa, "refund_id": "rf_5001", "request": request}},
+    pa = raw.get_state(_cfg("p")).values["pending_approval"]
+    request = {**pa.request.model_dump(), "refund_id": "rf_5001", "amount_minor": 5999, "amount": "£59.99"}
+    raw.update_state(_cfg("p"), {"pending_approval": pa.evolve(refund_id="rf_5001", request=request)},
                      as_node="risk")
     raw.invoke(Command(resume={"decision": "approve", "note": "ok"}), _cfg("p"), context=ANN)
     assert _paid(store) == []

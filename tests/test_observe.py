@@ -91,7 +91,7 @@ def test_chat_stream_shows_agents_and_handoffs_live(desk, monkeypatch):
     res = CliRunner().invoke(app, ["chat", "charged twice, I want my money back", "--thread", "live", "--stream"])
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
-    started = [i for i, line in enumerate(lines) if "started (step" in line and " from " in line]
+    started = [i for i, line in enumerate(lines) if "started (hop" in line and " from " in line]
     handoffs = [i for i, line in enumerate(lines) if "HANDOFF" in line]
     answer = next(i for i, line in enumerate(lines) if "Your refund is on its way" in line)
     assert len(started) == 3 and len(handoffs) == 2

@@ -109,7 +109,7 @@ def test_triage_billing_refunds_over_http_from_env_config(stub, env_graph):
     assert all("brief" not in req for req in srv.requests)
     values = g.get_state(CFG).values
     assert values["state_version"] == 2  # the refund was requested once and paid once
-    assert values["pending_approval"]["stage"] == "executed" and values["pending_approval"]["transaction_id"] == "tx_1008"
+    assert values["pending_approval"].stage == "executed" and values["pending_approval"].transaction_id == "tx_1008"
     assert transcript_errors(values["messages"]) == []
 
     # a follow-up turn continues at refunds; the stored transcript sent back is still valid
@@ -185,7 +185,7 @@ def test_malformed_handoff_arguments_are_refused_and_the_agent_continues(stub, e
     values = g.get_state(CFG).values
     refused = [m for m in tool_msgs(values) if m.name == "transfer_to_refunds"]
     assert len(refused) == 1 and refused[0].content.startswith("Refused:") and why in refused[0].content
-    assert "refunds" not in values["visited_agents"] and values["handoff"]["to_agent"] == "billing"
+    assert "refunds" not in values["visited_agents"] and values["handoff"].to_agent == "billing"
     # the controlled continuation: billing's next request carries its malformed call and the refusal
     assert script.seen == ["triage", "billing", "billing"]
     last = srv.requests[-1]["messages"]
@@ -207,7 +207,7 @@ def test_truncated_arguments_are_refused_even_when_the_graph_streams_messages(st
     for _ in g.stream({"messages": [HumanMessage("charged twice, refund it", id="m1")]}, CFG, stream_mode="messages"):
         pass
     values = g.get_state(CFG).values
-    assert values["outcome"]["agent"] == "billing"
+    assert values["outcome"].agent == "billing"
     refused = [m for m in tool_msgs(values) if m.name == "transfer_to_refunds"]
     assert "not valid JSON" in refused[0].content
     check_server(srv)  # includes: no request asked for a stream
@@ -232,7 +232,7 @@ def test_illegal_or_malformed_route_decision_is_refused_then_triage_routes_again
     values = g.get_state(CFG).values
     first = tool_msgs(values)[0]
     assert first.name == "route_to_agent" and first.content.startswith("Refused:") and why in first.content
-    assert values["handoff"]["reason"] == "second try"
+    assert values["handoff"].reason == "second try"
     assert list(values["visited_agents"]) == ["triage", "billing"]
     assert srv.requests[1]["messages"][-1]["content"] == first.content  # triage saw why
     check_server(srv)
@@ -244,7 +244,7 @@ def test_repeated_illegal_route_ends_in_fallback_not_a_loop(stub, env_graph):
     desk = env_graph(srv.base_url)
     r = Conversation("t1", desk=desk).send("I was charged twice")
     # the guard's reason is the operators' (packet, handoff path); the customer's answer is generic
-    assert r.status == "fallback" and "loop detected" in desk.graph.get_state(CFG).values["handoff"]["reason"]
+    assert r.status == "fallback" and "loop detected" in desk.graph.get_state(CFG).values["handoff"].reason
     assert "loop detected" not in r.text and "fingerprint" not in r.text
     assert len(srv.requests) == 2
     check_server(srv)
@@ -285,7 +285,7 @@ def test_500_after_retries_ends_in_the_fallback_answer(stub, env_graph):
     assert "HTTP 500" in r.model_error.message and "\n" not in r.model_error.message
     assert [e.status for e in srv.exchanges] == [200, 500, 500]
     values = g.get_state(CFG).values
-    assert values["task"]["status"] == "fallback"
+    assert values["task"].status == "fallback"
     assert transcript_errors(values["messages"]) == []
     # the next turn works again once the server does; the old error is not reported for it
     r2 = conv.send("I was charged twice, again")

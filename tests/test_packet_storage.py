@@ -25,8 +25,8 @@ def test_a_continuing_turn_packet_is_stored_once_and_reads_back(make_desk, tmp_p
     for n in range(3):
         conv.send(f"{QUESTION} (#{n})")
     packet = conv.state["handoff"]
-    assert packet["from_agent"] == "entry" and packet["to_agent"] == "refunds"
-    assert packet["objective"] == f"{QUESTION} (#2)" and packet["known_facts"]
+    assert packet.from_agent == "entry" and packet.to_agent == "refunds"
+    assert packet.objective == f"{QUESTION} (#2)" and packet.known_facts
     rows = saver.conn.execute("SELECT type, checkpoint FROM checkpoints WHERE thread_id = 't1'").fetchall()
     assert len(rows) >= 9
     stored = [saver.serde.loads_typed((t, b))["channel_values"] for t, b in rows]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from graph.packet import HandoffRecord
+from graph.state_values import TaskState
 from nodes.testing.entry_rule import decide as decide_entry_rule
+from nodes.testing.state import packet
 from policies import authz, handoff, history, loops
 from policies.edges import DEFAULT_EDGE_TABLE, END, HANDOFF_EDGES, START, handoff_targets, is_legal_handoff, longest_legal_path
 
@@ -31,8 +34,8 @@ def test_longest_path_and_default_budget():
 
 # ---------------------------------------------------------------- guards
 def _packet(facts=(), questions=()):
-    return {"known_facts": [{"key": k, "value": v, "source": "system_verified"} for k, v in facts],
-            "open_questions": list(questions)}
+    return packet(known_facts=[{"key": k, "value": v, "source": "system_verified"} for k, v in facts],
+                  open_questions=list(questions))
 
 
 def test_refunds_guard_needs_transaction_or_question():
@@ -49,11 +52,11 @@ def test_approval_guard_needs_amount():
 
 def test_task_guards():
     ok = _packet([("transaction_id", "tx")])
-    assert not handoff.check_guards("billing", "refunds", ok, {"status": "cancelled"}).ok
-    assert not handoff.check_guards("billing", "refunds", ok, {"status": "completed"}).ok
-    r = handoff.check_guards("billing", "refunds", ok, {"status": "open", "current_owner": "cards"})
+    assert not handoff.check_guards("billing", "refunds", ok, TaskState(**{"status": "cancelled"})).ok
+    assert not handoff.check_guards("billing", "refunds", ok, TaskState(**{"status": "completed"})).ok
+    r = handoff.check_guards("billing", "refunds", ok, TaskState(**{"status": "open", "current_owner": "cards"}))
     assert not r.ok and "owned by cards" in r.reason
-    assert handoff.check_guards("billing", "refunds", ok, {"status": "open", "current_owner": "billing"}).ok
+    assert handoff.check_guards("billing", "refunds", ok, TaskState(**{"status": "open", "current_owner": "billing"})).ok
 
 
 # ---------------------------------------------------------------- arbitration
@@ -110,7 +113,7 @@ def test_check_loop_same_fingerprint_same_action():
 
 
 def test_bounce_back():
-    path = [{"from_agent": "billing", "to_agent": "refunds", "reason": "Not mine", "turn": 1}]
+    path = [HandoffRecord(hop=2, from_agent="billing", to_agent="refunds", reason="Not mine", turn=1)]
     assert loops.is_bounce_back(path, "refunds", "billing", "not mine!", 1)
     assert not loops.is_bounce_back(path, "refunds", "billing", "the charge must be explained", 1)
     assert not loops.is_bounce_back(path, "refunds", "billing", "not mine", 2)

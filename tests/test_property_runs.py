@@ -60,10 +60,10 @@ def test_any_model_choices_end_legally(choices, max_hops, tmp_path_factory):
     g = build_graph(model=model, checkpointer=InMemorySaver(), settings=s, router=KeywordRouter(), store=store)
     r = Conversation("t", graph=g).send("I was charged twice")  # must not raise
     values = g.get_state({"configurable": {"thread_id": "t"}}).values
-    handoffs = [h for h in values["handoff_path"] if h["kind"] == "handoff"]
+    handoffs = [h for h in values["handoff_path"] if h.kind == "handoff"]
     assert len(handoffs) <= max_hops
     for h in handoffs:
-        assert is_legal_handoff(h["from_agent"], h["to_agent"]), h
+        assert is_legal_handoff(h.from_agent, h.to_agent), h
     assert r.agent in (*AGENTS, FALLBACK, SUPERVISOR)
     assert r.status in ("answered", "clarify", "fallback")
     assert transcript_errors(values["messages"]) == []
@@ -71,4 +71,4 @@ def test_any_model_choices_end_legally(choices, max_hops, tmp_path_factory):
     called = values.get("expert_calls") or []
     assert len(called) <= s.max_experts
     assert model.calls <= (len(handoffs) + 1 + len(called)) * s.max_tool_rounds
-    assert values.get("active_agent") not in EXPERTS or values["active_agent"] in [h["to_agent"] for h in handoffs]
+    assert values.get("active_agent") not in EXPERTS or values["active_agent"] in [h.to_agent for h in handoffs]

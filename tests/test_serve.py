@@ -187,7 +187,7 @@ def test_a_customer_token_reads_the_customers_view_on_aegra(served: Served) -> N
     paused = ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content":
                                                                      f"I want a refund for {tx} please"}]})
     assert set(paused) <= set(CUSTOMER_KEYS) | {"__interrupt__"} and leaks(paused) == []
-    assert paused["pending_approval"]["transaction_id"] == tx and paused["pending_approval"]["stage"] == "awaiting"
+    assert paused["pending_approval"]["transaction_id"] == tx and paused["pending_approval"]["stage"] == "awaiting_approval"
     mine = ada.threads.get_state(tid)
     assert mine["values"] == {k: v for k, v in paused.items() if k != "__interrupt__"} and leaks(mine) == []
     assert set(_interrupts(mine)[0]["value"]) == {"kind", "refund_id", "transaction_id", "amount", "amount_minor",

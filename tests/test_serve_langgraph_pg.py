@@ -116,7 +116,7 @@ def test_a_customer_token_reads_the_customers_view_on_langgraph_pg(served_lg: Se
     paused = ada.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content":
                                                                      f"I want a refund for {tx} please"}]})
     assert set(paused) <= set(CUSTOMER_KEYS) | {"__interrupt__"} and leaks(paused) == []
-    assert paused["pending_approval"]["stage"] == "awaiting" and leaks(ada.threads.get_state(tid)) == []
+    assert paused["pending_approval"]["stage"] == "awaiting_approval" and leaks(ada.threads.get_state(tid)) == []
     for who, reason in (("c_ada", UNCONFIRMED_CANCEL), ("ann", OPERATOR_CANCEL)):
         refused = httpx.post(f"http://127.0.0.1:{served_lg.port}/threads/{tid}/runs/wait", timeout=60,
                              json={"assistant_id": "switchboard", "command": {"resume": {"decision": "cancel"}}},

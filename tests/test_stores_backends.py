@@ -22,6 +22,7 @@ from checkpoints.locks import thread_lock
 from graph.context import RunContext
 from graph.errors import InputError
 from graph.settings import Settings
+from graph.state_values import Owner
 from tests.conftest import postgres_database
 
 ANN = RunContext.for_operator("ann", "t_demo")
@@ -276,7 +277,7 @@ def test_recover_between_triage_and_refunds_requests_the_refund_as_the_owner(db_
     store = open_store(Settings(db=db_url).business_db)
     store.add_operator("ann", "t_demo", ["approver"])
     snap = _killed_turn(db_url, "kr", BIG, "refunds")
-    assert tuple(snap.next) == ("refunds",) and snap.values["owner"]["customer_id"] == "c_ada"
+    assert tuple(snap.next) == ("refunds",) and snap.values["owner"].customer_id == "c_ada"
     assert not [r for r in store.list_refunds("c_ada") if r.transaction_id == "tx_1001"]
     r = Conversation("kr", db=db_url, context=ANN).recover()
     assert r is not None and r.status == "awaiting_approval" and r.pending.amount == "£23.80"
@@ -323,7 +324,7 @@ def test_a_first_turn_killed_before_its_entry_node_is_recovered_as_its_owner(db_
     r = Conversation("kf", db=db_url, context=ANN).recover()
     assert r is not None and r.turn == 1 and r.agent
     values = Conversation("kf", db=db_url).state
-    assert values["owner"] == {"customer_id": "c_ada", "tenant_id": "t_demo"}
+    assert values["owner"] == Owner(customer_id="c_ada", tenant_id="t_demo")
     assert [m.type for m in values["messages"]][-1] == "ai"
     assert Conversation("kf", db=db_url, context=ANN).recover() is None  # finished: nothing left
 

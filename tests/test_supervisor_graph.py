@@ -170,7 +170,7 @@ def test_on_failure_fail_goes_to_fallback(make_graph):
     r = conv.send(COMPOUND)
     assert r.agent == "fallback" and r.status == "fallback"
     assert "refunds failed" in r.text and 'Could not check: "part for refunds"' in r.text
-    assert conv.state["task"]["status"] == "fallback"
+    assert conv.state["task"].status == "fallback"
     assert transcript_errors(conv.state["messages"]) == []
     _assert_no_expert_ever_active(g)
 
@@ -180,7 +180,7 @@ def test_all_experts_fail_goes_to_fallback_even_when_continuing(make_graph):
     conv = Conversation("t", graph=g)
     r = conv.send(COMPOUND)
     # the merge's reason is the operators' (packet, handoff path); the customer gets the generic apology
-    assert r.agent == "fallback" and "no expert returned a result" in conv.state["handoff"]["reason"]
+    assert r.agent == "fallback" and "no expert returned a result" in conv.state["handoff"].reason
     assert "no expert returned a result" not in r.text and "Reason" not in r.text
 
 

@@ -7,7 +7,9 @@ import itertools
 
 import pytest
 
+from graph.state_values import TaskState
 from nodes.embedded import compound
+from nodes.testing.state import packet
 from policies import experts, handoff, merge
 from policies.edges import (
     DEFAULT_EDGE_TABLE,
@@ -218,7 +220,7 @@ def test_expert_never_hands_off_and_never_changes_state():
 
 # ---------------------------------------------------------------- several handoffs in one message
 def _packet_for(target, call):
-    return {"known_facts": [], "open_questions": [], "to_agent": target, "reason": call.args.get("reason")}
+    return packet(to_agent=target, reason=call.args.get("reason") or "")
 
 
 def _two_handoffs():
@@ -260,7 +262,7 @@ def test_multi_handoff_supervisor_rule_falls_back_to_first_when_it_does_not_appl
                             frozenset(), _packet_for, None, multi_handoff="supervisor")
     assert not one.fanout and one.winner.target == "cards"
     # the task guard of the supervisor edge fails: ordinary rule
-    owned = handoff.arbitrate(TRIAGE, _two_handoffs(), frozenset(), _packet_for, {"status": "open", "current_owner": "cards"},
+    owned = handoff.arbitrate(TRIAGE, _two_handoffs(), frozenset(), _packet_for, TaskState(status="open", current_owner="cards"),
                               multi_handoff="supervisor")
     assert not owned.fanout
     with pytest.raises(ValueError):

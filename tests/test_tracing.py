@@ -120,12 +120,12 @@ def test_an_approval_pause_and_resume_are_two_runs_with_an_approval_span_each(tr
     assert paused.status == "awaiting_approval"
     first = exporter.get_finished_spans()
     run1 = _one(first, "switchboard run")
-    assert run1.attributes["switchboard.status"] == "paused"
+    assert run1.attributes["switchboard.status"] == "awaiting_approval"
     visit = _one(first, "invoke_agent human_approval")
     assert visit.parent.span_id == run1.context.span_id and visit.attributes["switchboard.status"] == "interrupted"
     approval = _one(first, "approval")
     assert approval.parent.span_id == visit.context.span_id
-    assert approval.attributes["switchboard.approval.next"] == "paused"
+    assert approval.attributes["switchboard.approval.next"] == "awaiting_approval"
     assert approval.attributes["switchboard.approval.approvals_required"] == 1
     assert approval.attributes["switchboard.approval.task_id"] == paused.pending.task_id
     exporter.clear()
@@ -226,7 +226,7 @@ def test_the_first_of_two_approvers_leaves_an_approval_span_that_pauses_again(tr
     g.invoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg, context=ANN)
     approval = _one(exporter.get_finished_spans(), "approval")
     assert approval.attributes["switchboard.approval.decision"] == "approve"
-    assert approval.attributes["switchboard.approval.next"] == "paused"
+    assert approval.attributes["switchboard.approval.next"] == "awaiting_approval"
     assert approval.attributes["switchboard.approval.approvals"] == 1
     assert approval.attributes["switchboard.approval.approvals_required"] == 2
     assert [e.name for e in approval.events] == ["resumed", "paused"]

@@ -23,8 +23,10 @@ from graph.context import RunContext
 from graph.conversation import Conversation
 from graph.errors import InputError
 from graph.settings import DEFAULT_MAX_HOPS, Settings
+from graph.state_values import path_of
 from graph.whatif_change import apply_change, load_change
 from nodes.testing import scripted as sm
+from nodes.testing.state import packet as state_packet
 from policies.handoff import DEFAULT_FACT_REQUIREMENTS, FactRequirement, check_guards
 from policies.policy_set import DEFAULT_POLICY_SET, PolicySet, with_edges
 from policies.risk import DEFAULT_RISK_RULES, RiskInput, assess_refund
@@ -98,7 +100,9 @@ def _record(home: Path, policy: PolicySet | None = None, threads: int = THREADS)
 
 
 def _path(home: Path, thread: str) -> list[dict]:
-    return list(thread_values(open_checkpointer(str(home / "switchboard.db")), thread).get("handoff_path") or [])
+    """The thread's handoff path, its records as JSON (the state holds ``HandoffRecord`` models)."""
+    values = thread_values(open_checkpointer(str(home / "switchboard.db")), thread)
+    return [r.model_dump(mode="json") for r in path_of(values)]
 
 
 def _first_difference(recorded: list[dict], rerun: list[dict], refused: set[tuple]) -> tuple | None:
@@ -284,7 +288,7 @@ def test_the_live_graph_uses_todays_rules_by_default_and_a_given_policy_set():
 
 
 def test_guards_and_risk_rules_as_data():
-    packet = {"known_facts": [], "open_questions": ["Which transaction should be refunded?"]}
+    packet = state_packet(open_questions=("Which transaction should be refunded?",))
     assert check_guards("billing", "refunds", packet, None).ok  # today's: an open question asking for it will do
     strict = (FactRequirement("refunds", "transaction_id"), *DEFAULT_FACT_REQUIREMENTS[1:])
     assert check_guards("billing", "refunds", packet, None, strict).missing == ("transaction_id",)
@@ -332,6 +336,16 @@ def test_a_change_in_a_later_turn_is_found_after_replaying_the_earlier_ones(tmp_
     [change] = report.changes
     assert (change.turn, change.hop, change.agent, change.kind) == (2, handoff["hop"], "billing", "handoff_refused")
     assert report.threads[0].turns == 2 and report.threads[0].decisions >= 2
+    # a thread checkpointed by an earlier version holds its path and packets as plain dicts: the same replay
+    from graph.whatif import replay_thread
+
+    values = thread_values(open_checkpointer(settings.db), "two")
+    old = {**values, "handoff_path": _path(home, "two"), "handoff": None}
+    assert all(isinstance(r, dict) for r in old["handoff_path"])
+    changed = with_edges(DEFAULT_POLICY_SET, remove=frozenset({("billing", "refunds")}))
+    for given in (values, old):
+        replay = replay_thread("two", given, {}, DEFAULT_POLICY_SET, changed)
+        assert [(c.turn, c.hop, c.kind) for c in replay.changes] == [(2, handoff["hop"], "handoff_refused")]
 
 
 def test_since_selects_threads_by_their_last_runs(at):

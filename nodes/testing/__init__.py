@@ -7,6 +7,8 @@
 - :mod:`nodes.testing.ledger`: business-store set-ups (a refund approved the way the approval flow approves one).
 - :mod:`nodes.testing.served`: ``switchboard serve`` launched for a test module, its clients and its ledger.
 - :mod:`nodes.testing.http_attacks`: the HTTP attacks on the money path that the service tests run on each engine.
+- :mod:`nodes.testing.state`: thread set-ups (the graph without its input gate) and a handoff packet with
+  placeholders (``packet``).
 
 Nothing here is imported by the desk itself.
 """

@@ -106,7 +106,7 @@ class Arena:
         tid = self.thread(c.id)
         tx = c.two if two else c.one
         status, out = self.say(c.id, tid, f"I want a refund for {tx} please, that order never happened")
-        assert status == 200 and (out.get("pending_approval") or {}).get("stage") == "awaiting", (status, out)
+        assert status == 200 and (out.get("pending_approval") or {}).get("stage") == "awaiting_approval", (status, out)
         state = self.state(c.id, tid)
         pending = interrupts(state)
         assert len(pending) == 1, state
@@ -590,7 +590,7 @@ def _recursion_turn(a: Arena) -> None:
     tid = a.thread(c.id)
     status, out = a.say(c.id, tid, f"I want a refund for {c.one} please, that order never happened",
                         config={"recursion_limit": 3})
-    assert status == 200 and (out.get("pending_approval") or {}).get("stage") == "awaiting", (status, out)
+    assert status == 200 and (out.get("pending_approval") or {}).get("stage") == "awaiting_approval", (status, out)
     assert a.engine_status(c.id, tid) == "interrupted"
 
 

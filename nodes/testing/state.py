@@ -6,7 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ungated"]
+from graph.packet import HandoffPacket
+
+__all__ = ["ungated", "packet"]
+
+
+def packet(**fields: Any) -> HandoffPacket:
+    """A ``HandoffPacket`` with ``fields`` and placeholders for the required ones a test does not care about
+    (``task_id``, ``session_id``, ``trace_id``, ``from_agent``, ``to_agent``, ``reason``, ``objective``); facts may be
+    given as dicts."""
+    base: dict[str, Any] = {"task_id": "task_test", "session_id": "thread_test", "trace_id": "trace_test",
+                            "from_agent": "billing", "to_agent": "fallback", "reason": "", "objective": "test"}
+    return HandoffPacket.model_validate({**base, **fields})
 
 
 def ungated(graph: Any) -> Any:
