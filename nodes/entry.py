@@ -26,6 +26,13 @@ from graph.errors import AccessDenied
 from graph.packet import HandoffRecord, step_number
 from nodes.deps import Deps
 from nodes.desk_knowledge import SOCIAL_TOPICS, load_knowledge, social_topic
+from nodes.embedded.understanding.reading import (
+    is_frustrated,
+    other_language,
+    reports_foreign_loss,
+    understand,
+    wants_person,
+)
 from nodes.instrumentation import emit
 from nodes.packets import build_packet
 from nodes.playbook import knows_subject, names_card_by_ending, names_desk_subject, reports_card_loss, speaks_of_places
@@ -37,7 +44,6 @@ from policies.entry import NEW_TOPIC_CONFIDENCE, OUT_OF_SCOPE_SURE, EntryDecisio
 from policies.replies import (
     asks_card_action,
     asks_for_news,
-    asks_for_person,
     asks_same_for,
     classify_reply,
     gives_address,
@@ -108,6 +114,34 @@ def opener_out_of_scope(text: str, deps: Deps, after_out_of_scope: bool = False,
     return scope_of(route.agent, route.intent) == "out_of_scope" and float(route.confidence) >= OUT_OF_SCOPE_SURE
 
 
+def _learned_route(text: str, route: Any) -> tuple[str | None, float, Any]:
+    """``(agent, confidence, scope)`` of the message: the router's, but a card loss reported in another language is
+    cards' (safety first, whatever the router read: ``nodes.embedded.understanding.reading.reports_foreign_loss``),
+    and a frustrated message the router calls out of scope is about this conversation ("this is the third time im
+    asking!!!"), not a topic the desk does not serve."""
+    routed, confidence = (route.agent, float(route.confidence)) if route else (None, 0.0)
+    if text and reports_foreign_loss(text):
+        return "cards", 1.0, None
+    scope = scope_of(routed, route.intent if route else None)
+    return routed, confidence, "conversational" if scope == "out_of_scope" and is_frustrated(text) else scope
+
+
+def _wants_person(text: str, before: list[Any]) -> bool:
+    """A request for a person in any wording (``nodes.embedded.understanding.reading.wants_person``) or frustration a
+    second time (:func:`_frustrated_again`), unless the message reports a lost card (safety first: the card is frozen
+    before a person takes over)."""
+    return (wants_person(text) or _frustrated_again(text, before)) and not reports_card_loss(text.lower())
+
+
+def _frustrated_again(text: str, earlier: list[Any]) -> bool:
+    """Is ``text`` frustrated or impatient (``nodes.embedded.understanding.reading.is_frustrated``) after an earlier
+    message of the customer's on the thread that was too? Then a person is offered the way a request for one is: the
+    thread goes to fallback (the team takes it over)."""
+    if not is_frustrated(text):
+        return False
+    return any(is_frustrated(str(m.content)) for m in earlier if isinstance(m, HumanMessage))
+
+
 def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[EntryDecision, dict]:
     """Gather the inputs of ``policies.entry.choose_entry`` from the thread's state (the previous answer, its open
     question and listed items, the reply kind, the router, clarify rounds — none for a greeting, thanks or goodbye, which
@@ -120,7 +154,7 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     last_text = str(last.content) if last is not None else ""
     text = last_user_text(messages)
     route = deps.router.route(text) if text else None
-    routed, confidence = (route.agent, float(route.confidence)) if route else (None, 0.0)
+    routed, confidence, scope = _learned_route(text, route)
     packet_questions = tuple((state.get("handoff") or {}).get("open_questions") or ())
     # the open question is the one the desk's last answer asked: an answer that asked nothing closes an earlier offer
     # (billing offers to refund tx_1008, then describes tx_1001: an "ok" to that must not pay tx_1008);
@@ -128,7 +162,6 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     question = open_question_of(last_text) if last is not None else (packet_questions[-1] if packet_questions else None)
     # what a reply may pick among: the records the last answer listed, else the cards it named ("the third one")
     listed = listed_items_of(last_text) or listed_cards_of(last_text)
-    scope = scope_of(routed, route.intent if route else None)
     # a message has a topic of its own when the router is sure of a specialist or of "not served here"
     own_topic = routed is not None and confidence >= NEW_TOPIC_CONFIDENCE and scope != "conversational"
     # a lost, stolen or compromised card in the customer's own words is always a topic of its own (safety first)
@@ -144,7 +177,7 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     # after "… the money is already in your balance" is account's, not refunds'
     other_topic = own_topic and routed in SPECIALISTS and routed != state.get("active_agent")
     back = refers_back(text, listed) or (takes_up_last_answer(text, last_text) and not other_topic)
-    person = asks_for_person(text) and not reports_card_loss(text.lower())
+    person = _wants_person(text, messages[:len(messages) - len(incoming)])
     same = asks_same_for(text) or asks_for_news(text) or is_bare_follow_up(text) or reports_it_failed(text)
     # "it's 12 Baker Street, London" after an answer about the address: the new address, for the agent that answered
     same = same or (gives_address(text) and "address" in last_text.lower())
@@ -160,14 +193,15 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
                             reply=reply.kind, open_question=question, clarify_rounds=rounds,
                             scope=scope, refers_back=back, record_owners=owners, wants_person=person,
                             same_question=same, follow_up_opener=opener, card_action=card_action,
-                            lists_records_of=lists, opener_out_of_scope=opener_oos)
+                            lists_records_of=lists, opener_out_of_scope=opener_oos,
+                            other_language=other_language(text) is not None)
     return decision, {
         "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
         "scope": scope, "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
         "clarify_rounds": rounds, "refers_back": back, "task_status": task.get("status"),
         "record_owners": sorted(owners), "wants_person": person, "same_question": same,
         "follow_up_opener": opener, "card_action": card_action, "lists_records_of": lists,
-        "opener_out_of_scope": opener_oos,
+        "opener_out_of_scope": opener_oos, "language": understand(text).language.code if text.strip() else "en",
         "identity_changed": identity_changed}
 
 

@@ -10,6 +10,7 @@ from langgraph.types import Command
 
 from graph.state import ensure_ids
 from policies.edges import OUT_OF_SCOPE
+from policies.entry import LANGUAGE_REASON
 
 __all__ = ["OUT_OF_SCOPE_TEXT", "OUT_OF_SCOPE_AGAIN", "OUT_OF_SCOPE_STILL", "out_of_scope_text", "out_of_scope_node"]
 
@@ -39,12 +40,18 @@ def out_of_scope_text(previous: str | None) -> str:
 
 def out_of_scope_node(state: dict) -> Command:
     """Answer :func:`out_of_scope_text` (the full :data:`OUT_OF_SCOPE_TEXT`, or a shorter one right after an
-    out-of-scope answer) with status ``out_of_scope`` and end the turn (state: ``outcome`` and the message;
-    ``active_agent`` and ``task`` untouched)."""
+    out-of-scope answer; for a message in another language, ``policies.entry.LANGUAGE_REASON``, the desk's language
+    answer, ``nodes.embedded.understanding.language.language_answer``) with status ``out_of_scope`` and end the turn
+    (state: ``outcome`` and the message; ``active_agent`` and ``task`` untouched)."""
     turn = int(state.get("turn") or 0)
     previous = next((str(m.content) for m in reversed(state.get("messages") or [])
                      if isinstance(m, AIMessage) and not m.tool_calls and m.content), None)
     text = out_of_scope_text(previous)
+    if state.get("entry_reason") == LANGUAGE_REASON:
+        from nodes.embedded.understanding.language import identify, language_answer
+        from nodes.transcript import last_user_text
+
+        text = language_answer(identify(last_user_text(list(state.get("messages") or []))))
     return Command(goto=END, update={
         "messages": ensure_ids([AIMessage(content=text, name=OUT_OF_SCOPE)]),
         "outcome": {"agent": OUT_OF_SCOPE, "text": text, "status": "out_of_scope", "turn": turn},

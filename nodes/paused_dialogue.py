@@ -77,13 +77,14 @@ def read_paused_message(text: str, awaiting_confirmation: bool, refund_id: str, 
     question is its last word on this pause; ``refund_id``/``transaction_id``: the paused refund and its own
     transaction, from the refund's record (never from a message)."""
     from nodes.desk_knowledge import social_topic
+    from nodes.embedded.understanding.reading import wants_person
     from nodes.offline_model import is_safety_report
+    from nodes.playbook import asks_whether_to_freeze
     from policies.cancellation import other_records, paused_reply
-    from policies.replies import asks_for_person
 
-    if is_safety_report(text):
+    if is_safety_report(text) and not asks_whether_to_freeze(text):
         return PausedReading("freeze")
-    if asks_for_person(text):  # before the social answers: "I want to speak to a human" is no "are you a bot?"
+    if wants_person(text):  # before the social answers: "I want to speak to a human" is no "are you a bot?"
         return PausedReading("person")
     topic = social_topic(router.route(text), text)
     if topic:

@@ -149,9 +149,9 @@ def person_while_paused(text: str, store: Any, ctx: RunContext, thread_id: str, 
     """A request for a person on a paused thread (``policies.replies.asks_for_person``) reaches the team: a service
     request ``talk_to_person`` is opened (once per thread and paused task; ``switchboard tasks --requests`` lists it)
     and the customer is told its reference. None for any other message."""
-    from policies.replies import asks_for_person
+    from nodes.embedded.understanding.reading import wants_person
 
-    if not asks_for_person(text) or not ctx.user_id:
+    if not wants_person(text) or not ctx.user_id:
         return None
     r = store.open_service_request(ctx.user_id, "talk_to_person", f"person:{thread_id}:{task_id}")
     if r.get("replayed"):

@@ -16,7 +16,7 @@ from policies.edges import CLARIFY, FALLBACK, OUT_OF_SCOPE, SPECIALISTS, TRIAGE
 from policies.replies import ReplyKind
 
 __all__ = ["EntryDecision", "choose_entry", "scope_of", "CONTINUE_CONFIDENCE", "NEW_TOPIC_CONFIDENCE",
-           "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "PERSON_REASON", "OUT_OF_SCOPE_SURE", "CARD_ACTION_OWNER",
+           "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "PERSON_REASON", "LANGUAGE_REASON", "OUT_OF_SCOPE_SURE", "CARD_ACTION_OWNER",
            "WAITING_REASON", "OUT_OF_SCOPE_TOPICS", "CHITCHAT_TOPICS", "OUT_OF_SCOPE_PREFIX", "Scope"]
 
 #: Minimum router confidence for keeping the current agent on a self-contained request; below it the message is
@@ -39,6 +39,9 @@ CARD_ACTION_OWNER = "cards"
 MAX_CLARIFY_ROUNDS = 2
 #: The entry reason when the customer asks for a person (fallback words its answer for that case: ``nodes.fallback``).
 PERSON_REASON = "the customer asked for a person"
+#: The entry reason for a message in another language than English (``choose_entry``'s ``other_language``); the
+#: out_of_scope node answers it with the desk's language answer.
+LANGUAGE_REASON = "written in another language than English"
 #: The entry reason when fallback holds the conversation (a person takes over) and the customer sends a greeting, yes/no
 #: or short fragment without a topic of its own: fallback says the team has it (a new topic is triaged as usual).
 WAITING_REASON = "the conversation waits for a person"
@@ -117,6 +120,18 @@ def _after_clarify(routed_agent: str | None, route_confidence: float, clarify_ro
                                  f"{route_confidence:.2f})")
 
 
+def _before_the_message(identity_changed: bool, wants_person: bool, other_language: bool) -> EntryDecision | None:
+    """The decisions no reading of the message against the thread can change, in order: triage when the identity
+    changed, fallback for a person, out_of_scope (the language answer) for another language; None otherwise."""
+    if identity_changed:
+        return EntryDecision(TRIAGE, "identity or tenant changed since the thread started")
+    if wants_person:
+        return EntryDecision(FALLBACK, PERSON_REASON)
+    if other_language:
+        return EntryDecision(OUT_OF_SCOPE, LANGUAGE_REASON)
+    return None
+
+
 def choose_entry(
     active_agent: str | None,
     routed_agent: str | None,
@@ -138,6 +153,7 @@ def choose_entry(
     card_action: bool = False,
     lists_records_of: str | None = None,
     opener_out_of_scope: bool = False,
+    other_language: bool = False,
 ) -> EntryDecision:
     """Choose the entry node of a new turn.
 
@@ -180,6 +196,9 @@ def choose_entry(
         opener_out_of_scope: the message is a follow-up opener whose subject the desk does not serve ("what about
             a mortgage?", ``nodes.entry.opener_out_of_scope``): the out_of_scope answer, whoever holds the
             conversation (an opener about something of the desk, "what about Switzerland?", stays with the holder).
+        other_language: the message is written in a language the desk recognises but does not speak and reports no
+            lost card (``nodes.embedded.understanding.reading.other_language``): out_of_scope, which says so in
+            English; the holder of the conversation is kept, so the next English message goes on as before.
 
     Returns:
         In order: triage when the identity changed; fallback when the customer asks for a person, or sends a
@@ -203,10 +222,9 @@ def choose_entry(
         :data:`CONTINUE_CONFIDENCE`) and for a conversational message (it holds the conversation); triage otherwise (a
         new topic). Continuing is turned into fallback when the agent is unavailable or its task waits for a human.
     """
-    if identity_changed:
-        return EntryDecision(TRIAGE, "identity or tenant changed since the thread started")
-    if wants_person:
-        return EntryDecision(FALLBACK, PERSON_REASON)
+    first = _before_the_message(identity_changed, wants_person, other_language)
+    if first is not None:
+        return first
     if active_agent == FALLBACK and not record_owners and not card_action and (
             scope == "conversational" or reply in ("yes_no", "fragment")):
         return EntryDecision(FALLBACK, WAITING_REASON)  # "hello?", "ok" after the hand-over: the team still has it

@@ -27,7 +27,7 @@ from typing import Protocol
 from rapidfuzz import fuzz
 
 __all__ = ["CardLike", "PaymentLike", "MERCHANT_MIN_SCORE", "Amount", "parse_amount", "parse_day", "resolve_cards",
-           "resolve_payments", "merchant_matches"]
+           "resolve_payments", "merchant_matches", "describes_payment"]
 
 #: The least ``rapidfuzz.fuzz.ratio`` (0-100) between a word of the message and a word of a merchant's name: 80
 #: keeps one typo in a five-letter word ("amazn"/"amazon" 91, "tesko"/"tesco" 80) and refuses unrelated short words
@@ -40,6 +40,13 @@ _GENERIC = frozenset({"the", "from", "and", "card", "debit", "credit", "top", "u
 _CURRENCY_WORDS = {"£": "GBP", "quid": "GBP", "pound": "GBP", "pounds": "GBP", "gbp": "GBP", "€": "EUR",
                    "euro": "EUR", "euros": "EUR", "eur": "EUR", "$": "USD", "dollar": "USD", "dollars": "USD",
                    "usd": "USD"}
+#: Words of a money-back request that say nothing about which payment it is ("can I get my money back please?").
+_REQUEST_WORDS = frozenset({
+    "refund", "refunds", "refunded", "money", "back", "want", "would", "like", "please", "get", "can", "could", "you",
+    "need", "return", "reimburse", "the", "for", "and", "that", "this", "payment", "charge", "transaction",
+    "purchase", "pay", "paid", "request", "give", "now", "just", "some", "was", "its", "mine", "full", "one", "all",
+    "have", "how", "what", "are", "did", "not", "don", "with", "from", "made", "make", "asap", "thanks", "thank",
+    "hi", "hello", "hey", "there", "yes", "yeah", "ok", "okay", "sure", "also", "too", "then", "again", "wrong"})
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 #: A number with an optional currency sign before it and an optional currency word after it.
 _AMOUNT = re.compile(r"([£€$])?\s?(\d+(?:[.,]\d{1,2})?)\s?(quid|pounds?|gbp|euros?|eur|dollars?|usd)?\b", re.I)
@@ -180,6 +187,16 @@ def merchant_matches(text: str, merchant: str) -> float:
     names = [w for w in _words(merchant) if w not in _GENERIC and len(w) >= 3 and not w.isdigit()]
     said = [w for w in _words(text) if len(w) >= 3]
     return max((fuzz.ratio(a, b) for a in said for b in names), default=0.0)
+
+
+def describes_payment(text: str) -> bool:
+    """Does a money-back request say which payment it means without an id: an amount, a day, or words beyond those
+    of the request itself ("refund the uber ride": uber, ride; "I want my money back": none)? Then the payment is
+    looked for among the customer's transactions (billing's list) before anyone asks for its id."""
+    if parse_amount(text) is not None or parse_day(text, date.today()) is not None:
+        return True
+    return any(len(w) >= 3 and not w.isdigit() and w not in _REQUEST_WORDS and w not in ("i", "my", "me")
+               for w in _words(text))
 
 
 def _day_of(created_at: str) -> date | None:
