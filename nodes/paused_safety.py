@@ -146,9 +146,9 @@ def answer_while_paused(text: str, route: Any, store: Any, ctx: RunContext, thre
 
 
 def person_while_paused(text: str, store: Any, ctx: RunContext, thread_id: str, task_id: str) -> str | None:
-    """A request for a person on a paused thread (``policies.replies.asks_for_person``) reaches the team: a service
-    request ``talk_to_person`` is opened (once per thread and paused task; ``switchboard tasks --requests`` lists it)
-    and the customer is told its reference. None for any other message."""
+    """A request for a person on a paused thread (``nodes.embedded.understanding.reading.wants_person``) reaches the
+    team: a service request ``talk_to_person`` is opened (once per thread and paused task; ``switchboard tasks
+    --requests`` lists it) and the customer is told its reference. None for any other message."""
     from nodes.embedded.understanding.reading import wants_person
 
     if not wants_person(text) or not ctx.user_id:

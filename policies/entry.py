@@ -176,8 +176,9 @@ def choose_entry(
             :data:`NEW_TOPIC_CONFIDENCE`.
         record_owners: the specialists owning the records the message names (``policies.replies.record_owners``):
             a named ``tr_…`` is transfers', whoever holds the conversation.
-        wants_person: the customer asks for a person (``policies.replies.asks_for_person``): fallback, which hands
-            the thread to the team with the facts so far (a request for a human is never answered by the bot alone).
+        wants_person: the customer asks for a person (``nodes.embedded.understanding.reading.wants_person``):
+            fallback, which hands the thread to the team with the facts so far (a request for a human is never
+            answered by the bot alone).
         same_question: the message asks the previous question again, about another thing ("and for ATM
             withdrawals?", ``policies.replies.asks_same_for``) or for news of the record just answered ("any
             update?", ``policies.replies.asks_for_news``), or a follow-up with no content of its own ("why not?",
