@@ -223,3 +223,34 @@ def test_no_amount(text):
 ])
 def test_days(text, day):
     assert parse_day(text, TODAY) == day
+
+
+# ---------------------------------------------------------------- what the desk derives
+@pytest.mark.parametrize(("text", "person"), [
+    ("get me a human", True), ("just give me an agent", True), ("can I talk to someone real", True),
+    ("can I get a human?", True), ("is there a person I can talk to?", True),
+    ("are you a real person or a bot", False), ("how do I send money to a person", False),
+    ("do I have to talk to someone to change my PIN?", False), ("talk to you later", False), ("", False),
+])
+def test_wants_person(text, person):
+    from nodes.embedded.understanding.reading import wants_person
+
+    assert wants_person(text) is person
+
+
+def test_a_foreign_loss_is_a_loss_and_other_foreign_text_is_a_language():
+    from nodes.embedded.understanding.reading import other_language, reports_foreign_loss
+
+    assert reports_foreign_loss("me robaron la tarjeta") and other_language("me robaron la tarjeta") is None
+    assert not reports_foreign_loss("I lost my card")  # English losses are the desk's own rules'
+    reading = other_language("quanto costa un bonifico?")
+    assert reading is not None and reading.code == "it"
+    assert other_language("what is my balance?") is None and other_language("") is None
+
+
+def test_questions_and_frustration():
+    from nodes.embedded.understanding.reading import asks_before_acting, is_frustrated
+
+    assert asks_before_acting("should i freeze my card just in case?")
+    assert not asks_before_acting("freeze my card") and not asks_before_acting("could you freeze my card please?")
+    assert is_frustrated("this is the third time im asking!!!") and not is_frustrated("thanks a lot")

@@ -10,12 +10,13 @@ Short messages are hard for any n-gram model ("refund teh uber ride" scores Germ
 message is only taken for another language when both hold:
 
 1. the model gives that language at least :data:`MIN_CONFIDENCE`; and
-2. fewer than :data:`MAX_KNOWN_SHARE` of the message's words are English words the desk knows: the unigrams of the
-   shipped router's vocabulary (learned from English banking requests; ``nodes.router.default_router``), so English
-   typos among known words ("refund teh uber ride": refund, uber, ride) stay English.
+2. fewer than :data:`MAX_KNOWN_SHARE` of the message's words (of three letters or more) are English words the desk
+   knows: the unigrams of the shipped router's vocabulary (learned from English banking requests;
+   ``nodes.router.default_router``), so English typos among known words ("refund teh uber ride": refund, uber, ride)
+   stay English.
 
-A message of one or two letters-only words that are not English words the desk knows ("hola", "ciao") is too short
-for either signal and is read as English (the desk answers a greeting in English anyway).
+A message with a single word of three letters or more ("hola", "ciao", "hlep") is too short for either signal and
+is read as English (the desk answers a greeting in English anyway).
 """
 
 from __future__ import annotations
@@ -71,7 +72,9 @@ class LanguageReading:
 
 
 def _words(text: str) -> list[str]:
-    """Lower-cased letter runs of two letters or more, accents stripped (the router's vocabulary has none)."""
+    """Lower-cased letter runs of three letters or more, accents stripped (the router's vocabulary has none). Shorter
+    words are left out: "me", "la", "de", "mi" are words of several of these languages (and English "me" and the
+    router's "la" would make "me robaron la tarjeta" half English)."""
     folded = unicodedata.normalize("NFKD", text.lower())
     plain = "".join(c for c in folded if not unicodedata.combining(c))
     words, cur = [], []
@@ -79,7 +82,7 @@ def _words(text: str) -> list[str]:
         if c.isalpha():
             cur.append(c)
         else:
-            if len(cur) >= 2:
+            if len(cur) >= 3:
                 words.append("".join(cur))
             cur = []
     return words
