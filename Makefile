@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench install clean studio router acts langgraph-pg docs docs-serve docs-generated
+.PHONY: demo test test-fast lint bench eval install clean studio router acts langgraph-pg docs docs-serve docs-generated
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (set PYTHON=...)" >&2; exit 1; }
@@ -35,6 +35,13 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
+
+# The project's conversation suite (graph/suites/desk.yaml) with the offline model, both parts; the reports go to
+# bench/results/eval/ (docs/eval.md). MODEL=openai:<name> measures another model.
+MODEL ?= offline
+eval: $(STAMP)
+	$(VENV)/bin/switchboard eval desk --split dev --model $(MODEL) --out bench/results/eval --failures 0
+	$(VENV)/bin/switchboard eval desk --split held --model $(MODEL) --out bench/results/eval --failures 0
 
 # Rebuild the shipped fitted router (nodes/data/router-default.npz: our router_examples.csv + BANKING77 train + CLINC150
 # train from ../shared/data) after changing the examples, the data or the fit.

@@ -33,6 +33,7 @@ from graph.cli_output import (
 )
 from graph.db_cli import db_app
 from graph.errors import InputError, SwitchboardError
+from graph.eval_cli import eval_command
 from graph.operator_cli import (
     DECIDE_ROLES,
     READ_ROLES,
@@ -995,6 +996,9 @@ def train_router(
     if missing:
         err.print(f"warning: the trained router never routes to {', '.join(missing)}; later runs use it until you "
                   f"delete {target}", highlight=False)
+
+
+app.command("eval")(eval_command)
 
 
 @app.command("demo-bank")

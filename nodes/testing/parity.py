@@ -21,10 +21,11 @@ every pause starts from a fresh ledger. Nothing here is imported by the desk.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from graph.effects import effects_of, normalise
 
 __all__ = ["Step", "Case", "CASES", "Observed", "normalise", "effects_of", "parity_customers", "run_leg",
            "ConversationLeg", "InvokeLeg", "HttpLeg", "PARITY_PREFIX", "customers_in", "paused_kinds"]
@@ -167,26 +168,6 @@ class Observed:
     effects: tuple
     refused: bool = False
     detail: str = field(default="", compare=False)
-
-
-_IDS = re.compile(r"\b(rf|sr|task|dc|thread)_[0-9a-f]{6,}\b")
-_WHEN = re.compile(r"\b\d{1,2} [A-Z][a-z]{2}(?: at)? \d{2}:\d{2} UTC\b")
-_ISO = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b")
-
-
-def normalise(text: str) -> str:
-    """``text`` with store-drawn ids (``rf_…``, ``sr_…``, ``task_…``) and clock times replaced by placeholders."""
-    return _ISO.sub("<time>", _WHEN.sub("<time>", _IDS.sub(lambda m: f"{m.group(1)}_#", text or "")))
-
-
-def effects_of(store: Any, customer_id: str) -> tuple:
-    """The customer's business records a conversation can change: refunds by transaction (statuses), card statuses by
-    last four digits, service requests by kind and status, transfers by status — ids the store draws left out."""
-    refunds = tuple(sorted((r.transaction_id, r.status) for r in store.list_refunds(customer_id)))
-    cards = tuple(sorted((c.last4, c.status) for c in store.list_cards(customer_id)))
-    requests = tuple(sorted((str(r["kind"]), str(r["status"])) for r in store.list_service_requests([customer_id])))
-    transfers = tuple(sorted(t.status for t in store.list_transfers(customer_id)))
-    return refunds, cards, requests, transfers
 
 
 def _result_of(thread_id: str, values: dict, pending: Any) -> tuple[str | None, str, str, str]:
