@@ -40,7 +40,14 @@ from nodes.principal import acting_context, resolve_principal
 from nodes.transcript import desk_answers, last_user_text, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
 from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE, PAUSED_DIALOGUE, SPECIALISTS
-from policies.entry import NEW_TOPIC_CONFIDENCE, OUT_OF_SCOPE_SURE, EntryDecision, choose_entry, scope_of
+from policies.entry import (
+    NEW_TOPIC_CONFIDENCE,
+    OUT_OF_SCOPE_SURE,
+    PERSON_REASON,
+    EntryDecision,
+    choose_entry,
+    scope_of,
+)
 from policies.replies import (
     asks_card_action,
     asks_for_news,
@@ -112,6 +119,25 @@ def opener_out_of_scope(text: str, deps: Deps, after_out_of_scope: bool = False,
         return False
     route = deps.router.route(subject)
     return scope_of(route.agent, route.intent) == "out_of_scope" and float(route.confidence) >= OUT_OF_SCOPE_SURE
+
+
+def _person_requested(deps: Deps, principal: Any, task: dict, turn: int) -> None:
+    """A request for a person opens a ``talk_to_person`` service request for the team (the operator case
+    ``switchboard tasks --requests`` lists; once per thread and task, or turn when the thread has no task), as on a
+    paused thread (``nodes.paused_safety.person_while_paused``); fallback then tells the customer a person takes over.
+    A store that cannot be written leaves the hand-over to fallback alone (the thread is listed for the team by its
+    fallback status)."""
+    if principal is None or principal.kind != "customer":
+        return
+    try:
+        r = deps.store.open_service_request(principal.id, "talk_to_person",
+                                            f"person:{thread_id_of()}:{task.get('task_id') or turn}")
+    except StoreError as exc:
+        emit("tool_finished", agent=FALLBACK, reason=f"talk_to_person not recorded: {exc}".splitlines()[0],
+             detail={"action": "talk_to_person", "ok": False})
+        return
+    emit("tool_finished", agent=FALLBACK, reason="the customer asked for a person",
+         detail={"action": "talk_to_person", "ok": True, "request_id": r["request_id"]})
 
 
 def _learned_route(text: str, route: Any) -> tuple[str | None, float, Any]:
@@ -268,6 +294,8 @@ def make_entry_node(deps: Deps):
             task = {"task_id": f"task_{uuid.uuid4().hex[:12]}", "status": "open", "current_owner": target, "owner_version": 1}
         emit("entry_decided", turn=turn, task_id=task.get("task_id"), to_agent=target, reason=decision.reason,
              detail={**inputs, "hop": step_number(state.get("handoff_path") or [], turn)})
+        if decision.reason == PERSON_REASON:
+            _person_requested(deps, principal, task, turn)
         packet = _entry_packet(state, runtime, decision, task, inputs.get("open_question"))
         record = HandoffRecord(hop=step_number(state.get("handoff_path") or [], turn), turn=turn, from_agent="entry",
                                to_agent=target,

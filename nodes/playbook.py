@@ -789,16 +789,21 @@ FREEZE_ADVICE = ("Freezing your card stops new card payments at once, and you ca
 
 
 def asks_whether_to_freeze(text: str) -> bool:
-    """Is ``text`` a question about freezing or blocking a card ("should i freeze my card just in case?", "how do I
-    freeze my card?": the dialogue act ``question``, ``nodes.embedded.understanding.reading.asks_before_acting``) that
-    reports no loss? It is answered (:data:`FREEZE_ADVICE`), never acted on; "I lost my card, should I freeze it?"
-    reports a loss and is frozen (safety first)."""
+    """Is ``text`` a question about freezing or unfreezing a card ("should i freeze my card just in case?", "if I find
+    it, can I unfreeze it myself?": the dialogue act ``question``,
+    ``nodes.embedded.understanding.reading.asks_before_acting``) that reports no loss, or a question about a loss that
+    has not happened ("what should I do if my card gets stolen?")? It is answered (:data:`FREEZE_ADVICE`), never acted
+    on; "I lost my card, should I freeze it?" reports a loss and is frozen (safety first)."""
     from nodes.embedded.understanding.reading import asks_before_acting
 
     lowered = (text or "").lower()
-    # the action itself, not its undoing or a status ("how do I unblock it?", "is my card blocked?")
-    acting = {"freeze", "freezing", "block", "blocking"} & set(lowered.replace("?", " ").replace(",", " ").split())
-    return bool(acting) and not _has(lowered, *_LOSS_WORDS) and asks_before_acting(text)
+    words = set(lowered.replace("?", " ").replace(",", " ").split())
+    # the action itself, not a status ("is my card blocked?", "how do I unblock my PIN?" is the PIN's how-to)
+    acting = words & {"freeze", "freezing", "block", "blocking", "unfreeze", "unfreezing"}
+    loss = _has(lowered, *_LOSS_WORDS)
+    if loss and "if" not in words or not (acting or loss):
+        return False
+    return asks_before_acting(text)
 
 
 #: Cards' question when the router guessed a lost or stolen card but the customer said nothing of the kind.

@@ -46,11 +46,13 @@ def test_another_language_gets_the_honest_answer_and_does_not_stick(desk, store,
 
 @pytest.mark.parametrize("text", ["get me a human", "just give me an agent", "can I talk to someone real",
                                   "Is there a person I can talk to?"])
-def test_a_person_in_any_wording_takes_the_thread_over(desk, text):
+def test_a_person_in_any_wording_takes_the_thread_over(desk, store, text):
     r = Conversation("person-any", desk=desk).send(text)
     assert r.agent == "fallback", r.path_str
     assert r.status == "fallback"
     assert "member of our team" in r.text
+    # an operator case for the team, once
+    assert [x["kind"] for x in store.list_service_requests(["c_ada"])] == ["talk_to_person"]
 
 
 def test_repeated_frustration_offers_a_person_then_hands_over(desk):
@@ -70,6 +72,10 @@ def test_a_question_about_freezing_is_answered_not_acted_on(desk, store):
     assert _cards(store)["4242"] == "active" and _cards(store)["8899"] == "active"
     r = conv.send("ok, freeze my card")
     assert _cards(store)["4242"] == "frozen"
+    r = conv.send("if I find it, can I unfreeze it myself?")
+    assert _cards(store)["4242"] == "frozen", r.text
+    r = Conversation("what-if", desk=desk).send("what should I do if my virtual card gets stolen?")
+    assert r.agent == "cards" and _cards(store)["8899"] == "active", r.text
     # a loss in the same question is a loss: safety first
     r = Conversation("lost-should", desk=desk).send("I lost my virtual card, should I freeze it?")
     assert _cards(store)["8899"] == "frozen", r.text
