@@ -14,6 +14,7 @@ the owner's next turn sees exactly their own history) and hands over to the ``ac
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.messages import HumanMessage, RemoveMessage
@@ -39,7 +40,7 @@ from nodes.playbook import knows_subject, names_card_by_ending, names_desk_subje
 from nodes.principal import acting_context, resolve_principal
 from nodes.transcript import desk_answers, last_user_text, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
-from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE, PAUSED_DIALOGUE, SPECIALISTS
+from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE, PAUSED_DIALOGUE, SPECIALISTS, TRIAGE
 from policies.entry import (
     NEW_TOPIC_CONFIDENCE,
     OUT_OF_SCOPE_SURE,
@@ -140,16 +141,56 @@ def _person_requested(deps: Deps, principal: Any, task: dict, turn: int) -> None
          detail={"action": "talk_to_person", "ok": True, "request_id": r["request_id"]})
 
 
-def _learned_route(text: str, route: Any) -> tuple[str | None, float, Any]:
+def _learned_route(text: str, route: Any, payment_owner: Callable[[], str | None]) -> tuple[str | None, float, Any]:
     """``(agent, confidence, scope)`` of the message: the router's, but a card loss reported in another language is
-    cards' (safety first, whatever the router read: ``nodes.embedded.understanding.reading.reports_foreign_loss``),
-    and a frustrated message the router calls out of scope is about this conversation ("this is the third time im
-    asking!!!"), not a topic the desk does not serve."""
+    cards' (safety first, whatever the router read: ``nodes.embedded.understanding.reading.reports_foreign_loss``);
+    a message the router calls out of scope that names one of the customer's own payments ("refund for the uber
+    ride", "the £250 I sent to Charles": ``payment_owner``) is that payment's specialist's; and a frustrated one is
+    about this conversation ("this is the third time im asking!!!"), not a topic the desk does not serve."""
     routed, confidence = (route.agent, float(route.confidence)) if route else (None, 0.0)
     if text and reports_foreign_loss(text):
         return "cards", 1.0, None
     scope = scope_of(routed, route.intent if route else None)
-    return routed, confidence, "conversational" if scope == "out_of_scope" and is_frustrated(text) else scope
+    if scope != "out_of_scope":
+        return routed, confidence, scope
+    if (owner := payment_owner()) is not None:
+        return owner, 1.0, None
+    return routed, confidence, "conversational" if is_frustrated(text) else scope
+
+
+#: The specialist of a payment a message names, by its kind (transfers are transfers'; the rest billing's, which
+#: hands a money-back request on to refunds with the payment found).
+_PAYMENT_OWNERS = {"transfer_out": "transfers", "transfer_in": "transfers"}
+
+
+def _payment_owner(deps: Deps, customer_id: str | None, text: str, named: list[str]) -> str | None:
+    """The specialist of the one payment of the customer's own latest 20 that ``text`` names by merchant, amount or
+    day (``nodes.embedded.understanding.entities.resolve_payments``), or None (no customer, none or several of more
+    than one kind, or the store cannot be read). Only a message with an amount or asking for money back counts: "get
+    me an uber to the airport" names no payment of the customer's Uber ride. Only the acting customer's records are
+    read."""
+    from nodes.embedded.understanding.entities import parse_amount, resolve_payments
+    from nodes.offline_model import wants_refund
+
+    if not customer_id or not text or (parse_amount(text) is None and not wants_refund(text)):
+        return None
+
+    try:
+        txs = deps.store.list_transactions(customer_id, limit=20)
+    except StoreError:
+        return None
+    found = set(resolve_payments(text, txs, deps.store.now().date()))
+    owners = {_PAYMENT_OWNERS.get(t.kind, "billing") for t in txs if t.id in found}
+    named.extend(owners)
+    return owners.pop() if len(owners) == 1 else None
+
+
+def _to_payment_owner(decision: EntryDecision, named: list[str]) -> EntryDecision:
+    """A message the router calls out of scope that names one of the customer's own payments starts at that payment's
+    specialist instead of triage, clarify or out of scope (triage would read it with the router alone again)."""
+    if len(named) != 1 or decision.target not in (TRIAGE, CLARIFY, OUT_OF_SCOPE):
+        return decision
+    return EntryDecision(named[0], "names one of the customer's own payments")
 
 
 def _wants_person(text: str, before: list[Any]) -> bool:
@@ -168,11 +209,12 @@ def _frustrated_again(text: str, earlier: list[Any]) -> bool:
     return any(is_frustrated(str(m.content)) for m in earlier if isinstance(m, HumanMessage))
 
 
-def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[EntryDecision, dict]:
+def decide_entry(state: dict, deps: Deps, identity_changed: bool,
+                 customer_id: str | None = None) -> tuple[EntryDecision, dict]:
     """Gather the inputs of ``policies.entry.choose_entry`` from the thread's state (the previous answer, its open
     question and listed items, the reply kind, the router, clarify rounds — none for a greeting, thanks or goodbye, which
-    clarify answers) and decide. Returns the decision and its
-    inputs (the ``detail`` of the ``entry_decided`` event)."""
+    clarify answers) and decide. ``customer_id``: the customer the run acts for, whose own payments a message may name
+    (:func:`_learned_route`). Returns the decision and its inputs (the ``detail`` of the ``entry_decided`` event)."""
     messages = list(state.get("messages") or [])
     incoming = incoming_messages(messages)
     earlier = desk_answers(messages[:len(messages) - len(incoming)])
@@ -180,7 +222,8 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
     last_text = str(last.content) if last is not None else ""
     text = last_user_text(messages)
     route = deps.router.route(text) if text else None
-    routed, confidence, scope = _learned_route(text, route)
+    named: list[str] = []  # the specialist of a payment of the customer's the message names (_learned_route)
+    routed, confidence, scope = _learned_route(text, route, lambda: _payment_owner(deps, customer_id, text, named))
     packet_questions = tuple((state.get("handoff") or {}).get("open_questions") or ())
     # the open question is the one the desk's last answer asked: an answer that asked nothing closes an earlier offer
     # (billing offers to refund tx_1008, then describes tx_1001: an "ok" to that must not pay tx_1008);
@@ -221,6 +264,7 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool) -> tuple[Entry
                             same_question=same, follow_up_opener=opener, card_action=card_action,
                             lists_records_of=lists, opener_out_of_scope=opener_oos,
                             other_language=other_language(text) is not None)
+    decision = _to_payment_owner(decision, named)
     return decision, {
         "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
         "scope": scope, "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
@@ -286,7 +330,7 @@ def make_entry_node(deps: Deps):
         identity = {"user_id": principal.id, "tenant_id": principal.tenant_id}
         stored = state.get("identity")
         identity_changed = bool(stored) and stored != identity
-        decision, inputs = decide_entry(state, deps, identity_changed)
+        decision, inputs = decide_entry(state, deps, identity_changed, principal.id)
         task = dict(state.get("task") or {})
         target = decision.target
         continuing = target == state.get("active_agent") and task.get("status") == "open"

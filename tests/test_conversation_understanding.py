@@ -123,3 +123,19 @@ def test_a_merchant_only_another_customer_paid_is_not_found(desk, store):
     assert "tx_2001" not in r.text
     assert all(x.transaction_id != "tx_2001" for x in store.list_refunds("c_ada"))
     assert store.list_refunds("c_bob") == []
+
+
+@pytest.mark.parametrize(("text", "agent", "says"), [
+    ("refund for the uber ride please", "refunds", "tx_1009"),
+    ("the £250 I sent to Charles, did it arrive?", "transfers", "tr_3001"),
+])
+def test_a_payment_named_where_the_router_sees_no_desk_request(desk, text, agent, says):
+    """The router reads "uber ride" as a ride to book; the customer's own Uber payment says otherwise."""
+    r = Conversation("named-oos", desk=desk).send(text)
+    assert r.agent == agent, r.path_str
+    assert says in r.text, r.text
+
+
+def test_a_ride_to_book_is_still_out_of_scope(desk):
+    r = Conversation("uber-book", desk=desk).send("get me an uber to the airport")
+    assert r.agent == "out_of_scope", r.path_str
