@@ -141,12 +141,14 @@ def _person_requested(deps: Deps, principal: Any, task: dict, turn: int) -> None
          detail={"action": "talk_to_person", "ok": True, "request_id": r["request_id"]})
 
 
-def _learned_route(text: str, route: Any, payment_owner: Callable[[], str | None]) -> tuple[str | None, float, Any]:
+def _learned_route(text: str, route: Any, payment_owner: Callable[[], str | None],
+                   last_clause: Callable[[], Any]) -> tuple[str | None, float, Any]:
     """``(agent, confidence, scope)`` of the message: the router's, but a card loss reported in another language is
     cards' (safety first, whatever the router read: ``nodes.embedded.understanding.reading.reports_foreign_loss``);
     a message the router calls out of scope that names one of the customer's own payments ("refund for the uber
-    ride", "the £250 I sent to Charles": ``payment_owner``) is that payment's specialist's; and a frustrated one is
-    about this conversation ("this is the third time im asking!!!"), not a topic the desk does not serve."""
+    ride", "the £250 I sent to Charles": ``payment_owner``) is that payment's specialist's, one whose last clause the
+    router gives a specialist ("sorry - what's my balance?": ``last_clause``) is that specialist's; and a frustrated
+    one is about this conversation ("this is the third time im asking!!!"), not a topic the desk does not serve."""
     routed, confidence = (route.agent, float(route.confidence)) if route else (None, 0.0)
     if text and reports_foreign_loss(text):
         return "cards", 1.0, None
@@ -155,12 +157,30 @@ def _learned_route(text: str, route: Any, payment_owner: Callable[[], str | None
         return routed, confidence, scope
     if (owner := payment_owner()) is not None:
         return owner, 1.0, None
+    if (clause := last_clause()) is not None:
+        return clause.agent, float(clause.confidence), None
     return routed, confidence, "conversational" if is_frustrated(text) else scope
 
 
 #: The specialist of a payment a message names, by its kind (transfers are transfers'; the rest billing's, which
 #: hands a money-back request on to refunds with the payment found).
 _PAYMENT_OWNERS = {"transfer_out": "transfers", "transfer_in": "transfers"}
+
+
+def _last_clause_route(deps: Deps, text: str, named: list[str]) -> Any:
+    """The router's reading of the last clause of ``text`` (after its last dash, colon, comma or semicolon: "sorry -
+    what's my balance?", "ok, in English: what's my balance?") when it gives a specialist at least
+    ``policies.entry.NEW_TOPIC_CONFIDENCE``; None otherwise. An apology or a lead-in before the request is not the
+    request."""
+    cut = max(text.rfind(c) for c in ("-", ":", ",", ";"))
+    tail = text[cut + 1:].strip() if cut >= 0 else ""
+    if len(tail.split()) < 2:
+        return None
+    route = deps.router.route(tail)
+    if route.agent not in SPECIALISTS or float(route.confidence) < NEW_TOPIC_CONFIDENCE:
+        return None
+    named.append(route.agent)
+    return route
 
 
 def _payment_owner(deps: Deps, customer_id: str | None, text: str, named: list[str]) -> str | None:
@@ -185,12 +205,13 @@ def _payment_owner(deps: Deps, customer_id: str | None, text: str, named: list[s
     return owners.pop() if len(owners) == 1 else None
 
 
-def _to_payment_owner(decision: EntryDecision, named: list[str]) -> EntryDecision:
-    """A message the router calls out of scope that names one of the customer's own payments starts at that payment's
-    specialist instead of triage, clarify or out of scope (triage would read it with the router alone again)."""
+def _to_named_owner(decision: EntryDecision, named: list[str]) -> EntryDecision:
+    """A message the router calls out of scope that names one of the customer's own payments, or whose last clause is
+    a specialist's request (:func:`_learned_route`), starts at that specialist instead of triage, clarify or out of
+    scope (triage would read it with the router alone again)."""
     if len(named) != 1 or decision.target not in (TRIAGE, CLARIFY, OUT_OF_SCOPE):
         return decision
-    return EntryDecision(named[0], "names one of the customer's own payments")
+    return EntryDecision(named[0], "the specialist of the payment or the request the message names")
 
 
 def _wants_person(text: str, before: list[Any]) -> bool:
@@ -222,8 +243,9 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool,
     last_text = str(last.content) if last is not None else ""
     text = last_user_text(messages)
     route = deps.router.route(text) if text else None
-    named: list[str] = []  # the specialist of a payment of the customer's the message names (_learned_route)
-    routed, confidence, scope = _learned_route(text, route, lambda: _payment_owner(deps, customer_id, text, named))
+    named: list[str] = []  # the specialist _learned_route found past the router (a payment named, a last clause)
+    routed, confidence, scope = _learned_route(text, route, lambda: _payment_owner(deps, customer_id, text, named),
+                                               lambda: _last_clause_route(deps, text, named))
     packet_questions = tuple((state.get("handoff") or {}).get("open_questions") or ())
     # the open question is the one the desk's last answer asked: an answer that asked nothing closes an earlier offer
     # (billing offers to refund tx_1008, then describes tx_1001: an "ok" to that must not pay tx_1008);
@@ -264,7 +286,7 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool,
                             same_question=same, follow_up_opener=opener, card_action=card_action,
                             lists_records_of=lists, opener_out_of_scope=opener_oos,
                             other_language=other_language(text) is not None)
-    decision = _to_payment_owner(decision, named)
+    decision = _to_named_owner(decision, named)
     return decision, {
         "active_agent": state.get("active_agent"), "routed_agent": routed, "route_confidence": round(confidence, 3),
         "scope": scope, "reply": reply.kind, "item": reply.item, "open_question": question, "listed_items": list(listed),
