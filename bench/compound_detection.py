@@ -1,4 +1,4 @@
-"""Evaluation of compound detection (``policies.compound``) with a router on BANKING77.
+"""Evaluation of compound detection (``nodes.embedded.compound``) with a router on BANKING77.
 
 Three figures, all computed at run time from a BANKING77-shaped CSV (default ``../shared/data/banking77/test.csv``;
 nothing of the data is stored in the project):
@@ -8,7 +8,7 @@ nothing of the data is stored in the project):
 * **compound detection rate**: two queries of *different* agents joined into one message that are detected as
   compound with exactly those two experts (higher is better), for two joins: ``"<first>. Also, <second>"`` (the
   message marks the second request) and ``"<first>. <second>"`` (a plain sentence break:
-  ``policies.compound.UNMARKED_THRESHOLD`` applies).
+  ``nodes.embedded.compound.UNMARKED_THRESHOLD`` applies).
 
 Run: ``.venv/bin/python bench/compound_detection.py [--pairs 1000] [--threshold 0.5] [--unmarked 0.7] [--whole 0.9] [--seed 7]
 [--router FILE] [--csv FILE]``. ``--router`` takes a ``train-router`` file (default: the one the desk loads, i.e. the
@@ -30,8 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from graph.errors import ConfigError
-from nodes.offline_model import OfflineChatModel
-from policies.compound import COMPOUND_THRESHOLD, UNMARKED_THRESHOLD, WHOLE_SURE
+from nodes.embedded.compound import COMPOUND_THRESHOLD, UNMARKED_THRESHOLD, WHOLE_SURE
+from nodes.embedded.offline_model import OfflineChatModel
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "banking77"
 
@@ -42,9 +42,9 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=1000)
     ap.add_argument("--threshold", type=float, default=COMPOUND_THRESHOLD)
     ap.add_argument("--unmarked", type=float, default=UNMARKED_THRESHOLD,
-                    help="policies.compound.UNMARKED_THRESHOLD for sentence-only splits")
+                    help="nodes.embedded.compound.UNMARKED_THRESHOLD for sentence-only splits")
     ap.add_argument("--whole", type=float, default=WHOLE_SURE,
-                    help="policies.compound.WHOLE_SURE; above 1 switches the whole-message check off")
+                    help="nodes.embedded.compound.WHOLE_SURE; above 1 switches the whole-message check off")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--router", type=Path, default=None)
     ap.add_argument("--csv", type=Path, default=DATA / "test.csv")

@@ -44,7 +44,7 @@ from graph import build_graph
 from graph.context import RunContext
 from graph.conversation import Conversation
 from graph.settings import Settings
-from nodes.offline_model import OfflineChatModel
+from nodes.embedded.offline_model import OfflineChatModel
 from nodes.testing.scripted import KeywordRouter
 r = KeywordRouter()
 s = Settings.from_env(db=home / "switchboard.db", business_db=home / "business.db")
@@ -66,7 +66,7 @@ def _desk(home: Path):
     from checkpoints import open_checkpointer
     from graph.builder import build_desk
     from graph.settings import Settings
-    from nodes.offline_model import OfflineChatModel
+    from nodes.embedded.offline_model import OfflineChatModel
     from nodes.testing.scripted import KeywordRouter
 
     r = KeywordRouter()

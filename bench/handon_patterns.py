@@ -3,7 +3,7 @@
 A specialist of the offline model hands a fresh request on to another agent when the desk handbook's intent patterns
 (``nodes/data/desk_knowledge.json``) match that agent's intents better than its own
 (``DeskKnowledge.owner_by_patterns``) — but only while the router is unsure of the holding specialist
-(``nodes.offline_model.PATTERN_HANDON_BELOW``) and gives the patterns' owner some probability
+(``nodes.embedded.offline_model.PATTERN_HANDON_BELOW``) and gives the patterns' owner some probability
 (``PATTERN_OWNER_MIN``). This bench counts, over BANKING77 ``train.csv`` (none of it is a shipped-router example),
 the queries such a hand-on would move *to* their expected agent and *away* from it, for a grid of both thresholds.
 The holding specialist is the router's own choice (triage's handoff). Nothing of the data is stored.
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from graph.errors import ConfigError, InputError  # noqa: E402
-from nodes.desk_knowledge import load_knowledge  # noqa: E402
+from nodes.embedded.desk_knowledge import load_knowledge  # noqa: E402
 from nodes.router import load_label_map, load_router, read_labelled_csv  # noqa: E402
 
 BELOW = (0.3, 0.4, 0.5, 0.6, 1.01)

@@ -28,7 +28,7 @@ def main(verbose: bool = False) -> int:
 
     from graph.builder import build_desk
     from graph.conversation import Conversation
-    from nodes.desk_knowledge import load_knowledge
+    from nodes.embedded.desk_knowledge import load_knowledge
     from tests.test_intents import ROWS, _owners
 
     b77, clinc = _owners()

@@ -8,7 +8,7 @@ The data sets stay outside the repository (their READMEs); nothing of them is wr
 
 ``--holdout N`` leaves N BANKING77 train queries out of ``train.csv`` (``random.Random(--seed, default 12).sample``
 of its rows in file order) and writes them to ``OUT_DIR/heldout.csv``: a router fitted on the rest can be measured
-on queries it has not seen without touching the test set (how ``policies.compound.UNMARKED_THRESHOLD`` and the
+on queries it has not seen without touching the test set (how ``nodes.embedded.compound.UNMARKED_THRESHOLD`` and the
 rules of ``bench/route_losses.py`` were chosen).
 """
 

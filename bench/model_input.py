@@ -34,7 +34,7 @@ def switchboard(mode: str, turns: int) -> dict[int, float]:
     from graph.builder import build_desk
     from graph.conversation import Conversation
     from graph.settings import Settings
-    from nodes.offline_model import OfflineChatModel
+    from nodes.embedded.offline_model import OfflineChatModel
     from nodes.testing.scripted import KeywordRouter
     from policies.history import HistoryPolicy
 

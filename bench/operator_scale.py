@@ -1,6 +1,7 @@
 """Operator commands on a large home: ``switchboard threads`` (the table of the first page, and ``--json`` of every
-thread), ``pending`` and ``stats`` on homes of 1,000 and 10,000 threads, each command a new process, against a bare
-read of each thread's latest checkpoint through LangGraph's own saver (``get_tuple`` per thread, also a new process).
+thread), ``pending``, ``stats`` and ``stats --edges`` on homes of 1,000 and 10,000 threads, each command a new
+process, against a bare read of each thread's latest checkpoint through LangGraph's own saver (``get_tuple`` per
+thread, also a new process).
 
 Figures: CPU seconds of the child process (user + system, ``os.wait4``: the machine is shared, so CPU, not wall),
 its peak RSS, and each command's CPU / the bare read's. On PostgreSQL the server's own CPU is not in these figures
@@ -81,6 +82,7 @@ COMMANDS = {
     "threads --json (all)": ["threads", "--json"],
     "pending": ["pending"],
     "stats": ["stats"],
+    "stats --edges": ["stats", "--edges"],
 }
 
 
@@ -109,7 +111,7 @@ def build_template(home: Path, db: str) -> None:
     from graph.context import RunContext
     from graph.conversation import Conversation
     from graph.settings import Settings
-    from nodes.offline_model import OfflineChatModel
+    from nodes.embedded.offline_model import OfflineChatModel
     from nodes.testing.scripted import KeywordRouter
 
     os.environ["SWITCHBOARD_HOME"] = str(home)

@@ -5,7 +5,7 @@ no specialist) and through the compiled graph exactly as ``switchboard route`` r
 each, ``graph.evaluation.evaluate``). Each query whose answer differs between the two is put in one group, read from
 the turn's routing reasons (the entry decision's and each handoff's, ``QueryOutcome.reasons``):
 
-* ``compound split``: triage sent it to the supervisor (``policies.compound``);
+* ``compound split``: triage sent it to the supervisor (``nodes.embedded.compound``);
 * ``safety first``: a segment reported a lost/stolen card, so triage sent it to cards;
 * ``clarify (low confidence)``: triage's router confidence was below ``CLARIFY_BELOW``: clarify answered;
 * ``clarify -> patterns/record``: no specialist or low confidence, but the handbook's patterns or a named record
@@ -53,9 +53,9 @@ def loss_reason(outcome: QueryOutcome, bare_agent: str, bare_confidence: float, 
     Args:
         outcome: the query's run (``answered``, ``visited``, ``reasons`` = ``"<kind>-><to>: <reason>"`` per record).
         bare_agent: the bare router's agent (``"other"`` = no specialist); bare_confidence: its probability (0..1).
-        clarify_below: triage's clarify threshold (``nodes.offline_model.CLARIFY_BELOW``).
+        clarify_below: triage's clarify threshold (``nodes.embedded.offline_model.CLARIFY_BELOW``).
     """
-    from nodes.offline_model import SAFETY_REASON
+    from nodes.embedded.offline_model import SAFETY_REASON
 
     reasons = list(outcome.reasons)
     handoffs = [r for r in reasons if r.startswith("handoff->")]
@@ -119,7 +119,7 @@ def measure(csv_path: Path, labels: Path, router_path: Path | None, limit: int |
     from graph.builder import build_desk, make_deps
     from graph.evaluation import BusinessSnapshot, evaluate, read_evaluation_set
     from graph.settings import Settings
-    from nodes.offline_model import CLARIFY_BELOW
+    from nodes.embedded.offline_model import CLARIFY_BELOW
 
     texts, expected = read_evaluation_set(csv_path, labels, limit)
     scratch = Path(tempfile.mkdtemp(prefix="switchboard-losses-"))

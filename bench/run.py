@@ -53,6 +53,7 @@ OTHERS = {
     "crash": ["bench/crash_approval.py", "--runs", "50"],   # SIGKILL at random points, then recover
     "store": ["bench/store_calls.py"],                      # business store per-call cost (SQLite)
     "serve": ["bench/serve_load.py"],                       # served desk, 1 vs 2 instances, SIGKILL
+    "edges": ["bench/edge_health.py"],                      # a seeded home's stats --edges and draw --health
 }
 
 

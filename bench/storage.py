@@ -71,7 +71,7 @@ def switchboard(turns: int, kind: str = "delta") -> dict:
     from checkpoints.business import open_store
     from graph.conversation import Conversation
     from graph.settings import Settings
-    from nodes.offline_model import OfflineChatModel
+    from nodes.embedded.offline_model import OfflineChatModel
     from nodes.testing.scripted import KeywordRouter
 
     home = Path(tempfile.mkdtemp())

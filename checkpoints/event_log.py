@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from graph.errors import ConfigError, InfrastructureError
-from graph.events import COLUMNS, EVENT_KINDS, INT_FIELDS, Event, EventTally
+from graph.events import ANSWERED_STATUSES, COLUMNS, EVENT_KINDS, INT_FIELDS, EdgeCounts, Event, EventTally
 
 __all__ = ["EventLog", "open_event_log", "event_log_for", "event_key", "now_iso", "jsonable"]
 
@@ -226,6 +226,58 @@ class EventLog:
             questions, asked = cur.fetchone()
         return _tally(groups, distinct, int(threads or 0), loops, int(questions), int(asked))
 
+    def edge_tally(self, thread_ids: Iterable[str] | None = None, *, since: str | None = None) -> list[EdgeCounts]:
+        """The :class:`graph.events.EdgeCounts` of every handoff edge with events among those of ``thread_ids`` (None:
+        every event) since the ISO timestamp ``since``, sorted by edge. Counted by the database in four grouped
+        queries (window functions: the next handoff of each thread for bounce-backs, the last accepted handoff before
+        a loop or a fallback of its turn, the handoffs left in a turn), so memory stays flat in the number of events;
+        the same counts as ``graph.observe.tally_edges(self.events(since=since))`` restricted to those threads (a test
+        compares them on SQLite and PostgreSQL)."""
+        for hook in self._before_read:
+            hook()
+        f, args = self._tally_filter(thread_ids, since)
+        answered = ", ".join(f"'{s}'" for s in ANSWERED_STATUSES)
+        ltype = self._json_text("detail", "type")
+        refusal = f"COALESCE({self._json_text('detail', 'refusal')}, status, '')"
+        # the accepted handoffs and the bounce-backs the guard refused, in thread order, each with the id of its turn's
+        # last run_completed (a window, then a lookup by primary key: no join of two derived tables)
+        turns = ("SELECT id, kind, thread_id, turn, from_agent, to_agent, MAX(CASE WHEN kind = 'run_completed' THEN id "
+                 "END) OVER (PARTITION BY thread_id, turn) AS last_rc FROM events WHERE (kind IN ('handoff_accepted', "
+                 f"'run_completed') OR (kind = 'handoff_refused' AND status = 'bounce_back')){f}")
+        seq = ("SELECT id, kind, thread_id, turn, from_agent, to_agent, last_rc, "
+               "LEAD(from_agent) OVER w AS nf, LEAD(to_agent) OVER w AS nt, LEAD(turn) OVER w AS nturn, "
+               "COUNT(CASE WHEN kind = 'handoff_accepted' THEN 1 END) OVER (PARTITION BY thread_id, turn ORDER BY id "
+               f"DESC ROWS UNBOUNDED PRECEDING) AS left_hops FROM ({turns}) r WHERE kind <> 'run_completed' "
+               "WINDOW w AS (PARTITION BY thread_id ORDER BY id)")
+        blame = ("SELECT kind, status, lt, MAX(CASE WHEN kind = 'handoff_accepted' THEN id END) OVER (PARTITION BY "
+                 f"thread_id, turn ORDER BY id ROWS UNBOUNDED PRECEDING) AS hid FROM (SELECT id, kind, status, "
+                 f"thread_id, turn, {ltype} AS lt FROM events WHERE kind IN ('handoff_accepted', 'loop_detected', "
+                 f"'run_completed'){f}) e")
+        with self._cursor() as cur:
+            cur.execute(
+                f"SELECT s.from_agent, s.to_agent, COUNT(*), SUM(CASE WHEN s.nf = s.to_agent AND s.nt = s.from_agent "
+                "AND s.nturn BETWEEN s.turn AND s.turn + 1 THEN 1 ELSE 0 END), "
+                f"SUM(CASE WHEN o.status IN ({answered}) AND o.to_agent = s.to_agent THEN 1 ELSE 0 END), "
+                f"SUM(CASE WHEN o.status IN ({answered}) THEN 1 ELSE 0 END), "
+                f"SUM(CASE WHEN o.status IN ({answered}) THEN s.left_hops ELSE 0 END) "
+                f"FROM ({seq}) s LEFT JOIN events o ON o.id = s.last_rc "
+                "WHERE s.kind = 'handoff_accepted' GROUP BY s.from_agent, s.to_agent", args)
+            main = cur.fetchall()
+            cur.execute(
+                "SELECT a.from_agent, a.to_agent, SUM(CASE WHEN b.kind = 'loop_detected' THEN 1 ELSE 0 END), "
+                "SUM(CASE WHEN b.kind = 'run_completed' THEN 1 ELSE 0 END) "
+                f"FROM ({blame}) b JOIN events a ON a.id = b.hid WHERE (b.kind = 'loop_detected' AND "
+                "COALESCE(b.lt, '') <> 'bounce_back') OR (b.kind = 'run_completed' AND b.status = 'fallback') "
+                "GROUP BY a.from_agent, a.to_agent", args)
+            blamed = cur.fetchall()
+            cur.execute(f"SELECT from_agent, to_agent, {refusal}, COUNT(*) FROM events WHERE kind = 'handoff_refused'"
+                        f"{f} GROUP BY from_agent, to_agent, {refusal}", args)
+            refused = cur.fetchall()
+            cur.execute(f"SELECT from_agent, to_agent, COUNT(*) FROM events WHERE kind = 'packet_incomplete'{f} "
+                        "GROUP BY from_agent, to_agent", args)
+            incomplete = cur.fetchall()
+        return _edges(main, blamed, refused, incomplete)
+
     def _json_text(self, column: str, key: str) -> str:
         """SQL for the text of the JSON key ``key`` of the TEXT column ``column`` (NULL when absent)."""
         if self.dialect == "sqlite":
@@ -298,6 +350,30 @@ def _tally(groups: list, distinct: dict, threads: int, loops: list, questions: i
         replayed=of("tool_finished", "replayed"), questions=questions, repeated_questions=questions - asked,
         model_calls=of("model_called"), input_tokens=tokens[0], output_tokens=tokens[1],
         visits=dict(visits), errors=dict(errors), timeouts=dict(timeouts))
+
+
+def _edges(main: list, blamed: list, refused: list, incomplete: list) -> list[EdgeCounts]:
+    """The :class:`EdgeCounts` of :meth:`EventLog.edge_tally`'s query results, sorted by edge."""
+    acc: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: {"refusals": {}})
+
+    def n(value: Any) -> int:  # SUM over no row is NULL
+        return int(value or 0)
+
+    for src, dst, count, bounces, by_target, answered, hops in main:
+        acc[_edge(src, dst)].update(handoffs=n(count), bounce_backs=n(bounces), receiver_answered=n(by_target),
+                                    answered=n(answered), hops_to_answer=n(hops))
+    for src, dst, loops, fallbacks in blamed:
+        acc[_edge(src, dst)].update(loops=n(loops), fallbacks=n(fallbacks))
+    for src, dst, why, count in refused:
+        refusals = acc[_edge(src, dst)]["refusals"]
+        refusals[why or ""] = refusals.get(why or "", 0) + n(count)
+    for src, dst, count in incomplete:
+        acc[_edge(src, dst)]["incomplete"] = n(count)
+    return [EdgeCounts(source=s, target=t, **acc[s, t]) for s, t in sorted(acc)]
+
+
+def _edge(src: str | None, dst: str | None) -> tuple[str, str]:
+    return src or "", dst or ""
 
 
 def open_event_log(target: str | Path | None) -> EventLog:

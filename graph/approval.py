@@ -8,14 +8,16 @@ principal (a deprecated field kept for old callers).
 from __future__ import annotations
 
 import uuid
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from graph.errors import InputError
 from graph.inputs import check_message
 
-__all__ = ["ApprovalRequest", "ApprovalDecision", "parse_decision"]
+__all__ = ["ApprovalRequest", "ApprovalDecision", "parse_decision", "interrupt_payload", "from_hitl", "decision_type",
+           "HITL_ACTION", "HITL_DECISIONS"]
 
 
 class ApprovalRequest(BaseModel):
@@ -86,12 +88,104 @@ class ApprovalDecision(BaseModel):
 
 
 def parse_decision(value: object) -> ApprovalDecision:
-    """Validate a resume value (dict or ApprovalDecision). Raises InputError with a one-line reason."""
+    """Validate a resume value: an ApprovalDecision, its dict, or LangChain's human-in-the-loop response
+    ``{"decisions": [{"type": "approve"} | {"type": "reject", "message": …}]}`` (:func:`from_hitl`). Raises
+    InputError with a one-line reason."""
     if isinstance(value, ApprovalDecision):
         return value
+    if isinstance(value, Mapping) and "decisions" in value:
+        value = from_hitl(value)
     try:
         return ApprovalDecision.model_validate(value)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "decision"
         raise InputError(f"malformed decision: {where}: {first.get('msg')}") from None
+
+
+# ---------------------------------------------------------------- LangChain's human-in-the-loop shape
+# LangChain 1.x (``langchain.agents.middleware.human_in_the_loop``) standardised the interrupt a human decides on: a
+# ``HITLRequest`` {"action_requests": [{"name", "args", "description"}], "review_configs": [{"action_name",
+# "allowed_decisions"}]}, answered with a ``HITLResponse`` {"decisions": [{"type": "approve"} | {"type": "reject",
+# "message"} | {"type": "edit", …} | {"type": "respond", …}]}. UIs built for LangGraph servers render and answer it.
+
+#: The action a refund approval asks a human about (``action_requests[0].name``).
+HITL_ACTION = "refund"
+#: The decisions a refund approval offers in that shape: no ``edit`` (an approver decides the refund the business
+#: store holds, never a changed one) and no ``respond`` (nothing answers on the refund's behalf).
+HITL_DECISIONS: tuple[str, ...] = ("approve", "reject")
+#: The customer-facing arguments of the refund action, as ``ApprovalRequest`` names them.
+HITL_ARGS: tuple[str, ...] = ("refund_id", "transaction_id", "amount", "amount_minor", "currency", "reason")
+
+
+def _describe(request: Mapping[str, Any], approvals: Sequence[str]) -> str:
+    required = int(request.get("approvals_required") or 1)
+    flags = "; ".join(str(f) for f in request.get("risk_flags") or ()) or "none"
+    waits = f"{required} approver(s) required, {len(approvals)} so far"
+    by = f"; decide by {request['deadline']}" if request.get("deadline") else ""
+    return (f"Refund {request.get('amount')} for {request.get('transaction_id')} ({request.get('refund_id')}) to "
+            f"customer {request.get('customer_id')}. Risk: {flags}. {waits}{by}. Approve pays it; reject pays nothing "
+            "(your message is an internal note, never shown to the customer).")
+
+
+def interrupt_payload(request: Mapping[str, Any], approvals: Sequence[str]) -> dict[str, Any]:
+    """What ``human_approval`` pauses with: the :class:`ApprovalRequest` fields (``request``, its JSON form) with
+    ``approvals`` (refs of the approvers so far), and, in the same dict, LangChain's ``HITLRequest`` keys:
+    ``action_requests`` (one action :data:`HITL_ACTION` whose ``args`` are :data:`HITL_ARGS` and whose
+    ``description`` says the risk, the approvers required and the deadline) and ``review_configs`` (allowed
+    decisions :data:`HITL_DECISIONS`)."""
+    args = {k: request.get(k) for k in HITL_ARGS if request.get(k) is not None}
+    return {**request, "approvals": list(approvals),
+            "action_requests": [{"name": HITL_ACTION, "args": args, "description": _describe(request, approvals)}],
+            "review_configs": [{"action_name": HITL_ACTION, "allowed_decisions": list(HITL_DECISIONS)}]}
+
+
+def from_hitl(value: Mapping[str, Any]) -> dict[str, Any]:
+    """Translate a ``HITLResponse`` into this module's decision dict: ``{"decisions": [{"type": "approve"}]}`` ->
+    ``{"decision": "approve"}``; ``{"decisions": [{"type": "reject", "message": m}]}`` -> ``{"decision": "reject",
+    "note": m}`` (the message is the decision's internal note, checked as :class:`ApprovalDecision` checks a note).
+    Who decides is the run's principal, as for every decision.
+
+    Raises:
+        InputError (one line): other keys beside ``decisions``, not exactly one decision (the refund is one action),
+            a decision that is not a mapping, a type this request does not offer (``edit``, ``respond``, anything
+            else), or keys a decision of that type does not have.
+    """
+    extra = sorted(str(k) for k in value if k != "decisions")
+    if extra:
+        raise InputError(f"malformed decision: a human-in-the-loop response holds only decisions, not {', '.join(extra)}")
+    decisions = value.get("decisions")
+    if not isinstance(decisions, (list, tuple)) or len(decisions) != 1:
+        n = len(decisions) if isinstance(decisions, (list, tuple)) else type(decisions).__name__
+        raise InputError(f"malformed decision: decisions: one decision expected (one refund action), got {n}")
+    d = decisions[0]
+    if not isinstance(d, Mapping):
+        raise InputError(f"malformed decision: decisions.0: a mapping expected, not {type(d).__name__}")
+    kind = d.get("type")
+    if kind not in HITL_DECISIONS:
+        raise InputError(f"malformed decision: decisions.0.type: {kind!r} is not offered for a refund approval; "
+                         f"allowed: {', '.join(HITL_DECISIONS)}")
+    allowed = {"type"} | ({"message"} if kind == "reject" else set())
+    unknown = sorted(str(k) for k in d if k not in allowed)
+    if unknown:
+        raise InputError(f"malformed decision: decisions.0: {kind} takes no {', '.join(unknown)}")
+    out: dict[str, Any] = {"decision": kind}
+    if d.get("message") is not None:
+        out["note"] = d["message"]
+    return out
+
+
+def decision_type(value: object) -> str | None:
+    """The decision a resume value names (``approve``, ``reject``, …) in either shape, without validating it (for
+    describing and counting); None when it names none."""
+    if isinstance(value, ApprovalDecision):
+        return value.decision
+    if not isinstance(value, Mapping):
+        return None
+    if "decisions" in value:
+        ds = value.get("decisions")
+        first = ds[0] if isinstance(ds, (list, tuple)) and ds else None
+        kind = first.get("type") if isinstance(first, Mapping) else None
+        return str(kind) if kind is not None else None
+    kind = value.get("decision")
+    return str(kind) if kind is not None else None

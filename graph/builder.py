@@ -26,7 +26,7 @@ from nodes.expert import make_expert_node
 from nodes.fallback import fallback_node
 from nodes.input_guard import InputGuard
 from nodes.instrumentation import EventRecorder
-from nodes.models import is_openai_model, make_model
+from nodes.models import is_openai_model, make_model, make_reader
 from nodes.out_of_scope import out_of_scope_node
 from nodes.paused_dialogue import make_paused_dialogue_node
 from nodes.principal import guard_node
@@ -115,7 +115,8 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
         require_business_store(settings.business_db, settings.db)  # never re-create it next to existing threads
         store = open_store(settings.business_db)
     structured = settings.routing == "structured" or (settings.routing == "auto" and is_openai_model(model))
-    deps = Deps(model=model, store=store, router=router, settings=settings, table=table, structured_routing=structured)
+    deps = Deps(model=model, store=store, router=router, settings=settings, reader=make_reader(model, router), table=table,
+                structured_routing=structured)
     if history is not None:
         deps.history = dict(history)
     return deps
@@ -134,7 +135,8 @@ class Desk:
 def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpointSaver | None = None,
                 settings: Settings | None = None, *, store: Any = None, router: Any = None,
                 history: Any = None, deps: Deps | None = None,
-                events: EventLog | str | Path | bool | None = None, run_callbacks: Sequence[Any] = ()) -> CompiledStateGraph:
+                events: EventLog | str | Path | bool | None = None, run_callbacks: Sequence[Any] = (),
+                tracer_provider: Any = None) -> CompiledStateGraph:
     """Build and compile the support-desk graph.
 
     Args:
@@ -150,6 +152,9 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
             table ``events`` beside the checkpoints (same SQLite file; in memory for other savers).
         run_callbacks: LangChain callback handlers bound to the compiled graph before the event recorder (so one that
             refuses a run in ``on_chain_start`` leaves no event), e.g. ``nodes.thread_guard.ThreadRunGuard``.
+        tracer_provider: an OpenTelemetry ``TracerProvider`` to record the runs' spans with (``nodes.tracing``), with
+            whatever exporter you gave it; default: the one ``settings.otel`` names (none when ``off``). Spans ride
+            on the event log: with ``events=False`` there are none.
 
     Returns:
         A ``CompiledStateGraph`` (:class:`DeskGraph`: a caller's ``recursion_limit`` below the desk's own is raised
@@ -160,18 +165,23 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
         :func:`build_desk` returns the same graph with its dependencies.
     """
     return build_desk(model, checkpointer, settings, store=store, router=router, history=history, deps=deps,
-                      events=events, run_callbacks=run_callbacks).graph
+                      events=events, run_callbacks=run_callbacks, tracer_provider=tracer_provider).graph
 
 
 def build_desk(model: BaseChatModel | None = None, checkpointer: BaseCheckpointSaver | None = None,
                settings: Settings | None = None, *, store: Any = None, router: Any = None,
                history: Any = None, deps: Deps | None = None,
-               events: EventLog | str | Path | bool | None = None, run_callbacks: Sequence[Any] = ()) -> Desk:
+               events: EventLog | str | Path | bool | None = None, run_callbacks: Sequence[Any] = (),
+               tracer_provider: Any = None) -> Desk:
     """:func:`build_graph` (same arguments), returning the compiled graph together with its resolved
     dependencies as a :class:`Desk`."""
     deps = deps or make_deps(model, settings, store, router, history=history)
     deps = replace(deps, events=_resolve_events(events, deps.events, checkpointer))
     recorder = EventRecorder(deps.events) if deps.events is not None else None
+    if recorder is not None and (tracer_provider is not None or deps.settings.otel != "off"):
+        from nodes.tracing import SpanTap, tracer_provider_for  # imported only when spans are wanted
+
+        recorder.tap = SpanTap(tracer_provider or tracer_provider_for(deps.settings.otel))
     table = deps.table
     g = StateGraph(SupportState, context_schema=RunContext, input_schema=TurnInput)
 

@@ -345,23 +345,36 @@ def draw(
     format: str = typer.Option("mermaid", "--format", "-f", help="mermaid | ascii | png"),
     thread: str | None = typer.Option(None, "--thread", "-t", help="Highlight this thread's run path with hop numbers."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file (required for png)."),
+    health: bool = typer.Option(False, "--health", help="Colour each handoff edge by its bounce rate and draw it as "
+                                "wide as its traffic, from your tenant's events (the figures of 'stats --edges'); "
+                                "png or mermaid; needs --as an operator."),
+    since: str | None = typer.Option(None, "--since", help="--health: only events since a duration ago (30m, 2h, 7d) "
+                                     "or an ISO date/time."),
+    max_bounce_rate: float = typer.Option(0.2, "--max-bounce-rate", min=0.0, max=1.0,
+                                          help="--health: the bounce rate above which an edge is red (as in 'stats "
+                                               "--edges')."),
     db: str | None = DbOpt,
     as_: str | None = AsOpt,
 ) -> None:
     """Draw the agent graph: every agent node and exactly the edges of the policy edge table. --thread needs --as an
-    operator of the thread's tenant (like history and trace)."""
+    operator of the thread's tenant (like history and trace); --health the figures of your tenant's handoff edges."""
     import shutil
 
     from graph import drawing
 
     spec = drawing.graph_spec()
     path: list = []
+    fmt = format.lower()
+    paint = None
+    if health:
+        if thread or fmt not in ("png", "mermaid"):
+            raise InputError("--health draws png or mermaid, without --thread")
+        paint = drawing.health_paint(spec, _edge_health_of(db, as_, since, "draw"), max_bounce_rate)
     if thread:
         _, saver, _ = _operator_thread(as_, thread, db, "draw", reveal=False)
         path = drawing.run_path(saver, thread)
-    fmt = format.lower()
     if fmt == "mermaid":
-        text = drawing.render_mermaid(spec, path)
+        text = drawing.render_mermaid(spec, path, health=paint)
     elif fmt == "ascii":
         # a terminal's own width ($COLUMNS first), else (pipe, file) the 120 columns the CLI fits
         width = shutil.get_terminal_size().columns if out is None and sys.stdout.isatty() else drawing.ASCII_WIDTH
@@ -369,8 +382,12 @@ def draw(
     elif fmt == "png":
         if out is None:
             raise InputError("--format png needs --out FILE.png")
+        title = f"switchboard — thread {thread}" if thread else "switchboard"
+        if paint is not None:
+            total = sum(p.handoffs for p in paint.values())
+            title = f"switchboard — handoff edge health ({total} handoffs" + (f" since {since}" if since else "") + ")"
         try:
-            drawing.render_png(spec, out, path, title=f"switchboard — thread {thread}" if thread else "switchboard")
+            drawing.render_png(spec, out, path, title=title, health=paint)
         except ValueError as exc:
             raise InputError(str(exc)) from exc
         console.print(f"wrote {out}")
@@ -382,6 +399,57 @@ def draw(
         console.print(f"wrote {out}")
     else:
         print(text)
+
+
+def _edge_health_of(db: str | None, as_: str | None, since: str | None, action: str) -> list:
+    """The health of your tenant's handoff edges (``graph.observe.edge_health`` of ``EventLog.edge_tally``); [] when
+    nothing is stored yet."""
+    from checkpoints.threads import iter_thread_summaries
+    from graph.observe import edge_health, parse_since
+
+    bound = parse_since(since)
+    acting = acting_operator(as_, READ_ROLES, action, db=db)
+    if db is None and not _stored(_settings(None, None).db):
+        return []
+    mine = _listed(db, lambda saver: [r["thread_id"] for r in iter_thread_summaries(saver, tenant_id=acting.tenant_id)]
+                   if saver is not None else [])
+    return edge_health(_event_log(db).edge_tally(mine, since=bound))
+
+
+@app.command()
+def check(
+    policy: Path | None = typer.Option(None, "--policy", metavar="FILE.py",
+                                       help="Check this policy instead of today's: a Python file defining EDGE_TABLE "
+                                            "(policies.edges.EdgeTable) and/or CONTRACTS (agent -> "
+                                            "policies.contracts.AgentContract); what it leaves out is today's."),
+    as_json: bool = typer.Option(False, "--json", help="Print {ok, policy, checked: {edges, contracts}, problems: "
+                                 "[{kind, node, edge, fact, message}]} on stdout."),
+) -> None:
+    """Check the handoff contracts before deploy: every agent's required facts (policies/contracts.py) against what a
+    packet built along each edge can carry, that every node is reachable, that every node has a controlled exit (a
+    path to an answer, fallback or approval; an agent its own edge to fallback), and that every side-effect tool of a
+    receiver is guarded. Exit 0: no problem; 1: problems (each names the edge and the fact, or the node); 2: bad input.
+    Needs no database and no operator (docs/contracts.md)."""
+    from graph.contract_check import load_policy, run_check
+
+    checked = load_policy(policy)
+    problems = run_check(checked)
+    edges = len(checked.table.edges())
+    if as_json:
+        print_json({"ok": not problems, "policy": checked.source,
+                    "checked": {"edges": edges, "contracts": sorted(checked.contracts)},
+                    "problems": [p.as_dict() for p in problems]})
+    elif not problems:
+        console.print(f"ok: {edges} edges, contracts of {', '.join(sorted(checked.contracts))}; every packet can "
+                      f"carry what its receiver requires, every node is reachable and has a controlled exit, every "
+                      f"side effect is guarded ({checked.source})", highlight=False, soft_wrap=True)
+    else:
+        for p in problems:
+            console.print(f"{p.kind}: {p.message}", highlight=False, markup=False, soft_wrap=True)
+        console.print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in {checked.source}",
+                      highlight=False, soft_wrap=True)
+    if problems:
+        raise typer.Exit(1)
 
 
 def _checkpointer(db: str | None):
@@ -602,21 +670,40 @@ def stats(
                                         help="Only events since a duration ago (30m, 2h, 7d) or an ISO date/time."),
     db: str | None = DbOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+    edges: bool = typer.Option(False, "--edges", help="Per handoff edge (from → to) instead: handoffs, refusals by "
+                               "reason, bounce-backs (A→B→A in a turn or across the next), loops and fallbacks after "
+                               "it, packets missing a fact the receiver requires, the receiver's answer rate and the "
+                               "mean hops to an answer; edges over a threshold are flagged with the reason "
+                               "(docs/observing.md)."),
+    max_bounce_rate: float = typer.Option(0.2, "--max-bounce-rate", min=0.0, max=1.0,
+                                          help="--edges: flag an edge whose bounce-backs / handoffs is above this."),
+    max_missing_rate: float = typer.Option(0.2, "--max-missing-rate", min=0.0, max=1.0,
+                                           help="--edges: flag an edge whose packets missing a required fact / "
+                                                "handoffs is above this."),
+    min_handoffs: int = typer.Option(5, "--min-handoffs", min=0,
+                                     help="--edges: flag only edges with at least this many handoffs."),
     as_: str | None = AsOpt,
 ) -> None:
     """Handoff and run metrics over the event log of your tenant's threads (definitions in docs/observing.md and in
-    the table). Needs --as an operator."""
+    the table); with --edges, the health of each handoff edge. Needs --as an operator."""
     from checkpoints.threads import iter_thread_summaries
-    from graph.observe import METRIC_DEFINITIONS, parse_since, stats_from_tally
+    from graph.observe import METRIC_DEFINITIONS, HealthThresholds, parse_since, stats_from_tally
 
     bound = parse_since(since)
+    thresholds = HealthThresholds(max_bounce_rate, max_missing_rate, min_handoffs)
     acting = acting_operator(as_, READ_ROLES, "stats", db=db)
     if db is None and not _stored(_settings(None, None).db):
-        console.print("no runs recorded")
+        if as_json:
+            print_json({"since": bound, "edges": []} if edges else {})
+        else:
+            console.print("no runs recorded")
         return
     log = _event_log(db)
     mine = _listed(db, lambda saver: [r["thread_id"] for r in iter_thread_summaries(saver, tenant_id=acting.tenant_id)]
                    if saver is not None else [])
+    if edges:
+        _print_edge_health(log.edge_tally(mine, since=bound), thresholds, bound, as_json)
+        return
     # counted by the database (EventLog.tally): memory flat in the number of events
     st = stats_from_tally(log.tally(mine, since=bound), since=bound)
     if as_json:
@@ -654,6 +741,41 @@ def stats(
     print_table(console, per)
     if st.input_tokens is not None:
         console.print(f"tokens: {st.input_tokens} in, {st.output_tokens} out")
+
+
+def _print_edge_health(counts: list, thresholds: Any, bound: str | None, as_json: bool) -> None:
+    """``stats --edges``: the health of each edge (``graph.observe.edge_health``) as a table, or JSON
+    ``{since, thresholds: {…}, edges: [{source, target, handoffs, refusals: {reason: n}, bounce_backs, bounce_rate,
+    loops, fallbacks, missing_facts, missing_rate, answer_rate, mean_hops_to_answer, flags: [..]}]}``."""
+    from dataclasses import asdict
+
+    from graph.observe import edge_health
+
+    health = edge_health(counts, thresholds)
+    if as_json:
+        print_json({"since": bound, "thresholds": asdict(thresholds), "edges": [h.as_dict() for h in health]})
+        return
+    if not health:
+        console.print("no handoffs recorded" + (f" since {bound}" if bound else ""))
+        return
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:.0%}"
+
+    table = Table("edge", "handoffs", "refused (by reason)", "bounce-backs", "loops", "fallbacks", "missing facts",
+                  "answer rate", "mean hops to answer", "flag", title="handoff edges" + (f" since {bound}" if bound
+                                                                                         else ""))
+    for h in health:
+        refused = ", ".join(f"{why} {n}" for why, n in h.refusals.items()) or "-"
+        table.add_row(f"{h.source} → {h.target}", str(h.handoffs), refused, f"{h.bounce_backs} ({pct(h.bounce_rate)})",
+                      str(h.loops), str(h.fallbacks), f"{h.missing_facts} ({pct(h.missing_rate)})", pct(h.answer_rate),
+                      "-" if h.mean_hops_to_answer is None else f"{h.mean_hops_to_answer:.2f}",
+                      "; ".join(f.split(":")[0] for f in h.flags), style="bold red" if h.flags else None)
+    print_table(console, table)
+    flagged = sum(1 for h in health if h.flags)
+    console.print(f"{flagged} of {len(health)} edges flagged (bounce rate > {thresholds.max_bounce_rate:.0%} or "
+                  f"missing facts > {thresholds.max_missing_rate:.0%}, over at least {thresholds.min_handoffs} "
+                  "handoffs)", highlight=False, soft_wrap=True)
 
 
 def _approval_desk(db: str | None, model: str | None = None):

@@ -186,7 +186,8 @@ class Conversation:
 
     def resume(self, decision: Any) -> TurnResult:
         """Resume a paused approval with ``decision`` (an ApprovalDecision or its dict: ``{"decision": "approve" |
-        "reject" | "cancel" | "expire", "note": …}``).
+        "reject" | "cancel" | "expire", "note": …}``; or LangChain's human-in-the-loop answer ``{"decisions":
+        [{"type": "approve"} | {"type": "reject", "message": …}]}``, ``graph.approval.from_hitl``).
 
         The decider is this conversation's principal (``context``), never a name in ``decision`` (a deprecated
         ``approver`` field must name the same principal). The decision is validated and authorized first

@@ -38,6 +38,9 @@ __all__ = [
     "render_ascii",
     "render_mermaid",
     "render_png",
+    "EdgePaint",
+    "health_paint",
+    "BOUNCE_BINS",
 ]
 
 #: Node kinds with their own style. Other kind strings are accepted and drawn in a neutral style.
@@ -229,7 +232,8 @@ def _mermaid_ids(names: Sequence[str]) -> dict[str, str]:
     return ids
 
 
-def render_mermaid(spec: GraphSpec, path: Sequence[PathStep] = ()) -> str:
+def render_mermaid(spec: GraphSpec, path: Sequence[PathStep] = (), *,
+                   health: Mapping[tuple[str, str], EdgePaint] | None = None) -> str:
     """Mermaid ``flowchart TD`` text of the graph, optionally with one run's path on it.
 
     Every node of ``spec`` is declared once (``id("label")``; ids are the names made Mermaid-safe,
@@ -240,10 +244,15 @@ def render_mermaid(spec: GraphSpec, path: Sequence[PathStep] = ()) -> str:
     the label (``"2, 4"`` when traversed twice) and are highlighted with ``linkStyle`` (4 px, coloured
     by the first hop's kind); visited nodes get the ``visited`` class.
 
+    With ``health`` (:func:`health_paint`), each painted edge carries its label and a ``linkStyle`` of
+    its colour and width instead (no path then).
+
     Raises:
-        ValueError: ``spec`` has no nodes.
+        ValueError: ``spec`` has no nodes, or both ``path`` and ``health`` are given.
     """
     _require_nodes(spec)
+    if health is not None and path:
+        raise ValueError("draw either a thread's path or the edges' health, not both")
     info = _fold_path(spec, path)
     names = list(spec.nodes) + list(info.unknown_nodes)
     ids = _mermaid_ids(names)
@@ -254,14 +263,17 @@ def render_mermaid(spec: GraphSpec, path: Sequence[PathStep] = ()) -> str:
         lines.append(f"    {ids[name]}{left}{name.replace(chr(34), '#quot;')}{right}:::{_css(kind)}")
     styles: list[str] = []
     for i, (s, t) in enumerate(list(spec.edges) + list(info.unknown_edges)):
-        arrow, label, colour, dash = "-->", "", _EDGE_GREY, ""
+        arrow, label, colour, dash, width = "-->", "", _EDGE_GREY, "", 4.0
+        if health is not None and (s, t) in health:
+            paint = health[(s, t)]
+            label, colour, width = paint.label, paint.colour, round(paint.width * 1.3, 1)
         if (s, t) in info.hops:
             label, colour = _hop_label(info.hops[(s, t)]), _hop_colour(info.kinds[(s, t)][0])
         if (s, t) in info.unknown_edges:
             arrow, label, colour, dash = "-.->", f"{label} (not in graph)", _ILLEGAL_COLOUR, ",stroke-dasharray:6 4"
         lines.append(f'    {ids[s]} {arrow}|"{label}"| {ids[t]}' if label else f"    {ids[s]} --> {ids[t]}")
         if label:
-            styles.append(f"    linkStyle {i} stroke:{colour},stroke-width:4px{dash},color:{colour};")
+            styles.append(f"    linkStyle {i} stroke:{colour},stroke-width:{width:g}px{dash},color:{colour};")
     for kind in sorted({spec.kind_of(n) for n in spec.nodes}):
         lines.append("    classDef {} fill:{},stroke:{},stroke-width:1px;".format(_css(kind), *_kind_style(kind)))
     if info.unknown_nodes:
@@ -470,9 +482,11 @@ class _Scene:
     have_path: bool
     rect: Mapping[str, _Rect]
     routes: Mapping[tuple[str, str], Any]
+    health: Mapping[tuple[str, str], EdgePaint] | None = None
 
     @classmethod
-    def of(cls, spec: GraphSpec, path: Sequence[PathStep]) -> _Scene:
+    def of(cls, spec: GraphSpec, path: Sequence[PathStep],
+           health: Mapping[tuple[str, str], EdgePaint] | None = None) -> _Scene:
         """Lay out the legal graph (plus the path's unknown nodes and the hops touching them: they need a
         place) and route its edges; other hops not in the graph are bridged between boxes, so the legal
         graph looks the same with or without a run on it (box widths fit bold text either way)."""
@@ -484,7 +498,7 @@ class _Scene:
         for e in list(spec.edges) + list(info.unknown_edges):
             routes.setdefault(e, _bridge(rect[e[0]], rect[e[1]]))
         routes = {e: _apart(r) if (e[1], e[0]) in routes and e[0] != e[1] else r for e, r in routes.items()}
-        return cls(spec, info, bool(path), rect, routes)
+        return cls(spec, info, bool(path), rect, routes, health)
 
     def bounds(self) -> _Rect:
         from matplotlib.transforms import Bbox
@@ -521,6 +535,11 @@ def _figure(scene: _Scene, header_pt: float, width_px: int, height_px: int, dpi:
 
 def _edge_style(scene: _Scene, e: tuple[str, str]) -> tuple[str, float, int, bool, float]:
     """(colour, line width pt, z-order, dashed, head size pt) of edge ``e``."""
+    if scene.health is not None:
+        paint = scene.health.get(e)
+        if paint is None:
+            return _NO_TRAFFIC, 0.8, 1, False, 7.0
+        return paint.colour, paint.width, 3, False, 9.0 + paint.width
     if e not in scene.info.hops:
         return (_EDGE_GREY if scene.have_path else "#6c7a89"), 1.0, 1, False, 9.0
     if e in scene.info.unknown_edges:
@@ -592,6 +611,9 @@ def _legend(fig: Any, scene: _Scene) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
+    if scene.health is not None:
+        _health_legend(fig, scene)
+        return
     info = scene.info
     handles: list[Any] = [Patch(facecolor=_kind_style(k)[0], edgecolor=_kind_style(k)[1], label=f"{k} node")
                           for k in dict.fromkeys(map(scene.spec.kind_of, scene.spec.nodes))]
@@ -611,6 +633,89 @@ def _legend(fig: Any, scene: _Scene) -> None:
                title="numbers on edges = hop order" if scene.have_path else None)
 
 
+# -------------------- Edge health (switchboard draw --health) ---------------------------------------
+
+#: Bounce-rate bins of ``draw --health``, as fractions of the flag threshold ``t`` (``--max-bounce-rate``): none,
+#: up to half of it, up to it, over it (flagged). Colours run green to red (colour-blind safe from light to dark).
+BOUNCE_BINS: tuple[tuple[str, str], ...] = (
+    ("none", "#2b8a3e"), ("low", "#f08c00"), ("near", "#e8590c"), ("over", "#c92a2a"))
+_NO_TRAFFIC = "#ced4da"
+_MIN_WIDTH, _MAX_WIDTH = 1.4, 7.0  # pt: one handoff .. the busiest edge
+
+
+@dataclass(frozen=True)
+class EdgePaint:
+    """How ``draw --health`` paints one edge: ``colour`` (its bounce bin's), ``width`` in pt (by traffic), the
+    ``bin`` name (:data:`BOUNCE_BINS`), its ``handoffs`` and the ``label`` drawn on it (``"11"``, ``"8 · 25% back"``,
+    ``"26 · 81% missing"`` when the edge is flagged for missing facts)."""
+
+    colour: str
+    width: float
+    bin: str
+    handoffs: int
+    label: str
+
+
+def _bounce_bin(rate: float, threshold: float) -> str:
+    if rate <= 0:
+        return "none"
+    if rate <= threshold / 2:
+        return "low"
+    return "near" if rate <= threshold else "over"
+
+
+def health_paint(spec: GraphSpec, health: Sequence[Any], max_bounce_rate: float = 0.2
+                 ) -> dict[tuple[str, str], EdgePaint]:
+    """The paint of every edge of ``spec`` with handoffs in ``health`` (``graph.observe.EdgeHealth`` rows: ``source``,
+    ``target``, ``handoffs``, ``bounce_backs``, ``bounce_rate``, ``missing_rate``, ``flags``): colour by bounce rate in
+    the bins of :data:`BOUNCE_BINS` relative to ``max_bounce_rate``; width from 1.4 pt (one handoff) to 7 pt (the busiest edge),
+    by the square root of the handoffs so that a quiet edge stays visible. Edges without handoffs, or not in
+    ``spec``, get no paint (drawn thin and pale)."""
+    rows = [h for h in health if h.handoffs > 0 and (h.source, h.target) in spec.edges]
+    busiest = max((h.handoffs for h in rows), default=1)
+    colours = dict(BOUNCE_BINS)
+    out: dict[tuple[str, str], EdgePaint] = {}
+    for h in rows:
+        rate = h.bounce_rate or 0.0
+        name = _bounce_bin(rate, max_bounce_rate)
+        width = _MIN_WIDTH + (_MAX_WIDTH - _MIN_WIDTH) * math.sqrt((h.handoffs - 1) / max(busiest - 1, 1))
+        label = str(h.handoffs) + (f" · {rate:.0%} back" if h.bounce_backs else "")
+        if any(f.startswith("missing facts") for f in h.flags):
+            label += f" · {h.missing_rate:.0%} missing"
+        out[(h.source, h.target)] = EdgePaint(colours[name], round(width, 2), name, h.handoffs, label)
+    return out
+
+
+def _draw_health_labels(ax: Any, scene: _Scene, scale: float) -> None:
+    """Each painted edge's label 40% of the way from its source (so those of ``a -> b`` and ``b -> a`` part), in its
+    colour."""
+    for e, paint in (scene.health or {}).items():
+        x, y = _point_along(scene.routes[e], 0.4)
+        ax.text(x, y, paint.label, ha="center", va="center", fontsize=_BASE_FONT * scale, fontweight="bold",
+                color=paint.colour, zorder=8,
+                bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": paint.colour, "linewidth": scale})
+
+
+def _health_legend(fig: Any, scene: _Scene) -> None:
+    """Two rows: the bounce-rate bins; three widths of traffic and the pale edge without handoffs."""
+    from matplotlib.lines import Line2D
+
+    words = {"none": "no bounce-backs", "low": "bounce-backs ≤ half the limit", "near": "bounce-backs ≤ the limit",
+             "over": "bounce-backs over the limit (flagged)"}
+    colours = [Line2D([], [], color=c, lw=4, label=words[b]) for b, c in BOUNCE_BINS]
+    widths = sorted({p.width: p.handoffs for p in (scene.health or {}).values()}.items())
+    picked = list(dict.fromkeys([widths[0], widths[len(widths) // 2], widths[-1]])) if widths else []
+    traffic = [Line2D([], [], color="#495057", lw=w, label=f"{n} handoff{'s' if n != 1 else ''}") for w, n in picked]
+    traffic.append(Line2D([], [], color=_NO_TRAFFIC, lw=1.2, label="no handoffs"))
+    traffic += [Line2D([], [], lw=0, label=" ")] * (len(colours) - len(traffic))  # keeps the two rows apart
+    # the legend fills column by column: interleave so that row 1 holds the colours and row 2 the widths
+    handles = [h for pair in zip(colours, traffic) for h in pair]
+    fig.legend(handles=handles, loc="lower center", ncol=len(colours), frameon=False, fontsize=9,
+               bbox_to_anchor=(0.5, 0.0), handlelength=2.6, columnspacing=1.8, title_fontsize=9,
+               title="colour: bounce rate (A→B→A) · width: handoffs · label: handoffs, bounce rate, missing facts "
+                     "(when flagged)")
+
+
 def render_png(
     spec: GraphSpec,
     out: Path,
@@ -620,6 +725,7 @@ def render_png(
     width_px: int = 1600,
     height_px: int = 1200,
     dpi: int = 150,
+    health: Mapping[tuple[str, str], EdgePaint] | None = None,
 ) -> Path:
     """Draw the graph (and one run's path on it) to a PNG file with matplotlib's Agg canvas.
 
@@ -630,6 +736,10 @@ def render_png(
     used twice), a hop not in ``spec.edges`` a dashed red curve labelled ``"(not in graph)"`` (a node
     not in ``spec`` a dashed red box), and the numbered hop list (at most 4 lines) is printed under the
     title. A legend explains the colours. A self-loop is a small loop at the box's top-right corner.
+
+    With ``health`` (:func:`health_paint`; no ``path`` then): each edge with traffic is drawn in its
+    paint's colour (its bounce-rate bin) and width (its traffic), labelled with its handoffs (and bounce
+    rate), the other edges thin and pale; the legend shows the bins and the widths.
 
     Size: ``width_px`` x ``height_px`` at ``dpi`` (default 1600x1200 px, 150 dpi). The drawing is scaled
     to fit; if that would shrink text below 7 pt, the canvas grows instead (large graphs give larger
@@ -646,7 +756,9 @@ def render_png(
     if out.is_dir() or not out.parent.is_dir():
         why = "it is a directory" if out.is_dir() else f"directory {out.parent} does not exist"
         raise ValueError(f"cannot write PNG to {out}: {why}")
-    scene = _Scene.of(spec, path)
+    if health is not None and path:
+        raise ValueError("draw either a thread's path or the edges' health, not both")
+    scene = _Scene.of(spec, path, health)
     hops = _pack([f"{p.label}. {p.source} \u2192 {p.target}" for p in path], 130, "    ")
     hop_text = "\n".join(hops[:4]) + ("    \u2026" if len(hops) > 4 else "")
     title_pt = 30.0 if title else 6.0
@@ -655,6 +767,7 @@ def render_png(
     _draw_edges(ax, scene, scale)
     _draw_nodes(ax, scene, scale)
     _draw_hop_labels(ax, scene, scale)
+    _draw_health_labels(ax, scene, scale)
     h_pt = fig.get_figheight() * 72.0
     if title:
         fig.text(0.5, 1 - 8 / h_pt, title, ha="center", va="top", fontsize=14, fontweight="bold", color="#212529")

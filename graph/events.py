@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal, get_args
 
-__all__ = ["EventKind", "EVENT_KINDS", "Event", "EventTally", "COLUMNS", "INT_FIELDS"]
+__all__ = ["EventKind", "EVENT_KINDS", "Event", "EventTally", "EdgeCounts", "ANSWERED_STATUSES", "COLUMNS",
+           "INT_FIELDS"]
 
 #: Every event kind, in the order they typically occur in a run:
 #: ``run_started`` / ``run_completed`` / ``run_failed`` — one ``invoke``/``stream`` call of the graph (a resume is
@@ -30,12 +31,15 @@ __all__ = ["EventKind", "EVENT_KINDS", "Event", "EventTally", "COLUMNS", "INT_FI
 #: forced tool_choice; ``recovered`` — a run a crash left unfinished was continued (``Conversation.recover``) with the
 #: thread owner's rights (``detail``: ``triggered_by``, the principal who asked for the recovery, e.g. an operator;
 #: ``continued_as``, the owner; ``where``, ``next``); ``paused_answered`` — a message on a thread paused for an
-#: approval was answered without touching the pause (``nodes.paused_dialogue``; ``detail.kind``: what it asked).
+#: approval was answered without touching the pause (``nodes.paused_dialogue``; ``detail.kind``: what it asked);
+#: ``packet_incomplete`` — control arrived with a packet that lacks a fact its receiver requires (``policies.contracts``;
+#: ``from_agent`` / ``to_agent``: the edge; ``detail.missing``: the requirements' names, ``detail.facts``: their
+#: alternatives, ``detail.questions``: what the receiver asks instead of guessing).
 EventKind = Literal[
     "run_started", "agent_started", "model_called", "tool_called", "tool_finished", "handoff_requested",
     "handoff_accepted", "handoff_refused", "expert_called", "loop_detected", "interrupt", "resumed", "agent_finished",
     "run_completed", "run_failed", "access_denied",
-    "entry_decided", "model_output_repaired", "routing_changed", "recovered", "paused_answered",
+    "entry_decided", "model_output_repaired", "routing_changed", "recovered", "paused_answered", "packet_incomplete",
 ]
 
 #: :data:`EventKind` as a tuple (for validation and documentation).
@@ -156,3 +160,45 @@ class EventTally:
     visits: dict[str, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     timeouts: dict[str, int] = field(default_factory=dict)
+
+
+#: ``run_completed`` statuses of a turn that ended with an answer to the customer (a clarifying question included).
+ANSWERED_STATUSES: tuple[str, ...] = ("answered", "clarify")
+
+
+@dataclass(frozen=True)
+class EdgeCounts:
+    """The counts of one handoff edge ``source -> target`` that ``switchboard stats --edges`` is computed from
+    (``graph.observe.edge_health``), counted where the events are (``checkpoints.event_log.EventLog.edge_tally``: SQL
+    aggregates, memory flat in the number of events) or in Python (``graph.observe.tally_edges``) with one meaning.
+    A turn is ``(thread_id, turn)``; its outcome is the status of its last ``run_completed``.
+
+    Attributes:
+        source / target: the edge (``from_agent`` / ``to_agent`` of the events).
+        handoffs: ``handoff_accepted`` along the edge.
+        refusals: reason -> ``handoff_refused`` along the edge, by ``detail.refusal`` (else ``status``): one of
+            ``policies.handoff.REFUSAL_KINDS`` or a loop guard's type (``bounce_back``, ``fingerprint``,
+            ``hop_budget``).
+        bounce_backs: accepted handoffs whose thread's next handoff (accepted, or refused as a bounce-back) went
+            back ``target -> source`` in the same turn or the next one.
+        loops: ``loop_detected`` events other than bounce-backs whose turn's last accepted handoff before them was
+            along this edge (the loop happened where this edge had brought control).
+        fallbacks: turns ended in fallback (``run_completed`` status ``fallback``) whose last accepted handoff before
+            it was along this edge.
+        incomplete: ``packet_incomplete`` along the edge (the packet lacked a fact the target requires).
+        receiver_answered: accepted handoffs whose turn was answered (:data:`ANSWERED_STATUSES`) by ``target``.
+        answered: accepted handoffs whose turn was answered by anyone.
+        hops_to_answer: over those, the sum of the accepted handoffs of the turn from this one (included) on.
+    """
+
+    source: str
+    target: str
+    handoffs: int = 0
+    refusals: dict[str, int] = field(default_factory=dict)
+    bounce_backs: int = 0
+    loops: int = 0
+    fallbacks: int = 0
+    incomplete: int = 0
+    receiver_answered: int = 0
+    answered: int = 0
+    hops_to_answer: int = 0

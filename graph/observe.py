@@ -11,11 +11,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from graph.approval import decision_type
 from graph.errors import InputError
-from graph.events import Event, EventTally
+from graph.events import ANSWERED_STATUSES, EdgeCounts, Event, EventTally
 
 __all__ = ["Stats", "AgentStats", "compute_stats", "tally_events", "stats_from_tally", "parse_since", "describe",
-           "METRIC_DEFINITIONS"]
+           "METRIC_DEFINITIONS", "EdgeHealth", "HealthThresholds", "EDGE_DEFINITIONS", "tally_edges", "edge_health"]
 
 #: What each metric of :class:`Stats` counts (shown by ``switchboard stats`` and in the README).
 METRIC_DEFINITIONS: Mapping[str, str] = {
@@ -159,6 +160,157 @@ def compute_stats(events: Iterable[Event], since: str | None = None) -> Stats:
     return stats_from_tally(tally_events(events), since=since)
 
 
+#: What each column of ``switchboard stats --edges`` counts (shown by ``--help`` and docs/observing.md).
+EDGE_DEFINITIONS: Mapping[str, str] = {
+    "handoffs": "handoffs accepted along the edge",
+    "refusals": "handoffs refused along it, by reason (self_handoff, illegal_edge, guard_failed, invalid_arguments, "
+                "another_won; the loop guards' bounce_back, fingerprint, hop_budget)",
+    "bounce_backs": "accepted handoffs A→B after which the thread's next handoff went back B→A, in the same turn or "
+                    "the next (accepted or stopped by the bounce-back guard)",
+    "bounce_rate": "bounce-backs / handoffs",
+    "loops": "loop guards fired (other than bounce-backs) where this edge had brought control in the turn",
+    "fallbacks": "turns ended in fallback whose last handoff was this edge",
+    "missing_facts": "packets that arrived without a fact the receiver requires (packet_incomplete; policies/contracts.py)",
+    "missing_rate": "missing facts / handoffs",
+    "answer_rate": "handoffs whose turn the receiver answered / handoffs",
+    "mean_hops_to_answer": "over handoffs whose turn was answered: handoffs of the turn from this one (included) to "
+                           "the answer, averaged (1.0: the receiver answered)",
+}
+
+
+@dataclass(frozen=True)
+class HealthThresholds:
+    """When ``switchboard stats --edges`` flags an edge: its bounce rate or its missing-fact rate is above the limit,
+    over at least ``min_handoffs`` handoffs (fewer say little). Defaults: the CLI's ``--max-bounce-rate 0.2``,
+    ``--max-missing-rate 0.2``, ``--min-handoffs 5`` — a boundary that sends one task in five back, or hands over
+    one packet in five without what the receiver needs, is worth a look (the seed: "if tasks keep bouncing between
+    agents, the boundary or the packet is wrong")."""
+
+    max_bounce_rate: float = 0.2
+    max_missing_rate: float = 0.2
+    min_handoffs: int = 5
+
+    def __post_init__(self) -> None:
+        for name in ("max_bounce_rate", "max_missing_rate"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise InputError(f"--{name.replace('_', '-')} must be between 0 and 1, got {value}")
+        if self.min_handoffs < 0:
+            raise InputError(f"--min-handoffs must be 0 or more, got {self.min_handoffs}")
+
+
+@dataclass(frozen=True)
+class EdgeHealth:
+    """One edge's counts (:class:`graph.events.EdgeCounts`) with its rates (None when there was no handoff, or no
+    answered one for the mean) and ``flags``: why it is flagged (empty when it is not)."""
+
+    source: str
+    target: str
+    handoffs: int
+    refusals: dict[str, int]
+    bounce_backs: int
+    bounce_rate: float | None
+    loops: int
+    fallbacks: int
+    missing_facts: int
+    missing_rate: float | None
+    answer_rate: float | None
+    mean_hops_to_answer: float | None
+    flags: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        """JSON-able dict (``flags`` a list)."""
+        d = asdict(self)
+        d["flags"] = list(self.flags)
+        return d
+
+
+def edge_health(counts: Iterable[EdgeCounts], thresholds: HealthThresholds = HealthThresholds()) -> list[EdgeHealth]:
+    """The health of every edge of ``counts`` (same order): rates and the flags of ``thresholds``."""
+    out = []
+    for c in counts:
+        bounce, missing = _rate(c.bounce_backs, c.handoffs), _rate(c.incomplete, c.handoffs)
+        flags: list[str] = []
+        if c.handoffs >= thresholds.min_handoffs:
+            if bounce is not None and bounce > thresholds.max_bounce_rate:
+                flags.append(f"bounce rate {bounce:.0%} > {thresholds.max_bounce_rate:.0%}: {c.bounce_backs} of "
+                             f"{c.handoffs} handoffs came back {c.target} → {c.source}")
+            if missing is not None and missing > thresholds.max_missing_rate:
+                flags.append(f"missing facts {missing:.0%} > {thresholds.max_missing_rate:.0%}: {c.incomplete} of "
+                             f"{c.handoffs} packets lacked what {c.target} requires")
+        out.append(EdgeHealth(
+            source=c.source, target=c.target, handoffs=c.handoffs, refusals=dict(sorted(c.refusals.items())),
+            bounce_backs=c.bounce_backs, bounce_rate=bounce, loops=c.loops, fallbacks=c.fallbacks,
+            missing_facts=c.incomplete, missing_rate=missing, answer_rate=_rate(c.receiver_answered, c.handoffs),
+            mean_hops_to_answer=_rate(c.hops_to_answer, c.answered), flags=tuple(flags)))
+    return out
+
+
+def tally_edges(events: Iterable[Event]) -> list[EdgeCounts]:
+    """The :class:`graph.events.EdgeCounts` of ``events`` counted in Python, sorted by edge: what
+    ``checkpoints.event_log.EventLog.edge_tally`` counts in SQL (a test compares both)."""
+    evts = sorted(events, key=lambda e: e.id or 0)
+    acc: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: {"refusals": Counter()})
+    outcome: dict[tuple[str | None, int | None], Event] = {}
+    for e in evts:
+        if e.kind == "run_completed":
+            outcome[e.thread_id, e.turn] = e
+        elif e.kind == "handoff_refused":
+            acc[e.from_agent or "", e.to_agent or ""]["refusals"][e.detail.get("refusal") or e.status or ""] += 1
+        elif e.kind == "packet_incomplete":
+            _add(acc[e.from_agent or "", e.to_agent or ""], "incomplete")
+    _count_handoffs(evts, outcome, acc)
+    _count_blame(evts, acc)
+    return [EdgeCounts(source=s, target=t, **{**acc[s, t], "refusals": dict(acc[s, t]["refusals"])})
+            for s, t in sorted(acc)]
+
+
+def _count_handoffs(evts: Sequence[Event], outcome: Mapping[tuple[str | None, int | None], Event],
+                    acc: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """Handoffs, bounce-backs and answers per edge (:func:`tally_edges`)."""
+    seq: dict[str | None, list[Event]] = defaultdict(list)
+    for e in evts:
+        if e.kind == "handoff_accepted" or (e.kind == "handoff_refused" and e.status == "bounce_back"):
+            seq[e.thread_id].append(e)
+    for chain in seq.values():
+        for i, h in enumerate(chain):
+            if h.kind != "handoff_accepted":
+                continue
+            d = acc[h.from_agent or "", h.to_agent or ""]
+            _add(d, "handoffs")
+            _add(d, "bounce_backs", int(_bounced(h, chain[i + 1] if i + 1 < len(chain) else None)))
+            end = outcome.get((h.thread_id, h.turn))
+            if end is not None and end.status in ANSWERED_STATUSES:
+                _add(d, "answered")
+                _add(d, "hops_to_answer", sum(1 for x in chain[i:] if x.kind == "handoff_accepted" and x.turn == h.turn))
+                _add(d, "receiver_answered", int(end.to_agent == h.to_agent))
+
+
+def _add(d: dict[str, Any], name: str, n: int = 1) -> None:
+    d[name] = d.get(name, 0) + n
+
+
+def _bounced(h: Event, nxt: Event | None) -> bool:
+    """Did the next handoff after ``h`` (A -> B) go back B -> A in the same turn or the next?"""
+    if nxt is None or h.turn is None or nxt.turn is None:
+        return False
+    return nxt.from_agent == h.to_agent and nxt.to_agent == h.from_agent and h.turn <= nxt.turn <= h.turn + 1
+
+
+def _count_blame(evts: Sequence[Event], acc: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """Loops and fallbacks per edge: on the turn's last accepted handoff before them (:func:`tally_edges`)."""
+    last: dict[tuple[str | None, int | None], Event] = {}
+    for e in evts:
+        key = (e.thread_id, e.turn)
+        if e.kind == "handoff_accepted":
+            last[key] = e
+            continue
+        loop = e.kind == "loop_detected" and e.detail.get("type") != "bounce_back"
+        fallback = e.kind == "run_completed" and e.status == "fallback"
+        if (loop or fallback) and key in last:
+            _add(acc[last[key].from_agent or "", last[key].to_agent or ""], "loops" if loop else "fallbacks")
+
+
 _REL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -204,9 +356,7 @@ def _detail(ev: Event | Mapping[str, Any]) -> Mapping[str, Any]:
 def _describe_run_started(ev: Event | Mapping[str, Any]) -> str:
     d = _detail(ev)
     if d.get("input") == "resume":
-        dec = d.get("decision")
-        what = str(dec.get("decision")) if isinstance(dec, dict) else str(dec)
-        return f"run started (resume: {what})"
+        return f"run started (resume: {decision_type(d.get('decision')) or d.get('decision')})"
     return "run started"
 
 
@@ -271,7 +421,7 @@ def _describe_interrupt(ev: Event | Mapping[str, Any]) -> str:
 
 def _describe_resumed(ev: Event | Mapping[str, Any]) -> str:
     dec = _detail(ev).get("decision") or {}
-    return "resumed" + (f" with {dec.get('decision')}" if isinstance(dec, dict) else f" with {dec}")
+    return f"resumed with {decision_type(dec) or dec}"
 
 
 def _describe_denied(ev: Event | Mapping[str, Any]) -> str:
@@ -297,6 +447,9 @@ _DESCRIBERS: dict[str, Callable[[Any], str]] = {
     "resumed": _describe_resumed,
     "access_denied": _describe_denied,
     "entry_decided": _describe_entry_decided,
+    "packet_incomplete": lambda ev: (f"packet {_get(ev, 'from_agent')} → {_get(ev, 'to_agent')} lacks "
+                                     f"{'; '.join(_detail(ev).get('missing') or []) or 'a required fact'}; asks: "
+                                     f"{' '.join(_detail(ev).get('questions') or [])}"),
 }
 
 

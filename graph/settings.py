@@ -105,6 +105,9 @@ class Settings(BaseSettings):
         max_input_tokens: the budget of every model call's input, estimated tokens (>= 500, default 6,000): older
             turns are trimmed (``policies.history.bound_messages``), the packet carries what they
             established [SWITCHBOARD_MAX_INPUT_TOKENS].
+        otel: OpenTelemetry spans of every run (``nodes.tracing``): ``"off"`` (default: nothing is recorded or sent),
+            ``"console"`` (each span as JSON on stderr) or ``"otlp"`` (to the OTLP endpoint the standard
+            ``OTEL_EXPORTER_OTLP_*`` variables name) [SWITCHBOARD_OTEL].
 
     Raises:
         ConfigError: a value of the wrong type or out of range, from a keyword or the environment.
@@ -140,6 +143,7 @@ class Settings(BaseSettings):
     approval_deadline_h: float = Field(default=72.0, gt=0, allow_inf_nan=False,
                                        validation_alias=AliasChoices("approval_deadline_h",
                                                                      "SWITCHBOARD_APPROVAL_DEADLINE_H"))
+    otel: Literal["off", "console", "otlp"] = Field(default="off", validation_alias=AliasChoices("otel", "SWITCHBOARD_OTEL"))
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -157,7 +161,7 @@ class Settings(BaseSettings):
     def _folder_exists(cls, v: str, info: ValidationInfo) -> str:
         return check_database_folder(v, str(info.field_name))
 
-    @field_validator("routing", mode="before")
+    @field_validator("routing", "otel", mode="before")
     @classmethod
     def _lower(cls, v: Any) -> Any:
         return v.strip().lower() if isinstance(v, str) else v

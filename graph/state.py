@@ -389,6 +389,8 @@ class SupportState(TypedDict, total=False):
     seen_fingerprints: Annotated[list[str], last_value]
     tool_attempts: Annotated[int, last_value]
     entry_reason: Annotated[str | None, last_value]
+    # the one reading of this turn's message (graph.reading.MessageReading as JSON), written by the entry node
+    reading: Annotated[dict | None, last_value]
     # agent as tool: the supervisor's calls of experts (graph.agent_as_tool.ExpertCall as JSON; not hops) and their
     # results (parallel writes)
     expert_calls: Annotated[list[dict], FoldingDeltaChannel(append_batch, snapshot_frequency=TRANSCRIPT_SNAPSHOT_EVERY)]

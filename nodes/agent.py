@@ -30,17 +30,18 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from graph.agent_as_tool import ExpertTask, SupervisorPlan
+from graph.brief import ModelBrief
 from graph.context import RunContext
 from graph.packet import HandoffRecord, observed_now, render_packet, step_number
 from graph.state import add_usage, ensure_ids, usage_of
 from nodes.deps import Deps
-from nodes.desk_knowledge import social_answers
 from nodes.handoff_tools import ROUTE_TOOL, handoff_tool, route_tool
 from nodes.instrumentation import emit, note
-from nodes.models import describe_model_error, model_name
+from nodes.models import describe_model_error, model_name, with_brief
 from nodes.packets import build_packet
 from nodes.principal import acting_context
 from nodes.prompts import system_prompt
+from nodes.reading import reading_in
 from nodes.text_tool_calls import read_text_tool_calls
 from nodes.tool_runner import ToolRunner, ToolUnavailable
 from nodes.tools import ToolSpec, as_langchain_tool, tools_for
@@ -50,6 +51,7 @@ from nodes.transcript import (
     known_call_ids,
     last_user_text,
     new_call_id,
+    open_question_of,
     thread_id_of,
     tool_call_views,
     unique_call_ids,
@@ -57,11 +59,11 @@ from nodes.transcript import (
 from policies.answers import answer_key, instead_of_repeat, same_answer
 from policies.approval import needs_risk_check
 from policies.cancellation import cancel_confirmed
+from policies.contracts import unmet_requirements
 from policies.edges import CLARIFY, FALLBACK, FLOW_NODES, SPECIALISTS, SUPERVISOR, TRIAGE, handoff_targets
 from policies.handoff import Arbitration, CallOutcome, ToolCallView, arbitrate, handoff_tool_name
 from policies.history import bound_messages, policy_for_edge, shape_history, shape_recent
 from policies.loops import check_loop, fingerprint, hop_budget_exceeded, is_bounce_back
-from policies.replies import open_question_of
 
 __all__ = ["AgentVisit", "make_agent_node", "TOOL_CHOICE_REFUSED", "refuses_tool_choice"]
 
@@ -134,6 +136,7 @@ class AgentVisit:
     # ============================================================== the visit, top to bottom
     def run(self) -> Command:
         """Run the visit; returns the Command that ends it (``goto`` a legal target, ``fallback``, ``risk`` or END)."""
+        self._record_incomplete_packet()
         system, shaped = self._prompt()
         for _ in range(self.deps.settings.max_tool_rounds):
             ai = self._call_model(system, shaped)
@@ -173,6 +176,28 @@ class AgentVisit:
             return p
         return None
 
+    def _brief(self) -> ModelBrief:
+        """The typed input of this visit's model calls (``graph.brief``): the agent, the packet it received and its
+        facts, the refund the thread waits on and the items the previous answer listed (the turn's reading)."""
+        pa = self.state.get("pending_approval") or {}
+        listed = (self.state.get("reading") or {}).get("listed") or ()
+        return ModelBrief.of(self.agent, self.packet_in, pending_approval=str(pa["refund_id"]) if pa.get("refund_id") else None,
+                             listed_items=tuple(listed))
+    def _record_incomplete_packet(self) -> None:
+        """``packet_incomplete`` when a handoff brought control here with a packet that lacks a fact this agent's
+        contract requires (``policies.contracts``); the packet already asks for it (its open questions, which the
+        model reads), so the agent asks the customer instead of guessing."""
+        packet = self.packet_in or {}
+        src = packet.get("from_agent")
+        if not src or src in (*FLOW_NODES, "entry"):
+            return
+        unmet = unmet_requirements(self.deps.contracts.get(self.agent), packet.get("known_facts") or ())
+        if unmet:
+            emit("packet_incomplete", from_agent=src, to_agent=self.agent,
+                 reason="missing " + "; ".join(r.name for r in unmet), handoff_id=packet.get("handoff_id"),
+                 missing=[r.name for r in unmet], facts=[r.describe() for r in unmet],
+                 questions=[r.question for r in unmet])
+
     def _prompt(self) -> tuple[SystemMessage, list[BaseMessage]]:
         """One leading system message (the prompt and the packet summary merged: strict chat templates of local
         OpenAI-compatible servers accept a single leading system message only) and the shaped history."""
@@ -199,7 +224,7 @@ class AgentVisit:
         items = len(bounded.messages) - 1
         self.model_calls += 1
         try:
-            out = self.bound.invoke(bounded.messages)
+            out = with_brief(self.bound, self.deps.model, self._brief()).invoke(bounded.messages)
         except Exception as exc:  # noqa: BLE001 - the model's client already retried transient errors
             if self._switch_to_tool_routing(exc):
                 return None
@@ -312,7 +337,7 @@ class AgentVisit:
                              messages=self.messages + self.new, ctx=self.ctx, thread_id=self.thread_id,
                              task=self.task, trace_id=self.ctx.request_id,
                              model_facts=args.get("facts") if isinstance(args.get("facts"), dict) else None,
-                             carried=self.packet_in, sender_note=words)
+                             carried=self.packet_in, sender_note=words, contracts=self.deps.contracts)
             decision.packets[call.id] = p
             return p
 
@@ -332,7 +357,8 @@ class AgentVisit:
                 continue
             emit("handoff_requested", from_agent=self.agent, to_agent=o.target, reason=str((c.args or {}).get("reason") or ""))
             if o.action in ("refused", "skipped"):
-                emit("handoff_refused", from_agent=self.agent, to_agent=o.target, reason=o.message, status=o.action)
+                emit("handoff_refused", from_agent=self.agent, to_agent=o.target, reason=o.message, status=o.action,
+                     refusal=o.refusal or o.action)
 
     # -------------------------------------------------------------- step 3: guard
     def _guard(self, decision: _Decision) -> Command | None:
@@ -360,7 +386,8 @@ class AgentVisit:
         """loop_detected (type ``kind``) and, when a handoff had won arbitration, its refusal; then fallback."""
         emit("loop_detected", type=kind, reason=reason, fingerprint=decision.fingerprint)
         if decision.winner is not None:
-            emit("handoff_refused", from_agent=self.agent, to_agent=decision.winner.target, reason=reason, status=kind)
+            emit("handoff_refused", from_agent=self.agent, to_agent=decision.winner.target, reason=reason, status=kind,
+                 refusal=kind)
         return self._to_fallback(fallback_reason, decision.calls)
 
     # -------------------------------------------------------------- step 4: hand off
@@ -385,7 +412,8 @@ class AgentVisit:
         forwarded = shape_history(self.messages + self.new, policy_for_edge(self.agent, target, self.deps.history),
                                   render_packet(packet), sender_note=str(packet.get("sender_note") or ""))
         emit("handoff_accepted", from_agent=self.agent, to_agent=target, reason=packet["reason"], hop=step,
-             handoff_id=packet["handoff_id"], history_items=len(forwarded), state_version=self.version)
+             handoff_id=packet["handoff_id"], history_items=len(forwarded), state_version=self.version,
+             fingerprint=fingerprint(self.agent, self.user_text, self.version, self.attempts))
         update = self._base_update() | {
             "active_agent": target,
             "visited_agents": [target],
@@ -451,8 +479,9 @@ class AgentVisit:
         """Did the customer confirm cancelling ``args["refund_id"]``: the desk's answer before this message asked
         ``policies.cancellation.CANCEL_QUESTION`` for it and this message says yes (``cancel_confirmed``)?"""
         answers = desk_answers(self.messages)
-        previous = str(answers[-1].content) if answers else None
-        return cancel_confirmed(previous, self.user_text, str(args.get("refund_id") or ""))
+        asked = open_question_of(str(answers[-1].content)) if answers else None
+        reading = reading_in(self.state, self.user_text, self.deps)  # the turn's reading (entry's)
+        return cancel_confirmed(asked, reading.confirmation, str(args.get("refund_id") or ""))
 
     def _run_tool(self, o: CallOutcome, call: ToolCallView) -> dict:
         """One business tool call through the shared runner, recorded; its ToolMessage appended. Raises
@@ -495,7 +524,8 @@ class AgentVisit:
         previous, said = answers_by_agent(self.messages).get(self.agent, ([], set()))
         if not previous:
             return text
-        if text in social_answers():  # a second thanks gets "You're welcome!" again, without asking its question again
+        # a second thanks gets "You're welcome!" again, without asking its question again
+        if text in self.deps.reader.social_answers():
             if not (answer_key(text) and answer_key(text) in said):  # = not any(same_answer(text, p) for p in previous)
                 return text
             short = " ".join(x for x in re.split(r"(?<=[.!?])\s+", text) if not x.endswith("?")) or text

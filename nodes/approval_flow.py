@@ -5,7 +5,9 @@ LangGraph re-runs an interrupted (or crashed) node from its first line on resume
 
 * ``risk`` applies ``policies.risk.assess_refund`` and either decides automatically (decision id
   ``auto:<refund>``), or parks the task ``awaiting_approval`` and goes to ``human_approval``;
-* ``human_approval`` pauses with ``interrupt(ApprovalRequest)``; a resume supplies an ApprovalDecision. Who decides
+* ``human_approval`` pauses with ``interrupt(ApprovalRequest)`` (also carrying LangChain's ``HITLRequest`` keys:
+  ``graph.approval.interrupt_payload``); a resume supplies an ApprovalDecision, or LangChain's ``{"decisions":
+  [{"type": "approve" | "reject", …}]}`` for it (``graph.approval.from_hitl``: the same rules). Who decides
   is the run's principal (``nodes.principal.resolve_principal``), never a name in the decision: the principal must
   be the thread's owner (who may only cancel) or a registered operator of the tenant — checked *before* the resume
   value is read, so a refused caller leaves the thread exactly as it was — and the decision must pass
@@ -43,7 +45,7 @@ from checkpoints.business import (
     money,
 )
 from checkpoints.business.records import UNPAID_FINAL_REFUND_STATUSES
-from graph.approval import ApprovalRequest, parse_decision
+from graph.approval import ApprovalRequest, from_hitl, interrupt_payload, parse_decision
 from graph.context import SYSTEM_RISK_POLICY, Principal, RunContext
 from graph.errors import AccessDenied, InputError
 from graph.packet import Fact, HandoffPacket, HandoffRecord, observed_now, step_number
@@ -57,7 +59,7 @@ from policies.edges import FALLBACK
 from policies.risk import RECENT_WINDOW_DAYS, RiskInput, assess_refund
 
 __all__ = ["make_risk_node", "make_human_approval_node", "make_refund_execute_node", "execution_key", "decision_key",
-           "STAGE_OF", "ALREADY_PAID", "after_decision", "to_fallback"]
+           "STAGE_OF", "ALREADY_PAID", "after_decision", "to_fallback", "canonical_resume"]
 
 REFUNDS = "refunds"
 
@@ -82,6 +84,17 @@ def decision_key(raw: Any, task_id: str, index: int, pause: str = "") -> str:
         return raw["decision_id"].strip()
     body = json.dumps(raw, sort_keys=True, default=str)
     return "dc_" + hashlib.sha256(f"{task_id}|{pause}|{index}|{body}".encode()).hexdigest()[:16]
+
+
+def canonical_resume(raw: Any) -> Any:
+    """A resume value in LangChain's human-in-the-loop shape as the decision it stands for (so both shapes of one
+    decision are recorded under one key); any other value (or a malformed HITL one, refused later) as it is."""
+    if isinstance(raw, dict) and "decisions" in raw:
+        try:
+            return from_hitl(raw)
+        except InputError:
+            return raw
+    return raw
 
 
 def _record(state: dict, source: str, target: str, reason: str) -> dict:
@@ -265,8 +278,9 @@ class _Approval:
         """Pause until a final decision; return ``(Decision, won)`` (won False: the task was decided elsewhere)."""
         index = 0
         while True:
-            raw = interrupt({**self.request, "approvals": list(self.approvals)})
-            key = decision_key(raw, self.task_id, index, self.pause)
+            # our ApprovalRequest, also in LangChain's HITLRequest shape (graph.approval.interrupt_payload)
+            raw = interrupt(interrupt_payload(self.request, self.approvals))
+            key = decision_key(canonical_resume(raw), self.task_id, index, self.pause)
             index += 1
             recorded = self.deps.store.get_decision(key)
             if recorded is not None and recorded.task_id == self.task_id:  # taken before: replay, whoever took it

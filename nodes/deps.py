@@ -1,4 +1,5 @@
-"""What the nodes of one compiled graph share: model, business store, router, settings, edge table, event log."""
+"""What the nodes of one compiled graph share: model, message reader, business store, router, settings, edge table, event
+log."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from checkpoints.event_log import EventLog
+from graph.reading import MessageReader
 from graph.settings import Settings
+from policies.contracts import DEFAULT_CONTRACTS, AgentContract
 from policies.edges import DEFAULT_EDGE_TABLE, SPECIALISTS, EdgeTable
 from policies.history import DEFAULT_HISTORY
 
@@ -23,6 +26,8 @@ class Deps:
 
     Attributes:
         model: the chat model every agent calls (``bind_tools`` per agent).
+        reader: the message reader that goes with the model (``graph.reading.MessageReader``, supplied by the model
+            factory ``nodes.models.make_reader``): the one reading of each turn's message, made by the entry node.
         store: the business store (``checkpoints.business.BusinessStore`` or a test double with the same methods).
         router: the intent router (``.route(text) -> Route``) for next-turn entry and the offline model.
         settings: budgets and paths.
@@ -35,12 +40,15 @@ class Deps:
             when a tool keeps failing (shared by the nodes of one compiled graph, in this process only).
         structured_routing: triage routes with the structured ``route_to_agent`` tool (a RouteDecision) instead of
             ``transfer_to_*``.
+        contracts: what each agent needs on arrival (``policies.contracts``): a packet lacking it asks for it and is
+            recorded as ``packet_incomplete``.
     """
 
     model: BaseChatModel
     store: Any
     router: Any
     settings: Settings
+    reader: MessageReader
     table: EdgeTable = DEFAULT_EDGE_TABLE
     history: Mapping = field(default_factory=lambda: dict(DEFAULT_HISTORY))
     available: frozenset[str] = frozenset(SPECIALISTS)
@@ -48,3 +56,4 @@ class Deps:
     events: EventLog | None = None
     read_cache: dict = field(default_factory=dict)
     structured_routing: bool = False
+    contracts: Mapping[str, AgentContract] = field(default_factory=lambda: dict(DEFAULT_CONTRACTS))

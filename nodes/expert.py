@@ -33,10 +33,12 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from graph.agent_as_tool import ExpertFact, ExpertResult, ExpertTask, ProposedAction
+from graph.brief import ModelBrief
 from graph.context import RunContext
 from graph.packet import observed_now
 from nodes.deps import Deps
 from nodes.facts import extract_facts, facts_from_tool_result
+from nodes.models import with_brief
 from nodes.principal import acting_context
 from nodes.prompts import DESCRIPTIONS, system_prompt
 from nodes.tool_runner import ToolRunner, ToolUnavailable
@@ -130,7 +132,8 @@ class ExpertRun:
         verified: list[ExpertFact] = []
         proposed: list[ProposedAction] = []
         for _ in range(self.deps.settings.max_tool_rounds):
-            ai = self.bound.invoke([system, human, *new])
+            ai = with_brief(self.bound, self.deps.model, ModelBrief(agent=task.expert, facts=task.known_facts)).invoke(
+                [system, human, *new])
             self.model_calls += 1
             if not isinstance(ai, AIMessage):
                 ai = AIMessage(content=str(getattr(ai, "content", ai)))

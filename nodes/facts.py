@@ -28,7 +28,7 @@ from checkpoints.business import money_plain, parse_money
 from graph.packet import Fact
 from nodes.transcript import fold_transcript, last_user_text
 
-__all__ = ["FACT_KEYS", "extract_facts", "facts_from_tool_result", "collect_facts"]
+__all__ = ["FACT_KEYS", "USER_SAID_KEYS", "VERIFIED_KEYS", "extract_facts", "facts_from_tool_result", "collect_facts"]
 
 FACT_KEYS = frozenset({
     "transaction_id", "transaction_ids", "original_transaction_id", "refund_id", "refund_status",
@@ -154,6 +154,29 @@ _FROM_RESULT: dict[str, Callable[[Mapping[str, Any]], dict[str, str]]] = {
     "freeze_card": lambda r: {"card_id": r["card_id"], "card_status": r["status"]},
     "transfer_status": lambda r: {"transfer_id": r["transfer"]["id"], "transfer_status": r["transfer"]["status"]},
     "lookup_policy": lambda r: {"policy_topic": r["topic"]},
+}
+
+
+#: The keys :func:`extract_facts` can find in a customer's message (what a packet can carry as ``user_said``; read by
+#: ``switchboard check``, ``graph.contract_check``). tests/test_contracts.py checks it against :func:`extract_facts`.
+USER_SAID_KEYS: frozenset[str] = frozenset({"transaction_id", "transaction_ids", "refund_id", "transfer_id",
+                                            "card_last4", "card_ref", "amount", "amount_minor", "currency"})
+
+_AMOUNT_KEYS = frozenset({"amount", "amount_minor", "currency"})
+#: Tool name -> the keys of the facts its result can verify (:data:`_FROM_RESULT`; what a packet can carry as
+#: ``system_verified`` after the tool ran, for ``switchboard check``). tests/test_contracts.py checks every reader's
+#: output against it.
+VERIFIED_KEYS: dict[str, frozenset[str]] = {
+    "find_duplicate_charges": frozenset({"transaction_id", "original_transaction_id", "merchant", "refund_id",
+                                         "refund_status", *_AMOUNT_KEYS}),
+    "request_refund": frozenset({"refund_id", "refund_status", "transaction_id", "merchant", *_AMOUNT_KEYS}),
+    "refund_status": frozenset({"refund_id", "refund_status", "transaction_id"}),
+    "check_refund_eligibility": frozenset({"transaction_id", "refund_eligible", "merchant", *_AMOUNT_KEYS}),
+    "explain_transaction": frozenset({"transaction_id", "merchant", *_AMOUNT_KEYS}),
+    "card_status": frozenset({"card_id", "card_id_virtual", "card_id_physical"}),
+    "freeze_card": frozenset({"card_id", "card_status"}),
+    "transfer_status": frozenset({"transfer_id", "transfer_status"}),
+    "lookup_policy": frozenset({"policy_topic"}),
 }
 
 

@@ -126,6 +126,8 @@ class _RunCallbacks(BaseCallbackHandler):
         database write would block it), by the writer thread."""
         fields = {"ts": now_iso(), **fields}
         rec = self.recorder
+        if rec.tap is not None:
+            rec.tap(kind, fields, None)
         if kind == "run_started":
             run.pending.append((kind, fields))
         elif not _on_event_loop():
@@ -177,6 +179,9 @@ class EventRecorder:
         self._by_thread: dict[str, _Run] = {}  # thread_id -> its running root run
         self.handler = _RunCallbacks(self)
         self._writer: ThreadPoolExecutor | None = None  # one thread for writes that must not run on an event loop
+        #: Called with ``(kind, record, state)`` as each event is emitted (``state``: the node visit's input, None for
+        #: run-level events), e.g. ``nodes.tracing.SpanTap``; None (the default) costs one test per event.
+        self.tap: Callable[[str, dict, Any], None] | None = None
         log.before_read(self.drain)
 
     # ------------------------------------------------------------ runs (callback side)
@@ -284,7 +289,10 @@ class _Scope:
         defaults = {"thread_id": self.thread_id, "turn": self.turn, "task_id": self.task_id, "agent": self.node,
                     "state_version": self.state_version, "run_id": self.run.run_id if self.run else None,
                     "task_ns": self.ns, "ts": now_iso()}
-        self.batch.append((kind, {"key": key, **(defaults | fields)}))
+        record = {"key": key, **(defaults | fields)}
+        self.batch.append((kind, record))
+        if self.recorder.tap is not None:
+            self.recorder.tap(kind, record, self.state)
 
     def flush(self) -> None:
         """Store the visit's events in one transaction (with the run's deferred records) and stream the new ones."""

@@ -10,10 +10,13 @@ from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseChatModel
 
+from graph.brief import BriefReader, ModelBrief
 from graph.errors import ConfigError
+from graph.reading import MessageReader
 from graph.results import ModelFailure
 
-__all__ = ["make_model", "is_openai_model", "describe_model_error", "model_name", "FATAL_MODEL_ERRORS"]
+__all__ = ["make_model", "make_reader", "with_brief", "is_openai_model", "describe_model_error", "model_name",
+           "FATAL_MODEL_ERRORS"]
 
 
 def make_model(spec: str = "offline", *, timeout_s: float = 30.0, max_retries: int = 2, router=None) -> BaseChatModel:
@@ -34,7 +37,7 @@ def make_model(spec: str = "offline", *, timeout_s: float = 30.0, max_retries: i
     """
     spec = (spec or "offline").strip()
     if spec == "offline":
-        from nodes.offline_model import OfflineChatModel
+        from nodes.embedded.offline_model import OfflineChatModel
 
         return OfflineChatModel(router=router)
     if spec.startswith("openai:"):
@@ -62,6 +65,36 @@ def make_model(spec: str = "offline", *, timeout_s: float = 30.0, max_retries: i
             kwargs["base_url"] = base_url
         return ChatOpenAI(**kwargs)
     raise ConfigError(f"unknown model {spec!r}; use 'offline' or 'openai:<model>'")
+
+
+def make_reader(model: Any, router: Any) -> MessageReader:
+    """The message reader (``graph.reading.MessageReader``) that goes with ``model``: the model's own
+    (``model.message_reader``, when it brings one), else the embedded desk's
+    (``nodes.embedded.reader.EmbeddedReader`` over ``router``, the desk's intent router) — for the embedded model and
+    for any other (an OpenAI model, a scripted test model), which read no message outside their own turn.
+
+    Raises:
+        ConfigError: ``model.message_reader`` is set but is not a ``MessageReader``.
+    """
+    own = getattr(model, "message_reader", None)
+    if own is not None:
+        if not isinstance(own, MessageReader):
+            raise ConfigError(f"{type(model).__name__}.message_reader is not a MessageReader (graph.reading)")
+        return own
+    from nodes.embedded.reader import EmbeddedReader
+
+    return EmbeddedReader(router)
+
+
+def with_brief(bound: Any, model: Any, brief: ModelBrief) -> Any:
+    """``bound`` (``model``, possibly with tools bound) passing ``brief`` on every call when ``model`` reads briefs
+    (``graph.brief.BriefReader``: the embedded model decides from it); ``bound`` unchanged for any other model, whose
+    system prompt carries the same information as text (a client such as ``ChatOpenAI`` would send an unknown keyword
+    to the server)."""
+    inner = getattr(model, "bound", model)
+    if isinstance(inner, BriefReader) and inner.reads_brief():
+        return bound.bind(brief=brief)
+    return bound
 
 
 def is_openai_model(model: object) -> bool:

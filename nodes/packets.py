@@ -12,8 +12,8 @@ from graph.context import RunContext
 from graph.packet import Constraints, Fact, HandoffPacket
 from nodes.facts import collect_facts
 from nodes.tools import tools_for
+from policies.contracts import DEFAULT_CONTRACTS, AgentContract, unmet_requirements
 from policies.edges import SPECIALISTS
-from policies.handoff import REFUND_QUESTION
 
 __all__ = ["build_packet", "FORBIDDEN_ACTIONS", "ANSWER_WITHIN_HOURS"]
 
@@ -34,31 +34,37 @@ def _carried_facts(facts: list[Fact], carried: Mapping[str, Any] | None) -> list
     return out
 
 
-def _questions(target: str, keys: set[str], extra: tuple[str, ...], carried: Mapping[str, Any] | None) -> list[str]:
+def _questions(target: str, contracts: Mapping[str, AgentContract], facts: list[Fact], extra: tuple[str, ...],
+               carried: Mapping[str, Any] | None) -> list[str]:
+    """The packet's open questions: ``extra``, then those ``carried``, without the question of any requirement the
+    facts now meet; then the question of each requirement of ``target`` they do not meet (the receiver asks for the
+    fact instead of guessing: ``policies.contracts``)."""
     questions = list(extra) + [q for q in (carried or {}).get("open_questions") or () if q not in extra]
-    if "transaction_id" in keys:
-        questions = [q for q in questions if q != REFUND_QUESTION]
-    if target == "refunds" and "transaction_id" not in keys and REFUND_QUESTION not in questions:
-        questions.append(REFUND_QUESTION)
-    return questions
+    have = [(f.key, f.source) for f in facts if f.value]
+    met = {r.question for c in contracts.values() for r in c.needs if not r.for_tools and r.met_by(have)}
+    questions = [q for q in questions if q not in met]
+    unmet = unmet_requirements(contracts.get(target), [f.model_dump() for f in facts])
+    return questions + [r.question for r in unmet if r.question not in questions]
 
 
 def build_packet(*, source: str, target: str, reason: str, objective: str, messages: list[BaseMessage],
                  ctx: RunContext, thread_id: str, task: Mapping[str, Any] | None, trace_id: str,
                  model_facts: Mapping[str, str] | None = None, extra_questions: tuple[str, ...] = (),
-                 carried: Mapping[str, Any] | None = None, sender_note: str = "") -> dict:
+                 carried: Mapping[str, Any] | None = None, sender_note: str = "",
+                 contracts: Mapping[str, AgentContract] = DEFAULT_CONTRACTS) -> dict:
     """The HandoffPacket (as a JSON dict, ``HandoffPacket.model_dump(mode="json")``) that travels with control from
     ``source`` to ``target``.
 
     Facts: those found in ``messages`` (:func:`nodes.facts.collect_facts`, with ``model_facts`` the model passed),
     plus those of ``carried`` (the packet that brought control to ``source``) that were not found again, with their
-    original source and date (``observed_at``); its open questions are carried too. ``sender_note``: text the source
+    original source and date (``observed_at``); its open questions are carried too, and the question of every
+    requirement of ``target``'s contract the facts do not meet is added (``contracts``, default
+    ``policies.contracts.DEFAULT_CONTRACTS``). ``sender_note``: text the source
     model wrote together with the handoff, passed on as its own words (capped at 1,000 characters). Evidence refs: the
     ids among the system-verified facts.
     Allowed actions: the target's business tools; forbidden: :data:`FORBIDDEN_ACTIONS`.
     """
     facts = _carried_facts(collect_facts(messages, model_facts), carried)
-    keys = {f.key for f in facts}
     refs = tuple(sorted({f.value for f in facts if f.source == "system_verified" and f.key.endswith("_id")}))
     allowed = tuple(t.name for t in tools_for(target)) if target in SPECIALISTS else ()
     packet = HandoffPacket(
@@ -72,7 +78,7 @@ def build_packet(*, source: str, target: str, reason: str, objective: str, messa
         business_context={"customer_id": ctx.user_id or "", "tenant_id": ctx.tenant_id},
         known_facts=tuple(facts),
         evidence_refs=refs,
-        open_questions=tuple(_questions(target, keys, extra_questions, carried)),
+        open_questions=tuple(_questions(target, contracts, facts, extra_questions, carried)),
         constraints=Constraints(allowed_actions=allowed, forbidden_actions=FORBIDDEN_ACTIONS),
         deadline=HandoffPacket.deadline_in(ANSWER_WITHIN_HOURS),
         sender_note=sender_note[:1000],

@@ -4,7 +4,8 @@ A thread paused at ``human_approval`` takes no ordinary turn: a turn would drop 
 refund without an answer. The entry node sends such a message here instead (``policies.edges``: ``entry ->
 paused_dialogue``), on every way in — a script's ``graph.invoke``, ``Conversation``, the CLI, ``langgraph dev`` and
 each engine of ``switchboard serve`` — so every caller gets the same answer. What the message means is read once
-(:func:`read_paused_message`); then:
+(the turn's reading, ``graph.reading.MessageReading``, made by the entry node with the message reader;
+:func:`read_paused_message` turns it into one of the kinds below); then:
 
 ===================  ================================================================  ==========================
 reading              what the desk does                                                then
@@ -42,13 +43,16 @@ from langgraph.types import Command
 
 from graph.context import RunContext
 from graph.packet import HandoffRecord, step_number
+from graph.reading import MessageReading, ReadingContext, RouteView
 from graph.state import ensure_ids
 from nodes.approval_flow import REFUNDS
 from nodes.deps import Deps
 from nodes.instrumentation import emit
 from nodes.principal import acting_context, resolve_principal
+from nodes.reading import reading_in
 from nodes.transcript import thread_id_of
 from policies.authz import authorize_decision
+from policies.cancellation import CONFIRMATION_ACTION, confirmation_key, other_records, paused_reply
 from policies.edges import CLARIFY, FALLBACK, PAUSED_DIALOGUE
 
 __all__ = ["make_paused_dialogue_node", "PausedReading", "read_paused_message", "paused_answer_text"]
@@ -63,35 +67,28 @@ PausedKind = Literal["freeze", "person", "social", "question", "elsewhere", "ask
 @dataclass(frozen=True)
 class PausedReading:
     """The one reading of a message on a paused thread: ``kind`` (:data:`PausedKind`); for ``elsewhere`` the other
-    records it names; for ``social`` the conversational topic (``nodes.desk_knowledge.SOCIAL_TOPICS``)."""
+    records it names; for ``social`` the conversational topic (``MessageReading.social_topic``)."""
 
     kind: PausedKind
     records: tuple[str, ...] = ()
     topic: str = ""
 
 
-def read_paused_message(text: str, awaiting_confirmation: bool, refund_id: str, transaction_id: str,
-                        router: Any) -> PausedReading:
-    """Read ``text`` once (``policies.cancellation.paused_reply`` for what concerns the paused refund; the desk's own
-    rules for a card loss, a request for a person and a greeting). ``awaiting_confirmation``: the desk's cancel
-    question is its last word on this pause; ``refund_id``/``transaction_id``: the paused refund and its own
-    transaction, from the refund's record (never from a message)."""
-    from nodes.desk_knowledge import social_topic
-    from nodes.embedded.understanding.reading import wants_person
-    from nodes.offline_model import is_safety_report
-    from nodes.playbook import asks_whether_to_freeze
-    from policies.cancellation import other_records, paused_reply
-
-    if is_safety_report(text) and not asks_whether_to_freeze(text):
+def read_paused_message(reading: MessageReading, awaiting_confirmation: bool, refund_id: str,
+                        transaction_id: str) -> PausedReading:
+    """What the message (its ``reading``) asks of a paused thread: a card loss, a request for a person, a social
+    topic, else ``policies.cancellation.paused_reply`` for what concerns the paused refund. ``awaiting_confirmation``:
+    the desk's cancel question is its last word on this pause; ``refund_id``/``transaction_id``: the paused refund and
+    its own transaction, from the refund's record (never from a message)."""
+    if reading.safety_report:
         return PausedReading("freeze")
-    if wants_person(text):  # before the social answers: "I want to speak to a human" is no "are you a bot?"
+    if reading.wants_person:  # before the social answers: "I want to speak to a human" is no "are you a bot?"
         return PausedReading("person")
-    topic = social_topic(router.route(text), text)
-    if topic:
-        return PausedReading("social", topic=topic)
-    reply = paused_reply(text, awaiting_confirmation, refund_id, transaction_id)
+    if reading.social_topic:
+        return PausedReading("social", topic=reading.social_topic)
+    reply = paused_reply(reading, awaiting_confirmation, refund_id, transaction_id)
     if reply == "elsewhere":
-        return PausedReading("elsewhere", other_records(text, refund_id, transaction_id))
+        return PausedReading("elsewhere", other_records(reading, refund_id, transaction_id))
     return PausedReading(reply)
 
 
@@ -128,8 +125,6 @@ class _Dialogue:
     """One message on a paused thread (see the module doc)."""
 
     def __init__(self, deps: Deps, state: dict, runtime: Runtime[RunContext]):
-        from policies.cancellation import CONFIRMATION_ACTION, confirmation_key
-
         self.deps, self.state = deps, state
         self.store = deps.store
         self.pa = dict(state.get("pending_approval") or {})
@@ -141,6 +136,7 @@ class _Dialogue:
         messages = list(state.get("messages") or [])
         self.message = messages[-1] if messages else None
         self.text = str(getattr(self.message, "content", "") or "").strip()
+        self.reading = reading_in(state, self.text, deps)
         self.key = confirmation_key(self.thread_id, self.task_id)
         self.action = CONFIRMATION_ACTION
         entries = self.store.audit_entries(key=self.key, action=CONFIRMATION_ACTION, limit=1)
@@ -179,14 +175,14 @@ class _Dialogue:
     def answer(self) -> tuple[str, str, str]:
         """``(kind, agent, text)`` of the desk's answer; ``kind == "cancel"`` when the customer confirmed."""
         from nodes.paused_safety import answer_while_paused, freeze_while_paused, person_while_paused, records_while_paused
-        from policies.cancellation import is_status_question
 
-        router = self.deps.router
-        reading = read_paused_message(self.text, self.awaiting, self.refund_id, self.own_tx, router)
+        router, reader = self.deps.router, self.deps.reader
+        reading = read_paused_message(self.reading, self.awaiting, self.refund_id, self.own_tx)
         kind = reading.kind
         request_key = str(getattr(self.message, "id", "") or "")
         if kind == "freeze":
-            done = freeze_while_paused(self.text, self.store, self.ctx, self.thread_id, request_key=request_key)
+            done = freeze_while_paused(self.reading, reader, self.store, self.ctx, self.thread_id,
+                                       request_key=request_key)
             if done is not None:
                 self._served("urgent_freeze_while_paused", {
                     "calls": [list(c) for c in done.calls], "frozen_last4": done.frozen_last4,
@@ -195,21 +191,19 @@ class _Dialogue:
                 rest = self._rest_of_safety_report()
                 return kind, "cards", " ".join(p for p in (done.text, rest, self.waiting) if p)
         if kind == "person":
-            person = person_while_paused(self.text, self.store, self.ctx, self.thread_id, self.task_id)
+            person = person_while_paused(self.reading, self.store, self.ctx, self.thread_id, self.task_id)
             if person is not None:
                 self._served("person_while_paused", {"refund_id": self.refund_id, "task_id": self.task_id},
                              FALLBACK)
                 self._close_question("served")
                 return kind, FALLBACK, f"{person} {self.waiting}"
-        if kind == "social":
-            from nodes.desk_knowledge import load_knowledge
-
+        social = reader.social_answer(reading.topic) if kind == "social" else None
+        if social is not None:
             self._close_question("served")
-            return kind, CLARIFY, f"{load_knowledge().conversational[reading.topic]} {self.waiting}"
+            return kind, CLARIFY, f"{social} {self.waiting}"
         if kind in ("status", "other", "elsewhere"):
-            status = kind == "status" or (kind == "elsewhere" and is_status_question(self.text))
-            served = answer_while_paused(self.text, router.route(self.text), self.store, self.ctx, self.thread_id,
-                                         status)
+            served = answer_while_paused(self.reading, router.route(self.text), reader, self.store, self.ctx,
+                                         self.thread_id)
             if served is not None:
                 self._close_question(kind)
                 return "question", served[0], f"{served[1]} {self.waiting}"
@@ -233,15 +227,14 @@ class _Dialogue:
     def _rest_of_safety_report(self) -> str | None:
         """The answer to the other question of a loss report ("I lost my card, and what is the fee for international
         transfers?") when it is a read-only question; None otherwise."""
-        from nodes.offline_model import rest_of_safety_report
         from nodes.paused_safety import answer_while_paused
-        from policies.cancellation import is_status_question
 
-        rest = " ".join(rest_of_safety_report(self.text))
+        rest = self.reading.rest_of_loss_report
         if not rest:
             return None
-        served = answer_while_paused(rest, self.deps.router.route(rest), self.store, self.ctx, self.thread_id,
-                                     is_status_question(rest))
+        route = self.deps.router.route(rest)
+        served = answer_while_paused(self.deps.reader.read(rest, ReadingContext(route=RouteView.of(route))), route,
+                                     self.deps.reader, self.store, self.ctx, self.thread_id)
         return served[1] if served is not None else None
 
 

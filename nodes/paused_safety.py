@@ -6,27 +6,26 @@ this module for what it may serve without touching the pause. Freezing a card is
 of the desk (the customer unfreezes it by naming it), so it is served here without touching the pause: the same
 business tools as the cards agent (``card_status``, then ``freeze_card``), the same authorization
 (``policies.authz.authorize_tool``: the customer role, acting on their own records only) and the same wording
-(``nodes.playbook``); the refund stays pending with its approvals unchanged, and nothing else runs.
+(the message reader's plan and answer); the refund stays pending with its approvals unchanged, and nothing else runs.
 
 The same holds for what cannot conflict with the refund: a question for another
 specialist whose plan only reads (:func:`answer_while_paused`) and a request for a person, which opens a service
 request for the team (:func:`person_while_paused`).
 
-Recognising the report is the desk's own rule for the safety-first path (``nodes.offline_model.is_safety_report``:
-the ``freeze`` intents of ``nodes/data/desk_knowledge.json``).
+What the message says is the turn's reading (``graph.reading.MessageReading``: ``safety_report``, ``wants_person``,
+``status_question`` …), and the tool plans and answers come from the message reader (``graph.reading.MessageReader``,
+``nodes.deps.Deps.reader``): this module runs the calls, authorized, and never reads the message's words itself.
 """
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from graph.context import RunContext
+from graph.reading import MessageReader, MessageReading
 from nodes.facts import extract_facts, facts_from_tool_result
-from nodes.offline_model import is_safety_report
-from nodes.playbook import compose_answer, plan_tool_call
 from nodes.tools import TOOLS, ToolArgumentError, ToolContext, run_tool
 from policies.authz import authorize_tool
 
@@ -48,24 +47,26 @@ class PausedFreeze:
     frozen_last4: str | None
 
 
-def freeze_while_paused(text: str, store: Any, ctx: RunContext, thread_id: str,
+def freeze_while_paused(reading: MessageReading, reader: MessageReader, store: Any, ctx: RunContext, thread_id: str,
                         request_key: str = "") -> PausedFreeze | None:
-    """Serve ``text`` when it reports a lost, stolen or compromised card; None for any other message.
+    """Serve the message (its ``reading``) when it reports a lost, stolen or compromised card
+    (``reading.safety_report``); None for any other message.
 
     ``store``: the business store; ``ctx``: the run context of the thread's owner (a customer). The cards agent's
-    offline plan (``nodes.playbook.plan_tool_call``) picks the tools; each call is authorized from ``ctx`` (never from
+    plan (``reader.plan_tool_call``) picks the tools; each call is authorized from ``ctx`` (never from
     the message) and run with ``nodes.tools.run_tool``. A business refusal or an unauthorized call ends the plan and
     is worded like any refusal (no tool names, no internal ids). ``request_key``: the message's id — each message
     served here is its own request (a card lost again after an unfreeze is frozen again), and a re-run for the same
     message replays its calls instead of repeating them; a fresh key when empty."""
-    if not is_safety_report(text):
+    if not reading.safety_report:
         return None
+    text = reading.text
     tool_ctx = ToolContext(customer_id=ctx.user_id or "", tenant_id=ctx.tenant_id, thread_id=thread_id,
                            turn=f"p{request_key or uuid.uuid4().hex[:12]}")
     facts = dict(extract_facts(text))
     results: list[tuple[str, dict[str, Any]]] = []
     for _ in range(_MAX_CALLS):
-        plan = plan_tool_call("cards", text, facts, [n for n, _ in results])
+        plan = reader.plan_tool_call("cards", text, facts, [n for n, _ in results])
         if plan is None:
             break
         spec = TOOLS[plan.name]
@@ -82,7 +83,7 @@ def freeze_while_paused(text: str, store: Any, ctx: RunContext, thread_id: str,
             break
         facts.update(facts_from_tool_result(plan.name, result))
     frozen = next((r for n, r in results if n == "freeze_card" and r.get("ok")), None)
-    return PausedFreeze(text=compose_answer("cards", text, results),
+    return PausedFreeze(text=reader.compose_answer("cards", text, results),
                         calls=tuple((n, bool(r.get("ok"))) for n, r in results),
                         frozen_last4=str(frozen.get("last4")) if frozen else None)
 
@@ -91,43 +92,37 @@ def freeze_while_paused(text: str, store: Any, ctx: RunContext, thread_id: str,
 #: ("what's my balance?" while a refund waits is answered with the balance, not the refund's status). Refunds is
 #: not among them: what it is asked there is the paused refund's status or cancellation (``policies.cancellation``).
 READ_ONLY_AGENTS = frozenset({"account", "cards", "policy", "billing", "transfers"})
-#: Words that make a status question one about the paused refund itself ("any news?", "has it been approved?").
-_ABOUT_THE_REFUND = re.compile(r"\b(?:refund\w*|money back|request|approv\w*|decid\w*|decision|paid|review\w*|news|"
-                               r"update|progress|it)\b", re.I)
 
 
-def answer_while_paused(text: str, route: Any, store: Any, ctx: RunContext, thread_id: str,
-                        status_question: bool) -> tuple[str, str] | None:
+def answer_while_paused(reading: MessageReading, route: Any, reader: MessageReader, store: Any, ctx: RunContext,
+                        thread_id: str) -> tuple[str, str] | None:
     """``(agent, answer)`` to a question for another specialist on a paused thread, or None (the caller goes on with the
     refund's status, the cancel question or the refusal).
 
-    ``route``: the router's :class:`nodes.router.Route` of ``text`` (a request to list one kind of record goes to its
-    owner instead, ``policies.replies.lists_records_of``); answered only when its agent is one of
-    :data:`READ_ONLY_AGENTS`, the message asks for no money back (``nodes.offline_model.wants_refund``) and speaks of
-    no cancelling (``policies.cancellation.speaks_of_cancelling``: "please don't cancel it" is about the refund), a status
-    question (``status_question``, ``policies.cancellation.is_status_question``) names nothing of the refund, and every
-    tool of the agent's offline plan (``nodes.playbook.plan_tool_call``) only reads: a side effect (a freeze of the
+    ``route``: the router's :class:`nodes.router.Route` of the message (a request to list one kind of record goes to
+    its owner instead, ``reading.lists_records_of``); answered only when its agent is one of :data:`READ_ONLY_AGENTS`,
+    the message asks for no money back (``reading.wants_refund``) and speaks of no cancelling
+    (``reading.speaks_of_cancelling``: "please don't cancel it" is about the refund), a status question
+    (``reading.status_question``) names nothing of the refund (``reading.about_the_refund``), and every tool of the
+    agent's plan (``reader.plan_tool_call``) only reads: a side effect (a freeze of the
     account, a new refund) is not run here, so nothing can conflict with the pending refund. Each call is authorized
     from ``ctx`` as in :func:`freeze_while_paused`."""
-    from nodes.offline_model import wants_refund
-    from policies.cancellation import speaks_of_cancelling
-    from policies.replies import lists_records_of
-
+    text = reading.text
     agent = getattr(route, "agent", None)
     hint = getattr(route, "intent", None)
-    lister = lists_records_of(text)
+    lister = reading.lists_records_of
     if lister is not None and lister != agent:
         # "which cards do I have" lists the cards, as on a thread that waits for nothing (policies.entry's owner rule;
         # without "?" the router reads the card network into it and would send it to policy)
         agent, hint = lister, None
-    if agent not in READ_ONLY_AGENTS or wants_refund(text) or speaks_of_cancelling(text) or \
-            (status_question and _ABOUT_THE_REFUND.search(text)):
+    if agent not in READ_ONLY_AGENTS or reading.wants_refund or reading.speaks_of_cancelling or \
+            (reading.status_question and reading.about_the_refund):
         return None
     tool_ctx = ToolContext(customer_id=ctx.user_id or "", tenant_id=ctx.tenant_id, thread_id=thread_id)
     facts = dict(extract_facts(text))
     results: list[tuple[str, dict[str, Any]]] = []
     for _ in range(_MAX_CALLS):
-        plan = plan_tool_call(agent, text, facts, [n for n, _ in results], hint)
+        plan = reader.plan_tool_call(agent, text, facts, [n for n, _ in results], hint)
         if plan is None:
             break
         spec = TOOLS[plan.name]
@@ -141,17 +136,16 @@ def answer_while_paused(text: str, route: Any, store: Any, ctx: RunContext, thre
         if not result.get("ok"):
             break
         facts.update(facts_from_tool_result(plan.name, result))
-    answer = compose_answer(agent, text, results, hint)
+    answer = reader.compose_answer(agent, text, results, hint)
     return (agent, answer) if answer else None
 
 
-def person_while_paused(text: str, store: Any, ctx: RunContext, thread_id: str, task_id: str) -> str | None:
-    """A request for a person on a paused thread (``nodes.embedded.understanding.reading.wants_person``) reaches the
-    team: a service request ``talk_to_person`` is opened (once per thread and paused task; ``switchboard tasks
-    --requests`` lists it) and the customer is told its reference. None for any other message."""
-    from nodes.embedded.understanding.reading import wants_person
-
-    if not wants_person(text) or not ctx.user_id:
+def person_while_paused(reading: MessageReading, store: Any, ctx: RunContext, thread_id: str,
+                        task_id: str) -> str | None:
+    """A request for a person on a paused thread (``reading.wants_person``) reaches the team: a service
+    request ``talk_to_person`` is opened (once per thread and paused task; ``switchboard tasks --requests`` lists it)
+    and the customer is told its reference. None for any other message."""
+    if not reading.wants_person or not ctx.user_id:
         return None
     r = store.open_service_request(ctx.user_id, "talk_to_person", f"person:{thread_id}:{task_id}")
     if r.get("replayed"):

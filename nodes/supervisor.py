@@ -29,12 +29,14 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
 from graph.agent_as_tool import ExpertCall, ExpertResult, ExpertTask, ProposedAction, SupervisorAnswer, SupervisorPlan
+from graph.brief import ModelBrief
 from graph.context import RunContext
 from graph.packet import Fact, HandoffRecord, render_packet, step_number
 from graph.state import ensure_ids
 from nodes.deps import Deps
 from nodes.expert import expert_tool
 from nodes.instrumentation import emit
+from nodes.models import with_brief
 from nodes.packets import build_packet
 from nodes.principal import acting_context
 from nodes.prompts import DESCRIPTIONS
@@ -168,7 +170,7 @@ def make_supervisor_node(deps: Deps) -> Callable[[dict, Runtime[RunContext]], Co
             bound = bound_model()
             for _ in range(settings.max_tool_rounds):
                 try:
-                    out = bound.invoke([system, *shaped, *new])
+                    out = with_brief(bound, deps.model, ModelBrief.of(SUPERVISOR, packet_in)).invoke([system, *shaped, *new])
                 except Exception as exc:  # noqa: BLE001 - the model's client already retried transient errors
                     model_calls += 1
                     return _fallback(state, ctx, f"the model failed ({type(exc).__name__}: {str(exc)[:200]})", new, model_calls)

@@ -17,9 +17,12 @@ eligible, ...). Money in results: ``amount_minor`` (int, minor units) + ``curren
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -303,11 +306,21 @@ POLICY_KB: dict[str, PolicyEntry] = {e.key: e for e in [
 ]}
 
 
-def _knowledge_topics() -> dict[str, PolicyEntry]:
-    from nodes.desk_knowledge import load_knowledge
+#: The bank's handbook data the tools read (``policy_topics``, ``card_delivery_business_days``); the embedded model reads
+#: the same file for its own intents and answers.
+HANDBOOK_PATH = Path(__file__).resolve().parent / "data" / "desk_knowledge.json"
 
+
+@lru_cache(maxsize=1)
+def _handbook() -> dict[str, Any]:
+    """The parsed handbook file (cached). Raises ``OSError`` / ``ValueError`` for a missing or bad file."""
+    with open(HANDBOOK_PATH, encoding="utf-8") as fh:
+        return dict(json.load(fh))
+
+
+def _knowledge_topics() -> dict[str, PolicyEntry]:
     return {k: PolicyEntry(k, v["title"], v["text"], tuple(v.get("keywords", ())))
-            for k, v in load_knowledge().policy_topics.items()}
+            for k, v in (_handbook().get("policy_topics") or {}).items()}
 
 
 # More topics of the same handbook, kept as data in nodes/data/desk_knowledge.json ("policy_topics").
@@ -482,7 +495,7 @@ def _cancel_refund(store: BusinessStore, ctx: ToolContext, refund_id: str) -> di
     conversation's approval decides (``BusinessStore.cancel_orphan_refund``); nothing is paid. Refused: not the
     caller's refund, already paid/rejected/cancelled/expired, or waiting for an approver in a conversation (that
     conversation cancels it: README "Cancelling a paused refund"). The model calls it only after the customer
-    confirmed (the refunds agent asks first: ``nodes.playbook``'s cancel question)."""
+    confirmed (the refunds agent asks first: ``nodes.embedded.playbook``'s cancel question)."""
     rf = store.get_refund(ctx.customer_id, refund_id)
     if rf is None:
         return _refused(f"no such refund {refund_id} on your account")
@@ -612,11 +625,9 @@ _INCOMING_KINDS = ("transfer_in", "top_up")
 
 
 def _card_delivery_estimate(store: BusinessStore, ctx: ToolContext) -> dict[str, Any]:
-    from nodes.desk_knowledge import load_knowledge
-
     customer = store.get_customer(ctx.customer_id, ctx.tenant_id)
     country = str((customer.flags.get("country") if customer else None) or "")
-    days = load_knowledge().delivery_days
+    days = {k: (int(v[0]), int(v[1])) for k, v in (_handbook().get("card_delivery_business_days") or {}).items()}
     lo, hi = days.get(country) or days.get("default", (7, 12))
     return {"ok": True, "country": country or None, "min_business_days": lo, "max_business_days": hi}
 

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -24,9 +25,19 @@ from policies.answers import answer_key
 from policies.handoff import ToolCallView, handoff_target_of, handoff_tool_name
 
 __all__ = ["desk_answers", "last_user_text", "thread_id_of", "known_call_ids", "unique_call_ids", "tool_call_views",
-           "new_call_id", "fold_transcript", "answers_by_agent"]
+           "new_call_id", "fold_transcript", "answers_by_agent", "open_question_of"]
 
 T = TypeVar("T")
+
+#: A sentence end of the desk's own answers (its texts end sentences with ".", "!" or "?" and a space).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def open_question_of(answer: str) -> str | None:
+    """The last question the desk asked in its ``answer`` (the last sentence ending with "?"), or None."""
+    sentences = _SENTENCE_END.split((answer or "").strip())
+    questions = [s.strip() for s in sentences if s.strip().endswith("?")]
+    return questions[-1] if questions else None
 
 
 def fold_transcript(name: str, messages: Sequence[BaseMessage], start: Callable[[], T],

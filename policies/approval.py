@@ -1,15 +1,14 @@
-"""Approval-flow rules: which tool results need a risk check, and what counts as a cancellation."""
+"""Approval-flow rules: which tool results need a risk check."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["RISK_CHECKED_TOOLS", "needs_risk_check", "is_cancellation"]
+__all__ = ["RISK_CHECKED_TOOLS", "needs_risk_check"]
 
 #: Tools whose successful result starts the risk -> approval -> execution path (money leaves the bank).
 RISK_CHECKED_TOOLS = frozenset({"request_refund"})
-
 
 
 def needs_risk_check(tool: str, result: Mapping[str, Any], already_assessed: set[str]) -> str | None:
@@ -24,11 +23,3 @@ def needs_risk_check(tool: str, result: Mapping[str, Any], already_assessed: set
     if not rid or status not in (None, "requested") or rid in already_assessed:
         return None
     return str(rid)
-
-
-def is_cancellation(text: str) -> bool:
-    """Does the customer explicitly ask to cancel ("cancel my refund"; not "please don't cancel it")? Delegates to
-    :func:`policies.cancellation.wants_to_cancel`; a paused refund is cancelled only after a confirmation turn."""
-    from policies.cancellation import wants_to_cancel
-
-    return wants_to_cancel(text)

@@ -1,9 +1,10 @@
 """Where the next turn of a thread starts (control-flow rule 6), decided from the thread's state, not the router alone.
 
-Inputs are plain data (the nodes gather them; every input and the reason go into the ``entry_decided`` event): who
-holds the conversation, the question it left open, what kind of reply the new message is
-(:mod:`policies.replies`), the router's reading of it, and the thread's guards (identity, permission, availability,
-a task waiting for a human, clarify rounds without progress).
+Inputs are typed data (the entry node gathers them; every input and the reason go into the ``entry_decided`` event):
+the turn's reading of the message (``graph.reading.MessageReading``: what kind of reply it is, the records it names,
+whether it leans on the conversation …), the router's reading of it (:class:`Routed`) and the thread's state
+(:class:`ThreadView`: who holds the conversation, the question it left open, identity, permission, availability, a
+task waiting for a human, clarify rounds without progress).
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
+from graph.reading import MessageReading, ReplyKind, RouteView
 from policies.edges import CLARIFY, FALLBACK, OUT_OF_SCOPE, SPECIALISTS, TRIAGE
-from policies.replies import ReplyKind
 
-__all__ = ["EntryDecision", "choose_entry", "scope_of", "CONTINUE_CONFIDENCE", "NEW_TOPIC_CONFIDENCE",
-           "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "PERSON_REASON", "LANGUAGE_REASON", "OUT_OF_SCOPE_SURE", "CARD_ACTION_OWNER",
+__all__ = ["EntryDecision", "ThreadView", "Routed", "choose_entry", "learned_routed", "scope_of", "CONTINUE_CONFIDENCE",
+           "NEW_TOPIC_CONFIDENCE", "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "PERSON_REASON", "LANGUAGE_REASON", "NAMED_REASON",
+           "OUT_OF_SCOPE_SURE", "CARD_ACTION_OWNER",
            "WAITING_REASON", "OUT_OF_SCOPE_TOPICS", "CHITCHAT_TOPICS", "OUT_OF_SCOPE_PREFIX", "Scope"]
 
 #: Minimum router confidence for keeping the current agent on a self-contained request; below it the message is
@@ -33,15 +35,18 @@ NEW_TOPIC_CONFIDENCE = 0.5
 #: ``tests/test_conversation_routing.py`` and ``tests/test_conversation_flows.py`` read as out of scope either open as a follow-up
 #: ("what about Switzerland?" 0.93), ask the same question again ("can I raise it?" 0.92) or stay below it.
 OUT_OF_SCOPE_SURE = 0.9
-#: The specialist whose action a bare "freeze it" / "unfreeze it" asks for (``policies.replies.asks_card_action``).
+#: The specialist whose action a bare "freeze it" / "unfreeze it" asks for (``nodes.embedded.replies.asks_card_action``).
 CARD_ACTION_OWNER = "cards"
 #: Clarifying answers in a row after which an answer that still names no specialist goes to fallback.
 MAX_CLARIFY_ROUNDS = 2
 #: The entry reason when the customer asks for a person (fallback words its answer for that case: ``nodes.fallback``).
 PERSON_REASON = "the customer asked for a person"
-#: The entry reason for a message in another language than English (``choose_entry``'s ``other_language``); the
-#: out_of_scope node answers it with the desk's language answer.
+#: The entry reason for a message in another language than English that reports no lost card
+#: (``MessageReading.language``); the out_of_scope node answers it with the desk's language answer, in English.
 LANGUAGE_REASON = "written in another language than English"
+#: The entry reason for a message the router reads as out of scope that names one of the customer's own payments or
+#: asks a specialist's question after a lead-in (``MessageReading.named_route``).
+NAMED_REASON = "the specialist of the payment or the request the message names"
 #: The entry reason when fallback holds the conversation (a person takes over) and the customer sends a greeting, yes/no
 #: or short fragment without a topic of its own: fallback says the team has it (a new topic is triaged as usual).
 WAITING_REASON = "the conversation waits for a person"
@@ -120,142 +125,169 @@ def _after_clarify(routed_agent: str | None, route_confidence: float, clarify_ro
                                  f"{route_confidence:.2f})")
 
 
-def _before_the_message(identity_changed: bool, wants_person: bool, other_language: bool) -> EntryDecision | None:
-    """The decisions no reading of the message against the thread can change, in order: triage when the identity
-    changed, fallback for a person, out_of_scope (the language answer) for another language; None otherwise."""
-    if identity_changed:
-        return EntryDecision(TRIAGE, "identity or tenant changed since the thread started")
-    if wants_person:
-        return EntryDecision(FALLBACK, PERSON_REASON)
-    if other_language:
-        return EntryDecision(OUT_OF_SCOPE, LANGUAGE_REASON)
-    return None
+@dataclass(frozen=True)
+class ThreadView:
+    """What the entry rule reads from the thread's state (gathered by the entry node).
 
-
-def choose_entry(
-    active_agent: str | None,
-    routed_agent: str | None,
-    route_confidence: float,
-    identity_changed: bool,
-    permitted: bool = True,
-    available: Collection[str] = SPECIALISTS,
-    task_status: str | None = None,
-    *,
-    reply: ReplyKind = "request",
-    open_question: str | None = None,
-    clarify_rounds: int = 0,
-    scope: Scope = None,
-    refers_back: bool = False,
-    record_owners: Collection[str] = (),
-    wants_person: bool = False,
-    same_question: bool = False,
-    follow_up_opener: bool = False,
-    card_action: bool = False,
-    lists_records_of: str | None = None,
-    opener_out_of_scope: bool = False,
-    other_language: bool = False,
-) -> EntryDecision:
-    """Choose the entry node of a new turn.
-
-    Args:
+    Attributes:
         active_agent: the agent stored as active after the previous turn (None on a new thread).
-        routed_agent: the agent the router assigns the new message to (``"other"`` = no specialist).
-        route_confidence: the router's probability for ``routed_agent`` (0..1).
+        task_status: status of the thread's task; a task in ``fallback`` (a person took over) stays with fallback.
+        open_question: the question the active agent left open (its last answer's question, or the packet's), if any.
+        clarify_rounds: clarifying answers in a row just before this message (0 when the last answer was not clarify's).
         identity_changed: the run context's user or tenant differs from the one the thread was started with.
         permitted: the caller may still talk to ``active_agent`` (authorization outcome).
         available: agents that can take turns now.
-        task_status: status of the thread's task; a task in ``fallback`` (a person took over) stays with fallback.
-        reply: the kind of the new message read against the previous answer (``policies.replies.classify_reply``).
-        open_question: the question the active agent left open (its last answer's question, or the packet's), if any.
-        clarify_rounds: clarifying answers in a row just before this message (0 when the last answer was not clarify's).
-        scope: the router's no-specialist kind of the message (:func:`scope_of`), None when it chose a specialist.
-        refers_back: the message points back at a record the previous answer named (``policies.replies.refers_back``):
-            a fragment that does stays with the active agent whatever the router says ("when will it arrive?" after a
-            paid refund is about that refund, not transfer times); a short request that does ("any news on it?")
-            stays with it too, and is never taken for out of scope, unless the router gives another specialist >=
-            :data:`NEW_TOPIC_CONFIDENCE`.
-        record_owners: the specialists owning the records the message names (``policies.replies.record_owners``):
-            a named ``tr_…`` is transfers', whoever holds the conversation.
-        wants_person: the customer asks for a person (``nodes.embedded.understanding.reading.wants_person``):
-            fallback, which hands the thread to the team with the facts so far (a request for a human is never
-            answered by the bot alone).
-        same_question: the message asks the previous question again, about another thing ("and for ATM
-            withdrawals?", ``policies.replies.asks_same_for``) or for news of the record just answered ("any
-            update?", ``policies.replies.asks_for_news``), or a follow-up with no content of its own ("why not?",
-            ``policies.replies.is_bare_follow_up``): it stays with the active specialist, whose question it is,
-            whatever the router reads into its words.
-        follow_up_opener: the message opens as a follow-up ("what about X?", "and X?", "and for X?":
-            ``policies.replies.opens_follow_up``): a fragment that does is never taken for out of scope while a
-            specialist holds the conversation ("what about Switzerland?" after the supported-countries answer).
-        card_action: the message is a bare "freeze it" / "unfreeze it" (``policies.replies.asks_card_action``): the
-            card action is :data:`CARD_ACTION_OWNER`'s, whatever the router says (it reads "freeze it" as an account
-            freeze at 0.31 and "unfreeze it" as small talk).
-        lists_records_of: the specialist whose records the message asks to list ("what transfers have I made?" ->
-            transfers, ``policies.replies.lists_records_of``): it continues when it holds the conversation, else
-            triage sends the request to it (the router reads a transfer fee into the first, top-up cards into "which
-            cards do I have?").
-        opener_out_of_scope: the message is a follow-up opener whose subject the desk does not serve ("what about
-            a mortgage?", ``nodes.entry.opener_out_of_scope``): the out_of_scope answer, whoever holds the
-            conversation (an opener about something of the desk, "what about Switzerland?", stays with the holder).
-        other_language: the message is written in a language the desk recognises but does not speak and reports no
-            lost card (``nodes.embedded.understanding.reading.other_language``): out_of_scope, which says so in
-            English; the holder of the conversation is kept, so the next English message goes on as before.
+    """
+
+    active_agent: str | None = None
+    task_status: str | None = None
+    open_question: str | None = None
+    clarify_rounds: int = 0
+    identity_changed: bool = False
+    permitted: bool = True
+    available: frozenset[str] = frozenset(SPECIALISTS)
+
+
+@dataclass(frozen=True)
+class Routed:
+    """The router's reading of the message: ``agent`` (``"other"`` = no specialist, None for an empty message), its
+    probability ``confidence`` (0..1) and the no-specialist ``scope`` (:func:`scope_of`; None for a specialist)."""
+
+    agent: str | None = None
+    confidence: float = 0.0
+    scope: Scope = None
+
+    @classmethod
+    def of(cls, route: RouteView | None) -> Routed:
+        """The entry rule's view of a router result (``graph.reading.RouteView``), empty for None."""
+        if route is None:
+            return cls()
+        return cls(route.agent, route.confidence, scope_of(route.agent, route.intent))
+
+
+def choose_entry(reading: MessageReading, thread: ThreadView, routed: Routed) -> EntryDecision:
+    """Choose the entry node of a new turn: :func:`_choose` over the router's reading as the message's own words
+    correct it (:func:`learned_routed`), with two decisions before it and one after.
+
+    Before: triage when the identity changed; fallback when the customer asks for a person (``wants_person``, unless
+    the message reports a card loss: ``loss_report``, safety first); out_of_scope with :data:`LANGUAGE_REASON` for a
+    message in another language (``language``) that reports no lost card (the holder of the conversation is kept, so
+    the next English message goes on as before). After: a decision for triage, clarify or out_of_scope becomes the
+    specialist of ``named_route`` (:data:`NAMED_REASON`) when the router read the message as out of scope and it names
+    one of the customer's own payments or asks a specialist's question after a lead-in (triage would read it with the
+    router alone again).
+    """
+    if thread.identity_changed:
+        return EntryDecision(TRIAGE, "identity or tenant changed since the thread started")
+    if reading.wants_person and not reading.loss_report:  # safety first: a lost card is frozen before a person
+        return EntryDecision(FALLBACK, PERSON_REASON)
+    if reading.language != "en" and not reading.loss_report:
+        return EntryDecision(OUT_OF_SCOPE, LANGUAGE_REASON)
+    decision = _choose(reading, thread, learned_routed(reading, routed))
+    named = reading.named_route
+    if (named is not None and named.agent in SPECIALISTS and routed.scope == "out_of_scope" and not reading.loss_report
+            and decision.target in (TRIAGE, CLARIFY, OUT_OF_SCOPE)):
+        return EntryDecision(named.agent, NAMED_REASON)
+    return decision
+
+
+def learned_routed(reading: MessageReading, routed: Routed) -> Routed:
+    """The router's reading as the message's words correct it: a card loss in another language is cards' whatever
+    the router read (``named_route``, with ``loss_report``); a message the router reads as out of scope that names a
+    specialist's payment or request (``named_route``) is that specialist's; a frustrated one the router reads as out
+    of scope ("this is the third time im asking!!!": ``frustrated``) is about this conversation (``conversational``),
+    not a topic the desk does not serve. ``routed`` unchanged otherwise."""
+    named = reading.named_route
+    if named is not None and named.agent in SPECIALISTS and (reading.loss_report or routed.scope == "out_of_scope"):
+        return Routed.of(named)
+    if routed.scope == "out_of_scope" and reading.frustrated:
+        return Routed(routed.agent, routed.confidence, "conversational")
+    return routed
+
+
+def _choose(reading: MessageReading, thread: ThreadView, routed: Routed) -> EntryDecision:
+    """The entry node of a new turn (after :func:`choose_entry`'s first decisions) from the turn's ``reading`` of the
+    message (``graph.reading``), the ``thread``'s state and the router's reading ``routed``.
+
+    The reading's fields used: ``reply`` (a reply that answers the active agent's question or offer stays with it),
+    ``record_owners`` (a named ``tr_…`` is transfers', whoever holds the conversation),
+    ``refers_back`` and ``same_question`` and ``follow_up_opener`` (the message leans on the conversation: it stays with
+    the holder and is never taken for out of scope), ``card_action`` (a bare "freeze it" is :data:`CARD_ACTION_OWNER`'s
+    whatever the router says), ``lists_records_of`` (a request to list one kind of record is its owner's) and
+    ``opener_out_of_scope`` (a follow-up opener about something no specialist serves: the out_of_scope answer).
 
     Returns:
-        In order: triage when the identity changed; fallback when the customer asks for a person, or sends a
-        greeting, yes/no or fragment while fallback holds the conversation (:data:`WAITING_REASON`); triage when the
-        message names a record (``record_owners``) that ``active_agent`` does not own (a record of the desk is never
-        out of scope either); for a card action (``card_action``), cards when it holds the conversation, else triage
-        (which sends it to cards); likewise for a request to list one kind of record (``lists_records_of``) and its
-        owner; out_of_scope for a follow-up opener about something the desk does not serve
-        (``opener_out_of_scope``); after clarify, out_of_scope for an out-of-scope answer, triage when the answer names a
-        topic, fallback after :data:`MAX_CLARIFY_ROUNDS` rounds without one, else triage; out_of_scope for an
-        out-of-scope message on a thread nobody holds, a self-contained out-of-scope request, or a fragment the router
-        is sure (>= :data:`OUT_OF_SCOPE_SURE`) the desk does not serve that neither opens as a follow-up
-        (``follow_up_opener``), points back (``refers_back``) nor asks the same question again (``same_question``);
-        never for a yes/no reply (whoever holds the conversation: "please do" after the supervisor's offer) nor for
-        a reply that answers the active agent (choice, identifier, cancel); triage when nobody
-        holds the conversation or permission lapsed. With an active specialist: itself for a reply that answers it
-        (yes/no, choice among listed items, cancel — cancellation
-        follows ``policies.approval`` there — or an identifier when it had asked a question), for the same question
-        again ("and for X?", "any news?": ``same_question``), for a fragment or an unasked identifier unless the
-        router gives another specialist >= :data:`NEW_TOPIC_CONFIDENCE`, for a request the router gives it (>=
-        :data:`CONTINUE_CONFIDENCE`) and for a conversational message (it holds the conversation); triage otherwise (a
-        new topic). Continuing is turned into fallback when the agent is unavailable or its task waits for a human.
+        In order: fallback when the customer sends a greeting, yes/no or fragment while fallback holds the
+        conversation (:data:`WAITING_REASON`); triage when the
+        message names a record that the active agent does not own; for a card action, cards when it holds the
+        conversation, else triage (which sends it to cards); likewise for a request to list one kind of record and its
+        owner; out_of_scope for a follow-up opener about something the desk does not serve; after clarify,
+        out_of_scope for an out-of-scope answer, triage when the answer names a topic, fallback after
+        :data:`MAX_CLARIFY_ROUNDS` rounds without one, else triage; out_of_scope for an out-of-scope message on a
+        thread nobody holds, a self-contained out-of-scope request, or a fragment the router is sure
+        (>= :data:`OUT_OF_SCOPE_SURE`) the desk does not serve that does not lean on the conversation — never for a
+        yes/no reply nor for a reply that answers the active agent; triage when nobody holds the conversation or
+        permission lapsed. With an active specialist: itself for a reply that answers it (yes/no, choice, cancel, or
+        an identifier when it had asked a question), for the same question again, for a fragment or an unasked
+        identifier unless the router gives another specialist >= :data:`NEW_TOPIC_CONFIDENCE`, for a request the
+        router gives it (>= :data:`CONTINUE_CONFIDENCE`) and for a conversational message; triage otherwise (a new
+        topic). Continuing is turned into fallback when the agent is unavailable or its task waits for a human.
     """
-    first = _before_the_message(identity_changed, wants_person, other_language)
-    if first is not None:
-        return first
-    if active_agent == FALLBACK and not record_owners and not card_action and (
-            scope == "conversational" or reply in ("yes_no", "fragment")):
+    active_agent, owners, reply, scope = thread.active_agent, reading.record_owners, reading.reply, routed.scope
+    if active_agent == FALLBACK and _waits(reading, scope):
         return EntryDecision(FALLBACK, WAITING_REASON)  # "hello?", "ok" after the hand-over: the team still has it
-    if record_owners and active_agent not in record_owners:
-        owners = "/".join(sorted(record_owners))
-        return EntryDecision(TRIAGE, f"names a record of {owners}" + (f", not {active_agent}'s" if active_agent else ""))
-    owner = CARD_ACTION_OWNER if card_action else lists_records_of if lists_records_of in SPECIALISTS else None
-    if owner is not None:  # "freeze it" is cards'; "what transfers have I made?" is transfers'
-        what = "a card action (freeze/unfreeze it)" if card_action else f"a request to list records {owner} keeps"
-        if active_agent != owner or not permitted:
-            return EntryDecision(TRIAGE, f"{what} is {owner}'s")
-        return _checked(EntryDecision(owner, f"{what}: continues with {owner}"), owner, available, task_status)
-    if opener_out_of_scope and not record_owners:
+    if owners and active_agent not in owners:
+        named = "/".join(sorted(owners))
+        return EntryDecision(TRIAGE, f"names a record of {named}" + (f", not {active_agent}'s" if active_agent else ""))
+    owned = _owned_request(reading, thread)
+    if owned is not None:
+        return owned
+    if reading.opener_out_of_scope and not owners:
         return EntryDecision(OUT_OF_SCOPE, "a follow-up about something no specialist serves")
-    if active_agent == CLARIFY and clarify_rounds > 0:
-        return _after_clarify(routed_agent, route_confidence, clarify_rounds, scope)
+    if active_agent == CLARIFY and thread.clarify_rounds > 0:
+        return _after_clarify(routed.agent, routed.confidence, thread.clarify_rounds, scope)
     holder = active_agent if active_agent in SPECIALISTS else None
-    leans = refers_back or same_question or follow_up_opener  # leans on the conversation: never out of scope
-    # a yes/no ("please do") is never out of scope: two words give the router no topic (it read "please do" as
-    # smart-home talk at 0.81 after the supervisor's offer)
-    if scope == "out_of_scope" and reply != "yes_no" and (
-            holder is None or (reply == "request" and not refers_back and not same_question)
-            or (reply == "fragment" and route_confidence >= OUT_OF_SCOPE_SURE and not leans)):
-        return EntryDecision(OUT_OF_SCOPE, f"no specialist serves this (router: {routed_agent} at {route_confidence:.2f})")
+    if _out_of_scope(reading, routed, holder):
+        return EntryDecision(OUT_OF_SCOPE, f"no specialist serves this (router: {routed.agent} at {routed.confidence:.2f})")
     if holder is None:
         return EntryDecision(TRIAGE, "no specialist holds the conversation")
-    if not permitted:
+    if not thread.permitted:
         return EntryDecision(TRIAGE, f"permission for {holder} no longer holds")
-    return _checked(_continue_or_triage(holder, routed_agent, route_confidence, reply, open_question, scope,
-                                        refers_back, same_question), holder, available, task_status)
+    return _checked(_continue_or_triage(holder, routed.agent, routed.confidence, reply, thread.open_question, scope,
+                                        reading.refers_back, reading.same_question), holder, thread.available,
+                    thread.task_status)
+
+
+def _waits(reading: MessageReading, scope: Scope) -> bool:
+    """While fallback holds the conversation, does the message leave it with the team: a greeting, yes/no or fragment
+    that names no record and asks for no card action?"""
+    return not reading.record_owners and not reading.card_action and (
+        scope == "conversational" or reading.reply in ("yes_no", "fragment"))
+
+
+def _owned_request(reading: MessageReading, thread: ThreadView) -> EntryDecision | None:
+    """A card action ("freeze it") is cards'; a request to list records ("what transfers have I made?") is their
+    owner's: it continues when the owner holds the conversation, else triage sends it there. None otherwise."""
+    lister = reading.lists_records_of if reading.lists_records_of in SPECIALISTS else None
+    owner = CARD_ACTION_OWNER if reading.card_action else lister
+    if owner is None:
+        return None
+    what = "a card action (freeze/unfreeze it)" if reading.card_action else f"a request to list records {owner} keeps"
+    if thread.active_agent != owner or not thread.permitted:
+        return EntryDecision(TRIAGE, f"{what} is {owner}'s")
+    return _checked(EntryDecision(owner, f"{what}: continues with {owner}"), owner, thread.available, thread.task_status)
+
+
+def _out_of_scope(reading: MessageReading, routed: Routed, holder: str | None) -> bool:
+    """Is the message one the desk does not serve? An out-of-scope message on a thread no specialist holds, a
+    self-contained request that does not point back, or a fragment the router is sure of
+    (>= :data:`OUT_OF_SCOPE_SURE`) that does not lean on the conversation; never a yes/no ("please do": two words give
+    the router no topic — it read "please do" as smart-home talk at 0.81 after the supervisor's offer)."""
+    if routed.scope != "out_of_scope" or reading.reply == "yes_no":
+        return False
+    leans = reading.refers_back or reading.same_question or reading.follow_up_opener
+    return (holder is None or (reading.reply == "request" and not reading.refers_back and not reading.same_question)
+            or (reading.reply == "fragment" and routed.confidence >= OUT_OF_SCOPE_SURE and not leans))
 
 
 def _continue_or_triage(active_agent: str, routed_agent: str | None, route_confidence: float, reply: ReplyKind,

@@ -25,11 +25,17 @@ __all__ = [
     "arbitrate",
     "REFUND_QUESTION",
     "MULTI_HANDOFF_MODES",
+    "REFUSAL_KINDS",
 ]
 
 #: What :func:`arbitrate` does with several legal handoffs in one message: ``"first"`` (the first legal one
 #: wins) or ``"supervisor"`` (the set becomes a supervisor fan-out, when the source may hand to the supervisor).
 MULTI_HANDOFF_MODES: tuple[str, ...] = ("first", "supervisor")
+
+#: Why a handoff call was refused or skipped (``CallOutcome.refusal``): to oneself, along an edge the table does not
+#: have, a guard failed (a missing fact, a task not the source's), arguments that do not parse or fit the schema,
+#: or another handoff of the same message won (or the message became a supervisor fan-out).
+REFUSAL_KINDS: tuple[str, ...] = ("self_handoff", "illegal_edge", "guard_failed", "invalid_arguments", "another_won")
 
 HANDOFF_TOOL_PREFIX = "transfer_to_"
 #: The open question a packet to ``refunds`` carries when no transaction reference is known yet.
@@ -78,7 +84,8 @@ class CallOutcome:
     ``refused`` (illegal, failed guard, unknown tool, bad arguments), ``skipped`` (legal, but not run
     because something else won) or ``fanout`` (one of several handoffs turned into a supervisor fan-out:
     ``target`` becomes an expert the supervisor calls).  ``message`` is the text of the ToolMessage that
-    answers the call.
+    answers the call.  ``refusal`` says why a handoff call was refused or skipped, one of :data:`REFUSAL_KINDS`
+    (recorded on ``handoff_refused`` and counted per edge by ``switchboard stats --edges``); "" otherwise.
     """
 
     call_id: str
@@ -87,6 +94,7 @@ class CallOutcome:
     message: str
     target: str | None = None
     missing: tuple[str, ...] = ()
+    refusal: str = ""
 
 
 @dataclass(frozen=True)
@@ -241,7 +249,8 @@ def _invalid_outcome(call: ToolCallView, target: str | None) -> CallOutcome:
                 "Nothing was done; call it again with valid arguments or continue yourself.")
     else:
         text = f"Refused: the arguments of {call.name} were not valid JSON ({call.error or 'unparseable'})."
-    return CallOutcome(call.id, call.name, "refused", text, target=target)
+    return CallOutcome(call.id, call.name, "refused", text, target=target,
+                       refusal="invalid_arguments" if target is not None else "")
 
 
 def _handoff_outcome(source: str, call: ToolCallView, target: str, winner: str | None, packet_for: Any,
@@ -250,21 +259,22 @@ def _handoff_outcome(source: str, call: ToolCallView, target: str, winner: str |
     (a handoff of the same message already won) or ``handoff``."""
     if target == source:
         return CallOutcome(call.id, call.name, "refused",
-                           f"Refused: {source} already holds control; a handoff to oneself is not allowed.", target=target)
+                           f"Refused: {source} already holds control; a handoff to oneself is not allowed.", target=target,
+                           refusal="self_handoff")
     if not is_legal_handoff(source, target, table):
         allowed = ", ".join(sorted(table.handoffs.get(source, ()))) or "none"
         return CallOutcome(call.id, call.name, "refused",
                            f"Refused: {source} may not hand off to {target} (allowed: {allowed}). "
-                           "Continue with the user yourself.", target=target)
+                           "Continue with the user yourself.", target=target, refusal="illegal_edge")
     if winner is not None:
         return CallOutcome(call.id, call.name, "skipped",
                            f"Not executed: only one handoff per message; transfer_to_{winner} was accepted first.",
-                           target=target)
+                           target=target, refusal="another_won")
     guard = check_guards(source, target, packet_for(target, call), task)
     if not guard.ok:
         return CallOutcome(call.id, call.name, "refused",
                            f"Refused: handoff to {target} needs {', '.join(guard.missing)} ({guard.reason}). "
-                           "Ask the user for it.", target=target, missing=guard.missing)
+                           "Ask the user for it.", target=target, missing=guard.missing, refusal="guard_failed")
     return CallOutcome(call.id, call.name, "handoff", f"Transferred to {target}.", target=target)
 
 
@@ -280,12 +290,14 @@ def _fanout_outcome(c: ToolCallView, source: str, experts: list[str], used: set[
         return CallOutcome(c.id, c.name, "fanout", combined, target=target)
     if target is not None and (target == source or not is_legal_handoff(source, target, table)):
         allowed = ", ".join(sorted(table.handoffs.get(source, ()))) or "none"
+        refusal = "self_handoff" if target == source else "illegal_edge"
         return CallOutcome(c.id, c.name, "refused",
-                           f"Refused: {source} may not hand off to {target} (allowed: {allowed}).", target=target)
+                           f"Refused: {source} may not hand off to {target} (allowed: {allowed}).", target=target,
+                           refusal=refusal)
     if target is not None:
         return CallOutcome(c.id, c.name, "skipped",
                            f"Not executed: this message became a supervisor fan-out over {', '.join(experts)}.",
-                           target=target)
+                           target=target, refusal="another_won")
     if c.name not in business_tools:
         return CallOutcome(c.id, c.name, "refused", f"Refused: unknown tool {c.name!r} for {source}.")
     return CallOutcome(c.id, c.name, "skipped", "Not executed: control moved to supervisor in the same message.")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 # the HTTP attack catalogue asserts in a helper module: pytest rewrites its asserts (before it is imported)
-pytest.register_assert_rewrite("nodes.testing.http_attacks")
+pytest.register_assert_rewrite("nodes.testing.http_attacks", "nodes.testing.served")
 
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
@@ -123,17 +123,18 @@ def store(isolated_home):
 
 @pytest.fixture
 def make_desk(kw_router, store):
-    """``make_desk(model, checkpointer=None, router=None, history=None, events=None, **settings)`` -> a Desk (compiled
-    graph + deps) with the keyword router and the test's business store."""
+    """``make_desk(model, checkpointer=None, router=None, history=None, events=None, tracer_provider=None, **settings)``
+    -> a Desk (compiled graph + deps) with the keyword router and the test's business store."""
     from graph.builder import build_desk
     from graph.settings import Settings
 
-    def _make(model=None, checkpointer=None, router=None, history=None, events=None, **settings):
-        from nodes.offline_model import OfflineChatModel
+    def _make(model=None, checkpointer=None, router=None, history=None, events=None, tracer_provider=None, **settings):
+        from nodes.embedded.offline_model import OfflineChatModel
 
         r = router or kw_router
         return build_desk(model=model or OfflineChatModel(router=r), checkpointer=checkpointer or InMemorySaver(),
-                          settings=Settings.from_env(**settings), router=r, store=store, history=history, events=events)
+                          settings=Settings.from_env(**settings), router=r, store=store, history=history, events=events,
+                          tracer_provider=tracer_provider)
 
     return _make
 
@@ -174,7 +175,7 @@ def approver_desk(home: Path, router=None):
     from checkpoints import open_checkpointer
     from graph.builder import build_desk
     from graph.settings import Settings
-    from nodes.offline_model import OfflineChatModel
+    from nodes.embedded.offline_model import OfflineChatModel
 
     s = Settings.from_env(db=home / "switchboard.db", business_db=home / "business.db")
     r = router if router is not None else KeywordRouter()
@@ -213,7 +214,7 @@ def desk(store):
     checkpoints)."""
     from graph.builder import build_desk
     from graph.settings import Settings
-    from nodes.offline_model import OfflineChatModel
+    from nodes.embedded.offline_model import OfflineChatModel
     from nodes.router import default_router
 
     router = default_router()

@@ -72,7 +72,7 @@ def _warm() -> None:
     import graph.demo_bank
     import graph.drawing
     import graph.operator_cli  # noqa: F401
-    import nodes.offline_model  # noqa: F401
+    import nodes.embedded.offline_model  # noqa: F401
     from checkpoints import open_checkpointer  # noqa: F401
     from checkpoints.business import repository  # noqa: F401
     from checkpoints.business.migrate import upgrade  # noqa: F401

@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("graph", "nodes", "policies", "checkpoints")
 #: The data contracts (DESIGN.md: "they import nothing above them").
 CONTRACTS = ("graph.errors", "graph.context", "graph.settings", "graph.state", "graph.packet", "graph.approval",
-             "graph.inputs", "graph.agent_as_tool", "graph.results", "graph.events", "graph.views")
+             "graph.inputs", "graph.agent_as_tool", "graph.results", "graph.events", "graph.views", "graph.reading",
+             "graph.brief")
 
 
 def _modules() -> list[str]:
@@ -68,6 +69,54 @@ def test_policies_import_only_contracts_and_policies():
     for module in [m for m in _modules() if m.startswith("policies")]:
         bad = {n for n in _imports(module) if not (n.startswith("policies") or n in CONTRACTS)}
         assert bad == set(), f"{module} imports {sorted(bad)}"
+
+
+#: The embedded model's package and the one module of the desk that may import it (the model factory, which hands the
+#: chat model and its message reader to the runtime).
+EMBEDDED = "nodes.embedded"
+EMBEDDED_FACTORY = "nodes.models"
+
+
+def _imported_names(module: str) -> set[str]:
+    """Every module name ``module`` imports, at any level, including ``from pkg import sub`` as ``pkg.sub``."""
+    path = REPO / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        path = REPO / module.replace(".", "/") / "__init__.py"
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+def test_only_the_model_factory_imports_the_embedded_model():
+    """The runtime gets the embedded model and its message reader from the factory (``nodes.models``), never by
+    importing ``nodes.embedded``: the entry node, the paused dialogue and the agent read a message through
+    ``graph.reading.MessageReader`` only."""
+    bad = sorted((m, n) for m in _modules() if m != EMBEDDED_FACTORY and not m.startswith(EMBEDDED)
+                 for n in _imported_names(m) if n == EMBEDDED or n.startswith(EMBEDDED + "."))
+    assert bad == [], f"only {EMBEDDED_FACTORY} may import {EMBEDDED}: {bad}"
+
+
+#: The policies that still use regular expressions, and why none of them reads what a customer means: the answer
+#: comparison normalises the desk's own answers and finds their first sentence (``answers``), the loop fingerprint
+#: normalises a task's words (``loops``), redaction masks card numbers, e-mail addresses and phone numbers
+#: (``redaction``). Every keyword rule over customers' messages lives in ``nodes.embedded``.
+POLICIES_WITH_RE = {"policies.answers", "policies.loops", "policies.redaction"}
+
+
+def test_policies_hold_no_text_heuristics():
+    """Policies are rules over typed data: no policy module but :data:`POLICIES_WITH_RE` imports ``re``, and the
+    keyword rules moved to the embedded package (reply kinds, cancel wishes, compound requests) are not back."""
+    users = {m for m in _modules() if m.startswith("policies") and "re" in _imported_names(m)}
+    assert users <= POLICIES_WITH_RE, f"policies with regular expressions: {sorted(users - POLICIES_WITH_RE)}"
+    for moved in ("replies", "compound"):
+        assert not (REPO / "policies" / f"{moved}.py").exists(), f"policies/{moved}.py is the embedded model's"
+    text = (REPO / "policies" / "cancellation.py").read_text(encoding="utf-8")
+    assert "import re" not in text and "text: str" not in text
 
 
 #: The layers, bottom first: a module imports its own layer and those below it, never one above (DESIGN.md's

@@ -25,6 +25,7 @@ ARGS: dict[str, list[str]] = {
     "compound_detection.py": ["--pairs", "20"],
     "context_budget.py": ["--turns", "4"],
     "crash_approval.py": ["--runs", "2"],
+    "edge_health.py": ["--home", "{tmp}/home", "--repeat", "1"],
     "events_overhead.py": ["--limit", "6"],
     "handoff_overhead.py": ["--turns", "3"],
     "merged_training_set.py": ["{tmp}/merged", "--holdout", "50"],
@@ -38,6 +39,7 @@ ARGS: dict[str, list[str]] = {
     "storage.py": ["--turns", "10"],
     "store_calls.py": ["--calls", "20"],
     "supervisor_parallel.py": ["--runs", "2", "--sleep-ms", "5"],
+    "tracing_overhead.py": ["--turns", "3"],
     "throughput.py": ["--threads", "4"],
 }
 

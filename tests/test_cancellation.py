@@ -7,7 +7,7 @@ import pytest
 
 from graph.context import RunContext
 from graph.conversation import Conversation
-from policies.cancellation import confirmation, is_status_question, paused_reply, wants_to_cancel
+from nodes.embedded.cancellation import confirmation, is_status_question, paused_reply, wants_to_cancel
 from tests.conftest import paused_conversation, tx1001_refund_statuses
 
 CANCEL = [

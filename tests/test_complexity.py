@@ -28,22 +28,18 @@ _REQUEST_SHAPES = "one refusal or rewrite per shape of client request the HTTP l
 #: ``(file, qualified name) -> (ceiling, reason)``: functions allowed above :data:`MAX_COMPLEXITY`, at most at their
 #: ceiling (their score when they were listed).
 EXCEPTIONS: dict[tuple[str, str], tuple[int, str]] = {
-    ("nodes/playbook.py", "_plan_cards"): (41, _KEYWORD_RULES),
-    ("nodes/playbook.py", "_reply_without_tool"): (34, _KEYWORD_RULES),
-    ("nodes/playbook.py", "plan_tool_call"): (30, _KEYWORD_RULES),
-    ("nodes/playbook.py", "handbook_follow_up"): (26, _KEYWORD_RULES),
-    ("nodes/playbook.py", "_answer_intent"): (25, _KEYWORD_RULES),
-    ("nodes/playbook.py", "compose_answer"): (23, _KEYWORD_RULES),
-    ("nodes/offline_model.py", "OfflineChatModel._decide"): (38, _KEYWORD_RULES),
-    ("nodes/offline_model.py", "OfflineChatModel._triage"): (31, _KEYWORD_RULES),
-    ("nodes/offline_model.py", "OfflineChatModel._after_safety"): (25, _KEYWORD_RULES),
-    ("policies/compound.py", "detect_compound"): (30, _KEYWORD_RULES),
+    ("nodes/embedded/playbook.py", "_plan_cards"): (41, _KEYWORD_RULES),
+    ("nodes/embedded/playbook.py", "_reply_without_tool"): (34, _KEYWORD_RULES),
+    ("nodes/embedded/playbook.py", "plan_tool_call"): (30, _KEYWORD_RULES),
+    ("nodes/embedded/playbook.py", "handbook_follow_up"): (26, _KEYWORD_RULES),
+    ("nodes/embedded/playbook.py", "_answer_intent"): (25, _KEYWORD_RULES),
+    ("nodes/embedded/playbook.py", "compose_answer"): (23, _KEYWORD_RULES),
+    ("nodes/embedded/offline_model.py", "OfflineChatModel._decide"): (38, _KEYWORD_RULES),
+    ("nodes/embedded/offline_model.py", "OfflineChatModel._triage"): (31, _KEYWORD_RULES),
+    ("nodes/embedded/offline_model.py", "OfflineChatModel._after_safety"): (25, _KEYWORD_RULES),
+    ("nodes/embedded/compound.py", "detect_compound"): (30, _KEYWORD_RULES),
     ("policies/answers.py", "instead_of_repeat"): (25, _KEYWORD_RULES),
-    ("policies/replies.py", "classify_reply"): (22, _KEYWORD_RULES),
-    ("policies/entry.py", "choose_entry"): (35, "the entry rule over about 20 message predicates and the thread's "
-                                                "state, one branch per case"),
-    ("nodes/entry.py", "decide_entry"): (38, "gathers the entry rule's inputs from about 20 message predicates (one "
-                                            "reading per turn would replace them)"),
+    ("nodes/embedded/replies.py", "classify_reply"): (22, _KEYWORD_RULES),
     ("nodes/run_gate.py", "check_resume"): (38, "each rule of a resume, from the business store alone, before a run"),
     ("nodes/approval_flow.py", "make_risk_node.risk"): (22, "each outcome of the risk check: auto, park, refuse, "
                                                             "fallback"),

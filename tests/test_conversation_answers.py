@@ -79,7 +79,7 @@ def test_balance_asked_four_times_says_unchanged_without_alternating(desk):
 
 
 def test_a_plain_yes_while_a_refund_waits_is_answered_not_refused(isolated_home):
-    from policies.cancellation import paused_reply
+    from nodes.embedded.cancellation import paused_reply
     from tests.conftest import BIG, approver_desk
     assert [paused_reply(t, False) for t in ("yes", "ok great", "sure, thanks", "yes?")] == ["ack", "ack", "ack", "status"]
     assert paused_reply("I'd like a pizza", False) == "other"

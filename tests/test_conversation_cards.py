@@ -142,7 +142,7 @@ def test_a_card_action_replays_within_its_request_and_acts_on_a_new_one(store):
     run_tool("unfreeze_card", {"card_id": "4242"}, store, ToolContext("c_ada", "t_demo", "th-c", "task-c", turn=6))
     stale = run_tool("freeze_card", {"card_id": "4242"}, store, turn3)
     assert stale["replayed"] is True and stale["status"] == "active" and stale["changed_since"] is True
-    from nodes.playbook import compose_answer
+    from nodes.embedded.playbook import compose_answer
 
     said = compose_answer("cards", "freeze it", [("freeze_card", stale)])
     assert "not frozen" in said and "I've frozen" not in said and "is frozen" not in said

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from graph.conversation import Conversation
-from policies import entry
-from policies.replies import asks_card_action, opens_follow_up
+from nodes.embedded.replies import asks_card_action, opens_follow_up
+from nodes.testing.entry_rule import decide as decide_entry_rule
 from tests.conftest import TWICE, play_content_turns
 
 Turn = tuple[str, str, tuple[str, ...], tuple[str, ...]]
@@ -128,7 +128,7 @@ def test_follow_up_openers_and_card_actions():
 
 
 def test_entry_rule_out_of_scope_fragment_and_card_action():
-    c = entry.choose_entry
+    c = decide_entry_rule
     oos = {"routed_agent": "other", "identity_changed": False, "scope": "out_of_scope", "reply": "fragment"}
     # a short question the router is sure the desk does not serve leaves the holder ...
     assert c("billing", route_confidence=0.95, **oos).target == "out_of_scope"

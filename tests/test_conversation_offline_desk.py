@@ -172,7 +172,7 @@ def test_a_fact_read_again_gets_the_new_date(desk, monkeypatch):
 def test_a_guessed_card_loss_freezes_nothing_and_asks(desk, store):
     """"what's my card limit?" may be routed to lost_or_stolen_card (0.51): it freezes no card. A freeze needs the
     customer's own words (``playbook.reports_card_loss``); the router's guess gets a question."""
-    from nodes.playbook import LOSS_QUESTION, reports_card_loss
+    from nodes.embedded.playbook import LOSS_QUESTION, reports_card_loss
 
     before = {c.id: c.status for c in store.list_cards("c_ada")}
     r = Conversation("limit", desk=desk).send("what's my card limit?")
@@ -276,7 +276,7 @@ def test_clinc150_conversational_labels_read_as_our_social_topics():
     goodbye, greetings and questions about the assistant are social; yes/no and device settings are not."""
     from types import SimpleNamespace
 
-    from nodes.desk_knowledge import social_topic
+    from nodes.embedded.desk_knowledge import social_topic
 
     def route(intent: str, confidence: float = 0.9) -> SimpleNamespace:
         return SimpleNamespace(agent="other", intent=intent, confidence=confidence)

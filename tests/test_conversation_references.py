@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.desk_knowledge import load_knowledge
-from nodes.playbook import (
+from nodes.embedded.desk_knowledge import load_knowledge
+from nodes.embedded.playbook import (
     handbook_follow_up,
     is_plain_no,
     is_plain_yes,
@@ -20,8 +20,9 @@ from nodes.playbook import (
     leaning_text,
     names_desk_subject,
 )
+from nodes.embedded.replies import lists_records_of, opener_subject, reports_it_failed
+from nodes.testing.entry_rule import decide as decide_entry_rule
 from policies import entry
-from policies.replies import lists_records_of, opener_subject, reports_it_failed
 from tests.conftest import play_content_turns
 
 Turn = tuple[str, str, tuple[str, ...], tuple[str, ...]]
@@ -224,7 +225,7 @@ def test_lists_records_of_and_the_entry_rule():
     for text in ("which cards can I top up with?", "what transfer fees do you charge?", "show my balance",
                  "which transfers do I have to approve for my business account before the end of the month?"):
         assert lists_records_of(text) is None, text
-    c = entry.choose_entry
+    c = decide_entry_rule
     base = {"routed_agent": "billing", "route_confidence": 0.66, "identity_changed": False, "lists_records_of": "transfers"}
     assert c("transfers", **base).target == "transfers"
     assert c("cards", **base).target == "triage" and c(None, **base).target == "triage"
@@ -243,8 +244,8 @@ def test_subjects_the_desk_knows_and_chitchat_scope():
     assert entry.scope_of("other", "conversational:greeting") == "conversational"
     oos = {"routed_agent": "other", "route_confidence": 0.97, "identity_changed": False, "scope": "out_of_scope",
                "reply": "fragment", "follow_up_opener": True}
-    assert entry.choose_entry("policy", **oos).target == "policy"  # an opener alone stays with the holder ...
-    assert entry.choose_entry("policy", opener_out_of_scope=True, **oos).target == "out_of_scope"  # ... unless
+    assert decide_entry_rule("policy", **oos).target == "policy"  # an opener alone stays with the holder ...
+    assert decide_entry_rule("policy", opener_out_of_scope=True, **oos).target == "out_of_scope"  # ... unless
 
 
 def test_an_acknowledgement_then_a_question_is_no_plain_yes_or_no():
@@ -257,7 +258,7 @@ def test_an_acknowledgement_then_a_question_is_no_plain_yes_or_no():
 
 
 def test_an_address_is_recognised():
-    from policies.replies import gives_address
+    from nodes.embedded.replies import gives_address
 
     for text in ("it's 12 Baker Street, London", "221b Baker St", "my new address is NW1 6XE"):
         assert gives_address(text), text
@@ -293,7 +294,7 @@ def test_a_request_to_explain_the_last_answer_stays_with_its_agent(desk, case, t
 
 
 def test_requests_to_explain_are_bare_follow_ups():
-    from policies.replies import is_bare_follow_up
+    from nodes.embedded.replies import is_bare_follow_up
 
     for text in ("what does that mean?", "I don't understand", "sorry, I don't get it", "can you explain that?",
                  "explain please", "I'm confused", "what do you mean by that?"):

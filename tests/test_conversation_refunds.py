@@ -129,7 +129,7 @@ def test_a_bare_refund_question_gets_the_eligibility_and_the_offer(desk, store, 
 
 @pytest.mark.parametrize("text", ["I don't want a refund for tx_1008", "I do not need a refund for tx_1008"])
 def test_a_refund_the_customer_does_not_want_is_neither_opened_nor_offered(desk, store, text):
-    from nodes.playbook import REFUND_OFFER
+    from nodes.embedded.playbook import REFUND_OFFER
 
     conv = Conversation("refused", desk=desk)
     r = conv.send(text)
@@ -153,7 +153,7 @@ def test_an_explicit_request_on_a_fresh_thread_opens_the_refund(desk, store, tex
     ("refund please?", False), ("can i have my money back?", False), ("i'd like a refund for tx_1008?", False),
 ])
 def test_bare_refund_question_rule(text, about):
-    from nodes.playbook import asks_about_refund, asks_for_refund
+    from nodes.embedded.playbook import asks_about_refund, asks_for_refund
 
     assert asks_about_refund(text) is about
     assert asks_for_refund(text) is not about
@@ -165,7 +165,7 @@ def test_bare_refund_question_rule(text, about):
     ("why didn't i get a refund for tx_1005?", False), ("i want a refund", False),
 ])
 def test_refuses_refund_rule(text, refused):
-    from nodes.playbook import refuses_refund
+    from nodes.embedded.playbook import refuses_refund
 
     assert refuses_refund(text) is refused
 
@@ -341,7 +341,7 @@ def test_a_model_cancelling_after_the_question_and_a_yes_is_allowed(make_desk, s
     (None, "yes", False),
 ])
 def test_cancel_confirmed_rule(previous, reply, ok):
-    from policies.cancellation import cancel_confirmed
+    from nodes.embedded.cancellation import cancel_confirmed
 
     assert cancel_confirmed(previous, reply, "rf_5001") is ok
 

@@ -11,11 +11,11 @@ import pytest
 
 from graph.conversation import Conversation
 from graph.observe import compute_stats
-from nodes.playbook import PLAIN_YES_ANSWER, REFUND_OFFER
+from nodes.embedded.playbook import PLAIN_YES_ANSWER, REFUND_OFFER
+from nodes.embedded.replies import classify_reply, listed_items_of, open_question_of, record_owners
+from nodes.testing.entry_rule import decide as decide_entry_rule
 from nodes.testing.state import ungated
-from policies import entry
 from policies.answers import CLARIFY_QUESTIONS, instead_of_repeat
-from policies.replies import classify_reply, listed_items_of, open_question_of, record_owners
 from tests.conftest import TWICE, play_content_turns
 
 REFUND = "I'd like my money back for a purchase"
@@ -145,11 +145,11 @@ def test_issue_examples_stay_with_the_agent_and_never_repeat(desk):
 
 def test_named_record_of_another_agent_re_triages():
     kw = {"active_agent": "refunds", "routed_agent": "refunds", "route_confidence": 0.9, "identity_changed": False}
-    assert entry.choose_entry(**kw, reply="cancel", record_owners={"transfers"}).target == "triage"
-    assert entry.choose_entry(**kw, reply="identifier", record_owners={"billing", "refunds"}).target == "refunds"
+    assert decide_entry_rule(**kw, reply="cancel", record_owners={"transfers"}).target == "triage"
+    assert decide_entry_rule(**kw, reply="identifier", record_owners={"billing", "refunds"}).target == "refunds"
     oos = dict(kw, active_agent=None, routed_agent="other", route_confidence=0.7)
-    assert entry.choose_entry(**oos, scope="out_of_scope").target == "out_of_scope"
-    assert entry.choose_entry(**oos, scope="out_of_scope", record_owners={"transfers"}).target == "triage"
+    assert decide_entry_rule(**oos, scope="out_of_scope").target == "out_of_scope"
+    assert decide_entry_rule(**oos, scope="out_of_scope", record_owners={"transfers"}).target == "triage"
     assert record_owners("I'd like to cancel tr_3002") == {"transfers"} and record_owners("hello") == frozenset()
 
 
@@ -157,10 +157,10 @@ def test_a_yes_no_reply_is_never_out_of_scope():
     """"please do" after the supervisor's offer: the router may read two words as another domain's talk (0.81 with the
     embedding head); a yes/no goes to triage (which takes up the offer) or stays with the holder, never out_of_scope."""
     base = {"routed_agent": "other", "route_confidence": 0.95, "identity_changed": False, "scope": "out_of_scope"}
-    assert entry.choose_entry(**base, active_agent="supervisor", reply="yes_no").target == "triage"
-    assert entry.choose_entry(**base, active_agent=None, reply="yes_no").target == "triage"
-    assert entry.choose_entry(**base, active_agent="refunds", reply="yes_no").target == "refunds"
-    assert entry.choose_entry(**base, active_agent="supervisor", reply="request").target == "out_of_scope"
+    assert decide_entry_rule(**base, active_agent="supervisor", reply="yes_no").target == "triage"
+    assert decide_entry_rule(**base, active_agent=None, reply="yes_no").target == "triage"
+    assert decide_entry_rule(**base, active_agent="refunds", reply="yes_no").target == "refunds"
+    assert decide_entry_rule(**base, active_agent="supervisor", reply="request").target == "out_of_scope"
 
 
 def test_a_re_read_with_the_same_facts_says_so_and_nothing_new_only_without_one():
@@ -209,7 +209,7 @@ def test_reply_kinds():
 
 
 def test_entry_rule():
-    c = entry.choose_entry
+    c = decide_entry_rule
     q = "Which transaction would you like refunded?"
     assert c("refunds", "cards", 0.3, False, reply="identifier", open_question=q).target == "refunds"
     assert c("refunds", "cards", 0.9, False, reply="identifier", open_question=q).target == "refunds"
@@ -257,7 +257,7 @@ def test_yes_to_refunds_question_opens_the_refund(desk):
 
 
 def test_a_no_or_a_long_sentence_is_not_a_plain_yes():
-    from nodes.playbook import is_plain_yes
+    from nodes.embedded.playbook import is_plain_yes
 
     assert is_plain_yes("yes") and is_plain_yes("sure, go ahead") and is_plain_yes("ok")
     assert not is_plain_yes("no") and not is_plain_yes("yes but not now")
@@ -292,7 +292,7 @@ def test_a_yes_opens_the_refund_only_while_the_offer_is_open(desk, store):
 
 
 def test_a_plain_yes_plans_a_refund_only_for_the_refund_offer():
-    from nodes.playbook import plan_tool_call
+    from nodes.embedded.playbook import plan_tool_call
 
     facts = {"transaction_id": "tx_1001"}
     assert plan_tool_call("refunds", "yes", facts, [], asked=REFUND_OFFER).name == "request_refund"
@@ -454,7 +454,7 @@ def test_followup_answers_say_what_was_asked(desk, case, turns):
 
 
 def test_yes_to_the_loss_question_freezes_and_no_does_nothing():
-    from nodes.playbook import LOSS_QUESTION, plan_tool_call
+    from nodes.embedded.playbook import LOSS_QUESTION, plan_tool_call
 
     asked = open_question_of(LOSS_QUESTION)
     assert plan_tool_call("cards", "yes", {}, [], asked=asked).name == "card_status"
@@ -465,7 +465,7 @@ def test_yes_to_the_loss_question_freezes_and_no_does_nothing():
 
 
 def test_tool_errors_with_internal_text_never_reach_the_customer():
-    from nodes.playbook import compose_answer
+    from nodes.embedded.playbook import compose_answer
 
     internal = compose_answer("cards", "4242", [("freeze_card", {
         "ok": False, "error": "Refused: bad arguments for freeze_card: card_id: Input should be a valid string"})])
@@ -475,7 +475,7 @@ def test_tool_errors_with_internal_text_never_reach_the_customer():
 
 
 def test_and_for_x_news_and_why_are_follow_ups():
-    from policies.replies import asks_for_news, asks_same_for, is_bare_follow_up
+    from nodes.embedded.replies import asks_for_news, asks_same_for, is_bare_follow_up
 
     assert asks_same_for("and for ATM withdrawals?") and asks_same_for("ok and on weekdays?")
     assert asks_same_for("what about with a credit card?")
@@ -483,7 +483,7 @@ def test_and_for_x_news_and_why_are_follow_ups():
     assert not asks_same_for("and for the transfer I made to my landlord last week from my other account?")
     assert asks_for_news("any news?") and asks_for_news("any update?") and not asks_for_news("news about my card limit")
     assert is_bare_follow_up("why not?") and is_bare_follow_up("how come?") and not is_bare_follow_up("why was I charged?")
-    c = entry.choose_entry
+    c = decide_entry_rule
     assert c("policy", "billing", 0.88, False, reply="fragment", same_question=True).target == "policy"
     assert c("transfers", "account", 0.57, False, reply="request", same_question=True).target == "transfers"
     assert c("policy", "billing", 0.88, False, reply="fragment").target == "triage"

@@ -20,7 +20,7 @@ from graph.conversation import Conversation
 from graph.errors import AccessDenied
 from graph.settings import Settings
 from graph.views import CUSTOMER_KEYS, REQUEST_FIELDS, customer_message, customer_request, customer_view, view_for
-from nodes.offline_model import OfflineChatModel
+from nodes.embedded.offline_model import OfflineChatModel
 from nodes.testing.scripted import KeywordRouter
 from policies.authz import OPERATOR_CANCEL, UNCONFIRMED_CANCEL
 

@@ -9,7 +9,7 @@ import pytest
 
 from graph.context import RunContext
 from graph.conversation import Conversation
-from nodes.desk_render import count_words, render_desk_tool
+from nodes.embedded.desk_render import count_words, render_desk_tool
 
 #: Exception class names and raw error shapes that must never reach the customer.
 _RAW = re.compile(r"\b[A-Z][a-zA-Z]+(?:Error|Exception)\b|Traceback|idempotency|refund:[a-z_0-9]+:|\{'|\"ok\"")
@@ -43,7 +43,7 @@ def test_a_refused_refund_names_the_kind_in_words(make_graph, text, expected):
 
 @pytest.mark.parametrize(("active", "words"), [(0, "no active cards"), (1, "1 active card"), (2, "2 active cards")])
 def test_profile_counts_active_cards_in_words(active, words):
-    from nodes.playbook import _render
+    from nodes.embedded.playbook import _render
 
     result = {"ok": True, "customer": {"name": "Ada", "email": "ada@example.com", "identity_verified": True},
               "active_cards": active}

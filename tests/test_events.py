@@ -183,7 +183,7 @@ def test_stream_carries_the_events_live(make_desk):
 
 def test_no_event_log_when_disabled(kw_router, store):
     from graph.builder import build_desk
-    from nodes.offline_model import OfflineChatModel
+    from nodes.embedded.offline_model import OfflineChatModel
 
     gd = build_desk(model=OfflineChatModel(router=kw_router), checkpointer=InMemorySaver(), router=kw_router,
                     store=store, events=False)

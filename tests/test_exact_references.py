@@ -112,7 +112,7 @@ def test_facts_a_model_writes_into_a_handoff_are_model_written():
 def test_a_transaction_the_customer_named_is_not_replaced_by_one_a_tool_found(make_desk, store):
     """Billing finds Ada's duplicate coffee (tx_1008) and hands over with it verified; the customer named tx_2001 (not
     theirs), so refunds acts on tx_2001 — and is refused — instead of refunding a transaction nobody named."""
-    from nodes.offline_model import OfflineChatModel
+    from nodes.embedded.offline_model import OfflineChatModel
     from nodes.router import load_router
 
     router = load_router()

@@ -23,7 +23,7 @@ from graph.conversation import Conversation
 from graph.errors import AccessDenied, InputError
 from graph.settings import Settings
 from nodes import principal as principal_mod
-from nodes.offline_model import OfflineChatModel
+from nodes.embedded.offline_model import OfflineChatModel
 from nodes.testing.ledger import denied_events, paid_refunds, thread_config
 from nodes.testing.scripted import KeywordRouter
 from nodes.testing.state import ungated

@@ -2,7 +2,7 @@
 
 One project-written request per intent: the 77 BANKING77 intents (``../shared/data/banking77/agent_map.json``) and
 the 20 desk intents of CLINC150 (``../shared/data/clinc150/desk_map.json``), 97 rows. Each row runs the owning
-agent's offline behaviour (``nodes.playbook``: plan, run the business tools on the demo store, compose the answer)
+agent's offline behaviour (``nodes.embedded.playbook``: plan, run the business tools on the demo store, compose the answer)
 and asserts the intent recognised, the behaviour kind (the intent's tool was called, the card frozen, an operator
 request opened, or no tool for a handbook answer), that the answer carries that intent's own text and no other
 intent's, and that no internal tool name, card id or error class reaches the customer. The sentences are ours.
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from checkpoints.business import BusinessStore
-from nodes.desk_knowledge import load_knowledge
+from nodes.embedded.desk_knowledge import load_knowledge
+from nodes.embedded.playbook import CLOSE_ACCOUNT_ASKED, compose_answer, plan_tool_call, resolve_intent
 from nodes.facts import extract_facts, facts_from_tool_result
-from nodes.playbook import CLOSE_ACCOUNT_ASKED, compose_answer, plan_tool_call, resolve_intent
 from nodes.tools import POLICY_KB, TOOLS, ToolContext, run_tool
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

@@ -9,7 +9,8 @@ puts ``roles=["approver"]`` in its context cannot approve; an operator without t
 registered approver's token resumes the pending approval and the refund is paid once; a customer's token reads the
 customer's view of the thread in every response (state, history, thread, search, runs, run outputs, stream events)
 while an operator's reads the whole state; a customer streams values only and cancels only once confirmed, an approver
-never cancels.
+never cancels; an approval UI's answer in LangChain's human-in-the-loop shape is taken with the same rules (four eyes,
+once) and the decisions the request does not offer are refused.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from langgraph_sdk import get_sync_client
 
 from checkpoints.business import open_store
 from checkpoints.event_log import open_event_log
-from nodes.testing.served import NOTE, langgraph_dev, leaks, new_transaction
+from nodes.testing.served import NOTE, hitl_story, langgraph_dev, leaks, new_transaction
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
@@ -337,3 +338,12 @@ def test_client_commands_are_refused_and_the_right_approver_still_pays_once(serv
     assert store.load_refund(refund_id).status == "requested"
     out = server.client("ann").runs.wait(tid, "switchboard", command={"resume": {"decision": "approve"}})
     assert "paid back" in out["outcome"]["text"] and store.load_refund(refund_id).status == "executed"
+
+
+def test_an_approval_ui_decides_in_langchains_hitl_shape(server):
+    store = open_store(server.home / "business.db")
+    if store.get_operator("ben") is None:
+        store.add_operator("ben", "t_demo", ["approver"])
+    server.tokens["ben"] = store.issue_token("operator", "ben", "t_demo")[1]
+    one, two = new_transaction(server.home, "tx_1911", 2600), new_transaction(server.home, "tx_1912", 60000)
+    hitl_story(server.client, store, one, two)

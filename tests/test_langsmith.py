@@ -20,7 +20,7 @@ SCRIPT = """
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from graph import build_graph
-from nodes.offline_model import OfflineChatModel
+from nodes.embedded.offline_model import OfflineChatModel
 from nodes.testing.scripted import KeywordRouter
 r = KeywordRouter()
 g = build_graph(model=OfflineChatModel(router=r), checkpointer=InMemorySaver(), router=r)

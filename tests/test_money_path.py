@@ -16,7 +16,7 @@ from graph.context import RunContext
 from graph.conversation import Conversation
 from graph.errors import AccessDenied, InputError
 from graph.settings import Settings
-from nodes.offline_model import OfflineChatModel
+from nodes.embedded.offline_model import OfflineChatModel
 from nodes.testing.ledger import denied_events, paid_refunds, thread_config
 from tests.conftest import KeywordRouter
 

@@ -18,7 +18,7 @@ from graph.errors import InputError
 from graph.events import Event
 from graph.observe import compute_stats, describe, parse_since
 from graph.settings import Settings
-from nodes.offline_model import OfflineChatModel
+from nodes.embedded.offline_model import OfflineChatModel
 from nodes.testing import scripted as sm
 from nodes.testing.scripted import two_hop_model
 from tests.conftest import TWO_HANDOFFS, KeywordRouter

@@ -105,6 +105,8 @@ def test_triage_billing_refunds_over_http_from_env_config(stub, env_graph):
     # what triage extracted reaches billing as model-written facts; billing's verified id reaches refunds
     assert "merchant=Blue Bottle Coffee (model_written)" in srv.requests[1]["messages"][0]["content"]
     assert "transaction_id=tx_1008 (system_verified, as of " in srv.requests[3]["messages"][0]["content"]
+    # the typed brief is the embedded model's: an OpenAI model reads the packet as text and never gets the keyword
+    assert all("brief" not in req for req in srv.requests)
     values = g.get_state(CFG).values
     assert values["state_version"] == 2  # the refund was requested once and paid once
     assert values["pending_approval"]["stage"] == "executed" and values["pending_approval"]["transaction_id"] == "tx_1008"

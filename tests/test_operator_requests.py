@@ -10,8 +10,8 @@ from checkpoints.business import open_store
 from graph.builder import build_desk
 from graph.conversation import Conversation
 from graph.settings import Settings
-from nodes.offline_model import OfflineChatModel
-from nodes.playbook import CLOSE_ACCOUNT_ASKED
+from nodes.embedded.offline_model import OfflineChatModel
+from nodes.embedded.playbook import CLOSE_ACCOUNT_ASKED
 from nodes.router import default_router
 from tests.conftest import invoke_cli
 

@@ -21,7 +21,7 @@ from graph.context import RunContext
 from graph.conversation import Conversation
 from graph.observe import compute_stats, stats_from_tally, tally_events
 from graph.settings import Settings
-from nodes.offline_model import OfflineChatModel
+from nodes.embedded.offline_model import OfflineChatModel
 from nodes.testing.scripted import KeywordRouter
 from tests.conftest import BIG, postgres_database
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from graph.conversation import Conversation
-from policies.cancellation import confirmation, paused_reply
+from nodes.embedded.cancellation import confirmation, paused_reply
 from tests.conftest import paused_conversation
 
 
@@ -75,7 +75,7 @@ def test_a_question_answered_in_between_closes_the_cancel_question(isolated_home
     ("cancel my refund", ("rf_x", "tx_1001"), ()),
 ])
 def test_other_records(text, own, expected):
-    from policies.cancellation import other_records
+    from nodes.embedded.cancellation import other_records
 
     assert other_records(text, *own) == expected
 

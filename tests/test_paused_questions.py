@@ -67,7 +67,7 @@ def test_what_would_change_something_is_still_refused(isolated_home, text):
                                            ("I don't want the refund any more", True), ("what's my balance?", False),
                                            ("what are your fees?", False)])
 def test_a_message_that_speaks_of_cancelling_is_about_the_refund(text, expected):
-    from policies.cancellation import speaks_of_cancelling
+    from nodes.embedded.cancellation import speaks_of_cancelling
 
     assert speaks_of_cancelling(text) is expected
 

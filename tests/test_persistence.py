@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent('''
     from graph import build_graph
     from graph.conversation import Conversation
     from graph.settings import Settings
-    from nodes.offline_model import OfflineChatModel
+    from nodes.embedded.offline_model import OfflineChatModel
     from tests.conftest import KeywordRouter
     db, biz, text = sys.argv[1], sys.argv[2], sys.argv[3]
     r = KeywordRouter()

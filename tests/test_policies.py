@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from policies import authz, entry, handoff, history, loops
+from nodes.testing.entry_rule import decide as decide_entry_rule
+from policies import authz, handoff, history, loops
 from policies.edges import DEFAULT_EDGE_TABLE, END, HANDOFF_EDGES, START, handoff_targets, is_legal_handoff, longest_legal_path
 
 
@@ -123,7 +124,7 @@ def test_hop_budget():
 
 # ---------------------------------------------------------------- entry
 def test_entry_choice():
-    c = entry.choose_entry
+    c = decide_entry_rule
     assert c(None, "billing", 0.9, False).target == "triage"
     assert c("billing", "billing", 0.9, False).target == "billing"
     assert c("billing", "cards", 0.9, False).target == "triage"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from graph.evaluation import QueryOutcome
-from nodes.offline_model import MISROUTE_CONFIDENCE, NO_SPECIALIST_SURE, OfflineChatModel, wants_refund
+from nodes.embedded import compound
+from nodes.embedded.offline_model import MISROUTE_CONFIDENCE, NO_SPECIALIST_SURE, OfflineChatModel, wants_refund
 from nodes.testing.scripted import TableRouter
-from policies import compound
 
 REPO = Path(__file__).resolve().parents[1]
 

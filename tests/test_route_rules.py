@@ -55,13 +55,13 @@ def test_a_disputed_payment_goes_to_refunds_once_the_customer_agrees(make_desk):
     ("Can I do this from another country today?", [False]),
 ])
 def test_a_sentence_that_points_back_continues_the_request_before_it(text, follows):
-    from policies import compound
+    from nodes.embedded import compound
 
     assert compound.continues_previous(compound.split_marked(text)) == follows
 
 
 def test_a_but_clause_is_not_marked_as_another_request():
-    from policies import compound
+    from nodes.embedded import compound
 
     split = compound.split_marked("I never got the shoes I ordered and I want a refund, but should I cancel the "
                                   "payment instead?")
@@ -115,7 +115,7 @@ class _Scored(TableRouter):
 
 
 def test_a_transfer_that_arrived_short_is_a_fee_question():
-    from nodes.desk_knowledge import load_knowledge
+    from nodes.embedded.desk_knowledge import load_knowledge
 
     knowledge = load_knowledge()
     # "send money to" alone matches transfers' "make a transfer"; the recipient got less than was sent: a fee
@@ -163,7 +163,7 @@ def test_a_person_asked_for_without_a_card_loss_is_still_the_team(make_desk):
     ("I was charged twice and I want my money back", True),
 ])
 def test_money_back_received_or_asked_about_is_no_refund_request(text, wants):
-    from nodes.offline_model import wants_refund
+    from nodes.embedded.offline_model import wants_refund
 
     assert wants_refund(text) is wants
 

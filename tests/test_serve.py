@@ -4,8 +4,8 @@ One launcher per module, on free loopback ports, with its own fresh database; to
 store of that database before the clients start. Checked: a three-turn conversation with a handoff and an approval
 pause on instance 0; the approval resumed with an operator's token through instance 1 (paid once; a second resume
 refused); another customer can neither read nor run the thread; a request shape the auth refuses (a ``goto``
-command) is refused on Aegra's ``/runs/wait`` too; a customer's token reads the customer's view of the thread;
-Ctrl-C (SIGINT) stops every instance.
+command) is refused on Aegra's ``/runs/wait`` too; a customer's token reads the customer's view of the thread; an
+approval UI's answer in LangChain's human-in-the-loop shape is taken with the same rules; Ctrl-C (SIGINT) stops every instance.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from checkpoints.business import open_store
 from checkpoints.event_log import open_event_log
-from nodes.testing.served import START_LIMIT_S, Served, launched
+from nodes.testing.served import START_LIMIT_S, Served, hitl_story, launched, new_transaction
 from nodes.testing.served import interrupts as _interrupts
 from nodes.testing.served import is_free as _free
 from nodes.testing.served import status_of as _status
@@ -216,6 +216,18 @@ def test_a_customer_token_reads_the_customers_view_on_aegra(served: Served) -> N
     values = [e.data for e in events if e.event == "values"]
     assert values and {e.event for e in events} <= {"metadata", "values", "end", "error"} and leaks(values) == []
     assert values[-1] == ada.threads.get_state(tid)["values"] and values[-1]["turn"] == 2
+
+
+@pytest.mark.postgres
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_an_approval_ui_decides_in_langchains_hitl_shape_on_aegra(served: Served) -> None:
+    store = served.store
+    if store.get_operator("ben") is None:
+        store.add_operator("ben", "t_demo", ["approver"])
+    served.tokens["ben"] = store.issue_token("operator", "ben", "t_demo")[1]
+    one, two = new_transaction(served.url, "tx_1921", 2600), new_transaction(served.url, "tx_1922", 60000)
+    hitl_story(served.client, store, one, two, operator_reads_threads=False)  # Aegra: threads are their creator's
 
 
 @pytest.mark.postgres

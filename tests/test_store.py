@@ -642,7 +642,7 @@ def test_a_paid_refunds_date_is_found_however_many_credits_follow(store: Busines
     """The paid date of a refund is its credit's time, found by the credit's reference to the refund: 60 later credits
     on the account (other refunds, top-ups from a bank) used to push it out of the 50 newest ``transfer_in`` rows
     the refund view looked through, and the answer read "credited to your account on , so …"."""
-    from nodes.playbook import _render_refund_status
+    from nodes.embedded.playbook import _render_refund_status
     from nodes.tools import ToolContext, _refund_status
 
     rf = store.request_refund("c_ada", "tx_1008", 450, "GBP", "duplicate", "k-paid-date")

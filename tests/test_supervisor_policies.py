@@ -7,7 +7,8 @@ import itertools
 
 import pytest
 
-from policies import compound, experts, handoff, merge
+from nodes.embedded import compound
+from policies import experts, handoff, merge
 from policies.edges import (
     DEFAULT_EDGE_TABLE,
     END,

@@ -1,5 +1,5 @@
 """Tests of nodes/tools.py (schemas, run_tool validation, identity from the run context) and of
-nodes/playbook.py (the offline agents' plans and answers for the demo story)."""
+nodes/embedded/playbook.py (the offline agents' plans and answers for the demo story)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from checkpoints.business import BusinessStore
+from nodes.embedded.playbook import ToolCallPlan, compose_answer, plan_tool_call
 from nodes.facts import extract_facts, facts_from_tool_result
-from nodes.playbook import ToolCallPlan, compose_answer, plan_tool_call
 from nodes.tools import (
     AGENTS_WITH_TOOLS,
     POLICY_KB,

@@ -9,6 +9,8 @@ and bearer tokens issued in its business store first, and read back what the HTT
 * :func:`attack_customers` — customers of their own (one card, a refund that one approver decides and one that
   needs two) so that every attack starts on a fresh paused thread and its ledger is its own.
 * :func:`paid` / :func:`credits` — what the ledger says a refund received: executed refunds and credit transactions.
+* :func:`hitl_story` — an approval decided over the served API in LangChain's human-in-the-loop shape, the same story
+  on every server (``langgraph dev``, an engine).
 
 Nothing here is imported by the desk itself; the tests that use it are marked ``postgres``/``subprocess``.
 """
@@ -33,7 +35,7 @@ from typing import Any
 
 __all__ = ["Served", "launched", "status_of", "interrupts", "free_ports", "is_free", "attack_customers",
            "AttackCustomer", "paid", "credits", "START_LIMIT_S", "NOTE", "OPERATOR_ONLY", "new_transaction", "leaks",
-           "langgraph_dev", "offline_env", "stop_group"]
+           "langgraph_dev", "offline_env", "stop_group", "hitl_story"]
 
 #: Seconds ``switchboard serve`` may take until every instance answers (migrations and N engine start-ups).
 START_LIMIT_S = 240
@@ -280,3 +282,66 @@ def leaks(doc: Any) -> list[str]:
     """The :data:`OPERATOR_ONLY` words found anywhere in the JSON text of ``doc`` ([] when none)."""
     text = json.dumps(doc, default=str)
     return [w for w in OPERATOR_ONLY if w in text]
+
+
+#: LangChain's HITL decisions (``langchain.agents.middleware.human_in_the_loop``) as an approval UI sends them.
+HITL_APPROVE = {"decisions": [{"type": "approve"}]}
+
+
+def hitl_story(client: Callable[[str], Any], store: Any, one: str, two: str, customer: str = "c_ada",
+               second_approver: str = "ben", operator_reads_threads: bool = True) -> None:
+    """Over a served API, with ``client(who)`` a ``langgraph_sdk`` client of principal ``who`` and ``store`` the
+    server's business store: the customer's refund of transaction ``one`` (one approver) pauses with an interrupt that
+    carries no action for the customer and is a valid LangChain ``HITLRequest`` for the operator (read from the
+    thread's state when ``operator_reads_threads``; Aegra shows a thread only to its creator, so there it is checked
+    in the operator's own run output below); ``edit``, ``respond`` and two decisions are refused (422) and the
+    customer's HITL approve (403), the thread unchanged; ann's HITL approve pays once and a second one is refused. Then
+    the refund of ``two`` (which must need two approvers): ann's HITL approve keeps it paused (its output: the
+    interrupt as she reads it), ann again is refused, ``second_approver``'s ``{"decision": "approve"}`` pays it once.
+    Raises AssertionError at the first difference."""
+    from langchain.agents.middleware.human_in_the_loop import HITLRequest
+    from pydantic import TypeAdapter
+
+    me, ann = client(customer), client("ann")
+
+    def check_request(value: dict, tx: str) -> None:
+        TypeAdapter(HITLRequest).validate_python(value)
+        assert value["review_configs"] == [{"action_name": "refund", "allowed_decisions": ["approve", "reject"]}], value
+        assert value["action_requests"][0]["args"]["transaction_id"] == tx and value["kind"] == "refund_approval"
+
+    def paused(tx: str) -> tuple[str, str]:
+        tid = me.threads.create()["thread_id"]
+        me.runs.wait(tid, "switchboard", input={"messages": [{"role": "user", "content": f"I want a refund for {tx}"}]})
+        [mine] = interrupts(me.threads.get_state(tid))
+        assert "action_requests" not in mine["value"] and mine["value"]["transaction_id"] == tx, mine
+        if operator_reads_threads:
+            [pending] = interrupts(ann.threads.get_state(tid))
+            check_request(pending["value"], tx)
+        return tid, mine["value"]["refund_id"]
+
+    def resume(who: str, tid: str, value: Any) -> int | str:
+        return status_of(lambda: client(who).runs.wait(tid, "switchboard", command={"resume": value}))
+
+    tid, refund_id = paused(one)
+    before = me.threads.get_state(tid)["checkpoint"]
+    for bad in ({"decisions": [{"type": "edit", "edited_action": {"name": "refund", "args": {}}}]},
+                {"decisions": [{"type": "respond", "message": "done"}]}, {"decisions": [{"type": "approve"}] * 2}):
+        assert resume("ann", tid, bad) == 422, bad
+    assert resume(customer, tid, HITL_APPROVE) == 403
+    assert me.threads.get_state(tid)["checkpoint"] == before and store.load_refund(refund_id).status == "requested"
+    done = ann.runs.wait(tid, "switchboard", command={"resume": HITL_APPROVE})
+    assert "paid back" in done["outcome"]["text"], done
+    assert [(d.approver, d.decision) for d in store.list_decisions(done["pending_approval"]["task_id"])] == \
+        [("operator:ann", "approve")]
+    assert resume("ann", tid, HITL_APPROVE) != 200
+    assert len([r for r in paid(store, customer) if r.transaction_id == one]) == 1
+
+    tid, refund_id = paused(two)
+    again = ann.runs.wait(tid, "switchboard", command={"resume": HITL_APPROVE})
+    [waiting] = again["__interrupt__"]
+    check_request(waiting["value"], two)
+    assert waiting["value"]["approvals_required"] == 2 and waiting["value"]["approvals"] == ["operator:ann"], waiting
+    assert resume("ann", tid, HITL_APPROVE) == 403  # four eyes: the same approver twice
+    done = client(second_approver).runs.wait(tid, "switchboard", command={"resume": {"decision": "approve"}})
+    assert "paid back" in done["outcome"]["text"], done
+    assert [r.id for r in paid(store, customer) if r.transaction_id == two] == [refund_id]

@@ -134,7 +134,8 @@ def identify(text: str, known: Collection[str] | None = None) -> LanguageReading
 
 
 def language_answer(reading: LanguageReading) -> str:
-    """The desk's honest answer to a message in another language: in English, naming both languages."""
-    return (f"I'm sorry, I can only help in English - your message looks like {reading.name}. "
-            "Please write to me in English and I'll be glad to help. If you have lost your card or it was stolen, "
-            "say so and I will freeze it at once.")
+    """The desk's honest answer to a message in another language: in English, naming both languages (the out_of_scope
+    node's ``nodes.out_of_scope.language_text``)."""
+    from nodes.out_of_scope import language_text
+
+    return language_text(reading.name)

@@ -27,12 +27,12 @@ from functools import lru_cache
 from typing import Any
 
 from checkpoints.business import money, money_plain, parse_iso
-from nodes.desk_knowledge import DeskIntent, load_knowledge
-from nodes.desk_render import ACCOUNT_CANCEL_ANSWER, count_words, render_desk_tool
+from nodes.embedded.desk_knowledge import DeskIntent, load_knowledge
+from nodes.embedded.desk_render import ACCOUNT_CANCEL_ANSWER, count_words, render_desk_tool
+from nodes.embedded.replies import listed_items_of
 from nodes.facts import extract_facts
 from nodes.tools import TOOLS, match_policy_topic
 from policies.cancellation import CANCEL_QUESTION
-from policies.replies import listed_items_of
 
 __all__ = [
     "DISPUTE_WHICH",
@@ -177,7 +177,7 @@ def cancels_refund(text: str) -> bool:
     """Does the (lower-cased) ``text`` ask to cancel, stop or withdraw a refund (``policies.cancellation
     .wants_to_cancel``: "cancel my refund", "I changed my mind, cancel the refund", "I don't want the refund any
     more"), not to open one? Negated wishes ("don't cancel it") are not cancel wishes."""
-    from policies.cancellation import cancels_something_else, wants_to_cancel
+    from nodes.embedded.cancellation import cancels_something_else, wants_to_cancel
 
     if cancels_something_else(text):
         return False  # "cancel my subscription to Netflix": not the pending refund
@@ -286,7 +286,7 @@ def leaning_text(user_text: str, previous: str | None) -> str:
     and names nothing itself: "it failed" after the top-up how-to -> "my top-up failed" (so the handbook's
     top-up failure answer follows, not "nothing new"); after the identity check's how-to,
     "my identity verification failed". Unchanged otherwise."""
-    from policies.replies import reports_it_failed
+    from nodes.embedded.replies import reports_it_failed
 
     if not previous or not reports_it_failed(user_text):
         return user_text
@@ -302,9 +302,9 @@ def leaning_text(user_text: str, previous: str | None) -> str:
 def resolve_intent(agent: str, user_text: str, hint: str | None = None) -> DeskIntent | None:
     """The desk intent of ``agent`` that ``user_text`` asks about (:meth:`DeskKnowledge.resolve`: the project's
     keyword patterns first, then ``hint``, the router's fine label, when it belongs to ``agent``), or None. A follow-up
-    with no content of its own ("why?", ``policies.replies.is_bare_follow_up``) takes no hint: the router's guess of
+    with no content of its own ("why?", ``nodes.embedded.replies.is_bare_follow_up``) takes no hint: the router's guess of
     its topic is noise."""
-    from policies.replies import is_bare_follow_up
+    from nodes.embedded.replies import is_bare_follow_up
 
     return load_knowledge().resolve(agent, user_text, None if is_bare_follow_up(user_text, strict=True) else hint)
 
@@ -477,7 +477,7 @@ def _refunds_yes_plan(text: str, facts: dict[str, str], done: set[str], asked: s
 def _cancel_yes(text: str) -> bool:
     """A (lower-cased) yes to refunds' cancel question: a plain yes, or the wish said again ("yes cancel it") with
     no negation (``policies.cancellation.confirmation``)."""
-    from policies.cancellation import confirmation
+    from nodes.embedded.cancellation import confirmation
 
     return _bare_yes(text) or confirmation(text) == "yes"
 
@@ -530,7 +530,7 @@ BARE_WHY_ANSWER = ("Could you tell me which part you'd like me to explain? For e
 
 
 def _bare_follow_up(text: str) -> bool:
-    from policies.replies import is_bare_follow_up
+    from nodes.embedded.replies import is_bare_follow_up
 
     return is_bare_follow_up(text, strict=True)
 
@@ -809,7 +809,7 @@ def asks_whether_to_freeze(text: str) -> bool:
 #: Cards' question when the router guessed a lost or stolen card but the customer said nothing of the kind.
 LOSS_QUESTION = ("Has your card been lost or stolen, or do you think someone else used it? If so, say so and I'll "
                  "freeze it right away.")
-#: The question of :data:`LOSS_QUESTION` (as ``policies.replies.open_question_of`` finds it in the answer).
+#: The question of :data:`LOSS_QUESTION` (as ``nodes.embedded.replies.open_question_of`` finds it in the answer).
 LOSS_ASKED = LOSS_QUESTION.split("?")[0] + "?"
 #: A yes to :data:`LOSS_QUESTION` that confirms the loss ("yes", "it was", "go ahead, freeze it"); a bare "ok" or "sure"
 #: freezes nothing (a freeze is a side effect; the question was asked on the router's guess).
@@ -817,8 +817,8 @@ _LOSS_YES = re.compile(r"(?:yes|yeah|yep|yup|it (?:was|has|is)|please do|go ahea
 
 
 def _lists_cards(text: str) -> bool:
-    """Does the customer ask for their list of cards ("which cards do I have?", ``policies.replies.lists_records_of``)?"""
-    from policies.replies import lists_records_of
+    """Does the customer ask for their list of cards ("which cards do I have?", ``nodes.embedded.replies.lists_records_of``)?"""
+    from nodes.embedded.replies import lists_records_of
 
     return lists_records_of(text) == "cards"
 
@@ -912,7 +912,7 @@ _WITHOUT_POLICY_TOOL: dict[str, str | None] = {"transfers": "transfer", "cards":
 def _fee_or_limit_of_another_thing(text: str) -> bool:
     """An "and for X?" fragment about something the fee schedule or the limits list (ATM withdrawals, top-ups, …):
     the previous question asked again about X, never the status of a record carried from earlier."""
-    from policies.replies import asks_same_for
+    from nodes.embedded.replies import asks_same_for
 
     return asks_same_for(text) and bool(_subjects(text) - {"weekday", "weekend", "balance"})
 
@@ -939,7 +939,7 @@ def _price_question(text: str) -> bool:
 
 
 def _fee_of_another_thing(text: str) -> bool:
-    """Billing: an "and for X?" fragment (``policies.replies.asks_same_for``) about something the fee schedule lists
+    """Billing: an "and for X?" fragment (``nodes.embedded.replies.asks_same_for``) about something the fee schedule lists
     (ATM withdrawals, top-ups, transfers, card payments, exchange) that no billing intent recognises by its own
     patterns: billing answers charges and fees, so it asks that fee ("and for top-ups?" gets the top-up
     fee, not the list of transactions)."""
@@ -974,7 +974,7 @@ _TIMING = (r"\bhow long\b", r"\bhow (?:quick|quickly|fast)\b", r"\bwhen will (?:
 
 def _lists_transfers(text: str) -> bool:
     """"show my transfers", "what transfers have I made?": the (lower-cased) ``text`` asks for the list of transfers."""
-    from policies.replies import lists_records_of
+    from nodes.embedded.replies import lists_records_of
 
     return _has(text, *_LIST_TRANSFERS) or lists_records_of(text) == "transfers"
 
@@ -1115,11 +1115,11 @@ def _clauses(policy_text: str) -> list[str]:
 
 
 def _same_question_topic(text: str, previous_topic: str | None) -> str | None:
-    """The handbook topic of an "and for X?" fragment (``policies.replies.asks_same_for``) after policy answered
+    """The handbook topic of an "and for X?" fragment (``nodes.embedded.replies.asks_same_for``) after policy answered
     ``previous_topic``: the first topic of its domain (:data:`_SAME_DOMAIN`) that has an item about X; None when the
     text is no such fragment, asks something of its own (:data:`_OWN_ASPECT`) or no topic of the domain covers X."""
+    from nodes.embedded.replies import asks_same_for
     from nodes.tools import POLICY_KB
-    from policies.replies import asks_same_for
 
     if not previous_topic or not asks_same_for(text) or _has(text, *_OWN_ASPECT):
         return None
@@ -1132,10 +1132,10 @@ def _same_question_topic(text: str, previous_topic: str | None) -> str | None:
 
 
 def _opener_topic(text: str, previous_topic: str | None) -> str | None:
-    """``previous_topic`` for a follow-up opener (``policies.replies.opens_follow_up``) that names no subject, intent or
+    """``previous_topic`` for a follow-up opener (``nodes.embedded.replies.opens_follow_up``) that names no subject, intent or
     policy topic of its own ("and Swiss francs?" after the supported currencies: the router reads an exchange-rate
     question into it); else None."""
-    from policies.replies import opens_follow_up
+    from nodes.embedded.replies import opens_follow_up
 
     if not previous_topic or not opens_follow_up(text) or _subjects(text) or _has(text, *_OWN_ASPECT) \
             or load_knowledge().resolve("policy", text) is not None:
@@ -1158,7 +1158,7 @@ def focused_policy_text(topic: str, title: str, policy_text: str, question: str)
     """``"{title}: {text}"``, or, for a topic that lists several items (:data:`_LIST_TOPICS`) and a question about
     some of them, only those items ("and for ATM withdrawals?" -> ``"Fees (standard plan): each ATM withdrawal costs a
     flat £1.50."``): a person asking about one fee gets that fee, not the whole schedule. ``question`` is lower-cased."""
-    from policies.replies import asks_same_for
+    from nodes.embedded.replies import asks_same_for
 
     wanted = _subjects(question)
     if not wanted or not (topic in _LIST_TOPICS or asks_same_for(question)):  # "and on weekdays?": that part only
@@ -1290,7 +1290,7 @@ def transfer_timing_answer(text: str, previous: str | None) -> str | None:
     return f"{entry.title}: {entry.text}"
 
 
-#: How a handbook clause names a region of ``nodes.desk_knowledge.DeskKnowledge.regions`` ("SEPA transfers within 1
+#: How a handbook clause names a region of ``nodes.embedded.desk_knowledge.DeskKnowledge.regions`` ("SEPA transfers within 1
 #: business day" is the SEPA region's clause of the transfer times).
 _REGION_IN_CLAUSE = {"UK": r"\bUK\b(?! and)", "SEPA": r"\bSEPA\b|\bEEA\b|\bSwitzerland\b",
                      "international": r"\binternational\b|\babroad\b|\bSWIFT\b|\bworldwide\b"}
@@ -1429,7 +1429,7 @@ _CLAUSE_SEEN = 30
 
 def handbook_follow_up(agent: str, user_text: str, previous: str | None) -> str | None:
     """A specialist's answer (not policy's: it looks topics up with its tool) to a follow-up opener about a place or
-    subject ("what about Switzerland?", "and Japan?", "and in the UK?": ``policies.replies.opener_subject``) right
+    subject ("what about Switzerland?", "and Japan?", "and in the UK?": ``nodes.embedded.replies.opener_subject``) right
     after it answered from the handbook (``previous``, :func:`_handbook_text_of`): the same handbook text, focused on
     the region the place belongs to (``DeskKnowledge.region_of``: "For Switzerland: SEPA transfers within 1 business
     day."), or said to apply as it is when the handbook has no separate rule for it; after a card delivery estimate,
@@ -1437,7 +1437,7 @@ def handbook_follow_up(agent: str, user_text: str, previous: str | None) -> str 
     record, picks a payment by merchant ("the Tesco one"), asks a question of its own (an intent, fee, limit or
     subject of the desk: those have their own answers) or the previous answer gave no handbook text ("what about
     Switzerland?" after the transfer times, "and in the UK?" after the ATM fee abroad get handbook answers, not records)."""
-    from policies.replies import opener_subject
+    from nodes.embedded.replies import opener_subject
 
     if agent not in _PLANNERS or agent == "policy" or not previous:
         return None
@@ -2119,9 +2119,9 @@ _ASPECT_OF_ANSWER = (("Daily limits", "limit"), ("Limits", "limit"), ("Internati
 
 def _with_previous_aspect(user_text: str, previous: str | None) -> str:
     """``user_text`` with the question of the previous answer added when it is an "and for X?" fragment
-    (``policies.replies.asks_same_for``) naming no question of its own and that answer was a limits or fees answer of
+    (``nodes.embedded.replies.asks_same_for``) naming no question of its own and that answer was a limits or fees answer of
     the policy knowledge: "and for ATM withdrawals?" after "Daily limits: …" -> "limit and for ATM withdrawals?"."""
-    from policies.replies import asks_same_for
+    from nodes.embedded.replies import asks_same_for
 
     if not previous or not asks_same_for(user_text) or _has(user_text.lower(), *_OWN_ASPECT):
         return user_text
@@ -2279,12 +2279,12 @@ def _transfer_follow_up(text: str, result: dict[str, Any]) -> list[str]:
 FREEZE_WHICH = ("Do you want me to freeze a card or your whole account? For a card, tell me its last four digits and "
                 "I'll freeze it right away; for the whole account, say \"freeze my account\" and I'll pass it to our "
                 "team.")
-#: The question of :data:`FREEZE_WHICH` (as ``policies.replies.open_question_of`` finds it in the answer).
+#: The question of :data:`FREEZE_WHICH` (as ``nodes.embedded.replies.open_question_of`` finds it in the answer).
 FREEZE_ASKED = FREEZE_WHICH.split("?")[0] + "?"
 
 
 def _bare_card_action(text: str) -> bool:
-    from policies.replies import asks_card_action
+    from nodes.embedded.replies import asks_card_action
 
     return asks_card_action(text)
 
@@ -2308,13 +2308,13 @@ NOT_RECOGNISED = "card_payment_not_recognised"
 #: The question of that intent's answer after the list of recent payments (the knowledge file's text ends with it).
 DISPUTE_WHICH = "Which of these payments didn't you make?"
 #: Billing's open question asking which payment to dispute (:data:`DISPUTE_WHICH`, or its short form after a bare yes).
-DISPUTE_WHICH_RE = re.compile(r"^Open questions:.*\bWhich (?:of these )?payments? didn't you make\?", re.M)
+DISPUTE_WHICH_RE = re.compile(r"\bWhich (?:of these )?payments? didn't you make\?")
 
 
 def dispute_offer(tx: dict[str, Any]) -> str:
     """The yes/no question billing asks about one named payment: ``"Shall I dispute tx_1001 (Tesco, £23.80) and ask
     for your money back?"``. A yes opens the dispute: a refund request through the refunds agent, with its usual
-    eligibility check, risk rules and approval (``nodes.offline_model``)."""
+    eligibility check, risk rules and approval (``nodes.embedded.offline_model``)."""
     return f"Shall I dispute {tx['id']} ({tx['merchant']}, {_amt(tx)}) and ask for your money back?"
 
 

@@ -3,11 +3,11 @@
 It follows the same code path as any LLM: the agent node binds tools with ``bind_tools`` and invokes it
 with a system prompt and the shaped history; it returns an ``AIMessage`` with real ``tool_calls`` or text.
 Decisions come from the project's trained text classifier (``nodes.router``) and the per-agent playbook
-(``nodes.playbook``): triage hands off to the router's agent; a specialist calls the business tool its
+(``nodes.embedded.playbook``): triage hands off to the router's agent; a specialist calls the business tool its
 playbook names, hands off when the request belongs to another agent, and answers from tool results with
 templates.  It only ever calls tools that were bound to it.
 
-Supervisor mode: triage hands a compound request (``policies.compound``: more than one expert intent above
+Supervisor mode: triage hands a compound request (``nodes.embedded.compound``: more than one expert intent above
 the threshold, read from the router's per-agent scores of each request segment) to the supervisor; the
 supervisor calls one expert per intent with the segments as objectives; an expert is a specialist without
 transfer tools, so it looks things up and answers its sub-task.
@@ -22,17 +22,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
-from nodes import playbook
-from nodes.desk_knowledge import load_knowledge, social_topic
-from nodes.embedded.understanding.reading import is_frustrated
-from nodes.facts import extract_facts, facts_from_tool_result
-from nodes.prompts import agent_from_prompt
-from policies.compound import (
+from graph.brief import ModelBrief
+from nodes.embedded import playbook
+from nodes.embedded.compound import (
     COMPOUND_THRESHOLD,
     UNMARKED_THRESHOLD,
     WHOLE_SURE,
@@ -43,8 +40,11 @@ from policies.compound import (
     split_marked,
     split_requests,
 )
+from nodes.embedded.desk_knowledge import load_knowledge, social_topic
+from nodes.embedded.replies import asks_card_action, gives_address, listed_cards_of, listed_items_of, lists_records_of
+from nodes.embedded.understanding.reading import is_frustrated
+from nodes.facts import extract_facts, facts_from_tool_result
 from policies.edges import SPECIALISTS
-from policies.replies import asks_card_action, gives_address, listed_cards_of, listed_items_of, lists_records_of
 
 __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE", "SAFETY_REASON",
            "SAFETY_REASON_AFTER", "PATTERN_HANDON_BELOW", "PATTERN_OWNER_MIN", "DISPUTE_REASON", "DUPLICATE_REASON",
@@ -86,7 +86,6 @@ FRUSTRATION_ANSWER = ("I'm sorry this is taking so long. Tell me in a few words 
 _CLARIFY_QUESTION = ("I'm not sure I understood. Is this about a card, a payment or charge, a refund, a transfer, "
                      "your account, or our fees and limits?")
 _TX_ID = re.compile(r"\btx_\w+")
-_FACT_LINE = re.compile(r"(\w+)=([^;()]+?) \((user_said|system_verified|model_written)(?:, as of [^)]+)?\)")
 
 
 # Money back already received ("I just got my money back") or only asked about ("will I get my money back?", "is the
@@ -136,18 +135,39 @@ def refund_talk_reason(text: str) -> str | None:
 _REFERENCES = frozenset({"transaction_id", "transaction_ids", "refund_id", "transfer_id", "card_ref", "card_last4"})
 
 
-def _known_facts(user_text: str, system: str) -> dict[str, str]:
-    """Facts before any tool of this visit: the user's message, then the packet's facts (``Known facts: …`` in the
-    system prompt). A system-verified value wins over a said one, except for a reference the customer
+def _known_facts(user_text: str, brief: ModelBrief) -> dict[str, str]:
+    """Facts before any tool of this visit: the user's message, then the brief's facts (the packet's, an expert's
+    task's). A system-verified value wins over a said one, except for a reference the customer
     named in this message: that record is the one acted on."""
     facts = dict(extract_facts(user_text))
     named = set(facts) & _REFERENCES
-    for key, value, src in _FACT_LINE.findall(system):
-        if src == "system_verified" and key not in named:
-            facts[key] = value.strip()
+    for f in brief.facts:
+        if f.source == "system_verified" and f.key not in named:
+            facts[f.key] = f.value.strip()
         else:
-            facts.setdefault(key, value.strip())
+            facts.setdefault(f.key, f.value.strip())
     return facts
+
+
+def _handed_by(brief: ModelBrief) -> str | None:
+    """Who handed the packet of this call on (``entry`` for a continuing conversation), None without a packet."""
+    return brief.packet.from_agent if brief.packet is not None else None
+
+
+def _reason_is(brief: ModelBrief, *reasons: str) -> bool:
+    """Does the packet's reason start with one of ``reasons`` (the handing agent's fixed reasons)?"""
+    return brief.packet is not None and brief.packet.reason.startswith(reasons)
+
+
+def _objective(brief: ModelBrief, default: str) -> str:
+    """The packet's objective (its first line), ``default`` when there is none."""
+    first = (brief.packet.objective if brief.packet is not None else "").split("\n")[0].strip()
+    return first or default
+
+
+def _questions(brief: ModelBrief) -> str:
+    """The open questions of the brief on one line (``"; "`` between them)."""
+    return "; ".join(brief.open_questions)
 
 
 def approval_outcome_text(facts: dict[str, str]) -> str:
@@ -210,8 +230,8 @@ def is_safety_report(segment: str) -> bool:
 
 
 def rest_of_safety_report(text: str) -> list[str]:
-    """The request segments of ``text`` besides its loss or fraud report (``policies.compound.split_requests``): only
-    a segment that asks something (``policies.compound.asks_something``) and reports no loss itself. "I have been a
+    """The request segments of ``text`` besides its loss or fraud report (``nodes.embedded.compound.split_requests``): only
+    a segment that asks something (``nodes.embedded.compound.asks_something``) and reports no loss itself. "I have been a
     loyal customer for many years." before the loss report is narrative, not another request."""
     segments = split_requests(text) or [text]
     return [seg for seg, asks in zip(segments, asks_something(segments)) if asks and not _is_safety(seg)]
@@ -259,22 +279,20 @@ def _turn(messages: list[BaseMessage]) -> tuple[str, list[tuple[str, dict]]]:
     return user_text, results
 
 
-def _safety_context(system: str, user_text: str, from_specialist: bool) -> tuple[str, str]:
+def _safety_context(brief: ModelBrief, user_text: str, from_specialist: bool) -> tuple[str, str]:
     """After the cards agent froze a card and handed the rest of a compound request on, or billing (or triage, for the
     offer in a supervisor's answer) handed on a dispute or duplicate refund the customer agreed to: the text to work on
     (the packet's objective) and the sentence confirming the freeze;
     otherwise ``(user_text, "")``."""
     # the customer's agreement to billing's offer, handed on by billing or (to an offer in a supervisor's merged answer,
     # ``_offered_duplicate``) by triage: the offer's objective is the request ("yes" alone asked nothing of refunds)
-    handed = from_specialist or bool(re.search(r"^Handoff from triage to", system, re.M))
-    if handed and re.search(rf"^Reason: (?:{DISPUTE_REASON}|{DUPLICATE_REASON})", system, re.M):
-        objective = re.search(r"^Objective: (.+)$", system, re.M)
-        return (objective.group(1).strip() if objective else user_text), ""
-    if not (from_specialist and re.search(rf"^Reason: {SAFETY_REASON_AFTER}", system, re.M)):
+    handed = from_specialist or _handed_by(brief) == "triage"
+    if handed and _reason_is(brief, DISPUTE_REASON, DUPLICATE_REASON):
+        return _objective(brief, user_text), ""
+    if not (from_specialist and _reason_is(brief, SAFETY_REASON_AFTER)):
         return user_text, ""
-    objective = re.search(r"^Objective: (.+)$", system, re.M)
-    prefix = _frozen_line({k: v.strip() for k, v, _ in _FACT_LINE.findall(system)})
-    return (objective.group(1).strip() if objective else user_text), prefix
+    prefix = _frozen_line({f.key: f.value.strip() for f in brief.facts})
+    return _objective(brief, user_text), prefix
 
 
 def _taken_up(agent: str, user_text: str, messages: list[BaseMessage]) -> str:
@@ -284,11 +302,12 @@ def _taken_up(agent: str, user_text: str, messages: list[BaseMessage]) -> str:
     return playbook.order_taken_up(user_text, _previous_answer(messages)) if agent == "cards" else user_text
 
 
-def _billing_answer(answer: str, user_text: str, system: str, results: list[tuple[str, dict]], hint: str | None) -> str:
+def _billing_answer(answer: str, user_text: str, brief: ModelBrief, results: list[tuple[str, dict]],
+                    hint: str | None) -> str:
     """Billing's answer when the customer does not recognise a payment (the intent, or billing's open question asking
     which one): the named payment with the offer to dispute it (``playbook.dispute_answer``); when billing asked which
     payment and none is named, it says so; else ``answer`` unchanged."""
-    asked_which = bool(playbook.DISPUTE_WHICH_RE.search(system))
+    asked_which = bool(playbook.DISPUTE_WHICH_RE.search(_questions(brief)))
     intent = playbook.resolve_intent("billing", user_text, hint)
     if not asked_which and getattr(intent, "key", None) != playbook.NOT_RECOGNISED:
         return answer
@@ -297,11 +316,11 @@ def _billing_answer(answer: str, user_text: str, system: str, results: list[tupl
         offer = ("I can't tell which payment you mean. Please give its id (such as tx_1009) from the list, or the "
                  "merchant's name as it appears there.")
     return offer or answer
-def _asked(system: str) -> str | None:
-    """The open question the packet carries from the agent's last answer (the first of its ``Open questions:``; the
+def _asked(brief: ModelBrief) -> str | None:
+    """The open question the packet carries from the agent's last answer (the first of its open questions; the
     entry node puts that one first), or None."""
-    line = re.search(r"^Open questions: (.+)$", system, re.M)
-    return line.group(1).split("; ")[0].strip() if line else None
+    line = _questions(brief)
+    return line.split("; ")[0].strip() if line else None
 
 
 _DUPLICATE_OFFER = re.compile(r"\bShall I ask our refunds team to refund the duplicate, (tx_\w+)\?")
@@ -453,7 +472,7 @@ def _payment_meant(agent: str, messages: list[BaseMessage], user_text: str, fact
 
 def _card_meant(agent: str, messages: list[BaseMessage], user_text: str, facts: dict[str, str]) -> dict[str, str]:
     """``{"card_last4": digits}`` of the card a bare "freeze it" / "unfreeze it" to the cards ``agent``
-    (``policies.replies.asks_card_action``) means: the one card the desk's previous answer named ("Your virtual card
+    (``nodes.embedded.replies.asks_card_action``) means: the one card the desk's previous answer named ("Your virtual card
     ending 8899 is active." -> 8899), as if the customer had named it; {} for another agent, when ``facts`` name a card
     already, or when that answer named no card or several (cards then asks which one, and on a new thread whether a
     card or the account is meant)."""
@@ -492,11 +511,12 @@ def _card_corrected(agent: str, messages: list[BaseMessage], user_text: str,
     return out
 
 
-def _kept_here(user_text: str, system: str, hint: str | None, facts: dict[str, str]) -> bool:
+def _kept_here(user_text: str, brief: ModelBrief, hint: str | None, facts: dict[str, str]) -> bool:
     """Does billing keep a money-back request instead of handing it to refunds: a dispute it handles itself
     (:func:`_disputed_here`), or a payment refunds handed here to be found that billing did not find (its list asks
     which one; back at refunds it would be asked for its id again)?"""
-    unfound = not facts.get("transaction_id") and bool(re.search(r"^Handoff from refunds to billing", system, re.M))
+    handed = brief.packet is not None and brief.packet.from_agent == "refunds" and brief.agent == "billing"
+    unfound = not facts.get("transaction_id") and handed
     return unfound or _disputed_here(user_text, hint, facts)
 
 
@@ -553,7 +573,7 @@ class OfflineChatModel(BaseChatModel):
     model_name: str = "offline"
     compound_threshold: float = COMPOUND_THRESHOLD
     unmarked_threshold: float = UNMARKED_THRESHOLD
-    #: ``policies.compound.WHOLE_SURE``; above 1.0 switches the whole-message check off (benchmarks).
+    #: ``nodes.embedded.compound.WHOLE_SURE``; above 1.0 switches the whole-message check off (benchmarks).
     whole_sure: float = WHOLE_SURE
 
     @property
@@ -568,20 +588,20 @@ class OfflineChatModel(BaseChatModel):
         return self.router
 
     def compound(self, text: str) -> tuple[CompoundDecision, list[str]]:
-        """Compound detection on ``text``: the request segments and the decision of ``policies.compound`` over the
+        """Compound detection on ``text``: the request segments and the decision of ``nodes.embedded.compound`` over the
         router's per-agent scores of each segment that asks something (``asks_something``; a context statement of a
         several-segment message scores nothing; a router without ``scores`` counts as ``{agent: confidence}``) and
         which segments the message marks as another request (``split_marked``: a plain sentence break needs
-        ``policies.compound.UNMARKED_THRESHOLD``, and is one request when the router's per-agent scores of the whole
-        text are ``policies.compound.WHOLE_SURE`` sure of one of the segments' experts)."""
+        ``nodes.embedded.compound.UNMARKED_THRESHOLD``, and is one request when the router's per-agent scores of the whole
+        text are ``nodes.embedded.compound.WHOLE_SURE`` sure of one of the segments' experts)."""
         split = split_marked(text) or [(text, False)]
         segments = [seg for seg, _ in split]
         scores: list[dict[str, float]] = []
         follows = continues_previous(split)
         for seg, asks, cont in zip(segments, asks_something(segments) if len(segments) > 1 else [True], follows):
             r = self._router().route(seg)
-            # a segment that only gives context (policies.compound.asks_something) or continues the request before it
-            # ("Can I do this abroad?", policies.compound.continues_previous) carries no intent of its own
+            # a segment that only gives context (nodes.embedded.compound.asks_something) or continues the request before it
+            # ("Can I do this abroad?", nodes.embedded.compound.continues_previous) carries no intent of its own
             scores.append((dict(r.scores) if getattr(r, "scores", None) else {r.agent: r.confidence})
                           if asks and not cont else {})
         whole = None  # only a router with a probability per agent can say the whole text is sure of one topic
@@ -596,26 +616,32 @@ class OfflineChatModel(BaseChatModel):
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     # ------------------------------------------------------------------ decisions
-    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, tools=None, **kwargs) -> ChatResult:
+    def reads_brief(self) -> bool:
+        """The embedded model decides from the typed brief (``graph.brief.BriefReader``), never from prompt text."""
+        return True
+
+    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, tools=None,
+                  brief: ModelBrief | None = None, **kwargs) -> ChatResult:
+        """Decide the next message from ``messages`` (the customer's turn, the tool results so far) and ``brief`` (the
+        agent, its packet and facts: ``graph.brief.ModelBrief``; without one the model speaks as triage with no
+        packet). The system prompt's text is not read."""
         names = {t["function"]["name"] for t in tools or []}
-        system = "\n".join(str(m.content) for m in messages if isinstance(m, SystemMessage))
-        agent = agent_from_prompt(system) or "triage"
-        msg = self._decide(agent, messages, names, system)
+        brief = brief if isinstance(brief, ModelBrief) else ModelBrief(agent="triage")
+        msg = self._decide(brief.agent, messages, names, brief)
         msg.response_metadata["model_name"] = self.model_name
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
-    def _decide(self, agent: str, messages: list[BaseMessage], names: set[str], system: str) -> AIMessage:
+    def _decide(self, agent: str, messages: list[BaseMessage], names: set[str], brief: ModelBrief) -> AIMessage:
         user_text, results = _turn(messages)
         refused = [r for r in results if str(r[1].get("text", "")).startswith(("Refused", "Not executed"))]
         # only business-tool results feed facts and answers; handoff acknowledgements do not
         results = [r for r in results if not r[0].startswith("transfer_to_")]
         # a colleague's handoff, or next-turn entry keeping the conversation here (policies.entry already decided)
-        from_specialist = bool(re.search(r"^(?:Handoff from (?!triage\b)\w+ to|Continuing the conversation with)", system,
-                                         re.M))
-        user_text, safety_prefix = _safety_context(system, user_text, from_specialist)
+        from_specialist = _handed_by(brief) not in (None, "triage")
+        user_text, safety_prefix = _safety_context(brief, user_text, from_specialist)
         user_text = _taken_up(agent, user_text, messages)
         user_text, picked, missing = _with_pick(agent, messages, user_text)
-        facts = _known_facts(user_text, system)
+        facts = _known_facts(user_text, brief)
         facts.update(picked)
         facts.update(_card_meant(agent, messages, user_text, facts))
         facts.update(_payment_meant(agent, messages, user_text, facts))
@@ -632,13 +658,13 @@ class OfflineChatModel(BaseChatModel):
         if agent == "clarify":
             return AIMessage(content=self._clarify_text(user_text))
 
-        early = self._before_plan(agent, user_text, system, names, facts, bool(results or refused), from_specialist,
+        early = self._before_plan(agent, user_text, brief, names, facts, bool(results or refused), from_specialist,
                                   _previous_answer(messages), missing)
         if early is not None:
             return early
         done = [n for n, _ in results]
         hint = self._intent_hint(agent, user_text)
-        plan = playbook.plan_tool_call(agent, user_text, facts, done, hint, asked=_asked(system),
+        plan = playbook.plan_tool_call(agent, user_text, facts, done, hint, asked=_asked(brief),
                                        previous=_previous_answer(messages))
         if plan is not None and plan.name in names and plan.name not in done:
             return AIMessage(content="", tool_calls=[_call(plan.name, dict(plan.args))])
@@ -648,18 +674,18 @@ class OfflineChatModel(BaseChatModel):
             return follow
         talk = refund_talk_reason(user_text) if agent == "billing" and not wants_refund(user_text) else None
         if (agent == "billing" and (wants_refund(user_text) or talk) and "transfer_to_refunds" in names
-                and not refused and not _kept_here(user_text, system, hint, facts)):
+                and not refused and not _kept_here(user_text, brief, hint, facts)):
             args: dict[str, Any] = {"reason": talk or "customer wants the money back for the charge identified by billing"}
             if facts.get("transaction_id"):
                 args["facts"] = {k: v for k, v in facts.items() if k in ("transaction_id", "amount", "merchant")}
             return AIMessage(content="", tool_calls=[_call("transfer_to_refunds", args)])
-        answer = playbook.compose_answer(agent, user_text, results, hint, asked=_asked(system),
+        answer = playbook.compose_answer(agent, user_text, results, hint, asked=_asked(brief),
                                          previous=_previous_answer(messages))
         if agent == "billing":
-            answer = _billing_answer(answer, user_text, system, results, hint)
+            answer = _billing_answer(answer, user_text, brief, results, hint)
         return AIMessage(content=" ".join(p for p in (safety_prefix.strip(), answer, follow or "") if p))
 
-    def _before_plan(self, agent: str, user_text: str, system: str, names: set[str], facts: dict[str, str],
+    def _before_plan(self, agent: str, user_text: str, brief: ModelBrief, names: set[str], facts: dict[str, str],
                      acted: bool, from_specialist: bool, previous: str | None = None,
                      missing: tuple[str, list[str]] | None = None) -> AIMessage | None:
         """A specialist's step before its playbook plan, when nothing was called yet this visit (``acted`` False): the
@@ -670,10 +696,10 @@ class OfflineChatModel(BaseChatModel):
         there is no such item, which one is meant (``playbook.missing_pick_answer``)."""
         if acted:
             return None
-        if re.search(r"^Handoff from (risk|human_approval|refund_execute) to", system, re.M):
+        if _handed_by(brief) in ("risk", "human_approval", "refund_execute"):
             # the outcome names the decided refund's own records (system-verified), never an id of the customer's
             # message ("cancel the refund for tx_1005" may name another transaction)
-            verified = {k: v.strip() for k, v, src in _FACT_LINE.findall(system) if src == "system_verified"}
+            verified = {f.key: f.value.strip() for f in brief.facts if f.source == "system_verified"}
             return AIMessage(content=approval_outcome_text({**facts, **verified}))
         if missing is not None:
             return AIMessage(content=playbook.missing_pick_answer(*missing))  # "the third one" of two: which one?
@@ -685,7 +711,7 @@ class OfflineChatModel(BaseChatModel):
             return step  # a question about freezing answered; a payment named without its id looked for first
         if social := self._social_answer(user_text):
             return AIMessage(content=social)  # the agent holding the conversation answers a greeting, thanks, goodbye
-        if agent == "billing" and (step := self._dispute_reply(user_text, system, names)):
+        if agent == "billing" and (step := self._dispute_reply(user_text, brief, names)):
             return step
         if agent == "cards" and (offer := playbook.found_card_offer(user_text.lower(), facts, previous)):
             return AIMessage(content=offer)  # found the frozen card: offer the unfreeze, do nothing unasked
@@ -712,15 +738,16 @@ class OfflineChatModel(BaseChatModel):
             return AIMessage(content=f"All right: I've left {offered} as it is. Tell me if anything else looks wrong.")
         return None
 
-    def _dispute_reply(self, user_text: str, system: str, names: set[str]) -> AIMessage | None:
+    def _dispute_reply(self, user_text: str, brief: ModelBrief, names: set[str]) -> AIMessage | None:
         """Billing's next step when its open question (carried in the packet) offered to dispute a named payment
         (``playbook.dispute_offer``): a yes (or "I didn't make it") hands the dispute to refunds with the payment as
         the objective — a refund request through the usual eligibility check, risk rules and approval; a no leaves the
         payment alone. None otherwise (the turn goes on as usual)."""
-        offered = re.search(r"^Open questions:.*\bShall I (dispute|ask our refunds team to refund the duplicate,) "
-                            r"(tx_\w+)\b", system, re.M)
+        questions = _questions(brief)
+        offered = re.search(r"^.*\bShall I (dispute|ask our refunds team to refund the duplicate,) (tx_\w+)\b", questions,
+                            re.M)
         if offered is None:
-            if not playbook.DISPUTE_WHICH_RE.search(system) or _TX_ID.search(user_text):
+            if not playbook.DISPUTE_WHICH_RE.search(questions) or _TX_ID.search(user_text):
                 return None
             if playbook.is_plain_yes(user_text.lower()):
                 return AIMessage(content="Which payment didn't you make? Please give its id (such as tx_1009) or the "
@@ -881,10 +908,10 @@ class OfflineChatModel(BaseChatModel):
         return getattr(route, "intent", None) if route.agent == agent else None
 
     def _social_answer(self, user_text: str) -> str | None:
-        """The desk's answer to a greeting, thanks or goodbye (``nodes.desk_knowledge.social_topic``), else None; never
+        """The desk's answer to a greeting, thanks or goodbye (``nodes.embedded.desk_knowledge.social_topic``), else None; never
         for a message naming a record or a card ("the one ending 1881" is an answer, not small talk) nor for a bare
-        follow-up such as "how?" (``policies.replies.is_bare_follow_up``) nor a pick by position ("the third one")."""
-        from policies.replies import is_bare_follow_up
+        follow-up such as "how?" (``nodes.embedded.replies.is_bare_follow_up``) nor a pick by position ("the third one")."""
+        from nodes.embedded.replies import is_bare_follow_up
 
         if _NAMES_RECORD.search(user_text) or is_bare_follow_up(user_text, strict=True) or _POSITION_RE.search(user_text):
             # "how?" / "why?" ask about the last answer, "the third one" picks a record (the router may call either

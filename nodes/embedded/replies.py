@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
 
-from policies.approval import is_cancellation
+from graph.reading import ReplyKind
+from nodes.embedded.cancellation import wants_to_cancel as is_cancellation
+from nodes.transcript import open_question_of
 
 __all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "listed_cards_of", "refers_back",
            "asks_same_for", "asks_for_news", "opens_follow_up", "asks_card_action", "opener_subject",
            "lists_records_of", "reports_it_failed", "takes_up_last_answer", "is_bare_follow_up",
            "record_owners", "gives_address", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS", "OPENER_MAX_WORDS"]
-
-#: ``identifier``: names a record id or card digits; ``yes_no``: agrees/declines; ``choice``: picks one of the items
-#: the previous answer listed; ``cancel``: asks to stop/cancel; ``fragment``: a short follow-up that leans on the
-#: conversation; ``request``: a self-contained message (may be a new topic).
-ReplyKind = Literal["identifier", "yes_no", "choice", "cancel", "fragment", "request"]
 
 #: A message of at most this many words without a topic of its own counts as a fragment (a follow-up).
 FRAGMENT_MAX_WORDS = 7
@@ -72,13 +68,6 @@ class Reply:
 
     kind: ReplyKind
     item: str | None = None
-
-
-def open_question_of(answer: str) -> str | None:
-    """The last question the desk asked in ``answer`` (the last sentence ending with "?"), or None."""
-    sentences = re.split(r"(?<=[.!?])\s+", (answer or "").strip())
-    questions = [s.strip() for s in sentences if s.strip().endswith("?")]
-    return questions[-1] if questions else None
 
 
 def listed_items_of(answer: str, prefixes: tuple[str, ...] | None = None) -> tuple[str, ...]:

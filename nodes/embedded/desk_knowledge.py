@@ -5,7 +5,7 @@ One :class:`DeskIntent` per request kind the desk serves (the 77 BANKING77 inten
 ``labels``). Each names its owning agent, its behaviour (``kind``: ``tool`` = call a business tool, then add the
 answer; ``knowledge`` = answer from the handbook text; ``freeze`` = freeze the card at once, a safety action;
 ``operator`` = open a request only an operator can carry out) and the project's own keyword patterns that recognise
-it. The offline model (``nodes.playbook``) uses it; a real LLM reads the same answers through ``lookup_policy``
+it. The offline model (``nodes.embedded.playbook``) uses it; a real LLM reads the same answers through ``lookup_policy``
 topics. Source of every number: the fictional handbook named in the file's ``source`` (the same figures as
 ``nodes.tools.POLICY_KB``).
 """
@@ -22,7 +22,7 @@ from typing import Any
 __all__ = ["DeskIntent", "DeskKnowledge", "KNOWLEDGE_PATH", "INTENT_KINDS", "SOCIAL_TOPICS", "SOCIAL_CONFIDENCE",
            "SOCIAL_ALIASES", "load_knowledge", "normalise_label", "social_topic", "social_answers"]
 
-KNOWLEDGE_PATH = Path(__file__).resolve().parent / "data" / "desk_knowledge.json"
+KNOWLEDGE_PATH = Path(__file__).resolve().parent.parent / "data" / "desk_knowledge.json"
 #: The behaviour kinds of an intent (see the module doc).
 INTENT_KINDS: tuple[str, ...] = ("tool", "knowledge", "freeze", "operator")
 
