@@ -110,11 +110,11 @@ def _today(deps: Deps) -> Any:
 
 
 def _person_requested(deps: Deps, principal: Any, task: dict, turn: int, decision: EntryDecision) -> None:
-    """A request for a person (``decision`` for :data:`policies.entry.PERSON_REASON`) opens a ``talk_to_person`` service request for the team (the operator case
-    ``switchboard tasks --requests`` lists; once per thread and task, or turn when the thread has no task), as on a
-    paused thread (``nodes.paused_safety.person_while_paused``); fallback then tells the customer a person takes over.
-    A store that cannot be written leaves the hand-over to fallback alone (the thread is listed for the team by its
-    fallback status)."""
+    """A request for a person (``decision`` for :data:`policies.entry.PERSON_REASON`) opens a ``talk_to_person``
+    service request for the team (the operator case ``switchboard tasks --requests`` lists; once per thread and task,
+    or turn when the thread has no task), as on a paused thread (``nodes.paused_safety.person_while_paused``); fallback
+    then tells the customer a person takes over. A store that cannot be written leaves the hand-over to fallback alone
+    (the thread is listed for the team by its fallback status). Nothing for any other decision."""
     if decision.reason != PERSON_REASON or principal is None or principal.kind != "customer":
         return
     try:

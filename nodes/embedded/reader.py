@@ -44,8 +44,9 @@ class EmbeddedReader:
     def read(self, text: str, context: ReadingContext) -> MessageReading:
         """The reading of ``text`` (``graph.reading.MessageReading``, every field documented there) in ``context``."""
         text = text or ""
-        return MessageReading(text=text, **self._conversation(text, context), **_about_a_refund(text),
-                              **self._understood(text, context), social_topic=social_topic(context.route, text))
+        understood = self._understood(text, context)
+        return MessageReading(text=text, **self._conversation(text, context, understood), **_about_a_refund(text),
+                              **understood, social_topic=social_topic(context.route, text))
 
     def _understood(self, text: str, context: ReadingContext) -> dict[str, Any]:
         """The fields the learned readers give (``understanding``): language, dialogue act, frustration, a request for
@@ -90,17 +91,26 @@ class EmbeddedReader:
             return None
         return route
 
-    def _conversation(self, text: str, context: ReadingContext) -> dict[str, Any]:
-        """The fields of the reading that read ``text`` against the conversation (reply kind, follow-ups, owners)."""
+    def _conversation(self, text: str, context: ReadingContext, understood: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields of the reading that read ``text`` against the conversation (reply kind, follow-ups, owners), with
+        the router's reading as the ``understood`` fields correct it (``policies.entry.learned_routed``): a named
+        route is a topic of its own ("meanwhile, what's my balance?" is no fragment for the team), a frustrated
+        message the router reads as out of scope is none."""
         last_text = context.previous_answer or ""
         listed = replies.listed_items_of(last_text) or replies.listed_cards_of(last_text)
         loss = playbook.reports_card_loss(text.lower())
-        own_topic = context.router_topic or loss  # a card loss in the customer's words is always a topic of its own
+        named: RouteView | None = understood.get("named_route")
+        route = named or context.route
+        raw = context.route
+        calmed = raw is not None and understood.get("frustrated", False) \
+            and scope_of(raw.agent, raw.intent) == "out_of_scope"
+        topic = named is not None or (context.router_topic and not calmed)
+        own_topic = topic or loss  # a card loss in the customer's words is always a topic of its own
         reply = replies.classify_reply(text, listed, has_topic=own_topic)
         owners = replies.record_owners(text)
         if playbook.names_card_by_ending(text) and replies.listed_cards_of(last_text):
             owners = owners | {"cards"}  # "actually it's the one ending 8899" after an answer that named a card
-        routed = context.route.agent if context.route else None
+        routed = route.agent if route else None
         # a word the last answer used is no lean when the router is sure of another specialist: "what is my balance?"
         # after "… the money is already in your balance" is account's, not refunds'
         other_topic = own_topic and routed in SPECIALISTS and routed != context.active_agent
