@@ -4,6 +4,11 @@ Append-only and idempotent: every row carries an ``event_key``; inserting a key 
 (``INSERT … ON CONFLICT (event_key) DO NOTHING``), so a node that LangGraph re-runs from its first line on resume
 does not duplicate the events it reproduces (``nodes.instrumentation`` makes the keys). The event model is
 ``graph.events``; nothing here knows about graphs or nodes.
+
+Commits: a log that shares a SqliteSaver's connection (:func:`event_log_for`, :attr:`EventLog.joins_saver_commits`)
+may store rows without committing them (``record_many(..., commit=False)``): they are committed by the saver's next
+commit on that connection (every ``put``/``put_writes`` commits), so they are exactly as durable as the checkpoint
+writes that follow them, in one transaction instead of two.
 """
 
 from __future__ import annotations
@@ -57,8 +62,14 @@ def event_key(*parts: Any) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:32]
 
 
+#: Values :func:`jsonable` returns as they are (what the JSON round trip would give back unchanged; not float: NaN).
+_JSON_PLAIN = (str, int, bool, type(None))
+
+
 def jsonable(value: Any) -> Any:
     """``value`` made JSON-able (round-trip through json with ``str`` for unknown types; ``str(value)`` if that fails)."""
+    if type(value) in _JSON_PLAIN:
+        return value
     try:
         return json.loads(json.dumps(value, default=str))
     except (TypeError, ValueError):
@@ -83,6 +94,9 @@ class EventLog:
         self.conn, self.dialect, self.target = conn, dialect, target
         self._lock = lock if lock is not None else threading.RLock()
         self._owns_conn = owns_conn
+        #: True when rows stored with ``commit=False`` are committed by a checkpoint saver's next commit on the same
+        #: SQLite connection (:func:`event_log_for`); False: every ``record_many`` commits.
+        self.joins_saver_commits = dialect == "sqlite" and not owns_conn
         self._ph = "?" if dialect == "sqlite" else "%s"
         self._values = f"({', '.join([self._ph] * len(COLUMNS))})"
         self._before_read: list[Callable[[], None]] = []
@@ -98,15 +112,17 @@ class EventLog:
                     cur.execute(stmt)
 
     @contextmanager
-    def _cursor(self) -> Iterator[Any]:
-        """A cursor in one transaction: committed when the block ends, rolled back when it raises."""
+    def _cursor(self, commit: bool = True) -> Iterator[Any]:
+        """A cursor in one transaction: committed when the block ends (unless ``commit`` is False: then the saver's
+        next commit does, see the module doc), rolled back when it raises."""
         pool = self.conn if hasattr(self.conn, "getconn") else None
         with self._lock if pool is None else nullcontext():
             with pool.connection() if pool is not None else nullcontext(self.conn) as conn:
                 cur = conn.cursor()
                 try:
                     yield cur
-                    conn.commit()
+                    if commit:
+                        conn.commit()
                 except BaseException:
                     conn.rollback()
                     raise
@@ -139,9 +155,11 @@ class EventLog:
         ``detail``. Raises ValueError for an unknown ``kind``."""
         return self.record_many([(kind, {"key": key, "detail": detail, "ts": ts, **fields})])[0]
 
-    def record_many(self, items: Sequence[tuple[str, dict]]) -> list[Event | None]:
+    def record_many(self, items: Sequence[tuple[str, dict]], *, commit: bool = True) -> list[Event | None]:
         """Store several events in one transaction (one multi-row ``INSERT … RETURNING`` per 200 rows; SQLite >= 3.35
         or PostgreSQL); ``items`` are ``(kind, fields)`` with optional ``key``, ``detail`` and ``ts`` in ``fields``.
+        ``commit=False`` on a log that :attr:`joins_saver_commits`: the rows join the saver's next transaction (module
+        doc); elsewhere it is ignored (every call commits).
         Returns one Event (new) or None (key already stored, or given earlier in ``items``) per item.
         Raises ValueError for an unknown kind (nothing stored)."""
         rows = [self._row(kind, f.get("key"), f.get("detail"), f.get("ts"),
@@ -149,7 +167,7 @@ class EventLog:
         if not rows:
             return []
         stored: set[str] = set()
-        with self._cursor() as cur:
+        with self._cursor(commit=commit or not self.joins_saver_commits) as cur:
             for i in range(0, len(rows), _ROWS_PER_STATEMENT):
                 chunk = rows[i:i + _ROWS_PER_STATEMENT]
                 values = ", ".join([self._values] * len(chunk))

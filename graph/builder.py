@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,6 +28,7 @@ from nodes.models import is_openai_model, make_model, make_reader
 from nodes.out_of_scope import out_of_scope_node
 from nodes.paused_dialogue import make_paused_dialogue_node
 from nodes.principal import guard_node
+from nodes.router_access import LazyRouter
 from nodes.supervisor import make_merge_node, make_supervisor_node
 from policies.edges import (
     ACCESS_DENIED,
@@ -44,6 +43,7 @@ from policies.edges import (
     SUPERVISOR,
     EdgeTable,
 )
+from policies.policy_set import PolicySet
 
 __all__ = ["build_graph", "build_desk", "Desk", "DeskGraph", "make_deps", "LazyRouter", "SELF_GUARDED"]
 
@@ -56,53 +56,18 @@ __all__ = ["build_graph", "build_desk", "Desk", "DeskGraph", "make_deps", "LazyR
 SELF_GUARDED = frozenset({ENTRY_NODE, ACCESS_DENIED, "human_approval", EXPERT_NODE})
 
 
-class LazyRouter:
-    """Loads ``nodes.router.load_router(path)`` on first use, so commands that never route (pending, resume,
-    draw) do not pay for loading the classifier, and memoises the last ``cache_size`` texts: one turn
-    routes the same message up to three times (entry, triage, the specialist's misroute check)."""
-
-    def __init__(self, path: Path | None = None, router: Any = None, cache_size: int = 256):
-        self._path = path
-        self._router: Any = router
-        self._cache: OrderedDict[str, Any] = OrderedDict()
-        self._size = cache_size
-        self._lock = threading.Lock()
-
-    def _get(self) -> Any:
-        if self._router is None:
-            from nodes.router import load_router
-
-            self._router = load_router(self._path)
-        return self._router
-
-    def route(self, text: str) -> Any:
-        """The loaded router's ``route(text)``, memoised (routes are deterministic for a fitted router)."""
-        with self._lock:
-            hit = self._cache.get(text)
-            if hit is not None:
-                self._cache.move_to_end(text)
-                return hit
-        result = self._get().route(text)
-        with self._lock:
-            self._cache[text] = result
-            if len(self._cache) > self._size:
-                self._cache.popitem(last=False)
-        return result
-
-    def __getattr__(self, name: str) -> Any:
-        # Only public attributes reach the router: probes such as LangGraph's ``hasattr(node, "__self__")`` at
-        # compile time, copy/pickle dunders or a missing ``_router`` must not load (or recurse into) it.
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._get(), name)
-
-
 def make_deps(model: BaseChatModel | None = None, settings: Settings | None = None, store: Any = None,
-              router: Any = None, table: EdgeTable = DEFAULT_EDGE_TABLE, history: Any = None) -> Deps:
+              router: Any = None, table: EdgeTable = DEFAULT_EDGE_TABLE, history: Any = None,
+              policy: PolicySet | None = None) -> Deps:
     """Resolve defaults: settings from the environment, the router (trained if present, else shipped default),
     the model named by ``settings.model``, the business store at ``settings.business_db``; triage routes with a
-    structured RouteDecision when ``settings.routing`` is ``structured``, or ``auto`` with a langchain-openai model."""
+    structured RouteDecision when ``settings.routing`` is ``structured``, or ``auto`` with a langchain-openai model.
+    ``policy``: the rules' parameters (``policies.policy_set.PolicySet``) instead of today's; its edge table replaces
+    ``table`` and its hop budget ``settings.max_hops``."""
     settings = settings or Settings()
+    if policy is not None:
+        table = policy.edges
+        settings = settings.replace(max_hops=policy.max_hops)
     if router is None:
         router = LazyRouter(settings.router_path)
     if model is None:
@@ -116,7 +81,7 @@ def make_deps(model: BaseChatModel | None = None, settings: Settings | None = No
         store = open_store(settings.business_db)
     structured = settings.routing == "structured" or (settings.routing == "auto" and is_openai_model(model))
     deps = Deps(model=model, store=store, router=router, settings=settings, reader=make_reader(model, router), table=table,
-                structured_routing=structured)
+                structured_routing=structured, policy=policy)
     if history is not None:
         deps.history = dict(history)
     return deps

@@ -8,17 +8,32 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from checkpoints.postgres_reader import PostgresCheckpointReader
+from checkpoints.sqlite_reader import SqliteCheckpointReader, Unreadable
+from checkpoints.threads import (
+    iter_thread_summaries,
+    page_of,
+    pending_interrupt,
+    pending_requests,
+    thread_summaries,
+    thread_turns,
+    thread_values,
+)
 from graph.cli_output import (
     THREAD_KEYS,
     history_rows,
@@ -31,21 +46,32 @@ from graph.cli_output import (
     recovered_row,
     turn_dict,
 )
+from graph.context import RunContext
 from graph.db_cli import db_app
+from graph.demo_bank import DEMO_TABLES, demo_bank
 from graph.errors import InputError, SwitchboardError
 from graph.eval_cli import eval_command
+from graph.inputs import check_text, check_thread_id, printable
 from graph.operator_cli import (
     DECIDE_ROLES,
     READ_ROLES,
     AsOpt,
     acting_operator,
+    business_store,
+    load_settings,
+    open_conversation,
+    open_desk,
     operators_app,
+    postgres_target,
     record_allowed,
     refuse,
     require_thread_tenant,
     tasks_app,
     tokens_app,
 )
+from graph.whatif_cli import WHATIF_HELP, whatif
+from policies.authz import approval_overdue
+from policies.redaction import redact, redact_value
 
 __all__ = ["app", "main"]
 
@@ -55,6 +81,7 @@ app.add_typer(operators_app, name="operators")
 app.add_typer(tokens_app, name="tokens")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(db_app, name="db")
+app.command("whatif", help=WHATIF_HELP)(whatif)
 console = Console()
 err = Console(stderr=True)
 
@@ -81,41 +108,19 @@ RetriesOpt = typer.Option(None, "--retries",
 
 def _sha256(path: Path) -> str:
     """Hex SHA-256 of the file at ``path``."""
-    import hashlib
+    import hashlib  # deferred: OpenSSL's hashes, for train-router only (start-up)
 
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _stored(target: str) -> bool:
     """Whether anything can be stored at ``target`` yet: a PostgreSQL server always; a SQLite file once it exists."""
-    from graph.settings import is_postgres
-
-    return is_postgres(target) or Path(target).exists()
-
-
-def _settings(model: str | None = None, db: str | None = None, **kw):
-    from graph.settings import Settings
-
-    return Settings.from_env(model=model, db=db, **kw)
-
-
-def _desk(settings, checkpointer=None, **kw):
-    """The compiled graph with its dependencies (configuration errors — model, key, URL — before any file is made)."""
-    from checkpoints import open_checkpointer
-    from graph.builder import build_desk, make_deps
-
-    deps = make_deps(settings=settings, **kw)
-    return build_desk(checkpointer=checkpointer if checkpointer is not None else open_checkpointer(settings.db),
-                      deps=deps)
+    return postgres_target(target) or Path(target).exists()
 
 
 def _safe(text: object) -> str:
     """Stored text for the terminal: control characters made visible (``graph.inputs.printable``), rich markup
     escaped, so a stored message or model answer can never drive the operator's terminal."""
-    from rich.markup import escape
-
-    from graph.inputs import printable
-
     return escape(printable(str(text if text is not None else "")))
 
 
@@ -165,6 +170,7 @@ def _live_printer(stream: bool, as_json: bool):
 def _print_live_event(ev: dict, out: Console | None = None) -> None:
     """One line per live event of ``chat --stream`` on ``out`` (default: stdout's console); model calls are left out
     unless they failed."""
+    # deferred: graph.observe loads pydantic (the approval model); only trace, stats and --stream need it
     from graph.observe import describe
 
     kind = ev.get("event")
@@ -207,18 +213,14 @@ def chat(
     When a model call fails after its retries (server unreachable, timeout, 429/5xx, bad key), the turn still ends
     with the fallback answer (stored on the thread), the cause is printed as one ``error: …`` line on stderr and the
     exit code is 1. An interactive session stops at once when the server is unreachable or refuses the key."""
-    from graph.context import RunContext
-    from graph.conversation import Conversation
-    from graph.inputs import check_text, check_thread_id
-
     if thread is not None:
         check_thread_id(thread)  # before anything is opened or created
     if message is not None:
         check_text(message)
     if as_json and message is None:
         raise InputError("--json needs the message as an argument (one turn)")
-    settings = _settings(model, db, model_timeout_s=timeout, model_retries=retries)
-    conv = Conversation(thread, desk=_desk(settings), context=RunContext(user_id=user, tenant_id=tenant))
+    settings = load_settings(model, db, model_timeout_s=timeout, model_retries=retries)
+    conv = open_conversation(thread, desk=open_desk(settings), context=RunContext(user_id=user, tenant_id=tenant))
     header = _thread_header(conv.thread_id, as_json)
     live = _live_printer(stream, as_json)
     if live is not None:  # the header comes before the turn's first live line: the turn was accepted by then
@@ -270,7 +272,7 @@ def _interrupted_line(conv, text: str) -> str:
         msgs = conv.state.get("messages") or []
     except Exception:  # noqa: BLE001 - the store itself may be what was interrupted: fall back to the general line
         return INTERRUPTED.replace("THREAD", tid, 1)
-    from langchain_core.messages import HumanMessage
+    from langchain_core.messages import HumanMessage  # deferred: LangChain core (start-up)
 
     mine = [m for m in msgs if isinstance(m, HumanMessage) and str(m.content) == text.strip()]
     if cut is not None:
@@ -306,7 +308,7 @@ def _chat_session(conv) -> int:
     refused (bad input), 1 when a model call failed (the session stops at once on a fatal one), else 0. A Ctrl-C
     raises :class:`Interrupted` (exit 130, one line) whenever it comes: at the prompt, during a turn
     (:func:`_send`) or while the answer is printed (:func:`_printing`)."""
-    from nodes.models import FATAL_MODEL_ERRORS
+    from nodes.models import FATAL_MODEL_ERRORS  # deferred: loads LangGraph and the nodes (start-up)
 
     console.print("[dim]Type a message; an empty line or Ctrl-D ends.[/]")
     failed = refused = False
@@ -358,9 +360,7 @@ def draw(
 ) -> None:
     """Draw the agent graph: every agent node and exactly the edges of the policy edge table. --thread needs --as an
     operator of the thread's tenant (like history and trace); --health the figures of your tenant's handoff edges."""
-    import shutil
-
-    from graph import drawing
+    from graph import drawing  # deferred: only draw needs the drawing code (start-up)
 
     spec = drawing.graph_spec()
     path: list = []
@@ -404,12 +404,12 @@ def draw(
 def _edge_health_of(db: str | None, as_: str | None, since: str | None, action: str) -> list:
     """The health of your tenant's handoff edges (``graph.observe.edge_health`` of ``EventLog.edge_tally``); [] when
     nothing is stored yet."""
-    from checkpoints.threads import iter_thread_summaries
+    # deferred: graph.observe loads pydantic (the approval model); only trace, stats and --stream need it
     from graph.observe import edge_health, parse_since
 
     bound = parse_since(since)
     acting = acting_operator(as_, READ_ROLES, action, db=db)
-    if db is None and not _stored(_settings(None, None).db):
+    if db is None and not _stored(load_settings().db):
         return []
     mine = _listed(db, lambda saver: [r["thread_id"] for r in iter_thread_summaries(saver, tenant_id=acting.tenant_id)]
                    if saver is not None else [])
@@ -430,7 +430,7 @@ def check(
     path to an answer, fallback or approval; an agent its own edge to fallback), and that every side-effect tool of a
     receiver is guarded. Exit 0: no problem; 1: problems (each names the edge and the fact, or the node); 2: bad input.
     Needs no database and no operator (docs/contracts.md)."""
-    from graph.contract_check import load_policy, run_check
+    from graph.contract_check import load_policy, run_check  # deferred: only check reads the contracts (start-up)
 
     checked = load_policy(policy)
     problems = run_check(checked)
@@ -453,9 +453,9 @@ def check(
 
 
 def _checkpointer(db: str | None):
-    from checkpoints import open_checkpointer
+    from checkpoints import open_checkpointer  # deferred: LangGraph's savers (start-up)
 
-    settings = _settings(None, db)
+    settings = load_settings(db=db)
     if not _stored(settings.db):
         if db is not None:
             raise InputError(f"no checkpoint database at {settings.db}")
@@ -469,20 +469,14 @@ def _listing_reader(db: str | None):
     SQLite file, without importing LangGraph; :class:`checkpoints.postgres_reader.PostgresCheckpointReader` for
     PostgreSQL), else the checkpointer (a database the readers cannot read); None when nothing is stored yet.
     The readers raise ``Unreadable`` while listing: :func:`_listed` then lists through the checkpointer."""
-    from graph.settings import is_postgres
-
-    settings = _settings(None, db)
+    settings = load_settings(db=db)
     target = str(settings.db)
     if not _stored(settings.db):
         return _checkpointer(db)
-    from checkpoints.sqlite_reader import Unreadable
 
     try:
-        if is_postgres(target):
-            from checkpoints.postgres_reader import PostgresCheckpointReader
-
+        if postgres_target(target):
             return PostgresCheckpointReader(target)
-        from checkpoints.sqlite_reader import SqliteCheckpointReader
 
         return SqliteCheckpointReader(target.removeprefix("sqlite:///"))
     except Unreadable:
@@ -492,8 +486,6 @@ def _listing_reader(db: str | None):
 def _listed(db: str | None, listing: Callable[[Any], Any]) -> Any:
     """``listing(reader)`` on :func:`_listing_reader` (None when nothing is stored), run to the end before anything
     is printed; when the reader cannot read the database (``Unreadable``), ``listing`` again on the checkpointer."""
-    from checkpoints.sqlite_reader import Unreadable
-
     reader = _listing_reader(db)
     try:
         return listing(reader)
@@ -537,13 +529,10 @@ def _thread_reader(db: str | None, thread: str):
     """A :class:`checkpoints.sqlite_reader.SqliteCheckpointReader` of the SQLite checkpoint file that can rebuild
     ``thread``'s transcript (tried once here, so a file it cannot read falls back before anything is printed), else
     None."""
-    from graph.settings import is_postgres
-
-    settings = _settings(None, db)
+    settings = load_settings(db=db)
     target = str(settings.db)
-    if not _stored(settings.db) or is_postgres(target):
+    if not _stored(settings.db) or postgres_target(target):
         return None
-    from checkpoints.sqlite_reader import SqliteCheckpointReader, Unreadable
 
     try:
         reader = SqliteCheckpointReader(target.removeprefix("sqlite:///"))
@@ -558,8 +547,6 @@ def threads(db: str | None = DbOpt, as_: str | None = AsOpt, as_json: bool = Jso
             limit: int | None = LimitOpt, offset: int | None = OffsetOpt) -> None:
     """List the stored threads of your tenant, newest first: customer, turns, active agent, last status. One page at
     a time (--limit, --offset; the line under the table says how many there are). Needs --as an operator."""
-    from checkpoints.threads import iter_thread_summaries, page_of
-
     acting = acting_operator(as_, READ_ROLES, "threads", db=db)
     size, start = _page_bounds(limit, offset, as_json)
     page = _listed(db, lambda saver: page_of(iter_thread_summaries(saver, tenant_id=acting.tenant_id)
@@ -580,9 +567,6 @@ def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, 
     ``thread T is not a thread of tenant X`` for an unknown thread and for another tenant's. ``light``: read a SQLite
     file with :class:`checkpoints.sqlite_reader.SqliteCheckpointReader` when it can (plain channels and the
     transcript, no LangGraph import; ``history``), else the checkpointer."""
-    from checkpoints.threads import thread_values
-    from graph.inputs import check_thread_id
-
     check_thread_id(thread)
     acting = acting_operator(as_, roles, action, db=db, thread=thread)
     saver = _thread_reader(db, thread) if light else None
@@ -590,7 +574,7 @@ def _operator_thread(as_: str | None, thread: str, db: str | None, action: str, 
         saver = _checkpointer(db)
     values = thread_values(saver, thread) if saver is not None else {}
     # an unknown thread gets the refusal of another tenant's thread: the answer confirms no thread id
-    require_thread_tenant(acting, values, thread, action, _settings(None, db))
+    require_thread_tenant(acting, values, thread, action, load_settings(db=db))
     if reveal:
         record_allowed(acting, f"{action} --reveal", f"thread:{thread}")
     return acting, saver, values
@@ -601,9 +585,6 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: str | None
             as_: str | None = AsOpt, reveal: bool = RevealOpt, as_json: bool = JsonOpt) -> None:
     """Show one thread turn by turn: the user's message, the answering agent and the handoff path. Needs --as an
     operator of the thread's tenant; card numbers, e-mail and phone numbers are hidden unless --reveal."""
-    from checkpoints.threads import pending_interrupt, thread_turns
-    from policies.redaction import redact
-
     _, saver, values = _operator_thread(as_, thread, db, "history", reveal, light=True)
     turns = thread_turns(saver, thread, values)  # the state is replayed once
     if not turns:
@@ -624,9 +605,9 @@ def history(thread: str = typer.Argument(..., help="Thread id."), db: str | None
 
 
 def _event_log(db: str | None):
-    from checkpoints.event_log import open_event_log
+    from checkpoints.event_log import open_event_log  # deferred: only trace and stats read events (start-up)
 
-    settings = _settings(None, db)
+    settings = load_settings(db=db)
     if not _stored(settings.db):
         raise InputError(f"no database at {settings.db} (run 'switchboard chat' first or pass --db)")
     return open_event_log(settings.db)
@@ -642,8 +623,8 @@ def trace(
 ) -> None:
     """Every recorded event of one thread, in order: runs, agents, model and tool calls, handoffs, loops, pauses,
     refusals. Needs --as an operator of the thread's tenant; personal data hidden unless --reveal."""
+    # deferred: graph.observe loads pydantic (the approval model); only trace, stats and --stream need it
     from graph.observe import describe, turns_of
-    from policies.redaction import redact, redact_value
 
     log = _event_log(db)
     _operator_thread(as_, thread, db, "trace", reveal)
@@ -686,13 +667,15 @@ def stats(
 ) -> None:
     """Handoff and run metrics over the event log of your tenant's threads (definitions in docs/observing.md and in
     the table); with --edges, the health of each handoff edge. Needs --as an operator."""
-    from checkpoints.threads import iter_thread_summaries
+    # deferred: graph.observe loads pydantic (the approval model); only trace, stats and --stream need it
     from graph.observe import METRIC_DEFINITIONS, HealthThresholds, parse_since, stats_from_tally
+
+    # deferred: only trace, stats and --stream read events (start-up)
 
     bound = parse_since(since)
     thresholds = HealthThresholds(max_bounce_rate, max_missing_rate, min_handoffs)
     acting = acting_operator(as_, READ_ROLES, "stats", db=db)
-    if db is None and not _stored(_settings(None, None).db):
+    if db is None and not _stored(load_settings().db):
         if as_json:
             print_json({"since": bound, "edges": []} if edges else {})
         else:
@@ -747,8 +730,7 @@ def _print_edge_health(counts: list, thresholds: Any, bound: str | None, as_json
     """``stats --edges``: the health of each edge (``graph.observe.edge_health``) as a table, or JSON
     ``{since, thresholds: {…}, edges: [{source, target, handoffs, refusals: {reason: n}, bounce_backs, bounce_rate,
     loops, fallbacks, missing_facts, missing_rate, answer_rate, mean_hops_to_answer, flags: [..]}]}``."""
-    from dataclasses import asdict
-
+    # deferred: graph.observe loads pydantic (the approval model); only trace, stats and --stream need it
     from graph.observe import edge_health
 
     health = edge_health(counts, thresholds)
@@ -779,17 +761,15 @@ def _print_edge_health(counts: list, thresholds: Any, bound: str | None, as_json
 
 
 def _approval_desk(db: str | None, model: str | None = None):
-    settings = _settings(model, db)
+    settings = load_settings(model, db)
     if not _stored(settings.db):
         raise InputError(f"no checkpoint database at {settings.db} (pass --db)")
-    return _desk(settings)
+    return open_desk(settings)
 
 
 def _tenant_threads(desk, acting, recorded: bool = False) -> list[str]:
     """Thread ids of the operator's tenant, most recent first. With ``recorded``, a thread whose checkpoint names no
     owner yet (a first turn killed before its entry node) counts by its owner recorded in the business store."""
-    from checkpoints.threads import thread_summaries
-
     if not recorded:
         return [r["thread_id"] for r in thread_summaries(desk.graph.checkpointer, tenant_id=acting.tenant_id)]
     out = []
@@ -805,8 +785,6 @@ def _tenant_threads(desk, acting, recorded: bool = False) -> list[str]:
 
 def _overdue(req: dict, now) -> bool:
     """Is the approval request ``req`` past the deadline stored with it (``policies.authz.approval_overdue``)?"""
-    from policies.authz import approval_overdue
-
     return approval_overdue(req, now)
 
 
@@ -818,10 +796,8 @@ def pending(db: str | None = DbOpt, as_: str | None = AsOpt,
             as_json: bool = JsonOpt, limit: int | None = LimitOpt, offset: int | None = OffsetOpt) -> None:
     """List your tenant's threads paused for a human approval and what each waits for, newest first, one page at a
     time (--limit, --offset). Needs --as an operator."""
-    from checkpoints.threads import iter_thread_summaries, page_of, pending_requests
-
     acting = acting_operator(as_, READ_ROLES, "pending", db=db)
-    settings = _settings(None, db)
+    settings = load_settings(db=db)
     size, start = _page_bounds(limit, offset, as_json)
     page: Any
     if not (db is not None or _stored(settings.db)):
@@ -868,13 +844,10 @@ def resume(
     approver of the thread's tenant who is not the refund's customer; the higher risk tier needs two different
     approvers (the first approval is recorded and the thread stays paused). Refused (exit 2, thread unchanged) when
     the thread is unknown, nothing is pending, you may not decide, or it was already decided."""
-    from graph.conversation import Conversation
-
     if approve == reject:
         raise InputError("give exactly one of --approve or --reject")
     if approver is not None and as_ is not None and approver != as_:
-        settings = _settings(None, db)
-        from graph.operator_cli import business_store
+        settings = load_settings(db=db)
 
         raise refuse(business_store(settings), settings, f"operator:{as_}", "resume",
                      f"--approver {approver} does not match --as {as_}; --approver is deprecated, use --as",
@@ -883,11 +856,11 @@ def resume(
         err.print("warning: --approver is deprecated; use --as NAME", highlight=False)
     acting = acting_operator(as_ or approver, DECIDE_ROLES, "resume", db=db, thread=thread)
     desk = _approval_desk(db, model)
-    conv = Conversation(thread, desk=desk, context=acting.context(), on_event=_live_printer(stream, as_json))
+    conv = open_conversation(thread, desk=desk, context=acting.context(), on_event=_live_printer(stream, as_json))
     r = conv.resume({"decision": "approve" if approve else "reject", "note": note})
     with _printing(r):
         print_json(turn_dict(r)) if as_json else _print_turn(r)
-    from nodes.approval_flow import ALREADY_PAID
+    from nodes.approval_flow import ALREADY_PAID  # deferred: loads LangGraph and the nodes (start-up)
 
     if any(h.reason == ALREADY_PAID for h in r.handoff_path):
         # for the operator (stderr): this decision paid nothing, the refund had been paid before it
@@ -912,14 +885,12 @@ def recover(
     customer who started it, as recorded when the thread began), so an interrupted refund request is still made;
     you are recorded as who triggered it (event 'recovered', audit). Cleanly pending approvals stay pending. Use the
     same --model as the interrupted run. Needs --as an operator."""
-    from graph.conversation import Conversation
-
     acting = acting_operator(as_, DECIDE_ROLES if expire else READ_ROLES, "recover --expire" if expire else "recover",
                              db=db, thread=thread)
     desk = _approval_desk(db, model)
     mine = _tenant_threads(desk, acting, recorded=True)
     if thread is not None and thread not in mine:
-        raise refuse(acting.store, _settings(None, db), acting.ref, "recover",
+        raise refuse(acting.store, load_settings(db=db), acting.ref, "recover",
                      f"thread {thread} is not a thread of tenant {acting.tenant_id}", thread=thread)
     targets = [thread] if thread else mine
     if expire:
@@ -927,7 +898,7 @@ def recover(
         return
     finished = []
     for tid in targets:
-        r = Conversation(tid, desk=desk, context=acting.context()).recover()
+        r = open_conversation(tid, desk=desk, context=acting.context()).recover()
         if r is not None:
             finished.append(recovered_row(tid, r))
             if not as_json:
@@ -955,12 +926,10 @@ def _expire(desk, acting, targets: list[str], as_json: bool = False) -> None:
     """``recover --expire``: end each overdue approval among ``targets`` with an ``expire`` decision (the refund
     becomes ``expired``); prints each, then a summary that says how many threads were checked (or the JSON
     document of :func:`graph.cli_output.recover_dict`)."""
-    from graph.conversation import Conversation
-
     now = desk.deps.store.now()
     finished = []
     for tid in targets:
-        conv = Conversation(tid, desk=desk, context=acting.context())
+        conv = open_conversation(tid, desk=desk, context=acting.context())
         req = conv.pending()
         if not isinstance(req, dict) or not _overdue(req, now):
             continue
@@ -1009,20 +978,20 @@ def route(
     checkpointer that forgets each thread once its query is done and no event log, so evaluation writes no records
     and its memory does not grow with the number of queries. The queries are spread over --workers processes
     (default: one per CPU this process may use); the figures do not depend on how many."""
+    # deferred: LangGraph, the models, the router, pydantic-settings and the progress bar (start-up)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     from graph.evaluation import evaluate_route, read_evaluation_set
+    from graph.settings import check_database_folder
 
     texts, expected = read_evaluation_set(csv_path, labels, limit)
     if db is not None:
-        from graph.settings import check_database_folder
-
         check_database_folder(str(db))  # before the scratch folder is made: a bad --db creates nothing
     if workers is not None and workers < 1:
         raise InputError("--workers must be >= 1")
     to_stdout = json_out is not None and str(json_out) == "-"
     if json_out is not None and not to_stdout and (json_out.is_dir() or not json_out.parent.exists()):
         raise InputError(f"--json {json_out}: not a writable file path")
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
     with Progress(TextColumn("routing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
                   console=err, transient=False, disable=not err.is_terminal and os.environ.get("CI") is None) as bar:
         job = bar.add_task("route", total=len(texts))
@@ -1083,14 +1052,16 @@ def train_router(
     labels (nodes/router_training.py). From 2,000 rows on, each fit also trains an embedding head (a small network on
     sentence vectors, averaged with the TF-IDF classifier), which takes minutes on large files. The shipped default
     stays available: delete the file or pass --router to route. Exit 1 when the router is refused."""
+    # deferred: numpy, the router's training and the progress bar (start-up)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from nodes.router import AGENTS as ROUTER_AGENTS
     from nodes.router import load_training_labels, read_labelled_csv, trained_router_path
     from nodes.router_training import train_with_holdout
 
     texts, cats = read_labelled_csv(csv_path)
     cats, label_map = load_training_labels(labels, cats)
     target = out or trained_router_path()
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     t0 = time.perf_counter()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True) as bar:
@@ -1112,8 +1083,6 @@ def train_router(
     router.save(target)
     console.print(f"installed -> {target}" + (" (--force: worse on " + ", ".join(report.worse_on) + ")"
                                                if report.worse_on else ""), highlight=False)
-    from nodes.router import AGENTS as ROUTER_AGENTS
-
     missing = sorted(set(ROUTER_AGENTS) - {label_map[c] for c in cats})
     if missing:
         err.print(f"warning: the trained router never routes to {', '.join(missing)}; later runs use it until you "
@@ -1131,8 +1100,6 @@ def demo_bank_cmd(as_json: bool = typer.Option(False, "--json", help="Print the 
     once, one or two approvers, or not refundable). Shows the fictional seed from a scratch store: reads nothing of
     your home and needs no operator. Records you changed in a conversation (a frozen card, a paid refund) are as
     seeded here."""
-    from graph.demo_bank import DEMO_TABLES, demo_bank
-
     tables = demo_bank()
     if as_json:
         print_json(tables)
@@ -1161,9 +1128,9 @@ def serve(
 ) -> None:
     """Serve the desk over LangGraph's API: migrate once, start N engine instances over one PostgreSQL, restart one
     that dies, stop all on Ctrl-C. Clients use the langgraph_sdk with a bearer token (switchboard tokens issue)."""
-    from graph.serve import serve as run
+    from graph.serve import serve as run  # deferred: pydantic-settings and the service (start-up)
 
-    settings = _settings(None, db)
+    settings = load_settings(db=db)
     run(engine, settings.db, instances, port, host, say=lambda line: console.print(line, highlight=False),
         venv=engine_venv.absolute() if engine_venv else None, redis=redis or "")
 
@@ -1171,8 +1138,6 @@ def serve(
 def _exit_interrupted(line: str) -> NoReturn:
     """Print the one interrupted ``line`` on stderr and exit 130. A second Ctrl-C from here on is ignored, so it can
     neither cut the line nor turn the exit into a traceback."""
-    import signal
-
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     except ValueError:  # not the main thread (an embedding caller): nothing to ignore
@@ -1204,7 +1169,7 @@ def main() -> None:
             sys.exit(exit_code)
         if type(exc).__name__ == "Exit" and isinstance(exit_code, int):
             sys.exit(exit_code)
-        from checkpoints.factory import storage_error_line
+        from checkpoints.factory import storage_error_line  # deferred: LangGraph's savers, for this error only
 
         if (line := storage_error_line(exc)) is not None:  # a saver's driver error mid-run: one line, never a traceback
             error_line(line)

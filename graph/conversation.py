@@ -15,14 +15,24 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
+from checkpoints import open_checkpointer
+from checkpoints.business import open_store
+from checkpoints.business.faults import require_business_store
+from checkpoints.locks import thread_lock
+from graph.approval import parse_decision
 from graph.builder import Desk, build_desk
 from graph.context import RunContext
 from graph.cut_turns import interrupt_value as _interrupt_value
 from graph.errors import AccessDenied, InputError
 from graph.inputs import MAX_MESSAGE_CHARS, check_text, check_thread_id
+from graph.recovery import ThreadRecovery
 from graph.results import TurnResult
 from graph.settings import Settings
 from graph.state import ensure_ids
+from graph.views import view_for
+from nodes.principal import operator_facts
+from nodes.run_gate import record_refusal
+from policies.authz import NOT_YOURS, authorize_resume, owner_of
 
 __all__ = ["TurnResult", "Conversation", "MAX_MESSAGE_CHARS"]  # TurnResult re-exported from graph.results
 
@@ -60,8 +70,6 @@ class Conversation:
                  settings: Settings | None = None, model: Any = None, on_event: Callable[[dict], None] | None = None):
         self.thread_id = check_thread_id(thread_id) if thread_id is not None else f"thread_{uuid.uuid4().hex[:10]}"
         if desk is None and graph is None:
-            from checkpoints import open_checkpointer
-
             settings = settings or Settings.from_env(db=db)
             desk = build_desk(model=model, checkpointer=open_checkpointer(db or settings.db), settings=settings)
         events = None
@@ -70,9 +78,6 @@ class Conversation:
             graph, store = desk.graph, store if store is not None else desk.deps.store
             settings, events = settings or desk.deps.settings, desk.deps.events
         elif store is None:
-            from checkpoints.business import open_store
-            from checkpoints.business.faults import require_business_store
-
             s = settings or Settings()
             require_business_store(s.business_db, s.db)
             store = open_store(s.business_db)
@@ -88,16 +93,12 @@ class Conversation:
         """Serialise turns on this thread across processes (``checkpoints.locks.thread_lock``: an advisory lock on
         PostgreSQL, else a file lock): two concurrent turns on one thread would otherwise both start from the same
         checkpoint and one of them would be lost. Raises InputError after ``wait_s`` seconds."""
-        from checkpoints.locks import thread_lock
-
         with thread_lock(str(self.settings.db), self.thread_id, wait_s):
             yield
 
     def _deny(self, action: str, reason: str, task_id: str | None = None) -> AccessDenied:
         """Record a refusal (an ``access_denied`` event on this thread and an audit row, best effort:
         ``nodes.run_gate.record_refusal``) and return the error to raise."""
-        from nodes.run_gate import record_refusal
-
         try:
             who = self.context.principal().ref
         except ValueError:
@@ -106,8 +107,6 @@ class Conversation:
         return AccessDenied(reason)
 
     def _recovery(self) -> Any:
-        from graph.recovery import ThreadRecovery
-
         return ThreadRecovery(self.graph, self.store, self.events, self.thread_id, self.context)
 
     def recorded_owner(self, values: dict | None = None) -> tuple[str, str] | None:
@@ -156,10 +155,6 @@ class Conversation:
         request) — what the served engines give the same principal's token. Who may read is who may act on the
         thread (``policies.authz.authorize_resume``: its owner, or a registered operator of its tenant). Raises
         AccessDenied (recorded) for anyone else, InputError for an unknown thread."""
-        from graph.views import view_for
-        from nodes.principal import operator_facts
-        from policies.authz import authorize_resume, owner_of
-
         values = self.state
         if not values:
             raise InputError(f"unknown thread {self.thread_id!r}")
@@ -210,8 +205,6 @@ class Conversation:
         """A customer's resume (a cancel) on a thread that is not theirs, or that does not exist, is refused before
         anything about the thread is said, with the same line for both (``policies.authz.NOT_YOURS``); a refusal on an
         existing thread is recorded. Operators are checked later (``_authorize_decision``)."""
-        from policies.authz import NOT_YOURS, owner_of
-
         try:
             principal = self.context.principal()
         except ValueError:
@@ -235,8 +228,6 @@ class Conversation:
         return f"{decision} by {approver}"
 
     def _resume(self, decision: Any) -> TurnResult:
-        from graph.approval import parse_decision
-
         self._customer_owns_thread()
         values, request = self._snapshot()
         if not values:

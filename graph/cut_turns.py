@@ -39,6 +39,7 @@ from langgraph.types import Command
 
 from graph.context import RunContext
 from graph.errors import AccessDenied
+from nodes import admission
 from nodes.run_gate import GuardedGraph, run_gate
 
 __all__ = ["DeskGraph", "cut_short", "CutTurn", "interrupt_value"]
@@ -169,20 +170,21 @@ class DeskGraph(GuardedGraph):
         except Exception:  # noqa: BLE001 - see the docstring
             pass
 
-    def _admit_turn(self, snap: Any, merged: RunnableConfig, context: Any) -> None:
+    def _admit_turn(self, snap: Any, merged: RunnableConfig, context: Any) -> str | None:
         """Who may send a message on this thread, checked before the run stores it (on every way in): a customer
         the business store knows in their tenant, on a new thread or their own. A thread with no owner yet gets the
         sender recorded as its owner first (``BusinessStore.claim_thread_owner``, write-once), so a first turn killed
         before its entry node is still the owner's to continue; a thread another customer claimed first is theirs.
         Refusals are recorded (an ``access_denied`` event and an audit row) and raise AccessDenied; the thread is
-        unchanged. The entry node applies the same rule again inside the run."""
+        unchanged. The entry node applies the same rule again inside the run; for an admitted customer this returns
+        the key of an admission (``nodes.admission``) that spares it the second read of the customer row, else None."""
         from checkpoints.business import StoreError
         from nodes.principal import resolve_principal
         from policies.authz import authorize_turn, owner_of
 
         gate, store = self.switchboard_gate, self.desk_store
         if gate is None or store is None:
-            return
+            return None
         tid = str(merged["configurable"]["thread_id"])
         if isinstance(context, Mapping):  # what LangGraph does with a dict context: the schema's own checks apply
             context = RunContext(**context)
@@ -193,11 +195,14 @@ class DeskGraph(GuardedGraph):
                         context)
         try:
             known = p.kind == "customer" and store.get_customer(p.id, p.tenant_id) is not None
-            owner = owner_of(dict(snap.values or {})) or self._recorded_owner(tid)
+            owner = owner_of(dict(snap.values or {}))
             claim = getattr(store, "claim_thread_owner", None)
             if owner is None and known and claim is not None:
+                # the claim hands back the owner already recorded, if any: no read of it first
                 row, _ = claim(tid, p.id, p.tenant_id, source="graph")
                 owner = (row.customer_id, row.tenant_id)
+            elif owner is None:
+                owner = self._recorded_owner(tid)
         except StoreError as exc:
             gate.refuse(tid, "turn", AccessDenied(f"thread {tid}: the customer could not be verified ({exc})"),
                         merged, context)
@@ -205,6 +210,7 @@ class DeskGraph(GuardedGraph):
         if not verdict.allowed:
             gate.refuse(tid, "turn", AccessDenied(verdict.reason.replace("the thread is", f"thread {tid} is")),
                         merged, context)
+        return admission.issue(tid, p.ref) if known else None
 
     # -- the runs --------------------------------------------------------------------------------------------------
     @staticmethod
@@ -227,31 +233,38 @@ class DeskGraph(GuardedGraph):
         self.check_run(input, config, kwargs)
         config = self.run_config(config)
         merged = self._thread_config(input, config)
-        cut = None
+        cut, admitted = None, None
         if merged is not None:
             snap = self.get_state(merged)  # the one read of the thread before a message run
-            self._admit_turn(snap, merged, kwargs.get("context"))
+            admitted = self._admit_turn(snap, merged, kwargs.get("context"))
             cut = self._verdict(snap, merged, kwargs.get("context"))
-        if cut is not None and merged is not None:
-            self._record(cut, merged)
-            yield from CompiledStateGraph.stream(self, None, self._continuation_config(config), **kwargs)
-        yield from CompiledStateGraph.stream(self, input, config, **kwargs)
+        try:
+            if cut is not None and merged is not None:
+                self._record(cut, merged)
+                yield from CompiledStateGraph.stream(self, None, self._continuation_config(config), **kwargs)
+            yield from CompiledStateGraph.stream(self, input, admission.with_admission(config, admitted), **kwargs)
+        finally:
+            admission.drop(admitted)
 
     async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
         await self.acheck_run(input, config, kwargs)
         config = self.run_config(config)
         merged = self._thread_config(input, config)
-        cut = None
+        cut, admitted = None, None
         if merged is not None:
             snap = await self.aget_state(merged)
             # the checks read the business store (blocking I/O): off the event loop, in the caller's context (Aegra's
             # authenticated user lives in a context variable)
             ctx = contextvars.copy_context()
-            await asyncio.to_thread(ctx.run, self._admit_turn, snap, merged, kwargs.get("context"))
+            admitted = await asyncio.to_thread(ctx.run, self._admit_turn, snap, merged, kwargs.get("context"))
             cut = await asyncio.to_thread(self._verdict, snap, merged, kwargs.get("context"))
-        if cut is not None and merged is not None:
-            await asyncio.to_thread(self._record, cut, merged)
-            async for chunk in CompiledStateGraph.astream(self, None, self._continuation_config(config), **kwargs):
+        try:
+            if cut is not None and merged is not None:
+                await asyncio.to_thread(self._record, cut, merged)
+                async for chunk in CompiledStateGraph.astream(self, None, self._continuation_config(config), **kwargs):
+                    yield chunk
+            async for chunk in CompiledStateGraph.astream(self, input, admission.with_admission(config, admitted),
+                                                          **kwargs):
                 yield chunk
-        async for chunk in CompiledStateGraph.astream(self, input, config, **kwargs):
-            yield chunk
+        finally:
+            admission.drop(admitted)

@@ -23,6 +23,7 @@ def upgrade_all(db: str | None = None, business_db: str | None = None) -> dict[s
 
     Returns ``{"business": <Alembic revision>, "events": <target>, "checkpoints": <target>}``. Raises ConfigError
     (an unsupported target), InfrastructureError / StorageUnavailable (a server or file that cannot be used)."""
+    # deferred: LangGraph's savers, Alembic and pydantic-settings, for this command only (start-up of the CLI)
     from checkpoints import open_checkpointer
     from checkpoints.business import upgrade
     from checkpoints.event_log import open_event_log

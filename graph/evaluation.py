@@ -14,6 +14,10 @@ desk_map.json``): ``{"agents": {...}, "no_specialist": {group: [category, ...]}}
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import queue
+import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -23,9 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
 
+from checkpoints import open_checkpointer
+from checkpoints.business import open_store
+from graph.builder import LazyRouter, build_desk, make_deps
 from graph.context import RunContext
-from graph.errors import InputError
+from graph.errors import InfrastructureError, InputError
+from graph.settings import Settings
 from graph.state import ensure_ids
 from policies.edges import CLARIFY, OUT_OF_SCOPE, SPECIALISTS, SUPERVISOR, TRIAGE
 
@@ -184,7 +193,7 @@ def read_evaluation_set(csv_path: Path, labels: Path, limit: int | None = None) 
     Raises:
         InputError: unreadable/malformed CSV or map, a category missing from the map or listed twice, ``limit < 1``.
     """
-    from nodes.router import load_label_map, read_labelled_csv
+    from nodes.router import load_label_map, read_labelled_csv  # deferred: numpy; `eval` imports this module without it
 
     texts, cats = read_labelled_csv(csv_path)
     label_map = load_label_map(labels)
@@ -322,7 +331,6 @@ def evaluate_in_workers(open_worker: Callable[[int], tuple[Any, Callable[[], Non
         graph, before_each = open_worker(0)
         return evaluate(graph, texts, expected, router=router, model=model, thread_prefix=thread_prefix,
                         context=context, progress=progress, before_each=before_each, forget=forget)
-    import multiprocessing
 
     mp = multiprocessing.get_context("fork")
     tasks: Any = mp.Queue()  # its feeder thread writes to the pipe: putting every chunk never blocks this process
@@ -364,10 +372,6 @@ def _work(k: int, open_worker: Callable[[int], tuple[Any, Callable[[], None] | N
 def _collect(procs: list[Any], results: Any, total: int, progress: Callable[[int, int], None] | None) -> list:
     """The outcomes the workers send, until every worker is done; raises InfrastructureError when one fails or
     dies."""
-    import queue
-
-    from graph.errors import InfrastructureError
-
     outcomes: list[QueryOutcome] = []
     done = 0
     while done < len(procs):
@@ -403,13 +407,6 @@ def evaluate_route(texts: Sequence[str], expected: Sequence[str], *, model: str 
     and no event log; with ``db``, that checkpoint database and its event log keep every run (threads
     ``route-<time>-<i>``). The router is loaded once, here, before the workers fork (a bad router or model fails
     before any query). Raises InputError (see :func:`evaluate`); ConfigError for a bad model or router."""
-    import os
-    import shutil
-
-    from checkpoints.business import open_store
-    from graph.builder import LazyRouter, build_desk, make_deps
-    from graph.settings import Settings
-
     _check_queries(texts, expected)
     n = workers if workers is not None else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
         else (os.cpu_count() or 1)
@@ -430,12 +427,8 @@ def evaluate_route(texts: Sequence[str], expected: Sequence[str], *, model: str 
             snapshot.copy_to(own)
             deps = make_deps(settings=settings, store=open_store(own), router=router)
             if db is not None:
-                from checkpoints import open_checkpointer
-
                 desk = build_desk(checkpointer=open_checkpointer(db), deps=deps)
             else:
-                from langgraph.checkpoint.memory import InMemorySaver
-
                 desk = build_desk(checkpointer=InMemorySaver(), deps=deps, events=False)
             return desk.graph, BusinessSnapshot(own).restore_if_changed
 
@@ -452,7 +445,6 @@ def evaluate_route(texts: Sequence[str], expected: Sequence[str], *, model: str 
 def scratch_folder(prefix: str) -> Path:
     """A new temporary folder for scratch databases: in ``/dev/shm`` (memory) when it is there and writable, so the
     per-query restores and the store's commits cost no disk flush, else in the system's temporary folder."""
-    import os
     import tempfile
 
     shm = Path("/dev/shm")
@@ -530,7 +522,7 @@ def summarise(outcomes: Sequence[QueryOutcome], *, router: str, model: str) -> E
     Raises:
         InputError: ``outcomes`` is empty.
     """
-    import numpy as np
+    import numpy as np  # deferred: `eval` imports this module without routing (start-up)
 
     if not outcomes:
         raise InputError("no outcomes to summarise")

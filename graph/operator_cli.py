@@ -22,18 +22,29 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from checkpoints.engine_tables import engine_thread_status
+from checkpoints.threads import thread_owner
 from graph.cli_output import operator_dict, print_json, print_table, task_dict
-from graph.errors import AccessDenied, InputError
+from graph.context import RunContext
+from graph.errors import AccessDenied, InfrastructureError, InputError
+from policies.authz import authorize_decision, authorize_operator
+from policies.risk import RECENT_WINDOW_DAYS, RiskInput, assess_refund
+
+if TYPE_CHECKING:
+    from graph.builder import Desk
+    from graph.conversation import Conversation
+    from graph.settings import Settings
 
 __all__ = ["Acting", "READ_ROLES", "DECIDE_ROLES", "ADMIN_ROLES", "acting_operator", "refuse", "record_allowed",
            "business_store", "require_thread_tenant", "operators_app", "tokens_app", "tasks_app", "AsOpt",
-           "decide_threadless", "threadless_task_id", "threadless_execution_key"]
+           "decide_threadless", "threadless_task_id", "threadless_execution_key", "load_settings", "postgres_target",
+           "open_desk", "open_conversation"]
 
 console = Console()
 
@@ -66,35 +77,66 @@ class Acting:
 
     def context(self) -> Any:
         """The operator's RunContext (for ``Conversation``)."""
-        from graph.context import RunContext
-
         return RunContext.for_operator(self.name, self.tenant_id, tuple(sorted(self.roles)))
 
 
-def _settings(db: str | None = None) -> Any:
-    from graph.settings import Settings
+# The heavy modules below are imported on first use, each by one accessor, so that the CLI starts without them
+# (``switchboard --help`` and the listing commands load neither LangGraph nor pydantic-settings).
 
-    return Settings.from_env(db=db)
+
+def load_settings(model: str | None = None, db: str | None = None, **overrides: Any) -> Settings:
+    """``Settings.from_env`` with the CLI's options (None: from the environment). Raises ConfigError."""
+    from graph.settings import Settings  # deferred: pydantic-settings costs more than the rest of start-up
+
+    return Settings.from_env(model=model, db=db, **overrides)
+
+
+def postgres_target(target: object) -> bool:
+    """``graph.settings.is_postgres``: whether a database target names a PostgreSQL server."""
+    from graph.settings import is_postgres  # deferred: pydantic-settings (start-up), as in load_settings
+
+    return is_postgres(target)
+
+
+def open_desk(settings: Settings, checkpointer: Any = None, **deps_kw: Any) -> Desk:
+    """The compiled graph with its dependencies (``graph.builder.make_deps(settings=â€¦, **deps_kw)``) on
+    ``checkpointer`` (default: the one at ``settings.db``). Configuration errors (model, key, URL) are raised before
+    any file is made."""
+    # deferred: loads LangGraph, the models and the router (start-up)
+    from checkpoints import open_checkpointer
+    from graph.builder import build_desk, make_deps
+
+    deps = make_deps(settings=settings, **deps_kw)
+    return build_desk(checkpointer=checkpointer if checkpointer is not None else open_checkpointer(settings.db),
+                      deps=deps)
+
+
+def open_conversation(thread_id: str, **kw: Any) -> Conversation:
+    """A :class:`graph.conversation.Conversation` on ``thread_id`` (``kw``: its keyword arguments)."""
+    from graph.conversation import Conversation  # deferred: loads LangGraph, the models and the router (start-up)
+
+    return Conversation(thread_id, **kw)
 
 
 def business_store(settings: Any, create: bool = False) -> Any:
     """The business store at ``settings.business_db``; None when it is a SQLite file that does not exist and
     ``create`` is False (then no operator can exist yet, and nothing is created by merely asking)."""
-    from checkpoints.business import open_store
+    from checkpoints.business import open_store  # deferred: babel's currency data (start-up)
     from checkpoints.business.faults import require_business_store
 
     target = str(settings.business_db)
     require_business_store(target, settings.db)  # a deleted store is an error next to existing threads, not "new"
-    if not create and not target.startswith(("postgres://", "postgresql://")) and not Path(target).exists():
+    if not create and not postgres_target(target) and not Path(target).exists():
         return None
     return open_store(target)
 
 
 def _record_event(settings: Any, thread: str | None, who: str, action: str, reason: str) -> None:
     db = str(settings.db)
-    if not db.startswith(("postgres://", "postgresql://")) and not Path(db).exists():
+    if not postgres_target(db) and not Path(db).exists():
         return
     try:
+        # deferred: only the commands that read or write events need it (start-up)
         from checkpoints.event_log import event_key, open_event_log
 
         open_event_log(db).record("access_denied", key=event_key("cli", uuid.uuid4().hex), thread_id=thread,
@@ -125,10 +167,9 @@ def acting_operator(name: str | None, roles: frozenset[str] | set[str], action: 
                     thread: str | None = None, settings: Any = None) -> Acting:
     """The operator ``name`` (``--as`` / ``SWITCHBOARD_OPERATOR``) if it may run ``action``, which needs one of
     ``roles``. Raises AccessDenied (recorded) when the name is missing, unknown, disabled or lacks the roles."""
-    from nodes.principal import operator_facts
-    from policies.authz import authorize_operator
+    from nodes.principal import operator_facts  # deferred: loads pydantic through the message reading (start-up)
 
-    settings = settings or _settings(db)
+    settings = settings or load_settings(db=db)
     fast = _acting_from_file(settings, name, roles)
     if fast is not None:
         return fast
@@ -147,10 +188,9 @@ def _acting_from_file(settings: Any, name: str | None, roles: frozenset[str] | s
     :func:`policies.authz.authorize_operator`; the store itself is opened only when the command uses it. None when
     that read is not possible or the operator is refused: :func:`acting_operator` then checks again through the store
     and records the refusal."""
-    from checkpoints.business.faults import require_business_store
+    from checkpoints.business.faults import require_business_store  # deferred: babel's currency data (start-up)
     from checkpoints.business.operator_lookup import LookupUnavailable, read_operator
     from nodes.principal import facts_of_operator
-    from policies.authz import authorize_operator
 
     if not name:
         return None
@@ -184,15 +224,13 @@ def require_thread_tenant(acting: Acting, values: dict, thread: str, action: str
     """Refuse (recorded) when ``thread`` is not owned by a customer of the operator's tenant: the owner in its state
     ``values``, else the owner recorded in the business store when the thread began (a thread served by
     ``langgraph dev`` keeps its checkpoints in that server, while its owner row and its events are in our stores)."""
-    from checkpoints.threads import thread_owner
-
     owner = thread_owner(values)
     if owner is None:
         getter = getattr(acting.store, "thread_owner", None)
         row = getter(thread) if getter is not None else None
         owner = (row.customer_id, row.tenant_id) if row is not None else None
     if owner is None or owner[1] != acting.tenant_id:
-        raise refuse(acting.store, settings or _settings(), acting.ref, action,
+        raise refuse(acting.store, settings or load_settings(), acting.ref, action,
                      f"thread {thread} is not a thread of tenant {acting.tenant_id}", thread=thread)
 
 
@@ -214,7 +252,7 @@ def operators_add(
     """Register an operator. Needs --as an admin of the same tenant; on a new home the first admin is added
     without --as (allowed only while no enabled admin exists, and only with the admin role; a --as or an exported
     SWITCHBOARD_OPERATOR is ignored then, since no operator can be acting yet)."""
-    settings = _settings()
+    settings = load_settings()
     store = business_store(settings, create=True)
     if not store.has_admin():  # bootstrap: --as / SWITCHBOARD_OPERATOR names nobody yet, so it is not consulted
         if "admin" not in role:
@@ -259,7 +297,7 @@ def operators_disable(name: str = typer.Argument(..., help="The operator to disa
                       as_: str | None = AsOpt) -> None:
     """Disable an operator of your tenant (needs --as an admin; an admin cannot disable themselves)."""
     acting = acting_operator(as_, ADMIN_ROLES, "operators disable")
-    settings = _settings()
+    settings = load_settings()
     target = acting.store.get_operator(name)
     if target is None or target.tenant_id != acting.tenant_id:
         raise refuse(acting.store, settings, acting.ref, "operators disable",
@@ -295,10 +333,10 @@ def tokens_issue(
     try:
         record, token = acting.store.issue_token(kind, pid, acting.tenant_id, label)
     except Exception as exc:
-        from checkpoints.business import NotFoundError
+        from checkpoints.business import NotFoundError  # deferred: babel's currency data (start-up)
 
         if isinstance(exc, NotFoundError):
-            raise refuse(acting.store, _settings(), acting.ref, "tokens issue", str(exc), target=f"{kind}:{pid}") from None
+            raise refuse(acting.store, load_settings(), acting.ref, "tokens issue", str(exc), target=f"{kind}:{pid}") from None
         raise
     record_allowed(acting, "tokens issue", f"{kind}:{pid}", {"token_id": record.id})
     console.print(f"token {record.id} for {kind}:{pid} (tenant {record.tenant_id}); shown once, keep it secret:")
@@ -322,7 +360,7 @@ def tokens_revoke(token_id: str = typer.Argument(..., help="The token's id (tk_â
     acting = acting_operator(as_, ADMIN_ROLES, "tokens revoke")
     mine = {tk.id for tk in acting.store.list_tokens(acting.tenant_id)}
     if token_id not in mine:
-        raise refuse(acting.store, _settings(), acting.ref, "tokens revoke",
+        raise refuse(acting.store, load_settings(), acting.ref, "tokens revoke",
                      f"no token {token_id} in tenant {acting.tenant_id}", target=token_id)
     acting.store.revoke_token(token_id)
     record_allowed(acting, "tokens revoke", token_id)
@@ -367,13 +405,9 @@ def _engine_status(desk: Any, thread: str) -> str | None:
     """The serving engine's own status of ``thread`` when the checkpoints are on PostgreSQL (Aegra's or
     langgraph-runtime-pg's thread table, ``checkpoints.engine_tables``), else None. Aegra refuses to resume a thread
     whose status is ``error`` whatever its checkpoint holds, so a refund paused there is stuck for HTTP callers."""
-    from graph.errors import InfrastructureError
-    from graph.settings import is_postgres
-
     db = str(getattr(getattr(getattr(desk, "deps", None), "settings", None), "db", "") or "")
-    if not is_postgres(db):
+    if not postgres_target(db):
         return None
-    from checkpoints.engine_tables import engine_thread_status
 
     try:
         return engine_thread_status(db, thread)
@@ -433,13 +467,10 @@ def stuck_items(acting: Acting, desk: Any) -> list[StuckItem]:
 
 
 def _desk_or_none(db: str | None) -> Any:
-    settings = _settings(db)
-    if not str(settings.db).startswith(("postgres://", "postgresql://")) and not Path(settings.db).exists():
+    settings = load_settings(db=db)
+    if not postgres_target(settings.db) and not Path(settings.db).exists():
         return None
-    from checkpoints import open_checkpointer
-    from graph.builder import build_desk
-
-    return build_desk(checkpointer=open_checkpointer(settings.db), settings=settings)
+    return open_desk(settings)
 
 
 @tasks_app.callback()
@@ -524,7 +555,7 @@ def tasks_close(
     refund = store.load_refund(task.refund_id if task is not None and task.refund_id else item)
     customer = store.get_customer(refund.customer_id) if refund is not None else None
     if refund is None or customer is None or customer.tenant_id != acting.tenant_id:
-        raise refuse(store, _settings(db), acting.ref, "tasks close", f"no task or refund {item} in tenant "
+        raise refuse(store, load_settings(db=db), acting.ref, "tasks close", f"no task or refund {item} in tenant "
                      f"{acting.tenant_id}", target=item)
     if refund.status == "executed":  # paid already: nothing to cancel, and nobody may be told "nothing paid"
         console.print(_close_paid(db, acting, task, refund, note))
@@ -545,7 +576,7 @@ def _close_paid(db: str | None, acting: Acting, task: Any, refund: Any, note: st
     completed (a thread paused on it is resumed, and its ``human_approval`` tells the customer the refund was paid);
     a finished one is refused. Returns what happened, for the operator; raises InputError when there is nothing to
     close."""
-    from checkpoints.business import StaleVersionError, money
+    from checkpoints.business import StaleVersionError, money  # deferred: babel's currency data (start-up)
 
     paid = f"refund {refund.id} of {money(refund.amount_minor, refund.currency)} was already paid (credit tx_{refund.id})"
     if task is None or task.status not in ("open", "awaiting_approval"):
@@ -553,11 +584,9 @@ def _close_paid(db: str | None, acting: Acting, task: Any, refund: Any, note: st
     record_allowed(acting, "tasks close", task.id, {"note": note, "refund_status": "executed"})
     desk = _desk_or_none(db)
     if _held_by_thread(desk, task, refund.id) == f"waits on thread {task.thread_id}":
-        from langgraph.types import Command
+        from langgraph.types import Command  # deferred: LangGraph (start-up)
 
-        from graph.conversation import Conversation
-
-        conv = Conversation(task.thread_id, desk=desk, context=acting.context())
+        conv = open_conversation(task.thread_id, desk=desk, context=acting.context())
         desk.graph.invoke(Command(resume={"decision": "close", "decision_id": f"dc_close_{uuid.uuid4().hex[:10]}"}),
                           conv.config, context=acting.context())
         return f"{paid}: nothing cancelled; task {task.id} completed; customer told on thread {task.thread_id}: " \
@@ -599,13 +628,11 @@ def decide_threadless(acting: Acting, item: str, decision: str, note: str, desk:
 
     Raises AccessDenied (recorded: another tenant's or unknown refund, not authorized, the house rules reject it) or
     InputError (nothing to decide, already decided)."""
-    from checkpoints.business import BusinessRuleError, money
+    from checkpoints.business import BusinessRuleError, money  # deferred: babel's currency data (start-up)
     from checkpoints.business.records import UNPAID_FINAL_REFUND_STATUSES
     from nodes.principal import operator_facts
-    from policies.authz import authorize_decision
-    from policies.risk import RECENT_WINDOW_DAYS, RiskInput, assess_refund
 
-    settings = settings or _settings()
+    settings = settings or load_settings()
     store = acting.store
     action = f"tasks {decision}"
     task, refund, customer = _threadless_item(acting, item, decision, desk, settings)
@@ -693,7 +720,7 @@ def _held_by_thread(desk: Any, task: Any, refund_id: str) -> str | None:
 def _open_threadless_task(store: Any, refund_id: str) -> Any:
     """The task :func:`threadless_task_id` of ``refund_id``, created if needed (idempotent by id) and waiting for
     approval."""
-    from checkpoints.business import StaleVersionError
+    from checkpoints.business import StaleVersionError  # deferred: babel's currency data (start-up)
 
     task = store.create_task(threadless_task_id(refund_id), "", "human_approval", refund_id=refund_id)
     if task.status == "open":
@@ -706,7 +733,7 @@ def _open_threadless_task(store: Any, refund_id: str) -> Any:
 
 def _pay_threadless(acting: Acting, task: Any, refund: Any, amount: str) -> str:
     """Pay an approved refund of :func:`decide_threadless` (idempotent by key) and complete its task."""
-    from checkpoints.business import StaleVersionError
+    from checkpoints.business import StaleVersionError  # deferred: babel's currency data (start-up)
 
     store = acting.store
     paid = store.execute_refund(refund.id, threadless_execution_key(task.id))
@@ -723,7 +750,7 @@ def _pay_threadless(acting: Acting, task: Any, refund: Any, amount: str) -> str:
 
 def _decide_command(decision: str, item: str, note: str, db: str | None, as_: str | None) -> None:
     acting = acting_operator(as_, DECIDE_ROLES, f"tasks {decision}", db=db)
-    console.print(decide_threadless(acting, item, decision, note, desk=_desk_or_none(db), settings=_settings(db)))
+    console.print(decide_threadless(acting, item, decision, note, desk=_desk_or_none(db), settings=load_settings(db=db)))
 
 
 @tasks_app.command("approve")
@@ -759,12 +786,10 @@ def _tell_customer(db: str | None, acting: Acting, task: Any, decision: Any, ref
     values, pending, _ = _thread_state(desk, task.thread_id)
     if not values:
         return f"thread {task.thread_id} is gone: the customer was not told"
-    from langgraph.types import Command
-
-    from graph.conversation import Conversation
+    from langgraph.types import Command  # deferred: LangGraph (start-up)
 
     if isinstance(pending, dict) and pending.get("task_id") == task.id:
-        conv = Conversation(task.thread_id, desk=desk, context=acting.context())
+        conv = open_conversation(task.thread_id, desk=desk, context=acting.context())
         desk.graph.invoke(Command(resume={"decision": "close", "decision_id": decision.id}), conv.config,
                           context=acting.context())
         return f"customer told on thread {task.thread_id}: {conv.result().text}"

@@ -14,7 +14,7 @@ from graph.agent_as_tool import ExpertCall, SupervisorAnswer
 from graph.approval import ApprovalRequest
 from graph.packet import HandoffRecord
 
-__all__ = ["TurnStatus", "ModelFailureKind", "ModelFailure", "TurnResult", "waiting_text"]
+__all__ = ["TurnStatus", "ModelFailureKind", "ModelFailure", "TurnResult", "waiting_clause", "waiting_text"]
 
 #: How a turn ended: an agent answered; clarify asked what the customer needs; fallback handed the request to a
 #: person; the run paused for a human approval.
@@ -50,12 +50,21 @@ class ModelFailure(BaseModel):
         return self.model_dump(mode="json")
 
 
-def waiting_text(request: ApprovalRequest) -> str:
-    """What the customer is told while their refund waits for a person: that it waits for approval and nothing is
-    paid yet — never how an operator decides (the approver's command is for operators: ``pending``, the events, the
+def waiting_clause(what: str, *, still: bool = False, requested: str = "") -> str:
+    """The one sentence that tells a customer their refund waits for a decision: ``"Your <what> is [still] waiting
+    for approval by our team[ (requested <requested>)]; nothing has been paid yet."`` (``what``: "refund rf_… of
+    £23.80 for tx_…", from the refund's record). Every answer about a paused refund (the turn that pauses, the paused
+    dialogue) starts with it; never how an operator decides (that is for operators: ``pending``, the events, the
     CLI's stderr)."""
-    return (f"Your refund {request.refund_id} of {request.amount} for {request.transaction_id} is waiting for approval "
-            "by our team; nothing has been paid yet. You'll get the answer in this conversation once it is decided.")
+    when = f" (requested {requested})" if requested else ""
+    return f"Your {what} is {'still ' if still else ''}waiting for approval by our team{when}; nothing has been paid yet."
+
+
+def waiting_text(request: ApprovalRequest) -> str:
+    """What the customer is told by the turn that pauses for an approval: :func:`waiting_clause` and that the answer
+    comes in this conversation."""
+    return (waiting_clause(f"refund {request.refund_id} of {request.amount} for {request.transaction_id}")
+            + " You'll get the answer in this conversation once it is decided.")
 
 
 @dataclass(frozen=True)

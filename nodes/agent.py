@@ -341,8 +341,9 @@ class AgentVisit:
             decision.packets[call.id] = p
             return p
 
+        policy = self.deps.policy_set
         decision.arb = arbitrate(self.agent, calls, frozenset(self.business), packet_for, self.task or None,
-                                 self.deps.table, multi_handoff=self.deps.settings.multi_handoff)
+                                 policy.edges, multi_handoff=self.deps.settings.multi_handoff, guards=policy.guards)
         decision.winner = decision.arb.winner
         if decision.arb.fanout:  # several handoffs became one supervisor fan-out (Settings.multi_handoff="supervisor")
             first = decision.arb.fanout[0]
@@ -377,8 +378,9 @@ class AgentVisit:
                           decision.reason_of_winner() or "", self.turn):
             why = f"{winner.target} handed this to {self.agent} for the same reason"
             return self._guard_fallback("bounce_back", why, f"bounce-back detected: {why}", decision)
-        if hop_budget_exceeded(int(self.state.get("turn_hops") or 0), self.deps.settings.max_hops):
-            why = f"hop budget of {self.deps.settings.max_hops} handoffs per turn reached"
+        max_hops = self.deps.policy_set.max_hops
+        if hop_budget_exceeded(int(self.state.get("turn_hops") or 0), max_hops):
+            why = f"hop budget of {max_hops} handoffs per turn reached"
             return self._guard_fallback("hop_budget", why, why, decision)
         return None
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
@@ -51,7 +52,7 @@ from graph.errors import AccessDenied, InputError
 from graph.packet import Fact, HandoffPacket, HandoffRecord, observed_now, step_number
 from graph.state import ensure_ids
 from nodes.deps import Deps
-from nodes.instrumentation import emit
+from nodes.instrumentation import emit, note
 from nodes.principal import cancel_confirmed_on, operator_facts, resolve_principal
 from nodes.transcript import thread_id_of
 from policies.authz import AuthzDecision, approval_overdue, authorize_decision, authorize_resume, owner_of
@@ -170,8 +171,12 @@ def make_risk_node(deps: Deps):
                       if r.id != refund.id and r.status not in UNPAID_FINAL_REFUND_STATUSES]
             rejected = [r for r in store.refunds_for_transaction(refund.customer_id, refund.transaction_id)
                         if r.id != refund.id and r.status == "rejected"]
-            verdict = assess_refund(RiskInput(refund.amount_minor, refund.currency, len(recent),
-                                              dict(customer.flags) if customer else {}, len(rejected)))
+            risk_input = RiskInput(refund.amount_minor, refund.currency, len(recent),
+                                   dict(customer.flags) if customer else {}, len(rejected))
+            verdict = assess_refund(risk_input, deps.policy_set.risk)
+            # what the rules saw, on this visit's agent_finished event: `switchboard whatif` replays it (graph.whatif)
+            note(refund_id=refund.id, risk_input=asdict(risk_input), risk_outcome=verdict.outcome,
+                 approvals_required=verdict.approvals_required)
             pa.update(amount_minor=refund.amount_minor, currency=refund.currency,
                       amount=money(refund.amount_minor, refund.currency), transaction_id=refund.transaction_id,
                       risk={"outcome": verdict.outcome, "reasons": list(verdict.reasons)},

@@ -16,6 +16,7 @@ from graph.settings import Settings
 from policies.contracts import DEFAULT_CONTRACTS, AgentContract
 from policies.edges import DEFAULT_EDGE_TABLE, SPECIALISTS, EdgeTable
 from policies.history import DEFAULT_HISTORY
+from policies.policy_set import PolicySet
 
 __all__ = ["Deps"]
 
@@ -42,6 +43,8 @@ class Deps:
             ``transfer_to_*``.
         contracts: what each agent needs on arrival (``policies.contracts``): a packet lacking it asks for it and is
             recorded as ``packet_incomplete``.
+        policy: the rules' parameters when they differ from today's (``graph.builder.make_deps(policy=…)``); None:
+            :attr:`policy_set` is today's, with ``table`` and ``settings.max_hops``.
     """
 
     model: BaseChatModel
@@ -57,3 +60,11 @@ class Deps:
     read_cache: dict = field(default_factory=dict)
     structured_routing: bool = False
     contracts: Mapping[str, AgentContract] = field(default_factory=lambda: dict(DEFAULT_CONTRACTS))
+    policy: PolicySet | None = None
+
+    @property
+    def policy_set(self) -> PolicySet:
+        """The parameters the nodes give the rules (edge table, handoff guards, risk rules, hop budget)."""
+        if self.policy is not None:
+            return self.policy
+        return PolicySet(edges=self.table, max_hops=self.settings.max_hops)

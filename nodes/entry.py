@@ -25,10 +25,11 @@ from graph.context import RunContext
 from graph.errors import AccessDenied
 from graph.packet import HandoffRecord, step_number
 from graph.reading import MessageReading, ReadingContext, RouteView
+from nodes import admission
 from nodes.deps import Deps
 from nodes.instrumentation import emit
 from nodes.packets import build_packet
-from nodes.principal import acting_context, resolve_principal
+from nodes.principal import acting_context, resolve_principal, run_config
 from nodes.transcript import desk_answers, last_user_text, open_question_of, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
 from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE, PAUSED_DIALOGUE, SPECIALISTS
@@ -163,15 +164,18 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool,
 
 
 def turn_verdict(state: dict, runtime: Runtime[RunContext], deps: Deps) -> tuple[AuthzDecision, Any]:
-    """``(decision, principal)``: may this run's principal send a turn on this thread?"""
-    res = resolve_principal(runtime)
+    """``(decision, principal)``: may this run's principal send a turn on this thread? The customer row is read from
+    the business store unless the graph's gate admitted this very principal on this thread for this run
+    (``nodes.admission``)."""
+    config = run_config()
+    res = resolve_principal(runtime, config)
     p = res.principal
     if res.denied:
         return AuthzDecision(False, res.denied), p
     known = False
     if p is not None and p.kind == "customer":
         try:
-            known = deps.store.get_customer(p.id, p.tenant_id) is not None
+            known = admission.take(config, thread_id_of(), p.ref) or deps.store.get_customer(p.id, p.tenant_id) is not None
         except StoreError as exc:
             return AuthzDecision(False, f"the customer could not be verified ({exc})"), p
     return authorize_turn(p, owner_of(state), known), p

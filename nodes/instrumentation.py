@@ -14,11 +14,16 @@ Three sources feed one :class:`EventRecorder` (storage: ``checkpoints.event_log`
   ``expert_called``, ``loop_detected``.  :func:`note` adds fields to the node's ``agent_finished``
   (e.g. ``status="timeout"``).
 
-**One transaction per node visit.**  A visit's events (and the run's deferred ``run_started``) are kept in memory
-and stored together with :meth:`checkpoints.event_log.EventLog.record_many` when the visit ends (returns, pauses
-or fails): one commit per node instead of one per event, which matters because the event log shares the SQLite
-file, and its write lock, with the checkpointer (bench/handoff_overhead.py).  Each event keeps the timestamp of
-its emission.
+**One insert per node visit, one commit per checkpoint write.**  A visit's events (and the run's deferred
+``run_started``) are kept in memory and stored together with :meth:`checkpoints.event_log.EventLog.record_many`
+when the visit ends (returns, pauses or fails).  When the log shares the SqliteSaver's connection (the default
+SQLite setup, ``EventLog.joins_saver_commits``), that insert is not committed on its own: the saver's next commit
+on the connection — the ``put_writes`` of this very node's result, or an earlier one — commits it, and the run's
+``run_completed``/``run_failed`` commits whatever is left.  Durability: a visit's events are durable exactly when
+the checkpoint writes of that visit are (or sooner).  A process killed mid-turn loses the events of the visits whose
+results it also lost, and LangGraph re-runs those nodes on recovery, reproducing the events under the same keys;
+events of visits whose writes were committed are kept.  Elsewhere (PostgreSQL, a log on its own connection) each
+visit's batch commits (bench/handoff_overhead.py).  Each event keeps the timestamp of its emission.
 
 Every new event is also written to LangGraph's custom stream (``stream_mode="custom"``) as a dict with
 ``"event": kind`` when the visit's batch is stored, before the node's state update, so ``switchboard chat
@@ -197,9 +202,11 @@ class EventRecorder:
                 del self._by_thread[run.thread_id]
             return run
 
-    def _flush(self, run: _Run | None, items: list[tuple[str, dict]] | None = None) -> list[Event | None]:
+    def _flush(self, run: _Run | None, items: list[tuple[str, dict]] | None = None, *,
+               commit: bool = True) -> list[Event | None]:
         """Store the run-level records deferred for ``run`` (see ``_RunCallbacks._write``) and then ``items``
-        (``(kind, fields)`` as for ``EventLog.record_many``) in one transaction; return the results for ``items``."""
+        (``(kind, fields)`` as for ``EventLog.record_many``) in one transaction; return the results for ``items``.
+        ``commit=False``: left to the saver's next commit where the log shares its connection (module doc)."""
         items = items or []
         with self._lock:
             pending: list = []
@@ -207,7 +214,7 @@ class EventRecorder:
                 pending, run.pending = run.pending, []
             if not pending and not items:
                 return []
-            return self.log.record_many(pending + items)[len(pending):]
+            return self.log.record_many(pending + items, commit=commit)[len(pending):]
 
     def _background(self, fn: Callable[[], Any]) -> None:
         with self._lock:
@@ -299,7 +306,8 @@ class _Scope:
         batch, self.batch = self.batch, []
         if not batch:  # a quiet visit: the run's deferred records wait for the next batch (or the run's end)
             return
-        stored = self.recorder._flush(self.run, batch)
+        # the node's own checkpoint writes come next and commit these rows with them (module doc)
+        stored = self.recorder._flush(self.run, batch, commit=False)
         writer = _custom_stream_writer()
         if writer is not None:
             for ev in stored:

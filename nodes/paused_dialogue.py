@@ -44,6 +44,7 @@ from langgraph.types import Command
 from graph.context import RunContext
 from graph.packet import HandoffRecord, step_number
 from graph.reading import MessageReading, ReadingContext, RouteView
+from graph.results import waiting_clause
 from graph.state import ensure_ids
 from nodes.approval_flow import REFUNDS
 from nodes.deps import Deps
@@ -98,16 +99,15 @@ def paused_answer_text(kind: str, what: str, requested_at: Any) -> str:
     if kind == "ask":
         return f"Cancel {what}? yes/no"
     if kind == "ack":
-        return (f"Your {what} is waiting for approval by our team; nothing has been paid yet. I'll tell you here as "
-                "soon as it is decided.")
+        return waiting_clause(what) + " I'll tell you here as soon as it is decided."
     if kind == "keep":
         return f"All right: your {what} stays with our team for review; nothing has been paid yet."
     if kind == "other":
-        return (f"Your {what} is waiting for approval by our team; nothing has been paid yet. While it waits I can "
+        return (waiting_clause(what) + " While it waits I can "
                 "cancel it (say 'cancel my refund'), tell you its status, freeze a lost card or answer a question "
                 "about your account.")
-    return (f"Your {what} is waiting for review by our team (requested {_customer_time(requested_at)}); nothing has "
-            "been paid yet. You can say 'cancel my refund' to withdraw it.")
+    return (waiting_clause(what, requested=_customer_time(requested_at))
+            + " You can say 'cancel my refund' to withdraw it.")
 
 
 def _customer_time(iso_text: Any) -> str:
@@ -149,8 +149,7 @@ class _Dialogue:
         self.owner = owner
         self.what = f"refund {self.refund_id} of {self.request.get('amount', '')}" + \
             (f" for {self.own_tx}" if self.own_tx else "")
-        self.waiting = (f"Your refund {self.refund_id} of {self.request.get('amount', '')} is still waiting for "
-                        "approval by our team; nothing has been paid yet.")
+        self.waiting = waiting_clause(f"refund {self.refund_id} of {self.request.get('amount', '')}", still=True)
 
     def approvals(self) -> list[str]:
         """Refs of the approvers who approved the paused refund so far (the business store's decisions)."""

@@ -304,8 +304,9 @@ class IntentRouter:
             "fit": fit,
         }
 
-    def save(self, path: Path) -> None:
-        """Write the fitted model to ``path`` (one ``.npz``, see ``nodes.router_model``), atomically.
+    def save(self, path: Path, *, mappable: bool = False) -> None:
+        """Write the fitted model to ``path`` (one ``.npz``, see ``nodes.router_model``), atomically; ``mappable``:
+        its large arrays stored uncompressed, to be memory-mapped by ``load(..., mapped=True)`` (the shipped file).
 
         Raises:
             ConfigError: not fitted, or the file cannot be written.
@@ -314,17 +315,19 @@ class IntentRouter:
             raise ConfigError("cannot save an unfitted router")
         m = self._model
         save_model(RouterModel(m.kind, m.blocks, m.weights, m.intercepts, m.sigmoid_a, m.sigmoid_b, m.n_folds,
-                               m.classes, m.class_agents, self.metadata(), m.head), Path(path))
+                               m.classes, m.class_agents, self.metadata(), m.head), Path(path), mappable=mappable)
 
     @classmethod
-    def load(cls, path: Path) -> IntentRouter:
-        """Load a router written by ``save`` (no pickle, no scikit-learn: any scikit-learn version's file reads).
+    def load(cls, path: Path, *, mapped: bool = False) -> IntentRouter:
+        """Load a router written by ``save`` (no pickle, no scikit-learn: any scikit-learn version's file reads);
+        ``mapped``: map its uncompressed large arrays instead of copying them (the package's own file only, see
+        ``nodes.router_model.load_model``).
 
         Raises:
             ConfigError (one line naming the file): missing/unreadable, not a switchboard router (e.g. an old
                 pickled one: re-run ``train-router``), another format version, or malformed arrays.
         """
-        model = load_model(Path(path), _ALL_AGENTS)
+        model = load_model(Path(path), _ALL_AGENTS, mapped=mapped)
         meta = model.metadata
         router = cls(source=str(meta.get("source", "unknown")))
         router._set_model(model)
@@ -608,7 +611,7 @@ def build_default_router(out: Path | None = None, data_dir: Path | None = None) 
     router = IntentRouter(source="default").fit(texts, labels, mapping, data_sha256=combined_sha256(hashes))
     router.created_at = ""
     router.data_files = hashes
-    router.save(Path(out) if out is not None else default_router_path())
+    router.save(Path(out) if out is not None else default_router_path(), mappable=True)
     return router
 
 
@@ -624,7 +627,7 @@ def default_router() -> IntentRouter:
             path = default_router_path()
             if not path.exists():
                 raise ConfigError(f"the shipped default router {path} is missing (rebuild it with 'make router')")
-            router = IntentRouter.load(path)
+            router = IntentRouter.load(path, mapped=True)  # the package's file: its weights mapped, not copied
             _DEFAULT_MEMO["default"] = router
     return router
 

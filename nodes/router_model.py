@@ -30,21 +30,28 @@ File format (:func:`save_model` / :func:`load_model`): one ``.npz`` (a zip of ``
 ``allow_pickle=False``, so a router file from elsewhere cannot run code) holding the arrays and a JSON
 ``metadata`` entry with the format name ``switchboard-router`` and :data:`ROUTER_FORMAT_VERSION`.  Every array's
 dtype and shape is checked on load; a malformed, truncated or foreign file is a one-line ``ConfigError`` naming
-it.  Because scoring never touches scikit-learn objects, a file fitted with one scikit-learn version is read
-by any other (the version that fitted it is recorded in the metadata for information only).
+it.  The shipped default router is written with its large float arrays (:data:`MAPPABLE`) stored uncompressed
+(``save_model(..., mappable=True)``) and read with ``load_model(..., mapped=True)``: those arrays are then memory
+maps of the file (nothing copied or decompressed; a message reads only the weight rows of its own terms, and
+processes share the pages), with the same values as a copy.  Because scoring never touches scikit-learn
+objects, a file fitted with one scikit-learn version is read by any other (the version that fitted it is recorded in
+the metadata for information only).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import mmap
 import os
 import re
+import struct
 import tempfile
 import unicodedata
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -75,6 +82,9 @@ KINDS = ("calibrated_sigmoid", "logistic")
 #: The only vectorizer settings implemented here (``TfidfVectorizer`` parameters); anything else is refused.
 SUPPORTED_VECTORIZER = {"lowercase": True, "strip_accents": "unicode", "token_pattern": r"(?u)\b\w\w+\b",
                         "sublinear_tf": True, "use_idf": True, "norm": "l2", "binary": False}
+#: The arrays a mappable file stores uncompressed and a mapped load maps from the file (the weight matrix and the
+#: head's two layers: 26 of the default router's 28 MB).
+MAPPABLE = ("weights", "head_w1", "head_w2")
 #: Upper bound on the uncompressed size of a router file (a BANKING77 train.csv router is 23 MB): refuses zip bombs.
 _MAX_UNCOMPRESSED = 1 << 30
 
@@ -321,10 +331,12 @@ def _exp(x: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- file format
-def save_model(model: RouterModel, path: Path) -> None:
+def save_model(model: RouterModel, path: Path, *, mappable: bool = False) -> None:
     """Write ``model`` to ``path`` as one compressed ``.npz`` (the name is kept as given), atomically.
 
-    Rebuilding from the same model writes the same bytes (zip entry times are fixed).
+    Rebuilding from the same model writes the same bytes (zip entry times are fixed).  ``mappable``: the arrays of
+    :data:`MAPPABLE` are stored uncompressed, so that ``load_model(..., mapped=True)`` maps them (a larger file:
+    the shipped default router).
 
     Raises:
         ConfigError: the file cannot be written.
@@ -353,6 +365,9 @@ def save_model(model: RouterModel, path: Path) -> None:
         for name, arr in arrays.items():                                      # but fixed entry times: same
             info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))  # model, same bytes
             info.compress_type = zipfile.ZIP_DEFLATED
+            if mappable and name in MAPPABLE:
+                info.compress_type = zipfile.ZIP_STORED
+                info.extra = _alignment_extra(buf.tell(), len(info.filename.encode()))
             with zf.open(info, "w", force_zip64=True) as fh:
                 np.lib.format.write_array(fh, np.asanyarray(arr), allow_pickle=False)
     try:
@@ -360,6 +375,20 @@ def save_model(model: RouterModel, path: Path) -> None:
         _atomic_write(path, buf.getvalue())
     except OSError as exc:
         raise ConfigError(f"cannot write router to {path}: {exc.strerror or exc}") from None
+
+
+#: Where a stored entry's ``.npy`` starts in the file: a multiple of this (the ``.npy`` header is padded to 64 bytes
+#: too, so the array data is aligned: numpy gathers rows of an unaligned map through a copy of the whole array).
+_ALIGN = 64
+#: The extra-field id of the padding record (Android's zipalign uses it for the same purpose); readers skip it.
+_ALIGN_EXTRA_ID = 0xD935
+
+
+def _alignment_extra(header_offset: int, name_len: int) -> bytes:
+    """The local header extra field that puts a stored entry's data at a multiple of :data:`_ALIGN`: a padding
+    record before the 20-byte zip64 record ``zipfile`` appends (``force_zip64``) after the 30-byte header and name."""
+    pad = -(header_offset + 30 + name_len + 4 + 20) % _ALIGN
+    return struct.pack("<HH", _ALIGN_EXTRA_ID, pad) + bytes(pad)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -386,12 +415,16 @@ def read_metadata(path: Path) -> dict:
     return _read(Path(path), metadata_only=True)[0]
 
 
-def load_model(path: Path, agents: tuple[str, ...]) -> RouterModel:
+def load_model(path: Path, agents: tuple[str, ...], *, mapped: bool = False) -> RouterModel:
     """Read a router file written by :func:`save_model`; never unpickles anything.
 
     Args:
         path: the ``.npz`` file.
         agents: the agent names a class may map to (``nodes.router.ALL_AGENTS``).
+        mapped: map the arrays of :data:`MAPPABLE` that the file stores uncompressed instead of copying them (the
+            others, and compressed ones, are read as usual).  For the package's own file only: a mapped array's
+            values are not scanned for NaN/inf on load (that would read every page); ``tests/test_router.py``
+            checks the shipped file with a full load.
 
     Raises:
         ConfigError (one line naming ``path``): missing/unreadable, not a zip of arrays (e.g. an old pickled
@@ -399,7 +432,7 @@ def load_model(path: Path, agents: tuple[str, ...]) -> RouterModel:
             or arrays of the wrong dtype/shape or non-finite values.
     """
     path = Path(path)
-    meta, arrays = _read(path, metadata_only=False)
+    meta, arrays = _read(path, metadata_only=False, mapped=mapped)
     try:
         return _build(meta, arrays, agents)
     except (KeyError, TypeError, ValueError) as exc:
@@ -409,7 +442,7 @@ def load_model(path: Path, agents: tuple[str, ...]) -> RouterModel:
 _ARRAYS = ("classes", "class_agents", "weights", "intercepts", "sigmoid_a", "sigmoid_b")
 
 
-def _read(path: Path, metadata_only: bool) -> tuple[dict, dict[str, np.ndarray]]:
+def _read(path: Path, metadata_only: bool, mapped: bool = False) -> tuple[dict, dict[str, np.ndarray]]:
     try:
         with open(path, "rb") as fh:
             head = fh.read(4)
@@ -435,12 +468,48 @@ def _read(path: Path, metadata_only: bool) -> tuple[dict, dict[str, np.ndarray]]
                                   "(re-run train-router)")
             if metadata_only:
                 return meta, {}
-            arrays = {name: npz[name] for name in npz.files if name != "metadata"}
+            arrays = {name: _array(npz, name, path, mapped) for name in npz.files if name != "metadata"}
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - zip/npy/json damage of any kind: a bad file, reported on one line
         raise ConfigError(f"router file {path} is unreadable: {type(exc).__name__}: {exc}".splitlines()[0]) from None
     return meta, arrays
+
+
+def _array(npz: Any, name: str, path: Path, mapped: bool) -> np.ndarray:
+    """The array ``name`` of the open ``.npz`` ``npz`` (of file ``path``): mapped when ``mapped`` and it may be."""
+    arr = _map_entry(path, npz.zip.getinfo(name + ".npy")) if mapped and name in MAPPABLE else None
+    return npz[name] if arr is None else arr
+
+
+def _map_entry(path: Path, info: zipfile.ZipInfo) -> np.ndarray | None:
+    """The ``.npy`` entry ``info`` of the zip ``path`` as a read-only memory map, or None when it is compressed.
+
+    A stored entry's bytes are the ``.npy`` file itself, after the entry's local header (30 bytes, then the name and
+    the extra field, whose lengths are at bytes 26 and 28: PKWARE APPNOTE 4.3.7); the ``.npy`` header gives dtype,
+    shape and order. Raises ValueError when the entry is not such an array or does not fit in itself."""
+    if info.compress_type != zipfile.ZIP_STORED:
+        return None
+    with open(path, "rb") as fh:
+        fh.seek(info.header_offset)
+        local = fh.read(30)
+        if len(local) != 30 or local[:4] != b"PK\x03\x04":
+            raise ValueError(f"entry {info.filename} has no local header")
+        name_len, extra_len = struct.unpack("<HH", local[26:30])
+        start = info.header_offset + 30 + name_len + extra_len
+        fh.seek(start)
+        version = np.lib.format.read_magic(fh)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read_header(fh)
+        offset = fh.tell()
+    if dtype.hasobject or offset - start + int(np.prod(shape)) * dtype.itemsize != info.file_size:
+        raise ValueError(f"entry {info.filename} is not a plain array of its stated size")
+    arr = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
+    if info.filename == "weights.npy" and hasattr(mmap, "MADV_RANDOM"):
+        # a message reads a few hundred scattered rows: without this hint the kernel reads ahead and maps whole
+        # large folios around each row (measured: 18 of the 24 MB resident after one message, 4.6 MB with it)
+        arr._mmap.madvise(mmap.MADV_RANDOM)  # type: ignore[attr-defined]
+    return arr
 
 
 def _build(meta: dict, a: dict[str, np.ndarray], known_agents: tuple[str, ...]) -> RouterModel:
@@ -531,7 +600,8 @@ def _floats(a: dict[str, np.ndarray], key: str, ndim: int, allow_small: bool = F
     ok = (np.float64, np.float32, np.float16) if allow_small else (np.float64,)
     if arr.dtype not in ok or arr.ndim != ndim:
         raise ValueError(f"{key} must be a {ndim}-D float array, got {arr.dtype} {arr.shape}")
-    if not np.isfinite(arr).all():
+    if not isinstance(arr, np.memmap) and not np.isfinite(arr).all():  # a map: the package's file (load_model)
         raise ValueError(f"{key} has non-finite values")
-    arr.setflags(write=False)
+    if arr.flags.writeable:
+        arr.setflags(write=False)
     return arr

@@ -26,6 +26,8 @@ __all__ = [
     "REFUND_QUESTION",
     "MULTI_HANDOFF_MODES",
     "REFUSAL_KINDS",
+    "FactRequirement",
+    "DEFAULT_FACT_REQUIREMENTS",
 ]
 
 #: What :func:`arbitrate` does with several legal handoffs in one message: ``"first"`` (the first legal one
@@ -121,6 +123,34 @@ class Arbitration:
 
 
 @dataclass(frozen=True)
+class FactRequirement:
+    """A fact a handoff's packet must carry to reach ``target`` (a handoff guard, overridable as data in
+    ``policies.policy_set.PolicySet.guards``).
+
+    Attributes:
+        target: the receiving node.
+        fact: the ``known_facts`` key that must have a value.
+        asked_by: a word that, found in one of the packet's open questions, satisfies the requirement too (the
+            receiver will ask for the fact); None when only the fact itself does.
+    """
+
+    target: str
+    fact: str
+    asked_by: str | None = None
+
+    def met_by(self, facts: Mapping[Any, Any], questions: Sequence[str]) -> bool:
+        """Is the requirement met by ``facts`` (key -> value) or an open question (lower-cased) naming ``asked_by``?"""
+        return bool(facts.get(self.fact)) or (self.asked_by is not None and any(self.asked_by in q for q in questions))
+
+
+#: Today's handoff guards on the packet: refunds needs the transaction (or asks for it), human approval an amount.
+DEFAULT_FACT_REQUIREMENTS: tuple[FactRequirement, ...] = (
+    FactRequirement("refunds", "transaction_id", asked_by="transaction"),
+    FactRequirement("human_approval", "amount"),
+)
+
+
+@dataclass(frozen=True)
 class GuardResult:
     """Outcome of the handoff guards: ``ok`` or the names of the missing/violated preconditions."""
 
@@ -134,6 +164,7 @@ def check_guards(
     target: str,
     packet: Mapping[str, Any],
     task: Mapping[str, Any] | None,
+    required: Sequence[FactRequirement] = DEFAULT_FACT_REQUIREMENTS,
 ) -> GuardResult:
     """Preconditions of a handoff on the packet and on the task.
 
@@ -143,21 +174,17 @@ def check_guards(
         packet: the HandoffPacket that would travel with control, as a dict (``known_facts`` is a list of
             ``{"key", "value", "source"}``; ``open_questions`` a list of str).
         task: the task record (``status``, ``current_owner``) or None before a task exists.
+        required: the facts the packet must carry per target (default :data:`DEFAULT_FACT_REQUIREMENTS`).
 
     Rules:
-        * ``refunds`` needs a ``transaction_id`` fact, or an open question asking for it.
-        * ``human_approval`` needs an ``amount`` fact.
+        * every requirement of ``required`` whose ``target`` is ``target`` is met (by default: ``refunds`` needs a
+          ``transaction_id`` fact, or an open question asking for it; ``human_approval`` needs an ``amount`` fact).
         * the task must not be ``completed`` or ``cancelled``, and must be owned by ``source`` (or
           unowned): a former owner may not move a task it no longer holds.
     """
     facts = {f.get("key"): f.get("value") for f in packet.get("known_facts", ()) if isinstance(f, Mapping)}
     questions = [q.lower() for q in packet.get("open_questions", ())]
-    missing: list[str] = []
-    if target == "refunds":
-        if not facts.get("transaction_id") and not any("transaction" in q for q in questions):
-            missing.append("transaction_id")
-    if target == "human_approval" and not facts.get("amount"):
-        missing.append("amount")
+    missing = [r.fact for r in required if r.target == target and not r.met_by(facts, questions)]
     if missing:
         return GuardResult(False, tuple(missing), f"missing {', '.join(missing)}")
     if task:
@@ -178,6 +205,7 @@ def arbitrate(
     task: Mapping[str, Any] | None,
     table: EdgeTable = DEFAULT_EDGE_TABLE,
     multi_handoff: str = "first",
+    guards: Sequence[FactRequirement] = DEFAULT_FACT_REQUIREMENTS,
 ) -> Arbitration:
     """Decide every tool call of one assistant message (control-flow rules 1 and 2).
 
@@ -190,6 +218,7 @@ def arbitrate(
         task: the task record or None.
         table: the edge table.
         multi_handoff: ``"first"`` (default) or ``"supervisor"``, see below.
+        guards: the packet requirements of :func:`check_guards` (default :data:`DEFAULT_FACT_REQUIREMENTS`).
 
     Returns:
         One :class:`CallOutcome` per call.  Deterministic rule for several handoffs in one message: the
@@ -211,7 +240,7 @@ def arbitrate(
     if multi_handoff not in MULTI_HANDOFF_MODES:
         raise ValueError(f"multi_handoff must be one of {MULTI_HANDOFF_MODES}, got {multi_handoff!r}")
     if multi_handoff == "supervisor":
-        fan = _fanout(source, calls, business_tools, packet_for, task, table)
+        fan = _fanout(source, calls, business_tools, packet_for, task, table, guards)
         if fan is not None:
             return fan
     pre: list[CallOutcome] = []
@@ -222,7 +251,7 @@ def arbitrate(
             pre.append(_invalid_outcome(call, target))
             continue
         if target is not None:
-            outcome = _handoff_outcome(source, call, target, winner, packet_for, task, table)
+            outcome = _handoff_outcome(source, call, target, winner, packet_for, task, table, guards)
             if outcome.action == "handoff":
                 winner = target
             pre.append(outcome)
@@ -254,7 +283,8 @@ def _invalid_outcome(call: ToolCallView, target: str | None) -> CallOutcome:
 
 
 def _handoff_outcome(source: str, call: ToolCallView, target: str, winner: str | None, packet_for: Any,
-                     task: Mapping[str, Any] | None, table: EdgeTable) -> CallOutcome:
+                     task: Mapping[str, Any] | None, table: EdgeTable,
+                     guards: Sequence[FactRequirement] = DEFAULT_FACT_REQUIREMENTS) -> CallOutcome:
     """The outcome of one valid handoff call (rule 1): refused (to oneself, illegal edge, guard failed), skipped
     (a handoff of the same message already won) or ``handoff``."""
     if target == source:
@@ -270,7 +300,7 @@ def _handoff_outcome(source: str, call: ToolCallView, target: str, winner: str |
         return CallOutcome(call.id, call.name, "skipped",
                            f"Not executed: only one handoff per message; transfer_to_{winner} was accepted first.",
                            target=target, refusal="another_won")
-    guard = check_guards(source, target, packet_for(target, call), task)
+    guard = check_guards(source, target, packet_for(target, call), task, guards)
     if not guard.ok:
         return CallOutcome(call.id, call.name, "refused",
                            f"Refused: handoff to {target} needs {', '.join(guard.missing)} ({guard.reason}). "
@@ -304,7 +334,8 @@ def _fanout_outcome(c: ToolCallView, source: str, experts: list[str], used: set[
 
 
 def _fanout(source: str, calls: Sequence[ToolCallView], business_tools: frozenset[str] | set[str], packet_for: Any,
-            task: Mapping[str, Any] | None, table: EdgeTable) -> Arbitration | None:
+            task: Mapping[str, Any] | None, table: EdgeTable,
+            guards: Sequence[FactRequirement] = DEFAULT_FACT_REQUIREMENTS) -> Arbitration | None:
     """The supervisor fan-out of :func:`arbitrate`, or None when it does not apply."""
     if not is_legal_handoff(source, SUPERVISOR, table):
         return None
@@ -323,7 +354,7 @@ def _fanout(source: str, calls: Sequence[ToolCallView], business_tools: frozense
     names = ", ".join(experts)
     reason = f"several handoffs in one message ({names}) become a supervisor fan-out"
     carrier = ToolCallView(id=first.id, name=first.name, args={"reason": reason})
-    if not check_guards(source, SUPERVISOR, packet_for(SUPERVISOR, carrier), task).ok:
+    if not check_guards(source, SUPERVISOR, packet_for(SUPERVISOR, carrier), task, guards).ok:
         return None
     combined = (f"Combined into a supervisor fan-out: the supervisor calls {names} as experts and answers "
                 "once (several handoffs in one message are not executed one by one).")

@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["AUTO_APPROVE_LIMIT_MINOR", "REJECT_ABOVE_MINOR", "RECENT_WINDOW_DAYS", "RECENT_REFUNDS_FOR_REVIEW",
+__all__ = ["RiskRules", "DEFAULT_RISK_RULES",
+           "AUTO_APPROVE_LIMIT_MINOR", "REJECT_ABOVE_MINOR", "RECENT_WINDOW_DAYS", "RECENT_REFUNDS_FOR_REVIEW",
            "TWO_APPROVERS_ABOVE_MINOR", "IDENTITY_NOT_VERIFIED", "FRAUD_WATCH", "TWO_APPROVER_FLAGS", "RiskInput",
            "RiskDecision", "assess_refund", "REJECTED_BEFORE"]
 
@@ -38,6 +39,28 @@ FRAUD_WATCH = "account on fraud watch"
 TWO_APPROVER_FLAGS = frozenset({IDENTITY_NOT_VERIFIED, FRAUD_WATCH})
 #: The flag of a refund for a transaction whose earlier refund was rejected after review: never automatic.
 REJECTED_BEFORE = "an earlier refund of this transaction was rejected after review"
+
+
+@dataclass(frozen=True)
+class RiskRules:
+    """The numbers of the house rules, overridable as one value (``policies.policy_set.PolicySet.risk``; the
+    defaults are the constants above). Amounts in minor units of the refund's currency.
+
+    Attributes:
+        auto_approve_limit_minor: refunds up to this amount are paid without a human (other rules permitting).
+        reject_above_minor: above this a refund is never paid through the chat desk.
+        recent_refunds_for_review: prior refunds in the window that send a new one to a human.
+        two_approvers_above_minor: above this a human approval needs two distinct approvers.
+    """
+
+    auto_approve_limit_minor: int = AUTO_APPROVE_LIMIT_MINOR
+    reject_above_minor: int = REJECT_ABOVE_MINOR
+    recent_refunds_for_review: int = RECENT_REFUNDS_FOR_REVIEW
+    two_approvers_above_minor: int = TWO_APPROVERS_ABOVE_MINOR
+
+
+#: Today's house rules.
+DEFAULT_RISK_RULES = RiskRules()
 
 
 @dataclass(frozen=True)
@@ -63,19 +86,19 @@ class RiskDecision:
     approvals_required: int = 0
 
 
-def assess_refund(r: RiskInput) -> RiskDecision:
-    """Apply the house rules in order: reject rules first, then review rules (with the approval tier), else
-    auto-approve."""
+def assess_refund(r: RiskInput, rules: RiskRules = DEFAULT_RISK_RULES) -> RiskDecision:
+    """Apply the house rules (``rules``; default today's) in order: reject rules first, then review rules (with the
+    approval tier), else auto-approve."""
     if r.amount_minor <= 0:
         return RiskDecision("reject", ("non-positive amount",))
     if r.flags.get("refunds_blocked"):
         return RiskDecision("reject", ("refunds are blocked on this account",))
-    if r.amount_minor > REJECT_ABOVE_MINOR:
-        return RiskDecision("reject", (f"amount above {REJECT_ABOVE_MINOR / 100:.2f} {r.currency}",))
+    if r.amount_minor > rules.reject_above_minor:
+        return RiskDecision("reject", (f"amount above {rules.reject_above_minor / 100:.2f} {r.currency}",))
     reasons = []
-    if r.amount_minor > AUTO_APPROVE_LIMIT_MINOR:
-        reasons.append(f"amount above the {AUTO_APPROVE_LIMIT_MINOR / 100:.2f} {r.currency} auto-approval limit")
-    if r.recent_refunds >= RECENT_REFUNDS_FOR_REVIEW:
+    if r.amount_minor > rules.auto_approve_limit_minor:
+        reasons.append(f"amount above the {rules.auto_approve_limit_minor / 100:.2f} {r.currency} auto-approval limit")
+    if r.recent_refunds >= rules.recent_refunds_for_review:
         reasons.append(f"{r.recent_refunds} refunds in the last {RECENT_WINDOW_DAYS} days")
     if r.flags.get("identity_verified") is False:
         reasons.append(IDENTITY_NOT_VERIFIED)
@@ -84,8 +107,9 @@ def assess_refund(r: RiskInput) -> RiskDecision:
     if r.rejected_before > 0:
         reasons.append(REJECTED_BEFORE)
     if reasons:
-        two = r.amount_minor > TWO_APPROVERS_ABOVE_MINOR or bool(TWO_APPROVER_FLAGS & set(reasons))
-        if r.amount_minor > TWO_APPROVERS_ABOVE_MINOR:
-            reasons.append(f"amount above {TWO_APPROVERS_ABOVE_MINOR / 100:.2f} {r.currency}: two approvers")
+        above = r.amount_minor > rules.two_approvers_above_minor
+        two = above or bool(TWO_APPROVER_FLAGS & set(reasons))
+        if above:
+            reasons.append(f"amount above {rules.two_approvers_above_minor / 100:.2f} {r.currency}: two approvers")
         return RiskDecision("human_approval", tuple(reasons), approvals_required=2 if two else 1)
     return RiskDecision("auto_approve", ("within auto-approval rules",))

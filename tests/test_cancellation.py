@@ -127,7 +127,7 @@ def test_cancel_needs_a_confirmation_turn(isolated_home):
 def test_a_status_question_on_a_paused_thread_is_answered(isolated_home):
     g, store, conv = paused_conversation(isolated_home)
     r = conv.send("any news on my refund?")
-    assert r.status == "awaiting_approval" and "£23.80" in r.text and "waiting for review" in r.text
+    assert r.status == "awaiting_approval" and "£23.80" in r.text and "waiting for approval" in r.text
     assert "nothing has been paid" in r.text and tx1001_refund_statuses(store) == ["requested"]
 
 

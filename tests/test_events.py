@@ -86,20 +86,39 @@ def test_events_are_stored_in_the_checkpoint_database(tmp_path, make_desk):
     assert [e.turn for e in reopened if e.kind == "run_completed"] == [1, 2]
 
 
-def test_a_node_visit_is_one_transaction_on_the_savers_own_connection(tmp_path, make_desk):
+def test_a_node_visit_is_one_insert_committed_with_the_savers_writes(tmp_path, make_desk):
     saver = open_checkpointer(tmp_path / "switchboard.db")
     gd = make_desk(two_hop_model(), checkpointer=saver)
     log = gd.deps.events
-    assert log.conn is saver.conn  # one writer on the file: the saver's connection and lock
+    assert log.conn is saver.conn and log.joins_saver_commits  # one writer on the file: the saver's connection, lock
     batches: list[list[str]] = []
+    commits: list[bool] = []
+    pending_at_saver_commit: list[bool] = []
     real = log.record_many
-    log.record_many = lambda items: (batches.append([k for k, _ in items]), real(items))[1]
+
+    def spy(items, commit=True):
+        batches.append([k for k, _ in items])
+        out = real(items, commit=commit)
+        commits.append(commit)
+        return out
+
+    log.record_many = spy
+    real_put_writes = saver.put_writes
+
+    def put_writes(*args, **kwargs):  # a node's uncommitted events are in the transaction the saver commits here
+        pending_at_saver_commit.append(saver.conn.in_transaction)
+        return real_put_writes(*args, **kwargs)
+
+    saver.put_writes = put_writes
     Conversation("tb", graph=gd.graph).send("charged twice")
     # run_started rides with the entry node's batch (its entry_decided); triage, billing and refunds one batch each;
     # run_completed alone at the end
     assert [b[:2] for b in batches] == [["run_started", "entry_decided"], ["agent_started", "model_called"],
                                         ["agent_started", "model_called"], ["agent_started", "model_called"],
                                         ["run_completed"]]
+    # the node batches join the saver's next commit; the run's end commits
+    assert commits == [False, False, False, False, True] and any(pending_at_saver_commit)
+    assert not saver.conn.in_transaction
     assert [k for b in batches for k in b] == [e.kind for e in real.__self__.events("tb")]
     log.close()  # leaves the saver's connection open
     assert saver.conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == sum(map(len, batches))

@@ -451,3 +451,51 @@ def test_a_two_principal_context_sent_to_the_graph_is_refused(make_desk):
         graph.invoke({"messages": [("user", "where is my card?")]}, config,
                      context={"user_id": "c_ada", "operator": "ann", "tenant_id": "t_demo"})
     assert list(saver.list(config)) == []
+
+
+def _counting_customer_reads(store, monkeypatch) -> list[str]:
+    reads: list[str] = []
+    real = store.get_customer
+    monkeypatch.setattr(store, "get_customer", lambda cid, tenant_id=None: (reads.append(cid), real(cid, tenant_id))[1])
+    return reads
+
+
+def test_an_admitted_turn_reads_the_customer_once_and_an_ungated_one_in_the_entry_node(isolated_home, monkeypatch):
+    """The gate's check and the entry node's check are one store read for an admitted run (``nodes.admission``);
+    without the gate the entry node still reads the store and refuses an unknown customer."""
+    d, _ = _desk(isolated_home)
+    reads = _counting_customer_reads(d.deps.store, monkeypatch)
+    d.graph.invoke({"messages": [HumanMessage("Where is my refund?")]}, _cfg("adm"), context=ADA)
+    assert reads == ["c_ada"]
+    reads.clear()
+    bare = ungated(d.graph)
+    bare.invoke({"messages": [HumanMessage("Where is my refund?")]}, _cfg("adm2"), context=ADA)
+    assert reads == ["c_ada"]  # the entry node's own read: nobody admitted this run
+    reads.clear()
+    with pytest.raises(AccessDenied, match="unknown customer 'nobody'"):
+        bare.invoke({"messages": [HumanMessage("hi")]}, _cfg("adm3"), context=RunContext(user_id="nobody"))
+    assert reads and set(reads) == {"nobody"}  # the entry node (and the access_denied node) read, and refuse
+
+
+def test_an_admission_is_not_forged_nor_reused_nor_taken_for_another_principal(isolated_home, monkeypatch):
+    from nodes import admission
+
+    d, _ = _desk(isolated_home)
+    bare = ungated(d.graph)
+    reads = _counting_customer_reads(d.deps.store, monkeypatch)
+    forged = {**_cfg("f1"), "configurable": {**_cfg("f1")["configurable"], admission.ADMISSION_KEY: "0" * 32}}
+    bare.invoke({"messages": [HumanMessage("Where is my refund?")]}, forged, context=ADA)
+    assert reads == ["c_ada"]  # a key nobody issued: the store is read
+    reads.clear()
+    key = admission.issue("f2", "customer:c_bob")  # issued for Bob on f2, presented by Ada's run on f2
+    given = {**_cfg("f2"), "configurable": {**_cfg("f2")["configurable"], admission.ADMISSION_KEY: key}}
+    bare.invoke({"messages": [HumanMessage("Where is my refund?")]}, given, context=ADA)
+    assert reads == ["c_ada"]
+    reads.clear()
+    key = admission.issue("f3", "customer:c_ada")
+    given = {**_cfg("f3"), "configurable": {**_cfg("f3")["configurable"], admission.ADMISSION_KEY: key}}
+    bare.invoke({"messages": [HumanMessage("Where is my refund?")]}, given, context=ADA)
+    assert reads == []  # the one issued for this thread and principal
+    bare.invoke({"messages": [HumanMessage("And now?")]}, given, context=ADA)
+    assert reads == ["c_ada"]  # used up: taken once
+    assert not admission._issued  # nothing left behind by the gated runs either

@@ -34,7 +34,7 @@ def desk(isolated_home, monkeypatch):
                           checkpointer=checkpointer if checkpointer is not None else open_checkpointer(settings.db),
                           settings=settings, router=router, **kw)
 
-    monkeypatch.setattr(cli, "_desk", _desk)
+    monkeypatch.setattr(cli, "open_desk", _desk)
     from checkpoints.business import open_store
 
     open_store(isolated_home / "business.db").add_operator("ann", "t_demo", ["agent", "approver"])
@@ -86,7 +86,7 @@ def test_stats_prints_every_metric(desk):
 
 def test_chat_stream_shows_agents_and_handoffs_live(desk, monkeypatch):
     make, db = desk
-    monkeypatch.setattr(cli, "_desk",
+    monkeypatch.setattr(cli, "open_desk",
                         lambda settings, checkpointer=None, **kw: make(settings, checkpointer, model=two_hop_model()))
     res = CliRunner().invoke(app, ["chat", "charged twice, I want my money back", "--thread", "live", "--stream"])
     assert res.exit_code == 0, res.output

@@ -61,7 +61,7 @@ def test_a_question_answered_in_between_closes_the_cancel_question(isolated_home
     rid = conv.pending()["refund_id"]
     conv.send("cancel my refund")
     r = conv.send("any news on my refund?")
-    assert "waiting for review" in r.text and "tx_1001" in r.text, r.text
+    assert "waiting for approval" in r.text and "tx_1001" in r.text, r.text
     r = conv.send("yes")  # the last question is no longer the cancel question
     assert r.status == "awaiting_approval" and _status(store, rid) == "requested", r.text
 

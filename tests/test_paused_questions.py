@@ -36,7 +36,7 @@ def test_the_refunds_own_status_is_still_the_answer_to_a_status_question(isolate
     g, store, conv = paused_conversation(isolated_home)
     for text in ("any news?", "has it been approved?", "any update on my refund?"):
         r = conv.send(text)
-        assert "waiting for review" in r.text and "Your balance" not in r.text, (text, r.text)
+        assert "waiting for approval" in r.text and "Your balance" not in r.text, (text, r.text)
     _still_paused(conv, store)
 
 

@@ -257,6 +257,26 @@ def test_save_load_roundtrip(tmp_path, tiny_router):
     assert np.array_equal(loaded.predict_proba(TRICKY), tiny_router.predict_proba(TRICKY))
 
 
+def test_a_mappable_file_is_mapped_on_request_and_routes_the_same(tmp_path, tiny_router):
+    """``save(mappable=True)`` stores the weights uncompressed; ``load(mapped=True)`` maps them from the file (read
+    only) and routes exactly as a copy; a compressed file loaded with ``mapped=True`` is simply copied."""
+    mappable, packed = tmp_path / "mappable.npz", tmp_path / "packed.npz"
+    tiny_router.save(mappable, mappable=True)
+    tiny_router.save(packed)
+    infos = {i.filename: i.compress_type for i in zipfile.ZipFile(mappable).infolist()}
+    assert infos["weights.npy"] == zipfile.ZIP_STORED and infos["classes.npy"] == zipfile.ZIP_DEFLATED
+    mapped = IntentRouter.load(mappable, mapped=True)
+    weights = mapped._model.weights
+    assert isinstance(weights, np.memmap) and not weights.flags.writeable and weights.flags.aligned
+    assert weights.offset % 64 == 0  # aligned in the file: rows are gathered without a copy of the whole array
+    copied = IntentRouter.load(packed, mapped=True)
+    assert not isinstance(copied._model.weights, np.memmap)
+    assert not isinstance(IntentRouter.load(mappable)._model.weights, np.memmap)
+    for other in (copied, IntentRouter.load(mappable)):
+        assert np.array_equal(mapped.predict_proba(TRICKY), other.predict_proba(TRICKY))
+    assert np.array_equal(mapped.predict_proba(TRICKY), tiny_router.predict_proba(TRICKY))
+
+
 def test_fine_label_router_roundtrip_keeps_intents(tmp_path):
     texts, labels, mapping = _tiny_fine()
     router = IntentRouter().fit(texts, labels, mapping)
@@ -431,7 +451,30 @@ def test_shipped_default_is_not_stale():
         "the fit settings changed since router-default.npz was built: run 'make router'"
     texts, _, _ = default_training_data()
     assert meta["n_examples"] == len(texts)
-    assert default_router_path().stat().st_size < 10_000_000  # the shipped fitted file stays under 10 MB
+    # the shipped fitted file stays under 30 MB: its weights (24 MB of float16) are stored uncompressed so that a
+    # process maps them instead of decompressing a copy (nodes.router_model.MAPPABLE)
+    assert default_router_path().stat().st_size < 30_000_000
+
+
+@pytest.mark.data
+def test_shipped_default_is_mapped_and_decides_as_a_full_copy():
+    """``default_router()`` maps the shipped weights from the file (not copied) and routes every BANKING77 and
+    CLINC150 test query exactly as a full copy of the same file (probabilities equal, not only close: the same
+    float16 and float32 values are read); the full load also checks the file has no NaN/inf, which a mapped load
+    leaves unread."""
+    from nodes.router_model import MAPPABLE
+
+    clear_router_cache()
+    mapped = default_router()
+    model = mapped._model
+    assert model is not None and model.head is not None
+    assert all(isinstance(a, np.memmap) for a in (model.weights, model.head.w1, model.head.w2)), MAPPABLE
+    copy = IntentRouter.load(default_router_path())  # mapped=False: every array read and checked
+    assert not isinstance(copy._model.weights, np.memmap)
+    texts = read_labelled_csv(_banking77() / "test.csv")[0] + read_labelled_csv(BANKING77.parent / "clinc150" / "test.csv")[0]
+    ours, theirs = mapped.route_many(texts), copy.route_many(texts)
+    assert [r.agent for r in ours] == [r.agent for r in theirs]
+    assert all(a.scores == b.scores for a, b in zip(ours, theirs))
 
 
 #: How far a refitted TF-IDF part may be from the shipped one (largest class-probability difference over the BANKING77

@@ -72,6 +72,28 @@ def test_encoder_equals_wordllamas_own_embed():
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
 
 
+def test_token_vectors_are_mapped_from_the_package_file_bit_for_bit(tmp_path):
+    """The encoder maps the bundled file instead of copying it, and the mapped values are safetensors' own."""
+    from safetensors.numpy import load_file
+
+    _, weights_path = router_embed.encoder_files()
+    mapped = router_embed.map_safetensor(weights_path, "embedding.weight")
+    assert isinstance(mapped, np.memmap) and not mapped.flags.writeable
+    ref = load_file(str(weights_path))["embedding.weight"]
+    assert mapped.dtype == ref.dtype and mapped.shape == ref.shape and np.array_equal(mapped, ref)
+    assert isinstance(router_embed.load_encoder()._embedding, np.memmap)
+    # a damaged file is refused, not mapped past its end
+    cut = tmp_path / "cut.safetensors"
+    cut.write_bytes(weights_path.read_bytes()[:4096])
+    with pytest.raises(ValueError, match="offsets"):
+        router_embed.map_safetensor(cut, "embedding.weight")
+    with pytest.raises(ValueError, match="no tensor"):
+        router_embed.map_safetensor(weights_path, "other")
+    (tmp_path / "junk").write_bytes(b"\xff" * 64)
+    with pytest.raises(ValueError, match="header length"):
+        router_embed.map_safetensor(tmp_path / "junk", "embedding.weight")
+
+
 def test_encoder_gives_zero_vector_for_no_tokens_and_handles_empty_lists():
     enc = router_embed.load_encoder()
     assert enc.encode([]).shape == (0, router_embed.ENCODER_DIM)

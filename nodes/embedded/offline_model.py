@@ -44,6 +44,7 @@ from nodes.embedded.desk_knowledge import load_knowledge, social_topic
 from nodes.embedded.replies import asks_card_action, gives_address, listed_cards_of, listed_items_of, lists_records_of
 from nodes.embedded.understanding.reading import is_frustrated
 from nodes.facts import extract_facts, facts_from_tool_result
+from nodes.router_access import LazyRouter
 from policies.edges import SPECIALISTS
 
 __all__ = ["OfflineChatModel", "wants_refund", "approval_outcome_text", "MISROUTE_CONFIDENCE", "SAFETY_REASON",
@@ -566,7 +567,7 @@ def _call(name: str, args: dict) -> dict:
 
 
 class OfflineChatModel(BaseChatModel):
-    """Offline stand-in for an LLM. ``router`` is an ``IntentRouter``; None loads ``nodes.router.load_router()``."""
+    """Offline stand-in for an LLM. ``router`` is an ``IntentRouter``; None: ``nodes.router_access.LazyRouter()``."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     router: Any = Field(default=None, exclude=True)
@@ -582,9 +583,7 @@ class OfflineChatModel(BaseChatModel):
 
     def _router(self):
         if self.router is None:
-            from nodes.router import load_router
-
-            self.router = load_router()
+            self.router = LazyRouter()
         return self.router
 
     def compound(self, text: str) -> tuple[CompoundDecision, list[str]]:
