@@ -11,7 +11,8 @@ model) gets the embedded desk's reader (``nodes.embedded``). Policies decide ove
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import date
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -54,15 +55,25 @@ class ReadingContext(BaseModel):
         route: the router's result for the message.
         router_topic: the router is sure the message has a topic of its own (a specialist or "not served here" at
             ``policies.entry.NEW_TOPIC_CONFIDENCE`` or more).
+        earlier_messages: the customer's earlier messages on the thread, oldest first (a second frustrated message
+            asks for a person).
+        own_payments: a call that returns the acting customer's latest payments (records with ``id``, ``kind``,
+            ``merchant``, ``amount``, ``created_at``; the entry node reads them from the business store, at most 20,
+            only when the reader calls it; empty when there is no customer or the store cannot be read), None when
+            unknown.
+        today: the business store's date, for days a message names ("on Tuesday"); None when unknown.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
     previous_answer: str = ""
     previous_agent: str | None = None
     specialist_answer: str | None = None
     active_agent: str | None = None
     route: RouteView | None = None
     router_topic: bool = False
+    earlier_messages: tuple[str, ...] = ()
+    own_payments: Callable[[], Sequence[Any]] | None = Field(default=None, exclude=True, repr=False)
+    today: date | None = None
 
 
 class MessageReading(BaseModel):
@@ -86,6 +97,20 @@ class MessageReading(BaseModel):
         lists_records_of: the specialist whose records it asks to list ("what transfers have I made?" -> transfers).
         social_topic: a greeting, thanks, goodbye, question about the desk or what it can do (the desk's social topic),
             None otherwise.
+
+    What the message does and where it belongs (``policies.entry.choose_entry``):
+        language: the ISO 639-1 code of the message's language (``"en"`` for English, the desk's language).
+        language_name: its English name ("Spanish"); "English" for English.
+        act: the message's dialogue act (the reader's label: ``request``, ``question``, ``person``, ``frustration``,
+            ``card_lost`` …), None when the reader has none.
+        frustrated: it shows frustration or impatience ("this is the third time im asking!!!"): about this
+            conversation, never a topic the desk does not serve.
+        asks_before_acting: it asks about an action ("should I freeze my card just in case?") rather than asking for
+            it: answered, not acted on.
+        named_route: the specialist of what the message names past a router that reads it as out of scope or misses a
+            loss in another language — one of the customer's own payments ("refund for the uber ride"), the request
+            after a lead-in ("sorry - what's my balance?"), a card loss in another language (cards) — with the
+            reader's confidence; None otherwise.
 
     The paused refund (``policies.cancellation.paused_reply``; the paused dialogue):
         records_named: the record ids (tx_/tr_/rf_/sr_, lower case, first-seen order) the message names.
@@ -117,6 +142,12 @@ class MessageReading(BaseModel):
     card_action: bool = False
     lists_records_of: str | None = None
     social_topic: str | None = None
+    language: str = "en"
+    language_name: str = "English"
+    act: str | None = None
+    frustrated: bool = False
+    asks_before_acting: bool = False
+    named_route: RouteView | None = None
     records_named: tuple[str, ...] = ()
     cancel_wish: bool = False
     speaks_of_cancelling: bool = False

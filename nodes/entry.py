@@ -34,7 +34,7 @@ from nodes.principal import acting_context, resolve_principal, run_config
 from nodes.transcript import desk_answers, last_user_text, open_question_of, thread_id_of
 from policies.authz import AuthzDecision, authorize_turn, owner_of
 from policies.edges import ACCESS_DENIED, CLARIFY, END, FALLBACK, OUT_OF_SCOPE, PAUSED_DIALOGUE, SPECIALISTS
-from policies.entry import NEW_TOPIC_CONFIDENCE, EntryDecision, Routed, ThreadView, choose_entry, scope_of
+from policies.entry import NEW_TOPIC_CONFIDENCE, PERSON_REASON, EntryDecision, Routed, ThreadView, choose_entry, scope_of
 
 __all__ = ["make_entry_node", "make_access_denied_node", "turn_verdict", "incoming_messages", "decide_entry",
            "read_message"]
@@ -62,13 +62,16 @@ def _clarify_rounds(earlier: list[Any], social: frozenset[str]) -> int:
     return rounds
 
 
-def read_message(state: dict, deps: Deps) -> tuple[MessageReading, Any]:
+def read_message(state: dict, deps: Deps, customer_id: str | None = None) -> tuple[MessageReading, Any]:
     """The one reading of this turn's message (``deps.reader``, ``graph.reading.MessageReading``) and the router's
     result for it (None for an empty message), read against the thread's state: the desk's previous answer and who
-    gave it, the last specialist's answer, the agent holding the conversation and the router's reading."""
+    gave it, the last specialist's answer, the agent holding the conversation, the router's reading, the customer's
+    earlier messages and, for ``customer_id`` (the customer the run acts for), their own latest payments (read from the
+    business store only if the reader asks: :func:`_own_payments`) and the store's date."""
     messages = list(state.get("messages") or [])
     incoming = incoming_messages(messages)
-    earlier = desk_answers(messages[:len(messages) - len(incoming)])
+    before = messages[:len(messages) - len(incoming)]
+    earlier = desk_answers(before)
     last = earlier[-1] if earlier else None
     text = last_user_text(messages)
     route = deps.router.route(text) if text else None
@@ -80,8 +83,51 @@ def read_message(state: dict, deps: Deps) -> tuple[MessageReading, Any]:
     context = ReadingContext(
         previous_answer=str(last.content) if last is not None else "", previous_agent=last.name if last else None,
         specialist_answer=next((str(m.content) for m in reversed(earlier) if m.name in SPECIALISTS), None),
-        active_agent=state.get("active_agent"), route=view, router_topic=router_topic)
+        active_agent=state.get("active_agent"), route=view, router_topic=router_topic,
+        earlier_messages=tuple(str(m.content) for m in before if isinstance(m, HumanMessage)),
+        own_payments=(lambda: _own_payments(deps, customer_id)) if customer_id else None,
+        today=_today(deps) if customer_id else None)
     return deps.reader.read(text, context), route
+
+
+#: How many of the customer's latest payments a message may name by merchant, amount or day.
+OWN_PAYMENTS = 20
+
+
+def _own_payments(deps: Deps, customer_id: str) -> list[Any]:
+    """The acting customer's own latest :data:`OWN_PAYMENTS` payments (``Transaction`` records); empty when the store
+    cannot be read (the message is then read without them). Only the acting customer's records are read."""
+    try:
+        return list(deps.store.list_transactions(customer_id, limit=OWN_PAYMENTS))
+    except StoreError:
+        return []
+
+
+def _today(deps: Deps) -> Any:
+    """The business store's date (its clock decides what "yesterday" is), None when the store cannot tell."""
+    try:
+        return deps.store.now().date()
+    except StoreError:
+        return None
+
+
+def _person_requested(deps: Deps, principal: Any, task: TaskState | None, turn: int, decision: EntryDecision) -> None:
+    """A request for a person (``decision`` for :data:`policies.entry.PERSON_REASON`) opens a ``talk_to_person``
+    service request for the team (the operator case ``switchboard tasks --requests`` lists; once per thread and task,
+    or turn when the thread has no task), as on a paused thread (``nodes.paused_safety.person_while_paused``); fallback
+    then tells the customer a person takes over. A store that cannot be written leaves the hand-over to fallback alone
+    (the thread is listed for the team by its fallback status). Nothing for any other decision."""
+    if decision.reason != PERSON_REASON or principal is None or principal.kind != "customer":
+        return
+    try:
+        r = deps.store.open_service_request(principal.id, "talk_to_person",
+                                            f"person:{thread_id_of()}:{(task.task_id if task is not None else None) or turn}")
+    except StoreError as exc:
+        emit("tool_finished", agent=FALLBACK, reason=f"talk_to_person not recorded: {exc}".splitlines()[0],
+             detail={"action": "talk_to_person", "ok": False})
+        return
+    emit("tool_finished", agent=FALLBACK, reason="the customer asked for a person",
+         detail={"action": "talk_to_person", "ok": True, "request_id": r["request_id"]})
 
 
 def decide_entry(state: dict, deps: Deps, identity_changed: bool,
@@ -115,6 +161,8 @@ def decide_entry(state: dict, deps: Deps, identity_changed: bool,
         "wants_person": reading.wants_person and not reading.loss_report, "same_question": reading.same_question,
         "follow_up_opener": reading.follow_up_opener, "card_action": reading.card_action,
         "lists_records_of": reading.lists_records_of, "opener_out_of_scope": reading.opener_out_of_scope,
+        "language": reading.language, "act": reading.act, "frustrated": reading.frustrated,
+        "named_agent": reading.named_route.agent if reading.named_route else None,
         "identity_changed": identity_changed}
 
 
@@ -175,7 +223,8 @@ def make_entry_node(deps: Deps):
             removal = [RemoveMessage(id=m.id) for m in incoming_messages(list(state.get("messages") or [])) if m.id]
             return Command(goto=ACCESS_DENIED, update={"messages": removal} if removal else {})
         turn = int(state.get("turn") or 0) + 1
-        reading, route = read_message(state, deps)  # the one reading of this turn's message
+        # the one reading of this turn's message
+        reading, route = read_message(state, deps, principal.id if principal.kind == "customer" else None)
         kept = reading.model_dump(mode="json")
         waiting = pending_of(state)
         if waiting is not None and waiting.waiting:
@@ -195,6 +244,7 @@ def make_entry_node(deps: Deps):
         hop = hop_number(path_of(state), turn)
         emit("entry_decided", turn=turn, task_id=task.task_id if task is not None else None, to_agent=target,
              reason=decision.reason, detail={**inputs, "hop": hop})
+        _person_requested(deps, principal, task, turn, decision)
         packet = _entry_packet(state, runtime, decision, task, inputs.get("open_question"))
         record = HandoffRecord(hop=hop, turn=turn, from_agent="entry", to_agent=target, kind="entry",
                                reason=decision.reason, packet=packet if target == FALLBACK else None)

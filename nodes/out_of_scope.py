@@ -10,8 +10,10 @@ from langgraph.types import Command
 
 from graph.state import ensure_ids
 from policies.edges import OUT_OF_SCOPE
+from policies.entry import LANGUAGE_REASON
 
-__all__ = ["OUT_OF_SCOPE_TEXT", "OUT_OF_SCOPE_AGAIN", "OUT_OF_SCOPE_STILL", "out_of_scope_text", "out_of_scope_node"]
+__all__ = ["language_text", "OUT_OF_SCOPE_TEXT", "OUT_OF_SCOPE_AGAIN", "OUT_OF_SCOPE_STILL", "out_of_scope_text",
+           "out_of_scope_node"]
 
 #: The answer; the list matches the specialists of ``policies.edges.SPECIALISTS``.
 OUT_OF_SCOPE_TEXT = ("Sorry, that's not something this desk can help with. We can help with your cards, payments "
@@ -24,6 +26,14 @@ OUT_OF_SCOPE_AGAIN = ("I'm afraid that's outside what we can help with too. Ask 
                       "transfers, account or our fees whenever you like.")
 #: The answer after :data:`OUT_OF_SCOPE_AGAIN` (a third one in a row); then the two alternate.
 OUT_OF_SCOPE_STILL = "Sorry, that one is outside what this desk covers as well."
+
+
+def language_text(language: str) -> str:
+    """The desk's honest answer to a message in ``language`` (its English name, "Spanish"): in English, naming both
+    languages, and saying a lost or stolen card is frozen in any language."""
+    return (f"I'm sorry, I can only help in English - your message looks like {language}. "
+            "Please write to me in English and I'll be glad to help. If you have lost your card or it was stolen, "
+            "say so and I will freeze it at once.")
 
 
 def out_of_scope_text(previous: str | None) -> str:
@@ -39,12 +49,15 @@ def out_of_scope_text(previous: str | None) -> str:
 
 def out_of_scope_node(state: dict) -> Command:
     """Answer :func:`out_of_scope_text` (the full :data:`OUT_OF_SCOPE_TEXT`, or a shorter one right after an
-    out-of-scope answer) with status ``out_of_scope`` and end the turn (state: ``outcome`` and the message;
-    ``active_agent`` and ``task`` untouched)."""
+    out-of-scope answer; for a message in another language, ``policies.entry.LANGUAGE_REASON``, the desk's language
+    answer, :func:`language_text` of the reading's ``language_name``) with status ``out_of_scope`` and end the turn
+    (state: ``outcome`` and the message; ``active_agent`` and ``task`` untouched)."""
     turn = int(state.get("turn") or 0)
     previous = next((str(m.content) for m in reversed(state.get("messages") or [])
                      if isinstance(m, AIMessage) and not m.tool_calls and m.content), None)
     text = out_of_scope_text(previous)
+    if state.get("entry_reason") == LANGUAGE_REASON:
+        text = language_text(str((state.get("reading") or {}).get("language_name") or "another language"))
     return Command(goto=END, update={
         "messages": ensure_ids([AIMessage(content=text, name=OUT_OF_SCOPE)]),
         "outcome": {"agent": OUT_OF_SCOPE, "text": text, "status": "out_of_scope", "turn": turn},

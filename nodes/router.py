@@ -221,6 +221,14 @@ class IntentRouter:
         """The classifier's labels (fine labels, or agents), in the column order of ``predict_proba``."""
         return tuple(self._classes)
 
+    def words(self) -> frozenset[str]:
+        """The one-word terms of the word TF-IDF vocabulary (lower-cased, accents stripped): the words the router
+        learned from its examples (empty before a fit)."""
+        if self._model is None:
+            return frozenset()
+        terms = next((b.terms for b in self._model.blocks if b.analyzer == "word"), ())
+        return frozenset(t for t in terms if " " not in t and t.isalpha())
+
     # ------------------------------------------------------------------ routing
     def route(self, text: str) -> Route:
         """Route one message. Empty/whitespace text -> ``Route("other", 1.0, …)``.

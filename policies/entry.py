@@ -16,8 +16,9 @@ from typing import Literal
 from graph.reading import MessageReading, ReplyKind, RouteView
 from policies.edges import CLARIFY, FALLBACK, OUT_OF_SCOPE, SPECIALISTS, TRIAGE
 
-__all__ = ["EntryDecision", "ThreadView", "Routed", "choose_entry", "scope_of", "CONTINUE_CONFIDENCE", "NEW_TOPIC_CONFIDENCE",
-           "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "PERSON_REASON", "OUT_OF_SCOPE_SURE", "CARD_ACTION_OWNER",
+__all__ = ["EntryDecision", "ThreadView", "Routed", "choose_entry", "learned_routed", "scope_of", "CONTINUE_CONFIDENCE",
+           "NEW_TOPIC_CONFIDENCE", "MAX_CLARIFY_ROUNDS", "NO_SPECIALIST", "PERSON_REASON", "LANGUAGE_REASON", "NAMED_REASON",
+           "OUT_OF_SCOPE_SURE", "CARD_ACTION_OWNER",
            "WAITING_REASON", "OUT_OF_SCOPE_TOPICS", "CHITCHAT_TOPICS", "OUT_OF_SCOPE_PREFIX", "Scope"]
 
 #: Minimum router confidence for keeping the current agent on a self-contained request; below it the message is
@@ -40,6 +41,12 @@ CARD_ACTION_OWNER = "cards"
 MAX_CLARIFY_ROUNDS = 2
 #: The entry reason when the customer asks for a person (fallback words its answer for that case: ``nodes.fallback``).
 PERSON_REASON = "the customer asked for a person"
+#: The entry reason for a message in another language than English that reports no lost card
+#: (``MessageReading.language``); the out_of_scope node answers it with the desk's language answer, in English.
+LANGUAGE_REASON = "written in another language than English"
+#: The entry reason for a message the router reads as out of scope that names one of the customer's own payments or
+#: asks a specialist's question after a lead-in (``MessageReading.named_route``).
+NAMED_REASON = "the specialist of the payment or the request the message names"
 #: The entry reason when fallback holds the conversation (a person takes over) and the customer sends a greeting, yes/no
 #: or short fragment without a topic of its own: fallback says the team has it (a new topic is triaged as usual).
 WAITING_REASON = "the conversation waits for a person"
@@ -159,20 +166,59 @@ class Routed:
 
 
 def choose_entry(reading: MessageReading, thread: ThreadView, routed: Routed) -> EntryDecision:
-    """Choose the entry node of a new turn from the turn's ``reading`` of the message (``graph.reading``), the
-    ``thread``'s state and the router's reading ``routed``.
+    """Choose the entry node of a new turn: :func:`_choose` over the router's reading as the message's own words
+    correct it (:func:`learned_routed`), with two decisions before it and one after.
+
+    Before: triage when the identity changed; fallback when the customer asks for a person (``wants_person``, unless
+    the message reports a card loss: ``loss_report``, safety first); out_of_scope with :data:`LANGUAGE_REASON` for a
+    message in another language (``language``) that reports no lost card (the holder of the conversation is kept, so
+    the next English message goes on as before). After: a decision for triage, clarify or out_of_scope becomes the
+    specialist of ``named_route`` (:data:`NAMED_REASON`) when the router read the message as out of scope and it names
+    one of the customer's own payments or asks a specialist's question after a lead-in (triage would read it with the
+    router alone again).
+    """
+    if thread.identity_changed:
+        return EntryDecision(TRIAGE, "identity or tenant changed since the thread started")
+    if reading.wants_person and not reading.loss_report:  # safety first: a lost card is frozen before a person
+        return EntryDecision(FALLBACK, PERSON_REASON)
+    if reading.language != "en" and not reading.loss_report:
+        return EntryDecision(OUT_OF_SCOPE, LANGUAGE_REASON)
+    decision = _choose(reading, thread, learned_routed(reading, routed))
+    named = reading.named_route
+    if (named is not None and named.agent in SPECIALISTS and routed.scope == "out_of_scope" and not reading.loss_report
+            and decision.target in (TRIAGE, CLARIFY, OUT_OF_SCOPE)):
+        return EntryDecision(named.agent, NAMED_REASON)
+    return decision
+
+
+def learned_routed(reading: MessageReading, routed: Routed) -> Routed:
+    """The router's reading as the message's words correct it: a card loss in another language is cards' whatever
+    the router read (``named_route``, with ``loss_report``); a message the router reads as out of scope that names a
+    specialist's payment or request (``named_route``) is that specialist's; a frustrated one the router reads as out
+    of scope ("this is the third time im asking!!!": ``frustrated``) is about this conversation (``conversational``),
+    not a topic the desk does not serve. ``routed`` unchanged otherwise."""
+    named = reading.named_route
+    if named is not None and named.agent in SPECIALISTS and (reading.loss_report or routed.scope == "out_of_scope"):
+        return Routed.of(named)
+    if routed.scope == "out_of_scope" and reading.frustrated:
+        return Routed(routed.agent, routed.confidence, "conversational")
+    return routed
+
+
+def _choose(reading: MessageReading, thread: ThreadView, routed: Routed) -> EntryDecision:
+    """The entry node of a new turn (after :func:`choose_entry`'s first decisions) from the turn's ``reading`` of the
+    message (``graph.reading``), the ``thread``'s state and the router's reading ``routed``.
 
     The reading's fields used: ``reply`` (a reply that answers the active agent's question or offer stays with it),
-    ``record_owners`` (a named ``tr_…`` is transfers', whoever holds the conversation), ``wants_person`` (fallback,
-    which hands the thread to the team, unless the message reports a card loss: ``loss_report``, safety first),
+    ``record_owners`` (a named ``tr_…`` is transfers', whoever holds the conversation),
     ``refers_back`` and ``same_question`` and ``follow_up_opener`` (the message leans on the conversation: it stays with
     the holder and is never taken for out of scope), ``card_action`` (a bare "freeze it" is :data:`CARD_ACTION_OWNER`'s
     whatever the router says), ``lists_records_of`` (a request to list one kind of record is its owner's) and
     ``opener_out_of_scope`` (a follow-up opener about something no specialist serves: the out_of_scope answer).
 
     Returns:
-        In order: triage when the identity changed; fallback when the customer asks for a person, or sends a
-        greeting, yes/no or fragment while fallback holds the conversation (:data:`WAITING_REASON`); triage when the
+        In order: fallback when the customer sends a greeting, yes/no or fragment while fallback holds the
+        conversation (:data:`WAITING_REASON`); triage when the
         message names a record that the active agent does not own; for a card action, cards when it holds the
         conversation, else triage (which sends it to cards); likewise for a request to list one kind of record and its
         owner; out_of_scope for a follow-up opener about something the desk does not serve; after clarify,
@@ -188,10 +234,6 @@ def choose_entry(reading: MessageReading, thread: ThreadView, routed: Routed) ->
         topic). Continuing is turned into fallback when the agent is unavailable or its task waits for a human.
     """
     active_agent, owners, reply, scope = thread.active_agent, reading.record_owners, reading.reply, routed.scope
-    if thread.identity_changed:
-        return EntryDecision(TRIAGE, "identity or tenant changed since the thread started")
-    if reading.wants_person and not reading.loss_report:  # safety first: a lost card is frozen before a person
-        return EntryDecision(FALLBACK, PERSON_REASON)
     if active_agent == FALLBACK and _waits(reading, scope):
         return EntryDecision(FALLBACK, WAITING_REASON)  # "hello?", "ok" after the hand-over: the team still has it
     if owners and active_agent not in owners:

@@ -305,18 +305,18 @@ def test_a_plain_yes_plans_a_refund_only_for_the_refund_offer():
 
 def test_asking_for_a_person_reaches_the_team(desk):
     """"speak to a human please" gets no self-description of the bot: it goes to fallback, which hands the thread to the team."""
-    from nodes.embedded.replies import asks_for_person
+    from nodes.embedded.understanding.reading import wants_person
 
     r = Conversation("person", desk=desk).send("speak to a human please")
     assert r.agent == "fallback" and "member of our team" in r.text
     # asked for, not a failure: no apology for an error, no "Reason:", says how it goes on
     assert "couldn't complete" not in r.text and "Reason" not in r.text and "take over" in r.text
-    assert asks_for_person("I want to talk to a real person") and asks_for_person("human agent now")
-    assert not asks_for_person("how do I transfer money to a person") and not asks_for_person("talk to you later")
+    assert wants_person("I want to talk to a real person") and wants_person("human agent now")
+    assert not wants_person("how do I transfer money to a person") and not wants_person("talk to you later")
     # neither out of scope nor small talk
     for ask in ("I want to speak to someone", "connect me to customer service", "can I get a human?"):
-        assert asks_for_person(ask), ask
-    assert not asks_for_person("can someone help me with my card") and not asks_for_person("talk to me about fees")
+        assert wants_person(ask), ask
+    assert not wants_person("can someone help me with my card") and not wants_person("talk to me about fees")
 
 
 # ---------------------------------------------------------------- what each answer says

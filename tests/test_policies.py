@@ -172,3 +172,32 @@ def test_authorization_from_context():
     assert not authz.authorize_tool("card_status", False, ("customer",), None).allowed
     assert not authz.authorize_tool("freeze_card", True, ("viewer",), "c_ada").allowed
     assert not authz.authorize_tool("freeze_card", True, ("operator",), "c_ada").allowed  # an operator's run reads only
+
+
+def test_entry_decides_from_the_learned_fields_of_the_reading():
+    """Language, frustration and what a message names past the router are fields of the reading; the entry rule
+    decides from them, never from the words."""
+    from graph.reading import MessageReading, RouteView
+    from policies.entry import LANGUAGE_REASON, NAMED_REASON, PERSON_REASON, Routed, ThreadView, choose_entry
+
+    oos = Routed("other", 0.9, "out_of_scope")
+    held = ThreadView(active_agent="billing")
+    # another language: the honest language answer, the holder kept by the out_of_scope node
+    spanish = MessageReading(language="es", language_name="Spanish")
+    assert choose_entry(spanish, held, Routed("account", 0.8)).reason == LANGUAGE_REASON
+    # ... but a card loss in another language is cards', safety first (the router read it as out of scope)
+    loss = MessageReading(language="es", loss_report=True, named_route=RouteView(agent="cards", confidence=1.0))
+    assert choose_entry(loss, ThreadView(active_agent="cards"), oos).target == "cards"
+    assert choose_entry(loss, held, oos).target == "triage"  # a new topic: triage sends it to cards
+    # a person in any wording wins over the language, not over a loss
+    assert choose_entry(MessageReading(language="de", wants_person=True), held, oos).reason == PERSON_REASON
+    assert choose_entry(loss.model_copy(update={"wants_person": True}), held, oos).reason != PERSON_REASON
+    # a payment or a lead-in's request the router reads as out of scope starts at its specialist
+    named = MessageReading(named_route=RouteView(agent="transfers", confidence=1.0))
+    d = choose_entry(named, ThreadView(), oos)
+    assert d.target == "transfers" and d.reason == NAMED_REASON
+    # ... only when the router read it as out of scope: a specialist's topic is the router's
+    assert choose_entry(named, ThreadView(), Routed("account", 0.9)).target == "triage"
+    # a frustrated message is about this conversation, not a topic the desk does not serve
+    assert choose_entry(MessageReading(), held, oos).target == "out_of_scope"
+    assert choose_entry(MessageReading(frustrated=True), held, oos).target == "billing"

@@ -206,9 +206,9 @@ def test_the_rest_of_a_safety_report_goes_on_only_when_the_router_is_sure_of_it(
     ("I need to talk to someone about a charge", True),
 ])
 def test_a_question_whether_a_person_is_needed_asks_for_none(text, person):
-    from nodes.embedded.replies import asks_for_person
+    from nodes.embedded.understanding.reading import wants_person
 
-    assert asks_for_person(text) is person
+    assert wants_person(text) is person
 
 
 def test_a_question_whether_a_person_is_needed_gets_the_specialists_answer(make_desk):

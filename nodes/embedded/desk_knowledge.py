@@ -50,15 +50,16 @@ SOCIAL_ALIASES: dict[str, str] = {
 
 
 #: A farewell inside a thanks ("thanks, bye", "thank you, that's all"): the goodbye answers it, not "anything else?".
-_FAREWELL_RE = re.compile(r"\b(?:bye|goodbye|good night|see you|that'?s all|that is all|nothing else)\b", re.I)
 
 
 def social_topic(route: Any, text: str | None = None) -> str | None:
     """The social topic (one of :data:`SOCIAL_TOPICS`) of a router result (``agent``, ``intent``, ``confidence``), or
     None: the router gave no specialist (``other``) with at least :data:`SOCIAL_CONFIDENCE` and a social topic (a
     trained router's merged labels ``desk_other:<topic>`` count by their topic; CLINC150's ``conversational:<category>``
-    labels by :data:`SOCIAL_ALIASES`). With the message ``text``, a thanks that also says goodbye ("thanks, bye") is
-    ``goodbye``."""
+    labels by :data:`SOCIAL_ALIASES`). With the message ``text``, its dialogue act
+    (``nodes.embedded.understanding.acts``) refines a thanks or a goodbye: a thanks that also says goodbye ("thanks,
+    bye", "thanks, that's all") is ``goodbye``, and a vague call for help the router reads as a thanks ("help") is
+    ``capabilities`` (what the desk can do)."""
     if route is None or getattr(route, "agent", None) != "other":
         return None
     if float(getattr(route, "confidence", 0.0) or 0.0) < SOCIAL_CONFIDENCE:
@@ -69,8 +70,11 @@ def social_topic(route: Any, text: str | None = None) -> str | None:
         topic = SOCIAL_ALIASES.get(topic or "")
     elif topic not in SOCIAL_TOPICS:
         topic = None
-    if topic == "thanks" and text and _FAREWELL_RE.search(text):
-        return "goodbye"
+    if topic in ("thanks", "goodbye") and text and text.strip():
+        from nodes.embedded.understanding.reading import understand
+
+        act = understand(text).act.act
+        return {"bye": "goodbye", "help": "capabilities"}.get(act, topic)
     return topic
 
 

@@ -42,6 +42,7 @@ from nodes.embedded.compound import (
 )
 from nodes.embedded.desk_knowledge import load_knowledge, social_topic
 from nodes.embedded.replies import asks_card_action, gives_address, listed_cards_of, listed_items_of, lists_records_of
+from nodes.embedded.understanding.reading import is_frustrated
 from nodes.facts import extract_facts, facts_from_tool_result
 from nodes.router_access import LazyRouter
 from policies.edges import SPECIALISTS
@@ -78,6 +79,11 @@ NO_SPECIALIST_SURE = 0.5
 
 # "refund" but not "refunded": "I just got refunded" / "why has my account been refunded" reports a refund, it asks for none
 _REFUND_RE = re.compile(r"\b(refund(?!ed\b)|money back|reimburs\w*|get (it|that|this) back|pay (me )?back|reverse the)", re.I)
+#: The answer to a frustrated or impatient message (``nodes.embedded.understanding.reading.is_frustrated``): an
+#: apology, what the desk needs, and a person on offer (a second frustrated message goes to one: ``nodes.entry``).
+FRUSTRATION_ANSWER = ("I'm sorry this is taking so long. Tell me in a few words what you need - a card, a payment, a "
+                      "refund, a transfer or your account - and I'll deal with it now, or say 'a person' and I'll hand "
+                      "this conversation to our team.")
 _CLARIFY_QUESTION = ("I'm not sure I understood. Is this about a card, a payment or charge, a refund, a transfer, "
                      "your account, or our fees and limits?")
 _TX_ID = re.compile(r"\btx_\w+")
@@ -237,7 +243,11 @@ def _is_safety(segment: str) -> bool:
     of the desk knowledge)?"""
     knowledge = load_knowledge()
     intent = knowledge.resolve("cards", segment)
-    return intent is not None and intent.kind == "freeze" and knowledge.owner_by_patterns("cards", segment) is None
+    if intent is not None and intent.kind == "freeze" and knowledge.owner_by_patterns("cards", segment) is None:
+        return True
+    from nodes.embedded.understanding.reading import reports_foreign_loss
+
+    return reports_foreign_loss(segment)
 
 
 _RECORD_OWNERS = (("transaction_id", "billing"), ("refund_id", "refunds"), ("transfer_id", "transfers"))
@@ -473,6 +483,85 @@ def _card_meant(agent: str, messages: list[BaseMessage], user_text: str, facts: 
     return {"card_last4": named[0]} if len(named) == 1 else {}
 
 
+def _card_corrected(agent: str, messages: list[BaseMessage], user_text: str,
+                    results: list[tuple[str, dict]]) -> dict[str, str]:
+    """A correction of the card the desk just froze ("no, the other card, the virtual one": the dialogue act
+    ``correction``, ``nodes.embedded.understanding``) to the cards ``agent``: ``{"card_correction": "yes"}``, plus
+    ``{"card_corrected": card id}`` once the customer's own cards were read this turn (``card_status``) and the
+    description names exactly one of them (``nodes.embedded.understanding.entities.resolve_cards``, "the other" being
+    every card but the one the previous answer froze); {} for anything else."""
+    previous = _previous_answer(messages) or ""
+    if agent != "cards" or "frozen your" not in previous:
+        return {}
+    from nodes.embedded.understanding.reading import understand
+
+    if understand(user_text).act.act != "correction":
+        return {}
+    out = {"card_correction": "yes"}
+    cards = next((p.get("cards") for name, p in results if name == "card_status" and p.get("cards")), None)
+    if cards:
+        from types import SimpleNamespace
+
+        from nodes.embedded.understanding.entities import resolve_cards
+
+        frozen = listed_cards_of(previous)
+        current = next((c["id"] for c in cards if frozen and c.get("last4") == frozen[0]), None)
+        meant = resolve_cards(user_text, [SimpleNamespace(**c) for c in cards], current)
+        if len(meant) == 1:
+            out["card_corrected"] = meant[0]
+    return out
+
+
+def _kept_here(user_text: str, brief: ModelBrief, hint: str | None, facts: dict[str, str]) -> bool:
+    """Does billing keep a money-back request instead of handing it to refunds: a dispute it handles itself
+    (:func:`_disputed_here`), or a payment refunds handed here to be found that billing did not find (its list asks
+    which one; back at refunds it would be asked for its id again)?"""
+    handed = brief.packet is not None and brief.packet.from_agent == "refunds" and brief.agent == "billing"
+    unfound = not facts.get("transaction_id") and handed
+    return unfound or _disputed_here(user_text, hint, facts)
+
+
+def _understood_step(agent: str, user_text: str, facts: dict[str, str], names: set[str],
+                     from_specialist: bool) -> AIMessage | None:
+    """A specialist's first step read from what the message does (``nodes.embedded.understanding``), before its
+    playbook: cards answers a question about freezing ("should i freeze my card just in case?",
+    ``playbook.asks_whether_to_freeze``) with :data:`playbook.FREEZE_ADVICE` and freezes nothing; refunds hands a
+    fresh request naming a payment without its id (:func:`_names_payment_without_id`) to billing, which finds it among
+    the customer's own payments (not when a colleague handed the request here). None otherwise."""
+    if agent == "cards" and playbook.asks_whether_to_freeze(user_text):
+        return AIMessage(content=playbook.FREEZE_ADVICE)
+    if agent != "refunds" or from_specialist or "transfer_to_billing" not in names \
+            or not _names_payment_without_id(user_text, facts):
+        return None
+    return AIMessage(content="", tool_calls=[_call("transfer_to_billing", {
+        "reason": "identify the charge the customer wants refunded"})])
+
+
+def _names_payment_without_id(user_text: str, facts: dict[str, str]) -> bool:
+    """A fresh money-back request that says which payment it means by merchant, amount or day but names no record
+    ("refund the uber ride": ``nodes.embedded.understanding.entities.describes_payment``): refunds cannot list
+    payments, so billing finds it among the customer's own."""
+    from nodes.embedded.understanding.entities import describes_payment
+
+    if facts.get("transaction_id") or facts.get("refund_id") or _NAMES_RECORD.search(user_text):
+        return False
+    return wants_refund(user_text) and describes_payment(user_text)
+
+
+def _payment_resolved(agent: str, user_text: str, facts: dict[str, str],
+                      results: list[tuple[str, dict]]) -> dict[str, str]:
+    """Billing's facts of the one payment the customer named without its id ("refund the uber ride"), found among
+    their own transactions that billing listed this turn (``playbook.payment_named``): ``transaction_id``,
+    ``merchant``, ``amount``; {} when a transaction is known already, for another agent, or when none or several
+    match."""
+    if agent != "billing" or facts.get("transaction_id") or _TX_ID.search(user_text):
+        return {}
+    listed = next((p.get("transactions") for name, p in results if name == "list_recent_transactions" and p.get("ok")),
+                  None)
+    hit = playbook.payment_named(user_text, listed or [])
+    return {"transaction_id": hit["id"], "merchant": hit["merchant"], "amount": hit["amount"]} if hit else {}
+
+
 def _call(name: str, args: dict) -> dict:
     return {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:16]}", "type": "tool_call"}
 
@@ -557,6 +646,8 @@ class OfflineChatModel(BaseChatModel):
         facts.update(_payment_meant(agent, messages, user_text, facts))
         for name, res in results:
             facts.update(facts_from_tool_result(name, res))
+        facts.update(_card_corrected(agent, messages, user_text, results))
+        facts.update(_payment_resolved(agent, user_text, facts, results))
 
         if agent == "triage":
             return self._offer_reply(user_text, messages, names, bool(refused), facts) \
@@ -582,7 +673,7 @@ class OfflineChatModel(BaseChatModel):
             return follow
         talk = refund_talk_reason(user_text) if agent == "billing" and not wants_refund(user_text) else None
         if (agent == "billing" and (wants_refund(user_text) or talk) and "transfer_to_refunds" in names
-                and not refused and not _disputed_here(user_text, hint, facts)):
+                and not refused and not _kept_here(user_text, brief, hint, facts)):
             args: dict[str, Any] = {"reason": talk or "customer wants the money back for the charge identified by billing"}
             if facts.get("transaction_id"):
                 args["facts"] = {k: v for k, v in facts.items() if k in ("transaction_id", "amount", "merchant")}
@@ -615,6 +706,8 @@ class OfflineChatModel(BaseChatModel):
             return AIMessage(content=retry)  # "can you retry it?" after a declined payment: only the customer can
         if agent == "account" and gives_address(user_text) and "address" in (previous or "").lower():
             return AIMessage(content=playbook.ADDRESS_CHANGE_ANSWER)  # a new address: changed in the app, not here
+        if step := _understood_step(agent, user_text, facts, names, from_specialist):
+            return step  # a question about freezing answered; a payment named without its id looked for first
         if social := self._social_answer(user_text):
             return AIMessage(content=social)  # the agent holding the conversation answers a greeting, thanks, goodbye
         if agent == "billing" and (step := self._dispute_reply(user_text, brief, names)):
@@ -823,6 +916,8 @@ class OfflineChatModel(BaseChatModel):
             # "how?" / "why?" ask about the last answer, "the third one" picks a record (the router may call either
             # small talk)
             return None
+        if is_frustrated(user_text):
+            return FRUSTRATION_ANSWER
         if any(_is_safety(seg) for seg in split_requests(user_text)):
             return None  # safety first: a loss report after a long polite lead-in is no greeting
         try:
@@ -835,6 +930,8 @@ class OfflineChatModel(BaseChatModel):
         """Clarify's words: the desk's conversational answer for a greeting, thanks, goodbye or off-topic text
         (router topic of the ``other`` class, ``nodes/data/desk_knowledge.json``), else one question."""
         answers = load_knowledge().conversational
+        if is_frustrated(user_text):
+            return FRUSTRATION_ANSWER
         try:
             route = self._router().route(user_text)
         except (ValueError, RuntimeError):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -57,6 +57,8 @@ __all__ = [
     "is_plain_yes",
     "reports_card_loss",
     "LOSS_QUESTION",
+    "FREEZE_ADVICE",
+    "asks_whether_to_freeze",
     "UNFREEZE_OFFER",
     "found_card_offer",
     "NOTHING_FROZEN",
@@ -364,9 +366,9 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
         # I unblock it?" after a PIN answer: the PIN how-to, not the card list again
     if agent == "refunds" and (_bare_yes(text) or (_CANCEL_REFUND_OFFERED.match(asked or "") and _cancel_yes(text))):
         return _refunds_yes_plan(text, facts, done, asked, plan)
-    offered = _UNFREEZE_OFFERED.match(asked or "") if agent == "cards" else None
-    if offered and is_plain_yes(text) and "unfreeze_card" not in done:
-        return plan("unfreeze_card", card_id=offered.group(1))  # the yes to the unfreeze the agent offered
+    handled, replied = _cards_reply(text, asked, facts, done, plan) if agent == "cards" else (False, None)
+    if handled:
+        return replied
     handled, replied = _reply_to_question(agent, text, asked, facts, done, plan, previous)
     if handled:
         return replied
@@ -379,7 +381,8 @@ def plan_tool_call(agent: str, user_text: str, facts: dict[str, str],
         agent == "billing" or (agent in _PLANNERS and not listed_items_of(previous or "")))
     if not done and (why or how_to_answer(text, previous) or handbook_follow_up(agent, user_text, previous)):
         return _follow_up_plan(why, previous, plan)
-    return planner(text, facts, done, intent, plan)
+    found = planner(text, facts, done, intent, plan)
+    return _looking_further_back(found) if agent == "billing" else found
 
 
 #: "how?", "how do I do it?", "so how do I do that?": the customer asks how to do what the last answer described.
@@ -575,6 +578,31 @@ def _plan_billing(text: str, facts: dict[str, str], done: set[str], intent: Desk
     return plan("list_recent_transactions", limit=5)
 
 
+def _cards_reply(text: str, asked: str | None, facts: dict[str, str], done: set[str],
+                 plan: _Plan) -> tuple[bool, ToolCallPlan | None]:
+    """Cards' reply to its own last answer, ``(handled, plan)``: "no, the other card, the virtual one" after a freeze
+    (``card_correction``) reads the customer's own cards, then freezes the one the correction describes
+    (``nodes.offline_model`` sets ``card_corrected`` from that list; none when it describes none or several); a yes to
+    the unfreeze the agent offered unfreezes that card. ``(False, None)`` for anything else."""
+    if facts.get("card_correction"):
+        return True, plan("card_status") or (plan("freeze_card", card_id=facts["card_corrected"])
+                                             if facts.get("card_corrected") else None)
+    offered = _UNFREEZE_OFFERED.match(asked or "")
+    if offered and is_plain_yes(text) and "unfreeze_card" not in done:
+        return True, plan("unfreeze_card", card_id=offered.group(1))
+    return False, None
+
+
+def _looking_further_back(found: ToolCallPlan | None) -> ToolCallPlan | None:
+    """Billing's list of the latest payments reads :data:`_MERCHANT_LOOKBACK` of them, so a payment the customer
+    names by merchant, amount or day ("a Tesco payment I don't recognise", 20 days old) is found among their own
+    records (``nodes.embedded.understanding.entities.resolve_payments``); the answer still lists
+    :data:`_LIST_SHOWN`."""
+    if found is not None and found.name == "list_recent_transactions" and found.args.get("limit") == _LIST_SHOWN:
+        return ToolCallPlan(found.name, {**found.args, "limit": _MERCHANT_LOOKBACK})
+    return found
+
+
 #: "charged twice at Tesco", "double charged by Uber": the merchant a duplicate-charge question names (lower case).
 _MERCHANT_RE = re.compile(r"\b(?:at|by|from|with)\s+(?!(?:the|a|an|my|your|once|same|least|all|it|this|that|"
                           r"weekend|night|atm|an atm|the atm)\b)([a-z][a-z0-9&'.-]+(?:\s+[a-z][a-z0-9&'.-]+){0,2}?)"
@@ -745,7 +773,37 @@ def reports_card_loss(text: str) -> bool:
     if _has(text, *_CARD_FREEZE):
         return True
     by_patterns = load_knowledge().resolve("cards", text)  # patterns only, no hint
-    return by_patterns is not None and by_patterns.kind == "freeze"
+    if by_patterns is not None and by_patterns.kind == "freeze":
+        return True
+    from nodes.embedded.understanding.reading import reports_foreign_loss
+
+    return reports_foreign_loss(text)
+
+
+#: The words of an actual loss in :data:`_CARD_FREEZE` (all but the action's own words, "freeze" and "block").
+_LOSS_WORDS = tuple(p for p in _CARD_FREEZE if "freeze" not in p and "block" not in p)
+#: Cards' answer to a question whether to freeze a card (:func:`asks_whether_to_freeze`): advice, no freeze.
+FREEZE_ADVICE = ("Freezing your card stops new card payments at once, and you can unfreeze it any time in the app. If "
+                 "your card is lost or stolen, or you see a payment you didn't make, freezing it is the safe choice: "
+                 "say 'freeze my card' and I'll do it right away.")
+
+
+def asks_whether_to_freeze(text: str) -> bool:
+    """Is ``text`` a question about freezing or unfreezing a card ("should i freeze my card just in case?", "if I find
+    it, can I unfreeze it myself?": the dialogue act ``question``,
+    ``nodes.embedded.understanding.reading.asks_before_acting``) that reports no loss, or a question about a loss that
+    has not happened ("what should I do if my card gets stolen?")? It is answered (:data:`FREEZE_ADVICE`), never acted
+    on; "I lost my card, should I freeze it?" reports a loss and is frozen (safety first)."""
+    from nodes.embedded.understanding.reading import asks_before_acting
+
+    lowered = (text or "").lower()
+    words = set(lowered.replace("?", " ").replace(",", " ").split())
+    # the action itself, not a status ("is my card blocked?", "how do I unblock my PIN?" is the PIN's how-to)
+    acting = words & {"freeze", "freezing", "block", "blocking", "unfreeze", "unfreezing"}
+    loss = _has(lowered, *_LOSS_WORDS)
+    if loss and "if" not in words or not (acting or loss):
+        return False
+    return asks_before_acting(text)
 
 
 #: Cards' question when the router guessed a lost or stolen card but the customer said nothing of the kind.
@@ -1590,6 +1648,8 @@ def _render_find_duplicate_charges(result: dict[str, Any], text: str) -> str:
 #: How many of the customer's newest transactions billing looks through for a payment picked by its merchant ("what
 #: about the Tesco one?"): a payment older than the last five shown is still found.
 _MERCHANT_LOOKBACK = 20
+#: How many of the latest payments billing's answer lists.
+_LIST_SHOWN = 5
 
 
 def _render_list_recent_transactions(result: dict[str, Any], text: str) -> str:
@@ -1606,7 +1666,7 @@ def _render_list_recent_transactions(result: dict[str, Any], text: str) -> str:
         if len(hits) == 1:
             return f"That is {_tx_line(hits[0])}. Tell me if you'd like me to explain it."
         return f"Your {hits[0]['merchant']} payments: " + "; ".join(_tx_line(t) for t in hits[:5]) + "."
-    return "Your latest transactions: " + "; ".join(_tx_line(t) for t in txs) + "."
+    return "Your latest transactions: " + "; ".join(_tx_line(t) for t in txs[:_LIST_SHOWN]) + "."
 
 
 def _render_explain_transaction(result: dict[str, Any], text: str) -> str:
@@ -2267,12 +2327,25 @@ def _named_payment(text: str, results: list[tuple[str, dict[str, Any]]]) -> tupl
         if name == "explain_transaction":
             return result["transaction"], True
         if name == "list_recent_transactions":
-            low = text.lower()
-            hits = [t for t in result.get("transactions") or []
-                    if t.get("kind") != "top_up" and t["merchant"].lower().split()[0] in low]
-            if len({t["merchant"] for t in hits}) == 1:
-                return hits[0], False
+            hit = payment_named(text, result.get("transactions") or [])
+            if hit is not None:
+                return hit, False
     return None
+
+
+def payment_named(text: str, transactions: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The one payment among ``transactions`` (tool views of the customer's own, newest first; top-ups are no
+    payments) that ``text`` names by merchant (fuzzily), amount or day (``nodes.embedded.understanding.entities``),
+    the newest when they are all of one merchant; None when it names none or several merchants."""
+    from types import SimpleNamespace
+
+    from nodes.embedded.understanding.entities import resolve_payments
+
+    pool = [t for t in transactions if t.get("kind") != "top_up"]
+    today = datetime.now(UTC).date()
+    ids = resolve_payments(text, [SimpleNamespace(**t) for t in pool], today)
+    hits = [t for t in pool if t["id"] in ids]
+    return hits[0] if hits and len({t["merchant"] for t in hits}) == 1 else None
 
 
 def dispute_answer(user_text: str, results: list[tuple[str, dict[str, Any]]], answer: str) -> str | None:

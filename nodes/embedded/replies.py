@@ -15,7 +15,7 @@ from nodes.embedded.cancellation import wants_to_cancel as is_cancellation
 from nodes.transcript import open_question_of
 
 __all__ = ["ReplyKind", "Reply", "classify_reply", "open_question_of", "listed_items_of", "listed_cards_of", "refers_back",
-           "asks_for_person", "asks_same_for", "asks_for_news", "opens_follow_up", "asks_card_action", "opener_subject",
+           "asks_same_for", "asks_for_news", "opens_follow_up", "asks_card_action", "opener_subject",
            "lists_records_of", "reports_it_failed", "takes_up_last_answer", "is_bare_follow_up",
            "record_owners", "gives_address", "RECORD_OWNERS", "FRAGMENT_MAX_WORDS", "OPENER_MAX_WORDS"]
 
@@ -86,31 +86,6 @@ def listed_cards_of(answer: str) -> tuple[str, ...]:
     ``("1881", "4242", "8899")``), first-seen order: the items a reply such as "the third one" or "8899" picks among
     after a card answer."""
     return tuple(dict.fromkeys(_CARD_ENDING_RE.findall(answer or "")))
-
-
-#: A request for a person: "speak to a human", "talk to a real person", "can I get an agent", "human please".
-_PERSON_RE = re.compile(
-    r"\b(?:speak|talk|chat|connect|put)\b[\w ,']{0,30}\b(?:human|person|someone|someone real|real person|agent|"
-    r"representative|operator|staff|manager|somebody|customer (?:service|support|care)|support team|your team)\b|"
-    r"\b(?:human|real person|live agent)\b(?: agent)?,? ?please\b|"
-    r"\b(?:get|have|want|need)\b(?: \w+){0,2} (?:a human|a real person|a person|a live agent|a human agent)\b|"
-    r"^\s*(?:human|a human|real person|live agent|human agent)(?: now| please)?[.!?]*\s*$", re.I)
-
-
-#: A question whether a person is needed ("do I have to talk to someone to close my account?", "can I do it without
-#: speaking to anyone?"): it asks how the desk works, not for a person.
-_PERSON_NEEDED_RE = re.compile(r"\b(?:do|does|will|would|must|should) (?:i|we) (?:\w+ )?(?:have|need|got) to "
-                               r"(?:speak|talk|call|chat)\b|\bwithout (?:speaking|talking|calling|chatting)\b", re.I)
-
-
-def asks_for_person(text: str) -> bool:
-    """Does the customer ask to deal with a person ("speak to a human please", "I want to talk to a real person",
-    "human agent now")? Such a message goes to fallback, which hands the thread to the team (never the desk's
-    self-description). A question whether a person
-    is needed (:data:`_PERSON_NEEDED_RE`) is not such a request: it goes to the specialist whose process it asks about
-    (2 of the 10 BANKING77/CLINC150 train and CLINC150 val rows this rule matches, both such questions; found with
-    ``bench/route_losses.py --list`` on held-out BANKING77 train rows)."""
-    return bool(_PERSON_RE.search(text or "")) and not _PERSON_NEEDED_RE.search(text or "")
 
 
 #: "and for ATM withdrawals?", "what about with a credit card?", "ok and on weekdays?": the previous question asked again
