@@ -59,8 +59,11 @@ def load_policy(path: Path | None) -> CheckedPolicy:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
+    except SystemExit as exc:  # sys.exit(0) in the file would end `switchboard check` with 0: a passed check
+        raise InputError(f"--policy {path}: called sys.exit({exc.code!r}) while being imported") from None
     except Exception as exc:  # noqa: BLE001 - any error in the user's file is bad input, said in one line
-        raise InputError(f"--policy {path}: {type(exc).__name__}: {exc}") from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise InputError(f"--policy {path}: {type(exc).__name__}: {first}") from None
     table: Any = getattr(module, "EDGE_TABLE", None)
     contracts: Any = getattr(module, "CONTRACTS", None)
     if table is None and contracts is None:

@@ -107,6 +107,8 @@ def eval_command(
     if out is not None and out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: not a folder")
     loaded, path = load_suite(suite)
+    if out is not None:  # before the run: a folder that cannot be made is said now, not after minutes of conversations
+        out.mkdir(parents=True, exist_ok=True)
     chosen = loaded.select(split, category, limit)
     with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
                   console=err, disable=not err.is_terminal and os.environ.get("CI") is None) as bar:
@@ -119,7 +121,6 @@ def eval_command(
     else:
         print_scorecard(report, failures=failures)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
         target = out / f"eval-{loaded.name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
         target.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         err.print(f"wrote {target}", highlight=False, soft_wrap=True)

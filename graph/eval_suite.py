@@ -147,7 +147,9 @@ class Suite(BaseModel):
 
     model_config = _STRICT
 
-    name: str = Field(min_length=1)
+    # the name is part of the file name `--out` writes (eval-<name>-<time>.json): no folder separator, no "..", so it
+    # never names a path outside the folder
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
     description: str = ""
     categories: tuple[str, ...] = ()
     operators: tuple[str, ...] = ("ann", "ben")

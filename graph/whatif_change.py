@@ -35,7 +35,7 @@ from policies.edges import AGENTS, SUPERVISOR, is_legal_handoff
 from policies.handoff import FactRequirement
 from policies.policy_set import PolicySet, with_edges
 
-__all__ = ["CHANGE_KEYS", "RISK_KEYS", "load_change", "apply_change", "load_policy_module", "FORMAT_HELP"]
+__all__ = ["CHANGE_KEYS", "RISK_KEYS", "load_change", "apply_change", "load_policy_module", "check_policy", "FORMAT_HELP"]
 
 #: The top-level keys of a change file.
 CHANGE_KEYS = ("remove_edges", "add_edges", "max_hops", "risk", "guards")
@@ -57,7 +57,12 @@ def load_change(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise InputError(f"change file {path} not found")
     kind = path.suffix.lower()
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"change file {path} is not UTF-8 text (undecodable byte at position {exc.start})") from None
+    except OSError as exc:
+        raise InputError(f"change file {path} cannot be read: {exc.strerror or type(exc).__name__}") from None
     try:
         if kind in (".yaml", ".yml"):
             import yaml
@@ -98,14 +103,33 @@ def apply_change(base: PolicySet, change: dict[str, Any], source: str = "change"
             raise InputError(f"{source}: add_edges: {s} -> {t} is an edge of the table already")
     policy = with_edges(base, remove=removed, add=added)
     if "max_hops" in change:
-        hops = change["max_hops"]
-        if isinstance(hops, bool) or not isinstance(hops, int) or not 1 <= hops <= 100:
-            raise InputError(f"{source}: max_hops must be a whole number from 1 to 100 (got {hops!r})")
-        policy = replace(policy, max_hops=hops)
+        policy = replace(policy, max_hops=_hops(change["max_hops"], source))
     if "risk" in change:
         policy = replace(policy, risk=_risk(policy, change["risk"], f"{source}: risk"))
     if "guards" in change:
         policy = replace(policy, guards=_guards(policy, change["guards"], f"{source}: guards"))
+    return policy
+
+
+def _hops(hops: Any, source: str) -> int:
+    """``hops`` when it is a hop budget (a whole number from 1 to 100); else InputError naming ``source``."""
+    if isinstance(hops, bool) or not isinstance(hops, int) or not 1 <= hops <= 100:
+        raise InputError(f"{source}: max_hops must be a whole number from 1 to 100 (got {hops!r})")
+    return hops
+
+
+def check_policy(policy: PolicySet, source: str) -> PolicySet:
+    """``policy`` when its numbers are ones a change file may set (a hop budget from 1 to 100, non-negative whole
+    amounts in minor units, at least one recent refund for review); else InputError naming ``source`` and the field.
+    A Python module builds its PolicySet by hand, past :func:`apply_change`'s checks: this holds it to the same."""
+    _hops(policy.max_hops, source)
+    for name in ("auto_approve_limit_minor", "reject_above_minor", "two_approvers_above_minor"):
+        value = getattr(policy.risk, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InputError(f"{source}: risk.{name} must be a non-negative whole number of minor units (got {value!r})")
+    recent = policy.risk.recent_refunds_for_review
+    if isinstance(recent, bool) or not isinstance(recent, int) or recent < 1:
+        raise InputError(f"{source}: risk.recent_refunds_for_review must be a whole number >= 1 (got {recent!r})")
     return policy
 
 
@@ -213,9 +237,11 @@ def load_policy_module(spec: str, policy: PolicySet) -> PolicySet:
         out = hook(policy) if callable(hook) else getattr(module, "POLICY", None)
     except InputError:
         raise
+    except SystemExit as exc:  # sys.exit() in the module would end the command silently, with no report
+        raise InputError(f"policy module {spec} called sys.exit({exc.code!r}) instead of giving a PolicySet") from None
     except Exception as exc:  # noqa: BLE001 - the user's module: its error becomes one line
         raise InputError(f"policy module {spec}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")\
             from None
     if not isinstance(out, PolicySet):
         raise InputError(f"policy module {spec} must expose POLICY (a PolicySet) or whatif(policy) -> PolicySet")
-    return out
+    return check_policy(out, f"policy module {spec}")

@@ -22,8 +22,10 @@ Every span carries the thread id (``switchboard.thread_id`` and GenAI's ``gen_ai
 (``switchboard.tenant_id``: the thread owner's). No personal data: no message text, no names, no amounts — ids of
 threads, tasks, refunds and handoffs, agent, model and tool names, counts and statuses only. The free text, a
 handoff's reason (written by the model; a refusal's is ours), is cut to :data:`MAX_REASON_CHARS`, has card numbers,
-e-mail addresses, phone numbers (``policies.redaction``) and amounts masked, and is withheld when it quotes three
-consecutive words of the customer's messages. Errors name the exception class, never its message. Attribute names
+e-mail addresses, phone numbers (``policies.redaction``), amounts (a symbol or ISO code before or after, decimal point
+or comma), other long digit runs and IBAN-like account ids masked, and every word the customer capitalized inside a
+sentence (a name) replaced by ``<name>``; it is withheld when it quotes three consecutive words of the customer's
+messages. Errors name the exception class, never its message. Attribute names
 follow the OpenTelemetry GenAI semantic conventions where one exists (``gen_ai.*``), ``switchboard.*`` otherwise.
 
 A tap never fails a run: an error inside it is logged (debug) and the event goes on to the log as usual.
@@ -62,8 +64,16 @@ MAX_REASON_CHARS = 200
 #: Consecutive words of a customer's message that make a reason a quote (then withheld).
 _QUOTE_WORDS = 3
 
-_AMOUNT = re.compile(r"[£$€]\s?\d[\d,]*(?:\.\d+)?|\b\d[\d,]*(?:\.\d+)?\s?(?:GBP|EUR|USD|pounds?|euros?|dollars?)\b"
-                     r"|\b[1-9][\d,]*\.\d{2}\b", re.IGNORECASE)  # a bare 0.xx is a score (the router's), not money
+_CURRENCY = r"(?:GBP|EUR|USD|[£$€])"
+_AMOUNT = re.compile(
+    rf"{_CURRENCY}\s?\d[\d,.]*\d|{_CURRENCY}\s?\d"  # £23.80, GBP 23, USD100
+    r"|\b\d[\d,.]*\s?(?:GBP|EUR|USD|[£$€]|pounds?|euros?|dollars?|pence|quid|p)(?![\w])"  # 23 pounds, 23,80 €, 2380p
+    r"|\b[1-9][\d,]*\.\d{2}\b|\b\d+,\d{2}\b", re.IGNORECASE)  # a bare 0.xx is a score (the router's), not money
+#: Long digit runs (a card number that fails the Luhn check, an account number) and IBAN-like account ids; ids of the
+#: desk (``tx_1001``, ``rf_…``) are joined to their prefix by "_" and so never match.
+_LONG_NUMBER = re.compile(r"(?<![\w.])(?:\d[ -]?){7,}\d(?![\w])|\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b")
+#: A word the customer wrote capitalized inside a sentence is taken for a name (a person's, a street's, a shop's).
+_NAME_WORD = re.compile(r"[A-Z][a-z][\w'-]*")
 
 
 def safe_reason(reason: Any, state: Mapping[str, Any] | None) -> str:
@@ -77,18 +87,40 @@ def safe_reason(reason: Any, state: Mapping[str, Any] | None) -> str:
     grams = {" ".join(words[i:i + _QUOTE_WORDS]) for i in range(len(words) - _QUOTE_WORDS + 1)}
     if grams & said:
         return "<withheld: quotes the customer>"
-    return _AMOUNT.sub("<amount>", redact(text))[:MAX_REASON_CHARS]
+    masked = _LONG_NUMBER.sub("<number>", _AMOUNT.sub("<amount>", redact(text)))
+    names = _customer_names(state)
+    if names:
+        masked = re.sub(r"\b[\w'-]+\b", lambda m: "<name>" if m.group(0).lower() in names else m.group(0), masked)
+    return masked[:MAX_REASON_CHARS]
+
+
+def _customer_names(state: Mapping[str, Any] | None) -> set[str]:
+    """The words (lower-cased) the customer's messages in ``state`` capitalize inside a sentence (:data:`_NAME_WORD`):
+    names, which a reason must not carry even one at a time."""
+    out: set[str] = set()
+    for content in _customer_texts(state):
+        for sentence in re.split(r"(?<=[.!?;:,])\s+|\n+", content):
+            words = sentence.strip().split()
+            out.update(w.strip(".,!?;:'\"()").lower() for w in words[1:] if _NAME_WORD.fullmatch(w.strip(".,!?;:'\"()")))
+    return out
+
+
+def _customer_texts(state: Mapping[str, Any] | None) -> list[str]:
+    """The text of each customer (human) message in ``state["messages"]``."""
+    out: list[str] = []
+    for m in (state or {}).get("messages") or ():
+        kind = getattr(m, "type", None) or (m.get("type") or m.get("role") if isinstance(m, Mapping) else None)
+        if kind in ("human", "user"):
+            content = getattr(m, "content", None) if not isinstance(m, Mapping) else m.get("content")
+            out.append(str(content or ""))
+    return out
 
 
 def _customer_words(state: Mapping[str, Any] | None) -> set[str]:
     """Every run of :data:`_QUOTE_WORDS` normalized words of the customer's (human) messages in ``state``."""
     out: set[str] = set()
-    for m in (state or {}).get("messages") or ():
-        kind = getattr(m, "type", None) or (m.get("type") or m.get("role") if isinstance(m, Mapping) else None)
-        if kind not in ("human", "user"):
-            continue
-        content = getattr(m, "content", None) if not isinstance(m, Mapping) else m.get("content")
-        words = normalize_task(str(content or "")).split()
+    for content in _customer_texts(state):
+        words = normalize_task(content).split()
         out.update(" ".join(words[i:i + _QUOTE_WORDS]) for i in range(len(words) - _QUOTE_WORDS + 1))
     return out
 

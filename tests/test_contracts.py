@@ -121,10 +121,15 @@ def test_bad_policy_files_are_bad_input(tmp_path):
     (tmp_path / "boom.py").write_text("raise RuntimeError('no')\n")
     (tmp_path / "empty.py").write_text("X = 1\n")
     (tmp_path / "wrong.py").write_text("EDGE_TABLE = {'triage': ['billing']}\n")
+    # a file that ends the process would end `switchboard check` with its code: 0, a passed check for a CI gate
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(0)\n")
+    (tmp_path / "lines.py").write_text("raise RuntimeError('first\\nsecond\\nthird')\n")
     for name, words in (("boom.py", "RuntimeError: no"), ("empty.py", "neither EDGE_TABLE nor CONTRACTS"),
-                        ("wrong.py", "must be a policies.edges.EdgeTable")):
-        with pytest.raises(InputError, match=words):
+                        ("wrong.py", "must be a policies.edges.EdgeTable"), ("exits.py", r"called sys.exit\(0\)"),
+                        ("lines.py", "RuntimeError: first$")):
+        with pytest.raises(InputError, match=words) as err:
             load_policy(tmp_path / name)
+        assert "\n" not in str(err.value)
 
 
 def test_contract_types_refuse_nonsense():

@@ -269,3 +269,65 @@ def test_a_sample_of_the_shipped_suite_runs_through_the_graph(desk_suite):
     paused = [t for t in report.turns if t.conversation == sample[0].id]
     assert paused[0].effects == ("refund_requested:tx_1001",) and paused[0].right, paused[0]
     assert all(t.error is None for t in report.turns), [t.error for t in report.turns]
+
+
+def _main_eval(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    from graph.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["switchboard", "eval", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+ONE_TURN = "conversations:\n  - id: one\n    category: c\n    turns: [{say: hello, agent: any}]\n"
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "a/b", "..", ".hidden", "x\\\\y"])
+def test_a_suite_name_that_is_a_path_is_refused_before_any_run(tmp_path, monkeypatch, capsys, name):
+    """The name is part of the file --out writes: a name with a folder separator or ".." could write outside it."""
+    path = _write(tmp_path, f'name: "{name}"\n' + ONE_TURN)
+    monkeypatch.setenv("SWITCHBOARD_HOME", str(tmp_path / "home"))
+    code, out, err = _main_eval(monkeypatch, capsys, str(path), "--out", str(tmp_path / "reports"))
+    assert (code, out) == (2, "") and err.count("\n") == 1 and err.startswith("error: ") and "name" in err, err
+    assert not (tmp_path / "home").exists() and not any(tmp_path.parent.glob("escaped*"))
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"\xff\xfe\x00", "cannot read the suite"),
+    (b"name: x\nconversations: [", "not valid YAML"),
+    (b"!!python/object/apply:os.system ['echo pwned']\n", "not valid YAML"),
+    (b"a: &a [1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+     b"d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nname: s\nconversations: *e\n",
+     "conversation #1: Input should be a valid dictionary"),
+    (b"name: s\nhome: /tmp\n" + ONE_TURN.encode(), "home: Extra inputs are not permitted"),
+    (b"name: s\noperators: [c_ada]\n" + ONE_TURN.encode(), "is the id of a customer"),
+    (b"name: s\nconversations:\n  - id: one\n    category: c\n    customer: c_zzz\n    turns: [{say: hi, agent: any}]\n",
+     "'c_zzz' is not a customer of the demo bank"),
+])
+def test_a_hostile_suite_is_one_error_line_exit_2_and_nothing_written(tmp_path, monkeypatch, capsys, content, says):
+    path = tmp_path / "suite.yaml"
+    path.write_bytes(content)
+    monkeypatch.setenv("SWITCHBOARD_HOME", str(tmp_path / "home"))
+    code, out, err = _main_eval(monkeypatch, capsys, str(path), "--out", str(tmp_path / "reports"))
+    assert (code, out) == (2, "") and err.count("\n") == 1 and err.startswith("error: ") and says in err, err
+    assert not (tmp_path / "home").exists()
+    assert not (tmp_path / "reports").exists() or not list((tmp_path / "reports").iterdir())
+
+
+def test_an_out_folder_that_cannot_be_made_is_said_before_the_run(tmp_path, monkeypatch, capsys):
+    import graph.eval_run as eval_run
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the suite ran before --out was checked")
+
+    monkeypatch.setattr(eval_run, "run_suite", must_not_run)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    path = _write(tmp_path, "name: s\n" + ONE_TURN)
+    code, out, err = _main_eval(monkeypatch, capsys, str(path), "--out", str(blocker / "reports"))
+    assert (code, out) == (2, "") and err.count("\n") == 1 and err.startswith("error: "), err

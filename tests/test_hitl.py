@@ -150,3 +150,78 @@ def test_both_shapes_of_one_decision_are_one_decision():
                "approvals_required": 1}
     assert interrupt_payload(request, [])["action_requests"][0]["args"] == {"refund_id": "rf_1", "transaction_id": "tx_1",
                                                                             "amount": "£1.00"}
+
+
+@pytest.mark.parametrize("resume, says", [
+    ({"decisions": [{"type": "APPROVE"}]}, "'APPROVE' is not offered"),
+    ({"decisions": [{"type": "approve "}]}, "'approve ' is not offered"),
+    ({"decisions": [{"type": " Approve"}]}, "' Approve' is not offered"),
+    ({"decisions": [{"type": ["approve"]}]}, "['approve'] is not offered"),
+    ({"decisions": [{"type": {"approve": True}}]}, "is not offered"),
+    ({"decisions": [{}]}, "None is not offered"),
+    ({"decisions": {"0": {"type": "approve"}}}, "one decision expected (one refund action), got dict"),
+    ({"decisions": "approve"}, "one decision expected (one refund action), got str"),
+    ({"decisions": None}, "got NoneType"),
+    ({"decisions": [{"type": "approve", "args": {"amount_minor": 1}}]}, "approve takes no args"),
+    ({"decisions": [{"type": "approve", "approver": "ben"}]}, "approve takes no approver"),
+    ({"decisions": [{"type": "approve", "decision_id": "dc_mine"}]}, "approve takes no decision_id"),
+    ({"decisions": [{"type": "reject", "message": "x" * 2001}]}, "the limit is 2000"),
+    ({"decisions": [{"type": "reject", "message": {"text": "nested"}}]}, "the note must be text, not dict"),
+    ({"decisions": [{"type": "reject", "message": 42}]}, "the note must be text, not int"),
+    pytest.param({"decisions": [{"type": "reject", "message": "ok \u202eevil"}]}, "U+202E", marks=pytest.mark.xfail(
+        strict=True, reason="graph.inputs.check_message refuses C0/C1 controls but not Unicode bidi overrides "
+        "(U+202A-202E, U+2066-2069): a note shown to operators in pending/history can reorder what they read; the "
+        "rule is shared with every customer message, so changing it is a desk-wide input decision")),
+    ({"decisions": [{"type": "approve"}], "config": {"approver": "ben"}}, "holds only decisions, not config"),
+])
+def test_a_careless_or_hostile_hitl_resume_is_refused_one_line_thread_unchanged(isolated_home, resume, says):
+    g, store = approver_desk(isolated_home)
+    value = _paused(g, "h7")
+    before = _checkpoint(g, "h7")
+    with pytest.raises(InputError) as err:
+        g.invoke(Command(resume=resume), _cfg("h7"), context=ANN)
+    assert says in str(err.value) and "\n" not in str(err.value), str(err.value)
+    assert _checkpoint(g, "h7") == before and store.list_decisions(value["task_id"]) == []
+    assert executed_refunds(store) == []
+
+
+def test_the_same_approver_twice_through_both_shapes_and_a_fresh_decision_id_is_one_approval(isolated_home):
+    """Four-eyes: ann's HITL approval, then ann again as ``{"decision": …}`` with a fresh ``decision_id`` (a new
+    idempotency key, so no replay hides it) and naming herself as approver: refused every time, nothing paid."""
+    g, store = approver_desk(isolated_home)
+    value = _paused(g, "h8", BOB_REFUND, BOB)
+    g.invoke(Command(resume=APPROVE), _cfg("h8"), context=ANN)
+    before = _checkpoint(g, "h8")
+    for again in ({"decision": "approve", "decision_id": "dc_fresh_1"},
+                  {"decision": "approve", "decision_id": "dc_fresh_2", "approver": "ann"},
+                  {"decision": "approve", "approver": "operator:ann"}):
+        with pytest.raises(AccessDenied, match="already approved"):
+            g.invoke(Command(resume=again), _cfg("h8"), context=ANN)
+    # ann may not borrow ben's name either
+    with pytest.raises(AccessDenied, match="the approver is the caller"):
+        g.invoke(Command(resume={"decision": "approve", "approver": "ben"}), _cfg("h8"), context=ANN)
+    assert _checkpoint(g, "h8") == before
+    assert [d.approver for d in store.list_decisions(value["task_id"]) if d.decision == "approve"] == ["operator:ann"]
+    assert [r for r in store.list_refunds("c_bob") if r.status == "executed"] == []
+
+
+def test_an_operator_who_is_the_refunds_customer_may_not_approve_it_in_either_shape(isolated_home):
+    g, store = approver_desk(isolated_home)
+    store.add_operator("bobby", "t_demo", ["approver"], customer_id="c_bob")
+    value = _paused(g, "h9", BOB_REFUND, BOB)
+    bobby = RunContext.for_operator("bobby", "t_demo")
+    for resume in (APPROVE, {"decision": "approve"}, {"decisions": [{"type": "reject", "message": "mine"}]}):
+        with pytest.raises(AccessDenied, match="is the refund's customer"):
+            g.invoke(Command(resume=resume), _cfg("h9"), context=bobby)
+    assert store.list_decisions(value["task_id"]) == []
+
+
+def test_a_replay_in_the_other_shape_after_payment_pays_nothing_more(isolated_home):
+    """ann approves in our shape and it is paid; the same approval replayed as HITL by ann, and by ben: one payment."""
+    g, store = approver_desk(isolated_home)
+    _paused(g, "h10")
+    g.invoke(Command(resume={"decision": "approve"}), _cfg("h10"), context=ANN)
+    for ctx in (ANN, BEN):
+        with pytest.raises(InputError, match="already decided"):
+            g.invoke(Command(resume=APPROVE), _cfg("h10"), context=ctx)
+    assert len(executed_refunds(store)) == 1

@@ -230,3 +230,52 @@ def test_the_first_of_two_approvers_leaves_an_approval_span_that_pauses_again(tr
     assert approval.attributes["switchboard.approval.approvals"] == 1
     assert approval.attributes["switchboard.approval.approvals_required"] == 2
     assert [e.name for e in approval.events] == ["resumed", "paused"]
+
+
+@pytest.mark.parametrize("reason, leaked", [
+    ("Ada Lovelace wants a refund", ("Ada", "Lovelace")),  # a name, not three words of the message
+    ("customer LOVELACE asked", ("LOVELACE",)),
+    ("lives on Elm Street", ("Elm",)),
+    ("refund GBP 23 to the customer", ("23",)),
+    ("refund EUR 150", ("150",)),
+    ("refund 23,80 €", ("23,80",)),
+    ("refund USD100", ("USD100",)),
+    ("refund 2380 pence", ("2380",)),
+    ("card 4242424242424241 (fails Luhn: a typo)", ("4242424242424241",)),
+    ("IBAN GB82WEST12345698765432", ("GB82WEST12345698765432",)),
+])
+def test_a_reason_never_carries_a_name_an_amount_or_an_account_number(reason, leaked):
+    state = {"messages": [{"type": "human", "content": "Hi, my name is Ada Lovelace, I live at 12 Elm Street."}]}
+    safe = safe_reason(reason, state)
+    assert safe and not [x for x in leaked if x in safe], safe
+    # ids, agent names and router scores stay readable
+    assert safe_reason("tx_1001 to refunds (router 0.66)", state) == "tx_1001 to refunds (router 0.66)"
+
+
+def test_a_model_whose_handoff_reason_quotes_the_customer_leaks_nothing_into_spans(make_desk):
+    from langchain_core.messages import AIMessage
+
+    from nodes.testing import scripted as sm
+
+    said = ("My name is Grace Hopper, grace.hopper@example.com, card 4000 0566 5566 5556 was charged EUR 150 "
+            "twice at Lidl, call +44 7700 900123")
+    # no three consecutive words of the message (that reason would be withheld whole): a paraphrase naming her
+    reason = "Hopper, Grace paid 150 EUR via 4000056655665556 in Lidl; ring +447700900123"
+
+    def policy(agent, user, names, i, msgs):
+        if agent == "triage":
+            return AIMessage(content="", tool_calls=[sm.tool_call("transfer_to_billing", reason=reason)])
+        return AIMessage(content="billing has it")
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    g = make_desk(sm.ScriptedChatModel(policy=policy), tracer_provider=provider).graph
+    Conversation("otel-pii", graph=g).send(said)
+    spans = exporter.get_finished_spans()
+    handoff = _one(spans, "handoff triage → billing")
+    assert handoff.attributes["switchboard.handoff.reason"]  # the reason is there, masked
+    text = _all_text(spans)
+    # a card keeps its last four digits (policies.redaction, as operators see it)
+    for personal in ("Grace", "Hopper", "grace.hopper", "150", "4000 0566", "4000056655665556", "Lidl", "7700"):
+        assert personal not in text, (personal, handoff.attributes["switchboard.handoff.reason"])

@@ -381,3 +381,70 @@ def test_postgresql_threads_give_the_report_sqlite_threads_give(tmp_path):
     with postgres_database() as url:
         assert _recorded_on(url, tmp_path / "b", 30) == sqlite
     assert {k for *_, k in sqlite} == {"handoff_refused", "approval_required"}
+
+
+def _rows(home: Path) -> dict[str, list[str]]:
+    """Every database of ``home`` (checkpoints and events, business store) as its schema and rows (read-only)."""
+    return {p.name: _store_dump(p) for p in sorted(home.glob("*.db"))}
+
+
+def _main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    """``switchboard ARGS…`` through the script's entry point (its one-line errors): ``(exit code, stdout, stderr)``."""
+    import sys
+
+    from graph.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["switchboard", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_whatif_writes_no_checkpoint_no_event_and_no_business_row(at):
+    before = _rows(at)
+    assert {"switchboard.db", "business.db"} <= set(before)
+    r = _whatif(at, CHANGE, "--json")
+    assert r.exit_code == 1, r.output
+    _whatif(at, "max_hops: 1\n", "--thread", "w00")
+    assert _rows(at) == before
+
+
+def test_an_operator_of_another_tenant_sees_no_thread_of_this_one(at, monkeypatch, capsys):
+    store = open_store(at / "business.db")
+    if store.get_operator("zed") is None:
+        store.add_operator("zed", "t_other", ["admin"])
+    path = _write(at.parent / "zed.yaml", CHANGE)
+    code, out, _ = _main(monkeypatch, capsys, "whatif", str(path), "--as", "zed", "--json")
+    assert code == 0 and json.loads(out)["totals"]["threads"] == 0, out
+    for args, says in ((("--thread", "w00"), "is not a recorded thread of tenant t_other"),
+                       (("--tenant", "t_demo"), "reads the threads of tenant t_other only")):
+        code, out, err = _main(monkeypatch, capsys, "whatif", str(path), "--as", "zed", *args)
+        assert code == 2 and says in err and "w01" not in out + err, (out, err)
+
+
+@pytest.mark.parametrize("name, content, says", [
+    ("bin.yaml", b"\xff\xfe\x00max_hops: 2", "is not UTF-8 text (undecodable byte at position 0)"),
+    ("exits.py", b"import sys\nsys.exit(0)\n", "called sys.exit(0) instead of giving a PolicySet"),
+    ("neg.py", b"import dataclasses\ndef whatif(p):\n    return dataclasses.replace(p, max_hops=-5)\n",
+     "max_hops must be a whole number from 1 to 100 (got -5)"),
+    ("negrisk.py", b"import dataclasses\ndef whatif(p):\n    return dataclasses.replace(p, risk=dataclasses.replace("
+     b"p.risk, reject_above_minor=-1))\n", "risk.reject_above_minor must be a non-negative whole number"),
+    ("raises.py", b"raise RuntimeError('boom')\n", "RuntimeError: boom"),
+    ("bomb.yaml", b"remove_edges:\n  - &a [billing, refunds]\n  - &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+     b"  - &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n  - &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n  - &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n",
+     "is not a [source, target] pair"),
+    ("obj.yaml", b"!!python/object/apply:os.system ['echo pwned']\n", "is not valid YAML"),
+])
+def test_a_hostile_change_file_or_module_is_one_error_line_and_exit_2(at, monkeypatch, capsys, name, content, says):
+    path = at.parent / name
+    path.write_bytes(content)
+    args = ("whatif", str(path)) if name.endswith((".yaml", ".json")) else \
+        ("whatif", str(_write(at.parent / "none.yaml", "")), "--module", str(path))
+    code, out, err = _main(monkeypatch, capsys, *args, "--as", "ida")
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert (code, out) == (2, ""), (code, out, err)
+    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], err

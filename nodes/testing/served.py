@@ -342,6 +342,9 @@ def hitl_story(client: Callable[[str], Any], store: Any, one: str, two: str, cus
     check_request(waiting["value"], two)
     assert waiting["value"]["approvals_required"] == 2 and waiting["value"]["approvals"] == ["operator:ann"], waiting
     assert resume("ann", tid, HITL_APPROVE) == 403  # four eyes: the same approver twice
+    assert resume("ann", tid, {"decision": "approve"}) == 403  # ... in the other shape too
+    assert resume("ann", tid, {"decision": "approve", "decision_id": "dc_fresh"}) == 403  # ... under a fresh key
+    assert resume(second_approver, tid, {"decisions": [{"type": "APPROVE"}]}) == 422  # no loose spelling of a type
     done = client(second_approver).runs.wait(tid, "switchboard", command={"resume": {"decision": "approve"}})
     assert "paid back" in done["outcome"]["text"], done
     assert [r.id for r in paid(store, customer) if r.transaction_id == two] == [refund_id]
