@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-#: ``SWITCHBOARD_BENCH_SMOKE=1``: every benchmark runs with tiny sizes (tests/test_bench_scripts.py runs each script so,
+#: ``SWITCHBOARD_BENCH_SMOKE=1``: every benchmark runs with tiny sizes (tests/scenarios/test_bench_scripts.py runs each script so,
 #: to show it still works; the figures of such a run mean nothing).
 SMOKE = os.environ.get("SWITCHBOARD_BENCH_SMOKE", "") not in ("", "0")
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from graph.errors import ConfigError
+from graph.contracts.errors import ConfigError
 from nodes.embedded.compound import COMPOUND_THRESHOLD, UNMARKED_THRESHOLD, WHOLE_SURE
 from nodes.embedded.offline_model import OfflineChatModel
 

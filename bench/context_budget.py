@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     from langgraph.checkpoint.memory import InMemorySaver
 
     from graph.builder import build_desk
+    from graph.contracts.settings import Settings
     from graph.conversation import Conversation
-    from graph.settings import Settings
     from nodes.testing.scripted import KeywordRouter, ScriptedChatModel, tool_call
     from policies.history import estimate_tokens
 

@@ -41,9 +41,9 @@ from pathlib import Path
 home = Path(sys.argv[1])
 from checkpoints import open_checkpointer
 from graph import build_graph
-from graph.context import RunContext
+from graph.contracts.context import RunContext
 from graph.conversation import Conversation
-from graph.settings import Settings
+from graph.contracts.settings import Settings
 from nodes.embedded.offline_model import OfflineChatModel
 from nodes.testing.scripted import KeywordRouter
 r = KeywordRouter()
@@ -65,7 +65,7 @@ print("DONE", time.perf_counter() - t0, flush=True)
 def _desk(home: Path):
     from checkpoints import open_checkpointer
     from graph.builder import build_desk
-    from graph.settings import Settings
+    from graph.contracts.settings import Settings
     from nodes.embedded.offline_model import OfflineChatModel
     from nodes.testing.scripted import KeywordRouter
 
@@ -101,7 +101,7 @@ def measure_flow(base: Path) -> float:
 
 def recover(home: Path) -> dict:
     """Recover one run and check its invariants; returns the run's figures."""
-    from graph.context import RunContext
+    from graph.contracts.context import RunContext
     from graph.conversation import Conversation
 
     d = _desk(home)

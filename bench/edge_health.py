@@ -128,7 +128,7 @@ def main() -> int:
     home = args.home or Path(tempfile.mkdtemp()) / "home"
     threads = seed(home, args.repeat)
     env = {**os.environ, "SWITCHBOARD_HOME": str(home), "PYTHONPATH": str(REPO), "COLUMNS": "150"}
-    cli = [sys.executable, "-m", "graph.cli"]
+    cli = [sys.executable, "-m", "graph.app.cli"]
     subprocess.run([*cli, "operators", "add", "ida", "--tenant", "t_demo", "--role", "admin"], env=env, check=True,
                    capture_output=True)
     print(f"{threads} threads in {home}")

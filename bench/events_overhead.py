@@ -32,7 +32,7 @@ def main() -> None:
     from checkpoints import open_checkpointer
     from checkpoints.business import open_store
     from graph import build_graph
-    from graph.state import ensure_ids
+    from graph.contracts.state import ensure_ids
     from nodes.router import read_labelled_csv
 
     texts = read_labelled_csv(args.csv)[0][: args.limit]

@@ -43,7 +43,7 @@ def _switchboard(home: Path, events: bool):
     from checkpoints import open_checkpointer
     from checkpoints.business import open_store
     from graph.builder import build_graph
-    from graph.settings import Settings
+    from graph.contracts.settings import Settings
     from nodes.testing.scripted import KeywordRouter, ScriptedChatModel
 
     home.mkdir()
@@ -60,7 +60,7 @@ def main() -> int:
 
     from langchain_core.messages import HumanMessage
 
-    from graph.state import ensure_ids
+    from graph.contracts.state import ensure_ids
 
     tmp = Path(tempfile.mkdtemp(prefix="switchboard-handoff-bench-"))
     runners = {"on": _switchboard(tmp / "on", True), "off": _switchboard(tmp / "off", False)}

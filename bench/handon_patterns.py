@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from graph.errors import ConfigError, InputError  # noqa: E402
+from graph.contracts.errors import ConfigError, InputError  # noqa: E402
 from nodes.embedded.desk_knowledge import load_knowledge  # noqa: E402
 from nodes.router import load_label_map, load_router, read_labelled_csv  # noqa: E402
 

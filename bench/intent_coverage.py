@@ -1,6 +1,6 @@
 """How many of the desk's 97 request kinds get their own answer end to end.
 
-Each request of ``tests/test_intents.py`` (one per BANKING77 intent and CLINC150 desk intent, our own sentences) runs
+Each request of ``tests/nodes/test_intents.py`` (one per BANKING77 intent and CLINC150 desk intent, our own sentences) runs
 on a new thread through the compiled graph with the offline model and the shipped router. A request counts as served
 specifically when the agent that owns its intent (``../shared/data/*/agent_map.json`` / ``desk_map.json``) answers
 and no request of a *different* intent got the same answer text (request reference ids masked). Not a speed figure:
@@ -29,7 +29,7 @@ def main(verbose: bool = False) -> int:
     from graph.builder import build_desk
     from graph.conversation import Conversation
     from nodes.embedded.desk_knowledge import load_knowledge
-    from tests.test_intents import ROWS, _owners
+    from tests.nodes.test_intents import ROWS, _owners
 
     b77, clinc = _owners()
     owner = {**b77, **clinc}

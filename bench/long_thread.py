@@ -98,8 +98,8 @@ def run(turns: int, width: int, profile: bool = False, thread_id: str = "long") 
     from checkpoints.business import open_store
     from checkpoints.threads import thread_values
     from graph.builder import build_desk
-    from graph.context import RunContext
-    from graph.settings import Settings
+    from graph.contracts.context import RunContext
+    from graph.contracts.settings import Settings
 
     settings = Settings.from_env(model="offline", db=home / "checkpoints.db", business_db=home / "business.db")
     saver = open_checkpointer(settings.db)

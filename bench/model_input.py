@@ -32,8 +32,8 @@ def switchboard(mode: str, turns: int) -> dict[int, float]:
 
     from checkpoints.business import open_store
     from graph.builder import build_desk
+    from graph.contracts.settings import Settings
     from graph.conversation import Conversation
-    from graph.settings import Settings
     from nodes.embedded.offline_model import OfflineChatModel
     from nodes.testing.scripted import KeywordRouter
     from policies.history import HistoryPolicy

@@ -21,7 +21,7 @@ Usage: ``python bench/operator_scale.py [--threads 1000 10000] [--runs 2] [--pos
 [--json FILE]``;
 ``--postgres`` (default: ``$SWITCHBOARD_BENCH_POSTGRES``, else ``$SWITCHBOARD_TEST_POSTGRES``) also builds the
 homes on that server (a database of their own, dropped afterwards; by default only the largest size).
-``SWITCHBOARD_BENCH_SMOKE=1``: 40 threads, one run (tests/test_bench_scripts.py).
+``SWITCHBOARD_BENCH_SMOKE=1``: 40 threads, one run (tests/scenarios/test_bench_scripts.py).
 """
 
 from __future__ import annotations
@@ -108,9 +108,9 @@ def build_template(home: Path, db: str) -> None:
     from checkpoints import open_checkpointer
     from checkpoints.business import open_store
     from graph.builder import build_desk
-    from graph.context import RunContext
+    from graph.contracts.context import RunContext
+    from graph.contracts.settings import Settings
     from graph.conversation import Conversation
-    from graph.settings import Settings
     from nodes.embedded.offline_model import OfflineChatModel
     from nodes.testing.scripted import KeywordRouter
 
@@ -209,7 +209,7 @@ def _measure(env: dict, db: str, bare: str, runs: int) -> dict:
     """Median CPU and peak RSS of the bare read and of each command of :data:`COMMANDS` on ``db``, runs taking
     turns; ``vs_bare_read``: a command's CPU / the bare read process's; ``vs_bare_loop``: / the CPU of the bare
     read's loop alone (``get_tuple`` per thread, without the interpreter's start-up and imports)."""
-    sb = [sys.executable, "-m", "graph.cli"]
+    sb = [sys.executable, "-m", "graph.app.cli"]
     cpu: dict[str, list[float]] = {"bare read": []}
     rss: dict[str, list[int]] = {"bare read": []}
     loop: list[float] = []

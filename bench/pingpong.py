@@ -23,8 +23,8 @@ def switchboard_calls() -> dict:
 
     from checkpoints.business import open_store
     from graph import build_graph
+    from graph.contracts.settings import Settings
     from graph.conversation import Conversation
-    from graph.settings import Settings
     from nodes.testing.scripted import KeywordRouter, ping_pong
 
     model = ping_pong("billing", "refunds")

@@ -2,7 +2,7 @@
 
 Every query of a labelled CSV runs twice: through the bare router (``IntentRouter.route``: its agent, ``other`` =
 no specialist) and through the compiled graph exactly as ``switchboard route`` runs it (offline model, a fresh thread
-each, ``graph.evaluation.evaluate``). Each query whose answer differs between the two is put in one group, read from
+each, ``graph.app.evaluation.evaluate``). Each query whose answer differs between the two is put in one group, read from
 the turn's routing reasons (the entry decision's and each handoff's, ``QueryOutcome.reasons``):
 
 * ``compound split``: triage sent it to the supervisor (``nodes.embedded.compound``);
@@ -40,8 +40,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from common import write_json  # noqa: E402
 
-from graph.errors import ConfigError, InputError  # noqa: E402
-from graph.evaluation import NO_SPECIALIST_PREFIX, QueryOutcome, no_specialist_answered  # noqa: E402
+from graph.app.evaluation import NO_SPECIALIST_PREFIX, QueryOutcome, no_specialist_answered  # noqa: E402
+from graph.contracts.errors import ConfigError, InputError  # noqa: E402
 
 #: The bare router's label for "no specialist".
 OTHER = "other"
@@ -116,9 +116,9 @@ def measure(csv_path: Path, labels: Path, router_path: Path | None, limit: int |
     from langgraph.checkpoint.memory import InMemorySaver
 
     from checkpoints.business import open_store
+    from graph.app.evaluation import BusinessSnapshot, evaluate, read_evaluation_set
     from graph.builder import build_desk, make_deps
-    from graph.evaluation import BusinessSnapshot, evaluate, read_evaluation_set
-    from graph.settings import Settings
+    from graph.contracts.settings import Settings
     from nodes.embedded.offline_model import CLARIFY_BELOW
 
     texts, expected = read_evaluation_set(csv_path, labels, limit)

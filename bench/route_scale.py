@@ -40,9 +40,9 @@ def old_path(csv: Path, labels: Path, limit: int, out: Path) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
     from checkpoints.business import open_store
+    from graph.app.evaluation import BusinessSnapshot, evaluate, read_evaluation_set
     from graph.builder import build_desk, make_deps
-    from graph.evaluation import BusinessSnapshot, evaluate, read_evaluation_set
-    from graph.settings import Settings
+    from graph.contracts.settings import Settings
 
     texts, expected = read_evaluation_set(csv, labels, limit)
     scratch = Path(tempfile.mkdtemp(prefix="switchboard-route-old-"))  # on disk, as before
@@ -91,7 +91,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="switchboard-route-bench-"))
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")},
            "SWITCHBOARD_HOME": str(tmp / "home"), "PYTHONPATH": str(REPO)}
-    route = [sys.executable, "-m", "graph.cli", "route", str(args.csv), "--labels", str(args.labels)]
+    route = [sys.executable, "-m", "graph.app.cli", "route", str(args.csv), "--labels", str(args.labels)]
     figures: dict = {"load_before": load_average(), "cpus": len(os.sched_getaffinity(0)), "limit": args.limit}
     figures["old"] = _child([sys.executable, __file__, "--csv", str(args.csv), "--labels", str(args.labels),
                              "--old-path", str(args.limit), str(tmp / "old.json")], env)

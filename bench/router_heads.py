@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blend", type=float, nargs="+", default=[0.3, 0.4, 0.5, 0.6])
     args = parser.parse_args(argv)
     texts, cats = read_labelled_csv(args.dir / "train.csv")
-    if os.environ.get("SWITCHBOARD_BENCH_SMOKE", "") not in ("", "0"):  # tests/test_bench_scripts.py: tiny sizes
+    if os.environ.get("SWITCHBOARD_BENCH_SMOKE", "") not in ("", "0"):  # tests/scenarios/test_bench_scripts.py: tiny sizes
         texts, cats = texts[::10], cats[::10]
     labels, mapping = load_training_labels(args.dir / "labels.json", cats)
     texts, labels, mapping, _ = merge_desk_classes(texts, labels, mapping)

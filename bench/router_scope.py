@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from graph.errors import ConfigError, InputError  # noqa: E402
+from graph.contracts.errors import ConfigError, InputError  # noqa: E402
 from nodes.router import load_label_map, load_router, read_labelled_csv  # noqa: E402
 from nodes.router_scope import read_desk_map, scope_report  # noqa: E402
 

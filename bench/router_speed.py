@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 
 TARGET_US = 1000.0
 #: Largest TF-IDF probability difference against scikit-learn (floating-point sums differ between BLAS kernels and
-#: processors; tests/test_router.py uses the same bound).
+#: processors; tests/nodes/test_router.py uses the same bound).
 TFIDF_TOLERANCE = 1e-6
 
 
@@ -55,7 +55,7 @@ def main() -> int:
 
     import numpy as np
 
-    from graph.errors import InputError
+    from graph.contracts.errors import InputError
     from nodes.router import default_router, default_training_data, read_labelled_csv, read_router_examples
     from nodes.router_fit import fit_pipeline
 
@@ -74,7 +74,7 @@ def main() -> int:
     t0 = time.perf_counter()
     load_encoder()  # first use in this process
     encoder_load_s = time.perf_counter() - t0
-    smoke = os.environ.get("SWITCHBOARD_BENCH_SMOKE", "") not in ("", "0")  # tests/test_bench_scripts.py
+    smoke = os.environ.get("SWITCHBOARD_BENCH_SMOKE", "") not in ("", "0")  # tests/scenarios/test_bench_scripts.py
     if smoke:  # tiny sizes: a fit on a 15th of the data (its probabilities then differ: not checked)
         ex_texts, topics = ex_texts[::15], topics[::15]
     t0 = time.perf_counter()

@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from graph.errors import ConfigError, InputError  # noqa: E402
+from graph.contracts.errors import ConfigError, InputError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         bank_x, bank_y = R.read_labelled_csv(args.data / "banking77" / "train.csv")
         train_b, held_b = split_held_out(bank_y)
         keep = [*range(n_own), *(n_own + i for i in train_b), *range(n_own + len(bank_x), len(texts))]
-        if os.environ.get("SWITCHBOARD_BENCH_SMOKE", "") not in ("", "0"):  # tests/test_bench_scripts.py: tiny sizes
+        if os.environ.get("SWITCHBOARD_BENCH_SMOKE", "") not in ("", "0"):  # tests/scenarios/test_bench_scripts.py: tiny sizes
             keep, held_b = keep[::15], held_b[::15]
         t0 = time.perf_counter()
         router = R.IntentRouter().fit([texts[i] for i in keep], [labels[i] for i in keep], mapping)

@@ -22,7 +22,7 @@ turns (a user message without an answer, or missing), duplicate refunds (more th
 per refund), interleaved turns (two user messages in a row),
 the ledger (executed refunds in the one database = approvals), stuck approvals (a refund approved but never paid, or
 a thread still waiting for a decision) and, on Aegra, run records left ``pending`` / ``running`` (those of the killed
-instance are marked by the launcher's sweep, ``graph.serve.sweep_orphaned_runs``).
+instance are marked by the launcher's sweep, ``graph.service.serve.sweep_orphaned_runs``).
 
 Usage: ``python bench/serve_load.py [--conversations 200] [--concurrency 16] [--modes sqlite1,pg1,pg2]
 [--approval-share 0.2] [--kill-at 0.4] [--limit-s 900] [--settle recover|next] [--json out.json]
@@ -339,7 +339,7 @@ class Load:
             if self._desk is None:
                 from checkpoints import open_checkpointer
                 from graph.builder import build_desk
-                from graph.settings import Settings
+                from graph.contracts.settings import Settings
 
                 settings = Settings(db=self.t.store_target())
                 self._desk = build_desk(checkpointer=open_checkpointer(settings.db), settings=settings)
@@ -350,9 +350,9 @@ class Load:
         the thread's owner as recorded server-side (``Conversation.recover``), whatever node it stopped before.
         False when the thread is busy (a run of an instance still holds its advisory lock: the turn was slow, not
         killed; with 200 conversations at once a client's wait can end before its run does)."""
-        from graph.context import RunContext
+        from graph.contracts.context import RunContext
+        from graph.contracts.errors import InputError
         from graph.conversation import Conversation
-        from graph.errors import InputError
 
         try:
             r = Conversation(tid, desk=self._desk_for_recovery(),
@@ -368,7 +368,7 @@ class Load:
         return True
 
     def _resume_here(self, tid: str) -> None:
-        from graph.context import RunContext
+        from graph.contracts.context import RunContext
         from graph.conversation import Conversation
 
         conv = Conversation(tid, desk=self._desk_for_recovery(), context=RunContext.for_operator("ops", "t_demo"))
@@ -508,13 +508,13 @@ def verify(load: Load, store: Any) -> dict:
 
 def runs_left_running(load: Load) -> int:
     """Aegra's run records still ``pending`` / ``running`` once every conversation is done (``switchboard serve``
-    marks those of a killed instance within ``graph.serve.ORPHAN_GRACE_S`` + ``SWEEP_EVERY_S`` seconds: waited for
+    marks those of a killed instance within ``graph.service.serve.ORPHAN_GRACE_S`` + ``SWEEP_EVERY_S`` seconds: waited for
     here, bounded); 0 for the modes without Aegra's tables."""
     if load.t.engine != "aegra" or not load.t.db_url:
         return 0
     import psycopg
 
-    from graph.serve import ORPHAN_GRACE_S, SWEEP_EVERY_S
+    from graph.service.serve import ORPHAN_GRACE_S, SWEEP_EVERY_S
 
     deadline = time.monotonic() + ORPHAN_GRACE_S + 3 * SWEEP_EVERY_S
     while True:

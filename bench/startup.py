@@ -78,7 +78,7 @@ def main() -> int:
 
     home = Path(tempfile.mkdtemp(prefix="switchboard-startup-"))
     env = {**os.environ, "SWITCHBOARD_HOME": str(home), "SWITCHBOARD_OPERATOR": "ida", "SWITCHBOARD_MODEL": "offline"}
-    # ``python -m graph.cli`` from this checkout (what the ``switchboard`` script runs), so that the benchmark measures
+    # ``python -m graph.app.cli`` from this checkout (what the ``switchboard`` script runs), so that the benchmark measures
     # the code beside it
     env["PYTHONPATH"] = str(REPO)
     # bytecode cached as an installed package has it (pip compiles it at install): without this, a shell with
@@ -86,7 +86,7 @@ def main() -> int:
     # one-file bare script hardly pays; the cache goes to a folder of the temporary home, not into the checkout
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(home / "pycache")
-    sb = [sys.executable, "-m", "graph.cli"]
+    sb = [sys.executable, "-m", "graph.app.cli"]
     thread = _setup(home, env, sb)
     (home / "bare.py").write_text(BARE)
     cmds = {

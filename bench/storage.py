@@ -31,7 +31,7 @@ MARKS = (10, 50, 100)
 from langchain_core.messages import AnyMessage  # noqa: E402
 from langgraph.graph.message import add_messages  # noqa: E402
 
-from graph.state import SupportState  # noqa: E402
+from graph.contracts.state import SupportState  # noqa: E402
 
 
 class BaselineState(SupportState, total=False):
@@ -69,8 +69,8 @@ def switchboard(turns: int, kind: str = "delta") -> dict:
     import graph.builder as builder
     from checkpoints import open_checkpointer
     from checkpoints.business import open_store
+    from graph.contracts.settings import Settings
     from graph.conversation import Conversation
-    from graph.settings import Settings
     from nodes.embedded.offline_model import OfflineChatModel
     from nodes.testing.scripted import KeywordRouter
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from checkpoints.business import open_store
 from graph import RunContext, build_graph
-from graph.settings import Settings
+from graph.contracts.settings import Settings
 from nodes.expert import EXPERT_NOTE
 from nodes.testing.scripted import ScriptedChatModel, tool_call
 
@@ -85,7 +85,7 @@ def main() -> int:
     one_turn(graph, "warm-up", None)
     rows = {}
     for label, slug, conc in (("parallel (default)", "parallel", None), ("sequential (max_concurrency=1)", "sequential", 1)):
-        # thread ids allow only A-Z a-z 0-9 . _ : - (graph.inputs.check_thread_id)
+        # thread ids allow only A-Z a-z 0-9 . _ : - (graph.contracts.inputs.check_thread_id)
         times = [one_turn(graph, f"{slug}-{i}", conc) for i in range(args.runs)]
         rows[label] = times
     print(f"3-expert compound request, scripted experts sleeping {args.sleep_ms:g} ms each, {args.runs} turns per mode")

@@ -47,8 +47,8 @@ def _switchboard_send(home: Path):
     from checkpoints import open_checkpointer
     from checkpoints.business import open_store
     from graph.builder import build_desk
+    from graph.contracts.settings import Settings
     from graph.conversation import Conversation
-    from graph.settings import Settings
     from nodes.testing.scripted import KeywordRouter, ScriptedChatModel
 
     desk = build_desk(model=ScriptedChatModel(policy=chain_policy), checkpointer=open_checkpointer(home / "c.db"),
@@ -100,8 +100,8 @@ def long_conversation(kind: str, turns: int = 10 if SMOKE else 100) -> None:
     if kind == "switchboard":
         from checkpoints import open_checkpointer
         from graph.builder import build_desk
+        from graph.contracts.settings import Settings
         from graph.conversation import Conversation
-        from graph.settings import Settings
 
         s = Settings.from_env(db=home / "c.db", business_db=home / "b.db")
         conv = Conversation("long", desk=build_desk(checkpointer=open_checkpointer(s.db), settings=s))

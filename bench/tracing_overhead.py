@@ -31,7 +31,7 @@ def _graph(home: Path, provider: Any) -> Any:
     from checkpoints import open_checkpointer
     from checkpoints.business import open_store
     from graph.builder import build_graph
-    from graph.settings import Settings
+    from graph.contracts.settings import Settings
     from nodes.testing.scripted import KeywordRouter, ScriptedChatModel
 
     home.mkdir()
@@ -56,7 +56,7 @@ def main() -> int:
     )
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from graph.state import ensure_ids
+    from graph.contracts.state import ensure_ids
 
     class Dropped(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:

@@ -1,5 +1,5 @@
 """What the HTTP engines of ``switchboard serve`` record about threads and runs in their own tables, read where our
-stores live (one PostgreSQL database, ``graph.serve``), and whether a thread's turn lock is held.
+stores live (one PostgreSQL database, ``graph.service.serve``), and whether a thread's turn lock is held.
 
 The engines keep a thread status of their own beside the checkpoints: Aegra 0.6 in table ``thread`` (``thread_id``
 text, ``status``), LangGraph's runtime ``langgraph-runtime-pg`` 0.11 in table ``threads`` (``thread_id`` uuid,
@@ -7,14 +7,14 @@ text, ``status``), LangGraph's runtime ``langgraph-runtime-pg`` 0.11 in table ``
 status is not ``interrupted`` ("Cannot resume: thread is not in interrupted state"), whatever its checkpoint says, so
 ``switchboard tasks --stuck`` reads it (:func:`engine_thread_status`). Aegra also records each run (table ``runs``:
 ``status``, ``error_message``, the merged ``config``) and its stream events (table ``run_events``, where a failed
-run's ``error`` event names the exception's class); ``graph.aegra_app`` reads them to answer a failed ``/runs/wait``
+run's ``error`` event names the exception's class); ``graph.service.aegra_app`` reads them to answer a failed ``/runs/wait``
 with an HTTP error instead of Aegra's ``200 {}`` (:func:`aegra_run_failure`), and the owner of a thread id
 (:func:`aegra_thread_user`) to answer a duplicate thread id with 409.
 
 Every function reads only (no engine table is written here), takes the ``postgresql://`` URL of that database, and
 answers None / False when the table does not exist (another engine, or a database the engine never migrated).
 Blocking (psycopg): async callers run them in a thread. Driver failures become
-:class:`graph.errors.InfrastructureError`.
+:class:`graph.contracts.errors.InfrastructureError`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from graph.errors import InfrastructureError
+from graph.contracts.errors import InfrastructureError
 
 __all__ = ["engine_thread_status", "aegra_thread_user", "aegra_run_failure", "engine_runs_in_flight",
            "thread_lock_held"]

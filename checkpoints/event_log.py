@@ -3,7 +3,7 @@
 Append-only and idempotent: every row carries an ``event_key``; inserting a key that is already stored does nothing
 (``INSERT … ON CONFLICT (event_key) DO NOTHING``), so a node that LangGraph re-runs from its first line on resume
 does not duplicate the events it reproduces (``nodes.instrumentation`` makes the keys). The event model is
-``graph.events``; nothing here knows about graphs or nodes.
+``graph.contracts.events``; nothing here knows about graphs or nodes.
 
 Commits: a log that shares a SqliteSaver's connection (:func:`event_log_for`, :attr:`EventLog.joins_saver_commits`)
 may store rows without committing them (``record_many(..., commit=False)``): they are committed by the saver's next
@@ -25,8 +25,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from graph.errors import ConfigError, InfrastructureError
-from graph.events import ANSWERED_STATUSES, COLUMNS, EVENT_KINDS, INT_FIELDS, WAITING_RUN_STATUSES, EdgeCounts, Event, EventTally
+from graph.contracts.errors import ConfigError, InfrastructureError
+from graph.contracts.events import (
+    ANSWERED_STATUSES,
+    COLUMNS,
+    EVENT_KINDS,
+    INT_FIELDS,
+    WAITING_RUN_STATUSES,
+    EdgeCounts,
+    Event,
+    EventTally,
+)
 
 __all__ = ["EventLog", "open_event_log", "event_log_for", "event_key", "now_iso", "jsonable"]
 
@@ -151,7 +160,7 @@ class EventLog:
                **fields: Any) -> Event | None:
         """Store one event; return it, or None when an event with the same key is already stored.
 
-        ``ts`` defaults to now. ``fields`` are :class:`graph.events.Event` attributes; unknown keyword fields go into
+        ``ts`` defaults to now. ``fields`` are :class:`graph.contracts.events.Event` attributes; unknown keyword fields go into
         ``detail``. Raises ValueError for an unknown ``kind``."""
         return self.record_many([(kind, {"key": key, "detail": detail, "ts": ts, **fields})])[0]
 
@@ -215,10 +224,10 @@ class EventLog:
         return out
 
     def tally(self, thread_ids: Iterable[str] | None = None, *, since: str | None = None) -> EventTally:
-        """The :class:`graph.events.EventTally` of the stored events of ``thread_ids`` (None: every event) since the ISO
+        """The :class:`graph.contracts.events.EventTally` of the stored events of ``thread_ids`` (None: every event) since the ISO
         timestamp ``since``, counted by the database (grouped counts, distinct counts; only the rare
         ``loop_detected`` rows come back one by one): memory stays flat in the number of events. The same counts as
-        ``graph.observe.tally_events(self.events(since=since))`` restricted to those threads (a test compares them).
+        ``graph.app.observe.tally_events(self.events(since=since))`` restricted to those threads (a test compares them).
         ``thread_ids`` travel as one parameter (a JSON array for SQLite, an array for PostgreSQL)."""
         for hook in self._before_read:
             hook()
@@ -238,18 +247,18 @@ class EventLog:
             cur.execute(f"SELECT run_id, {self._json_text('detail', 'type')} FROM events "
                         f"WHERE kind = 'loop_detected'{f}", args)
             loops = cur.fetchall()
-            # thread ids never hold "|" (graph.inputs.check_thread_id), so the pair is unambiguous
+            # thread ids never hold "|" (graph.contracts.inputs.check_thread_id), so the pair is unambiguous
             cur.execute(f"SELECT COUNT(*), COUNT(DISTINCT thread_id || '|' || q) FROM (SELECT thread_id, {q} AS q "
                         f"FROM events WHERE kind = 'agent_finished'{f}) a WHERE q IS NOT NULL AND q <> ''", args)
             questions, asked = cur.fetchone()
         return _tally(groups, distinct, int(threads or 0), loops, int(questions), int(asked))
 
     def edge_tally(self, thread_ids: Iterable[str] | None = None, *, since: str | None = None) -> list[EdgeCounts]:
-        """The :class:`graph.events.EdgeCounts` of every handoff edge with events among those of ``thread_ids`` (None:
+        """The :class:`graph.contracts.events.EdgeCounts` of every handoff edge with events among those of ``thread_ids`` (None:
         every event) since the ISO timestamp ``since``, sorted by edge. Counted by the database in four grouped
         queries (window functions: the next handoff of each thread for bounce-backs, the last accepted handoff before
         a loop or a fallback of its turn, the handoffs left in a turn), so memory stays flat in the number of events;
-        the same counts as ``graph.observe.tally_edges(self.events(since=since))`` restricted to those threads (a test
+        the same counts as ``graph.app.observe.tally_edges(self.events(since=since))`` restricted to those threads (a test
         compares them on SQLite and PostgreSQL)."""
         for hook in self._before_read:
             hook()

@@ -20,9 +20,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from checkpoints.business.faults import storage_cause
-from graph.errors import ConfigError, InfrastructureError
-from graph.settings import check_database_target
-from graph.state_values import MSGPACK_ALLOWLIST
+from graph.contracts.errors import ConfigError, InfrastructureError
+from graph.contracts.settings import check_database_target
+from graph.contracts.state_values import MSGPACK_ALLOWLIST
 
 __all__ = ["open_checkpointer", "desk_serde", "sqlite_connection", "storage_error_line", "SETUP_LOCK"]
 
@@ -48,7 +48,7 @@ def sqlite_connection(path: str | Path) -> sqlite3.Connection:
     30 s busy timeout so two processes on one file wait for each other instead of failing.
 
     WAL journal with ``synchronous=NORMAL`` (SQLite's documented pairing for WAL): a committed checkpoint survives
-    a crash of the process (tests/test_crash_recovery.py kills workers with SIGKILL), not necessarily a power cut
+    a crash of the process (tests/nodes/test_crash_recovery.py kills workers with SIGKILL), not necessarily a power cut
     of the machine, which may lose the last checkpoints (a turn is then re-run from the one before). It spares an
     fsync per checkpoint, which made a handoff cost 2-4x more on a shared disk (bench/handoff_overhead.py). The
     business store (refunds, money) keeps SQLite's FULL default."""
@@ -67,7 +67,7 @@ def sqlite_connection(path: str | Path) -> sqlite3.Connection:
 
 def desk_serde() -> JsonPlusSerializer:
     """LangGraph's serializer for the desk's checkpoints: msgpack, rebuilding LangGraph's safe types (messages, …) and
-    the state's models (``graph.state_values.MSGPACK_ALLOWLIST``) and no other class (another stored object reads as
+    the state's models (``graph.contracts.state_values.MSGPACK_ALLOWLIST``) and no other class (another stored object reads as
     its data)."""
     return JsonPlusSerializer(allowed_msgpack_modules=MSGPACK_ALLOWLIST)
 

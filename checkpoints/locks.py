@@ -14,8 +14,8 @@ from contextlib import contextmanager
 
 from filelock import FileLock, Timeout
 
-from graph.errors import InputError
-from graph.settings import home_dir, is_postgres
+from graph.contracts.errors import InputError
+from graph.contracts.settings import home_dir, is_postgres
 
 __all__ = ["thread_lock"]
 

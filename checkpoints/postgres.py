@@ -8,7 +8,7 @@
   its own: another process or machine asking for the same key waits. The server releases it when that
   connection ends, so a process killed with SIGKILL never leaves a thread locked.
 
-Driver failures become :class:`graph.errors.InfrastructureError` with one line naming the server (no password).
+Driver failures become :class:`graph.contracts.errors.InfrastructureError` with one line naming the server (no password).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from graph.errors import InfrastructureError, InputError
+from graph.contracts.errors import InfrastructureError, InputError
 
 __all__ = ["POOL_MAX_SIZE", "SETUP_KEY_ENGINE", "libpq_url", "redacted", "open_pool", "advisory_key", "advisory_lock"]
 

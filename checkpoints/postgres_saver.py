@@ -15,7 +15,7 @@ the database, so it holds for every process and every saver writing these tables
   the delete starts commits before it (and is deleted with the rest), a later one waits and then sees the
   tombstone (PL/pgSQL reads with a new snapshot per statement under READ COMMITTED).
 
-The saver turns the trigger's error into :class:`graph.errors.ThreadDeleted`, so a late run stops at its next step.
+The saver turns the trigger's error into :class:`graph.contracts.errors.ThreadDeleted`, so a late run stops at its next step.
 
 Aegra 0.6 deletes a thread (``DELETE /threads/{id}``) by deleting its row in its table ``thread`` only: the
 checkpoints stay, and a run in flight on another instance goes on writing them. :func:`install_engine_thread_tombstones`
@@ -31,7 +31,7 @@ from typing import Any
 
 from langgraph.checkpoint.postgres import PostgresSaver, _internal
 
-from graph.errors import ThreadDeleted
+from graph.contracts.errors import ThreadDeleted
 
 __all__ = ["TombstonePostgresSaver", "TOMBSTONES", "DELETED_MARK", "TOMBSTONE_SQL", "ENGINE_THREAD_SQL",
            "is_thread_deleted_error", "install_engine_thread_tombstones"]
@@ -108,7 +108,7 @@ def _refused_when_deleted(thread_id: Any) -> Iterator[None]:
 class TombstonePostgresSaver(PostgresSaver):
     """PostgresSaver whose ``setup`` also installs the tombstones and whose ``delete_thread`` records one (module doc).
 
-    ``put`` / ``put_writes`` raise :class:`graph.errors.ThreadDeleted` for a deleted thread."""
+    ``put`` / ``put_writes`` raise :class:`graph.contracts.errors.ThreadDeleted` for a deleted thread."""
 
     def setup(self) -> None:
         super().setup()

@@ -20,11 +20,11 @@ from typing import Any
 
 import ormsgpack
 
-from graph.errors import InfrastructureError
+from graph.contracts.errors import InfrastructureError
 
 __all__ = ["SqliteCheckpointReader", "Unreadable", "StoredMessage", "TRANSCRIPT_CHANNELS", "load_plain", "interrupt_payload"]
 
-#: The ``DeltaChannel`` keys of ``graph.state.SupportState`` that ``history`` reads, and how their writes fold: the
+#: The ``DeltaChannel`` keys of ``graph.contracts.state.SupportState`` that ``history`` reads, and how their writes fold: the
 #: transcript (``add_messages``: append, replace by id, ``RemoveMessage``) and the append-only lists (``append_batch``).
 #: A test checks that they are DeltaChannels of the state schema with these reducers.
 TRANSCRIPT_CHANNELS: dict[str, str] = {"messages": "messages", "handoff_path": "append", "expert_calls": "append"}
@@ -38,7 +38,7 @@ _CONSTRUCTOR_CODES = frozenset(range(6))
 
 class Unreadable(InfrastructureError):
     """The file is not in the layout this reader knows (the caller uses the saver's API instead). An
-    :class:`~graph.errors.InfrastructureError`."""
+    :class:`~graph.contracts.errors.InfrastructureError`."""
 
 
 def _constructor(code: int, data: bytes, hook: Any) -> tuple[Any, str | None]:
@@ -236,7 +236,7 @@ class SqliteCheckpointReader:
 
 
 def _append(writes: list) -> list:
-    """``graph.state.append_batch`` from an empty list."""
+    """``graph.contracts.state.append_batch`` from an empty list."""
     out: list = []
     for w in writes:
         out.extend(w or [])
@@ -244,7 +244,7 @@ def _append(writes: list) -> list:
 
 
 def _fold_messages(writes: list) -> list:
-    """``graph.state.messages_reducer`` (``add_messages`` folded over the writes) from an empty transcript, for
+    """``graph.contracts.state.messages_reducer`` (``add_messages`` folded over the writes) from an empty transcript, for
     stored messages: a message whose id is already there replaces it, a ``RemoveMessage`` removes its id
     (``REMOVE_ALL_MESSAGES``: the transcript becomes what follows it in the write), anything else is appended.
     Raises :class:`Unreadable` for a write that is not a stored message (``add_messages`` would coerce it) or a

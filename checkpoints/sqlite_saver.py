@@ -7,7 +7,7 @@ pending writes, which brings the thread back with a partial state (a known LangG
 7207 adds tombstones to their savers). Here ``delete_thread`` records a tombstone in
 :data:`TOMBSTONES` in the same transaction as the deletes, and triggers on ``checkpoints`` and ``writes`` abort any
 later insert for that thread inside the database, whichever process or connection writes it. The saver turns the
-abort into :class:`graph.errors.ThreadDeleted`, so the late run stops at its next step (it does not go on to make a
+abort into :class:`graph.contracts.errors.ThreadDeleted`, so the late run stops at its next step (it does not go on to make a
 refund on a thread nobody can see). A deleted thread id is never reused: a new conversation on it is refused too.
 
 Reading a thread: LangGraph rebuilds a ``DeltaChannel`` (the transcript) at a checkpoint from the
@@ -18,7 +18,7 @@ histories it returned for the last checkpoints of the last threads it read (:dat
 nearest one it knows, reading just the checkpoints and writes since; a write this saver stored itself lately
 (:data:`WRITTEN_CHECKPOINTS` checkpoints a thread) comes back as the object it was given instead of a deserialised
 copy. The result is the one LangGraph's own walk gives (a snapshot met on the way still ends the walk there), and the
-same seed and write objects come back on every read, so ``graph.state.FoldingDeltaChannel`` and the transcript scans
+same seed and write objects come back on every read, so ``graph.contracts.state.FoldingDeltaChannel`` and the transcript scans
 (``nodes.transcript.fold_transcript``) continue their last run instead of redoing it.
 """
 
@@ -35,7 +35,7 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP, DeltaChannelHistory, Pendi
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite._delta import DELTA_STAGE1_SQL, build_delta_stage2_sql
 
-from graph.errors import ThreadDeleted
+from graph.contracts.errors import ThreadDeleted
 
 __all__ = ["CompactSqliteSaver", "compact_next_version", "VERSION_DIGITS", "TOMBSTONES", "DELETED_MARK",
            "HISTORY_THREADS", "HISTORY_CHECKPOINTS", "WRITTEN_CHECKPOINTS"]
@@ -97,7 +97,7 @@ class CompactSqliteSaver(SqliteSaver):
     """LangGraph's SqliteSaver with :func:`compact_next_version` versions and tombstones of deleted threads (module
     doc); opened by ``checkpoints.open_checkpointer``.
 
-    ``put`` / ``put_writes`` raise :class:`graph.errors.ThreadDeleted` for a thread that ``delete_thread`` deleted."""
+    ``put`` / ``put_writes`` raise :class:`graph.contracts.errors.ThreadDeleted` for a thread that ``delete_thread`` deleted."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

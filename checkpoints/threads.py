@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from graph.views import is_waiting, plain
+from graph.contracts.views import is_waiting, plain
 
 if TYPE_CHECKING:  # the listing commands read SQLite files without LangGraph (checkpoints.sqlite_reader)
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -80,7 +80,7 @@ def thread_values(saver: Any, thread_id: str) -> dict:
         return saver.thread_values(thread_id)
     from langgraph.graph import StateGraph
 
-    from graph.state import SupportState
+    from graph.contracts.state import SupportState
 
     # A minimal graph with the same state schema reads the checkpoint (and replays the DeltaChannel keys) without
     # building models or stores.

@@ -1,7 +1,7 @@
 """switchboard's public API: the compiled graph and the convenience layer for scripts and the CLI.
 
-Names are resolved on first use (PEP 562), so importing a contract module such as ``graph.state`` or
-``graph.errors`` does not load the builder, the nodes or LangGraph's runtime (no import cycle, fast start-up).
+Names are resolved on first use (PEP 562), so importing a contract module such as ``graph.contracts.state`` or
+``graph.contracts.errors`` does not load the builder, the nodes or LangGraph's runtime (no import cycle, fast start-up).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 __all__ = ["build_graph", "RunContext", "Settings", "Conversation", "TurnResult"]
 
-_HOME = {"build_graph": "graph.builder", "RunContext": "graph.context", "Settings": "graph.settings",
-         "Conversation": "graph.conversation", "TurnResult": "graph.results"}
+_HOME = {"build_graph": "graph.builder", "RunContext": "graph.contracts.context", "Settings": "graph.contracts.settings",
+         "Conversation": "graph.conversation", "TurnResult": "graph.contracts.results"}
 
 
 def __getattr__(name: str) -> Any:

@@ -13,10 +13,10 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from checkpoints.event_log import EventLog, event_log_for, open_event_log
-from graph.context import RunContext
+from graph.contracts.context import RunContext
+from graph.contracts.settings import Settings
+from graph.contracts.state import SupportState, TurnInput
 from graph.cut_turns import DeskGraph
-from graph.settings import Settings
-from graph.state import SupportState, TurnInput
 from nodes.agent import Deps, make_agent_node
 from nodes.approval_flow import make_human_approval_node, make_refund_execute_node, make_risk_node
 from nodes.entry import make_access_denied_node, make_entry_node
@@ -123,7 +123,7 @@ def build_graph(model: BaseChatModel | None = None, checkpointer: BaseCheckpoint
 
     Returns:
         A ``CompiledStateGraph`` (:class:`DeskGraph`: a caller's ``recursion_limit`` below the desk's own is raised
-        to it) over :class:`graph.state.SupportState` with ``context_schema=RunContext`` and
+        to it) over :class:`graph.contracts.state.SupportState` with ``context_schema=RunContext`` and
         ``input_schema=TurnInput`` (a run writes only ``messages``).
         Drive it with LangGraph's own ``invoke``/``stream``/``get_state``, ``{"configurable": {"thread_id": …}}``
         and ``context=RunContext(...)``.  Every node's destinations come from the edge table.
@@ -177,7 +177,7 @@ def build_desk(model: BaseChatModel | None = None, checkpointer: BaseCheckpointS
     limit = deps.settings.recursion_limit
     compiled = DeskGraph.of(g.compile(checkpointer=checkpointer, name="switchboard"), deps.store, deps.events,
                             min_recursion_limit=limit).with_config(recursion_limit=limit)
-    # the input rules of graph.inputs on every run, before anything else (nodes.input_guard)
+    # the input rules of graph.contracts.inputs on every run, before anything else (nodes.input_guard)
     compiled = compiled.with_config(callbacks=[InputGuard(), *run_callbacks])
     if recorder is not None:
         compiled = recorder.attach(compiled)  # run_started / run_completed / run_failed

@@ -19,23 +19,23 @@ from checkpoints import open_checkpointer
 from checkpoints.business import open_store
 from checkpoints.business.faults import require_business_store
 from checkpoints.locks import thread_lock
-from graph.approval import parse_decision
 from graph.builder import Desk, build_desk
-from graph.context import RunContext
+from graph.contracts.approval import parse_decision
+from graph.contracts.context import RunContext
+from graph.contracts.errors import AccessDenied, InputError
+from graph.contracts.inputs import MAX_MESSAGE_CHARS, check_text, check_thread_id
+from graph.contracts.results import TurnResult
+from graph.contracts.settings import Settings
+from graph.contracts.state import ensure_ids
+from graph.contracts.state_values import pending_of
+from graph.contracts.views import view_for
 from graph.cut_turns import interrupt_value as _interrupt_value
-from graph.errors import AccessDenied, InputError
-from graph.inputs import MAX_MESSAGE_CHARS, check_text, check_thread_id
 from graph.recovery import ThreadRecovery
-from graph.results import TurnResult
-from graph.settings import Settings
-from graph.state import ensure_ids
-from graph.state_values import pending_of
-from graph.views import view_for
 from nodes.principal import operator_facts
 from nodes.run_gate import record_refusal
 from policies.authz import NOT_YOURS, authorize_resume, owner_of
 
-__all__ = ["TurnResult", "Conversation", "MAX_MESSAGE_CHARS"]  # TurnResult re-exported from graph.results
+__all__ = ["TurnResult", "Conversation", "MAX_MESSAGE_CHARS"]  # TurnResult re-exported from graph.contracts.results
 
 #: Seconds a turn waits for another turn on the same thread to finish before giving up.
 LOCK_WAIT_S = 120.0
@@ -52,7 +52,7 @@ class Conversation:
 
     Args:
         thread_id: the thread (new random id when None; else 1-128 characters of ``A-Z a-z 0-9 . _ : -``, see
-            ``graph.inputs``; an empty or malformed id raises InputError).
+            ``graph.contracts.inputs``; an empty or malformed id raises InputError).
         desk: a compiled graph with its dependencies (``graph.builder.build_desk``); default: built here with a
             SQLite checkpointer at ``db`` (``settings.db`` when ``db`` is None; ``"memory"`` for an in-memory saver).
         graph: a plain compiled graph instead of ``desk`` (then ``store`` is the business store that records
@@ -62,7 +62,7 @@ class Conversation:
             own threads and may cancel their own pending refund once they confirmed it (``policies.cancellation``); an
             operator (``RunContext.for_operator(name, tenant)``) resumes paused threads with decisions other than
             cancel (the approver is always this principal, never a name in the decision) and recovers them.
-        on_event: called with each new event dict (``{"event": kind, "agent": …, …}``, see ``graph.events``) while a
+        on_event: called with each new event dict (``{"event": kind, "agent": …, …}``, see ``graph.contracts.events``) while a
             turn runs, for live display (``switchboard chat --stream``); None = plain ``invoke``.
     """
 
@@ -150,8 +150,8 @@ class Conversation:
         return _interrupt_value(self.graph.get_state(self.config))
 
     def view(self) -> dict:
-        """The thread's state as this conversation's principal may read it (``graph.views.view_for``): an operator
-        the whole state, a customer the customer's view (``graph.views.customer_view``: their messages and the desk's
+        """The thread's state as this conversation's principal may read it (``graph.contracts.views.view_for``): an operator
+        the whole state, a customer the customer's view (``graph.contracts.views.customer_view``: their messages and the desk's
         answers, the turn, the last outcome, the waiting request while one waits, the outcome of the last refund
         request) — what the served engines give the same principal's token. Who may read is who may act on the
         thread (``policies.authz.authorize_resume``: its owner, or a registered operator of its tenant). Raises
@@ -173,8 +173,8 @@ class Conversation:
         """Run one user turn: the graph answers, on a thread paused for an approval too (``nodes.paused_dialogue``:
         cancel with a confirmation, status questions, a lost card frozen at once, …), exactly as it answers any other
         caller. Raises InputError (nothing stored) on a ``text`` that is not a ``str`` (bytes are named as bytes,
-        valid UTF-8 or not: ``graph.inputs.not_text``), empty/over-long text, control characters other than newline
-        and tab, or invalid UTF-8 (``graph.inputs.check_message``); AccessDenied (recorded, thread unchanged) when this
+        valid UTF-8 or not: ``graph.contracts.inputs.not_text``), empty/over-long text, control characters other than newline
+        and tab, or invalid UTF-8 (``graph.contracts.inputs.check_message``); AccessDenied (recorded, thread unchanged) when this
         conversation's principal may not send a turn on the thread (``graph.cut_turns.DeskGraph``)."""
         check_text(text)  # not text, empty, too long, control characters, invalid UTF-8: refused before anything is stored
         with self._thread_lock():
@@ -183,7 +183,7 @@ class Conversation:
     def resume(self, decision: Any) -> TurnResult:
         """Resume a paused approval with ``decision`` (an ApprovalDecision or its dict: ``{"decision": "approve" |
         "reject" | "cancel" | "expire", "note": …}``; or LangChain's human-in-the-loop answer ``{"decisions":
-        [{"type": "approve"} | {"type": "reject", "message": …}]}``, ``graph.approval.from_hitl``).
+        [{"type": "approve"} | {"type": "reject", "message": …}]}``, ``graph.contracts.approval.from_hitl``).
 
         The decider is this conversation's principal (``context``), never a name in ``decision`` (a deprecated
         ``approver`` field must name the same principal). The decision is validated and authorized first
@@ -219,7 +219,7 @@ class Conversation:
 
     def _decided(self, decision: Any, approver: Any) -> str:
         """``"reject by operator:ann"`` for an operator; a customer reads the decision without who took it (internal:
-        the decision record, ``graph.views``), unless it was their own."""
+        the decision record, ``graph.contracts.views``), unless it was their own."""
         try:
             principal = self.context.principal()
         except ValueError:
@@ -263,7 +263,7 @@ class Conversation:
         return self._recovery().cut_turn()
 
     def result(self) -> TurnResult:
-        """The last turn's :class:`graph.results.TurnResult` read from the checkpoint."""
+        """The last turn's :class:`graph.contracts.results.TurnResult` read from the checkpoint."""
         return TurnResult.from_state(self.thread_id, self.state, self.pending())
 
 

@@ -37,9 +37,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from graph.context import RunContext
-from graph.errors import AccessDenied
-from graph.state_values import outcome_of
+from graph.contracts.context import RunContext
+from graph.contracts.errors import AccessDenied
+from graph.contracts.state_values import outcome_of
 from nodes import admission
 from nodes.run_gate import GuardedGraph, run_gate
 

@@ -22,9 +22,9 @@ from typing import Any
 
 from langgraph.types import Command
 
-from graph.context import RunContext
+from graph.contracts.context import RunContext
+from graph.contracts.errors import AccessDenied, InputError
 from graph.cut_turns import cut_short, interrupt_value
-from graph.errors import AccessDenied, InputError
 
 __all__ = ["ThreadRecovery"]
 

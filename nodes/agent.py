@@ -29,12 +29,12 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from graph.agent_as_tool import ExpertTask, SupervisorPlan
-from graph.approval import PendingApproval
-from graph.brief import ModelBrief
-from graph.context import RunContext
-from graph.packet import HandoffPacket, HandoffRecord, hop_number, observed_now, render_packet
-from graph.state import (
+from graph.contracts.agent_as_tool import ExpertTask, SupervisorPlan
+from graph.contracts.approval import PendingApproval
+from graph.contracts.brief import ModelBrief
+from graph.contracts.context import RunContext
+from graph.contracts.packet import HandoffPacket, HandoffRecord, hop_number, observed_now, render_packet
+from graph.contracts.state import (
     Outcome,
     TaskState,
     TurnStatus,
@@ -190,7 +190,7 @@ class AgentVisit:
         return None
 
     def _brief(self) -> ModelBrief:
-        """The typed input of this visit's model calls (``graph.brief``): the agent, the packet it received and its
+        """The typed input of this visit's model calls (``graph.contracts.brief``): the agent, the packet it received and its
         facts, the refund the thread waits on and the items the previous answer listed (the turn's reading)."""
         pa = pending_of(self.state)
         listed = (self.state.get("reading") or {}).get("listed") or ()

@@ -6,8 +6,8 @@ LangGraph re-runs an interrupted (or crashed) node from its first line on resume
 * ``risk`` applies ``policies.risk.assess_refund`` and either decides automatically (decision id
   ``auto:<refund>``), or parks the task ``awaiting_approval`` and goes to ``human_approval``;
 * ``human_approval`` pauses with ``interrupt(ApprovalRequest)`` (also carrying LangChain's ``HITLRequest`` keys:
-  ``graph.approval.interrupt_payload``); a resume supplies an ApprovalDecision, or LangChain's ``{"decisions":
-  [{"type": "approve" | "reject", …}]}`` for it (``graph.approval.from_hitl``: the same rules). Who decides
+  ``graph.contracts.approval.interrupt_payload``); a resume supplies an ApprovalDecision, or LangChain's ``{"decisions":
+  [{"type": "approve" | "reject", …}]}`` for it (``graph.contracts.approval.from_hitl``: the same rules). Who decides
   is the run's principal (``nodes.principal.resolve_principal``), never a name in the decision: the principal must
   be the thread's owner (who may only cancel) or a registered operator of the tenant — checked *before* the resume
   value is read, so a refused caller leaves the thread exactly as it was — and the decision must pass
@@ -15,7 +15,7 @@ LangGraph re-runs an interrupted (or crashed) node from its first line on resume
   approvers for the higher risk tier: the first approval is recorded and the thread pauses again for the second).
   Each decision is claimed at most once in the business store (``decide_approval``) under its decision id, with the
   principal's ref; a refused decision is recorded too (audit row, ``access_denied`` event) and the caller gets
-  :class:`graph.errors.AccessDenied`;
+  :class:`graph.contracts.errors.AccessDenied`;
 * ``refund_execute`` pays exactly once with the idempotency key ``refund-exec:<task_id>:<handoff_id>`` and
   closes the task; a cancelled task executes nothing.
 
@@ -46,11 +46,11 @@ from checkpoints.business import (
     money,
 )
 from checkpoints.business.records import UNPAID_FINAL_REFUND_STATUSES
-from graph.approval import ApprovalRequest, PendingApproval, from_hitl, interrupt_payload, parse_decision
-from graph.context import SYSTEM_RISK_POLICY, Principal, RunContext
-from graph.errors import AccessDenied, InputError
-from graph.packet import Fact, HandoffPacket, HandoffRecord, hop_number, observed_now
-from graph.state import TaskState, ensure_ids, path_of, pending_of, task_of
+from graph.contracts.approval import ApprovalRequest, PendingApproval, from_hitl, interrupt_payload, parse_decision
+from graph.contracts.context import SYSTEM_RISK_POLICY, Principal, RunContext
+from graph.contracts.errors import AccessDenied, InputError
+from graph.contracts.packet import Fact, HandoffPacket, HandoffRecord, hop_number, observed_now
+from graph.contracts.state import TaskState, ensure_ids, path_of, pending_of, task_of
 from nodes.deps import Deps, DeskStore
 from nodes.instrumentation import emit, note
 from nodes.principal import cancel_confirmed_on, operator_facts, resolve_principal
@@ -187,7 +187,7 @@ def make_risk_node(deps: Deps):
             risk_input = RiskInput(refund.amount_minor, refund.currency, len(recent),
                                    dict(customer.flags) if customer else {}, len(rejected))
             verdict = assess_refund(risk_input, deps.policy_set.risk)
-            # what the rules saw, on this visit's agent_finished event: `switchboard whatif` replays it (graph.whatif)
+            # what the rules saw, on this visit's agent_finished event: `switchboard whatif` replays it (graph.app.whatif)
             note(refund_id=refund.id, risk_input=asdict(risk_input), risk_outcome=verdict.outcome,
                  approvals_required=verdict.approvals_required)
             pa = pa.evolve(amount_minor=refund.amount_minor, currency=refund.currency,
@@ -293,7 +293,7 @@ class _Approval:
         """Pause until a final decision; return ``(Decision, won)`` (won False: the task was decided elsewhere)."""
         index = 0
         while True:
-            # our ApprovalRequest, also in LangChain's HITLRequest shape (graph.approval.interrupt_payload)
+            # our ApprovalRequest, also in LangChain's HITLRequest shape (graph.contracts.approval.interrupt_payload)
             raw = interrupt(interrupt_payload(self.request, self.approvals))
             key = decision_key(canonical_resume(raw), self.task_id, index, self.pause)
             index += 1

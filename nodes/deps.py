@@ -29,8 +29,8 @@ from checkpoints.business.records import (
     Transfer,
 )
 from checkpoints.event_log import EventLog
-from graph.reading import MessageReader
-from graph.settings import Settings
+from graph.contracts.reading import MessageReader
+from graph.contracts.settings import Settings
 from policies.contracts import DEFAULT_CONTRACTS, AgentContract
 from policies.edges import DEFAULT_EDGE_TABLE, SPECIALISTS, EdgeTable
 from policies.history import DEFAULT_HISTORY
@@ -189,7 +189,7 @@ class Deps:
 
     Attributes:
         model: the chat model every agent calls (``bind_tools`` per agent).
-        reader: the message reader that goes with the model (``graph.reading.MessageReader``, supplied by the model
+        reader: the message reader that goes with the model (``graph.contracts.reading.MessageReader``, supplied by the model
             factory ``nodes.models.make_reader``): the one reading of each turn's message, made by the entry node.
         store: the business store (:class:`DeskStore`: ``checkpoints.business.BusinessStore`` or a test double with the
             same methods).

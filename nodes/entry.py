@@ -7,8 +7,8 @@ the business store in their tenant. Any other run — another customer, an opera
 contradicts the server's authenticated user — is refused **before any model call**: the entry node records an
 ``access_denied`` event, takes the refused run's incoming messages back out of the transcript (``RemoveMessage``, so
 the owner's next turn sees exactly their own history) and hands over to the ``access_denied`` node, which raises
-:class:`graph.errors.AccessDenied` so the caller gets an error and no state. The graph's input schema
-(``graph.state.TurnInput``) admits only ``messages``, so a run cannot write the owner or anything else either.
+:class:`graph.contracts.errors.AccessDenied` so the caller gets an error and no state. The graph's input schema
+(``graph.contracts.state.TurnInput``) admits only ``messages``, so a run cannot write the owner or anything else either.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from checkpoints.business import StoreError
-from graph.context import RunContext
-from graph.errors import AccessDenied
-from graph.packet import HandoffPacket, HandoffRecord, hop_number
-from graph.reading import MessageReading, ReadingContext, RouteView
-from graph.state import Owner, TaskState, packet_of, path_of, pending_of, task_of
+from graph.contracts.context import RunContext
+from graph.contracts.errors import AccessDenied
+from graph.contracts.packet import HandoffPacket, HandoffRecord, hop_number
+from graph.contracts.reading import MessageReading, ReadingContext, RouteView
+from graph.contracts.state import Owner, TaskState, packet_of, path_of, pending_of, task_of
 from nodes import admission
 from nodes.deps import Deps
 from nodes.instrumentation import emit
@@ -63,7 +63,7 @@ def _clarify_rounds(earlier: list[Any], social: frozenset[str]) -> int:
 
 
 def read_message(state: dict, deps: Deps, customer_id: str | None = None) -> tuple[MessageReading, Any]:
-    """The one reading of this turn's message (``deps.reader``, ``graph.reading.MessageReading``) and the router's
+    """The one reading of this turn's message (``deps.reader``, ``graph.contracts.reading.MessageReading``) and the router's
     result for it (None for an empty message), read against the thread's state: the desk's previous answer and who
     gave it, the last specialist's answer, the agent holding the conversation, the router's reading, the customer's
     earlier messages and, for ``customer_id`` (the customer the run acts for), their own latest payments (read from the

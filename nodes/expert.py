@@ -1,14 +1,14 @@
 """Experts as tools: a specialist's "as tool" form and the ``expert`` worker node of supervisor mode.
 
 The supervisor calls a specialist with a ``expert_<agent>`` tool call; code turns each call into an
-:class:`graph.agent_as_tool.ExpertTask` and fans the tasks out with ``Send`` to the ``expert`` node, one
+:class:`graph.contracts.agent_as_tool.ExpertTask` and fans the tasks out with ``Send`` to the ``expert`` node, one
 parallel task per expert.  There :func:`run_expert` runs the specialist's own model code path — the same
 chat model, ``bind_tools`` with the specialist's business tools and its system prompt — with three
 differences that keep *agent as tool* distinct from a *handoff*:
 
 * no ``transfer_to_*`` tool is bound and a handoff written anyway is refused: an expert never moves control;
 * nothing is written to ``messages`` and ``active_agent`` is never touched: the result goes back to the
-  supervisor as an :class:`graph.agent_as_tool.ExpertResult` in ``expert_results``;
+  supervisor as an :class:`graph.contracts.agent_as_tool.ExpertResult` in ``expert_results``;
 * side-effecting tools are not run but returned as proposed actions (``policies.experts``).
 
 The run is bounded: at most ``Settings.max_tool_rounds`` model calls and ``Settings.expert_timeout_s`` seconds
@@ -32,10 +32,10 @@ from langchain_core.tools import StructuredTool
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from graph.agent_as_tool import ExpertFact, ExpertResult, ExpertTask, ProposedAction
-from graph.brief import ModelBrief
-from graph.context import RunContext
-from graph.packet import observed_now
+from graph.contracts.agent_as_tool import ExpertFact, ExpertResult, ExpertTask, ProposedAction
+from graph.contracts.brief import ModelBrief
+from graph.contracts.context import RunContext
+from graph.contracts.packet import observed_now
 from nodes.deps import Deps
 from nodes.facts import extract_facts, facts_from_tool_result
 from nodes.models import with_brief

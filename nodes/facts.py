@@ -10,7 +10,7 @@ Facts are ``dict[str, str]`` with the keys of :data:`FACT_KEYS` (all optional): 
 
 * :func:`extract_facts` — user-said facts found in a customer message (ids, card digits, an amount);
 * :func:`facts_from_tool_result` — system-verified facts found in a business tool's result;
-* :func:`collect_facts` — both over a transcript, as typed :class:`graph.packet.Fact` with their source.
+* :func:`collect_facts` — both over a transcript, as typed :class:`graph.contracts.packet.Fact` with their source.
 
 The patterns are this module's own (no dataset text).
 """
@@ -25,7 +25,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from checkpoints.business import money_plain, parse_money
-from graph.packet import Fact
+from graph.contracts.packet import Fact
 from nodes.transcript import fold_transcript, last_user_text
 
 __all__ = ["FACT_KEYS", "USER_SAID_KEYS", "VERIFIED_KEYS", "extract_facts", "facts_from_tool_result", "collect_facts"]
@@ -158,13 +158,13 @@ _FROM_RESULT: dict[str, Callable[[Mapping[str, Any]], dict[str, str]]] = {
 
 
 #: The keys :func:`extract_facts` can find in a customer's message (what a packet can carry as ``user_said``; read by
-#: ``switchboard check``, ``graph.contract_check``). tests/test_contracts.py checks it against :func:`extract_facts`.
+#: ``switchboard check``, ``graph.app.contract_check``). tests/policies/test_contracts.py checks it against :func:`extract_facts`.
 USER_SAID_KEYS: frozenset[str] = frozenset({"transaction_id", "transaction_ids", "refund_id", "transfer_id",
                                             "card_last4", "card_ref", "amount", "amount_minor", "currency"})
 
 _AMOUNT_KEYS = frozenset({"amount", "amount_minor", "currency"})
 #: Tool name -> the keys of the facts its result can verify (:data:`_FROM_RESULT`; what a packet can carry as
-#: ``system_verified`` after the tool ran, for ``switchboard check``). tests/test_contracts.py checks every reader's
+#: ``system_verified`` after the tool ran, for ``switchboard check``). tests/policies/test_contracts.py checks every reader's
 #: output against it.
 VERIFIED_KEYS: dict[str, frozenset[str]] = {
     "find_duplicate_charges": frozenset({"transaction_id", "original_transaction_id", "merchant", "refund_id",

@@ -12,9 +12,9 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import END
 from langgraph.types import Command
 
-from graph.packet import Fact, HandoffPacket
-from graph.state import Outcome, ensure_ids, task_of
-from graph.state_values import packet_to
+from graph.contracts.packet import Fact, HandoffPacket
+from graph.contracts.state import Outcome, ensure_ids, task_of
+from graph.contracts.state_values import packet_to
 from policies.entry import PERSON_REASON, WAITING_REASON
 
 __all__ = ["fallback_node", "fallback_text", "customer_reason", "customer_fact", "PERSON_ANSWER", "PERSON_NEXT",

@@ -1,9 +1,9 @@
-"""The input rules of ``graph.inputs`` on every run of the compiled graph, whichever way in (the HTTP engines,
+"""The input rules of ``graph.contracts.inputs`` on every run of the compiled graph, whichever way in (the HTTP engines,
 ``langgraph dev``, the CLI, ``Conversation.send``): over-long messages, control characters, empty messages and thread
 ids like ``../../x`` are refused before the graph runs.
 
 :class:`InputGuard` is bound to the compiled graph by ``graph.builder.build_desk`` before any other run callback: when
-a root run starts (before it reads or writes any checkpoint) it applies :func:`graph.inputs.check_turn_input` to the
+a root run starts (before it reads or writes any checkpoint) it applies :func:`graph.contracts.inputs.check_turn_input` to the
 run's input and the thread id of its config, and a refusal aborts the run with that InputError — nothing is stored.
 LangChain logs every exception a callback raises as a warning before re-raising it; for this handler's refusals that
 line would repeat the error the caller gets, so :class:`_QuietRefusal` drops it (one line, README "Bad input").
@@ -16,7 +16,7 @@ from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from graph.inputs import check_turn_input
+from graph.contracts.inputs import check_turn_input
 
 __all__ = ["InputGuard"]
 
@@ -36,7 +36,7 @@ class InputGuard(BaseCallbackHandler):
     """Checks each root run of the graph (a chain start with no parent run and no ``langgraph_node`` in its metadata).
 
     Raises (from ``on_chain_start``, which aborts the run): InputError with the one-line reason of
-    :func:`graph.inputs.check_turn_input`."""
+    :func:`graph.contracts.inputs.check_turn_input`."""
 
     run_inline = True  # on the caller's thread/loop, before the run touches its checkpoint
     raise_error = True  # a refused input stops the run

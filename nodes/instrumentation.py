@@ -1,6 +1,6 @@
 """Instrumentation: what records the handoff event log while the graph runs (not rebuilt afterwards).
 
-Three sources feed one :class:`EventRecorder` (storage: ``checkpoints.event_log``; model: ``graph.events``):
+Three sources feed one :class:`EventRecorder` (storage: ``checkpoints.event_log``; model: ``graph.contracts.events``):
 
 * **root-run callbacks** — a LangChain callback handler bound to the compiled graph's config
   (:meth:`EventRecorder.attach`) records ``run_started`` / ``run_completed`` / ``run_failed`` for every
@@ -61,8 +61,8 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from checkpoints.event_log import EventLog, event_key, jsonable, now_iso
-from graph.events import EVENT_KINDS, Event
-from graph.state import outcome_of, packet_of, path_of, task_of
+from graph.contracts.events import EVENT_KINDS, Event
+from graph.contracts.state import outcome_of, packet_of, path_of, task_of
 from policies.edges import AGENTS, FALLBACK
 from policies.loops import fingerprint, normalize_task
 
@@ -457,7 +457,7 @@ def _finished_fields(result: Any) -> dict:
 
 
 def _typed(read: Callable[[Mapping[str, Any]], Any], values: Any) -> Any:
-    """``read(values)`` (a typed reader of ``graph.state``), or None when ``values`` is not a mapping or holds a value
+    """``read(values)`` (a typed reader of ``graph.contracts.state``), or None when ``values`` is not a mapping or holds a value
     that is not valid: a record of what happened never fails the run it records."""
     if not isinstance(values, Mapping):
         return None

@@ -10,10 +10,10 @@ from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseChatModel
 
-from graph.brief import BriefReader, ModelBrief
-from graph.errors import ConfigError
-from graph.reading import MessageReader
-from graph.results import ModelFailure
+from graph.contracts.brief import BriefReader, ModelBrief
+from graph.contracts.errors import ConfigError
+from graph.contracts.reading import MessageReader
+from graph.contracts.results import ModelFailure
 
 __all__ = ["make_model", "make_reader", "with_brief", "is_openai_model", "describe_model_error", "model_name",
            "FATAL_MODEL_ERRORS"]
@@ -68,7 +68,7 @@ def make_model(spec: str = "offline", *, timeout_s: float = 30.0, max_retries: i
 
 
 def make_reader(model: Any, router: Any) -> MessageReader:
-    """The message reader (``graph.reading.MessageReader``) that goes with ``model``: the model's own
+    """The message reader (``graph.contracts.reading.MessageReader``) that goes with ``model``: the model's own
     (``model.message_reader``, when it brings one), else the embedded desk's
     (``nodes.embedded.reader.EmbeddedReader`` over ``router``, the desk's intent router) — for the embedded model and
     for any other (an OpenAI model, a scripted test model), which read no message outside their own turn.
@@ -79,7 +79,7 @@ def make_reader(model: Any, router: Any) -> MessageReader:
     own = getattr(model, "message_reader", None)
     if own is not None:
         if not isinstance(own, MessageReader):
-            raise ConfigError(f"{type(model).__name__}.message_reader is not a MessageReader (graph.reading)")
+            raise ConfigError(f"{type(model).__name__}.message_reader is not a MessageReader (graph.contracts.reading)")
         return own
     from nodes.embedded.reader import EmbeddedReader
 
@@ -88,7 +88,7 @@ def make_reader(model: Any, router: Any) -> MessageReader:
 
 def with_brief(bound: Any, model: Any, brief: ModelBrief) -> Any:
     """``bound`` (``model``, possibly with tools bound) passing ``brief`` on every call when ``model`` reads briefs
-    (``graph.brief.BriefReader``: the embedded model decides from it); ``bound`` unchanged for any other model, whose
+    (``graph.contracts.brief.BriefReader``: the embedded model decides from it); ``bound`` unchanged for any other model, whose
     system prompt carries the same information as text (a client such as ``ChatOpenAI`` would send an unknown keyword
     to the server)."""
     inner = getattr(model, "bound", model)
@@ -175,7 +175,7 @@ def describe_model_error(exc: BaseException, *, timeout_s: float | None = None) 
         timeout_s: the configured timeout, quoted in the timeout message when given.
 
     Returns:
-        A :class:`graph.results.ModelFailure` (turn and agent unset). Never raises. Classification: timeouts first
+        A :class:`graph.contracts.results.ModelFailure` (turn and agent unset). Never raises. Classification: timeouts first
         (``openai.APITimeoutError`` subclasses ``APIConnectionError``), then connection failures, then the HTTP
         status of ``openai.APIStatusError`` (401/403 auth, 404, 429, >=500, other 4xx); exceptions of other
         providers by LangChain's provider-agnostic ``langchain_core.exceptions.Model*Error`` classes (when the

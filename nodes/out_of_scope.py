@@ -8,7 +8,7 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import END
 from langgraph.types import Command
 
-from graph.state import ensure_ids
+from graph.contracts.state import ensure_ids
 from policies.edges import OUT_OF_SCOPE
 from policies.entry import LANGUAGE_REASON
 

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 
 from langchain_core.messages import BaseMessage
 
-from graph.context import RunContext
-from graph.packet import Constraints, Fact, HandoffPacket
-from graph.state import TaskState
+from graph.contracts.context import RunContext
+from graph.contracts.packet import Constraints, Fact, HandoffPacket
+from graph.contracts.state import TaskState
 from nodes.facts import collect_facts
 from nodes.tools import tools_for
 from policies.contracts import DEFAULT_CONTRACTS, AgentContract, unmet_requirements

@@ -4,7 +4,7 @@ A thread paused at ``human_approval`` takes no ordinary turn: a turn would drop 
 refund without an answer. The entry node sends such a message here instead (``policies.edges``: ``entry ->
 paused_dialogue``), on every way in — a script's ``graph.invoke``, ``Conversation``, the CLI, ``langgraph dev`` and
 each engine of ``switchboard serve`` — so every caller gets the same answer. What the message means is read once
-(the turn's reading, ``graph.reading.MessageReading``, made by the entry node with the message reader;
+(the turn's reading, ``graph.contracts.reading.MessageReading``, made by the entry node with the message reader;
 :func:`read_paused_message` turns it into one of the kinds below); then:
 
 ===================  ================================================================  ==========================
@@ -41,11 +41,11 @@ from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from graph.context import RunContext
-from graph.packet import HandoffRecord, hop_number
-from graph.reading import MessageReading, ReadingContext, RouteView
-from graph.results import waiting_clause
-from graph.state import Outcome, ensure_ids, path_of, pending_of
+from graph.contracts.context import RunContext
+from graph.contracts.packet import HandoffRecord, hop_number
+from graph.contracts.reading import MessageReading, ReadingContext, RouteView
+from graph.contracts.results import waiting_clause
+from graph.contracts.state import Outcome, ensure_ids, path_of, pending_of
 from nodes.approval_flow import REFUNDS
 from nodes.deps import Deps
 from nodes.instrumentation import emit

@@ -12,8 +12,8 @@ The same holds for what cannot conflict with the refund: a question for another
 specialist whose plan only reads (:func:`answer_while_paused`) and a request for a person, which opens a service
 request for the team (:func:`person_while_paused`).
 
-What the message says is the turn's reading (``graph.reading.MessageReading``: ``safety_report``, ``wants_person``,
-``status_question`` …), and the tool plans and answers come from the message reader (``graph.reading.MessageReader``,
+What the message says is the turn's reading (``graph.contracts.reading.MessageReading``: ``safety_report``, ``wants_person``,
+``status_question`` …), and the tool plans and answers come from the message reader (``graph.contracts.reading.MessageReader``,
 ``nodes.deps.Deps.reader``): this module runs the calls, authorized, and never reads the message's words itself.
 """
 
@@ -23,8 +23,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from graph.context import RunContext
-from graph.reading import MessageReader, MessageReading
+from graph.contracts.context import RunContext
+from graph.contracts.reading import MessageReader, MessageReading
 from nodes.facts import extract_facts, facts_from_tool_result
 from nodes.tools import TOOLS, ToolArgumentError, ToolContext, run_tool
 from policies.authz import authorize_tool

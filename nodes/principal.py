@@ -1,17 +1,17 @@
 """Who a run acts for, as the compiled graph sees it (README "Identity and authorization").
 
 Every way in reaches the nodes with some identity: the Python API and the CLI pass ``context=RunContext(...)``;
-``langgraph dev`` / the LangGraph API with ``graph/auth.py`` authenticates the request and hands the graph its user;
+``langgraph dev`` / the LangGraph API with ``graph/service/auth.py`` authenticates the request and hands the graph its user;
 Aegra keeps it in ``aegra_api.core.auth_ctx``. :func:`resolve_principal` turns these into one
-:class:`graph.context.Principal`:
+:class:`graph.contracts.context.Principal`:
 
 1. **A server-authenticated user wins.** On Aegra, only ``get_auth_ctx()`` is trusted (nothing the client can put in
    the config). Elsewhere ``runtime.server_info.user``, then ``config["configurable"]["langgraph_auth_user"]`` (the
-   LangGraph API strips that key from what clients send). The user must carry the claims ``graph/auth.py`` returns
+   LangGraph API strips that key from what clients send). The user must carry the claims ``graph/service/auth.py`` returns
    (``kind``, ``principal_id``, ``tenant_id``, ``roles``); a user without them (e.g. LangGraph Studio's
    ``StudioUser``) is refused.
 2. **A RunContext that names someone else is refused** when a server user exists (the ``threads.create_run``
-   handler of ``graph/auth.py`` overwrites the context with the authenticated principal, so a mismatch means a
+   handler of ``graph/service/auth.py`` overwrites the context with the authenticated principal, so a mismatch means a
    client or an engine tried to act for another principal). A run without a context takes the server user.
 3. **Without a server**, the RunContext is the principal (Python API and CLI, whose callers are trusted local code;
    the default ``RunContext()`` is the demo customer).
@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from graph.context import Principal, RunContext, principal_ref
-from graph.errors import AccessDenied
+from graph.contracts.context import Principal, RunContext, principal_ref
+from graph.contracts.errors import AccessDenied
 from nodes.deps import DeskStore
 from policies.authz import AuthzDecision, OperatorFacts, authorize_resume, owner_of
 from policies.cancellation import CONFIRMATION_ACTION, cancel_was_confirmed, confirmation_key
@@ -98,7 +98,7 @@ def server_user(runtime: Any, config: Mapping | None = None) -> Any:
 
 
 def principal_from_claims(user: Any) -> Principal | None:
-    """The principal of a server user carrying ``graph/auth.py``'s claims, else None. The user's ``identity`` must
+    """The principal of a server user carrying ``graph/service/auth.py``'s claims, else None. The user's ``identity`` must
     be the principal's ref (``customer:c_ada``, ``operator:ann``)."""
     kind, pid, tenant = claim(user, "kind"), claim(user, "principal_id"), claim(user, "tenant_id")
     if kind not in ("customer", "operator") or not pid or not tenant:

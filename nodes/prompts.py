@@ -1,5 +1,5 @@
 """System prompts of the agents. The first line names the agent (a model that reads text, such as an OpenAI model or
-the scripted test doubles, learns its role there; the embedded model gets a typed ``graph.brief.ModelBrief``)."""
+the scripted test doubles, learns its role there; the embedded model gets a typed ``graph.contracts.brief.ModelBrief``)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""The turn's reading of the customer's message (``graph.reading.MessageReading``): made once by the entry node with
+"""The turn's reading of the customer's message (``graph.contracts.reading.MessageReading``): made once by the entry node with
 the message reader (``nodes.deps.Deps.reader``) and kept in state under ``reading`` (as JSON) for the turn's other
 nodes (the paused dialogue, the agent's check of a cancel confirmation)."""
 
 from __future__ import annotations
 
-from graph.reading import MessageReading, ReadingContext, RouteView
+from graph.contracts.reading import MessageReading, ReadingContext, RouteView
 from nodes.deps import Deps
 
 __all__ = ["reading_in"]

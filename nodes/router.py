@@ -25,7 +25,8 @@ margin 0.40; BANKING77 held-out accuracy, CLINC150 val out-of-scope recall, file
 3,598 sentences): the shipped settings 0.9565, 0.9914, 5.5 MB; 3 calibrated fold copies in float32 (``--set
 _ENSEMBLE=true --set _COEF_DTYPE=float32``, the earlier fit) 0.9555, 0.9924, 26.8 MB, over the issue's 10 MB;
 LinearSVC C = 0.25 0.9555, 0.9905, 6.2 MB; C = 1 0.9550, 0.9914 (desk 0.9425 against 0.9525), 5.1 MB.
-``tests/test_router.py`` and ``tests/test_router_scope.py`` enforce the issue's targets (>= 0.97; >= 0.95, 0.90, 0.90).
+``tests/nodes/test_router.py`` and ``tests/nodes/test_router_scope.py`` enforce the issue's targets (>= 0.97; >= 0.95, 0.90,
+0.90).
 
 Files (format: ``nodes.router_model``, one ``.npz`` of arrays + JSON metadata, never a pickle):
 
@@ -33,7 +34,7 @@ Files (format: ``nodes.router_model``, one ``.npz`` of arrays + JSON metadata, n
   fitting at run time).  Rebuild it after changing the examples, the data or the fit settings with ``make router``
   (= ``python -m nodes.router build-default``, reading ``../shared/data``); the build is byte-for-byte reproducible
   on one machine whatever its core count (BLAS on one thread, ``nodes.router_fit._BLAS_THREADS``), not across
-  processors (their BLAS kernels round differently), and ``tests/test_router.py`` fails when the committed file is
+  processors (their BLAS kernels round differently), and ``tests/nodes/test_router.py`` fails when the committed file is
   stale (its metadata records the sha256 of every input file and ``nodes.router_fit.FIT_SETTINGS``) or a refit
   routes differently.
 - ``train-router`` writes ``$SWITCHBOARD_HOME/router-trained.npz`` (``trained_router_path()``); later runs use it.
@@ -57,7 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
-from graph.errors import ConfigError, InputError
+from graph.contracts.errors import ConfigError, InputError
 from nodes.router_model import ROUTER_FORMAT_NAME, ROUTER_FORMAT_VERSION, RouterModel, load_model, save_model
 
 __all__ = [
@@ -124,7 +125,7 @@ class Route:
 
 
 def _home() -> Path:
-    """``$SWITCHBOARD_HOME`` or ``./.switchboard`` (same rule as ``graph.settings.home_dir``)."""
+    """``$SWITCHBOARD_HOME`` or ``./.switchboard`` (same rule as ``graph.contracts.settings.home_dir``)."""
     return Path(os.environ.get("SWITCHBOARD_HOME", ".switchboard"))
 
 

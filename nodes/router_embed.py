@@ -13,7 +13,7 @@ the network).
 Memory: the token vectors (32,000 x 256 float16, 16 MB) are mapped from the package's file, not copied
 (:func:`map_safetensor`): a process reads only the pages of the tokens its messages use, and processes on one machine
 share them through the page cache; the values are the file's, so the vectors are those of
-``safetensors.numpy.load_file`` bit for bit (``tests/test_router_head.py``).
+``safetensors.numpy.load_file`` bit for bit (``tests/nodes/test_router_head.py``).
 
 Why: on 2,000 BANKING77 train queries held out from a router fitted on the rest (``bench/router_heads.py``), the
 TF-IDF router alone routes 0.964 to the right agent; half its probabilities plus half those of a one-hidden-layer
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from graph.errors import ConfigError
+from graph.contracts.errors import ConfigError
 
 __all__ = ["ENCODER_NAME", "ENCODER_DIM", "SentenceEncoder", "encoder_files", "load_encoder", "map_safetensor"]
 

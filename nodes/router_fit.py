@@ -85,12 +85,12 @@ _HEAD_MAX_ITER = 200
 #: BLAS threads of every fit. One thread makes a fit independent of the machine's core count (a fit of the shipped
 #: head on 1 and on 2 OpenBLAS threads differed by 0.002 in probability); it does not make it independent of the
 #: processor: OpenBLAS picks its kernels by CPU (Haswell, SkylakeX, ...), and their rounding differs, so a head
-#: fitted on another processor differs by up to 0.003 (``tests/test_router.py`` compares within that, not bit for
+#: fitted on another processor differs by up to 0.003 (``tests/nodes/test_router.py`` compares within that, not bit for
 #: bit). Cost: the head's training took 31 s on two threads and 35-59 s on one (2 cores shared with other jobs).
 _BLAS_THREADS = 1
 
 #: Everything that determines a fit besides the data; recorded in every router file's metadata, and the
-#: shipped default is stale when its recorded settings differ from these (``tests/test_router.py``).
+#: shipped default is stale when its recorded settings differ from these (``tests/nodes/test_router.py``).
 FIT_SETTINGS: dict = {
     "features": {"word": {"analyzer": "word", "ngram_range": list(_WORD_NGRAMS)},
                  "char": {"analyzer": "char_wb", "ngram_range": list(_CHAR_NGRAMS)},

@@ -2,7 +2,7 @@
 
 ``nodes.router_fit`` fits the scikit-learn pipeline (TF-IDF features -> calibrated LinearSVC) and exports it
 to a :class:`RouterModel`; this module turns a message into the same probabilities as the pipeline's
-``predict_proba`` (to 1e-9, ``tests/test_router.py``) using only the standard library and numpy:
+``predict_proba`` (to 1e-9, ``tests/nodes/test_router.py``) using only the standard library and numpy:
 
 1. Features, per vectorizer (the word 1-2-gram and the ``char_wb`` 2-5-gram blocks, in that order), exactly
    as scikit-learn's ``TfidfVectorizer`` (``sklearn/feature_extraction/text.py``): ``str.lower``, then
@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from graph.errors import ConfigError
+from graph.contracts.errors import ConfigError
 
 __all__ = [
     "ROUTER_FORMAT_NAME",
@@ -423,7 +423,7 @@ def load_model(path: Path, agents: tuple[str, ...], *, mapped: bool = False) -> 
         agents: the agent names a class may map to (``nodes.router.ALL_AGENTS``).
         mapped: map the arrays of :data:`MAPPABLE` that the file stores uncompressed instead of copying them (the
             others, and compressed ones, are read as usual).  For the package's own file only: a mapped array's
-            values are not scanned for NaN/inf on load (that would read every page); ``tests/test_router.py``
+            values are not scanned for NaN/inf on load (that would read every page); ``tests/nodes/test_router.py``
             checks the shipped file with a full load.
 
     Raises:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from graph.errors import InputError
+from graph.contracts.errors import InputError
 from policies.entry import scope_of
 
 __all__ = ["ScopeReport", "read_desk_map", "scope_report"]

@@ -4,7 +4,7 @@ The graph accepts exactly two kinds of run input, whoever drives it (a script's 
 ``Conversation``, the CLI, ``langgraph dev``, each engine):
 
 * **a user message**: ``{"messages": [...]}`` holding only user (human) messages, nothing else in the mapping;
-* **a decision**: ``Command(resume=decision)`` where ``decision`` is an :class:`graph.approval.ApprovalDecision` (or its
+* **a decision**: ``Command(resume=decision)`` where ``decision`` is an :class:`graph.contracts.approval.ApprovalDecision` (or its
   dict) that the run's principal may take on the refund the thread waits for, as the **business store** records it
   (:func:`check_resume`), or the replay of a decision the store already holds for that thread (its ``decision_id``).
 
@@ -15,11 +15,11 @@ Everything else is refused before the run touches its checkpoint: ``Command(goto
 ``Command(graph=…)``, breakpoints (``interrupt_before``/``interrupt_after``), a resume payload that is not a decision
 or that the principal may not take, and every
 ``update_state`` / ``bulk_update_state`` write (``as_node`` included). The thread is unchanged, the refusal is
-recorded (an ``access_denied`` event and an audit row), and the caller gets :class:`graph.errors.AccessDenied` (a
-command or decision the principal may not send) or :class:`graph.errors.InputError` (a malformed payload). The one
+recorded (an ``access_denied`` event and an audit row), and the caller gets :class:`graph.contracts.errors.AccessDenied` (a
+command or decision the principal may not send) or :class:`graph.contracts.errors.InputError` (a malformed payload). The one
 sanctioned state write is :func:`maintenance_write`, a named operator action that is audited.
 
-The HTTP engines call :func:`check_resume` too, before they create a run (``graph/auth.py``), so a refused decision
+The HTTP engines call :func:`check_resume` too, before they create a run (``graph/service/auth.py``), so a refused decision
 never becomes a failed run that leaves the thread in an error state: the engine answers 403/422 and the thread
 still waits for the right principal.
 """
@@ -37,9 +37,9 @@ from typing import Any, NoReturn
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from graph.approval import ApprovalDecision, parse_decision
-from graph.context import Principal
-from graph.errors import AccessDenied, InputError
+from graph.contracts.approval import ApprovalDecision, parse_decision
+from graph.contracts.context import Principal
+from graph.contracts.errors import AccessDenied, InputError
 from nodes.deps import DeskStore
 from nodes.principal import cancel_confirmed_on, operator_facts, resolve_principal
 from policies.authz import AuthzDecision, approval_overdue, authorize_decision, authorize_resume
@@ -64,7 +64,7 @@ def command_refusal(command: Command) -> str:
 
 def _role(message: Any) -> str:
     if isinstance(message, (str, bytes, bytearray)):
-        return "human"  # text (or bytes, which graph.inputs.check_turn_input then refuses with its reason)
+        return "human"  # text (or bytes, which graph.contracts.inputs.check_turn_input then refuses with its reason)
     if isinstance(message, (tuple, list)) and len(message) == 2:
         return str(message[0])
     if isinstance(message, Mapping):
@@ -74,7 +74,7 @@ def _role(message: Any) -> str:
 
 def input_refusal(run_input: Any) -> str:
     """Why a mapping input is refused ("" when it holds only user messages). The text rules (length, control
-    characters, emptiness) are ``graph.inputs.check_turn_input``'s, applied by ``nodes.input_guard``."""
+    characters, emptiness) are ``graph.contracts.inputs.check_turn_input``'s, applied by ``nodes.input_guard``."""
     if not isinstance(run_input, Mapping):
         return "" if run_input is None else f"a run input must be a message mapping, not {type(run_input).__name__}"
     extra = sorted(str(k) for k in run_input if k != "messages")
@@ -82,7 +82,7 @@ def input_refusal(run_input: Any) -> str:
         return f"a run input may hold only messages, not {', '.join(extra)}"
     messages = run_input.get("messages")
     if messages is None or (isinstance(messages, (list, tuple)) and not messages):
-        return ""  # no message at all: graph.inputs.check_turn_input says so
+        return ""  # no message at all: graph.contracts.inputs.check_turn_input says so
     for m in messages if isinstance(messages, (list, tuple)) and not _is_pair(messages) else [messages]:
         if _role(m) not in _HUMAN:
             return "a run may carry only user messages (no assistant, tool or system messages)"

@@ -5,13 +5,13 @@ supervisor then keeps control and calls experts *as tools* (DESIGN.md, "The two 
 
 1. ``supervisor``: its model, bound with ``expert_<agent>`` tools, writes one expert call per sub-task
    (``policies.experts.plan_expert_calls`` decides which are accepted); code sends one
-   :class:`~graph.agent_as_tool.ExpertTask` per accepted call to the ``expert`` node with ``Send`` — the
+   :class:`~graph.contracts.agent_as_tool.ExpertTask` per accepted call to the ``expert`` node with ``Send`` — the
    experts run as parallel tasks of one superstep.  When a multi-handoff message was turned into a fan-out
    (``Settings.multi_handoff="supervisor"``), the plan is given and no model call is needed.
 2. ``expert`` (``nodes.expert``): each expert appends its typed result to ``expert_results``.
 3. ``supervisor_merge``: ``policies.merge.merge_expert_results`` merges the results of this fan-out, each expert
    call gets its ToolMessage, and the supervisor answers once with a typed
-   :class:`~graph.agent_as_tool.SupervisorAnswer` — or, when the merge fails, goes to fallback.
+   :class:`~graph.contracts.agent_as_tool.SupervisorAnswer` — or, when the merge fails, goes to fallback.
 
 ``active_agent`` is ``supervisor`` from the handoff on; no expert ever holds it.
 """
@@ -28,12 +28,12 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
-from graph.agent_as_tool import ExpertCall, ExpertResult, ExpertTask, ProposedAction, SupervisorAnswer, SupervisorPlan
-from graph.brief import ModelBrief
-from graph.context import RunContext
-from graph.packet import Fact, HandoffPacket, HandoffRecord, hop_number, render_packet
-from graph.state import Outcome, ensure_ids, path_of, task_of
-from graph.state_values import packet_to
+from graph.contracts.agent_as_tool import ExpertCall, ExpertResult, ExpertTask, ProposedAction, SupervisorAnswer, SupervisorPlan
+from graph.contracts.brief import ModelBrief
+from graph.contracts.context import RunContext
+from graph.contracts.packet import Fact, HandoffPacket, HandoffRecord, hop_number, render_packet
+from graph.contracts.state import Outcome, ensure_ids, path_of, task_of
+from graph.contracts.state_values import packet_to
 from nodes.deps import Deps
 from nodes.expert import expert_tool
 from nodes.instrumentation import emit

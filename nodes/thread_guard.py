@@ -3,7 +3,7 @@ lock when a run of the graph starts and releases it when the run ends.
 
 Why: Aegra 0.6 ignores the LangGraph API's ``multitask_strategy``; two runs on one thread (a second message sent
 while the first is still running, on the same or another instance) would both start from the same checkpoint and
-one turn would be lost. :class:`ThreadRunGuard` is bound to the served graph (``graph.server``) before the event
+one turn would be lost. :class:`ThreadRunGuard` is bound to the served graph (``graph.service.server``) before the event
 recorder: a run that finds its thread busy fails at once with ``InputError("thread … is busy with another turn;
 try again")`` before reading any checkpoint (the LangGraph API's default strategy, ``reject``, answers the same
 case with 409 before the run starts). The key is the one ``Conversation`` takes (``checkpoints.locks``), so CLI
@@ -18,7 +18,7 @@ from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from graph.errors import InputError
+from graph.contracts.errors import InputError
 
 __all__ = ["ThreadRunGuard"]
 

@@ -28,8 +28,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
-from graph.context import RunContext
-from graph.errors import InfrastructureError
+from graph.contracts.context import RunContext
+from graph.contracts.errors import InfrastructureError
 from nodes.deps import Deps
 from nodes.tools import ToolArgumentError, ToolContext, ToolSpec, run_tool
 from policies.authz import authorize_tool

@@ -39,7 +39,7 @@ from checkpoints.business import (
     Transfer,
     money,
 )
-from graph.errors import ModelBehaviorError
+from graph.contracts.errors import ModelBehaviorError
 
 __all__ = [
     "ToolContext",
@@ -64,7 +64,7 @@ __all__ = [
 class ToolArgumentError(ModelBehaviorError, ValueError):
     """The model asked for an unknown tool, a tool of another agent, or passed arguments that do not
     validate against the tool's schema. One-line message, suitable for a ToolMessage back to the model. A
-    :class:`~graph.errors.ModelBehaviorError`, and a ``ValueError`` for callers that treat it as bad arguments."""
+    :class:`~graph.contracts.errors.ModelBehaviorError`, and a ``ValueError`` for callers that treat it as bad arguments."""
 
 
 @dataclass(frozen=True)

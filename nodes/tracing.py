@@ -47,8 +47,8 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
-from graph.approval import decision_type
-from graph.errors import ConfigError
+from graph.contracts.approval import decision_type
+from graph.contracts.errors import ConfigError
 from policies.authz import owner_of
 from policies.loops import normalize_task
 from policies.redaction import redact

@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.config import get_config
 from pydantic import ValidationError
 
-from graph.state import fold_prefix
+from graph.contracts.state import fold_prefix
 from nodes.handoff_tools import ROUTE_TOOL, HandoffArgs, RouteDecision
 from policies.answers import answer_key
 from policies.handoff import ToolCallView, handoff_target_of, handoff_tool_name
@@ -43,7 +43,7 @@ def open_question_of(answer: str) -> str | None:
 def fold_transcript(name: str, messages: Sequence[BaseMessage], start: Callable[[], T],
                     step: Callable[[T, BaseMessage], None], copy: Callable[[T], T]) -> T:
     """``step(acc, m)`` over the messages in order from ``acc = start()``, continuing the last run under ``name``
-    over a prefix of the same message objects (``graph.state.fold_prefix``)."""
+    over a prefix of the same message objects (``graph.contracts.state.fold_prefix``)."""
     return fold_prefix(name, messages, start, step, copy)
 
 

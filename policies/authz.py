@@ -1,6 +1,6 @@
 """Authorization decisions (control-flow rule 4; README "Identity and authorization").
 
-Pure functions over plain data: who is asking (a :class:`graph.context.Principal`), what the thread or the request
+Pure functions over plain data: who is asking (a :class:`graph.contracts.context.Principal`), what the thread or the request
 says (its owner, the refund's customer, approvals so far) and what the business store holds about an operator
 (:class:`OperatorFacts`, built by the caller from its record). Never model-written arguments, never a name typed
 into a decision.
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from graph.context import RESERVED_NAMES, Principal
-from graph.state_values import owner_record
+from graph.contracts.context import RESERVED_NAMES, Principal
+from graph.contracts.state_values import owner_record
 
 __all__ = ["AuthzDecision", "OperatorFacts", "NOT_YOURS", "owner_of", "authorize_turn", "authorize_resume",
            "authorize_decision", "authorize_operator", "authorize_tool", "approval_overdue", "DECIDING_ROLES",
@@ -153,7 +153,7 @@ def authorize_decision(principal: Principal, operator: OperatorFacts | None, dec
     * ``approve`` / ``reject``: an enabled, registered operator with the ``approver`` role (:data:`DECIDING_ROLES`)
       who is not the refund's customer (neither ``operator.customer_id`` nor the operator's own name/id equals
       ``customer_id``), whose name is not reserved
-      (``graph.context.RESERVED_NAMES``), and — for ``approve`` — who has not already approved it (``approvals``:
+      (``graph.contracts.context.RESERVED_NAMES``), and — for ``approve`` — who has not already approved it (``approvals``:
       refs of the approvals recorded so far; the two-approver tier needs two *different* people);
     * ``expire``: an approver, only when the request is past its deadline (``overdue``);
     * anything else (``close`` is taken by ``switchboard tasks close``, not by a resume): refused.

@@ -1,6 +1,6 @@
 """A paused refund is cancelled only in two steps: the customer says they want to cancel, the desk asks "Cancel refund
 rf_… of £23.80? yes/no", and only an explicit yes cancels it. Rules over the message's reading
-(``graph.reading.MessageReading``: cancel wish, confirmation, status question, records named), no text, no I/O.
+(``graph.contracts.reading.MessageReading``: cancel wish, confirmation, status question, records named), no text, no I/O.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from graph.reading import MessageReading
+from graph.contracts.reading import MessageReading
 
 __all__ = ["PausedReply", "paused_reply", "other_records", "CANCEL_QUESTION", "cancel_confirmed",
            "CONFIRMATION_ACTION", "confirmation_key", "cancel_was_confirmed"]

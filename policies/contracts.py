@@ -1,7 +1,7 @@
 """Handoff contracts: what each agent needs on arrival, and the check run before deploy (``switchboard check``).
 
 The edge table (``policies.edges``) says who may hand control to whom; a contract says what the packet must carry
-when control arrives: facts by name and by source (``graph.packet.Fact``: ``user_said``, ``system_verified``,
+when control arrives: facts by name and by source (``graph.contracts.packet.Fact``: ``user_said``, ``system_verified``,
 ``model_written``). A :class:`Requirement` is met by any one of its alternatives, each a set of facts that must all be
 present with an accepted source; ``refunds`` needs the transaction to refund (its ``transaction_id``, or the
 ``merchant`` and the ``amount`` of the payment), ``cards`` needs the card before it freezes or unfreezes one.
@@ -16,7 +16,7 @@ Two uses, one table (:data:`DEFAULT_CONTRACTS`):
   side-effect tools) and lists every :class:`ContractProblem`: an edge whose packet cannot carry a fact its receiver
   requires, a node no turn can reach, a node with no controlled exit, a side-effect tool without a guard.
 
-Pure data and functions (no I/O); ``graph.contract_check`` gathers the supply from the runtime and prints.
+Pure data and functions (no I/O); ``graph.app.contract_check`` gathers the supply from the runtime and prints.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ __all__ = [
     "CANCEL_WHICH_QUESTION",
 ]
 
-#: Every fact source a packet knows (``graph.packet.Fact.source``).
+#: Every fact source a packet knows (``graph.contracts.packet.Fact.source``).
 FACT_SOURCES: frozenset[str] = frozenset({"user_said", "system_verified", "model_written"})
 #: Sources someone vouches for: the customer said it, or a business tool read it. A model-written value is neither.
 VOUCHED: frozenset[str] = frozenset({"user_said", "system_verified"})
@@ -194,7 +194,7 @@ def unmet_requirements(contract: AgentContract | None, facts: Iterable[Mapping[s
 
 @dataclass(frozen=True)
 class FactSupply:
-    """What the desk can put in a packet, by source (gathered from the runtime by ``graph.contract_check``).
+    """What the desk can put in a packet, by source (gathered from the runtime by ``graph.app.contract_check``).
 
     Attributes:
         user_said: fact keys code finds in a customer's message (``nodes.facts.extract_facts``).

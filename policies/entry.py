@@ -1,7 +1,7 @@
 """Where the next turn of a thread starts (control-flow rule 6), decided from the thread's state, not the router alone.
 
 Inputs are typed data (the entry node gathers them; every input and the reason go into the ``entry_decided`` event):
-the turn's reading of the message (``graph.reading.MessageReading``: what kind of reply it is, the records it names,
+the turn's reading of the message (``graph.contracts.reading.MessageReading``: what kind of reply it is, the records it names,
 whether it leans on the conversation …), the router's reading of it (:class:`Routed`) and the thread's state
 (:class:`ThreadView`: who holds the conversation, the question it left open, identity, permission, availability, a
 task waiting for a human, clarify rounds without progress).
@@ -13,7 +13,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
-from graph.reading import MessageReading, ReplyKind, RouteView
+from graph.contracts.reading import MessageReading, ReplyKind, RouteView
 from policies.edges import CLARIFY, FALLBACK, OUT_OF_SCOPE, SPECIALISTS, TRIAGE
 
 __all__ = ["EntryDecision", "ThreadView", "Routed", "choose_entry", "learned_routed", "scope_of", "CONTINUE_CONFIDENCE",
@@ -26,13 +26,14 @@ __all__ = ["EntryDecision", "ThreadView", "Routed", "choose_entry", "learned_rou
 CONTINUE_CONFIDENCE = 0.35
 #: A short follow-up (a fragment, or an identifier nobody asked for) leaves the active agent only when the router gives
 #: another specialist at least this probability (a clear new topic such as "the virtual one" after a fees question);
-#: chosen on the follow-up table of ``tests/test_conversation_routing.py``.
+#: chosen on the follow-up table of ``tests/scenarios/test_conversation_routing.py``.
 NEW_TOPIC_CONFIDENCE = 0.5
 #: A short follow-up (a fragment) leaves the agent holding the conversation for the out_of_scope answer when the router
 #: gives "not served here" at least this probability and the fragment neither opens as a follow-up ("what about X?")
 #: nor points back at the last answer. On the shipped router, the out-of-scope fragments ("what is a
 #: mortgage rate today?" 0.95, "what is the weather today?" 0.97) are above it, and the follow-ups of
-#: ``tests/test_conversation_routing.py`` and ``tests/test_conversation_flows.py`` read as out of scope either open as a follow-up
+#: ``tests/scenarios/test_conversation_routing.py`` and ``tests/scenarios/test_conversation_flows.py`` read as out of scope
+# either open as a follow-up
 #: ("what about Switzerland?" 0.93), ask the same question again ("can I raise it?" 0.92) or stay below it.
 OUT_OF_SCOPE_SURE = 0.9
 #: The specialist whose action a bare "freeze it" / "unfreeze it" asks for (``nodes.embedded.replies.asks_card_action``).
@@ -159,7 +160,7 @@ class Routed:
 
     @classmethod
     def of(cls, route: RouteView | None) -> Routed:
-        """The entry rule's view of a router result (``graph.reading.RouteView``), empty for None."""
+        """The entry rule's view of a router result (``graph.contracts.reading.RouteView``), empty for None."""
         if route is None:
             return cls()
         return cls(route.agent, route.confidence, scope_of(route.agent, route.intent))
@@ -207,7 +208,7 @@ def learned_routed(reading: MessageReading, routed: Routed) -> Routed:
 
 def _choose(reading: MessageReading, thread: ThreadView, routed: Routed) -> EntryDecision:
     """The entry node of a new turn (after :func:`choose_entry`'s first decisions) from the turn's ``reading`` of the
-    message (``graph.reading``), the ``thread``'s state and the router's reading ``routed``.
+    message (``graph.contracts.reading``), the ``thread``'s state and the router's reading ``routed``.
 
     The reading's fields used: ``reply`` (a reply that answers the active agent's question or offer stays with it),
     ``record_owners`` (a named ``tr_…`` is transfers', whoever holds the conversation),

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from graph.packet import HandoffPacket
-from graph.state_values import TaskState
+from graph.contracts.packet import HandoffPacket
+from graph.contracts.state_values import TaskState
 from policies.edges import DEFAULT_EDGE_TABLE, EXPERTS, SUPERVISOR, EdgeTable, is_legal_handoff
 
 __all__ = [

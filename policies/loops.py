@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from graph.packet import HandoffRecord
+from graph.contracts.packet import HandoffRecord
 from policies.edges import DEFAULT_EDGE_TABLE, EdgeTable, longest_legal_path
 
 __all__ = [

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from graph.agent_as_tool import AnswerPart, Conflict, Gap, MergedFact
+from graph.contracts.agent_as_tool import AnswerPart, Conflict, Gap, MergedFact
 
 __all__ = ["FIELD_RULES", "SOURCE_RANK", "MergeRules", "MergedFact", "Conflict", "Gap", "AnswerPart",
            "MergeOutcome", "merge_expert_results"]
@@ -111,7 +111,7 @@ def merge_expert_results(
 
     Args:
         tasks: the plan, in order: dicts with ``task_id``, ``expert``, ``objective``.
-        results: dicts shaped like ``graph.agent_as_tool.ExpertResult.model_dump()``: ``task_id``, ``expert``,
+        results: dicts shaped like ``graph.contracts.agent_as_tool.ExpertResult.model_dump()``: ``task_id``, ``expert``,
             ``status`` (ok | failed | timeout), ``answer``, ``facts`` (list of ``{key, value, source}``),
             ``open_questions``, ``evidence_refs``, ``proposed_actions`` (list of dicts with ``tool``, ``args``),
             ``error``.  Their order does not matter (parallel branches finish in any order).  The graph sends

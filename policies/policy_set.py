@@ -3,7 +3,7 @@
 The rules themselves stay pure functions in their modules (``policies.handoff.arbitrate`` and ``check_guards``,
 ``policies.loops.hop_budget_exceeded``, ``policies.risk.assess_refund``); a :class:`PolicySet` is what they are given.
 The live graph builds one from its settings (``nodes.deps.Deps.policy_set``: today's values, ``max_hops`` from
-``SWITCHBOARD_MAX_HOPS``); ``switchboard whatif`` (``graph.whatif``) replays recorded threads through the same
+``SWITCHBOARD_MAX_HOPS``); ``switchboard whatif`` (``graph.app.whatif``) replays recorded threads through the same
 functions with a changed one, so a rule change is judged by the code that will enforce it.
 """
 
@@ -29,7 +29,7 @@ class PolicySet:
         risk: the refund risk rules' numbers (``policies.risk.assess_refund``).
         max_hops: handoffs one turn may take (``policies.loops.hop_budget_exceeded``); default the longest legal
             path of the default table + 1 (``policies.loops.default_max_hops``), the same as
-            ``graph.settings.DEFAULT_MAX_HOPS``.
+            ``graph.contracts.settings.DEFAULT_MAX_HOPS``.
     """
 
     edges: EdgeTable = DEFAULT_EDGE_TABLE

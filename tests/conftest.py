@@ -15,7 +15,7 @@ pytest.register_assert_rewrite("nodes.testing.http_attacks", "nodes.testing.serv
 
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
-from graph.context import RunContext  # noqa: E402
+from graph.contracts.context import RunContext  # noqa: E402
 from nodes.testing.scripted import KeywordRouter, KwRoute  # noqa: E402, F401  (re-exported for tests)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -126,7 +126,7 @@ def make_desk(kw_router, store):
     """``make_desk(model, checkpointer=None, router=None, history=None, events=None, tracer_provider=None, **settings)``
     -> a Desk (compiled graph + deps) with the keyword router and the test's business store."""
     from graph.builder import build_desk
-    from graph.settings import Settings
+    from graph.contracts.settings import Settings
 
     def _make(model=None, checkpointer=None, router=None, history=None, events=None, tracer_provider=None, **settings):
         from nodes.embedded.offline_model import OfflineChatModel
@@ -174,7 +174,7 @@ def approver_desk(home: Path, router=None):
     keyword router) and two registered approvers, ann (:data:`ANN`) and ben, of tenant t_demo."""
     from checkpoints import open_checkpointer
     from graph.builder import build_desk
-    from graph.settings import Settings
+    from graph.contracts.settings import Settings
     from nodes.embedded.offline_model import OfflineChatModel
 
     s = Settings.from_env(db=home / "switchboard.db", business_db=home / "business.db")
@@ -213,7 +213,7 @@ def desk(store):
     """A desk with the offline model and the shipped default router on the test's business store (in-memory
     checkpoints)."""
     from graph.builder import build_desk
-    from graph.settings import Settings
+    from graph.contracts.settings import Settings
     from nodes.embedded.offline_model import OfflineChatModel
     from nodes.router import default_router
 
@@ -241,7 +241,7 @@ def home(isolated_home, monkeypatch):
     agent ``agt``, an admin ``ida``, and the CLI's tables wide enough for the assertions."""
     from rich.console import Console
 
-    from graph import cli, operator_cli
+    from graph.app import cli, operator_cli
     from graph.conversation import Conversation
 
     g, store = approver_desk(isolated_home)
@@ -258,7 +258,7 @@ def invoke_cli(*args: str):
     """``switchboard ARGS…`` in this process (typer's CliRunner): the result has ``exit_code``, ``output``."""
     from typer.testing import CliRunner
 
-    from graph.cli import app
+    from graph.app.cli import app
 
     return CliRunner().invoke(app, list(args))
 
@@ -365,7 +365,7 @@ def env_graph(monkeypatch, kw_router, store):
     """``env_graph(base_url, **env) -> Desk`` built the way the CLI builds it: from environment variables
     (``SWITCHBOARD_MODEL=openai:stub``, ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, and ``env``)."""
     from graph.builder import build_desk
-    from graph.settings import Settings
+    from graph.contracts.settings import Settings
 
     def make(base_url: str, **env: str):
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")

@@ -1,10 +1,10 @@
-"""A fork server for the documentation examples (``tests/test_docs_examples.py``): runs ``switchboard …`` commands and
+"""A fork server for the documentation examples (``tests/scenarios/test_docs_examples.py``): runs ``switchboard …`` commands and
 Python snippets in a child forked from a process that has already imported the project, so a documented command
 costs its own work, not the interpreter's start-up and LangGraph's imports (seconds each on a loaded machine).
 
 What runs is what a user runs: the child gets the command's argv, environment, working folder and standard streams
 (the shim's own file descriptors, passed over a Unix socket) and calls the ``switchboard`` entry point
-(``graph.cli.main``) or executes the snippet as ``__main__``; its exit status goes back to the shim. Nothing is
+(``graph.app.cli.main``) or executes the snippet as ``__main__``; its exit status goes back to the shim. Nothing is
 shared between two commands but the imported modules: each is a fresh fork.
 
     python tests/docs_runner.py serve SOCKET     # the server (the test starts it)
@@ -66,12 +66,6 @@ def run_python(sock_path: str, code: str, env: dict[str, str], cwd: str, stdout:
 def _warm() -> None:
     """Import what every command needs (CLI, builder, conversation, stores, the offline model and the shipped
     router), without opening any database or home."""
-    import graph.builder
-    import graph.cli
-    import graph.conversation
-    import graph.demo_bank
-    import graph.drawing
-    import graph.operator_cli  # noqa: F401
     import nodes.embedded.offline_model  # noqa: F401
     from checkpoints import open_checkpointer  # noqa: F401
     from checkpoints.business import repository  # noqa: F401
@@ -90,7 +84,7 @@ def _child(msg: dict, fds: list[int]) -> int:
     os.environ.update(msg["env"])
     sys.path[0] = msg["cwd"]
     if msg["kind"] == "cli":
-        from graph.cli import main
+        from graph.app.cli import main
 
         sys.argv = ["switchboard", *msg["argv"]]
         try:

@@ -20,8 +20,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from graph.context import SYSTEM_RISK_POLICY
-from graph.state_values import path_of
+from graph.contracts.context import SYSTEM_RISK_POLICY
+from graph.contracts.state_values import path_of
 from policies.edges import is_legal_handoff
 from tests.transcript import transcript_errors
 

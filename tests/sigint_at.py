@@ -25,7 +25,7 @@ def _interrupt() -> None:
 def _interrupt_while_printing(point: str, fired: list[bool]) -> None:
     """``print``: Ctrl-C right after the answer's first line is written, while ``chat`` prints the rest of the turn
     (the path line); ``print-json``: as ``chat --json`` starts printing its JSON document."""
-    import graph.cli as cli
+    import graph.app.cli as cli
 
     if point == "print-json":
         print_json = cli.print_json
@@ -59,7 +59,7 @@ def _interrupt_while_printing(point: str, fired: list[bool]) -> None:
 
 
 def main() -> None:
-    """Install the interruption at ``sys.argv[1]`` and run ``graph.cli.main`` on the remaining arguments."""
+    """Install the interruption at ``sys.argv[1]`` and run ``graph.app.cli.main`` on the remaining arguments."""
     point, args = sys.argv[1], sys.argv[2:]
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as an interactive shell's child gets it
     from graph.conversation import Conversation
@@ -69,7 +69,7 @@ def main() -> None:
     if point in ("print", "print-json"):
         _interrupt_while_printing(point, fired)
     elif point == "prompt":  # the interactive session's prompt, before the first line is read
-        import graph.cli as cli
+        import graph.app.cli as cli
 
         ask = cli.console.input
 
@@ -107,7 +107,7 @@ def main() -> None:
             return instrument(self, name, node)
 
         EventRecorder.instrument = instrumented  # type: ignore[method-assign]
-    from graph.cli import main as cli_main
+    from graph.app.cli import main as cli_main
 
     sys.argv = ["switchboard", *args]
     cli_main()

@@ -10,7 +10,7 @@ damages it, and runs one CLI command in a subprocess:
 * disk full: ``ulimit -f`` in the subprocess's shell, so writes past the limit fail (EFBIG);
 * ``business.db`` deleted between the pause and the resume.
 
-Used by ``tests/test_storage_faults.py``; the figures of the issue note come from running this module.
+Used by ``tests/checkpoints/test_storage_faults.py``; the figures of the issue note come from running this module.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Outcome:
 def _cli(home: Path, args: list[str], *, prefix: str = "", read_only: bool = False, timeout: float = 180
          ) -> subprocess.CompletedProcess:
     env = {**os.environ, "SWITCHBOARD_HOME": str(home), "PYTHONPATH": str(REPO)}
-    cmd = f"{prefix}exec {shlex.quote(PY)} -m graph.cli " + " ".join(shlex.quote(a) for a in args)
+    cmd = f"{prefix}exec {shlex.quote(PY)} -m graph.app.cli " + " ".join(shlex.quote(a) for a in args)
     argv = ["bash", "-c", cmd]
     if read_only:  # a read-only file system (EROFS) over the home, in a private mount namespace
         h = shlex.quote(str(home))

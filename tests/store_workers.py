@@ -1,4 +1,4 @@
-"""Process bodies for the business store's two-process races (tests/test_store.py). Kept apart from the test
+"""Process bodies for the business store's two-process races (tests/checkpoints/test_store.py). Kept apart from the test
 module so that a spawned child imports only the store, not pytest."""
 
 from __future__ import annotations

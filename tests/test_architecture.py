@@ -13,10 +13,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("graph", "nodes", "policies", "checkpoints")
-#: The data contracts (DESIGN.md: "they import nothing above them").
-CONTRACTS = ("graph.errors", "graph.context", "graph.settings", "graph.state", "graph.packet", "graph.approval",
-             "graph.inputs", "graph.agent_as_tool", "graph.results", "graph.events", "graph.views", "graph.folds",
-             "graph.state_values", "graph.reading", "graph.brief")
+#: The data contracts (DESIGN.md: "they import nothing above them"): every module of graph/contracts/.
+CONTRACTS = "graph.contracts"
 
 
 def _modules() -> list[str]:
@@ -60,14 +58,14 @@ def _imports(module: str) -> set[str]:
 
 
 def test_contracts_import_only_contracts():
-    for module in CONTRACTS:
-        above = {n for n in _imports(module) if n not in CONTRACTS}
+    for module in [m for m in _modules() if _layer(m) == "contracts"]:
+        above = {n for n in _imports(module) if _layer(n) != "contracts"}
         assert above == set(), f"{module} imports {sorted(above)}"
 
 
 def test_policies_import_only_contracts_and_policies():
     for module in [m for m in _modules() if m.startswith("policies")]:
-        bad = {n for n in _imports(module) if not (n.startswith("policies") or n in CONTRACTS)}
+        bad = {n for n in _imports(module) if _layer(n) not in ("policies", "contracts")}
         assert bad == set(), f"{module} imports {sorted(bad)}"
 
 
@@ -95,7 +93,7 @@ def _imported_names(module: str) -> set[str]:
 def test_only_the_model_factory_imports_the_embedded_model():
     """The runtime gets the embedded model and its message reader from the factory (``nodes.models``), never by
     importing ``nodes.embedded``: the entry node, the paused dialogue and the agent read a message through
-    ``graph.reading.MessageReader`` only."""
+    ``graph.contracts.reading.MessageReader`` only."""
     bad = sorted((m, n) for m in _modules() if m != EMBEDDED_FACTORY and not m.startswith(EMBEDDED)
                  for n in _imported_names(m) if n == EMBEDDED or n.startswith(EMBEDDED + "."))
     assert bad == [], f"only {EMBEDDED_FACTORY} may import {EMBEDDED}: {bad}"
@@ -120,15 +118,20 @@ def test_policies_hold_no_text_heuristics():
 
 
 #: The layers, bottom first: a module imports its own layer and those below it, never one above (DESIGN.md's
-#: layering). ``graph`` here is the top of ``graph/`` (builder, conversation, CLI, service, drawing) — its contracts
-#: are the bottom layer.
-LAYERS = ("contracts", "policies", "checkpoints", "nodes", "graph")
+#: layering). In graph/: ``contracts`` (graph/contracts/, the bottom), ``desk`` (graph/'s own modules: the builder,
+#: Conversation, cut turns, recovery) and ``app`` (graph/app/: the CLI and tools; graph/service/: serving on the
+#: engines), the top.
+LAYERS = ("contracts", "policies", "checkpoints", "nodes", "desk", "app")
 #: Test support that drives the whole desk (it imports the top on purpose; nothing in the desk imports it).
 TEST_SUPPORT = "nodes.testing"
 
 
 def _layer(module: str) -> str:
-    return "contracts" if module in CONTRACTS else module.split(".")[0]
+    if module == CONTRACTS or module.startswith(CONTRACTS + "."):
+        return "contracts"
+    if module.startswith(("graph.app", "graph.service")):
+        return "app"
+    return "desk" if module.split(".")[0] == "graph" else module.split(".")[0]
 
 
 @pytest.mark.parametrize("layer", LAYERS)
@@ -140,7 +143,7 @@ def test_every_layer_imports_only_itself_and_the_layers_below(layer):
 
 
 #: The one sanctioned use: the served graph's test hook, imported only when SWITCHBOARD_TEST_HOLD is set.
-TEST_HOOKS = {("graph.server", "nodes.testing.hold")}
+TEST_HOOKS = {("graph.service.server", "nodes.testing.hold")}
 
 
 def test_nothing_in_the_desk_imports_the_test_support():
@@ -162,7 +165,7 @@ def test_no_module_imports_another_modules_private_names():
 
 def test_no_test_module_imports_another_test_module():
     """Shared fixtures and helpers live in tests/conftest.py or nodes/testing/, never in a ``test_*`` module."""
-    for path in sorted((REPO / "tests").glob("*.py")):
+    for path in sorted((REPO / "tests").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
@@ -175,17 +178,29 @@ def test_no_test_module_imports_another_test_module():
 
 
 def test_default_hop_budget_equals_the_longest_legal_path_plus_one():
-    from graph.settings import DEFAULT_MAX_HOPS, Settings
+    from graph.contracts.settings import DEFAULT_MAX_HOPS, Settings
     from policies.loops import default_max_hops
 
     assert DEFAULT_MAX_HOPS == default_max_hops() and Settings().max_hops == DEFAULT_MAX_HOPS
 
 
 def test_settings_validate_on_construction():
-    from graph.errors import ConfigError
-    from graph.settings import Settings
+    from graph.contracts.errors import ConfigError
+    from graph.contracts.settings import Settings
 
     for bad in ({"max_hops": 0}, {"max_hops": 101}, {"routing": "psychic"}, {"model_timeout_s": 0},
                 {"tool_retries": 0}, {"on_expert_failure": "panic"}):
         with pytest.raises(ConfigError, match="invalid setting"):
             Settings(**bad)
+
+
+#: The test folders (tests/<folder>/): one per package of the desk, and ``scenarios`` for whole conversations and the
+#: documentation through every way in; the project-wide gates (this file, the complexity gate) stay at the top.
+TEST_FOLDERS = ("contracts", "policies", "checkpoints", "nodes", "graph", "scenarios")
+
+
+def test_tests_live_in_folders_by_subject():
+    top = sorted(p.name for p in (REPO / "tests").glob("test_*.py"))
+    assert top == ["test_architecture.py", "test_complexity.py"], f"put these in a folder of tests/: {top}"
+    folders = sorted(p.parent.name for p in (REPO / "tests").glob("*/test_*.py"))
+    assert set(folders) <= set(TEST_FOLDERS), sorted(set(folders) - set(TEST_FOLDERS))

@@ -45,9 +45,9 @@ EXCEPTIONS: dict[tuple[str, str], tuple[int, str]] = {
                                                             "fallback"),
     ("nodes/approval_flow.py", "make_human_approval_node.human_approval"): (21, "who may resume, the store's record, "
                                                                                 "paid meanwhile, the decision"),
-    ("graph/observe.py", "tally_events"): (37, "one counter per event kind and outcome"),
-    ("graph/evaluation.py", "summarise"): (24, "one figure per metric of the route report"),
-    ("graph/operator_cli.py", "decide_threadless"): (30, "each refusal of a decision on a refund no thread waits on"),
+    ("graph/app/observe.py", "tally_events"): (37, "one counter per event kind and outcome"),
+    ("graph/app/evaluation.py", "summarise"): (24, "one figure per metric of the route report"),
+    ("graph/app/operator_cli.py", "decide_threadless"): (30, "each refusal of a decision on a refund no thread waits on"),
     ("checkpoints/threads.py", "thread_turns"): (21, "pairs each message with its answer, a decision's own row"),
     ("nodes/supervisor.py", "make_supervisor_node.node"): (29, "the supervisor's model loop: plan, fan out, refuse "
                                                                "a handoff, budget, fallback"),
@@ -61,9 +61,9 @@ EXCEPTIONS: dict[tuple[str, str], tuple[int, str]] = {
     ("checkpoints/business/repository.py", "BusinessStore.decide_approval"): (21, "each condition of the approval "
                                                                                   "rule, in one transaction"),
     ("checkpoints/business/faults.py", "storage_cause"): (21, "one cause per driver message and file-system state"),
-    ("graph/view_guard.py", "_CustomerSend.__call__"): (23, _REQUEST_SHAPES),
-    ("graph/aegra_app.py", "RunGuard.__call__"): (22, _REQUEST_SHAPES),
-    ("graph/auth.py", "_control_refusal"): (21, _REQUEST_SHAPES),
+    ("graph/service/view_guard.py", "_CustomerSend.__call__"): (23, _REQUEST_SHAPES),
+    ("graph/service/aegra_app.py", "RunGuard.__call__"): (22, _REQUEST_SHAPES),
+    ("graph/service/auth.py", "_control_refusal"): (21, _REQUEST_SHAPES),
     ("nodes/testing/openai_stub.py", "ScriptedOpenAIServer._handle_chat"): (28, "the strict test double mirrors the "
                                                                                 "API reference's rules, one branch each"),
     ("nodes/testing/openai_stub.py", "validate_tools"): (22, "the strict test double mirrors the API reference's "

@@ -34,7 +34,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 
 from checkpoints.business.faults import storage_cause
 from checkpoints.business.records import StorageUnavailable, StoreError
-from graph.errors import ConfigError
+from graph.contracts.errors import ConfigError
 
 __all__ = ["BUSY_TIMEOUT_MS", "WRITE", "default_store_path", "resolve_url", "engine_for", "describe",
            "sqlite_path", "storage_errors", "dispose"]
@@ -58,7 +58,7 @@ def resolve_url(target: str | Path | URL | None) -> URL:
     """The SQLAlchemy URL of ``target``: None -> :func:`default_store_path`; a path or ``sqlite:///path`` ->
     ``sqlite:///<absolute path>``; ``postgresql://``, ``postgres://`` or ``postgresql+psycopg://`` ->
     ``postgresql+psycopg://…``. Raises ``ValueError`` for ``":memory:"`` (every call opens its own connection, so
-    an in-memory database would vanish between calls) and :class:`~graph.errors.ConfigError` for another
+    an in-memory database would vanish between calls) and :class:`~graph.contracts.errors.ConfigError` for another
     scheme or a malformed URL."""
     if isinstance(target, URL):
         text = target.render_as_string(hide_password=False)

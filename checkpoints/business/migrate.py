@@ -100,7 +100,7 @@ def upgrade(target: str | Path | URL | None = None, revision: str = "head") -> s
 
     Raises :class:`StorageUnavailable` (database unreachable, corrupt, read-only; tables of another
     application; a revision newer than this code knows), ``ValueError`` (an unknown ``revision``; an in-memory
-    target), :class:`~graph.errors.ConfigError` (a target that is not a supported database)."""
+    target), :class:`~graph.contracts.errors.ConfigError` (a target that is not a supported database)."""
     from alembic import command
     from alembic.script.revision import RevisionError
     from alembic.util import CommandError

@@ -16,7 +16,7 @@ import sqlite3
 from pathlib import Path
 
 from checkpoints.business.records import SCHEMA_VERSION, VERSION_TABLE, Operator
-from graph.errors import InfrastructureError
+from graph.contracts.errors import InfrastructureError
 
 __all__ = ["LookupUnavailable", "sqlite_path", "read_operator"]
 
@@ -25,7 +25,7 @@ _COLUMNS = ("id", "tenant_id", "roles", "enabled", "customer_id", "created_at", 
 
 class LookupUnavailable(InfrastructureError):
     """This database cannot be read this way (the caller uses :func:`checkpoints.business.open_store`). An
-    :class:`~graph.errors.InfrastructureError`."""
+    :class:`~graph.contracts.errors.InfrastructureError`."""
 
 
 def sqlite_path(target: str | Path) -> Path | None:

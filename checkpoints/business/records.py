@@ -9,7 +9,7 @@ Errors, by who is at fault (DESIGN.md, Style): :class:`StaleVersionError` (a com
 decide again), :class:`BusinessRuleError` (the request breaks a business rule; :class:`NotFoundError` is a
 subclass), :class:`OwnershipError` (a write from a former task owner), :class:`StorageUnavailable` (the database
 cannot be reached or used: infrastructure). All derive from :class:`StoreError`, itself a
-:class:`graph.errors.SwitchboardError`, so there is one error hierarchy.
+:class:`graph.contracts.errors.SwitchboardError`, so there is one error hierarchy.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graph.errors import InfrastructureError, SwitchboardError
+from graph.contracts.errors import InfrastructureError, SwitchboardError
 
 __all__ = [
     "Customer",
@@ -66,7 +66,7 @@ __all__ = [
 
 
 class StoreError(SwitchboardError):
-    """Base class of the business store's errors (a :class:`~graph.errors.SwitchboardError`)."""
+    """Base class of the business store's errors (a :class:`~graph.contracts.errors.SwitchboardError`)."""
 
 
 class StaleVersionError(StoreError):
@@ -152,7 +152,7 @@ TASK_STATUSES = frozenset({"open", "awaiting_approval", "completed", "cancelled"
 DECISIONS = frozenset({"approve", "reject", "cancel", "expire", "close"})
 #: Decisions that end a task at once (an ``approve`` ends it only when the last required approver gave it).
 FINAL_DECISIONS = frozenset({"reject", "cancel", "expire", "close"})
-#: Roles an operator may hold (the same tuple as ``graph.context.OPERATOR_ROLES``).
+#: Roles an operator may hold (the same tuple as ``graph.contracts.context.OPERATOR_ROLES``).
 OPERATOR_ROLES: tuple[str, ...] = ("agent", "approver", "admin")
 #: Kinds of principal a token may stand for.
 PRINCIPAL_KINDS = frozenset({"customer", "operator"})

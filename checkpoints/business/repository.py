@@ -90,7 +90,7 @@ from checkpoints.business.records import (
     Transaction,
     Transfer,
 )
-from graph.context import OPERATOR_NAME_RE, RESERVED_NAMES, SYSTEM_RISK_POLICY
+from graph.contracts.context import OPERATOR_NAME_RE, RESERVED_NAMES, SYSTEM_RISK_POLICY
 
 __all__ = ["BusinessStore", "open_store", "token_digest"]
 
@@ -163,7 +163,7 @@ class BusinessStore:
     database) but does not seed; see :meth:`seed_demo` and :func:`open_store`. The object holds no connection
     of its own (the process's engine for the URL pools them), so it may be shared between threads; processes
     may open the same database. Raises :class:`StorageUnavailable` when the database cannot be opened,
-    :class:`~graph.errors.ConfigError` for an unsupported URL.
+    :class:`~graph.contracts.errors.ConfigError` for an unsupported URL.
 
     Attributes: ``url`` (the SQLAlchemy URL), ``path`` (the SQLite file, or None), ``name`` (how messages name
     the database: the path, or the URL without password).
@@ -1116,7 +1116,7 @@ class BusinessStore:
     def add_operator(self, name: str, tenant_id: str, roles: Sequence[str], customer_id: str | None = None) -> Operator:
         """Register operator ``name`` of ``tenant_id`` with ``roles`` (a non-empty subset of
         :data:`OPERATOR_ROLES`), enabled. ``customer_id``: the operator's own customer account in the tenant, if
-        any. Raises ``ValueError`` (a name outside ``graph.context.OPERATOR_NAME_RE`` or reserved, unknown or no
+        any. Raises ``ValueError`` (a name outside ``graph.contracts.context.OPERATOR_NAME_RE`` or reserved, unknown or no
         roles, empty tenant), :class:`BusinessRuleError` (the name exists; the name is a customer's id, which would
         make the operator and that customer one principal to the approval rules; ``customer_id`` is not a customer
         of the tenant)."""
@@ -1233,7 +1233,7 @@ class BusinessStore:
         (``INSERT … ON CONFLICT DO NOTHING``: of two concurrent first claims exactly one wins, on SQLite and
         PostgreSQL alike), and return ``(the stored owner, whether this call recorded it)``. The caller compares the
         stored owner with its principal: a different customer means the thread is someone else's. Call it only with
-        an authenticated customer (``graph.auth``, ``Conversation.send``), never with a name taken from a message.
+        an authenticated customer (``graph.service.auth``, ``Conversation.send``), never with a name taken from a message.
         Raises ``ValueError`` for an empty id, :class:`StorageUnavailable`."""
         if not thread_id or not customer_id or not tenant_id:
             raise ValueError("a thread owner needs a thread id, a customer id and a tenant id")
@@ -1286,7 +1286,7 @@ def open_store(target: str | Path | URL | None = None, *, seed: bool = True,
     :func:`~checkpoints.business.engine.default_store_path`) — creating the file's directory and migrating the
     schema as needed. With ``seed`` (default), seed the demo data when the database has no customers yet (first
     open); later opens never re-seed, so deleted demo rows stay deleted. Raises :class:`StorageUnavailable`,
-    ``ValueError`` (``":memory:"``), :class:`~graph.errors.ConfigError` (unsupported URL)."""
+    ``ValueError`` (``":memory:"``), :class:`~graph.contracts.errors.ConfigError` (unsupported URL)."""
     store = BusinessStore(target if target is not None else default_store_path(), now=now)
     if seed and store.is_empty():
         store.seed_demo()

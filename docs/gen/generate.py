@@ -1,10 +1,10 @@
 """Write the generated pages of the documentation site (run by ``make docs`` and ``make docs-serve``).
 
-- ``docs/generated/cli.md``: the CLI reference, walked from the typer app (``graph.cli.app``): every command and
+- ``docs/generated/cli.md``: the CLI reference, walked from the typer app (``graph.app.cli.app``): every command and
   sub-command with its usage line, help text, arguments and options (names, defaults, help), exactly what
   ``switchboard COMMAND --help`` says.
 - ``docs/generated/benchmarks.md``: the tables of the newest ``bench/results/*.json`` (``bench/report.py``).
-- ``docs/generated/demo-bank.md``: the demo bank's records (``graph.demo_bank``, as ``switchboard demo-bank``).
+- ``docs/generated/demo-bank.md``: the demo bank's records (``graph.app.demo_bank``, as ``switchboard demo-bank``).
 - ``docs/generated/edges.md``: the policy edge table (``policies.edges``).
 - ``docs/graph.png``: the legal graph (``switchboard draw --format png``), shown by the README and the docs.
 
@@ -48,11 +48,11 @@ def cli_reference() -> str:
     """The Markdown of every command of the ``switchboard`` app."""
     import typer.main
 
-    from graph.cli import app
+    from graph.app.cli import app
 
     root = typer.main.get_command(app)
     out = ["# CLI reference", "",
-           "Generated from the `switchboard` command's own definitions (`graph/cli.py` and the modules it includes) "
+           "Generated from the `switchboard` command's own definitions (`graph/app/cli.py` and the modules it includes) "
            "by `docs/gen/generate.py`: it says what `switchboard COMMAND --help` says. Exit codes: 0 ok, 1 a run "
            "failed (for example the model server), 2 bad input or configuration (one line `error: …` on stderr, "
            "nothing stored), 130 interrupted (Ctrl-C).", ""]
@@ -87,7 +87,7 @@ def cli_reference() -> str:
 
 def demo_bank_page() -> str:
     """The demo bank's tables as Markdown (the same rows as ``switchboard demo-bank``)."""
-    from graph.demo_bank import DEMO_TABLES, demo_bank
+    from graph.app.demo_bank import DEMO_TABLES, demo_bank
 
     tables = demo_bank()
     out: list[str] = []
@@ -126,7 +126,7 @@ def main() -> int:
     (OUT / "benchmarks.md").write_text(render(newest_results()) + "\n")
     (OUT / "demo-bank.md").write_text(demo_bank_page() + "\n")
     (OUT / "edges.md").write_text(edge_table_page())
-    from graph import drawing
+    from graph.app import drawing
 
     drawing.render_png(drawing.graph_spec(), REPO / "docs" / "graph.png", title="switchboard")
     print(f"wrote {OUT.relative_to(REPO)}/{{cli,benchmarks,demo-bank,edges}}.md and docs/graph.png")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from graph.reading import MessageReading
+from graph.contracts.reading import MessageReading
 from policies import cancellation as rules
 
 __all__ = ["wants_to_cancel", "cancels_something_else", "confirmation", "is_status_question", "speaks_of_cancelling",
@@ -137,7 +137,7 @@ def is_acknowledgement(text: str) -> bool:
 
 
 def reading_of(text: str) -> MessageReading:
-    """The paused-refund part of the reading of ``text`` (``graph.reading.MessageReading``)."""
+    """The paused-refund part of the reading of ``text`` (``graph.contracts.reading.MessageReading``)."""
     return MessageReading(text=text, records_named=records_named(text),
                           cancel_wish=wants_to_cancel(text) and not cancels_something_else(text),
                           speaks_of_cancelling=speaks_of_cancelling(text), confirmation=confirmation(text),

@@ -35,7 +35,7 @@ INTENT_KINDS: tuple[str, ...] = ("tool", "knowledge", "freeze", "operator")
 #: prompt).
 SOCIAL_TOPICS = frozenset({"greeting", "thanks", "goodbye", "conversational", "capabilities"})
 #: Minimum router probability for reading a message as social (the shipped router gives 0.71-0.89 to plain greetings,
-#: thanks and goodbyes, ``tests/test_conversation_routing.py``).
+#: thanks and goodbyes, ``tests/scenarios/test_conversation_routing.py``).
 SOCIAL_CONFIDENCE = 0.5
 #: CLINC150's conversational categories (``nodes/data/router-default.npz`` is fitted on them as
 #: ``conversational:<category>``, ``../shared/data/clinc150/desk_map.json``) that are a greeting, thanks, goodbye or a
@@ -190,6 +190,6 @@ def _parse(raw: dict[str, Any]) -> DeskKnowledge:
 @lru_cache(maxsize=4)
 def load_knowledge(path: Path = KNOWLEDGE_PATH) -> DeskKnowledge:
     """Read and parse the knowledge file (cached per path). Raises ``OSError`` / ``ValueError`` (bad JSON, unknown
-    kind, bad pattern) — the shipped file is checked by ``tests/test_intents.py``."""
+    kind, bad pattern) — the shipped file is checked by ``tests/nodes/test_intents.py``."""
     with open(path, encoding="utf-8") as fh:
         return _parse(json.load(fh))

@@ -27,7 +27,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
-from graph.brief import ModelBrief
+from graph.contracts.brief import ModelBrief
 from nodes.embedded import playbook
 from nodes.embedded.compound import (
     COMPOUND_THRESHOLD,
@@ -616,13 +616,13 @@ class OfflineChatModel(BaseChatModel):
 
     # ------------------------------------------------------------------ decisions
     def reads_brief(self) -> bool:
-        """The embedded model decides from the typed brief (``graph.brief.BriefReader``), never from prompt text."""
+        """The embedded model decides from the typed brief (``graph.contracts.brief.BriefReader``), never from prompt text."""
         return True
 
     def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, tools=None,
                   brief: ModelBrief | None = None, **kwargs) -> ChatResult:
         """Decide the next message from ``messages`` (the customer's turn, the tool results so far) and ``brief`` (the
-        agent, its packet and facts: ``graph.brief.ModelBrief``; without one the model speaks as triage with no
+        agent, its packet and facts: ``graph.contracts.brief.ModelBrief``; without one the model speaks as triage with no
         packet). The system prompt's text is not read."""
         names = {t["function"]["name"] for t in tools or []}
         brief = brief if isinstance(brief, ModelBrief) else ModelBrief(agent="triage")

@@ -1,4 +1,4 @@
-"""The embedded desk's :class:`graph.reading.MessageReader`: one reading of a customer's message per turn, made of
+"""The embedded desk's :class:`graph.contracts.reading.MessageReader`: one reading of a customer's message per turn, made of
 this package's keyword rules (``replies``, ``cancellation``, ``playbook``, ``offline_model``, ``desk_knowledge``) and
 its learned readers (``understanding``: language, dialogue act, the customer's payments a message names).
 
@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from graph.reading import MessageReading, ReadingContext, RouteView
+from graph.contracts.reading import MessageReading, ReadingContext, RouteView
 from nodes.embedded import cancellation, playbook, replies
 from nodes.embedded.desk_knowledge import SOCIAL_TOPICS, load_knowledge, social_answers, social_topic
 from nodes.embedded.offline_model import is_safety_report, rest_of_safety_report, wants_refund
@@ -42,7 +42,7 @@ class EmbeddedReader:
         self.router = router
 
     def read(self, text: str, context: ReadingContext) -> MessageReading:
-        """The reading of ``text`` (``graph.reading.MessageReading``, every field documented there) in ``context``."""
+        """The reading of ``text`` (``graph.contracts.reading.MessageReading``, every field documented there) in ``context``."""
         text = text or ""
         understood = self._understood(text, context)
         return MessageReading(text=text, **self._conversation(text, context, understood), **_about_a_refund(text),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from graph.reading import ReplyKind
+from graph.contracts.reading import ReplyKind
 from nodes.embedded.cancellation import wants_to_cancel as is_cancellation
 from nodes.transcript import open_question_of
 

@@ -1,11 +1,11 @@
 """The entry rule called with one keyword per input, for tables of cases in tests: builds the typed inputs of
-``policies.entry.choose_entry`` (a ``graph.reading.MessageReading``, a ``ThreadView`` and a ``Routed``)."""
+``policies.entry.choose_entry`` (a ``graph.contracts.reading.MessageReading``, a ``ThreadView`` and a ``Routed``)."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
-from graph.reading import MessageReading, ReplyKind
+from graph.contracts.reading import MessageReading, ReplyKind
 from policies.edges import SPECIALISTS
 from policies.entry import EntryDecision, Routed, Scope, ThreadView, choose_entry
 

@@ -5,7 +5,7 @@ Two ways to use it:
 
 * in-process: ``HoldAtNode("billing", claim=lambda tid: reached.set() or True, released=go.is_set)`` bound to a
   compiled graph with ``graph.with_config(callbacks=[hold])``;
-* in served instances (``graph.server``): the environment variable :data:`HOLD_ENV` =
+* in served instances (``graph.service.server``): the environment variable :data:`HOLD_ENV` =
   ``"<node>:<folder>[,<node>:<folder>…]"``. The first run of any process to reach ``<node>`` creates
   ``<folder>/held`` (its thread id; created exclusively, so one run of all the instances sharing the folder holds)
   and waits until ``<folder>/release`` exists; every later run passes (an instance restarted after being killed in

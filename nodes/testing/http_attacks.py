@@ -10,7 +10,7 @@ attack, then what must hold afterwards:
   thread it marked ``error``), and — where the attack was refused — the right approver's decision still pays, once.
 
 :data:`ATTACKS` lists them by class (:data:`CLASSES`); a test module runs each one against its engine with an
-:class:`Arena` (``tests/test_http_attacks.py``: Aegra; ``tests/test_http_attacks_langgraph_pg.py``: LangGraph's Agent
+:class:`Arena` (``tests/graph/test_http_attacks.py``: Aegra; ``tests/graph/test_http_attacks_langgraph_pg.py``: LangGraph's Agent
 Server on the MIT runtime).
 
 Nothing here is imported by the desk itself.

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph.effects import effects_of, normalise
+from graph.app.effects import effects_of, normalise
 
 __all__ = ["Step", "Case", "CASES", "Observed", "normalise", "effects_of", "parity_customers", "run_leg",
            "ConversationLeg", "InvokeLeg", "HttpLeg", "PARITY_PREFIX", "customers_in", "paused_kinds"]
@@ -171,7 +171,7 @@ class Observed:
 
 
 def _result_of(thread_id: str, values: dict, pending: Any) -> tuple[str | None, str, str, str]:
-    from graph.results import TurnResult
+    from graph.contracts.results import TurnResult
 
     r = TurnResult.from_state(thread_id, values, pending)
     return r.agent, r.path_str, r.status, normalise(r.text)
@@ -210,13 +210,13 @@ class ConversationLeg(Leg):
         return Conversation(thread, desk=self.desk, context=ctx)
 
     def send(self, thread: str, customer: str, text: str) -> tuple[str | None, str, str, str]:
-        from graph.context import RunContext
+        from graph.contracts.context import RunContext
 
         r = self._conv(thread, RunContext.for_customer(customer, "t_demo")).send(text)
         return r.agent, r.path_str, r.status, normalise(r.text)
 
     def decide(self, thread: str, operator: str, decision: str) -> tuple[str | None, str, str, str]:
-        from graph.context import RunContext
+        from graph.contracts.context import RunContext
 
         r = self._conv(thread, RunContext.for_operator(operator, "t_demo")).resume({"decision": decision})
         return r.agent, r.path_str, r.status, normalise(r.text)
@@ -240,7 +240,7 @@ class InvokeLeg(Leg):
         return _result_of(thread, values, interrupts[0].value if interrupts else None)
 
     def send(self, thread: str, customer: str, text: str) -> tuple[str | None, str, str, str]:
-        from graph.context import RunContext
+        from graph.contracts.context import RunContext
 
         return self._run(thread, {"messages": [{"role": "user", "content": text}]},
                          RunContext.for_customer(customer, "t_demo"))
@@ -248,7 +248,7 @@ class InvokeLeg(Leg):
     def decide(self, thread: str, operator: str, decision: str) -> tuple[str | None, str, str, str]:
         from langgraph.types import Command
 
-        from graph.context import RunContext
+        from graph.contracts.context import RunContext
 
         return self._run(thread, Command(resume={"decision": decision}), RunContext.for_operator(operator, "t_demo"))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph.packet import HandoffPacket
+from graph.contracts.packet import HandoffPacket
 
 __all__ = ["ungated", "packet"]
 

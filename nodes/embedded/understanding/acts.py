@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from graph.errors import ConfigError
+from graph.contracts.errors import ConfigError
 from nodes.router_embed import ENCODER_DIM, ENCODER_NAME, load_encoder
 from nodes.router_model import RouterModel, load_model, save_model
 

@@ -1,0 +1,1 @@
+"""Tests of storage: checkpointers, the event log, the business store (checkpoints/)."""

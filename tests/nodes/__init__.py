@@ -1,0 +1,1 @@
+"""Tests of the runtime and the models (nodes/)."""

@@ -1,0 +1,1 @@
+"""Tests of whole conversations and the documentation, through every way in."""
