@@ -31,7 +31,7 @@ __all__ = ["LANGUAGES", "LANGUAGE_NAMES", "MIN_CONFIDENCE", "MAX_KNOWN_SHARE", "
            "english_words", "language_answer"]
 
 #: ISO 639-1 codes the identification chooses among: English, and the five languages a customer of the demo bank
-#: may write in (issue 24: Spanish, French, German, Italian, Portuguese).
+#: may write in (Spanish, French, German, Italian, Portuguese).
 LANGUAGES: tuple[str, ...] = ("en", "es", "fr", "de", "it", "pt")
 #: The languages' names in English, for the desk's answer.
 LANGUAGE_NAMES: dict[str, str] = {"en": "English", "es": "Spanish", "fr": "French", "de": "German",
