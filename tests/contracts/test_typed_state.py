@@ -1,6 +1,6 @@
-"""The typed graph state (graph.contracts.state, graph.contracts.state_values): the handoff packet, handoff path, approval
-request, task, owner and outcome are models in state, stored and read back as models by the SQLite and PostgreSQL checkpointers, and
-threads that earlier versions checkpointed with plain dicts still load and resume."""
+"""The typed graph state (graph.contracts.state, graph.contracts.state_values): the handoff packet, handoff path,
+approval request, task, owner and outcome are models in state, stored and read back as models by the SQLite and
+PostgreSQL checkpointers, and threads that earlier versions checkpointed with plain dicts still load and resume."""
 
 from __future__ import annotations
 
