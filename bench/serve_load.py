@@ -157,7 +157,7 @@ class Target:
         sink = self.out.open("w")
         bin_dir = Path(sys.executable).parent
         if self.mode == "sqlite1":
-            (self.home.parent / "graph").symlink_to(REPO / "graph")  # langgraph.json names ./graph/auth.py
+            (self.home.parent / "graph").symlink_to(REPO / "graph")  # langgraph.json names ./graph/service/auth.py
             cmd = [str(bin_dir / "langgraph"), "dev", "--config", str(REPO / "langgraph.json"), "--host", "127.0.0.1",
                    "--port", str(self.port), "--no-browser", "--no-reload"]
             ready = lambda: _healthy(f"http://127.0.0.1:{self.port}/ok")  # noqa: E731

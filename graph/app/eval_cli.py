@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -111,7 +110,7 @@ def eval_command(
         out.mkdir(parents=True, exist_ok=True)
     chosen = loaded.select(split, category, limit)
     with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
-                  console=err, disable=not err.is_terminal and os.environ.get("CI") is None) as bar:
+                  console=err, disable=not err.is_terminal) as bar:
         job = bar.add_task("eval", total=len(chosen))
         report = run_suite(loaded, chosen, path=str(path), model=model, split=split, category=category,
                            timeout=timeout, retries=retries, progress=lambda done, total: bar.update(job, completed=done))

@@ -1,5 +1,5 @@
 """Custom authentication and authorization for the LangGraph API server (``langgraph dev``, LangGraph Platform) and
-Aegra: ``langgraph.json`` points at :data:`auth` (``"auth": {"path": "./graph/auth.py:auth", …}``).
+Aegra: ``langgraph.json`` points at :data:`auth` (``"auth": {"path": "./graph/service/auth.py:auth", …}``).
 
 **Authentication.** Every request carries ``Authorization: Bearer <token>``. Tokens are made by
 ``switchboard tokens issue --customer ID`` / ``--operator NAME`` and stored in the business store as SHA-256 only

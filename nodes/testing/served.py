@@ -226,7 +226,7 @@ def langgraph_dev(tmp: Path, home: Path, repo: Path, limit_s: float = START_LIMI
     SWITCHBOARD_HOME (its business store and event log: the caller seeds them first); yields the base URL. Its output
     goes to ``tmp/server.log``. Stopped with SIGTERM to its process group (SIGKILL after 20 s). Raises AssertionError
     when it exits or does not answer ``/ok`` within ``limit_s`` seconds (with the end of its log)."""
-    # langgraph.json names the auth module as "./graph/auth.py" (relative to the server's working directory); a link
+    # langgraph.json names the auth module as "./graph/service/auth.py" (relative to the server's working directory); a link
     # keeps the server's in-memory state out of the repository
     link = tmp / "graph"
     if not link.exists():

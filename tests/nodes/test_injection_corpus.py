@@ -88,7 +88,7 @@ def test_the_invariant_checker_catches_each_kind_of_breach(store):
 
     before = snapshot(store)
     call = {"name": "explain_transaction", "args": {}, "id": "c1", "type": "tool_call"}
-    values = {"handoff_path": [{"kind": "handoff", "from_agent": "triage", "to_agent": "refund_execute"}],
+    values = {"handoff_path": [{"hop": 1, "turn": 1, "kind": "handoff", "from_agent": "triage", "to_agent": "refund_execute"}],
               "messages": [HumanMessage(content="hi"), AIMessage(content="", tool_calls=[call]),
                            ToolMessage(content='{"ok": true, "customer_id": "c_bob"}', tool_call_id="c1",
                                        name="explain_transaction")]}

@@ -46,7 +46,9 @@ _REQUEST_WORDS = frozenset({
     "need", "return", "reimburse", "the", "for", "and", "that", "this", "payment", "charge", "transaction",
     "purchase", "pay", "paid", "request", "give", "now", "just", "some", "was", "its", "mine", "full", "one", "all",
     "have", "how", "what", "are", "did", "not", "don", "with", "from", "made", "make", "asap", "thanks", "thank",
-    "hi", "hello", "hey", "there", "yes", "yeah", "ok", "okay", "sure", "also", "too", "then", "again", "wrong"})
+    "hi", "hello", "hey", "there", "yes", "yeah", "ok", "okay", "sure", "also", "too", "then", "again", "wrong",
+    # a question about a refund's status, or a payment named by no more than its kind, describes no payment
+    "where", "when", "why", "which", "status", "order", "item", "yet", "still", "has", "been", "will", "happened"})
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 #: A number with an optional currency sign before it and an optional currency word after it.
 _AMOUNT = re.compile(r"([£€$])?\s?(\d+(?:[.,]\d{1,2})?)\s?(quid|pounds?|gbp|euros?|eur|dollars?|usd)?\b", re.I)
@@ -189,11 +191,17 @@ def merchant_matches(text: str, merchant: str) -> float:
     return max((fuzz.ratio(a, b) for a in said for b in names), default=0.0)
 
 
+def _priced(text: str) -> bool:
+    """An amount written as money: with a currency sign or word, or with pence ("£12", "12 quid", "4.50"); a bare
+    whole number ("#2", "3 times") is no amount."""
+    return any(m.group(1) or m.group(3) or re.search(r"[.,]\d", m.group(2)) for m in _AMOUNT.finditer(text))
+
+
 def describes_payment(text: str) -> bool:
     """Does a money-back request say which payment it means without an id: an amount, a day, or words beyond those
     of the request itself ("refund the uber ride": uber, ride; "I want my money back": none)? Then the payment is
     looked for among the customer's transactions (billing's list) before anyone asks for its id."""
-    if parse_amount(text) is not None or parse_day(text, date.today()) is not None:
+    if _priced(text) or parse_day(text, date.today()) is not None:
         return True
     return any(len(w) >= 3 and not w.isdigit() and w not in _REQUEST_WORDS and w not in ("i", "my", "me")
                for w in _words(text))
